@@ -1,0 +1,1 @@
+"""symeq: exact verification of layerwise equivariance."""

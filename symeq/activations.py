@@ -1,0 +1,306 @@
+"""Activation functions and the latent symmetry group K each one implies.
+
+An activation is either an exact polynomial (given by coefficients, a monomial, or a Taylor
+polynomial of tanh or the logistic sigmoid computed exactly) or the exact ReLU.  Its latent
+group K acts on a layer's neurons: a permutation together with, for each neuron, an affine
+change of the pre-activation ``z -> alpha z + beta`` that multiplies the post-activation by a
+factor ``q``, i.e. ``sigma(alpha t + beta) = q sigma(t)`` for all t.  Which ``alpha`` are
+admissible is decided from the coefficients (DESIGN.md, table of latent symmetries):
+
+* generic polynomial: only ``alpha = 1``  -> K = permutations S_n;
+* odd (after a shift of t), e.g. tanh series: ``alpha = +-1``, ``q = alpha`` -> signed permutations;
+* even (after a shift): ``alpha = +-1``, ``q = 1`` -> permutations after the activation;
+* monomial ``c (t - s)^d``: any ``alpha != 0``, ``q = alpha^d`` -> monomial matrices (gauge);
+* ReLU: ``alpha > 0``, ``q = alpha`` -> positive monomial matrices;
+* sigmoid series: odd up to a constant, ``sigma(-t) = 1 - sigma(t)``: sign flips act affinely,
+  which is outside the linear K; K = permutations.
+
+Why the shift: writing ``sigma(t) = tau(t - s)`` with ``s = -c_{d-1} / (d c_d)`` removes the
+degree d-1 term, and an affine self-map of a polynomial of degree d >= 2 must then fix ``s``
+(compare the degree d-1 coefficients), so ``beta = s (1 - alpha)``.
+
+Examples
+--------
+>>> list(tanh_series(7).coeffs)
+[0, 1, 0, -1/3, 0, 2/15, 0, -17/315]
+>>> tanh_series(5).symmetry, tanh_series(5).latent_group
+('odd', 'signed permutations')
+>>> polynomial([0, 1, 1, 0, 1]).symmetry     # t + t^2 + t^4
+'generic'
+>>> polynomial([0, 0, 1, 1]).symmetry        # every cubic is odd up to a shift and a constant
+'odd-plus-constant'
+>>> polynomial([0, 1, 1]).symmetry           # t + t^2 = (t + 1/2)^2 - 1/4
+'even'
+>>> polynomial([1, 2, 1]).symmetry   # (t + 1)^2 is a shifted monomial
+'monomial'
+>>> list(sigmoid_series(5).coeffs)
+[1/2, 1/4, 0, -1/48, 0, 1/480]
+>>> relu().latent_group
+'positive monomial matrices'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import comb
+
+from flint import fmpq
+
+from .errors import InputError
+from .numbers import format_number, parse_number
+
+__all__ = [
+    "Activation",
+    "polynomial",
+    "monomial",
+    "tanh_series",
+    "sigmoid_series",
+    "relu",
+    "activation_from_spec",
+    "tanh_taylor",
+]
+
+LATENT_GROUPS = {
+    "generic": "permutations",
+    "odd": "signed permutations",
+    "even": "permutations",
+    "monomial": "monomial matrices",
+    "odd-plus-constant": "permutations",
+    "relu": "positive monomial matrices",
+    "affine": "general linear (linear activation)",
+    "constant": "none (constant activation)",
+}
+
+
+def tanh_taylor(order: int) -> list[fmpq]:
+    """Exact Taylor coefficients of tanh up to t^order, from tanh' = 1 - tanh^2.
+
+    Comparing coefficients of t^k gives (k+1) a_{k+1} = [k = 0] - sum_{i+j=k} a_i a_j.
+    """
+    a = [fmpq(0)] * (order + 1)
+    for k in range(order):
+        s = fmpq(1 if k == 0 else 0) - sum((a[i] * a[k - i] for i in range(k + 1)), fmpq(0))
+        a[k + 1] = s / (k + 1)
+    return a
+
+
+def _trim(coeffs: list[fmpq]) -> list[fmpq]:
+    c = list(coeffs)
+    while len(c) > 1 and c[-1] == 0:
+        c.pop()
+    return c
+
+
+@dataclass(frozen=True, eq=False)
+class Activation:
+    """An exact activation: a polynomial with rational coefficients, or ReLU.
+
+    Attributes
+    ----------
+    kind : "polynomial" or "relu"
+    coeffs : coefficients from degree 0 up (polynomials only)
+    spec : the JSON description it was built from (kept for files and certificates)
+    """
+
+    kind: str
+    coeffs: tuple = ()
+    spec: dict = field(default_factory=dict)
+
+    # -- evaluation -----------------------------------------------------------------------
+    def __call__(self, t):
+        if self.kind == "relu":
+            return t if t > 0 else fmpq(0)
+        acc = fmpq(0)
+        for c in reversed(self.coeffs):
+            acc = acc * t + c
+        return acc
+
+    @property
+    def degree(self) -> int | None:
+        """Polynomial degree (None for ReLU)."""
+        return None if self.kind == "relu" else len(self.coeffs) - 1
+
+    @property
+    def is_polynomial(self) -> bool:
+        return self.kind == "polynomial"
+
+    # -- symmetry ---------------------------------------------------------------------------
+    @property
+    def shift(self) -> fmpq:
+        """The point s with sigma(t) = tau(t - s) and tau free of its degree d-1 term."""
+        if self.kind == "relu":
+            return fmpq(0)
+        d = self.degree
+        if d is None or d < 2:
+            return fmpq(0)
+        return -self.coeffs[d - 1] / (d * self.coeffs[d])
+
+    def _reduced(self) -> list[fmpq]:
+        """Coefficients of tau(u) = sigma(u + s)."""
+        s, c = self.shift, self.coeffs
+        d = len(c) - 1
+        return [
+            sum((c[k] * comb(k, j) * s ** (k - j) for k in range(j, d + 1)), fmpq(0))
+            for j in range(d + 1)
+        ]
+
+    @property
+    def symmetry(self) -> str:
+        """'generic', 'odd', 'even', 'monomial', 'odd-plus-constant', 'relu', 'affine' or 'constant'."""
+        if self.kind == "relu":
+            return "relu"
+        d = self.degree
+        if d == 0:
+            return "constant"
+        if d == 1:
+            return "affine"
+        tau = self._reduced()
+        support = [k for k in range(d + 1) if tau[k] != 0]
+        if support == [d]:
+            return "monomial"
+        if all((d - k) % 2 == 0 for k in support):
+            return "odd" if d % 2 else "even"
+        if d % 2 and all((d - k) % 2 == 0 for k in support if k != 0):
+            return "odd-plus-constant"
+        return "generic"
+
+    @property
+    def latent_group(self) -> str:
+        """Name of the latent group K acting on a layer with this activation."""
+        return LATENT_GROUPS[self.symmetry]
+
+    def admissible(self, alpha) -> fmpq | None:
+        """The factor q with sigma(alpha t + s(1 - alpha)) = q sigma(t), or None if none.
+
+        >>> tanh_series(3).admissible(-1), monomial(2).admissible(fmpq(-3)), relu().admissible(-1)
+        (-1, 9, None)
+        """
+        alpha = fmpq(alpha)
+        sym = self.symmetry
+        if alpha == 1:
+            return fmpq(1)
+        if sym == "relu":
+            return alpha if alpha > 0 else None
+        if sym == "monomial":
+            return alpha ** self.degree if alpha != 0 else None
+        if sym in ("odd", "even") and alpha == -1:
+            return fmpq(-1) if sym == "odd" else fmpq(1)
+        return None
+
+    def canonical_scale(self, vec) -> fmpq:
+        """The admissible alpha whose inverse brings an affine form to its canonical representative.
+
+        ``vec`` is the shifted pre-activation row [w | b - s].  Dividing it by the returned
+        scale gives the unique representative of its orbit under admissible scalings.
+        """
+        sym = self.symmetry
+        first = next((x for x in vec if x != 0), None)
+        if first is None or sym in ("generic", "odd-plus-constant", "affine", "constant"):
+            return fmpq(1)
+        if sym in ("odd", "even"):
+            return fmpq(1) if first > 0 else fmpq(-1)
+        if sym == "monomial":
+            return first
+        if sym == "relu":
+            return first if first > 0 else -first
+        raise AssertionError(sym)
+
+    def scale_choices(self, rng):
+        """A random admissible alpha (used by :func:`symeq.models.scramble`)."""
+        sym = self.symmetry
+        if sym in ("odd", "even"):
+            return fmpq(rng.choice([1, -1]))
+        if sym == "monomial":
+            return fmpq(rng.choice([1, -1]) * rng.randint(1, 4), rng.randint(1, 3))
+        if sym == "relu":
+            return fmpq(rng.randint(1, 5), rng.randint(1, 3))
+        return fmpq(1)
+
+    # -- display ----------------------------------------------------------------------------
+    def to_spec(self) -> dict:
+        return dict(self.spec)
+
+    def __repr__(self) -> str:
+        return f"Activation({self.spec})"
+
+    def latex(self, var: str = "t") -> str:
+        if self.kind == "relu":
+            return rf"\max(0, {var})"
+        import sympy
+
+        t = sympy.Symbol(var)
+        expr = sum(sympy.Rational(int(c.p), int(c.q)) * t**k for k, c in enumerate(self.coeffs))
+        return sympy.latex(expr)
+
+    def _repr_latex_(self) -> str:
+        return f"$\\sigma(t) = {self.latex()}$"
+
+
+def polynomial(coeffs) -> Activation:
+    """A polynomial activation with exact coefficients from degree 0 up.
+
+    >>> polynomial(["0", "1", "1/2"])(fmpq(2))
+    4
+    """
+    c = _trim([parse_number(x, f"activation coeffs[{i}]") for i, x in enumerate(coeffs)])
+    if not c:
+        raise InputError("a polynomial activation needs at least one coefficient")
+    return Activation("polynomial", tuple(c), {"type": "polynomial", "coeffs": [format_number(x) for x in c]})
+
+
+def monomial(degree: int) -> Activation:
+    """sigma(t) = t^degree (latent group: monomial matrices, the scalings need gauge fixing)."""
+    if not isinstance(degree, int) or isinstance(degree, bool) or degree < 1:
+        raise InputError(f"monomial degree must be a positive integer, got {degree!r}")
+    c = [fmpq(0)] * degree + [fmpq(1)]
+    return Activation("polynomial", tuple(c), {"type": "monomial", "degree": degree})
+
+
+def tanh_series(order: int) -> Activation:
+    """The Taylor polynomial of tanh up to t^order (odd order), coefficients computed exactly."""
+    if not isinstance(order, int) or isinstance(order, bool) or order < 1 or order % 2 == 0:
+        raise InputError(f"tanh_series order must be an odd positive integer, got {order!r}")
+    return Activation("polynomial", tuple(_trim(tanh_taylor(order))), {"type": "tanh_series", "order": order})
+
+
+def sigmoid_series(order: int) -> Activation:
+    """The Taylor polynomial of the logistic sigmoid up to t^order: 1/2 + tanh(t/2)/2."""
+    if not isinstance(order, int) or isinstance(order, bool) or order < 1:
+        raise InputError(f"sigmoid_series order must be a positive integer, got {order!r}")
+    th = tanh_taylor(order)
+    c = [th[k] / 2 ** (k + 1) for k in range(order + 1)]
+    c[0] += fmpq(1, 2)
+    return Activation("polynomial", tuple(_trim(c)), {"type": "sigmoid_series", "order": order})
+
+
+def relu() -> Activation:
+    """The exact ReLU max(0, t) (piecewise linear)."""
+    return Activation("relu", (), {"type": "relu"})
+
+
+_MAKERS = {
+    "polynomial": lambda s: polynomial(s.get("coeffs", [])),
+    "monomial": lambda s: monomial(s.get("degree")),
+    "tanh_series": lambda s: tanh_series(s.get("order")),
+    "sigmoid_series": lambda s: sigmoid_series(s.get("order")),
+    "relu": lambda s: relu(),
+}
+
+
+def activation_from_spec(spec, where: str = "activation") -> Activation | None:
+    """Build an activation from its JSON description (None stays None: an affine layer)."""
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        spec = {"type": spec}
+    if not isinstance(spec, dict) or "type" not in spec:
+        raise InputError(f"{where} must be an object with a \"type\", got {spec!r}")
+    maker = _MAKERS.get(spec["type"])
+    if maker is None:
+        raise InputError(
+            f"unknown activation type {spec['type']!r} at {where}; known: {', '.join(sorted(_MAKERS))}"
+        )
+    try:
+        return maker(spec)
+    except InputError as e:
+        raise InputError(f"{e} (at {where})") from None

@@ -1,0 +1,517 @@
+"""Exact models: dense layers x -> sigma(W x + b) with rational parameters, and their networks.
+
+A :class:`Model` is a list of :class:`DenseLayer` (the last one affine) with an optional
+:class:`~symeq.groups.FiniteGroup` acting on its input and output.  It evaluates exactly on
+rational points (one point or a batch, the batch as an ``fmpq_mat`` with one column per point),
+expands into polynomials in the input (``fmpq_mpoly``), and can be generated at random
+*layerwise equivariant* for chosen latent representations, then hidden by :func:`scramble`.
+
+Examples
+--------
+>>> from symeq.activations import tanh_series
+>>> m = Model(2, [DenseLayer(matrix([[1, 2], [2, 1]]), [1, 1], tanh_series(3)),
+...               DenseLayer(matrix([[3, 3]]), [0], None)])
+>>> m.widths
+[2, 2, 1]
+>>> m([fmpq(0), fmpq(0)])
+[4]
+>>> m.polynomial_map()[0].total_degree()
+3
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx
+
+from .activations import Activation
+from .errors import InputError, ShapeError
+from .groups import FiniteGroup, permutation_matrix
+from .numbers import (
+    as_fmpq,
+    fmpq_mat as _m,
+    identity,
+    mat_rows,
+    matrix,
+    monomial_matrix,
+    monomial_parts,
+    nullspace,
+)
+
+__all__ = [
+    "DenseLayer",
+    "Model",
+    "equivariant_basis",
+    "reynolds",
+    "random_equivariant_model",
+    "scramble",
+    "LatentElement",
+]
+
+
+@dataclass(eq=False)
+class DenseLayer:
+    """x -> sigma(W x + b) with exact W (out x in) and b; sigma None means affine."""
+
+    weight: fmpq_mat
+    bias: list
+    activation: Activation | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.weight, fmpq_mat):
+            self.weight = matrix(self.weight)
+        if self.bias is None:
+            self.bias = [fmpq(0)] * self.weight.nrows()
+        self.bias = [as_fmpq(b) for b in self.bias]
+        if len(self.bias) != self.weight.nrows():
+            raise ShapeError(f"bias has length {len(self.bias)}, weight has {self.weight.nrows()} rows")
+
+    @property
+    def in_dim(self) -> int:
+        return self.weight.ncols()
+
+    @property
+    def out_dim(self) -> int:
+        return self.weight.nrows()
+
+    def bias_matrix(self, npoints: int) -> fmpq_mat:
+        return fmpq_mat(self.out_dim, npoints, [b for b in self.bias for _ in range(npoints)])
+
+    def pre_activation(self, X: fmpq_mat) -> fmpq_mat:
+        return self.weight * X + self.bias_matrix(X.ncols())
+
+    def forward(self, X: fmpq_mat) -> fmpq_mat:
+        """Apply the layer to a batch (one column per point)."""
+        Z = self.pre_activation(X)
+        if self.activation is None:
+            return Z
+        sigma = self.activation
+        return fmpq_mat(Z.nrows(), Z.ncols(), [sigma(z) for z in Z.entries()])
+
+    def __call__(self, x: Sequence) -> list:
+        X = fmpq_mat(len(x), 1, [as_fmpq(v) for v in x])
+        return self.forward(X).entries()
+
+    def copy(self) -> "DenseLayer":
+        return DenseLayer(fmpq_mat(self.weight), list(self.bias), self.activation)
+
+
+@dataclass(eq=False)
+class Model:
+    """A network f = f_L o ... o f_1 of dense layers with exact parameters.
+
+    Parameters
+    ----------
+    input_dim : n_0
+    layers : the dense layers; every layer but the last has an activation, the last none
+    group : optional group acting on input and output (needed to verify equivariance)
+    name : optional label shown in reports
+    """
+
+    input_dim: int
+    layers: list[DenseLayer]
+    group: FiniteGroup | None = None
+    name: str = "model"
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.layers:
+            raise InputError("a model needs at least one layer")
+        n = self.input_dim
+        for i, layer in enumerate(self.layers, 1):
+            if layer.in_dim != n:
+                raise ShapeError(f"layer {i} expects inputs of size {layer.in_dim}, but the previous size is {n}")
+            last = i == len(self.layers)
+            if last and layer.activation is not None:
+                raise InputError(f"layer {i} is the last layer and must be affine (activation null)")
+            if not last and layer.activation is None:
+                raise InputError(f"hidden layer {i} needs an activation (only the last layer is affine)")
+            if not last and layer.activation.symmetry in ("affine", "constant"):
+                raise InputError(
+                    f"hidden layer {i} has a {layer.activation.symmetry} activation: its latent symmetry group "
+                    "is not a group of monomial matrices; use a polynomial of degree >= 2 or relu"
+                )
+            n = layer.out_dim
+        if self.group is not None:
+            self.check_group(self.group)
+
+    def check_group(self, group: FiniteGroup) -> None:
+        if group.input_dim != self.input_dim:
+            raise ShapeError(f"the group acts on inputs of size {group.input_dim}, the model takes {self.input_dim}")
+        if group.output_dim != self.output_dim:
+            raise ShapeError(f"the group acts on outputs of size {group.output_dim}, the model returns {self.output_dim}")
+
+    # -- shape ------------------------------------------------------------------------------
+    @property
+    def widths(self) -> list[int]:
+        return [self.input_dim] + [l.out_dim for l in self.layers]
+
+    @property
+    def hidden_widths(self) -> list[int]:
+        return self.widths[1:-1]
+
+    @property
+    def output_dim(self) -> int:
+        return self.layers[-1].out_dim
+
+    @property
+    def depth(self) -> int:
+        return len(self.layers)
+
+    @property
+    def n_params(self) -> int:
+        return sum(l.in_dim * l.out_dim + l.out_dim for l in self.layers)
+
+    @property
+    def is_polynomial(self) -> bool:
+        return all(l.activation is None or l.activation.is_polynomial for l in self.layers)
+
+    @property
+    def has_relu(self) -> bool:
+        return any(l.activation is not None and l.activation.kind == "relu" for l in self.layers)
+
+    def degree(self) -> int:
+        """A bound on the total degree of f as a polynomial in the input."""
+        if not self.is_polynomial:
+            raise InputError("only polynomial models have a degree")
+        d = 1
+        for l in self.layers:
+            if l.activation is not None:
+                d *= l.activation.degree
+        return d
+
+    # -- evaluation -------------------------------------------------------------------------
+    def forward(self, X: fmpq_mat, upto: int | None = None) -> fmpq_mat:
+        """Evaluate on a batch (one column per point); ``upto=i`` stops after layer i."""
+        for l in self.layers[: upto if upto is not None else len(self.layers)]:
+            X = l.forward(X)
+        return X
+
+    def __call__(self, x: Sequence) -> list:
+        if len(x) != self.input_dim:
+            raise ShapeError(f"the model takes inputs of size {self.input_dim}, got {len(x)}")
+        X = fmpq_mat(len(x), 1, [as_fmpq(v) for v in x])
+        return self.forward(X).entries()
+
+    def polynomial_map(self, ctx=None, input_matrix: fmpq_mat | None = None) -> list:
+        """f as a list of ``fmpq_mpoly`` in x0..x{n-1}; ``input_matrix`` A gives f(A x).
+
+        Expands fully: use it for small models (see :mod:`symeq.equivariance` for the
+        evaluation-based checks that avoid the expansion).
+        """
+        if not self.is_polynomial:
+            raise InputError("only polynomial models expand into polynomials")
+        if ctx is None:
+            ctx = fmpq_mpoly_ctx.get(("x", self.input_dim), "degrevlex")
+        xs = list(ctx.gens())
+        if input_matrix is not None:
+            xs = [sum((c * v for c, v in zip(row, xs) if c != 0), ctx.from_dict({})) for row in mat_rows(input_matrix)]
+        zero = ctx.from_dict({})
+        for l in self.layers:
+            new = []
+            for row, b in zip(mat_rows(l.weight), l.bias):
+                z = sum((c * v for c, v in zip(row, xs) if c != 0), zero) + b
+                if l.activation is not None:
+                    acc = zero
+                    for c in reversed(l.activation.coeffs):
+                        acc = acc * z + c
+                    z = acc
+                new.append(z)
+            xs = new
+        return xs
+
+    # -- copies and display -----------------------------------------------------------------
+    def copy(self, group=...) -> "Model":
+        return Model(self.input_dim, [l.copy() for l in self.layers], self.group if group is ... else group,
+                     self.name, dict(self.meta))
+
+    def with_group(self, group: FiniteGroup | None) -> "Model":
+        return self.copy(group=group)
+
+    def parameters_equal(self, other: "Model") -> bool:
+        return self.widths == other.widths and all(
+            a.weight == b.weight and a.bias == b.bias for a, b in zip(self.layers, other.layers)
+        )
+
+    def __repr__(self) -> str:
+        acts = ", ".join(l.activation.spec["type"] for l in self.layers[:-1])
+        return f"Model({self.name!r}, widths {self.widths}, activations [{acts}])"
+
+    def _repr_latex_(self) -> str:
+        import sympy
+
+        parts = []
+        for i, l in enumerate(self.layers, 1):
+            W = sympy.Matrix([[sympy.Rational(int(x.p), int(x.q)) for x in r] for r in mat_rows(l.weight)])
+            b = sympy.Matrix([sympy.Rational(int(x.p), int(x.q)) for x in l.bias])
+            s = f"\\sigma_{i}" if l.activation is not None else ""
+            parts.append(rf"f_{i}(x) = {s}\left({sympy.latex(W)} x + {sympy.latex(b)}\right)")
+            if l.activation is not None:
+                parts.append(rf"\sigma_{i}(t) = {l.activation.latex()}")
+        return "$\\begin{aligned}" + r" \\ ".join(parts) + "\\end{aligned}$"
+
+
+# -- equivariant linear maps --------------------------------------------------------------
+
+def equivariant_basis(rho_in: Sequence[fmpq_mat], rho_out: Sequence[fmpq_mat]) -> list[fmpq_mat]:
+    """A basis of {W : W rho_in(g) = rho_out(g) W for all generators g} (exact nullspace).
+
+    This is EMLP's construction over Q: stack the constraints as a linear map on vec(W).
+
+    >>> s = matrix([[0, 1], [1, 0]])
+    >>> [mat_rows(B) for B in equivariant_basis([s], [s])]
+    [[[0, 1], [1, 0]], [[1, 0], [0, 1]]]
+    """
+    n_out, n_in = rho_out[0].nrows(), rho_in[0].nrows()
+    nv = n_out * n_in
+    rows = []
+    for A, B in zip(rho_in, rho_out):
+        # (W A - B W)[i, j] = sum_k W[i,k] A[k,j] - sum_k B[i,k] W[k,j]
+        for i in range(n_out):
+            for j in range(n_in):
+                r = [fmpq(0)] * nv
+                for k in range(n_in):
+                    if A[k, j] != 0:
+                        r[i * n_in + k] += A[k, j]
+                for k in range(n_out):
+                    if B[i, k] != 0:
+                        r[k * n_in + j] -= B[i, k]
+                rows.append(r)
+    M = fmpq_mat(len(rows), nv, [x for r in rows for x in r])
+    return [fmpq_mat(n_out, n_in, v) for v in nullspace(M)]
+
+
+def reynolds(W: fmpq_mat, group_in: Sequence[fmpq_mat], group_out: Sequence[fmpq_mat]) -> fmpq_mat:
+    """Project W onto the equivariant maps: (1/|G|) sum_g rho_out(g)^-1 W rho_in(g).
+
+    ``group_in``/``group_out`` list the matrices of *all* group elements (not generators).
+    """
+    acc = fmpq_mat(W.nrows(), W.ncols())
+    for A, B in zip(group_in, group_out):
+        acc += B.inv() * W * A
+    return acc / len(group_in)
+
+
+def _random_int_matrix(rng: random.Random, r: int, c: int, lo: int = -9, hi: int = 9) -> fmpq_mat:
+    return fmpq_mat(r, c, [rng.randint(lo, hi) for _ in range(r * c)])
+
+
+def _sign_twisted(rep: fmpq_mat, activation: Activation) -> fmpq_mat:
+    """Pre-activation action for a post-activation latent action (signs stay for odd sigma)."""
+    parts = monomial_parts(rep)
+    if parts is None:
+        raise InputError("latent representations must be monomial matrices")
+    cols, vals = parts
+    pre = []
+    for v in vals:
+        if v == 1:
+            pre.append(fmpq(1))
+        elif v == -1 and activation.symmetry == "odd":
+            pre.append(fmpq(-1))
+        else:
+            raise InputError(
+                f"the latent action entry {v} is not available for a {activation.symmetry} activation "
+                f"(latent group: {activation.latent_group}); use permutation matrices"
+                + (" or signed permutations" if activation.symmetry != "odd" else "")
+            )
+    return monomial_matrix(cols, pre)
+
+
+def random_equivariant_model(
+    group: FiniteGroup,
+    latent: Sequence,
+    activations: Sequence[Activation] | Activation,
+    rng: random.Random | int | None = None,
+    *,
+    bias: bool = True,
+    weight_range: int = 9,
+    name: str = "random layerwise-equivariant model",
+) -> Model:
+    """A random model whose every layer is equivariant for the given latent actions.
+
+    Parameters
+    ----------
+    group : the group acting on input and output
+    latent : for each hidden layer, either a list of generator matrices (monomial, inside the
+        activation's K: permutations, or signed permutations for odd activations), or a
+        string: ``"regular"`` (regular representation), ``"input"`` (the input action), or
+        ``"regular*m"`` / ``"input*m"`` for m copies
+    activations : one activation for all hidden layers, or one per hidden layer
+    rng : random.Random or seed
+    bias : draw biases (projected to the invariant ones) or use zero biases
+
+    The weights are projections of random integer matrices by the Reynolds operator
+    (exact; equal to a random element of :func:`equivariant_basis`'s span).
+
+    Examples
+    --------
+    >>> from symeq.groups import mirror
+    >>> from symeq.activations import tanh_series
+    >>> m = random_equivariant_model(mirror(2, 3), ["regular*3", "input"], tanh_series(3), rng=1)
+    >>> m.widths
+    [6, 6, 6, 6]
+    """
+    rng = rng if isinstance(rng, random.Random) else random.Random(rng)
+    if isinstance(activations, Activation):
+        activations = [activations] * len(latent)
+    if len(activations) != len(latent):
+        raise InputError(f"{len(latent)} latent representations but {len(activations)} activations")
+    elements = group.elements()
+    ngen = len(group.generators)
+
+    def all_elements(gen_mats: list[fmpq_mat]) -> list[fmpq_mat]:
+        # Extend generator matrices to all group elements along the Cayley-graph words.
+        out = []
+        for e in elements:
+            m = identity(gen_mats[0].nrows())
+            for gi in e.word:
+                m = m * gen_mats[gi]
+            out.append(m)
+        return out
+
+    reps_post: list[list[fmpq_mat]] = []
+    for i, spec in enumerate(latent):
+        if isinstance(spec, str):
+            base, _, mult = spec.partition("*")
+            mult = int(mult or 1)
+            if base == "regular":
+                gens = group.regular_representation()
+            elif base == "input":
+                gens = [a for a, _ in group.generators]
+            else:
+                raise InputError(f"unknown latent representation {spec!r}; use 'regular', 'input' or matrices")
+            from .numbers import block_diag
+
+            gens = [block_diag(*([g] * mult)) for g in gens]
+        else:
+            gens = [m if isinstance(m, fmpq_mat) else matrix(m) for m in spec]
+        if len(gens) != ngen:
+            raise InputError(f"latent representation {i + 1} has {len(gens)} matrices for {ngen} generators")
+        reps_post.append(gens)
+    # validate that the latent representations are actions of the group
+    from .groups import closure
+
+    closure([tuple([a] + [r[gi] for r in reps_post]) for gi, (a, _) in enumerate(group.generators)],
+            max_order=group.max_order, what=["input"] + [f"latent representation {i + 1}" for i in range(len(reps_post))])
+
+    in_all = [e.mats[0] for e in elements]
+    out_all = [e.mats[1] for e in elements]
+    layers = []
+    prev_post = in_all
+    for i, (gens, act) in enumerate(zip(reps_post, activations)):
+        pre_gens = [_sign_twisted(g, act) for g in gens]
+        pre_all = all_elements(pre_gens)
+        post_all = all_elements(gens)
+        n = gens[0].nrows()
+        W = reynolds(_random_int_matrix(rng, n, prev_post[0].nrows(), -weight_range, weight_range), prev_post, pre_all)
+        if bias:
+            # The admissible maps z -> alpha z + s (1 - alpha) fix z = s, so it is b - s that
+            # must be invariant (s = 0 unless sigma is a shifted odd/even polynomial).
+            s = act.shift
+            b0 = _random_int_matrix(rng, n, 1, -weight_range, weight_range) - fmpq_mat(n, 1, [s] * n)
+            b = [x + s for x in reynolds(b0, [identity(1)] * len(pre_all), pre_all).entries()]
+        else:
+            b = [fmpq(0)] * n
+        layers.append(DenseLayer(W, b, act))
+        prev_post = post_all
+    n_out = group.output_dim
+    W = reynolds(_random_int_matrix(rng, n_out, prev_post[0].nrows(), -weight_range, weight_range), prev_post, out_all)
+    b = reynolds(_random_int_matrix(rng, n_out, 1, -weight_range, weight_range), [identity(1)] * len(out_all), out_all).entries() if bias else [fmpq(0)] * n_out
+    layers.append(DenseLayer(W, b, None))
+    model = Model(group.input_dim, layers, group, name)
+    model.meta["latent_representations"] = reps_post
+    return model
+
+
+# -- latent symmetries --------------------------------------------------------------------
+
+@dataclass
+class LatentElement:
+    """k in prod K_i: per hidden layer a permutation and admissible pre-activation scalings.
+
+    Neuron j of layer i becomes neuron ``perms[i][j]`` with pre-activation
+    ``alpha z + s (1 - alpha)``; its output is multiplied by ``q = sigma's factor``.
+    """
+
+    perms: list[list[int]]
+    alphas: list[list]
+
+    def post_matrices(self, model: Model) -> list[fmpq_mat]:
+        """The post-activation action of k on each hidden layer (monomial matrices)."""
+        out = []
+        for layer, perm, alphas in zip(model.layers, self.perms, self.alphas):
+            q = [layer.activation.admissible(a) for a in alphas]
+            cols = [0] * len(perm)
+            vals = [fmpq(0)] * len(perm)
+            for j, pj in enumerate(perm):
+                cols[pj] = j
+                vals[pj] = q[j]
+            out.append(monomial_matrix(cols, vals))
+        return out
+
+
+def apply_latent(model: Model, k: LatentElement) -> Model:
+    """k . theta: a model with the same function and permuted, rescaled hidden neurons."""
+    layers = [l.copy() for l in model.layers]
+    prev_q = None
+    prev_perm = None
+    for i, layer in enumerate(layers):
+        W_rows = mat_rows(layer.weight)
+        b = list(layer.bias)
+        if prev_perm is not None:
+            # columns: new neuron prev_perm[j] carries q_j times old neuron j's output
+            new_rows = []
+            for row in W_rows:
+                nr = [fmpq(0)] * len(row)
+                for j, x in enumerate(row):
+                    nr[prev_perm[j]] = x / prev_q[j]
+                new_rows.append(nr)
+            W_rows = new_rows
+        if i < len(layers) - 1:
+            perm, alphas = k.perms[i], k.alphas[i]
+            act = layer.activation
+            s = act.shift
+            n = len(W_rows)
+            rows2 = [None] * n
+            b2 = [None] * n
+            q = []
+            for j in range(n):
+                a = fmpq(alphas[j])
+                qj = act.admissible(a)
+                if qj is None:
+                    raise InputError(f"scaling {a} is not admissible for the activation of layer {i + 1}")
+                rows2[perm[j]] = [a * x for x in W_rows[j]]
+                b2[perm[j]] = a * b[j] + s * (1 - a)
+                q.append(qj)
+            W_rows, b = rows2, b2
+            prev_perm, prev_q = perm, q
+        layers[i] = DenseLayer(fmpq_mat(len(W_rows), len(W_rows[0]), [x for r in W_rows for x in r]), b, layer.activation)
+    return Model(model.input_dim, layers, model.group, model.name, dict(model.meta))
+
+
+def scramble(model: Model, rng: random.Random | int | None = None) -> tuple[Model, LatentElement]:
+    """Hide a model's structure by a random k in prod K_i; the function does not change.
+
+    Returns the scrambled model and k.
+
+    >>> from symeq.groups import mirror
+    >>> from symeq.activations import tanh_series
+    >>> m = random_equivariant_model(mirror(1, 2), ["regular*2"], tanh_series(3), rng=0)
+    >>> s, k = scramble(m, rng=5)
+    >>> x = [fmpq(1, 3), fmpq(-2)]
+    >>> s(x) == m(x)
+    True
+    """
+    rng = rng if isinstance(rng, random.Random) else random.Random(rng)
+    perms, alphas = [], []
+    for layer in model.layers[:-1]:
+        n = layer.out_dim
+        p = list(range(n))
+        rng.shuffle(p)
+        perms.append(p)
+        alphas.append([layer.activation.scale_choices(rng) for _ in range(n)])
+    k = LatentElement(perms, alphas)
+    return apply_latent(model, k), k

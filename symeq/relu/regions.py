@@ -1,0 +1,566 @@
+"""Exact linear regions of ReLU networks and an exact equivariance decision.
+
+A ReLU network is a continuous piecewise-linear map.  This module enumerates
+its open, full-dimensional linear regions exactly (rational arithmetic with
+python-flint ``fmpq`` and the exact simplex method of :mod:`symeq.relu.lp`),
+and uses them to *decide* end-to-end equivariance ``f(rho_in x) = rho_out
+f(x)`` for all real ``x`` -- not just test it on samples.
+
+This matters because, for ReLU, end-to-end equivariance does not imply
+layerwise equivariance in general (Bökman & Kahl 2023): the identity on R^2
+written with width 4 as ``W1 = [A; -A]``, ``W2 = [A^-1, -A^-1]`` (because
+``relu(t) - relu(-t) = t``) is equivariant under the order-3 matrix
+``R = [[0, -1], [1, -1]]``, yet no width-4 parameter is layerwise equivariant
+(see LITERATURE.md, "Small exact facts").  Exact decisions like this one are
+what such counterexamples rest on.
+
+Network representation (plain data, no other symeq module needed)::
+
+    layers = [(W, b, relu), ...]
+
+where ``W`` is a list of rows (lists of rationals), ``b`` a list of
+rationals, and ``relu`` a bool: layer ``i`` maps ``R^{n_{i-1}} -> R^{n_i}``
+by ``x -> max(0, W x + b)`` if ``relu`` else ``x -> W x + b``.  Entries may be
+``fmpq``, ``int``, ``fractions.Fraction`` or strings like ``"1/3"``; floats
+are refused.
+
+Method.  Depth first, layer by layer: on the current region (an open
+polyhedron given by strict inequalities, with a known interior point) the
+pre-activation of every neuron of the next ReLU layer is affine.  For each
+neuron whose pre-activation is not constant on the region we branch on its
+sign (``> 0`` or ``< 0``) and prune empty branches with an exact LP
+(:func:`symeq.relu.lp.interior_point`); the side containing the current
+interior point needs no LP.  Neurons whose pre-activation is constant need no
+branch.  Regions of lower dimension (points where some pre-activation
+vanishes) are ignored: the maps are continuous, so agreement on every open
+full-dimensional region -- a dense set -- is agreement everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator, NamedTuple, Sequence
+
+from flint import fmpq
+
+from .lp import as_fmpq, interior_point
+
+__all__ = [
+    "Region",
+    "RegionLimitExceeded",
+    "EquivarianceDecision",
+    "evaluate",
+    "linear_regions",
+    "count_regions",
+    "difference_network",
+    "decide_equivariance",
+]
+
+_ZERO = fmpq(0)
+_ONE = fmpq(1)
+
+
+class RegionLimitExceeded(RuntimeError):
+    """Raised when an enumeration would produce more than ``limit`` regions.
+
+    Attributes
+    ----------
+    limit : int
+        The limit that was exceeded.
+    """
+
+    def __init__(self, limit: int):
+        super().__init__(f"more than {limit} linear regions; raise `limit` to continue")
+        self.limit = limit
+
+
+class Region(NamedTuple):
+    """One open, full-dimensional linear region of a ReLU network.
+
+    Attributes
+    ----------
+    pattern : tuple
+        One entry per layer: for a ReLU layer a tuple of bools (``True`` =
+        neuron active, i.e. pre-activation ``> 0`` on the region; ``False`` =
+        pre-activation ``< 0``, or constant ``<= 0``); ``None`` for an affine
+        layer.
+    inequalities : list of (a, c)
+        Strict inequalities ``a . x + c > 0`` (``a`` a list of fmpq, ``c`` an
+        fmpq, scaled to primitive integers) whose intersection, together with
+        any ``extra_constraints``, is the region.  Some may be redundant.
+    point : list of fmpq
+        An interior point: every inequality holds strictly there.
+    affine : (A, c)
+        The network equals ``x -> A x + c`` on the region (``A`` a list of
+        rows of fmpq, ``c`` a list of fmpq).
+    """
+
+    pattern: tuple
+    inequalities: list
+    point: list
+    affine: tuple
+
+
+@dataclass(frozen=True)
+class EquivarianceDecision:
+    """Exact verdict of :func:`decide_equivariance`.
+
+    Attributes
+    ----------
+    holds : bool
+        Whether ``f(rho_in x) == rho_out f(x)`` for every real ``x``.
+    witness : list of fmpq or None
+        When ``holds`` is False, a rational ``x`` where the two sides differ
+        (re-checked by exact evaluation); otherwise ``None``.
+    regions : int
+        Number of linear regions of the difference map examined (all of them
+        when ``holds`` is True; up to the first failing one otherwise).
+    method : str
+        ``"relu-regions"``.
+    difference : list of fmpq or None
+        ``f(rho_in w) - rho_out f(w)`` at the witness ``w`` (nonzero), or
+        ``None``.
+    """
+
+    holds: bool
+    witness: list | None
+    regions: int
+    method: str = "relu-regions"
+    difference: list | None = None
+
+
+# --------------------------------------------------------------------------
+# small exact linear algebra on lists of fmpq
+# --------------------------------------------------------------------------
+
+
+def _dot(u: Sequence, v: Sequence) -> fmpq:
+    s = _ZERO
+    for a, b in zip(u, v):
+        if a and b:
+            s += a * b
+    return s
+
+
+def _matvec(M: Sequence, v: Sequence) -> list:
+    return [_dot(row, v) for row in M]
+
+
+def _matmul(M: Sequence, N: Sequence, ncols: int) -> list:
+    out = []
+    for row in M:
+        acc = [_ZERO] * ncols
+        for k, a in enumerate(row):
+            if a:
+                for j, b in enumerate(N[k]):
+                    if b:
+                        acc[j] += a * b
+        out.append(acc)
+    return out
+
+
+def _square(M, n: int, name: str) -> list:
+    M = [[as_fmpq(v) for v in row] for row in M]
+    if len(M) != n or any(len(row) != n for row in M):
+        raise ValueError(f"{name} must be a {n}x{n} matrix")
+    return M
+
+
+def _check_layers(layers) -> tuple[list, int, int]:
+    """Convert a network to fmpq and check shapes; return (layers, n_in, n_out)."""
+    layers = list(layers)
+    if not layers:
+        raise ValueError("a network needs at least one layer")
+    out = []
+    n_prev = None
+    for i, layer in enumerate(layers):
+        try:
+            W, b, relu = layer
+        except (TypeError, ValueError):
+            raise ValueError(f"layer {i} must be a triple (W, b, relu)") from None
+        W = [[as_fmpq(v) for v in row] for row in W]
+        b = [as_fmpq(v) for v in b]
+        if len(W) != len(b):
+            raise ValueError(f"layer {i}: W has {len(W)} rows but b has {len(b)} entries")
+        if not W:
+            raise ValueError(f"layer {i} has no neurons")
+        width_in = len(W[0])
+        if any(len(row) != width_in for row in W):
+            raise ValueError(f"layer {i}: rows of W have different lengths")
+        if n_prev is not None and width_in != n_prev:
+            raise ValueError(f"layer {i} expects input of size {width_in}, previous layer gives {n_prev}")
+        if width_in == 0:
+            raise ValueError(f"layer {i} has input dimension 0")
+        out.append((W, b, bool(relu)))
+        n_prev = len(W)
+    return out, len(out[0][0][0]), len(out[-1][0])
+
+
+def _normalize(a: Sequence, c) -> tuple[list, fmpq, tuple]:
+    """Scale ``a.x + c > 0`` by a positive rational to primitive integers."""
+    vals = list(a) + [c]
+    den = 1
+    for v in vals:
+        if v:
+            den = math.lcm(den, int(v.q))
+    nums = [int(v.p) * (den // int(v.q)) for v in vals]
+    g = 0
+    for m in nums:
+        g = math.gcd(g, m)
+    if g == 0:
+        g = 1
+    nums = [m // g for m in nums]
+    return [fmpq(m) for m in nums[:-1]], fmpq(nums[-1]), tuple(nums)
+
+
+# --------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------
+
+
+def evaluate(layers, x: Sequence) -> list:
+    """Exact forward pass of a ReLU network.
+
+    Parameters
+    ----------
+    layers : list of (W, b, relu)
+        The network (see the module docstring).
+    x : sequence of rationals
+        Input point.
+
+    Returns
+    -------
+    list of fmpq
+        The output ``f(x)``.
+
+    Examples
+    --------
+    The width-4 identity on R^2 of Bökman-Kahl (LITERATURE.md): ``relu(x) -
+    relu(-x) = x`` coordinatewise.
+
+    >>> I, mI = [[1, 0], [0, 1]], [[-1, 0], [0, -1]]
+    >>> net = [(I + mI, [0] * 4, True), ([[1, 0, -1, 0], [0, 1, 0, -1]], [0, 0], False)]
+    >>> evaluate(net, ["3/2", -7])
+    [3/2, -7]
+    """
+    layers, n, _ = _check_layers(layers)
+    v = [as_fmpq(t) for t in x]
+    if len(v) != n:
+        raise ValueError(f"input has size {len(v)}, the network expects {n}")
+    for W, b, relu in layers:
+        v = [_dot(row, v) + bi for row, bi in zip(W, b)]
+        if relu:
+            v = [t if t > 0 else _ZERO for t in v]
+    return v
+
+
+def linear_regions(layers, extra_constraints=None, limit: int = 100000) -> Iterator[Region]:
+    """Enumerate the open full-dimensional linear regions of a ReLU network.
+
+    Parameters
+    ----------
+    layers : list of (W, b, relu)
+        The network (see the module docstring).
+    extra_constraints : list of (a, c), optional
+        Strict inequalities ``a . x + c > 0`` restricting the input domain
+        (e.g. to a cone or a box); only regions meeting this open set are
+        produced, intersected with it.
+    limit : int, default 100000
+        Maximal number of regions to produce.
+
+    Yields
+    ------
+    Region
+        ``(pattern, inequalities, point, affine)``; see :class:`Region`.
+        Distinct yielded regions are disjoint, and their union is the domain
+        minus finitely many hyperplanes.  Two regions may carry the same affine
+        map (the enumeration follows activation patterns, it does not merge).
+
+    Raises
+    ------
+    RegionLimitExceeded
+        When a ``limit + 1``-st region is reached (raised during iteration).
+
+    Examples
+    --------
+    Two ReLUs along the lines ``x = 0`` and ``y = 0`` cut the plane into the
+    four quadrants:
+
+    >>> net = [([[1, 0], [0, 1]], [0, 0], True), ([[1, 1]], [0], False)]
+    >>> regs = list(linear_regions(net))
+    >>> len(regs)
+    4
+    >>> sorted(r.pattern[0] for r in regs)
+    [(False, False), (False, True), (True, False), (True, True)]
+    >>> r = next(r for r in regs if r.pattern[0] == (True, False))
+    >>> r.affine            # f(x, y) = x on {x > 0, y < 0}
+    ([[1, 0]], [0])
+    >>> list(linear_regions(net, extra_constraints=[([1, 1], -10)]))[0].pattern
+    ((True, True), None)
+    """
+    layers, n, _ = _check_layers(layers)
+    if limit < 0:
+        raise ValueError("limit must be non-negative")
+    cons: list = []
+    keys: set = set()
+    for item in extra_constraints or ():
+        a, c = item
+        a = [as_fmpq(v) for v in a]
+        if len(a) != n:
+            raise ValueError(f"extra constraint has {len(a)} coefficients, expected {n}")
+        a, c, key = _normalize(a, as_fmpq(c))
+        if key not in keys:
+            keys.add(key)
+            cons.append((a, c))
+    return _enumerate(layers, n, cons, keys, limit)
+
+
+def _enumerate(layers, n: int, cons: list, keys: set, limit: int) -> Iterator[Region]:
+    if cons:
+        res = interior_point([a for a, _ in cons], [c for _, c in cons], n)
+        if res is None:
+            return
+        x0 = res[0]
+    else:
+        x0 = [_ZERO] * n
+    counter = [0]
+    L = len(layers)
+
+    def at_layer(li, A, c, cons, keys, x0, pattern):
+        if li == L:
+            counter[0] += 1
+            if counter[0] > limit:
+                raise RegionLimitExceeded(limit)
+            yield Region(tuple(pattern), list(cons), x0, (A, c))
+            return
+        W, b, relu = layers[li]
+        P = _matmul(W, A, n)
+        q = [_dot(row, c) + bi for row, bi in zip(W, b)]
+        if not relu:
+            yield from at_layer(li + 1, P, q, cons, keys, x0, pattern + [None])
+            return
+        yield from at_neuron(li, P, q, 0, cons, keys, x0, pattern, ())
+
+    def at_neuron(li, P, q, k, cons, keys, x0, pattern, signs):
+        if k == len(P):
+            zero_row = [_ZERO] * n
+            A = [P[i] if s else zero_row for i, s in enumerate(signs)]
+            c = [q[i] if s else _ZERO for i, s in enumerate(signs)]
+            yield from at_layer(li + 1, A, c, cons, keys, x0, pattern + [signs])
+            return
+        p, qk = P[k], q[k]
+        if not any(p):  # constant on the region: no hyperplane, no branch
+            yield from at_neuron(li, P, q, k + 1, cons, keys, x0, pattern, signs + (qk > 0,))
+            return
+        val = _dot(p, x0) + qk
+        a_pos, c_pos, key_pos = _normalize(p, qk)
+        key_neg = tuple(-v for v in key_pos)
+        for active in (True, False):
+            if active:
+                a, cc, key, opp = a_pos, c_pos, key_pos, key_neg
+            else:
+                a, cc, key, opp = [-v for v in a_pos], -c_pos, key_neg, key_pos
+            if key in keys:  # already imposed: branch is the current region
+                yield from at_neuron(li, P, q, k + 1, cons, keys, x0, pattern, signs + (active,))
+                continue
+            if opp in keys:  # the opposite inequality is imposed: empty
+                continue
+            if (val > 0) if active else (val < 0):
+                x1 = x0
+            else:
+                res = interior_point([e for e, _ in cons] + [a], [d for _, d in cons] + [cc], n)
+                if res is None:
+                    continue
+                x1 = res[0]
+            yield from at_neuron(li, P, q, k + 1, cons + [(a, cc)], keys | {key}, x1,
+                                 pattern, signs + (active,))
+
+    identity = [[_ONE if i == j else _ZERO for j in range(n)] for i in range(n)]
+    yield from at_layer(0, identity, [_ZERO] * n, cons, keys, x0, [])
+
+
+def count_regions(layers, limit: int = 100000, extra_constraints=None) -> int:
+    """Number of open full-dimensional linear regions found by :func:`linear_regions`.
+
+    This counts activation regions (cells of the arrangement of bent
+    hyperplanes), which is an upper bound for the number of maximal pieces on
+    which the function is affine.
+
+    Parameters
+    ----------
+    layers : list of (W, b, relu)
+        The network.
+    limit : int, default 100000
+        Raise :class:`RegionLimitExceeded` beyond this many regions.
+    extra_constraints : list of (a, c), optional
+        Restrict the domain to ``{x : a . x + c > 0 for all}``.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    Three lines in general position cut the plane into ``1 + 3 + 3 = 7``
+    regions:
+
+    >>> net = [([[1, 0], [0, 1], [1, 1]], [0, 0, -1], True), ([[1, 1, 1]], [0], False)]
+    >>> count_regions(net)
+    7
+    >>> count_regions(net, limit=5)
+    Traceback (most recent call last):
+    ...
+    symeq.relu.regions.RegionLimitExceeded: more than 5 linear regions; raise `limit` to continue
+    """
+    return sum(1 for _ in linear_regions(layers, extra_constraints=extra_constraints, limit=limit))
+
+
+def difference_network(layers, rho_in, rho_out) -> list:
+    """A ReLU network computing ``h(x) = f(rho_in x) - rho_out f(x)``.
+
+    The hidden layers are the two copies of ``f`` side by side: first layer
+    ``[W1 rho_in; W1]`` with bias ``[b1; b1]``, then block-diagonal layers;
+    the final affine layer is ``[W_L, -rho_out W_L]`` with bias
+    ``b_L - rho_out b_L`` (if the last layer of ``f`` is a ReLU layer, an
+    affine layer ``[I, -rho_out]`` is appended instead).
+
+    Parameters
+    ----------
+    layers : list of (W, b, relu)
+        The network ``f : R^n -> R^m``.
+    rho_in : n x n matrix of rationals
+    rho_out : m x m matrix of rationals
+
+    Returns
+    -------
+    list of (W, b, relu)
+        A network ``R^n -> R^m`` (entries fmpq).
+
+    Examples
+    --------
+    >>> f = [([[1, 0], [0, 1]], [0, 0], True), ([[1, -1]], [0], False)]
+    >>> h = difference_network(f, [[0, 1], [1, 0]], [[-1]])
+    >>> evaluate(h, [2, 5]) == [0]       # f(y, x) = relu(y) - relu(x) = -f(x, y)
+    True
+    """
+    layers, n, m = _check_layers(layers)
+    R_in = _square(rho_in, n, "rho_in")
+    R_out = _square(rho_out, m, "rho_out")
+    out = []
+    for i, (W, b, relu) in enumerate(layers):
+        k = len(W[0])
+        if i == 0:
+            top = _matmul(W, R_in, n)
+            W2 = top + [row[:] for row in W]
+        else:
+            W2 = ([row + [_ZERO] * k for row in W]
+                  + [[_ZERO] * k + row for row in W])
+        out.append((W2, b + b, relu))
+    W2, b2, relu = out[-1]
+    if relu:
+        eye = [[_ONE if i == j else _ZERO for j in range(m)] for i in range(m)]
+        negR = [[-v for v in row] for row in R_out]
+        out.append(([eye[i] + negR[i] for i in range(m)], [_ZERO] * m, False))
+    else:
+        top, bottom = W2[:m], W2[m:]
+        width = len(W2[0])
+        RB = _matmul(R_out, bottom, width)
+        Wf = [[a - r for a, r in zip(top[i], RB[i])] for i in range(m)]
+        bf = [b2[i] - _dot(R_out[i], b2[m:]) for i in range(m)]
+        out[-1] = (Wf, bf, False)
+    return out
+
+
+def _witness(region: Region, n: int) -> list:
+    """A rational point of ``region`` where its affine map is nonzero."""
+    A, c = region.affine
+    x0 = list(region.point)
+    if any(_dot(row, x0) + ci for row, ci in zip(A, c)):
+        return x0
+    # h(x0) = 0 but A != 0: step along a coordinate k with a nonzero column.
+    k = next(k for k in range(n) if any(row[k] for row in A))
+    slack = [(_dot(a, x0) + d) for a, d in region.inequalities]
+    t = min(slack) if slack else _ONE
+    big = max((abs(a[k]) for a, _ in region.inequalities), default=_ZERO)
+    step = t / (2 * big) if big else _ONE
+    x = x0[:]
+    x[k] = x[k] + step
+    # every inequality keeps slack >= t - step*|a_k| >= t/2 > 0
+    for a, d in region.inequalities:
+        if not _dot(a, x) + d > 0:  # pragma: no cover - guaranteed by the step size
+            raise RuntimeError("witness step left the region")
+    return x
+
+
+def decide_equivariance(layers, rho_in, rho_out, limit: int = 100000) -> EquivarianceDecision:
+    """Decide exactly whether ``f(rho_in x) == rho_out f(x)`` for all real ``x``.
+
+    Builds the difference network ``h(x) = f(rho_in x) - rho_out f(x)``
+    (:func:`difference_network`), enumerates its open full-dimensional linear
+    regions (:func:`linear_regions`), and checks that the affine map of each
+    is identically zero.  Since ``h`` is continuous and these regions are
+    dense, this is equivalent to ``h == 0`` on all of ``R^n``.  Otherwise a
+    rational witness is returned and re-checked by exact evaluation of ``f``.
+
+    For ReLU networks end-to-end equivariance does not imply layerwise
+    equivariance (Bökman & Kahl 2023), so it must be decided on the function
+    itself, as here.
+
+    Parameters
+    ----------
+    layers : list of (W, b, relu)
+        The network ``f : R^n -> R^m``.
+    rho_in : n x n matrix of rationals
+        Action on the input.
+    rho_out : m x m matrix of rationals
+        Action on the output.
+    limit : int, default 100000
+        Raise :class:`RegionLimitExceeded` beyond this many regions of ``h``.
+
+    Returns
+    -------
+    EquivarianceDecision
+        ``holds``, ``witness``, ``regions``, ``method="relu-regions"``,
+        ``difference``.
+
+    Examples
+    --------
+    The width-4 ReLU identity on R^2 (``W1 = [A; -A]``, ``W2 = [A^-1, -A^-1]``,
+    LITERATURE.md) is equivariant under the order-3 rotation
+    ``R = [[0, -1], [1, -1]]``, although no width-4 parameter is layerwise
+    equivariant:
+
+    >>> A, Ainv = [[2, 1], [1, 1]], [[1, -1], [-1, 2]]
+    >>> W1 = A + [[-v for v in row] for row in A]
+    >>> W2 = [Ainv[i] + [-v for v in Ainv[i]] for i in range(2)]
+    >>> f = [(W1, [0] * 4, True), (W2, [0, 0], False)]
+    >>> R = [[0, -1], [1, -1]]
+    >>> d = decide_equivariance(f, R, R)
+    >>> d.holds, d.witness, d.method
+    (True, None, 'relu-regions')
+
+    A single ReLU is not equivariant under ``x -> -x`` (on both sides):
+
+    >>> d = decide_equivariance([([[1]], [0], True), ([[1]], [0], False)], [[-1]], [[-1]])
+    >>> d.holds, d.witness, d.difference
+    (False, [-1], [1])
+    """
+    layers, n, m = _check_layers(layers)
+    R_in = _square(rho_in, n, "rho_in")
+    R_out = _square(rho_out, m, "rho_out")
+    h = difference_network(layers, R_in, R_out)
+    count = 0
+    for region in linear_regions(h, limit=limit):
+        count += 1
+        A, c = region.affine
+        if not any(c) and not any(any(row) for row in A):
+            continue
+        w = _witness(region, n)
+        lhs = evaluate(layers, _matvec(R_in, w))
+        rhs = _matvec(R_out, evaluate(layers, w))
+        diff = [u - v for u, v in zip(lhs, rhs)]
+        if not any(diff):  # pragma: no cover - would be an internal error
+            raise RuntimeError("internal error: witness does not separate the two sides")
+        return EquivarianceDecision(False, w, count, "relu-regions", diff)
+    return EquivarianceDecision(True, None, count, "relu-regions", None)
