@@ -1,0 +1,260 @@
+"""End-to-end equivariance f(rho_in(g) x) = rho_out(g) f(x), decided exactly.
+
+For a polynomial model the difference h_g(x) = f(rho_in(g) x) - rho_out(g) f(x) is a vector of
+polynomials of total degree at most D (the product of the activation degrees).  Three methods:
+
+``"grid"``
+    exact evaluation on the principal lattice {a in N^n : a_1 + ... + a_n <= D}, which is
+    unisolvent for polynomials of total degree <= D (Chung and Yao 1977; Nicolaides 1972):
+    a polynomial of degree <= D vanishing there is zero.  A proof, with C(n + D, D) points.
+``"symbolic"``
+    full expansion with ``fmpq_mpoly`` (a proof; affordable for small n and D).
+``"probabilistic"``
+    exact evaluation at k random integer points from {-M..M}^n.  By the Schwartz-Zippel lemma a
+    nonzero h_g vanishes at all of them with probability <= (D / (2M + 1))^k; the verdict says so.
+
+For ReLU models the decision is exact by linear-region enumeration (:mod:`symeq.relu.regions`).
+A failing check always returns a rational witness x, re-evaluated exactly.
+
+Examples
+--------
+>>> from symeq.groups import global_sign
+>>> from symeq.activations import tanh_series
+>>> from symeq.models import DenseLayer, Model
+>>> from symeq.numbers import matrix
+>>> odd = Model(1, [DenseLayer(matrix([[1]]), None, tanh_series(3)), DenseLayer(matrix([[2]]), None)])
+>>> decide_equivariance(odd, global_sign(1)).holds
+True
+>>> shifted = Model(1, [DenseLayer(matrix([[1]]), [1], tanh_series(3)), DenseLayer(matrix([[2]]), None)])
+>>> r = decide_equivariance(shifted, global_sign(1))
+>>> r.holds, r.method, r.witness.generator
+(False, 'grid', 'neg')
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from math import comb
+
+from flint import fmpq, fmpq_mat
+
+from .budget import Deadline
+from .errors import InputError
+from .groups import FiniteGroup
+from .models import Model
+from .numbers import format_vector
+
+__all__ = ["Witness", "EquivarianceResult", "decide_equivariance", "principal_lattice"]
+
+DEFAULT_MAX_GRID = 20000
+
+
+@dataclass
+class Witness:
+    """A point x where f(rho_in(g) x) != rho_out(g) f(x), with both sides."""
+
+    generator: str
+    generator_index: int
+    x: list
+    lhs: list
+    rhs: list
+
+    def to_json(self) -> dict:
+        return {"generator": self.generator_index, "generator_name": self.generator, "x": format_vector(self.x),
+                "f_of_gx": format_vector(self.lhs), "g_of_fx": format_vector(self.rhs)}
+
+
+@dataclass
+class EquivarianceResult:
+    """The end-to-end verdict: holds, how it was decided, and a witness when it fails."""
+
+    holds: bool
+    method: str
+    probabilistic: bool = False
+    error_bound: fmpq | None = None
+    witness: Witness | None = None
+    points: int = 0
+    detail: str = ""
+
+    @property
+    def exact(self) -> bool:
+        return not self.probabilistic
+
+    def to_json(self) -> dict:
+        return {
+            "holds": self.holds,
+            "method": self.method,
+            "probabilistic": self.probabilistic,
+            "error_bound": None if self.error_bound is None else str(self.error_bound),
+            "points": self.points,
+            "detail": self.detail,
+            "witness": None if self.witness is None else self.witness.to_json(),
+        }
+
+
+def principal_lattice(n: int, d: int):
+    """Points a in N^n with |a| <= d: unisolvent for polynomials of total degree <= d.
+
+    >>> sorted(principal_lattice(2, 1))
+    [(0, 0), (0, 1), (1, 0)]
+    """
+    def rec(prefix, left, k):
+        if k == 0:
+            yield tuple(prefix)
+            return
+        for a in range(left + 1):
+            prefix.append(a)
+            yield from rec(prefix, left - a, k - 1)
+            prefix.pop()
+
+    yield from rec([], d, n)
+
+
+def _check_batch(model: Model, A: fmpq_mat, B: fmpq_mat, X: fmpq_mat):
+    """Column index of the first point where f(A x) != B f(x), with both sides; else None."""
+    lhs = model.forward(A * X)
+    rhs = B * model.forward(X)
+    if lhs == rhs:
+        return None
+    n = lhs.nrows()
+    for c in range(X.ncols()):
+        if any(lhs[r, c] != rhs[r, c] for r in range(n)):
+            return c, [lhs[r, c] for r in range(n)], [rhs[r, c] for r in range(n)]
+    raise AssertionError("unreachable: matrices differ but no column does")
+
+
+def _witness_from(model, group, gi, X, hit) -> Witness:
+    c, lhs, rhs = hit
+    x = [X[r, c] for r in range(X.nrows())]
+    A, B = group.generators[gi]
+    # re-evaluate the single point: the witness must really fail
+    assert model([sum((A[i, j] * x[j] for j in range(len(x))), fmpq(0)) for i in range(len(x))]) != [
+        sum((B[i, j] * v for j, v in enumerate(model(x))), fmpq(0)) for i in range(B.nrows())
+    ]
+    return Witness(group.names[gi], gi, x, lhs, rhs)
+
+
+def decide_equivariance(
+    model: Model,
+    group: FiniteGroup | None = None,
+    *,
+    method: str = "auto",
+    max_grid: int = DEFAULT_MAX_GRID,
+    random_points: int = 4,
+    random_range: int = 2**31,
+    rng: random.Random | int | None = None,
+    deadline: Deadline | None = None,
+    batch: int = 512,
+) -> EquivarianceResult:
+    """Decide whether the model is G-equivariant end to end (exactly, or say it is probabilistic).
+
+    Parameters
+    ----------
+    model : the model (polynomial or ReLU activations)
+    group : defaults to ``model.group``
+    method : "auto" (grid when it has at most ``max_grid`` points, else probabilistic),
+        "grid", "symbolic", "probabilistic"; ReLU models always use "relu-regions"
+    random_points, random_range : k and M of the Schwartz-Zippel bound (D / (2M + 1))^k
+
+    Returns
+    -------
+    EquivarianceResult
+    """
+    group = group if group is not None else model.group
+    if group is None:
+        raise InputError("no group given: put a \"group\" in the model file or pass one (--group)")
+    model.check_group(group)
+    group.validate()
+    deadline = deadline or Deadline(None)
+    if model.has_relu:
+        return _decide_relu(model, group, deadline)
+    if not model.is_polynomial:
+        raise InputError("equivariance can be decided for polynomial and ReLU models only")
+    n, D = model.input_dim, model.degree()
+    grid_size = comb(n + D, D)
+    if method == "auto":
+        method = "grid" if grid_size <= max_grid else "probabilistic"
+    if method == "grid":
+        pts = principal_lattice(n, D)
+        done = 0
+        while True:
+            chunk = []
+            for p in pts:
+                chunk.append(p)
+                if len(chunk) == batch:
+                    break
+            if not chunk:
+                break
+            X = fmpq_mat(n, len(chunk), [p[i] for i in range(n) for p in chunk])
+            for gi, (A, B) in enumerate(group.generators):
+                deadline.check("checking equivariance on the unisolvent grid")
+                hit = _check_batch(model, A, B, X)
+                if hit:
+                    return EquivarianceResult(False, "grid", witness=_witness_from(model, group, gi, X, hit),
+                                              points=done + hit[0] + 1,
+                                              detail=f"fails at a point of the degree-{D} principal lattice")
+            done += len(chunk)
+        return EquivarianceResult(True, "grid", points=done,
+                                  detail=f"h_g = 0 on all {done} points of the principal lattice of degree {D} "
+                                         f"in {n} variables, which is unisolvent for degree <= {D}: a proof")
+    if method == "symbolic":
+        from flint import fmpq_mpoly_ctx
+
+        ctx = fmpq_mpoly_ctx.get(("x", n), "degrevlex")
+        f = model.polynomial_map(ctx)
+        for gi, (A, B) in enumerate(group.generators):
+            deadline.check("expanding the model symbolically")
+            fA = model.polynomial_map(ctx, input_matrix=A)
+            Bf = [sum((B[i, j] * f[j] for j in range(len(f)) if B[i, j] != 0), ctx.from_dict({})) for i in range(B.nrows())]
+            if fA != Bf:
+                # a difference polynomial is nonzero: find a lattice point where it is, exactly
+                for p in principal_lattice(n, D):
+                    X = fmpq_mat(n, 1, list(p))
+                    hit = _check_batch(model, A, B, X)
+                    if hit:
+                        return EquivarianceResult(False, "symbolic", witness=_witness_from(model, group, gi, X, hit),
+                                                  detail="the expanded polynomials differ")
+                raise AssertionError("unisolvence violated")
+        return EquivarianceResult(True, "symbolic", detail="f(rho_in(g) x) and rho_out(g) f(x) expand to the same polynomials")
+    if method == "probabilistic":
+        rng = rng if isinstance(rng, random.Random) else random.Random(rng)
+        X = fmpq_mat(n, random_points, [rng.randint(-random_range, random_range) for _ in range(n * random_points)])
+        for gi, (A, B) in enumerate(group.generators):
+            deadline.check("checking equivariance at random points")
+            hit = _check_batch(model, A, B, X)
+            if hit:
+                return EquivarianceResult(False, "probabilistic", witness=_witness_from(model, group, gi, X, hit),
+                                          points=random_points, detail="fails at a random point (a proof of failure)")
+        bound = (fmpq(D, 2 * random_range + 1)) ** random_points
+        return EquivarianceResult(
+            True, "probabilistic", probabilistic=True, error_bound=bound, points=random_points,
+            detail=f"h_g vanished at {random_points} random points of {{-M..M}}^{n}, M = {random_range}; "
+                   f"a nonzero h_g of degree <= {D} does so with probability <= (D/(2M+1))^k = {float(bound):.3g} "
+                   "(Schwartz-Zippel): probabilistic, not a proof",
+        )
+    raise InputError(f"unknown equivariance method {method!r}; use auto, grid, symbolic or probabilistic")
+
+
+def _decide_relu(model: Model, group: FiniteGroup, deadline: Deadline) -> EquivarianceResult:
+    from .numbers import mat_rows
+    from .relu.regions import decide_equivariance as relu_decide
+
+    if not all(l.activation is None or l.activation.kind == "relu" for l in model.layers):
+        raise InputError("mixing ReLU and polynomial activations is not supported")
+    layers = [(mat_rows(l.weight), list(l.bias), l.activation is not None) for l in model.layers]
+    total = 0
+    for gi, (A, B) in enumerate(group.generators):
+        deadline.check("enumerating ReLU linear regions")
+        dec = relu_decide(layers, mat_rows(A), mat_rows(B))
+        total += dec.regions
+        if not dec.holds:
+            x = list(dec.witness)
+            X = fmpq_mat(len(x), 1, x)
+            hit = _check_batch(model, A, B, X)
+            assert hit, "ReLU witness does not fail"
+            return EquivarianceResult(False, "relu-regions", witness=_witness_from(model, group, gi, X, hit),
+                                      points=total, detail="h_g is a nonzero affine map on a linear region")
+    return EquivarianceResult(True, "relu-regions", points=total,
+                              detail=f"h_g is identically zero on each of its {total} open linear regions "
+                                     "(exact LP over Q); by continuity it vanishes everywhere: a proof")
