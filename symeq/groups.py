@@ -238,6 +238,7 @@ class FiniteGroup:
 
     def to_json(self) -> dict:
         return {
+            "label": self.label,
             "generators": [
                 {"name": n, "input": format_matrix(a), "output": format_matrix(b)}
                 for n, (a, b) in zip(self.names, self.generators)

@@ -449,3 +449,10 @@ def test_dead_neuron_with_constant_output(activation):
     report = check_certificate(cert, model)
     assert report.accepted is False
     assert any("layer 1, generator 0: neuron 1" in r for r in report.reasons)
+
+
+def test_singular_generator_rejected():
+    """[[1, 0], [0, 0]] is idempotent: its closure {I, P} is finite, but it is not a group element."""
+    cert, model = make([dense([[1, 0]], None, None)], [([[1, 0], [0, 0]], ONE)], [])
+    report = check_certificate(cert, model)
+    assert report.accepted is False and any("singular" in r for r in report.reasons)

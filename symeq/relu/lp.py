@@ -112,76 +112,84 @@ def _mat(M) -> list:
 
 
 # --------------------------------------------------------------------------
-# tableau machinery
+# tableau machinery (condensed / Tucker form)
+#
+# Each row r is the equation  x_{B(r)} + sum_s T[r][s] x_{N(s)} = beta[r]  for
+# the basic variable labelled row_lab[r]; the columns are the nonbasic
+# variables, labelled col_lab[s].  The last row is the objective, written as
+# z + sum_s D[s] x_{N(s)} = Z, which is *minimised*: a column may enter when
+# D[s] > 0.  Only nonbasic columns are stored, so a pivot costs
+# O(rows * nonbasic) -- for the LPs of region enumeration that is
+# O(constraints * dimension) rather than O(constraints^2).
 # --------------------------------------------------------------------------
 
 
-def _pivot(T: list, obj: list, basis: list, r: int, j: int) -> None:
-    """Pivot the tableau ``T`` (rows incl. rhs) and objective row on (r, j)."""
+def _pivot(T: list, beta: list, row_lab: list, col_lab: list, r: int, s: int) -> None:
+    """Exchange basic variable of row ``r`` with nonbasic variable of column ``s``."""
     row = T[r]
-    piv = row[j]
-    if piv != _ONE:
-        inv = _ONE / piv
+    inv = _ONE / row[s]
+    if inv != _ONE:
         row = [v * inv if v else v for v in row]
-        T[r] = row
-    nz = [k for k, v in enumerate(row) if v]
-    for i in range(len(T)):
+    row[s] = inv
+    br = beta[r] * inv
+    nz = [j for j, v in enumerate(row) if v and j != s]
+    for i, Ti in enumerate(T):
         if i == r:
             continue
-        other = T[i]
-        f = other[j]
+        f = Ti[s]
         if f:
-            new = other[:]
-            for k in nz:
-                new[k] = other[k] - f * row[k]
-            T[i] = new
-    f = obj[j]
-    if f:
-        for k in nz:
-            obj[k] = obj[k] - f * row[k]
-    basis[r] = j
+            for j in nz:
+                Ti[j] = Ti[j] - f * row[j]
+            Ti[s] = -f * inv
+            if br:
+                beta[i] = beta[i] - f * br
+    T[r] = row
+    beta[r] = br
+    row_lab[r], col_lab[s] = col_lab[s], row_lab[r]
 
 
-def _simplex(T: list, obj: list, basis: list, ncols: int, rule: str, max_iter: int,
-             count: list) -> str:
-    """Minimise with reduced-cost row ``obj`` (``obj[-1] = -z``).
+def _simplex(T: list, beta: list, row_lab: list, col_lab: list, live: list,
+             rule: str, max_iter: int, count: list, on_pivot=None) -> str:
+    """Minimise the objective (last row of ``T``).  Returns "optimal"/"unbounded".
 
-    Returns ``"optimal"`` or ``"unbounded"``.  ``count[0]`` accumulates pivots.
+    ``live[s]`` False excludes column ``s`` from entering.  ``count[0]``
+    accumulates pivots.  ``on_pivot(s)`` is called after each pivot.
     """
+    D = T[-1]
+    m = len(T) - 1
     while True:
-        # entering column
-        j = -1
-        if rule == "bland":
-            for k in range(ncols):
-                if obj[k] < 0:
-                    j = k
-                    break
-        else:  # dantzig: most negative reduced cost, ties -> smallest index
+        s = -1
+        if rule == "bland":  # smallest label among improving columns
+            best_lab = None
+            for k, dk in enumerate(D):
+                if dk > 0 and live[k] and (best_lab is None or col_lab[k] < best_lab):
+                    s, best_lab = k, col_lab[k]
+        else:  # dantzig: largest coefficient, ties -> smallest label
             best = _ZERO
-            for k in range(ncols):
-                if obj[k] < best:
-                    best = obj[k]
-                    j = k
-        if j < 0:
+            for k, dk in enumerate(D):
+                if live[k] and (dk > best or (s >= 0 and dk == best and col_lab[k] < col_lab[s])):
+                    s, best = k, dk
+        if s < 0:
             return "optimal"
-        # leaving row: min ratio, ties -> smallest basic variable index
+        # ratio test; ties -> smallest basic label (Bland)
         r = -1
         best_ratio = None
-        for i, row in enumerate(T):
-            a = row[j]
+        for i in range(m):
+            a = T[i][s]
             if a > 0:
-                ratio = row[-1] / a
+                ratio = beta[i] / a
                 if (best_ratio is None or ratio < best_ratio
-                        or (ratio == best_ratio and basis[i] < basis[r])):
-                    best_ratio = ratio
-                    r = i
+                        or (ratio == best_ratio and row_lab[i] < row_lab[r])):
+                    best_ratio, r = ratio, i
         if r < 0:
             return "unbounded"
         if count[0] >= max_iter:
-            raise LPIterationLimit(
-                f"simplex exceeded {max_iter} pivots (rule={rule!r})")
-        _pivot(T, obj, basis, r, j)
+            raise LPIterationLimit(f"simplex exceeded {max_iter} pivots (rule={rule!r})")
+        _pivot(T, beta, row_lab, col_lab, r, s)
+        D = T[-1]
         count[0] += 1
+        if on_pivot is not None:
+            on_pivot(s)
 
 
 def solve_lp(c: Sequence, A_ub: Sequence | None = None, b_ub: Sequence | None = None,
@@ -253,8 +261,14 @@ def solve_lp(c: Sequence, A_ub: Sequence | None = None, b_ub: Sequence | None = 
         free_mask = [bool(f) for f in free]
         if len(free_mask) != n:
             raise ValueError("free mask length differs from len(c)")
+    return _solve(c, A_ub, b_ub, A_eq, b_eq, free_mask, rule, max_iter)
 
-    # structural columns: original variable j -> one column (or two if free)
+
+def _solve(c: list, A_ub: list, b_ub: list, A_eq: list, b_eq: list, free_mask: list,
+           rule: str = "bland", max_iter: int = 100000) -> LPResult:
+    """:func:`solve_lp` on already converted (fmpq) data."""
+    n = len(c)
+    # structural variables: original j -> label p (and q for the negative part)
     col_of: list[tuple[int, int | None]] = []
     nstruct = 0
     for j in range(n):
@@ -265,106 +279,128 @@ def solve_lp(c: Sequence, A_ub: Sequence | None = None, b_ub: Sequence | None = 
             col_of.append((nstruct, None))
             nstruct += 1
 
-    def expand(row):
-        out = [_ZERO] * nstruct
+    m_ub, m_eq = len(A_ub), len(A_eq)
+    # labels: structural 0..nstruct-1, slack of ub row i: nstruct + i,
+    # artificials from nstruct + m_ub on (they only ever leave the basis).
+    art0 = nstruct + m_ub
+    col_lab = list(range(nstruct))
+    flipped = [i for i in range(m_ub) if b_ub[i] < 0]
+    slack_col = {}
+    for i in flipped:
+        slack_col[i] = len(col_lab)
+        col_lab.append(nstruct + i)
+    ncols = len(col_lab)
+
+    def expand(row, sign):
+        out = [_ZERO] * ncols
         for j, v in enumerate(row):
             if v:
                 p, q = col_of[j]
-                out[p] = v
+                out[p] = v if sign > 0 else -v
                 if q is not None:
-                    out[q] = -v
+                    out[q] = -out[p]
         return out
 
-    m_ub, m_eq = len(A_ub), len(A_eq)
-    m = m_ub + m_eq
-    rows: list[list] = []
-    rhs: list = []
-    signs: list[int] = []  # +1 or -1: sign the row was multiplied by
+    T: list = []
+    beta: list = []
+    row_lab: list = []
+    n_art = 0
     for i in range(m_ub):
-        s = -1 if b_ub[i] < 0 else 1
-        e = expand(A_ub[i])
-        slack = [_ZERO] * m_ub
-        slack[i] = fmpq(s)
-        rows.append([v * s if s < 0 else v for v in e] + slack)
-        rhs.append(b_ub[i] * s if s < 0 else b_ub[i])
-        signs.append(s)
+        if b_ub[i] < 0:  # -a x - s_i + art = -b
+            row = expand(A_ub[i], -1)
+            row[slack_col[i]] = -_ONE
+            T.append(row)
+            beta.append(-b_ub[i])
+            row_lab.append(art0 + n_art)
+            n_art += 1
+        else:  # a x + s_i = b
+            T.append(expand(A_ub[i], 1))
+            beta.append(b_ub[i])
+            row_lab.append(nstruct + i)
     for i in range(m_eq):
-        s = -1 if b_eq[i] < 0 else 1
-        e = expand(A_eq[i])
-        rows.append([v * s if s < 0 else v for v in e] + [_ZERO] * m_ub)
-        rhs.append(b_eq[i] * s if s < 0 else b_eq[i])
-        signs.append(s)
-
-    nreal = nstruct + m_ub
-    basis: list[int] = [-1] * m
-    need_art = []
-    for i in range(m):
-        if i < m_ub and signs[i] > 0:
-            basis[i] = nstruct + i  # slack with +1 and rhs >= 0
-        else:
-            need_art.append(i)
-    n_art = len(need_art)
-    ncols = nreal + n_art
-    T = []
-    for i in range(m):
-        T.append(rows[i] + [_ZERO] * n_art + [rhs[i]])
-    for a, i in enumerate(need_art):
-        T[i][nreal + a] = _ONE
-        basis[i] = nreal + a
+        sign = -1 if b_eq[i] < 0 else 1
+        T.append(expand(A_eq[i], sign))
+        beta.append(b_eq[i] if sign > 0 else -b_eq[i])
+        row_lab.append(art0 + n_art)
+        n_art += 1
 
     count = [0]
+    live = [True] * ncols
 
-    # ---------------- phase 1 ----------------
+    # ---------------- phase 1: minimise the sum of the artificials ----------------
     if n_art:
-        obj = [_ZERO] * nreal + [_ONE] * n_art + [_ZERO]
-        for i in need_art:
-            row = T[i]
-            for k in range(ncols + 1):
-                if row[k]:
-                    obj[k] = obj[k] - row[k]
-        _simplex(T, obj, basis, ncols, rule, max_iter, count)
-        if -obj[-1] > 0:
-            return LPResult("infeasible", None, None, count[0])
-        # drive artificial variables out of the basis (they are all at 0)
-        keep = []
-        for i in range(len(T)):
-            if basis[i] >= nreal:
-                k = next((k for k in range(nreal) if T[i][k]), -1)
-                if k < 0:
-                    continue  # redundant row; drop it
-                _pivot(T, obj, basis, i, k)
-            keep.append(i)
-        T = [T[i][:nreal] + [T[i][-1]] for i in keep]
-        basis = [basis[i] for i in keep]
-        ncols = nreal
+        D = [_ZERO] * ncols
+        Z = _ZERO
+        for r, lab in enumerate(row_lab):
+            if lab >= art0:
+                Z += beta[r]
+                for k, v in enumerate(T[r]):
+                    if v:
+                        D[k] += v
+        T.append(D)
+        beta.append(Z)
 
-    # ---------------- phase 2 ----------------
-    cost = [_ZERO] * (nreal + 1)  # minimise -c.x
+        def kill(s):  # an artificial that leaves the basis never comes back
+            if col_lab[s] >= art0:
+                live[s] = False
+
+        _simplex(T, beta, row_lab, col_lab, live, rule, max_iter, count, kill)
+        if beta[-1] > 0:
+            return LPResult("infeasible", None, None, count[0])
+        T.pop()
+        beta.pop()
+        # drive the remaining (zero) artificials out of the basis
+        r = 0
+        while r < len(T):
+            if row_lab[r] >= art0:
+                s = next((k for k in range(ncols) if live[k] and T[r][k]), -1)
+                if s < 0:  # redundant equation: drop it
+                    del T[r], beta[r], row_lab[r]
+                    continue
+                _pivot(T, beta, row_lab, col_lab, r, s)
+                live[s] = False
+            r += 1
+        keep = [k for k in range(ncols) if live[k]]
+        if len(keep) < ncols:
+            T = [[row[k] for k in keep] for row in T]
+            col_lab = [col_lab[k] for k in keep]
+            ncols = len(keep)
+            live = [True] * ncols
+
+    # ---------------- phase 2: minimise -c.x ----------------
+    cost: dict = {}
     for j, v in enumerate(c):
         if v:
             p, q = col_of[j]
             cost[p] = -v
             if q is not None:
                 cost[q] = v
-    obj = cost[:]
-    for i, b in enumerate(basis):
-        cb = cost[b]
+    D = [-cost.get(lab, _ZERO) for lab in col_lab]
+    Z = _ZERO
+    for r, lab in enumerate(row_lab):
+        cb = cost.get(lab)
         if cb:
-            row = T[i]
-            for k in range(nreal + 1):
-                if row[k]:
-                    obj[k] = obj[k] - cb * row[k]
-    status = _simplex(T, obj, basis, ncols, rule, max_iter, count)
+            Z += cb * beta[r]
+            for k, v in enumerate(T[r]):
+                if v:
+                    D[k] += cb * v
+    T.append(D)
+    beta.append(Z)
+    status = _simplex(T, beta, row_lab, col_lab, live, rule, max_iter, count)
     if status == "unbounded":
         return LPResult("unbounded", None, None, count[0])
-    colval = [_ZERO] * nreal
-    for i, b in enumerate(basis):
-        colval[b] = T[i][-1]
+    val = [_ZERO] * nstruct
+    for r, lab in enumerate(row_lab):
+        if lab < nstruct:
+            val[lab] = beta[r]
     x = []
     for j in range(n):
         p, q = col_of[j]
-        x.append(colval[p] - colval[q] if q is not None else colval[p])
-    value = sum((cj * xj for cj, xj in zip(c, x) if cj), _ZERO)
+        x.append(val[p] - val[q] if q is not None else val[p])
+    value = _ZERO
+    for cj, xj in zip(c, x):
+        if cj and xj:
+            value += cj * xj
     return LPResult("optimal", x, value, count[0])
 
 
@@ -415,20 +451,25 @@ def interior_point(A: Sequence, b: Sequence, n: int | None = None
     for row in A:
         if len(row) != n:
             raise ValueError("rows of A must all have length n")
+    return _interior_point(A, b, n)
+
+
+def _interior_point(A: list, b: list, n: int) -> tuple[list, fmpq] | None:
+    """:func:`interior_point` on fmpq data (no conversion, no checks)."""
     if not A:
         return [_ZERO] * n, _ONE
-    # Substitute t = u + s with s = min(0, min b) so that x = 0, u = 0 is a
-    # feasible basic solution (all right-hand sides >= 0; no phase 1 needed).
+    # Substitute t = u + s with s = min(0, min b): then x = 0, u = 0 is a
+    # feasible basic solution (all right-hand sides >= 0, so no phase 1), and
+    # u >= 0 loses nothing because t = min(min b, 1) >= s is feasible at x = 0.
     s = min(min(b), _ZERO)
     A_ub = [[-v for v in row] + [_ONE] for row in A]
     b_ub = [bi - s for bi in b]
     A_ub.append([_ZERO] * n + [_ONE])
     b_ub.append(_ONE - s)
-    res = solve_lp([_ZERO] * n + [_ONE], A_ub, b_ub, free=True)
+    res = _solve([_ZERO] * n + [_ONE], A_ub, b_ub, [], [], [True] * n + [False])
     if res.status != "optimal":  # pragma: no cover - bounded and feasible by construction
         raise RuntimeError(f"unexpected LP status {res.status}")
-    x = res.x[:n]
     t = res.x[n] + s
     if t <= 0:
         return None
-    return x, t
+    return res.x[:n], t

@@ -44,7 +44,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 from flint import fmpq
 
-from .lp import as_fmpq, interior_point
+from .lp import _interior_point, as_fmpq
 
 __all__ = [
     "Region",
@@ -318,7 +318,7 @@ def linear_regions(layers, extra_constraints=None, limit: int = 100000) -> Itera
 
 def _enumerate(layers, n: int, cons: list, keys: set, limit: int) -> Iterator[Region]:
     if cons:
-        res = interior_point([a for a, _ in cons], [c for _, c in cons], n)
+        res = _interior_point([a for a, _ in cons], [c for _, c in cons], n)
         if res is None:
             return
         x0 = res[0]
@@ -356,23 +356,31 @@ def _enumerate(layers, n: int, cons: list, keys: set, limit: int) -> Iterator[Re
         val = _dot(p, x0) + qk
         a_pos, c_pos, key_pos = _normalize(p, qk)
         key_neg = tuple(-v for v in key_pos)
-        for active in (True, False):
-            if active:
-                a, cc, key, opp = a_pos, c_pos, key_pos, key_neg
-            else:
-                a, cc, key, opp = [-v for v in a_pos], -c_pos, key_neg, key_pos
-            if key in keys:  # already imposed: branch is the current region
-                yield from at_neuron(li, P, q, k + 1, cons, keys, x0, pattern, signs + (active,))
-                continue
-            if opp in keys:  # the opposite inequality is imposed: empty
-                continue
-            if (val > 0) if active else (val < 0):
-                x1 = x0
-            else:
-                res = interior_point([e for e, _ in cons] + [a], [d for _, d in cons] + [cc], n)
-                if res is None:
-                    continue
-                x1 = res[0]
+        neg = ([-v for v in a_pos], -c_pos)
+        if key_pos in keys or key_neg in keys:
+            # this very hyperplane already bounds the region: no branch
+            yield from at_neuron(li, P, q, k + 1, cons, keys, x0, pattern,
+                                 signs + (key_pos in keys,))
+            return
+        if val == 0:
+            # x0 is interior and on the hyperplane: both sides are non-empty;
+            # nudge x0 exactly to either side instead of solving LPs.
+            branches = [(True, _nudge(cons, x0, p, 1)), (False, _nudge(cons, x0, p, -1))]
+        else:
+            here = val > 0
+            a, cc = neg if here else (a_pos, c_pos)
+            res = _interior_point([e for e, _ in cons] + [a], [d for _, d in cons] + [cc], n)
+            if res is None:
+                # the hyperplane misses the region: the sign is forced and the
+                # inequality is redundant, so it is not recorded
+                yield from at_neuron(li, P, q, k + 1, cons, keys, x0, pattern, signs + (here,))
+                return
+            branches = [(here, x0), (not here, res[0])]
+            if not here:
+                branches.reverse()
+        for active, x1 in branches:
+            a, cc = (a_pos, c_pos) if active else neg
+            key = key_pos if active else key_neg
             yield from at_neuron(li, P, q, k + 1, cons + [(a, cc)], keys | {key}, x1,
                                  pattern, signs + (active,))
 
@@ -470,6 +478,20 @@ def difference_network(layers, rho_in, rho_out) -> list:
         bf = [b2[i] - _dot(R_out[i], b2[m:]) for i in range(m)]
         out[-1] = (Wf, bf, False)
     return out
+
+
+def _nudge(cons: list, x0: list, p: list, sign: int) -> list:
+    """Move the interior point ``x0`` along ``sign * p`` while keeping every
+    inequality of ``cons`` strict (each keeps at least half its slack)."""
+    d = [v if sign > 0 else -v for v in p]
+    eps = _ONE
+    for a, c in cons:
+        slope = _dot(a, d)
+        if slope < 0:
+            bound = (_dot(a, x0) + c) / (-2 * slope)
+            if bound < eps:
+                eps = bound
+    return [xi + eps * di for xi, di in zip(x0, d)]
 
 
 def _witness(region: Region, n: int) -> list:

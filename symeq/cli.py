@@ -1,0 +1,239 @@
+"""The ``symeq`` command line.
+
+Commands
+--------
+``symeq verify [MODEL.json] [--group SPEC] [--certificate OUT.json] [--json]``
+    premise, derived actions, checks, verdict.  No MODEL: the built-in example.
+``symeq check CERT.json MODEL.json``
+    re-verify a certificate with the independent standard-library checker.
+``symeq example [--out FILE] [--unscrambled]``
+    write the built-in example model file.
+``symeq generate --group SPEC --activation SPEC --latent SPEC... [--scramble] [--out FILE]``
+    a random layerwise-equivariant model (for tests, teaching and benchmarks).
+``symeq groups``
+    list the built-in groups.
+
+Exit codes: 0 conclusion established (or certificate accepted), 1 refuted (or certificate
+rejected), 2 bad input or usage, 3 undetermined (including a time budget that ran out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .errors import InputError, SymeqError
+
+__all__ = ["main"]
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _load(args):
+    from .examples import builtin_example
+    from .groups import builtin_group
+    from .io import load_model
+
+    if args.model is None:
+        model = builtin_example()
+        _progress(f"no model file given: using the built-in example ({model.name})")
+    else:
+        model = load_model(args.model)
+    if args.group is not None:
+        group = builtin_group(args.group, output=args.group_output)
+        model = model.with_group(group)
+    if model.group is None:
+        raise InputError("the model has no \"group\"; add one to the file or pass --group (see `symeq groups`)")
+    return model
+
+
+def _group_output(text: str):
+    if text == "same":
+        return "same"
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("--group-output is \"same\" or a positive integer") from None
+    if k < 1:
+        raise argparse.ArgumentTypeError("--group-output must be positive")
+    return k
+
+
+def cmd_verify(args) -> int:
+    from .io import write_json
+    from .theorem import verify
+
+    model = _load(args)
+    _progress(f"verifying {model.name}: widths {model.widths}, group {model.group.label}")
+    v = verify(model, method=args.method, timeout=args.timeout, seed=args.seed)
+    if args.certificate:
+        write_json(v.certificate(), args.certificate)
+        _progress(f"certificate written to {args.certificate}")
+    if args.json:
+        print(json.dumps(v.to_json(), indent=1))
+    else:
+        print(v.report())
+    return v.exit_code
+
+
+def cmd_check(args) -> int:
+    from .check import CheckError, check_files
+
+    try:
+        report = check_files(args.certificate, args.model)
+    except CheckError as e:
+        raise InputError(str(e)) from None
+    if args.json:
+        print(json.dumps({"accepted": report.accepted, "verdict": report.verdict,
+                          "reasons": report.reasons, "checks": report.checks}, indent=1))
+    else:
+        print("\n".join(report.lines()))
+    return report.exit_code
+
+
+def cmd_example(args) -> int:
+    from .examples import builtin_example
+    from .io import model_to_json, write_json
+
+    data = model_to_json(builtin_example(scrambled=not args.unscrambled))
+    if args.out:
+        write_json(data, args.out)
+        _progress(f"model written to {args.out}")
+    else:
+        print(json.dumps(data, indent=1))
+    return 0
+
+
+def cmd_generate(args) -> int:
+    from .activations import activation_from_spec
+    from .groups import builtin_group
+    from .io import model_to_json, write_json
+    from .models import random_equivariant_model, scramble
+
+    group = builtin_group(args.group, output=args.group_output)
+    try:
+        spec = json.loads(args.activation) if args.activation.lstrip().startswith("{") else _activation_shorthand(args.activation)
+    except json.JSONDecodeError as e:
+        raise InputError(f"--activation: malformed JSON ({e.msg})") from None
+    act = activation_from_spec(spec, "--activation")
+    latent = args.latent or ["regular"]
+    model = random_equivariant_model(group, latent, act, rng=args.seed, bias=not args.no_bias)
+    if args.scramble:
+        model, _ = scramble(model, rng=args.seed + 1)
+        model.name += " (scrambled)"
+    data = model_to_json(model)
+    if args.out:
+        write_json(data, args.out)
+        _progress(f"model written to {args.out}")
+    else:
+        print(json.dumps(data, indent=1))
+    return 0
+
+
+def _activation_shorthand(text: str) -> dict:
+    """tanh3, tanh_series:5, sigmoid_series:3, monomial:2, relu, polynomial:0,1,1."""
+    name, _, arg = text.partition(":")
+    if name.startswith("tanh") and name[4:].isdigit():
+        return {"type": "tanh_series", "order": int(name[4:])}
+    if name in ("tanh", "tanh_series"):
+        return {"type": "tanh_series", "order": _int(arg or "3", text)}
+    if name in ("sigmoid", "sigmoid_series"):
+        return {"type": "sigmoid_series", "order": _int(arg or "3", text)}
+    if name == "monomial":
+        return {"type": "monomial", "degree": _int(arg or "2", text)}
+    if name == "relu":
+        return {"type": "relu"}
+    if name in ("polynomial", "poly"):
+        return {"type": "polynomial", "coeffs": arg.split(",")}
+    raise InputError(f"unknown activation {text!r}; use tanh3, sigmoid:5, monomial:2, relu, poly:0,1,1 or JSON")
+
+
+def _int(s: str, where: str) -> int:
+    try:
+        return int(s)
+    except ValueError:
+        raise InputError(f"expected an integer in {where!r}") from None
+
+
+def cmd_groups(args) -> int:
+    from .groups import BUILTIN_GROUPS
+
+    for desc in BUILTIN_GROUPS.values():
+        print(desc)
+    print("join factors with '*' for direct products, e.g. mirror:2x3*sign:1 acts on R^6 x R^1")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    p = argparse.ArgumentParser(prog="symeq", description="Exact verification that identifiable equivariant "
+                                "networks are layerwise equivariant (Theorem 4.1, arXiv 2601.21645).")
+    p.add_argument("--version", action="version", version=f"symeq {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    v = sub.add_parser("verify", help="verify the conclusion of Theorem 4.1 for a model")
+    v.add_argument("model", nargs="?", help="model file (symeq-model/1 JSON); default: the built-in example")
+    v.add_argument("--group", help="a built-in group overriding the file's (see `symeq groups`)")
+    v.add_argument("--group-output", type=_group_output, default="same",
+                   help="how --group acts on the output: 'same' (default) or k for the trivial action on R^k")
+    v.add_argument("--certificate", metavar="OUT.json", help="write the certificate here")
+    v.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    v.add_argument("--method", default="auto", choices=["auto", "grid", "symbolic", "probabilistic"],
+                   help="how end-to-end equivariance is decided (default: auto)")
+    v.add_argument("--timeout", type=float, default=None, help="time budget in seconds (exit 3 past it)")
+    v.add_argument("--seed", type=int, default=0, help="seed of the random points (probabilistic method)")
+    v.set_defaults(func=cmd_verify)
+
+    c = sub.add_parser("check", help="re-verify a certificate with the independent checker")
+    c.add_argument("certificate")
+    c.add_argument("model")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_check)
+
+    e = sub.add_parser("example", help="write the built-in example model")
+    e.add_argument("--out")
+    e.add_argument("--unscrambled", action="store_true", help="the model before scrambling")
+    e.set_defaults(func=cmd_example)
+
+    g = sub.add_parser("generate", help="a random layerwise-equivariant model")
+    g.add_argument("--group", required=True)
+    g.add_argument("--group-output", type=_group_output, default="same")
+    g.add_argument("--activation", default="tanh3")
+    g.add_argument("--latent", action="append", help="per hidden layer: regular[*m] or input[*m] (repeat)")
+    g.add_argument("--no-bias", action="store_true")
+    g.add_argument("--scramble", action="store_true")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--out")
+    g.set_defaults(func=cmd_generate)
+
+    s = sub.add_parser("groups", help="list the built-in groups")
+    s.set_defaults(func=cmd_groups)
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except SymeqError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug, not bad input: say so without a wall of traceback
+        if os.environ.get("SYMEQ_DEBUG"):
+            raise
+        print(f"internal error: {type(e).__name__}: {e} (please report it; SYMEQ_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return 70
+
+
+if __name__ == "__main__":
+    sys.exit(main())

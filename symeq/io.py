@@ -1,0 +1,121 @@
+"""Model and certificate files: JSON with exact rationals written as "p/q" strings.
+
+Numbers are parsed by :func:`symeq.numbers.parse_number` (a regular grammar); nothing from a
+file is ever passed to ``eval`` or ``sympify``.  Errors name the file and the place in it.
+
+Examples
+--------
+>>> from symeq.examples import builtin_example
+>>> m = builtin_example()
+>>> model_from_json(model_to_json(m)).parameters_equal(m)
+True
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .activations import activation_from_spec
+from .errors import InputError
+from .groups import FiniteGroup
+from .models import DenseLayer, Model
+from .numbers import format_matrix, format_vector, parse_matrix, parse_vector
+
+__all__ = ["MODEL_FORMAT", "CERTIFICATE_FORMAT", "read_json", "write_json", "model_from_json",
+           "model_to_json", "layers_to_json", "load_model", "save_model"]
+
+MODEL_FORMAT = "symeq-model/1"
+CERTIFICATE_FORMAT = "symeq-certificate/1"
+
+
+def read_json(path) -> dict:
+    """Read a JSON file, turning every failure into a one-line :class:`InputError`."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+        raise InputError(f"{p}: cannot read ({e.__class__.__name__})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{p}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+
+
+def write_json(data: dict, path) -> None:
+    """Write JSON atomically (a temporary file renamed into place), so nothing is half-written."""
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(p)
+
+
+def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[DenseLayer]:
+    if not isinstance(layers, list) or not layers:
+        raise InputError(f"{where} must be a non-empty list of layers")
+    out = []
+    n = input_dim
+    for i, spec in enumerate(layers):
+        at = f"{where}[{i}]"
+        if not isinstance(spec, dict):
+            raise InputError(f"{at} must be an object")
+        kind = spec.get("type", "dense")
+        if kind != "dense":
+            raise InputError(f"{at}: unknown layer type {kind!r}; this version knows \"dense\"")
+        if "weight" not in spec:
+            raise InputError(f"{at} has no \"weight\"")
+        W = parse_matrix(spec["weight"], f"{at}.weight", shape=(None, n))
+        bias = spec.get("bias")
+        b = None if bias is None else parse_vector(bias, f"{at}.bias", length=W.nrows())
+        act = activation_from_spec(spec.get("activation"), f"{at}.activation")
+        out.append(DenseLayer(W, b, act))
+        n = W.nrows()
+    return out
+
+
+def model_from_json(data, where: str = "model") -> Model:
+    """Build a :class:`Model` from the ``symeq-model/1`` JSON structure."""
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a JSON object")
+    fmt = data.get("format", MODEL_FORMAT)
+    if fmt != MODEL_FORMAT:
+        raise InputError(f"{where}: unsupported format {fmt!r}; expected {MODEL_FORMAT!r}")
+    n = data.get("input_dim")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise InputError(f"{where}: \"input_dim\" must be a positive integer, got {n!r}")
+    layers = layers_from_json(data.get("layers"), n, f"{where}.layers")
+    group = FiniteGroup.from_json(data["group"], f"{where}.group") if data.get("group") is not None else None
+    try:
+        return Model(n, layers, group, str(data.get("name", "model")))
+    except InputError as e:
+        raise InputError(f"{where}: {e}") from None
+
+
+def layers_to_json(model: Model) -> list[dict]:
+    return [
+        {
+            "type": "dense",
+            "weight": format_matrix(l.weight),
+            "bias": format_vector(l.bias),
+            "activation": None if l.activation is None else l.activation.to_spec(),
+        }
+        for l in model.layers
+    ]
+
+
+def model_to_json(model: Model, include_group: bool = True) -> dict:
+    data = {"format": MODEL_FORMAT, "name": model.name, "input_dim": model.input_dim, "layers": layers_to_json(model)}
+    if include_group and model.group is not None:
+        data["group"] = model.group.to_json()
+    return data
+
+
+def load_model(path) -> Model:
+    """Load a model file, with errors that name the file."""
+    return model_from_json(read_json(path), where=str(path))
+
+
+def save_model(model: Model, path) -> None:
+    write_json(model_to_json(model), path)

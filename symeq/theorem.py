@@ -1,0 +1,242 @@
+"""The whole pipeline of Theorem 4.1: premise -> conclusion -> certificate.
+
+:func:`verify` decides end-to-end equivariance exactly, derives the layerwise actions
+rho_i : G -> K_i, checks them exactly, and returns a :class:`Verification` with the verdict,
+the derived actions, every check made, a readable report and a certificate that the independent
+checker :mod:`symeq.check` re-verifies with nothing but ``fractions.Fraction``.
+
+Verdicts and exit codes: ``layerwise-equivariant`` (0), ``not-equivariant`` (1, with a rational
+witness), ``no-layerwise-parameter`` (1, reserved for the fibre-wide search), ``undetermined`` (3).
+
+Examples
+--------
+>>> from symeq.examples import builtin_example
+>>> v = verify(builtin_example())
+>>> v.verdict, v.exit_code
+('layerwise-equivariant', 0)
+>>> len(v.actions), len(v.actions[0])   # hidden layers x generators
+(2, 1)
+>>> from symeq.check import check_certificate
+>>> from symeq.io import model_to_json
+>>> check_certificate(v.certificate(), model_to_json(builtin_example())).accepted
+True
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+
+from . import __version__
+from .budget import Deadline
+from .equivariance import EquivarianceResult, decide_equivariance
+from .errors import InputError
+from .groups import FiniteGroup
+from .io import CERTIFICATE_FORMAT, layers_to_json
+from .layerwise import Derivation, derive_latent_actions
+from .models import Model
+from .numbers import format_matrix, mat_rows
+
+__all__ = ["Verification", "verify", "EXIT_CODES"]
+
+EXIT_CODES = {"layerwise-equivariant": 0, "not-equivariant": 1, "no-layerwise-parameter": 1, "undetermined": 3}
+
+
+def _versions() -> dict:
+    import flint
+    import networkx
+    import sympy
+
+    return {"symeq": __version__, "python-flint": flint.__version__, "sympy": sympy.__version__,
+            "networkx": networkx.__version__, "python": platform.python_version()}
+
+
+@dataclass
+class Verification:
+    """The outcome of :func:`verify`.
+
+    Attributes
+    ----------
+    verdict : "layerwise-equivariant", "not-equivariant", "no-layerwise-parameter" or "undetermined"
+    model, group : what was verified
+    equivariance : the end-to-end decision (premise)
+    derivation : the layerwise derivation (None when the premise failed)
+    identifiability : {"status": ..., "detail": ...}
+    actions : ``actions[i][g]`` = rho_{i+1}(g) on hidden layer i+1 (post-activation), or None
+    """
+
+    verdict: str
+    model: Model
+    group: FiniteGroup
+    equivariance: EquivarianceResult
+    derivation: Derivation | None
+    identifiability: dict
+    notes: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def actions(self):
+        return None if self.derivation is None else self.derivation.actions
+
+    @property
+    def end_to_end_method(self) -> str:
+        if self.verdict == "layerwise-equivariant" and self.equivariance.probabilistic:
+            return f"{self.equivariance.method}, then proven exactly by the layerwise checks"
+        return self.equivariance.method
+
+    # -- certificate ------------------------------------------------------------------------
+    def certificate(self) -> dict:
+        """The certificate (JSON-ready dict) that ``symeq check`` re-verifies."""
+        eq = self.equivariance.to_json()
+        if self.verdict == "layerwise-equivariant":
+            eq["holds"] = True
+            eq["method"] = self.end_to_end_method
+            eq["probabilistic"] = False
+        d = self.derivation
+        return {
+            "format": CERTIFICATE_FORMAT,
+            "verdict": self.verdict,
+            "theorem": "Shahverdi-Marchetti-Bokman-Kohn 2026, Theorem 4.1 (conclusion at theta)",
+            "model_name": self.model.name,
+            "equivariance": eq,
+            "identifiability": self.identifiability,
+            "input_dim": self.model.input_dim,
+            "group": self.group.to_json(),
+            "parameters": {"layers": layers_to_json(self.model), "reparametrized": False},
+            "latent_groups": [l.activation.latent_group for l in self.model.layers[:-1]],
+            "latent_actions": None if self.actions is None else [[format_matrix(m) for m in layer] for layer in self.actions],
+            "checks": {
+                "layers": [] if d is None else [c.to_json() for c in d.layer_checks],
+                "homomorphism": None if d is None else d.homomorphism,
+                "group_order": None if d is None else d.group_order,
+                "candidates_per_generator": {} if d is None else d.candidates,
+                "derivation_method": None if d is None else d.method,
+                "failure": None if d is None else d.failure,
+            },
+            "notes": self.notes,
+            "versions": _versions(),
+        }
+
+    def to_json(self) -> dict:
+        """Everything as JSON (the CLI's ``--json`` output): the certificate plus timing."""
+        out = self.certificate()
+        out["seconds"] = round(self.seconds, 3)
+        out["exit_code"] = self.exit_code
+        return out
+
+    # -- report -----------------------------------------------------------------------------
+    def report(self) -> str:
+        """A readable report: premise, derived actions, each layer's check, verdict."""
+        m, G, eq = self.model, self.group, self.equivariance
+        lines = [f"symeq verify: {m.name}"]
+        lines.append(f"  widths {m.widths}; activations "
+                     + ", ".join(f"{l.activation.spec['type']}{'(' + str(l.activation.spec.get('order', l.activation.spec.get('degree', ''))) + ')' if len(l.activation.spec) > 1 and 'coeffs' not in l.activation.spec else ''}"
+                                 f" [K = {l.activation.latent_group}]" for l in m.layers[:-1]))
+        lines.append(f"  group: {G.label}, generators {', '.join(G.names)}")
+        lines.append("")
+        lines.append("Premise: end-to-end equivariance f(rho_in(g) x) = rho_out(g) f(x)")
+        lines.append(f"  {'holds' if eq.holds else 'FAILS'} ({eq.method}): {eq.detail}")
+        if eq.witness is not None:
+            w = eq.witness
+            lines.append(f"  witness for generator {w.generator}: x = [{', '.join(map(str, w.x))}]")
+            lines.append(f"    f(g x) = [{', '.join(map(str, w.lhs))}]")
+            lines.append(f"    g f(x) = [{', '.join(map(str, w.rhs))}]")
+        d = self.derivation
+        if d is not None:
+            lines.append("")
+            lines.append("Conclusion: actions rho_i(g) in K_i on every hidden layer")
+            if d.found:
+                for i, per_g in enumerate(d.actions):
+                    for gname, M in zip(G.names, per_g):
+                        lines.append(f"  rho_{i + 1}({gname}) on hidden layer {i + 1} ({m.layers[i].activation.latent_group}):")
+                        lines.extend("    [" + " ".join(f"{str(x):>3}" for x in row) + "]" for row in mat_rows(M))
+                lines.append("  checks (exact):")
+                for c in d.layer_checks:
+                    lines.append(f"    layer {c.layer}, {c.generator}: {'ok' if c.holds else 'FAILED'} - {c.detail}")
+                lines.append(f"    homomorphism: ok - g -> rho_i(g) respects every relation of G (|G| = {d.group_order})")
+            else:
+                lines.append(f"  not found: {d.failure}")
+        lines.append("")
+        lines.append(f"Identifiability: {self.identifiability['status']} - {self.identifiability['detail']}")
+        for n in self.notes:
+            lines.append(f"Note: {n}")
+        lines.append("")
+        lines.append(f"Verdict: {self.verdict} (exit {self.exit_code}; {self.seconds:.2f} s)")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def _repr_latex_(self) -> str:
+        import sympy
+
+        parts = [rf"\text{{Verdict: {self.verdict}}}"]
+        if self.actions:
+            for i, per_g in enumerate(self.actions):
+                for gname, M in zip(self.group.names, per_g):
+                    S = sympy.Matrix([[sympy.Rational(int(x.p), int(x.q)) for x in r] for r in mat_rows(M)])
+                    parts.append(rf"\rho_{{{i + 1}}}(\mathrm{{{gname}}}) = {sympy.latex(S)}")
+        return "$" + r" \quad ".join(parts) + "$"
+
+
+def verify(
+    model: Model,
+    group: FiniteGroup | None = None,
+    *,
+    method: str = "auto",
+    timeout: float | None = None,
+    seed: int | None = 0,
+    max_candidates: int = 64,
+) -> Verification:
+    """Verify the conclusion of Theorem 4.1 for ``model`` at its parameter theta.
+
+    Parameters
+    ----------
+    model : a :class:`~symeq.models.Model` (polynomial or ReLU activations)
+    group : the group; defaults to ``model.group``
+    method : how end-to-end equivariance is decided ("auto", "grid", "symbolic", "probabilistic")
+    timeout : seconds before :class:`~symeq.errors.BudgetExceeded` (exit 3)
+    seed : seed of the random points of the probabilistic method
+
+    Returns
+    -------
+    Verification
+
+    References
+    ----------
+    Shahverdi, Marchetti, Bokman, Kohn, arXiv 2601.21645 (2026), Theorem 4.1.
+    """
+    group = group if group is not None else model.group
+    if group is None:
+        raise InputError("no group: give the model a \"group\" or pass one (--group mirror:2x3, ...)")
+    model.check_group(group)
+    deadline = Deadline(timeout)
+    group.validate()
+    eq = decide_equivariance(model, group, method=method, rng=seed, deadline=deadline)
+    notes = []
+    if not eq.holds:
+        ident = {"status": "unknown", "detail": "not examined: the premise (end-to-end equivariance) fails"}
+        return Verification("not-equivariant", model, group, eq, None, ident, notes, deadline.elapsed())
+    d = derive_latent_actions(model, group, max_candidates=max_candidates, deadline=deadline)
+    if d.found:
+        uniq = "unique" if d.unique else "not unique (tied neurons)"
+        ident = {"status": "unknown",
+                 "detail": f"k(g) with theta^g = k(g) theta found at theta, {uniq}; the fibre was not computed, "
+                           "so identifiability itself is not decided (the conclusion holds regardless)"}
+        if eq.probabilistic:
+            notes.append("end-to-end equivariance was first checked at random points; the exact layerwise checks "
+                         "now prove it (a composition of equivariant layers is equivariant)")
+        return Verification("layerwise-equivariant", model, group, eq, d, ident, notes, deadline.elapsed())
+    if eq.exact and d.exhaustive and 0 in d.candidates.values():
+        ident = {"status": "not-identifiable",
+                 "detail": "theta^g has the same function as theta (f is equivariant, proven exactly) but is not "
+                           "k . theta for any k in prod K_i (exhaustive search): the fibre is larger than the orbit"}
+    else:
+        ident = {"status": "unknown", "detail": "no latent action found at theta; identifiability not decided"}
+    notes.append("the conclusion fails at theta itself; whether a re-parametrization theta' in the same fibre is "
+                 "layerwise equivariant needs the fibre-wide search, which this version does not run")
+    return Verification("undetermined", model, group, eq, d, ident, notes, deadline.elapsed())
