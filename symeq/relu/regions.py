@@ -303,20 +303,68 @@ def linear_regions(layers, extra_constraints=None, limit: int = 100000) -> Itera
     if limit < 0:
         raise ValueError("limit must be non-negative")
     cons: list = []
-    keys: set = set()
     for item in extra_constraints or ():
         a, c = item
         a = [as_fmpq(v) for v in a]
         if len(a) != n:
             raise ValueError(f"extra constraint has {len(a)} coefficients, expected {n}")
-        a, c, key = _normalize(a, as_fmpq(c))
-        if key not in keys:
-            keys.add(key)
-            cons.append((a, c))
-    return _enumerate(layers, n, cons, keys, limit)
+        cons.append((a, as_fmpq(c)))
+    return _enumerate(layers, n, cons, limit)
 
 
-def _enumerate(layers, n: int, cons: list, keys: set, limit: int) -> Iterator[Region]:
+def _direction(p: list, q) -> tuple[tuple, fmpq, bool]:
+    """Write ``p.x + q = lam * (a.x - h)`` with ``a`` a primitive integer vector
+    whose first nonzero entry is positive and ``lam != 0``.
+
+    Returns ``(a, h, up)`` where ``up = lam > 0``, so that ``p.x + q > 0`` iff
+    ``a.x > h`` (``up``) or ``a.x < h`` (not ``up``).
+    """
+    den = 1
+    for v in p:
+        if v:
+            den = math.lcm(den, int(v.q))
+    nums = [int(v.p) * (den // int(v.q)) for v in p]
+    g = 0
+    for m in nums:
+        g = math.gcd(g, m)
+    first = next(m for m in nums if m)
+    if first < 0:
+        g = -g
+    a = tuple(m // g for m in nums)
+    lam = fmpq(g, den)  # p = lam * a
+    return a, -q / lam, lam > 0
+
+
+def _add_bound(bounds: dict, key: tuple, h, above: bool) -> dict:
+    """Copy of ``bounds`` with ``a.x > h`` (``above``) or ``a.x < h`` added."""
+    lo, hi = bounds.get(key, (None, None))
+    if above:
+        lo = h if lo is None or h > lo else lo
+    else:
+        hi = h if hi is None or h < hi else hi
+    out = dict(bounds)
+    out[key] = (lo, hi)
+    return out
+
+
+def _enumerate(layers, n: int, extra: list, limit: int) -> Iterator[Region]:
+    # ``cons``: the recorded strict inequalities (normalised); ``bounds``: for
+    # each primitive direction a, known bounds lo < a.x < hi valid on the
+    # region (from recorded inequalities and from hyperplanes shown by LP to
+    # miss the region), used to settle repeated and parallel hyperplanes
+    # without an LP.
+    cons: list = []
+    bounds: dict = {}
+    for a, c in extra:
+        if not any(a):
+            if c > 0:
+                continue
+            return
+        an, cn, _ = _normalize(a, c)
+        if (an, cn) not in cons:
+            cons.append((an, cn))
+            key, h, up = _direction(a, c)
+            bounds = _add_bound(bounds, key, h, up)
     if cons:
         res = _interior_point([a for a, _ in cons], [c for _, c in cons], n)
         if res is None:
@@ -327,7 +375,7 @@ def _enumerate(layers, n: int, cons: list, keys: set, limit: int) -> Iterator[Re
     counter = [0]
     L = len(layers)
 
-    def at_layer(li, A, c, cons, keys, x0, pattern):
+    def at_layer(li, A, c, cons, bounds, x0, pattern):
         if li == L:
             counter[0] += 1
             if counter[0] > limit:
@@ -338,54 +386,57 @@ def _enumerate(layers, n: int, cons: list, keys: set, limit: int) -> Iterator[Re
         P = _matmul(W, A, n)
         q = [_dot(row, c) + bi for row, bi in zip(W, b)]
         if not relu:
-            yield from at_layer(li + 1, P, q, cons, keys, x0, pattern + [None])
+            yield from at_layer(li + 1, P, q, cons, bounds, x0, pattern + [None])
             return
-        yield from at_neuron(li, P, q, 0, cons, keys, x0, pattern, ())
+        yield from at_neuron(li, P, q, 0, cons, bounds, x0, pattern, ())
 
-    def at_neuron(li, P, q, k, cons, keys, x0, pattern, signs):
+    def at_neuron(li, P, q, k, cons, bounds, x0, pattern, signs):
         if k == len(P):
             zero_row = [_ZERO] * n
             A = [P[i] if s else zero_row for i, s in enumerate(signs)]
             c = [q[i] if s else _ZERO for i, s in enumerate(signs)]
-            yield from at_layer(li + 1, A, c, cons, keys, x0, pattern + [signs])
+            yield from at_layer(li + 1, A, c, cons, bounds, x0, pattern + [signs])
             return
         p, qk = P[k], q[k]
         if not any(p):  # constant on the region: no hyperplane, no branch
-            yield from at_neuron(li, P, q, k + 1, cons, keys, x0, pattern, signs + (qk > 0,))
+            yield from at_neuron(li, P, q, k + 1, cons, bounds, x0, pattern, signs + (qk > 0,))
+            return
+        key, h, up = _direction(p, qk)
+        lo, hi = bounds.get(key, (None, None))
+        if (lo is not None and h <= lo) or (hi is not None and h >= hi):
+            # a known parallel (or equal) hyperplane settles the sign: a.x > lo >= h
+            # or a.x < hi <= h on the whole region
+            above = lo is not None and h <= lo
+            yield from at_neuron(li, P, q, k + 1, cons, bounds, x0, pattern,
+                                 signs + (above == up,))
             return
         val = _dot(p, x0) + qk
-        a_pos, c_pos, key_pos = _normalize(p, qk)
-        key_neg = tuple(-v for v in key_pos)
-        neg = ([-v for v in a_pos], -c_pos)
-        if key_pos in keys or key_neg in keys:
-            # this very hyperplane already bounds the region: no branch
-            yield from at_neuron(li, P, q, k + 1, cons, keys, x0, pattern,
-                                 signs + (key_pos in keys,))
-            return
+        pos = _normalize(p, qk)[:2]
+        neg = ([-v for v in pos[0]], -pos[1])
         if val == 0:
             # x0 is interior and on the hyperplane: both sides are non-empty;
             # nudge x0 exactly to either side instead of solving LPs.
             branches = [(True, _nudge(cons, x0, p, 1)), (False, _nudge(cons, x0, p, -1))]
         else:
             here = val > 0
-            a, cc = neg if here else (a_pos, c_pos)
+            a, cc = neg if here else pos
             res = _interior_point([e for e, _ in cons] + [a], [d for _, d in cons] + [cc], n)
             if res is None:
                 # the hyperplane misses the region: the sign is forced and the
-                # inequality is redundant, so it is not recorded
-                yield from at_neuron(li, P, q, k + 1, cons, keys, x0, pattern, signs + (here,))
+                # inequality is redundant, so it is only remembered as a bound
+                yield from at_neuron(li, P, q, k + 1, cons, _add_bound(bounds, key, h, here == up),
+                                     x0, pattern, signs + (here,))
                 return
             branches = [(here, x0), (not here, res[0])]
             if not here:
                 branches.reverse()
         for active, x1 in branches:
-            a, cc = (a_pos, c_pos) if active else neg
-            key = key_pos if active else key_neg
-            yield from at_neuron(li, P, q, k + 1, cons + [(a, cc)], keys | {key}, x1,
+            yield from at_neuron(li, P, q, k + 1, cons + [pos if active else neg],
+                                 _add_bound(bounds, key, h, active == up), x1,
                                  pattern, signs + (active,))
 
     identity = [[_ONE if i == j else _ZERO for j in range(n)] for i in range(n)]
-    yield from at_layer(0, identity, [_ZERO] * n, cons, keys, x0, [])
+    yield from at_layer(0, identity, [_ZERO] * n, cons, bounds, x0, [])
 
 
 def count_regions(layers, limit: int = 100000, extra_constraints=None) -> int:

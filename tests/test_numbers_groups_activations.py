@@ -1,0 +1,176 @@
+"""Exact numbers, finite groups (closure and action validation), activations."""
+
+from fractions import Fraction
+
+import pytest
+import sympy
+from flint import fmpq
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from symeq.activations import monomial, polynomial, relu, sigmoid_series, tanh_series
+from symeq.errors import GroupActionError, GroupTooLarge, InputError, NotExactError, ShapeError
+from symeq.groups import (
+    FiniteGroup, builtin_group, closure, cyclic_shift, dihedral, global_sign, mirror,
+    permutation_matrix, symmetric_group, vertical_mirror,
+)
+from symeq.numbers import identity, matrix, nullspace, parse_matrix, parse_number
+
+
+# -- numbers ---------------------------------------------------------------------------------
+
+@given(st.fractions(max_denominator=10**6))
+def test_number_round_trip(q):
+    assert parse_number(str(q)) == fmpq(q.numerator, q.denominator)
+
+
+@pytest.mark.parametrize("text,value", [("-3", fmpq(-3)), ("0.25", fmpq(1, 4)), ("-1.5e-3", fmpq(-3, 2000)),
+                                        ("2/-1".replace("-", ""), fmpq(2)), (" 7/14 ", fmpq(1, 2)), (".5", fmpq(1, 2))])
+def test_parse_number(text, value):
+    assert parse_number(text) == value
+
+
+@pytest.mark.parametrize("bad", ["1/0", "abc", "1//2", "", "1e", "__import__('os')", "1/2/3"])
+def test_parse_number_rejects(bad):
+    with pytest.raises(InputError):
+        parse_number(bad)
+
+
+def test_float_refused_with_advice():
+    with pytest.raises(NotExactError, match='write exact numbers as strings'):
+        parse_number(0.1)
+    with pytest.raises(InputError):
+        parse_number(True)
+
+
+def test_parse_matrix_shapes():
+    with pytest.raises(ShapeError, match="not rectangular"):
+        parse_matrix([[1, 2], [3]])
+    with pytest.raises(ShapeError, match="expected 2x3"):
+        parse_matrix([[1, 2], [3, 4]], shape=(2, 3))
+
+
+@given(st.lists(st.lists(st.integers(-3, 3), min_size=3, max_size=3), min_size=1, max_size=3))
+def test_nullspace_is_null(rows):
+    M = matrix(rows)
+    for v in nullspace(M):
+        assert all(x == 0 for x in (M * parse_matrix([[x] for x in v])).entries())
+    assert len(nullspace(M)) == 3 - M.rank()
+
+
+# -- groups ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("group,order", [
+    (mirror(2, 3), 2), (vertical_mirror(3, 2, 2), 2), (cyclic_shift(5), 5), (symmetric_group(4), 24),
+    (global_sign(3), 2), (dihedral(3), 8), (dihedral(2, 2), 8), (mirror(1, 2) * cyclic_shift(3), 6),
+    (builtin_group("sign:1*sym:3"), 12),
+])
+def test_builtin_orders(group, order):
+    assert group.order() == order
+
+
+def test_mirror_is_the_left_right_flip():
+    P = mirror(2, 3).generators[0][0]
+    x = [fmpq(i) for i in range(6)]  # rows (0 1 2), (3 4 5)
+    y = (P * parse_matrix([[v] for v in x])).entries()
+    assert y == [2, 1, 0, 5, 4, 3]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.permutations(list(range(4))), st.permutations(list(range(4))))
+def test_permutation_group_closure_matches_sympy(p, q):
+    from sympy.combinatorics import Permutation, PermutationGroup
+
+    G = FiniteGroup([(permutation_matrix(p), permutation_matrix(p)), (permutation_matrix(q), permutation_matrix(q))])
+    assert G.order() == PermutationGroup([Permutation(p), Permutation(q)]).order()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.permutations(list(range(4))), st.permutations(list(range(3))))
+def test_action_validation(p, q):
+    """rho_out(g) = Q defines an action of <P> iff ord(Q) divides ord(P)."""
+    from sympy.combinatorics import Permutation
+
+    P, Q = permutation_matrix(p), permutation_matrix(q)
+    G = FiniteGroup([(P, Q)])
+    op, oq = Permutation(p).order(), Permutation(q).order()
+    if op % oq == 0:
+        assert G.order() == op
+    else:
+        with pytest.raises(GroupActionError, match="does not respect a relation"):
+            G.validate()
+
+
+def test_group_errors():
+    with pytest.raises(GroupTooLarge):
+        FiniteGroup([(permutation_matrix([1, 2, 3, 4, 5, 6, 0]), identity(1))], max_order=3).validate()
+    with pytest.raises(GroupActionError, match="not invertible"):
+        FiniteGroup([(matrix([[1, 0], [0, 0]]), identity(1))])
+    with pytest.raises(ShapeError):
+        FiniteGroup([(identity(2), identity(1)), (identity(3), identity(1))])
+    with pytest.raises(InputError, match="unknown built-in group"):
+        builtin_group("rotation:3")
+    # an infinite-order generator hits the cap instead of looping forever
+    with pytest.raises(GroupTooLarge):
+        FiniteGroup([(matrix([[1, 1], [0, 1]]), identity(1))], max_order=50).validate()
+
+
+def test_closure_components():
+    s = matrix([[0, 1], [1, 0]])
+    els = closure([(s, -identity(2))])
+    assert len(els) == 2
+
+
+# -- activations -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("order", [1, 3, 5, 7, 9, 11])
+def test_tanh_series_matches_sympy(order):
+    t = sympy.Symbol("t")
+    ser = sympy.series(sympy.tanh(t), t, 0, order + 1).removeO()
+    expected = [sympy.Rational(ser.coeff(t, k)) for k in range(order + 1)]
+    got = [sympy.Rational(int(c.p), int(c.q)) for c in tanh_series(order).coeffs]
+    assert got == expected[: len(got)] and all(e == 0 for e in expected[len(got):])
+
+
+@pytest.mark.parametrize("order", [1, 3, 5, 6])
+def test_sigmoid_series_matches_sympy(order):
+    t = sympy.Symbol("t")
+    ser = sympy.series(1 / (1 + sympy.exp(-t)), t, 0, order + 1).removeO()
+    expected = [sympy.Rational(ser.coeff(t, k)) for k in range(order + 1)]
+    got = [sympy.Rational(int(c.p), int(c.q)) for c in sigmoid_series(order).coeffs]
+    assert got == expected[: len(got)]
+
+
+@pytest.mark.parametrize("act,sym,K", [
+    (tanh_series(3), "odd", "signed permutations"),
+    (polynomial([0, 1, 0, 1]), "odd", "signed permutations"),
+    (polynomial([0, 1, 1, 0, 1]), "generic", "permutations"),
+    (monomial(2), "monomial", "monomial matrices"),
+    (monomial(3), "monomial", "monomial matrices"),
+    (polynomial([1, 0, 1, 0, 1]), "even", "permutations"),
+    (sigmoid_series(5), "odd-plus-constant", "permutations"),
+    (relu(), "relu", "positive monomial matrices"),
+])
+def test_latent_groups(act, sym, K):
+    assert act.symmetry == sym and act.latent_group == K
+
+
+@given(st.integers(-5, 5), st.integers(1, 5), st.sampled_from([tanh_series(5), monomial(3), monomial(2),
+                                                               polynomial([1, 2, 1]), polynomial([0, 1, 1, 0, 1])]))
+def test_admissible_is_a_symmetry(p, q, act):
+    """sigma(alpha t + s(1 - alpha)) = q sigma(t) exactly when admissible() says so."""
+    alpha = fmpq(p, q)
+    factor = act.admissible(alpha)
+    pts = [fmpq(k, 3) for k in range(-6, 7)]
+    s = act.shift
+    holds = factor is not None and all(act(alpha * t + s * (1 - alpha)) == factor * act(t) for t in pts)
+    assert (factor is not None) == holds
+
+
+@pytest.mark.parametrize("spec", [{"type": "softplus"}, {"type": "tanh_series", "order": 4},
+                                  {"type": "monomial", "degree": 0}, {"kind": "relu"}])
+def test_bad_activation_specs(spec):
+    from symeq.activations import activation_from_spec
+
+    with pytest.raises(InputError):
+        activation_from_spec(spec)
