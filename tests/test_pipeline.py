@@ -25,7 +25,7 @@ ACTIVATIONS = {
     "generic-poly": polynomial([0, 1, 1, 0, 1]),
     "relu": relu(),
 }
-GROUPS = ["mirror:2x2", "vmirror:2x2", "shift:3", "sym:3", "sign:2", "dihedral:2", "mirror:1x2*sign:1"]
+GROUPS = ["mirror:2x2", "mirror:1x2x2", "vmirror:2x2", "shift:3", "sym:3", "sign:2", "dihedral:2", "mirror:1x2*sign:1"]
 
 
 def _model(gspec, aname, seed):
