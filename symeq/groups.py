@@ -223,6 +223,24 @@ class FiniteGroup:
         self.elements()
         return self
 
+    def cayley_graph(self):
+        """The Cayley graph as a networkx DiGraph: nodes are elements (words), edges e -> e*g.
+
+        >>> cyclic_shift(3).cayley_graph().number_of_edges()
+        3
+        """
+        import networkx as nx
+
+        els = self.elements()
+        index = {mat_key(e.mats[0]): i for i, e in enumerate(els)}
+        G = nx.DiGraph()
+        for i, e in enumerate(els):
+            G.add_node(i, word=_word(e.word, self.names))
+        for i, e in enumerate(els):
+            for gi, (a, _) in enumerate(self.generators):
+                G.add_edge(i, index[mat_key(e.mats[0] * a)], generator=self.names[gi])
+        return G
+
     def regular_representation(self) -> list[fmpq_mat]:
         """Permutation matrices of the generators acting on G by left multiplication."""
         els = self.elements()

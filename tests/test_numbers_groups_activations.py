@@ -174,3 +174,15 @@ def test_bad_activation_specs(spec):
 
     with pytest.raises(InputError):
         activation_from_spec(spec)
+
+
+@pytest.mark.parametrize("spec", ["dihedral:2", "sym:4", "mirror:2x3*shift:2"])
+def test_cayley_graph(spec):
+    import networkx as nx
+
+    G = builtin_group(spec)
+    C = G.cayley_graph()
+    assert C.number_of_nodes() == G.order()
+    assert nx.is_strongly_connected(C)
+    # every element has exactly one out-edge per distinct generator action
+    assert all(C.out_degree(v) <= len(G.generators) for v in C)
