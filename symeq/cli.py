@@ -95,23 +95,30 @@ def cmd_check(args) -> int:
     return report.exit_code
 
 
-def cmd_example(args) -> int:
-    from .examples import builtin_example
-    from .io import model_to_json, write_json
+def _emit_model(data: dict, out) -> int:
+    """Write a model file atomically, or print it to stdout when no --out is given."""
+    from .io import write_json
 
-    data = model_to_json(builtin_example(scrambled=not args.unscrambled))
-    if args.out:
-        write_json(data, args.out)
-        _progress(f"model written to {args.out}")
+    if out:
+        write_json(data, out)
+        _progress(f"model written to {out}")
     else:
         print(json.dumps(data, indent=1))
     return 0
 
 
+def cmd_example(args) -> int:
+    from .examples import builtin_example
+    from .io import model_to_json
+
+    data = model_to_json(builtin_example(scrambled=not args.unscrambled))
+    return _emit_model(data, args.out)
+
+
 def cmd_generate(args) -> int:
     from .activations import activation_from_spec
     from .groups import builtin_group
-    from .io import model_to_json, write_json
+    from .io import model_to_json
     from .models import random_equivariant_model, scramble
 
     group = builtin_group(args.group, output=args.group_output)
@@ -126,12 +133,7 @@ def cmd_generate(args) -> int:
         model, _ = scramble(model, rng=args.seed + 1)
         model.name += " (scrambled)"
     data = model_to_json(model)
-    if args.out:
-        write_json(data, args.out)
-        _progress(f"model written to {args.out}")
-    else:
-        print(json.dumps(data, indent=1))
-    return 0
+    return _emit_model(data, args.out)
 
 
 def _activation_shorthand(text: str) -> dict:
