@@ -400,3 +400,33 @@ def test_property_identity_holds_and_witnesses_are_real(data):
             assert not sides_differ(layers, rho_in, rho_out, x)
     else:
         assert sides_differ(layers, rho_in, rho_out, d.witness)
+
+
+def test_parallel_and_repeated_hyperplanes():
+    # x, 2x - 0, -x, and x - 1, x - 2, x - 3 (parallel), y, y - 1, 3y - 3 (repeat)
+    W1 = [[1, 0], [2, 0], [-1, 0], [1, 0], [1, 0], [1, 0], [0, 1], [0, 1], [0, 3]]
+    b1 = [0, 0, 0, -1, -2, -3, 0, -1, -3]
+    f = [(W1, b1, True), ([[1] * 9], [0], False)]
+    regions = list(linear_regions(f))
+    assert len(regions) == 5 * 3  # lines x = 0..3 and y = 0, 1
+    check_regions(f, regions, 2)
+    for r in regions:
+        s = r.pattern[0]
+        assert s[0] == s[1] != s[2]  # x, 2x agree; -x opposite
+        assert s[7] == s[8]  # y - 1 and 3y - 3
+        assert len(r.inequalities) <= 4  # redundant hyperplanes are not recorded
+
+
+def test_internal_interior_point_warm_start_and_early_stop():
+    from symeq.relu.lp import _interior_point
+
+    A = [[Q(1), Q(0)], [Q(0), Q(1)], [Q(-1), Q(-1)], [Q(1), Q(-3)]]
+    b = [Q(0), Q(0), Q(5), Q(-1)]
+    for origin in (None, [Q(1), Q(1)], [Q(-7), Q(2)]):
+        for early in (False, True):
+            x, t = _interior_point(A, b, 2, origin=origin, early=early)
+            slack = [sum((a * v for a, v in zip(row, x)), Q(0)) + bi for row, bi in zip(A, b)]
+            assert t > 0 and min(slack) >= t
+            if not early:
+                assert t == interior_point(A, b)[1]  # the maximal margin does not depend on origin
+    assert _interior_point(A + [[Q(-1), Q(0)]], b + [Q(0)], 2, origin=[Q(1), Q(1)], early=True) is None

@@ -1,8 +1,8 @@
 """Exact linear programming over the rationals.
 
-A small dense two-phase primal simplex method on a tableau of python-flint
-``fmpq`` numbers.  Every number is an exact rational; no floating point is
-used anywhere, so the verdicts ("feasible", "infeasible", "unbounded") and the
+A small dense two-phase primal simplex method on a condensed (Tucker)
+tableau of python-flint ``fmpq`` numbers.  Every number is an exact rational; no floating point is
+used anywhere, so the verdicts ("optimal", "infeasible", "unbounded") and the
 optimal points are exact.  Termination on degenerate problems is guaranteed by
 Bland's smallest-index rule (Bland 1977); the textbook largest-coefficient rule
 is also available for comparison and may cycle.
@@ -54,11 +54,12 @@ class LPResult(NamedTuple):
     Attributes
     ----------
     status : str
-        ``"optimal"``, ``"infeasible"`` or ``"unbounded"``.
+        ``"optimal"``, ``"infeasible"`` or ``"unbounded"`` (internally also
+        ``"feasible"``: a feasible vertex from an early-stopped phase 2).
     x : list of fmpq or None
-        An optimal vertex (only for ``"optimal"``).
+        An optimal vertex (``None`` unless ``"optimal"``/``"feasible"``).
     value : fmpq or None
-        The optimal value ``c.x`` (only for ``"optimal"``).
+        Its value ``c.x``.
     pivots : int
         Number of simplex pivots performed (both phases).
     """
@@ -149,15 +150,19 @@ def _pivot(T: list, beta: list, row_lab: list, col_lab: list, r: int, s: int) ->
 
 
 def _simplex(T: list, beta: list, row_lab: list, col_lab: list, live: list,
-             rule: str, max_iter: int, count: list, on_pivot=None) -> str:
+             rule: str, max_iter: int, count: list, on_pivot=None, stop_below=None) -> str:
     """Minimise the objective (last row of ``T``).  Returns "optimal"/"unbounded".
 
     ``live[s]`` False excludes column ``s`` from entering.  ``count[0]``
-    accumulates pivots.  ``on_pivot(s)`` is called after each pivot.
+    accumulates pivots.  ``on_pivot(s)`` is called after each pivot.  With
+    ``stop_below``, returns "stopped" as soon as the objective value is
+    ``< stop_below`` (a feasible, not necessarily optimal, vertex).
     """
     D = T[-1]
     m = len(T) - 1
     while True:
+        if stop_below is not None and beta[-1] < stop_below:
+            return "stopped"
         s = -1
         if rule == "bland":  # smallest label among improving columns
             best_lab = None
@@ -265,8 +270,12 @@ def solve_lp(c: Sequence, A_ub: Sequence | None = None, b_ub: Sequence | None = 
 
 
 def _solve(c: list, A_ub: list, b_ub: list, A_eq: list, b_eq: list, free_mask: list,
-           rule: str = "bland", max_iter: int = 100000) -> LPResult:
-    """:func:`solve_lp` on already converted (fmpq) data."""
+           rule: str = "bland", max_iter: int = 100000, stop_above=None) -> LPResult:
+    """:func:`solve_lp` on already converted (fmpq) data.
+
+    With ``stop_above``, phase 2 stops at the first vertex whose value exceeds
+    it; the status is then "feasible" (the vertex need not be optimal).
+    """
     n = len(c)
     # structural variables: original j -> label p (and q for the negative part)
     col_of: list[tuple[int, int | None]] = []
@@ -386,7 +395,8 @@ def _solve(c: list, A_ub: list, b_ub: list, A_eq: list, b_eq: list, free_mask: l
                     D[k] += cb * v
     T.append(D)
     beta.append(Z)
-    status = _simplex(T, beta, row_lab, col_lab, live, rule, max_iter, count)
+    status = _simplex(T, beta, row_lab, col_lab, live, rule, max_iter, count,
+                      stop_below=None if stop_above is None else -stop_above)
     if status == "unbounded":
         return LPResult("unbounded", None, None, count[0])
     val = [_ZERO] * nstruct
@@ -401,7 +411,7 @@ def _solve(c: list, A_ub: list, b_ub: list, A_eq: list, b_eq: list, free_mask: l
     for cj, xj in zip(c, x):
         if cj and xj:
             value += cj * xj
-    return LPResult("optimal", x, value, count[0])
+    return LPResult("feasible" if status == "stopped" else "optimal", x, value, count[0])
 
 
 def interior_point(A: Sequence, b: Sequence, n: int | None = None
@@ -454,10 +464,19 @@ def interior_point(A: Sequence, b: Sequence, n: int | None = None
     return _interior_point(A, b, n)
 
 
-def _interior_point(A: list, b: list, n: int) -> tuple[list, fmpq] | None:
-    """:func:`interior_point` on fmpq data (no conversion, no checks)."""
+def _interior_point(A: list, b: list, n: int, origin: list | None = None,
+                    early: bool = False) -> tuple[list, fmpq] | None:
+    """:func:`interior_point` on fmpq data (no conversion, no checks).
+
+    ``origin``: a point to start the simplex from (the problem is solved in
+    the shifted variable ``x - origin``); a good guess saves pivots.
+    ``early``: stop at the first vertex with ``t > 0`` instead of maximising.
+    """
     if not A:
-        return [_ZERO] * n, _ONE
+        return ([_ZERO] * n if origin is None else list(origin)), _ONE
+    if origin is not None:
+        b = [bi + sum((a * o for a, o in zip(row, origin) if a and o), _ZERO)
+             for row, bi in zip(A, b)]
     # Substitute t = u + s with s = min(0, min b): then x = 0, u = 0 is a
     # feasible basic solution (all right-hand sides >= 0, so no phase 1), and
     # u >= 0 loses nothing because t = min(min b, 1) >= s is feasible at x = 0.
@@ -466,10 +485,14 @@ def _interior_point(A: list, b: list, n: int) -> tuple[list, fmpq] | None:
     b_ub = [bi - s for bi in b]
     A_ub.append([_ZERO] * n + [_ONE])
     b_ub.append(_ONE - s)
-    res = _solve([_ZERO] * n + [_ONE], A_ub, b_ub, [], [], [True] * n + [False])
-    if res.status != "optimal":  # pragma: no cover - bounded and feasible by construction
-        raise RuntimeError(f"unexpected LP status {res.status}")
+    res = _solve([_ZERO] * n + [_ONE], A_ub, b_ub, [], [], [True] * n + [False],
+                 stop_above=-s if early else None)
+    if res.status == "unbounded":  # pragma: no cover - bounded by construction
+        raise RuntimeError("unexpected unbounded LP")
     t = res.x[n] + s
     if t <= 0:
         return None
-    return res.x[:n], t
+    x = res.x[:n]
+    if origin is not None:
+        x = [xi + o for xi, o in zip(x, origin)]
+    return x, t

@@ -29,11 +29,20 @@ polyhedron given by strict inequalities, with a known interior point) the
 pre-activation of every neuron of the next ReLU layer is affine.  For each
 neuron whose pre-activation is not constant on the region we branch on its
 sign (``> 0`` or ``< 0``) and prune empty branches with an exact LP
-(:func:`symeq.relu.lp.interior_point`); the side containing the current
-interior point needs no LP.  Neurons whose pre-activation is constant need no
-branch.  Regions of lower dimension (points where some pre-activation
-vanishes) are ignored: the maps are continuous, so agreement on every open
-full-dimensional region -- a dense set -- is agreement everywhere.
+(:func:`symeq.relu.lp.interior_point`).  Shortcuts, all exact: the side
+containing the current interior point needs no LP; if the interior point lies
+on the hyperplane, both sides are non-empty and the point is nudged to each
+side; a hyperplane shown to miss the region is not recorded as an inequality
+(it is redundant) but kept as a bound ``lo < a.x < hi`` per primitive
+direction ``a``, which settles repeated and parallel hyperplanes without an
+LP.  Neurons whose pre-activation is constant need no branch.  Regions of
+lower dimension (points where some pre-activation vanishes) are ignored: the
+maps are continuous, so agreement on every open full-dimensional region -- a
+dense set -- is agreement everywhere.
+
+The work is one small LP per (region, hyperplane that might cut it), so the
+cost grows with the number of regions, which is exponential in depth and
+polynomial of degree ``n`` in width; this is for small networks.
 """
 
 from __future__ import annotations
@@ -347,12 +356,29 @@ def _add_bound(bounds: dict, key: tuple, h, above: bool) -> dict:
     return out
 
 
+def _tighten(cons: list, entry: tuple) -> list:
+    """``cons`` plus ``entry``, dropping parallel same-side inequalities that
+    ``entry`` makes redundant (or ``entry`` itself if one implies it)."""
+    _, _, key, above, h = entry
+    out = []
+    for e in cons:
+        if e[2] == key and e[3] == above:
+            if (e[4] >= h) if above else (e[4] <= h):
+                return cons  # e implies entry
+            continue  # entry implies e
+        out.append(e)
+    out.append(entry)
+    return out
+
+
 def _enumerate(layers, n: int, extra: list, limit: int) -> Iterator[Region]:
     # ``cons``: the recorded strict inequalities (normalised); ``bounds``: for
     # each primitive direction a, known bounds lo < a.x < hi valid on the
     # region (from recorded inequalities and from hyperplanes shown by LP to
     # miss the region), used to settle repeated and parallel hyperplanes
     # without an LP.
+    # Entries of ``cons`` are (a, c, key, above, h): the inequality a.x + c > 0,
+    # equivalent to key.x > h (above) or key.x < h (not above).
     cons: list = []
     bounds: dict = {}
     for a, c in extra:
@@ -361,82 +387,99 @@ def _enumerate(layers, n: int, extra: list, limit: int) -> Iterator[Region]:
                 continue
             return
         an, cn, _ = _normalize(a, c)
-        if (an, cn) not in cons:
-            cons.append((an, cn))
-            key, h, up = _direction(a, c)
-            bounds = _add_bound(bounds, key, h, up)
+        key, h, up = _direction(a, c)
+        cons = _tighten(cons, (an, cn, key, up, h))
+        bounds = _add_bound(bounds, key, h, up)
     if cons:
-        res = _interior_point([a for a, _ in cons], [c for _, c in cons], n)
+        res = _interior_point([e[0] for e in cons], [e[1] for e in cons], n)
         if res is None:
             return
         x0 = res[0]
     else:
         x0 = [_ZERO] * n
-    counter = [0]
+    count = 0
     L = len(layers)
+    zero_row = [_ZERO] * n
+    identity = [[_ONE if i == j else _ZERO for j in range(n)] for i in range(n)]
+    # Explicit depth-first stack (no recursion, so wide/deep nets do not hit
+    # Python's recursion limit).  Items:
+    #   ("layer", li, A, c, cons, bounds, x0, pattern)  -- map x -> A x + c so far
+    #   ("neuron", li, P, q, info, k, cons, bounds, x0, pattern, signs)
+    # where info[k] = (key, h, up, normalised (a, c)) for the pre-activation
+    # of neuron k, or None when it is constant on the region.
+    stack: list = [("layer", 0, identity, [_ZERO] * n, cons, bounds, x0, ())]
+    while stack:
+        item = stack.pop()
+        if item[0] == "layer":
+            _, li, A, c, cons, bounds, x0, pattern = item
+            if li == L:
+                count += 1
+                if count > limit:
+                    raise RegionLimitExceeded(limit)
+                yield Region(pattern, [(e[0], e[1]) for e in cons], x0, (A, c))
+                continue
+            W, b, relu = layers[li]
+            P = _matmul(W, A, n)
+            q = [_dot(row, c) + bi for row, bi in zip(W, b)]
+            if relu:
+                info = [(_direction(p, qk) + (_normalize(p, qk)[:2],)) if any(p) else None
+                        for p, qk in zip(P, q)]
+                stack.append(("neuron", li, P, q, info, 0, cons, bounds, x0, pattern, ()))
+            else:
+                stack.append(("layer", li + 1, P, q, cons, bounds, x0, pattern + (None,)))
+            continue
 
-    def at_layer(li, A, c, cons, bounds, x0, pattern):
-        if li == L:
-            counter[0] += 1
-            if counter[0] > limit:
-                raise RegionLimitExceeded(limit)
-            yield Region(tuple(pattern), list(cons), x0, (A, c))
-            return
-        W, b, relu = layers[li]
-        P = _matmul(W, A, n)
-        q = [_dot(row, c) + bi for row, bi in zip(W, b)]
-        if not relu:
-            yield from at_layer(li + 1, P, q, cons, bounds, x0, pattern + [None])
-            return
-        yield from at_neuron(li, P, q, 0, cons, bounds, x0, pattern, ())
-
-    def at_neuron(li, P, q, k, cons, bounds, x0, pattern, signs):
+        _, li, P, q, info, k, cons, bounds, x0, pattern, signs = item
+        # neurons whose sign is settled without branching are handled in place
+        while k < len(P):
+            p, qk = P[k], q[k]
+            if info[k] is None:  # constant on the region: no hyperplane, no branch
+                signs += (qk > 0,)
+                k += 1
+                continue
+            key, h, up, pos = info[k]
+            lo, hi = bounds.get(key, (None, None))
+            if (lo is not None and h <= lo) or (hi is not None and h >= hi):
+                # a known parallel (or equal) hyperplane settles the sign:
+                # a.x > lo >= h or a.x < hi <= h on the whole region
+                above = lo is not None and h <= lo
+                signs += (above == up,)
+                k += 1
+                continue
+            val = _dot(p, x0) + qk
+            if val == 0:
+                break
+            here = val > 0
+            a, cc = ([-v for v in pos[0]], -pos[1]) if here else pos
+            res = _interior_point([e[0] for e in cons] + [a], [e[1] for e in cons] + [cc], n,
+                                  origin=x0, early=True)
+            if res is not None:
+                break
+            # the hyperplane misses the region: the sign is forced and the
+            # inequality is redundant, so it is only remembered as a bound
+            bounds = _add_bound(bounds, key, h, here == up)
+            signs += (here,)
+            k += 1
         if k == len(P):
-            zero_row = [_ZERO] * n
-            A = [P[i] if s else zero_row for i, s in enumerate(signs)]
-            c = [q[i] if s else _ZERO for i, s in enumerate(signs)]
-            yield from at_layer(li + 1, A, c, cons, bounds, x0, pattern + [signs])
-            return
-        p, qk = P[k], q[k]
-        if not any(p):  # constant on the region: no hyperplane, no branch
-            yield from at_neuron(li, P, q, k + 1, cons, bounds, x0, pattern, signs + (qk > 0,))
-            return
-        key, h, up = _direction(p, qk)
-        lo, hi = bounds.get(key, (None, None))
-        if (lo is not None and h <= lo) or (hi is not None and h >= hi):
-            # a known parallel (or equal) hyperplane settles the sign: a.x > lo >= h
-            # or a.x < hi <= h on the whole region
-            above = lo is not None and h <= lo
-            yield from at_neuron(li, P, q, k + 1, cons, bounds, x0, pattern,
-                                 signs + (above == up,))
-            return
-        val = _dot(p, x0) + qk
-        pos = _normalize(p, qk)[:2]
+            A = [P[i] if sgn else zero_row for i, sgn in enumerate(signs)]
+            c = [q[i] if sgn else _ZERO for i, sgn in enumerate(signs)]
+            stack.append(("layer", li + 1, A, c, cons, bounds, x0, pattern + (signs,)))
+            continue
+        # neuron k's hyperplane cuts the region: branch
         neg = ([-v for v in pos[0]], -pos[1])
         if val == 0:
             # x0 is interior and on the hyperplane: both sides are non-empty;
             # nudge x0 exactly to either side instead of solving LPs.
             branches = [(True, _nudge(cons, x0, p, 1)), (False, _nudge(cons, x0, p, -1))]
         else:
-            here = val > 0
-            a, cc = neg if here else pos
-            res = _interior_point([e for e, _ in cons] + [a], [d for _, d in cons] + [cc], n)
-            if res is None:
-                # the hyperplane misses the region: the sign is forced and the
-                # inequality is redundant, so it is only remembered as a bound
-                yield from at_neuron(li, P, q, k + 1, cons, _add_bound(bounds, key, h, here == up),
-                                     x0, pattern, signs + (here,))
-                return
             branches = [(here, x0), (not here, res[0])]
             if not here:
                 branches.reverse()
-        for active, x1 in branches:
-            yield from at_neuron(li, P, q, k + 1, cons + [pos if active else neg],
-                                 _add_bound(bounds, key, h, active == up), x1,
-                                 pattern, signs + (active,))
-
-    identity = [[_ONE if i == j else _ZERO for j in range(n)] for i in range(n)]
-    yield from at_layer(0, identity, [_ZERO] * n, cons, bounds, x0, [])
+        for active, x1 in reversed(branches):  # push so that "active" is explored first
+            a, cc = pos if active else neg
+            above = active == up
+            stack.append(("neuron", li, P, q, info, k + 1, _tighten(cons, (a, cc, key, above, h)),
+                          _add_bound(bounds, key, h, above), x1, pattern, signs + (active,)))
 
 
 def count_regions(layers, limit: int = 100000, extra_constraints=None) -> int:
@@ -536,7 +579,7 @@ def _nudge(cons: list, x0: list, p: list, sign: int) -> list:
     inequality of ``cons`` strict (each keeps at least half its slack)."""
     d = [v if sign > 0 else -v for v in p]
     eps = _ONE
-    for a, c in cons:
+    for a, c, *_ in cons:
         slope = _dot(a, d)
         if slope < 0:
             bound = (_dot(a, x0) + c) / (-2 * slope)
@@ -566,6 +609,13 @@ def _witness(region: Region, n: int) -> list:
     return x
 
 
+def _defect(layers, R_in, R_out, x) -> list:
+    """``f(R_in x) - R_out f(x)``, by exact evaluation of ``f`` itself."""
+    lhs = evaluate(layers, _matvec(R_in, x))
+    rhs = _matvec(R_out, evaluate(layers, x))
+    return [u - v for u, v in zip(lhs, rhs)]
+
+
 def decide_equivariance(layers, rho_in, rho_out, limit: int = 100000) -> EquivarianceDecision:
     """Decide exactly whether ``f(rho_in x) == rho_out f(x)`` for all real ``x``.
 
@@ -574,7 +624,9 @@ def decide_equivariance(layers, rho_in, rho_out, limit: int = 100000) -> Equivar
     regions (:func:`linear_regions`), and checks that the affine map of each
     is identically zero.  Since ``h`` is continuous and these regions are
     dense, this is equivalent to ``h == 0`` on all of ``R^n``.  Otherwise a
-    rational witness is returned and re-checked by exact evaluation of ``f``.
+    rational witness is returned and re-checked by exact evaluation of ``f``
+    (the nearest integer point is preferred when it fails too).  The search
+    stops at the first region where ``h`` is not identically zero.
 
     For ReLU networks end-to-end equivariance does not imply layerwise
     equivariance (Bökman & Kahl 2023), so it must be decided on the function
@@ -630,10 +682,14 @@ def decide_equivariance(layers, rho_in, rho_out, limit: int = 100000) -> Equivar
         if not any(c) and not any(any(row) for row in A):
             continue
         w = _witness(region, n)
-        lhs = evaluate(layers, _matvec(R_in, w))
-        rhs = _matvec(R_out, evaluate(layers, w))
-        diff = [u - v for u, v in zip(lhs, rhs)]
+        diff = _defect(layers, R_in, R_out, w)
         if not any(diff):  # pragma: no cover - would be an internal error
             raise RuntimeError("internal error: witness does not separate the two sides")
+        # prefer a simpler witness: the nearest integer point, if it also fails
+        w_int = [fmpq((v + fmpq(1, 2)).floor()) for v in w]
+        if w_int != w:
+            d_int = _defect(layers, R_in, R_out, w_int)
+            if any(d_int):
+                w, diff = w_int, d_int
         return EquivarianceDecision(False, w, count, "relu-regions", diff)
     return EquivarianceDecision(True, None, count, "relu-regions", None)
