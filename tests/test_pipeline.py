@@ -161,3 +161,36 @@ def test_equivariance_methods_agree(method):
     bad = _perturb(m, random.Random(1))
     r = decide_equivariance(bad, method=method)
     assert not r.holds and _really_fails(bad, r.witness)
+
+
+def test_relu_identity_width4_has_no_action_at_theta():
+    """LITERATURE (Bokman-Kahl 2023 style): the identity on R^2 through width 4,
+    W1 = [A; -A], W2 = [A^-1, -A^-1], is equivariant under the order-3 rotation
+    R = [[0, -1], [1, -1]], but no positive monomial action exists at theta."""
+    from symeq.groups import FiniteGroup
+
+    R = matrix([[0, -1], [1, -1]])
+    A = matrix([[1, 2], [0, 1]])
+    Ai = A.inv()
+    W1 = matrix([[A[i, j] for j in range(2)] for i in range(2)] + [[-A[i, j] for j in range(2)] for i in range(2)])
+    W2 = matrix([[Ai[i, j] for j in range(2)] + [-Ai[i, j] for j in range(2)] for i in range(2)])
+    m = Model(2, [DenseLayer(W1, None, relu()), DenseLayer(W2, None, None)], FiniteGroup([(R, R)], ["rot3"]))
+    assert m([fmpq(3, 2), fmpq(-5)]) == [fmpq(3, 2), fmpq(-5)]  # the identity
+    v = verify(m)
+    assert v.equivariance.holds and v.equivariance.method == "relu-regions"
+    assert v.verdict == "undetermined" and v.exit_code == 3
+    assert v.identifiability["status"] == "not-identifiable"
+    assert check_certificate(v.certificate(), model_to_json(m)).exit_code == 3
+
+
+def test_relu_rotation_width6_layerwise():
+    """Width 6, rows +-(a, aR^-1, aR^-2) permuted by the rotation: verified layerwise."""
+    from symeq.groups import FiniteGroup
+
+    R = matrix([[0, -1], [1, -1]])
+    G = FiniteGroup([(R, R)], ["rot3"])
+    m = random_equivariant_model(G, ["regular*2"], relu(), rng=4)
+    s, _ = scramble(m, rng=5)
+    v = verify(s)
+    assert v.verdict == "layerwise-equivariant"
+    assert all(x > 0 for M in v.actions[0] for x in monomial_parts(M)[1])
