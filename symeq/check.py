@@ -34,8 +34,8 @@ MODEL_FORMAT = "symeq-model/1"
 CERT_FORMAT = "symeq-certificate/1"
 VERIFIABLE = ("layerwise-equivariant", "not-equivariant")
 UNVERIFIABLE = ("no-layerwise-parameter", "undetermined")
-PARAMS_DIFFER = ("parameters differ from the model "
-                 "(re-parametrized certificates are not supported by this checker version)")
+PARAMS_DIFFER = "parameters differ from the model"
+MAX_LATTICE = 50000
 _FRACTION = re.compile(r"([+-]?)(\d+)/(\d+)")
 _DECIMAL = re.compile(r"([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?")
 _MAX_EXPONENT = 1000
@@ -401,10 +401,18 @@ def _homomorphism(report: CheckReport, tuples: list[tuple[Matrix, ...]], cap: in
 def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_Layer],
                      group: list, cap: int) -> None:
     params = _dict(cert.get("parameters"), "certificate parameters")
-    if _layers(params.get("layers"), n_in, "certificate parameters") != layers:
-        report.reasons.append(PARAMS_DIFFER)
-        return
-    report.checks.append(f"parameters: equal to the model's ({len(layers)} layers)")
+    theta2 = _layers(params.get("layers"), n_in, "certificate parameters")
+    if theta2 != layers:
+        why = _same_function_failure(layers, theta2, n_in)
+        if why:
+            report.reasons.append(f"{PARAMS_DIFFER}: {why}")
+            return
+        report.checks.append(f"parameters: re-parametrized theta' with the model's widths and activations; "
+                             f"f(x; theta') = f(x; theta) on all {_lattice_size(layers, n_in)} points of the "
+                             f"principal lattice of degree {_degree(layers)} (unisolvent): the same function")
+        layers = theta2
+    else:
+        report.checks.append(f"parameters: equal to the model's ({len(layers)} layers)")
     actions = cert.get("latent_actions")
     if not isinstance(actions, list) or len(actions) != len(layers) - 1:
         report.reasons.append(f"latent_actions must list one entry per hidden layer "
@@ -447,6 +455,49 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
             report.reasons.append(f"generator {g}: input matrix is singular (not a group element)")
     if not report.reasons:
         _homomorphism(report, [tuple(r[g] for r in rho) for g in range(len(group))], cap)
+
+
+def _degree(layers) -> int:
+    d = 1
+    for layer in layers:
+        if layer.act is not None:
+            d *= len(layer.act) - 1
+    return d
+
+
+def _lattice_size(layers, n_in: int) -> int:
+    return comb(n_in + _degree(layers), n_in)
+
+
+def _lattice(n: int, d: int):
+    """Points a in N^n with a_1 + ... + a_n <= d (unisolvent for total degree <= d)."""
+    if n == 0:
+        yield ()
+        return
+    for a in range(d + 1):
+        for rest in _lattice(n - 1, d - a):
+            yield (Fraction(a),) + rest
+
+
+def _same_function_failure(layers, theta2, n_in: int) -> str | None:
+    """None if theta' has the model's shape and activations and the same function; else why not.
+
+    Both functions are polynomials of total degree <= D, so agreement on the principal lattice
+    of degree D is a proof of equality.
+    """
+    if [len(l.weight) for l in layers] != [len(l.weight) for l in theta2]:
+        return "theta' has other widths"
+    if [l.act for l in layers] != [l.act for l in theta2]:
+        return "theta' has other activations"
+    if any(l.act == "relu" for l in layers):
+        return "equality of ReLU functions is not re-verified by this checker version"
+    size = _lattice_size(layers, n_in)
+    if size > MAX_LATTICE:
+        return f"the unisolvent lattice has {size} points, more than this checker evaluates ({MAX_LATTICE})"
+    for x in _lattice(n_in, _degree(layers)):
+        if _evaluate(layers, x) != _evaluate(theta2, x):
+            return f"f(x; theta') != f(x; theta) at x = {_fmt(x)}"
+    return None
 
 
 def _check_witness(report: CheckReport, eq: dict, n_in: int, layers: list[_Layer],

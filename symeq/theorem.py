@@ -73,6 +73,13 @@ class Verification:
     identifiability: dict
     notes: list = field(default_factory=list)
     seconds: float = 0.0
+    original: Model | None = None
+    reduction: object = None
+
+    @property
+    def reparametrized(self) -> bool:
+        """True when the actions hold at theta' != theta (same widths and function)."""
+        return self.original is not None
 
     @property
     def exit_code(self) -> int:
@@ -106,7 +113,7 @@ class Verification:
             "identifiability": self.identifiability,
             "input_dim": self.model.input_dim,
             "group": self.group.to_json(),
-            "parameters": {"layers": layers_to_json(self.model), "reparametrized": False},
+            "parameters": {"layers": layers_to_json(self.model), "reparametrized": self.reparametrized},
             "latent_groups": [l.activation.latent_group for l in self.model.layers[:-1]],
             "latent_actions": None if self.actions is None else [[format_matrix(m) for m in layer] for layer in self.actions],
             "checks": {
@@ -146,6 +153,15 @@ class Verification:
             lines.append(f"    f(g x) = [{', '.join(map(str, w.lhs))}]")
             lines.append(f"    g f(x) = [{', '.join(map(str, w.rhs))}]")
         d = self.derivation
+        if self.reparametrized:
+            r = self.reduction
+            lines.append("")
+            lines.append(f"Submodel: {len(r.removed)} inactive neuron(s) removed, {len(r.merged)} clone(s) merged; "
+                         f"reduced widths {r.model.widths}")
+            lines.append("  the actions below hold at theta' (same widths and function as theta):")
+            for i, l in enumerate(self.model.layers, 1):
+                lines.append(f"  theta' layer {i}: W = {[[str(x) for x in row] for row in mat_rows(l.weight)]}, "
+                             f"b = {[str(x) for x in l.bias]}")
         if d is not None:
             lines.append("")
             lines.append("Conclusion: actions rho_i(g) in K_i on every hidden layer")
@@ -181,6 +197,26 @@ class Verification:
                     S = sympy.Matrix([[sympy.Rational(int(x.p), int(x.q)) for x in r] for r in mat_rows(M)])
                     parts.append(rf"\rho_{{{i + 1}}}(\mathrm{{{gname}}}) = {sympy.latex(S)}")
         return "$" + r" \quad ".join(parts) + "$"
+
+
+def _try_submodel(model: Model, group: FiniteGroup, deadline: Deadline, max_candidates: int):
+    """Reduce inactive neurons and clones; if the reduced model has actions, lift them back."""
+    from .layerwise import check_layerwise
+    from .submodels import lift, reduce_model
+
+    red = reduce_model(model)
+    if not red.changed:
+        return None
+    d = derive_latent_actions(red.model, group, max_candidates=max_candidates, deadline=deadline)
+    if not d.found:
+        return None
+    theta2, actions = lift(model, red, d.actions)
+    checks, hom, order, msg = check_layerwise(theta2, group, actions, deadline)
+    if not (all(c.holds for c in checks) and hom):
+        raise AssertionError(f"lifted actions fail their checks: {msg}")
+    d2 = Derivation(True, actions, checks, True, order, d.candidates, d.exhaustive, None,
+                    d.method + ", on the reduced submodel, lifted back")
+    return theta2, d2, red
 
 
 def verify(
@@ -231,6 +267,22 @@ def verify(
             notes.append("end-to-end equivariance was first checked at random points; the exact layerwise checks "
                          "now prove it (a composition of equivariant layers is equivariant)")
         return Verification("layerwise-equivariant", model, group, eq, d, ident, notes, deadline.elapsed())
+    lifted = _try_submodel(model, group, deadline, max_candidates)
+    if lifted is not None:
+        theta2, d2, red = lifted
+        ident = {"status": "unknown",
+                 "detail": f"theta is a lift of a smaller submodel ({len(red.removed)} inactive neuron(s) removed, "
+                           f"{len(red.merged)} clone(s) merged); the reduced parameter has layerwise actions, and "
+                           "theta' (same widths, same function) is layerwise equivariant; identifiability of the "
+                           "reduced parameter was not decided"}
+        notes.append("re-parametrized: the actions hold at theta' (same widths, same function as theta), obtained by "
+                     "merging clones, removing inactive neurons, and lifting back with equal splits of the outgoing "
+                     "weights and inactive neurons where the orbit sizes require it (weak identifiability, "
+                     "Theorem 4.1)")
+        v = Verification("layerwise-equivariant", theta2, group, eq, d2, ident, notes, deadline.elapsed())
+        v.original = model
+        v.reduction = red
+        return v
     if eq.exact and d.exhaustive and 0 in d.candidates.values():
         ident = {"status": "not-identifiable",
                  "detail": "theta^g has the same function as theta (f is equivariant, proven exactly) but is not "

@@ -194,3 +194,51 @@ def test_relu_rotation_width6_layerwise():
     v = verify(s)
     assert v.verdict == "layerwise-equivariant"
     assert all(x > 0 for M in v.actions[0] for x in monomial_parts(M)[1])
+
+
+def test_clone_and_inactive_neuron_weakly_identifiable_reparametrized():
+    """Issue acceptance: a tanh-series model with one cloned and one inactive neuron, whose
+    clone multiplicities do not let the mirror act at theta: symeq returns theta' of the same
+    widths with the same function, layerwise equivariant, exit 0, and the checker accepts it."""
+    from symeq.groups import FiniteGroup, permutation_matrix
+    from symeq.numbers import identity
+    from symeq.submodels import find_submodel_structure
+
+    swap = permutation_matrix([1, 0])
+    G = FiniteGroup([(swap, identity(1))], ["swap"])
+    # neurons: a=(1,2), a again (clone), b=(2,1) = a mirrored, and an inactive neuron (zero out column)
+    W1 = matrix([[1, 2], [1, 2], [2, 1], [5, -3]])
+    b1 = [1, 1, 1, 4]
+    W2 = matrix([[1, 2, 3, 0]])  # a carries 1 + 2 = 3 in total, b carries 3: invariant
+    m = Model(2, [DenseLayer(W1, b1, tanh_series(3)), DenseLayer(W2, [0], None)], G)
+    s = find_submodel_structure(m)
+    assert s["clones"] == [(1, [0, 1])] and s["inactive"] == [(1, 3, "zero outgoing column")]
+    v = verify(m)
+    assert v.verdict == "layerwise-equivariant" and v.exit_code == 0
+    assert v.reparametrized and v.model.widths == m.widths
+    for x in ([fmpq(1, 3), fmpq(-2)], [fmpq(5), fmpq(7, 2)]):
+        assert v.model(x) == m(x)
+    cert = v.certificate()
+    assert cert["parameters"]["reparametrized"] is True
+    report = check_certificate(cert, model_to_json(m))
+    assert report.accepted, report.reasons
+    # a theta' with another function is rejected
+    cert["parameters"]["layers"][1]["weight"][0][0] = "9"
+    assert check_certificate(cert, model_to_json(m)).accepted is False
+
+
+def test_reduction_preserves_the_function():
+    from symeq.submodels import reduce_model
+
+    rng = random.Random(3)
+    for _ in range(5):
+        rows = [[rng.randint(-2, 2) for _ in range(2)] for _ in range(3)]
+        rows += [rows[0], [-x for x in rows[1]], [0, 0]]  # a clone, a negated clone (odd sigma), an inactive one
+        W1 = matrix(rows)
+        b1 = [1, 2, 0, 1, -2, 3]
+        W2 = matrix([[rng.randint(-3, 3) for _ in range(6)] for _ in range(2)])
+        m = Model(2, [DenseLayer(W1, b1, tanh_series(3)), DenseLayer(W2, [1, 1], None)])
+        r = reduce_model(m)
+        assert r.model.widths[1] <= 3
+        for x in ([fmpq(1, 2), fmpq(3)], [fmpq(-2), fmpq(1, 5)]):
+            assert r.model(x) == m(x)

@@ -1,0 +1,260 @@
+"""Submodels: inactive and cloned neurons, reduction, and lifting back (weak identifiability).
+
+A hidden neuron is *inactive* when its incoming row is zero (it outputs the constant sigma(b),
+which folds into the next layer's bias) or its outgoing column is zero (nothing sees it).  Two
+neurons are *clones* when their shifted pre-activation rows [w | b - s] agree up to an
+admissible scaling of the activation (e.g. up to sign for odd sigma): then the second outputs q
+times the first, and merging adds q times its outgoing column to the first's.  Removing and
+merging gives the reduced parameter theta~ of a submodel with the same function (the maps
+alpha_i, alpha_i*, beta_i of the paper); theta is *weakly identifiable* when theta~ is
+identifiable.
+
+Lifting back: from latent actions rho~_i on the reduced model, :func:`lift` builds theta' with
+the original widths and the same function, whose layers are equivariant: each orbit of reduced
+neurons under the actions gets the same number of copies (the smallest clone count in the
+orbit, at least 1), the outgoing weights are split equally between the copies, and the
+remaining neurons are re-wired as inactive (zero incoming row, zero bias, zero outgoing column)
+and fixed by every action.
+
+Examples
+--------
+>>> from symeq.activations import tanh_series
+>>> from symeq.models import DenseLayer, Model
+>>> from symeq.numbers import matrix
+>>> m = Model(1, [DenseLayer(matrix([[1], [1], [0]]), [0, 0, 2], tanh_series(3)),
+...               DenseLayer(matrix([[2, 3, 5]]), None, None)])
+>>> r = reduce_model(m)
+>>> r.model.widths, r.removed, r.merged
+([1, 1, 1], [(1, 2, 'inactive (zero incoming row)')], [(1, 1, 0)])
+>>> x = [fmpq(1, 2)]
+>>> r.model(x) == m(x)
+True
+
+References
+----------
+Shahverdi, Marchetti, Bokman, Kohn (2026), Section on submodels and weak identifiability;
+Sussmann (1992) for the irreducible tanh networks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from flint import fmpq, fmpq_mat
+
+from .layerwise import canonical_rows
+from .models import DenseLayer, Model
+from .numbers import identity, mat_rows, monomial_matrix, monomial_parts
+
+__all__ = ["Reduction", "reduce_model", "lift", "find_submodel_structure"]
+
+
+@dataclass
+class Reduction:
+    """The reduced model and how it was obtained.
+
+    Attributes
+    ----------
+    model : the reduced model theta~ (same function)
+    removed : (layer, original neuron, reason) for each removed inactive neuron
+    merged : (layer, clone, kept neuron) in original indices
+    groups : per hidden layer, for each reduced neuron the list of (original neuron, q) it stands for
+    """
+
+    model: Model
+    removed: list = field(default_factory=list)
+    merged: list = field(default_factory=list)
+    groups: list = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.removed or self.merged)
+
+
+def find_submodel_structure(model: Model) -> dict:
+    """Inactive neurons and clone classes of each hidden layer (original indices), without reducing."""
+    out = {"inactive": [], "clones": []}
+    for i, layer in enumerate(model.layers[:-1]):
+        rows = mat_rows(layer.weight)
+        nxt = mat_rows(model.layers[i + 1].weight)
+        for j, r in enumerate(rows):
+            if all(x == 0 for x in r):
+                out["inactive"].append((i + 1, j, "zero incoming row"))
+            elif all(row[j] == 0 for row in nxt):
+                out["inactive"].append((i + 1, j, "zero outgoing column"))
+        keys, _ = canonical_rows(rows, layer.bias, layer.activation)
+        classes: dict = {}
+        for j, k in enumerate(keys):
+            if any(x != 0 for x in rows[j]):
+                classes.setdefault(k, []).append(j)
+        out["clones"].extend((i + 1, js) for js in classes.values() if len(js) > 1)
+    return out
+
+
+def reduce_model(model: Model) -> Reduction:
+    """Remove inactive neurons and merge clones until none is left (same function)."""
+    layers = [(mat_rows(l.weight), list(l.bias), l.activation) for l in model.layers]
+    # groups[i][j]: the original neurons (with factors q) that reduced neuron j of layer i stands for
+    groups = [[[(j, fmpq(1))] for j in range(len(layers[i][0]))] for i in range(len(layers) - 1)]
+    removed, merged = [], []
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(layers) - 1):
+            rows, bias, act = layers[i]
+            nrows, nbias, nact = layers[i + 1]
+            # 1. zero incoming row: constant output sigma(b_j), folded into the next bias
+            for j in range(len(rows)):
+                if all(x == 0 for x in rows[j]) and len(rows) > 1:
+                    c = act(bias[j])
+                    nbias = [b + r[j] * c for b, r in zip(nbias, nrows)]
+                    removed.extend((i + 1, o, "inactive (zero incoming row)") for o, _ in groups[i][j])
+                    layers[i], layers[i + 1] = _drop(layers[i], layers[i + 1], j, nbias)
+                    groups[i].pop(j)
+                    changed = True
+                    break
+            if changed:
+                break
+            # 2. zero outgoing column: nothing downstream sees it
+            for j in range(len(rows)):
+                if all(r[j] == 0 for r in nrows) and len(rows) > 1:
+                    removed.extend((i + 1, o, "inactive (zero outgoing column)") for o, _ in groups[i][j])
+                    layers[i], layers[i + 1] = _drop(layers[i], layers[i + 1], j, nbias)
+                    groups[i].pop(j)
+                    changed = True
+                    break
+            if changed:
+                break
+            # 3. clones: equal canonical rows; neuron k outputs (scale_k / scale_j)-admissible q times j
+            keys, scales = canonical_rows(rows, bias, act)
+            seen = {}
+            for k, key in enumerate(keys):
+                if key in seen:
+                    j = seen[key]
+                    q = act.admissible(scales[k] / scales[j])
+                    nrows = [list(r) for r in nrows]
+                    for r in nrows:
+                        r[j] += q * r[k]
+                    layers[i + 1] = (nrows, nbias, nact)
+                    merged.extend((i + 1, o, groups[i][j][0][0]) for o, _ in groups[i][k])
+                    groups[i][j] = groups[i][j] + [(o, q * qq) for o, qq in groups[i][k]]
+                    layers[i], layers[i + 1] = _drop(layers[i], layers[i + 1], k, nbias)
+                    groups[i].pop(k)
+                    changed = True
+                    break
+                seen[key] = k
+            if changed:
+                break
+    new_layers = [DenseLayer(fmpq_mat(len(r), len(r[0]), [x for row in r for x in row]), b, a) for r, b, a in layers]
+    reduced = Model(model.input_dim, new_layers, model.group, model.name + " (reduced)", dict(model.meta))
+    return Reduction(reduced, removed, merged, groups)
+
+
+def _drop(layer, nxt, j, nbias):
+    rows, bias, act = layer
+    nrows, _, nact = nxt
+    return ((rows[:j] + rows[j + 1:], bias[:j] + bias[j + 1:], act),
+            ([r[:j] + r[j + 1:] for r in nrows], nbias, nact))
+
+
+def _orbits(perms: list[list[int]], n: int) -> list[list[int]]:
+    seen, orbits = set(), []
+    for s in range(n):
+        if s in seen:
+            continue
+        orbit, stack = [], [s]
+        seen.add(s)
+        while stack:
+            a = stack.pop()
+            orbit.append(a)
+            for p in perms:
+                b = p[a]
+                if b not in seen:
+                    seen.add(b)
+                    stack.append(b)
+        orbits.append(sorted(orbit))
+    return orbits
+
+
+def lift(original: Model, reduction: Reduction, actions) -> tuple[Model, list]:
+    """theta' with the original widths, the same function, and layerwise-equivariant actions.
+
+    Parameters
+    ----------
+    original : the model theta
+    reduction : :func:`reduce_model` of theta
+    actions : ``actions[i][g]`` on the reduced hidden layers (e.g. from derive_latent_actions)
+
+    Returns
+    -------
+    (model, actions) : theta' and its actions ``actions'[i][g]`` on the original widths
+    """
+    red = reduction.model
+    L = red.depth
+    ngen = len(actions[0]) if actions else 0
+    # copies per reduced neuron: constant on orbits of the actions (smallest clone count)
+    copies = []
+    for i in range(L - 1):
+        n = red.layers[i].out_dim
+        perms = []
+        for g in range(ngen):
+            cols, _ = monomial_parts(actions[i][g])
+            perm = [0] * n
+            for j, c in enumerate(cols):  # rho has (j, c): output j comes from neuron c
+                perm[c] = j
+            perms.append(perm)
+        width = original.layers[i].out_dim
+        cnt = [max(1, len(reduction.groups[i][j])) for j in range(n)]
+        per = [1] * n
+        for orbit in _orbits(perms, n):
+            m = min(cnt[j] for j in orbit)
+            for j in orbit:
+                per[j] = m
+        # per[j] <= cnt[j] and the clone counts add up to at most the original width
+        assert sum(per) <= width
+        copies.append(per)
+    layers = []
+    prev_index = None  # for each reduced neuron of the previous layer, its copies' indices
+    prev_width = original.input_dim
+    new_actions = [[None] * ngen for _ in range(L - 1)]
+    for i, layer in enumerate(red.layers):
+        rows = mat_rows(layer.weight)
+        bias = list(layer.bias)
+        if i < L - 1:
+            width = original.layers[i].out_dim
+            index, out_rows, out_bias = [], [], []
+            for j, r in enumerate(rows):
+                index.append(list(range(len(out_rows), len(out_rows) + copies[i][j])))
+                for _ in range(copies[i][j]):
+                    out_rows.append(r)
+                    out_bias.append(bias[j])
+            n_inactive = width - len(out_rows)
+            out_rows += [[fmpq(0)] * len(rows[0])] * n_inactive
+            out_bias += [fmpq(0)] * n_inactive
+        else:
+            index, out_rows, out_bias = None, rows, bias
+        if prev_index is not None:
+            # split each reduced column equally between its copies; inactive columns are zero
+            split = []
+            for r in out_rows:
+                nr = [fmpq(0)] * prev_width
+                for j, idx in enumerate(prev_index):
+                    for t in idx:
+                        nr[t] = r[j] / len(idx)
+                split.append(nr)
+            out_rows = split
+        ncols = prev_width
+        layers.append(DenseLayer(fmpq_mat(len(out_rows), ncols, [x for r in out_rows for x in r]), out_bias,
+                                 layer.activation))
+        if i < L - 1:
+            width = original.layers[i].out_dim
+            for g in range(ngen):
+                cols, vals = monomial_parts(actions[i][g])
+                bc, bv = list(range(width)), [fmpq(1)] * width
+                for j, (c, v) in enumerate(zip(cols, vals)):
+                    for a, b in zip(index[j], index[c]):
+                        bc[a], bv[a] = b, v
+                new_actions[i][g] = monomial_matrix(bc, bv)
+            prev_index, prev_width = index, width
+    lifted = Model(original.input_dim, layers, original.group, original.name + " (re-parametrized)", dict(original.meta))
+    return lifted, new_actions
