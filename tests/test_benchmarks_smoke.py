@@ -1,0 +1,38 @@
+"""Smoke test: the derivation benchmark runs with --quick and writes its tables."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_derivation.py"
+
+
+def test_bench_derivation_quick(tmp_path):
+    out = tmp_path / "results"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    md, js = out / "derivation.md", out / "derivation.json"
+    assert md.is_file() and js.is_file()
+
+    res = json.loads(js.read_text())
+    for section in ("width", "depth", "premise"):
+        assert res[section], section
+        for row in res[section]:
+            assert set(res["columns"][section]) <= set(row), (section, row)
+    assert {"width", "depth", "widths", "params", "build_s", "derive_s", "found"} <= set(res["width"][0])
+    assert all(r["found"] for r in res["width"] + res["depth"])
+    assert {"grid_s", "symbolic_s", "sympy_s", "sympy_over_grid", "sympy_over_symbolic",
+            "grid_over_symbolic"} <= set(res["premise"][0])
+    assert res["premise"][0]["grid_s"] is not None and res["premise"][0]["symbolic_s"] is not None
+    for name in ("width", "depth"):
+        assert isinstance(res["fits"][name]["exponent_all"], float)
+
+    text = md.read_text()
+    for header in ("| width |", "| depth |", "derive_latent_actions (s)", "symeq grid (s)",
+                   "symeq fmpq_mpoly (s)", "sympy expand (s)", "sympy / grid", "Scaling with width"):
+        assert header in text, header
+    # the table goes to stdout, progress to stderr
+    assert "| width |" in proc.stdout and "| width |" not in proc.stderr
+    assert "(a) width" in proc.stderr
