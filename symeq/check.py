@@ -88,6 +88,47 @@ class _Layer:
     label: str = field(compare=False)
 
 
+@dataclass(frozen=True)
+class _Attention:
+    """Lightning attention f(X) = sum_h (X Q_h K_h^T X^T) X V_h O_h on T tokens (flattened by rows)."""
+
+    tokens: int
+    heads: tuple  # of (Q, K, V, O) matrices
+    label: str = field(compare=False, default="attention")
+    act: object = field(compare=False, default="attention")
+
+    @property
+    def d(self) -> int:
+        return len(self.heads[0][0])
+
+    @property
+    def d_out(self) -> int:
+        return len(self.heads[0][3][0])
+
+    @property
+    def weight(self):  # only its number of rows (the flattened output size) is used generically
+        return [None] * (self.tokens * self.d_out)
+
+
+@dataclass(frozen=True)
+class _Heads:
+    """The chain's first layer: X -> [Y_1 ... Y_H], Y_h = (X A_h X^T) X V_h (flattened by rows)."""
+
+    tokens: int
+    scores: tuple
+    values: tuple
+    label: str = field(compare=False, default="attention heads")
+    act: object = field(compare=False, default="heads")
+
+    @property
+    def dv(self) -> int:
+        return len(self.values[0][0])
+
+    @property
+    def weight(self):
+        return [None] * (self.tokens * len(self.scores) * self.dv)
+
+
 # ----------------------------------------------------------------------------- parsing
 
 def _short(value) -> str:
@@ -209,10 +250,16 @@ def _activation(spec, where: str) -> tuple[object, str]:
 def _layers(value, input_dim: int, where: str) -> list[_Layer]:
     if not isinstance(value, list) or not value:
         raise CheckError(f"{where}: 'layers' must be a non-empty list")
-    layers, width = [], input_dim
+    layers, width, tokens = [], input_dim, None
     for i, spec in enumerate(value, 1):
         name = f"{where} layer {i}"
-        if _dict(spec, name).get("type") != "dense":
+        kind = _dict(spec, name).get("type")
+        if kind == "attention" and i == 1:
+            att = _attention(spec, input_dim, name)
+            layers.append(att)
+            tokens, width = att.tokens, att.d_out
+            continue
+        if kind != "dense":
             raise CheckError(f"{name}: unsupported layer type {_short(spec.get('type'))}")
         weight = _matrix(spec.get("weight"), f"{name} weight", cols=width)
         width = len(weight)
@@ -223,8 +270,56 @@ def _layers(value, input_dim: int, where: str) -> list[_Layer]:
             raise CheckError(f"{name}: the last layer must be affine (activation null)")
         if i < len(value) and act is None:
             raise CheckError(f"{name}: a hidden layer needs a non-null activation")
+        if tokens is not None:  # token-wise after attention: I_T (x) W, bias repeated per token
+            weight, bias, label = _kron(_identity(tokens), weight), bias * tokens, label + " (token-wise)"
         layers.append(_Layer(weight, bias, act, label))
     return layers
+
+
+def _attention(spec: dict, input_dim: int, name: str) -> _Attention:
+    tokens = _count(spec.get("tokens"), f"{name} tokens", 1)
+    if input_dim % tokens:
+        raise CheckError(f"{name}: input_dim {input_dim} is not a multiple of {tokens} tokens")
+    d = input_dim // tokens
+    heads = spec.get("heads")
+    if not isinstance(heads, list) or not heads:
+        raise CheckError(f"{name}: 'heads' must be a non-empty list")
+    parsed = []
+    for h, hs in enumerate(heads):
+        hs = _dict(hs, f"{name} head {h}")
+        q = _matrix(hs.get("query"), f"{name} head {h} query", rows=d)
+        k = _matrix(hs.get("key"), f"{name} head {h} key", rows=d, cols=len(q[0]))
+        v = _matrix(hs.get("value"), f"{name} head {h} value", rows=d)
+        o = _matrix(hs.get("out"), f"{name} head {h} out", rows=len(v[0]))
+        if parsed and (len(v[0]) != len(parsed[0][2][0]) or len(o[0]) != len(parsed[0][3][0])):
+            raise CheckError(f"{name} head {h}: all heads need the same d_v and d_out")
+        parsed.append((q, k, v, o))
+    return _Attention(tokens, tuple(parsed))
+
+
+def _kron(a: Matrix, b: Matrix) -> Matrix:
+    return tuple(tuple(x * y for x in ra for y in rb) for ra in a for rb in b)
+
+
+def _transpose(a: Matrix) -> Matrix:
+    return tuple(zip(*a))
+
+
+def _chain(layers: list) -> list:
+    """The layers of the theorem: attention splits into its heads and its output projection,
+    which merges into the next token-wise layer (or is the last, affine layer)."""
+    first = layers[0]
+    if not isinstance(first, _Attention):
+        return layers
+    T = first.tokens
+    heads = _Heads(T, tuple(_matmul(q, _transpose(k)) for q, k, _, _ in first.heads),
+                   tuple(v for _, _, v, _ in first.heads))
+    o_t = _transpose(tuple(row for _, _, _, o in first.heads for row in o))  # d_out x H d_v
+    proj = _kron(_identity(T), o_t)
+    if len(layers) == 1:
+        return [heads, _Layer(proj, (Fraction(0),) * len(proj), None, "output projection")]
+    nxt = layers[1]
+    return [heads, _Layer(_matmul(nxt.weight, proj), nxt.bias, nxt.act, nxt.label + " with O merged")] + layers[2:]
 
 
 def _group(value, n_in: int, n_out: int, where: str) -> list[tuple[Matrix, Matrix]]:
@@ -289,9 +384,33 @@ def _apply(act, t: Fraction) -> Fraction:
     return max(t, Fraction(0)) if act == "relu" else _poly(act, t)
 
 
-def _evaluate(layers: list[_Layer], x) -> tuple[Fraction, ...]:
+def _head_outputs(layer, x):
+    """Y_h = (X A_h X^T) X V_h for X = x reshaped to tokens x channels."""
+    T = layer.tokens
+    d = len(x) // T
+    X = tuple(tuple(x[t * d:(t + 1) * d]) for t in range(T))
+    Xt = _transpose(X)
+    if isinstance(layer, _Attention):
+        pairs = [(_matmul(q, _transpose(k)), v) for q, k, v, _ in layer.heads]
+    else:
+        pairs = list(zip(layer.scores, layer.values))
+    return [_matmul(_matmul(_matmul(X, a), Xt), _matmul(X, v)) for a, v in pairs]
+
+
+def _evaluate(layers: list, x) -> tuple[Fraction, ...]:
     for layer in layers:
-        x = tuple(_apply(layer.act, y + b) for y, b in zip(_matvec(layer.weight, x), layer.bias))
+        if isinstance(layer, _Attention):
+            ys = _head_outputs(layer, x)
+            z = [[Fraction(0)] * layer.d_out for _ in range(layer.tokens)]
+            for y, (_, _, _, o) in zip(ys, layer.heads):
+                yo = _matmul(y, o)
+                z = [[a + b for a, b in zip(r1, r2)] for r1, r2 in zip(z, yo)]
+            x = tuple(v for row in z for v in row)
+        elif isinstance(layer, _Heads):
+            ys = _head_outputs(layer, x)
+            x = tuple(v for t in range(layer.tokens) for y in ys for v in y[t])
+        else:
+            x = tuple(_apply(layer.act, y + b) for y, b in zip(_matvec(layer.weight, x), layer.bias))
     return x
 
 
@@ -413,6 +532,7 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
         layers = theta2
     else:
         report.checks.append(f"parameters: equal to the model's ({len(layers)} layers)")
+    layers = _chain(layers)
     actions = cert.get("latent_actions")
     if not isinstance(actions, list) or len(actions) != len(layers) - 1:
         report.reasons.append(f"latent_actions must list one entry per hidden layer "
@@ -430,7 +550,10 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
             if len(m) != n or len(m[0]) != n:
                 report.reasons.append(f"layer {i}, generator {g}: latent action must be {n} x {n}")
                 return
-            why = _monomial_failure(m, layer.act == "relu")
+            if isinstance(layer, _Heads):
+                why = _block_monomial_failure(m, layer)
+            else:
+                why = _monomial_failure(m, layer.act == "relu")
             if why:
                 report.reasons.append(f"layer {i}, generator {g}: latent action {why}")
         rho.append(mats)
@@ -440,6 +563,15 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
     for g in range(len(group)):
         for i, layer in enumerate(layers, 1):
             last = i == len(layers)
+            if isinstance(layer, _Heads):
+                why = _heads_failure(layer, rho[i - 1][g], rho[i][g])
+                if why:
+                    report.reasons.append(f"layer {i}, generator {g}: {why}")
+                else:
+                    report.checks.append(f"layer {i}, generator {g}: heads(P x) = Q heads(x) on all "
+                                         f"{comb(len(rho[0][g]) + 3, 3)} points of the degree-3 principal "
+                                         f"lattice (unisolvent): verified ({len(layer.scores)} heads)")
+                continue
             why = _layer_failure(layer, rho[i - 1][g], rho[i][g], last)
             if why:
                 report.reasons.append(f"layer {i}, generator {g}: {why}")
@@ -457,10 +589,58 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
         _homomorphism(report, [tuple(r[g] for r in rho) for g in range(len(group))], cap)
 
 
+def _block_monomial_failure(m: Matrix, layer: _Heads) -> str | None:
+    """None if m = P (x) R with P a permutation of tokens and R block monomial: one invertible
+    d_v x d_v block in each block row and block column (heads permuted, GL(d_v) inside)."""
+    T, H, dv = layer.tokens, len(layer.scores), layer.dv
+    w = H * dv
+    blocks = {}
+    for t in range(T):
+        for s_ in range(T):
+            b = tuple(tuple(m[t * w + a][s_ * w + c] for c in range(w)) for a in range(w))
+            if any(any(r) for r in b):
+                blocks[t, s_] = b
+    if sorted(t for t, _ in blocks) != list(range(T)) or sorted(s_ for _, s_ in blocks) != list(range(T)):
+        return "does not permute tokens (not P (x) R with P a permutation)"
+    rs = set(blocks.values())
+    if len(rs) != 1:
+        return "acts differently on different tokens (not P (x) R)"
+    (r,) = rs
+    for h in range(H):
+        cols = [k for k in range(H) if any(r[h * dv + a][k * dv + c] for a in range(dv) for c in range(dv))]
+        if len(cols) != 1:
+            return f"head {h}: {len(cols)} nonzero blocks in its block row (a block-monomial matrix needs exactly 1)"
+        k = cols[0]
+        b = tuple(tuple(r[h * dv + a][k * dv + c] for c in range(dv)) for a in range(dv))
+        if not _invertible(b):
+            return f"head {h}: its block is not invertible"
+    for k in range(H):
+        rows = [h for h in range(H) if any(r[h * dv + a][k * dv + c] for a in range(dv) for c in range(dv))]
+        if len(rows) != 1:
+            return f"block column {k} has {len(rows)} nonzero blocks (not block monomial)"
+    return None
+
+
+def _heads_failure(layer: _Heads, p: Matrix, q: Matrix) -> str | None:
+    """heads(P x) = Q heads(x) for all x: both sides are polynomials of degree <= 3 in x, so
+    agreement on the principal lattice of degree 3 (unisolvent) is a proof."""
+    n = len(p)
+    if comb(n + 3, 3) > MAX_LATTICE:
+        return f"the degree-3 lattice in {n} variables is larger than this checker evaluates ({MAX_LATTICE})"
+    for x in _lattice(n, 3):
+        lhs = _evaluate([layer], _matvec(p, x))
+        rhs = _matvec(q, _evaluate([layer], x))
+        if lhs != rhs:
+            return f"heads(P x) != Q heads(x) at x = {_fmt(x)}"
+    return None
+
+
 def _degree(layers) -> int:
     d = 1
     for layer in layers:
-        if layer.act is not None:
+        if isinstance(layer, (_Attention, _Heads)):
+            d *= 3
+        elif layer.act is not None:
             d *= len(layer.act) - 1
     return d
 

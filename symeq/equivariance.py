@@ -177,7 +177,8 @@ def decide_equivariance(
     if method == "auto":
         # Both exact methods are proofs; the fmpq_mpoly expansion is faster while the number of
         # monomials is small (benchmarks/README.md), the grid evaluation scales further.
-        method = "symbolic" if grid_size <= DEFAULT_MAX_SYMBOLIC else "grid" if grid_size <= max_grid else "probabilistic"
+        method = ("symbolic" if grid_size <= DEFAULT_MAX_SYMBOLIC and not model.has_attention
+                  else "grid" if grid_size <= max_grid else "probabilistic")
     if method == "grid":
         pts = principal_lattice(n, D)
         done = 0

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from .activations import activation_from_spec
-from .errors import InputError
+from .errors import InputError, ShapeError
 from .groups import FiniteGroup
 from .models import DenseLayer, Model
 from .numbers import format_matrix, format_vector, parse_matrix, parse_vector
@@ -57,22 +57,64 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
         raise InputError(f"{where} must be a non-empty list of layers")
     out = []
     n = input_dim
+    tokens = None  # after an attention layer, dense layers act token-wise with per-token weights
     for i, spec in enumerate(layers):
         at = f"{where}[{i}]"
         if not isinstance(spec, dict):
             raise InputError(f"{at} must be an object")
         kind = spec.get("type", "dense")
+        if kind == "attention":
+            if i != 0:
+                raise InputError(f"{at}: an attention layer must be the first layer")
+            layer = _attention_from_json(spec, input_dim, at)
+            tokens = layer.tokens
+            out.append(layer)
+            n = layer.d_out
+            continue
         if kind != "dense":
-            raise InputError(f"{at}: unknown layer type {kind!r}; this version knows \"dense\"")
+            raise InputError(f"{at}: unknown layer type {kind!r}; known: \"dense\", \"attention\"")
         if "weight" not in spec:
             raise InputError(f"{at} has no \"weight\"")
         W = parse_matrix(spec["weight"], f"{at}.weight", shape=(None, n))
         bias = spec.get("bias")
         b = None if bias is None else parse_vector(bias, f"{at}.bias", length=W.nrows())
         act = activation_from_spec(spec.get("activation"), f"{at}.activation")
-        out.append(DenseLayer(W, b, act))
+        if tokens is None:
+            out.append(DenseLayer(W, b, act))
+        else:
+            from .attention import tokenwise
+
+            b = b if b is not None else [0] * W.nrows()
+            out.append(DenseLayer(tokenwise(W, tokens), list(b) * tokens, act, tokens))
         n = W.nrows()
     return out
+
+
+def _attention_from_json(spec: dict, input_dim: int, at: str):
+    from .attention import AttentionLayer, Head
+
+    T = spec.get("tokens")
+    if not isinstance(T, int) or isinstance(T, bool) or T < 1:
+        raise InputError(f"{at}: \"tokens\" must be a positive integer (the number of tokens T)")
+    if input_dim % T:
+        raise ShapeError(f"{at}: input_dim {input_dim} is not a multiple of {T} tokens (inputs are T x d, flattened by rows)")
+    d = input_dim // T
+    heads = spec.get("heads")
+    if not isinstance(heads, list) or not heads:
+        raise InputError(f"{at}: \"heads\" must be a non-empty list of {{query, key, value, out}}")
+    parsed = []
+    for h, hs in enumerate(heads):
+        if not isinstance(hs, dict) or any(k not in hs for k in ("query", "key", "value", "out")):
+            raise InputError(f"{at}.heads[{h}] needs \"query\", \"key\", \"value\" and \"out\" matrices")
+        q = parse_matrix(hs["query"], f"{at}.heads[{h}].query", shape=(d, None))
+        k = parse_matrix(hs["key"], f"{at}.heads[{h}].key", shape=(d, q.ncols()))
+        v = parse_matrix(hs["value"], f"{at}.heads[{h}].value", shape=(d, None))
+        o = parse_matrix(hs["out"], f"{at}.heads[{h}].out", shape=(v.ncols(), None))
+        parsed.append(Head(q, k, v, o))
+    try:
+        return AttentionLayer(T, parsed)
+    except InputError as e:
+        raise InputError(f"{at}: {e}") from None
 
 
 def model_from_json(data, where: str = "model") -> Model:
@@ -94,15 +136,20 @@ def model_from_json(data, where: str = "model") -> Model:
 
 
 def layers_to_json(model: Model) -> list[dict]:
-    return [
-        {
+    out = []
+    for l in model.layers:
+        if getattr(l, "kind", "dense") == "attention":
+            out.append({"type": "attention", "tokens": l.tokens, "heads": [
+                {"query": format_matrix(h.query), "key": format_matrix(h.key),
+                 "value": format_matrix(h.value), "out": format_matrix(h.out)} for h in l.heads]})
+            continue
+        out.append({
             "type": "dense",
-            "weight": format_matrix(l.weight),
-            "bias": format_vector(l.bias),
+            "weight": format_matrix(l.token_weight),
+            "bias": format_vector(l.token_bias),
             "activation": None if l.activation is None else l.activation.to_spec(),
-        }
-        for l in model.layers
-    ]
+        })
+    return out
 
 
 def model_to_json(model: Model, include_group: bool = True) -> dict:

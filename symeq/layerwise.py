@@ -145,6 +145,10 @@ def check_layer(layer, P: fmpq_mat, Q: fmpq_mat) -> tuple[bool, str]:
     and what remains is a univariate identity in t, checked coefficientwise (ReLU: alpha > 0,
     b_j = alpha b_k, q = alpha).  This is necessary and sufficient.
     """
+    if getattr(layer, "kind", "dense") == "heads":
+        from .attention import check_heads_layer
+
+        return check_heads_layer(layer, P, Q)
     W, b = layer.weight, layer.bias
     if layer.activation is None:
         if W * P != Q * W:
@@ -172,6 +176,7 @@ def check_layerwise(model: Model, group: FiniteGroup, actions, deadline: Deadlin
     Returns (layer_checks, homomorphism_ok, group_order, message).
     """
     checks = []
+    model = model.chain()
     L = model.depth
     for gi, (A, B) in enumerate(group.generators):
         chain = [A] + [actions[i][gi] for i in range(L - 1)] + [B]
@@ -245,6 +250,9 @@ class _Search:
         # theta's canonical rows per hidden layer do not depend on g: compute them once
         self.V = []
         for l in self.model.layers[:-1]:
+            if getattr(l, "kind", "dense") == "heads":
+                self.V.append(None)
+                continue
             keys, scales = canonical_rows(mat_rows(l.weight), l.bias, l.activation)
             index: dict = {}
             for k, key in enumerate(keys):
@@ -272,6 +280,21 @@ class _Search:
                 yield acc
             else:
                 self._fail(f"the last layer does not match after the hidden neurons were matched: {detail}")
+            return
+        if getattr(layer, "kind", "dense") == "heads":
+            from .attention import match_heads
+
+            actions, why = match_heads(layer, prev)
+            if why:
+                self._fail(f"attention heads: {why}")
+                if "INCONCLUSIVE" in why:
+                    self.capped = True  # not a proof that no k exists
+            if len(actions) > 1:
+                self.ties = True
+            for rho in actions:
+                yield from self._layer(i + 1, rho, acc + [rho])
+                if self.capped:
+                    return
             return
         act = layer.activation
         U = mat_rows(layer.weight * prev)
@@ -347,6 +370,7 @@ def derive_latent_actions(
         raise InputError("no group given: put a \"group\" in the model file or pass one")
     model.check_group(group)
     deadline = deadline or Deadline(None)
+    model = model.chain()
     if model.depth == 1:
         checks, hom, order, msg = check_layerwise(model, group, [], deadline)
         ok = all(c.holds for c in checks)

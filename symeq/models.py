@@ -59,6 +59,7 @@ class DenseLayer:
     weight: fmpq_mat
     bias: list
     activation: Activation | None = None
+    tokens: int | None = None  # set for token-wise layers after attention: weight = I_T (x) W
 
     def __post_init__(self):
         if not isinstance(self.weight, fmpq_mat):
@@ -96,7 +97,19 @@ class DenseLayer:
         return self.forward(X).entries()
 
     def copy(self) -> "DenseLayer":
-        return DenseLayer(fmpq_mat(self.weight), list(self.bias), self.activation)
+        return DenseLayer(fmpq_mat(self.weight), list(self.bias), self.activation, self.tokens)
+
+    @property
+    def token_weight(self) -> fmpq_mat:
+        """The per-token weight W of a token-wise layer (its first diagonal block)."""
+        if self.tokens is None:
+            return self.weight
+        r, c = self.out_dim // self.tokens, self.in_dim // self.tokens
+        return fmpq_mat(r, c, [self.weight[i, j] for i in range(r) for j in range(c)])
+
+    @property
+    def token_bias(self) -> list:
+        return self.bias if self.tokens is None else self.bias[: self.out_dim // self.tokens]
 
 
 @dataclass(eq=False)
@@ -125,6 +138,14 @@ class Model:
             if layer.in_dim != n:
                 raise ShapeError(f"layer {i} expects inputs of size {layer.in_dim}, but the previous size is {n}")
             last = i == len(self.layers)
+            kind = getattr(layer, "kind", "dense")
+            if kind in ("attention", "heads"):
+                if i != 1:
+                    raise InputError(f"layer {i}: an attention layer must be the first layer")
+                if kind == "heads" and last:
+                    raise InputError("a heads layer needs an output layer after it")
+                n = layer.out_dim
+                continue
             if last and layer.activation is not None:
                 raise InputError(f"layer {i} is the last layer and must be affine (activation null)")
             if not last and layer.activation is None:
@@ -163,7 +184,36 @@ class Model:
 
     @property
     def n_params(self) -> int:
-        return sum(l.in_dim * l.out_dim + l.out_dim for l in self.layers)
+        return sum(l.n_params if hasattr(l, "n_params") else l.in_dim * l.out_dim + l.out_dim for l in self.layers)
+
+    @property
+    def has_attention(self) -> bool:
+        return getattr(self.layers[0], "kind", "dense") in ("attention", "heads")
+
+    @property
+    def tokens(self) -> int | None:
+        return self.layers[0].tokens if self.has_attention else None
+
+    def chain(self) -> "Model":
+        """The layers the theorem is about: an attention layer splits into its heads (value
+        spaces, a latent space) and its output projection, which merges into the next token-wise
+        layer (or is the last, affine layer).  For dense models the chain is the model itself."""
+        first = self.layers[0]
+        if getattr(first, "kind", "dense") != "attention":
+            return self
+        from .attention import HeadsLayer, tokenwise
+
+        T = first.tokens
+        heads = HeadsLayer(T, [h.scores for h in first.heads], [h.value for h in first.heads])
+        Ot = first.out_stack().transpose()  # d_out x H d_v
+        if len(self.layers) == 1:
+            nxt = DenseLayer(tokenwise(Ot, T), None, None, T)
+            rest = []
+        else:
+            l1 = self.layers[1]
+            nxt = DenseLayer(tokenwise(l1.token_weight * Ot, T), list(l1.bias), l1.activation, T)
+            rest = [l.copy() for l in self.layers[2:]]
+        return Model(self.input_dim, [heads, nxt] + rest, self.group, self.name, dict(self.meta))
 
     @property
     def is_polynomial(self) -> bool:
@@ -179,7 +229,9 @@ class Model:
             raise InputError("only polynomial models have a degree")
         d = 1
         for l in self.layers:
-            if l.activation is not None:
+            if getattr(l, "kind", "dense") in ("attention", "heads"):
+                d *= 3
+            elif l.activation is not None:
                 d *= l.activation.degree
         return d
 
@@ -204,6 +256,8 @@ class Model:
         """
         if not self.is_polynomial:
             raise InputError("only polynomial models expand into polynomials")
+        if self.has_attention:
+            raise InputError("symbolic expansion of attention layers is not implemented; use the grid method")
         if ctx is None:
             ctx = fmpq_mpoly_ctx.get(("x", self.input_dim), "degrevlex")
         xs = list(ctx.gens())
@@ -237,7 +291,8 @@ class Model:
         )
 
     def __repr__(self) -> str:
-        acts = ", ".join(l.activation.spec["type"] for l in self.layers[:-1])
+        acts = ", ".join(l.activation.spec["type"] if l.activation is not None else getattr(l, "kind", "affine")
+                         for l in self.layers[:-1])
         return f"Model({self.name!r}, widths {self.widths}, activations [{acts}])"
 
     def _repr_latex_(self) -> str:

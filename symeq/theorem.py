@@ -114,7 +114,7 @@ class Verification:
             "input_dim": self.model.input_dim,
             "group": self.group.to_json(),
             "parameters": {"layers": layers_to_json(self.model), "reparametrized": self.reparametrized},
-            "latent_groups": [l.activation.latent_group for l in self.model.layers[:-1]],
+            "latent_groups": [_latent_group(l) for l in self.model.chain().layers[:-1]],
             "latent_actions": None if self.actions is None else [[format_matrix(m) for m in layer] for layer in self.actions],
             "checks": {
                 "layers": [] if d is None else [c.to_json() for c in d.layer_checks],
@@ -140,9 +140,9 @@ class Verification:
         """A readable report: premise, derived actions, each layer's check, verdict."""
         m, G, eq = self.model, self.group, self.equivariance
         lines = [f"symeq verify: {m.name}"]
-        lines.append(f"  widths {m.widths}; activations "
-                     + ", ".join(f"{l.activation.spec['type']}{'(' + str(l.activation.spec.get('order', l.activation.spec.get('degree', ''))) + ')' if len(l.activation.spec) > 1 and 'coeffs' not in l.activation.spec else ''}"
-                                 f" [K = {l.activation.latent_group}]" for l in m.layers[:-1]))
+        chain = m.chain()
+        lines.append(f"  widths {m.widths}; hidden layers "
+                     + ", ".join(f"{_layer_label(l)} [K = {_latent_group(l)}]" for l in chain.layers[:-1]))
         lines.append(f"  group: {G.label}, generators {', '.join(G.names)}")
         lines.append("")
         lines.append("Premise: end-to-end equivariance f(rho_in(g) x) = rho_out(g) f(x)")
@@ -168,8 +168,8 @@ class Verification:
             if d.found:
                 for i, per_g in enumerate(d.actions):
                     for gname, M in zip(G.names, per_g):
-                        lines.append(f"  rho_{i + 1}({gname}) on hidden layer {i + 1} ({m.layers[i].activation.latent_group}):")
-                        lines.extend("    [" + " ".join(f"{str(x):>3}" for x in row) + "]" for row in mat_rows(M))
+                        lines.append(f"  rho_{i + 1}({gname}) on hidden layer {i + 1} ({_latent_group(chain.layers[i])}):")
+                        lines.extend(_describe_action(chain.layers[i], M))
                 lines.append("  checks (exact):")
                 for c in d.layer_checks:
                     lines.append(f"    layer {c.layer}, {c.generator}: {'ok' if c.holds else 'FAILED'} - {c.detail}")
@@ -199,11 +199,39 @@ class Verification:
         return "$" + r" \quad ".join(parts) + "$"
 
 
+def _latent_group(layer) -> str:
+    return layer.latent_group if getattr(layer, "kind", "dense") == "heads" else layer.activation.latent_group
+
+
+def _describe_action(layer, M) -> list[str]:
+    """Lines showing an action: the matrix, or for attention heads P (x) R by its blocks."""
+    if getattr(layer, "kind", "dense") == "heads":
+        from .attention import block_monomial_parts, factor_kron
+
+        P, R = factor_kron(M, layer.tokens, layer.heads * layer.dv)
+        tokens = [next(s for s in range(layer.tokens) if P[t, s] != 0) for t in range(layer.tokens)]
+        out = [f"    tokens: t -> {tokens}"]
+        for h, (k, B) in enumerate(block_monomial_parts(R, layer.heads, layer.dv)):
+            out.append(f"    head {h} <- head {k}, block {[[str(x) for x in r] for r in mat_rows(B)]}")
+        return out
+    return ["    [" + " ".join(f"{str(x):>3}" for x in row) + "]" for row in mat_rows(M)]
+
+
+def _layer_label(layer) -> str:
+    if getattr(layer, "kind", "dense") == "heads":
+        return f"attention heads ({layer.heads} heads, d_v = {layer.dv}, {layer.tokens} tokens)"
+    spec = layer.activation.spec
+    arg = spec.get("order", spec.get("degree"))
+    return spec["type"] + (f"({arg})" if arg is not None else "")
+
+
 def _try_submodel(model: Model, group: FiniteGroup, deadline: Deadline, max_candidates: int):
     """Reduce inactive neurons and clones; if the reduced model has actions, lift them back."""
     from .layerwise import check_layerwise
     from .submodels import lift, reduce_model
 
+    if model.has_attention:
+        return None  # clones of heads: see symeq.attention (not reduced here)
     red = reduce_model(model)
     if not red.changed:
         return None

@@ -1,0 +1,588 @@
+"""Exact lightning (polynomial) multi-head attention, its latent symmetries and derived actions.
+
+A lightning attention layer on T tokens with d channels (no softmax, so polynomial of degree 3)::
+
+    f(X) = sum_h (X Q_h K_h^T X^T) X V_h O_h,        X in Q^{T x d}
+
+(Henry, Marchetti, Kohn, ICLR 2025).  Its latent space is the concatenation of the heads' value
+spaces, Y = [Y_1 ... Y_H] with Y_h = (X A_h X^T) X V_h and A_h = Q_h K_h^T; the latent group is
+prod_h GL(d_v) x| S_H (acting on every token alike), and the query/key freedom
+Q_h -> Q_h M, K_h -> K_h M^-T is internal to the layer (it does not change A_h).
+
+Vectors are flattened row-major: x = vec(X) with index t*d + c, so the action X -> P X C^T of a
+token permutation P and a channel matrix C is the Kronecker product P (x) C, and a token-wise
+dense layer X -> sigma(X W^T + b) is the dense layer with weight I_T (x) W.
+
+For the derivation a model [attention, token-wise dense ...] is seen as the *chain*
+[heads layer (value spaces), dense (I_T (x) W_1 O^T), dense ...]: the output projection O merges
+into the next token-wise layer (or is the last, affine layer).  For a generator acting by
+P (x) C, head h is matched to the head k with C^T A_h C = lambda A_k (canonical forms of the
+score matrices up to scalars) and V_k N = C^T V_h is solved exactly for N in GL(d_v); the action
+on the value spaces is P (x) R with block (h, k) of R equal to lambda N^T.
+
+Examples
+--------
+>>> m = random_equivariant_attention(rng=0)            # 4 tokens of a 2x4 image, 4 heads
+>>> s = scramble_attention(m, rng=1)
+>>> import symeq
+>>> v = symeq.verify(s)
+>>> v.verdict
+'layerwise-equivariant'
+>>> p = head_permutation(v.actions[0][0], tokens=4, heads=4, dv=2)   # two heads swap, two are fixed
+>>> sorted(sum(1 for h in range(4) if p[h] == h) for _ in [0]), sorted(p[p[h]] == h for h in range(4))
+([2], [True, True, True, True])
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from flint import fmpq, fmpq_mat
+
+from .errors import InputError, ShapeError
+from .groups import FiniteGroup, permutation_matrix
+from .numbers import identity, mat_rows, matrix
+
+__all__ = [
+    "Head",
+    "AttentionLayer",
+    "HeadsLayer",
+    "kron",
+    "factor_kron",
+    "tokenwise",
+    "attention_group",
+    "patch_mirror",
+    "random_equivariant_attention",
+    "scramble_attention",
+    "head_permutation",
+    "block_monomial_parts",
+    "LATENT_GROUP",
+    "head_clones",
+]
+
+LATENT_GROUP = "per-head GL(d_v) x head permutations (block monomial), on every token"
+
+
+def kron(A: fmpq_mat, B: fmpq_mat) -> fmpq_mat:
+    """The Kronecker product A (x) B."""
+    ra, ca, rb, cb = A.nrows(), A.ncols(), B.nrows(), B.ncols()
+    M = fmpq_mat(ra * rb, ca * cb)
+    for i in range(ra):
+        for j in range(ca):
+            a = A[i, j]
+            if a != 0:
+                for k in range(rb):
+                    for l in range(cb):
+                        b = B[k, l]
+                        if b != 0:
+                            M[i * rb + k, j * cb + l] = a * b
+    return M
+
+
+def factor_kron(M: fmpq_mat, T: int, d: int) -> tuple[fmpq_mat, fmpq_mat] | None:
+    """(P, C) with M = P (x) C and P a permutation matrix (T x T), or None."""
+    if M.nrows() != T * d or M.ncols() != T * d:
+        return None
+    P = fmpq_mat(T, T)
+    C = None
+    for t in range(T):
+        nz = [s for s in range(T) if any(M[t * d + a, s * d + b] != 0 for a in range(d) for b in range(d))]
+        if len(nz) != 1:
+            return None
+        s = nz[0]
+        P[t, s] = 1
+        block = fmpq_mat(d, d, [M[t * d + a, s * d + b] for a in range(d) for b in range(d)])
+        if C is None:
+            C = block
+        elif block != C:
+            return None
+    if kron(P, C) != M or P.det() == 0:
+        return None
+    return P, C
+
+
+def tokenwise(W: fmpq_mat, T: int) -> fmpq_mat:
+    """The flattened weight I_T (x) W of a token-wise linear map."""
+    return kron(identity(T), W)
+
+
+@dataclass(eq=False)
+class Head:
+    """One head: query, key (d x d_k), value (d x d_v), out (d_v x d_out)."""
+
+    query: fmpq_mat
+    key: fmpq_mat
+    value: fmpq_mat
+    out: fmpq_mat
+
+    def __post_init__(self):
+        for name in ("query", "key", "value", "out"):
+            m = getattr(self, name)
+            if not isinstance(m, fmpq_mat):
+                setattr(self, name, matrix(m))
+        d = self.query.nrows()
+        if self.key.nrows() != d or self.value.nrows() != d:
+            raise ShapeError(f"query, key and value must have d = {d} rows (got {self.key.nrows()}, {self.value.nrows()})")
+        if self.key.ncols() != self.query.ncols():
+            raise ShapeError(f"query and key must have the same number of columns d_k ({self.query.ncols()} vs {self.key.ncols()})")
+        if self.out.nrows() != self.value.ncols():
+            raise ShapeError(f"out must have d_v = {self.value.ncols()} rows, got {self.out.nrows()}")
+
+    @property
+    def scores(self) -> fmpq_mat:
+        """A = Q K^T (d x d)."""
+        return self.query * self.key.transpose()
+
+
+def _tokens(x_col: list, T: int, d: int) -> fmpq_mat:
+    return fmpq_mat(T, d, x_col)
+
+
+def _head_outputs(X: fmpq_mat, A_list, V_list) -> list[fmpq_mat]:
+    XT = X.transpose()
+    return [(X * A * XT) * (X * V) for A, V in zip(A_list, V_list)]
+
+
+@dataclass(eq=False)
+class AttentionLayer:
+    """Lightning multi-head attention on ``tokens`` tokens (flattened input T*d, output T*d_out)."""
+
+    tokens: int
+    heads: list
+    activation: object = None
+    kind: str = "attention"
+
+    def __post_init__(self):
+        if not isinstance(self.tokens, int) or self.tokens < 1:
+            raise InputError(f"tokens must be a positive integer, got {self.tokens!r}")
+        if not self.heads:
+            raise InputError("an attention layer needs at least one head")
+        self.heads = [h if isinstance(h, Head) else Head(**h) for h in self.heads]
+        h0 = self.heads[0]
+        for i, h in enumerate(self.heads):
+            if h.query.nrows() != h0.query.nrows() or h.out.ncols() != h0.out.ncols() or h.value.ncols() != h0.value.ncols():
+                raise ShapeError(f"head {i} has other shapes than head 0 (all heads need the same d, d_v, d_out)")
+
+    @property
+    def d(self) -> int:
+        return self.heads[0].query.nrows()
+
+    @property
+    def dv(self) -> int:
+        return self.heads[0].value.ncols()
+
+    @property
+    def d_out(self) -> int:
+        return self.heads[0].out.ncols()
+
+    @property
+    def in_dim(self) -> int:
+        return self.tokens * self.d
+
+    @property
+    def out_dim(self) -> int:
+        return self.tokens * self.d_out
+
+    @property
+    def n_params(self) -> int:
+        return sum(h.query.nrows() * h.query.ncols() * 2 + h.value.nrows() * h.value.ncols()
+                   + h.out.nrows() * h.out.ncols() for h in self.heads)
+
+    def out_stack(self) -> fmpq_mat:
+        """O stacked over heads (H d_v x d_out)."""
+        rows = [r for h in self.heads for r in mat_rows(h.out)]
+        return fmpq_mat(len(rows), self.d_out, [x for r in rows for x in r])
+
+    def forward(self, Xb: fmpq_mat) -> fmpq_mat:
+        T, d = self.tokens, self.d
+        A = [h.scores for h in self.heads]
+        V = [h.value for h in self.heads]
+        O = [h.out for h in self.heads]
+        cols = []
+        for c in range(Xb.ncols()):
+            X = _tokens([Xb[i, c] for i in range(T * d)], T, d)
+            Z = fmpq_mat(T, self.d_out)
+            for Y, Oh in zip(_head_outputs(X, A, V), O):
+                Z += Y * Oh
+            cols.append(Z.entries())
+        return fmpq_mat(T * self.d_out, Xb.ncols(), [cols[c][i] for i in range(T * self.d_out) for c in range(len(cols))])
+
+    def copy(self) -> "AttentionLayer":
+        return AttentionLayer(self.tokens, [Head(fmpq_mat(h.query), fmpq_mat(h.key), fmpq_mat(h.value), fmpq_mat(h.out))
+                                            for h in self.heads])
+
+
+@dataclass(eq=False)
+class HeadsLayer:
+    """The first layer of the chain: X -> [Y_1 ... Y_H], Y_h = (X A_h X^T) X V_h (flattened)."""
+
+    tokens: int
+    scores: list
+    values: list
+    activation: object = None
+    kind: str = "heads"
+    latent_group: str = LATENT_GROUP
+
+    @property
+    def d(self) -> int:
+        return self.scores[0].nrows()
+
+    @property
+    def dv(self) -> int:
+        return self.values[0].ncols()
+
+    @property
+    def heads(self) -> int:
+        return len(self.scores)
+
+    @property
+    def in_dim(self) -> int:
+        return self.tokens * self.d
+
+    @property
+    def out_dim(self) -> int:
+        return self.tokens * self.heads * self.dv
+
+    def forward(self, Xb: fmpq_mat) -> fmpq_mat:
+        T, d, H, dv = self.tokens, self.d, self.heads, self.dv
+        n_out = T * H * dv
+        cols = []
+        for c in range(Xb.ncols()):
+            X = _tokens([Xb[i, c] for i in range(T * d)], T, d)
+            Ys = _head_outputs(X, self.scores, self.values)
+            cols.append([Ys[h][t, j] for t in range(T) for h in range(H) for j in range(dv)])
+        return fmpq_mat(n_out, Xb.ncols(), [cols[c][i] for i in range(n_out) for c in range(len(cols))])
+
+
+# -- the exact check and the derivation for the heads layer ----------------------------------
+
+def block_monomial_parts(R: fmpq_mat, H: int, dv: int):
+    """For a block-monomial R (H x H blocks of size dv, one invertible block per block row and
+    column) return [(k, B)] per block row h: the block column k and the block B; else None."""
+    if R.nrows() != H * dv or R.ncols() != H * dv:
+        return None
+    out, used = [], set()
+    for h in range(H):
+        found = []
+        for k in range(H):
+            B = fmpq_mat(dv, dv, [R[h * dv + a, k * dv + b] for a in range(dv) for b in range(dv)])
+            if any(x != 0 for x in B.entries()):
+                found.append((k, B))
+        if len(found) != 1 or found[0][0] in used or found[0][1].det() == 0:
+            return None
+        used.add(found[0][0])
+        out.append(found[0])
+    return out
+
+
+def head_permutation(M: fmpq_mat, tokens: int, heads: int, dv: int) -> list[int]:
+    """The head permutation of a value-space action P (x) R: head h -> block column k."""
+    fac = factor_kron(M, tokens, heads * dv)
+    if fac is None:
+        raise InputError("not a token-wise block-monomial action")
+    parts = block_monomial_parts(fac[1], heads, dv)
+    if parts is None:
+        raise InputError("not a block-monomial action on the value spaces")
+    return [k for k, _ in parts]
+
+
+def _canonical_scores(A: fmpq_mat):
+    e = A.entries()
+    first = next((x for x in e if x != 0), None)
+    if first is None:
+        return None, fmpq(0)
+    return tuple((int((x / first).p), int((x / first).q)) for x in e), first
+
+
+def check_heads_layer(layer: HeadsLayer, P_in: fmpq_mat, Q: fmpq_mat) -> tuple[bool, str]:
+    """Decide f(P_in x) = Q f(x) for the heads layer, for Q = P (x) R block monomial (sufficient).
+
+    With P_in = P (x) C (P a permutation), block (h, k) = B of R: it suffices that
+    C^T A_h C = lambda A_k and lambda C^T V_h = V_k B^T, since then
+    Y_h(P X C^T) = P (X A_k X^T) X V_k B^T / ... = P Y_k(X) B^T.
+    """
+    T, d, H, dv = layer.tokens, layer.d, layer.heads, layer.dv
+    fin = factor_kron(P_in, T, d)
+    if fin is None:
+        return False, "the input action is not a token permutation (x) a channel matrix"
+    fout = factor_kron(Q, T, H * dv)
+    if fout is None:
+        return False, "the latent action is not a token permutation (x) a value-space matrix"
+    P, C = fin
+    P2, R = fout
+    if P2 != P:
+        return False, "the latent action permutes tokens differently from the input action"
+    parts = block_monomial_parts(R, H, dv)
+    if parts is None:
+        return False, "the latent action is not block monomial (one invertible d_v x d_v block per head)"
+    Ct = C.transpose()
+    for h, (k, B) in enumerate(parts):
+        At = Ct * layer.scores[h] * C
+        Ak = layer.scores[k]
+        key_t, s_t = _canonical_scores(At)
+        key_k, s_k = _canonical_scores(Ak)
+        if key_t != key_k:
+            return False, f"head {h}: C^T A_h C is not a multiple of A_{k}"
+        lam = s_t / s_k if s_k != 0 else fmpq(1)
+        if lam * (Ct * layer.values[h]) != layer.values[k] * B.transpose():
+            return False, f"head {h}: lambda C^T V_h != V_{k} B^T"
+    return True, f"Y_h(P X C^T) = P Y_pi(h)(X) B_h for all {H} heads, exactly"
+
+
+def match_heads(layer: HeadsLayer, P_in: fmpq_mat):
+    """All value-space actions P (x) R making the heads layer equivariant, or a failure message.
+
+    Returns (list of actions, failure or None).  Heads whose score matrices are proportional tie;
+    every bijection inside a tie class is returned (the next layers decide).
+    """
+    import itertools
+
+    T, d, H, dv = layer.tokens, layer.d, layer.heads, layer.dv
+    fin = factor_kron(P_in, T, d)
+    if fin is None:
+        return [], "the group does not act as a token permutation (x) a channel matrix"
+    P, C = fin
+    Ct = C.transpose()
+    index: dict = {}
+    base = []
+    for k, A in enumerate(layer.scores):
+        key, s = _canonical_scores(A)
+        base.append((key, s))
+        index.setdefault(key, []).append(k)
+    transformed = []
+    classes: dict = {}
+    for h in range(H):
+        key, s = _canonical_scores(Ct * layer.scores[h] * C)
+        transformed.append((key, s))
+        classes.setdefault(key, []).append(h)
+    for key, hs in classes.items():
+        if len(index.get(key, [])) != len(hs):
+            return [], (f"head {hs[0]}: after the channel action its score matrix C^T A C is not a multiple of "
+                        f"any head's A (or the multiplicities differ): no head permutation exists")
+    tied = [(hs, index[key]) for key, hs in classes.items() if len(hs) > 1]
+    fixed = {hs[0]: index[key][0] for key, hs in classes.items() if len(hs) == 1}
+    results = []
+    for combo in itertools.product(*[list(itertools.permutations(ks)) for _, ks in tied]):
+        target = dict(fixed)
+        for (hs, _), ks in zip(tied, combo):
+            target.update(zip(hs, ks))
+        R = fmpq_mat(H * dv, H * dv)
+        ok = True
+        for h in range(H):
+            k = target[h]
+            lam = transformed[h][1] / base[k][1] if base[k][1] != 0 else fmpq(1)
+            Vk = layer.values[k]
+            rhs = Ct * layer.values[h]
+            G = Vk.transpose() * Vk
+            if G.det() == 0:
+                return [], (f"head {k}: its value matrix does not have full column rank d_v (a degenerate head); "
+                            "INCONCLUSIVE")
+            N = G.solve(Vk.transpose() * rhs)
+            if Vk * N != rhs:
+                ok = False
+                break
+            B = (lam * N).transpose()
+            for a in range(dv):
+                for b in range(dv):
+                    R[h * dv + a, k * dv + b] = B[a, b]
+        if ok:
+            results.append(kron(P, R))
+    if not results:
+        return [], "no head matching solves V_k N = C^T V_h (the value spaces do not correspond)"
+    return results, None
+
+
+# -- groups ------------------------------------------------------------------------------------
+
+def attention_group(tokens: int, generators, names=None, label: str = "tokens x channels") -> FiniteGroup:
+    """A group acting on T x d inputs and T x d_out outputs by X -> P X C^T.
+
+    ``generators``: list of (token permutation (list), C (d x d), C_out (d_out x d_out)).
+    """
+    gens = []
+    for perm, C, Cout in generators:
+        P = permutation_matrix(perm)
+        if len(perm) != tokens:
+            raise ShapeError(f"token permutation {perm} has length {len(perm)}, expected {tokens} tokens")
+        C = C if isinstance(C, fmpq_mat) else matrix(C)
+        Cout = Cout if isinstance(Cout, fmpq_mat) else matrix(Cout)
+        gens.append((kron(P, C), kron(P, Cout)))
+    return FiniteGroup(gens, list(names) if names else [], label=label)
+
+
+def patch_mirror(h: int = 2, w: int = 4, ph: int = 1, pw: int = 2, output: str = "same") -> FiniteGroup:
+    """The horizontal mirror of an h x w image cut into ph x pw patches (tokens, row-major),
+    acting on the patch order and on the pixels inside each patch (channels, row-major)."""
+    if h % ph or w % pw:
+        raise InputError(f"a {h}x{w} image does not split into {ph}x{pw} patches")
+    rows, cols = h // ph, w // pw
+    perm = [r * cols + (cols - 1 - c) for r in range(rows) for c in range(cols)]
+    pix = [a * pw + (pw - 1 - b) for a in range(ph) for b in range(pw)]
+    C = permutation_matrix(pix)
+    Cout = C if output == "same" else identity(int(output))
+    return attention_group(rows * cols, [(perm, C, Cout)], ["mirror"], label=f"patch mirror {h}x{w} ({ph}x{pw} patches)")
+
+
+# -- random equivariant attention models and scrambling ----------------------------------------
+
+def _rand(rng, r, c, lo=-5, hi=5) -> fmpq_mat:
+    return fmpq_mat(r, c, [rng.randint(lo, hi) for _ in range(r * c)])
+
+
+def _project(group_elems, head_perms, mats0, transform):
+    """Average T_g over the group: (T_g M)_{pi_g(h)} = transform(g, M_h); fixed points satisfy
+    transform(g, M_h) = M_{pi_g(h)} for every g."""
+    H = len(mats0)
+    acc = [fmpq_mat(mats0[0].nrows(), mats0[0].ncols()) for _ in range(H)]
+    for g, perm in zip(group_elems, head_perms):
+        for h in range(H):
+            acc[perm[h]] += transform(g, mats0[h])
+    return [a / len(group_elems) for a in acc]
+
+
+def random_equivariant_attention(
+    group: FiniteGroup | None = None,
+    tokens: int = 4,
+    head_perms=None,
+    dk: int = 2,
+    dv: int = 2,
+    dense=None,
+    rng=None,
+    name: str = "lightning attention (layerwise equivariant)",
+):
+    """A random attention model whose heads transform as prescribed under the group.
+
+    Parameters
+    ----------
+    group : acts by P (x) C on inputs (default: :func:`patch_mirror` of a 2x4 image, 4 tokens, d = 2)
+    head_perms : per generator, the permutation of heads (default for 4 heads: heads 0 and 1 swap,
+        heads 2 and 3 fixed)
+    dk, dv : query/key and value dimensions
+    dense : optional list of activations: token-wise dense layers of width d_out after the
+        attention, each equivariant with the channel action as its latent action, followed by a
+        token-wise affine output layer
+
+    The score matrices, values and outputs are Reynolds projections of random integer matrices;
+    queries and keys factor A_h = Q_h K_h^T through a random invertible matrix.
+    """
+    from .models import DenseLayer, Model
+
+    rng = rng if isinstance(rng, random.Random) else random.Random(rng)
+    group = group if group is not None else patch_mirror()
+    T = tokens
+    facs = [factor_kron(a, T, a.nrows() // T) for a, _ in group.generators]
+    if any(f is None for f in facs):
+        raise InputError("the group must act on inputs as a token permutation (x) a channel matrix")
+    d = group.generators[0][0].nrows() // T
+    d_out = group.generators[0][1].nrows() // T
+    head_perms = head_perms if head_perms is not None else [[1, 0, 2, 3]] * len(group.generators)
+    H = len(head_perms[0])
+    # all group elements with their (P, C, C_out, head permutation), along Cayley-graph words
+    els = group.elements()
+    elems = []
+    for e in els:
+        C = identity(d)
+        Co = identity(d_out)
+        perm = list(range(H))
+        for gi in e.word:
+            P_g, C_g = facs[gi]
+            Co_g = factor_kron(group.generators[gi][1], T, d_out)[1]
+            C = C * C_g
+            Co = Co * Co_g
+            perm = [head_perms[gi][p] for p in perm]
+        elems.append((C, Co, perm))
+    Cs = [(C, Co) for C, Co, _ in elems]
+    perms = [p for _, _, p in elems]
+    # condition C^T A_h C = A_{pi(h)} for every element: average (T_g A)_{pi_g(h)} := C_g^T A_h C_g over G
+    while True:  # redraw until no two heads have proportional scores (no clones of heads)
+        A = _project(Cs, perms, [_rand(rng, d, d) for _ in range(H)], lambda g, M: g[0].transpose() * M * g[0])
+        if len({_canonical_scores(a)[0] for a in A}) == H and all(a != 0 for a in A):
+            break
+    # The value space of each head carries the channel action too (d_v = d): C^T V_h C = V_{pi(h)},
+    # i.e. C^T V_h = V_{pi(h)} N with N = C^-1 invertible (an invariant V would be rank deficient).
+    if dv != d:
+        raise InputError("this generator uses d_v = d (the value spaces carry the channel action)")
+    while True:
+        V = _project(Cs, perms, [_rand(rng, d, dv) for _ in range(H)], lambda g, M: g[0].transpose() * M * g[0])
+        if all((Vh.transpose() * Vh).det() != 0 for Vh in V):
+            break
+    # outputs: f(gX) = P sum_h Y_pi(h) N O_h must equal P f(X) C_out^T:  O_{pi(h)} = C^-1 O_h C_out^-T
+    O = _project(Cs, perms, [_rand(rng, dv, d_out) for _ in range(H)],
+                 lambda g, M: g[0].inv() * M * g[1].inv().transpose())
+    heads = []
+    for Ah, Vh, Oh in zip(A, V, O):
+        M = _rand(rng, dk, dk, -2, 2)
+        while M.det() == 0:
+            M = _rand(rng, dk, dk, -2, 2)
+        # A = Q K^T with Q = A_cols... take Q = A (d x d) when dk = d, else a random factorization
+        if dk != d:
+            raise InputError("this generator uses d_k = d")
+        Q = Ah * M
+        K = M.inv().transpose()
+        heads.append(Head(Q, K, Vh, Oh))
+    layers = [AttentionLayer(T, heads)]
+    if dense:
+        # token-wise layers X -> sigma(X W^T + b), each equivariant with the channel action C_out
+        # on both sides (a permutation for the built-in patch mirror), then an affine one
+        Couts = [Co for _, Co in Cs]
+        if any(not _is_signed_perm(Co) for Co in Couts):
+            raise InputError("token-wise dense layers after attention need a (signed) permutation channel action")
+        for act in list(dense) + [None]:
+            W0 = _rand(rng, d_out, d_out)
+            W = sum((Co.inv() * W0 * Co for Co in Couts), fmpq_mat(d_out, d_out)) / len(Couts)
+            b0 = _rand(rng, d_out, 1)
+            b = (sum((Co.inv() * b0 for Co in Couts), fmpq_mat(d_out, 1)) / len(Couts)).entries()
+            layers.append(DenseLayer(tokenwise(W, T), b * T, act, T))
+    model = Model(T * d, layers, group, name)
+    return model
+
+
+def _is_signed_perm(M: fmpq_mat) -> bool:
+    from .numbers import monomial_parts
+
+    parts = monomial_parts(M)
+    return parts is not None and all(v in (1, -1) for v in parts[1])
+
+
+def scramble_attention(model, rng=None):
+    """Hide the structure: random head permutation, random GL(d_v) per head, random query/key
+    matrices.  The function does not change."""
+    from .models import Model
+
+    rng = rng if isinstance(rng, random.Random) else random.Random(rng)
+    att = model.layers[0]
+    H = len(att.heads)
+    order = list(range(H))
+    rng.shuffle(order)
+    heads = []
+    for h in order:
+        hd = att.heads[h]
+        dv, dk = hd.value.ncols(), hd.query.ncols()
+        N = _rand(rng, dv, dv, -2, 2)
+        while N.det() == 0:
+            N = _rand(rng, dv, dv, -2, 2)
+        M = _rand(rng, dk, dk, -2, 2)
+        while M.det() == 0:
+            M = _rand(rng, dk, dk, -2, 2)
+        heads.append(Head(hd.query * M, hd.key * M.inv().transpose(), hd.value * N, N.inv() * hd.out))
+    layers = [AttentionLayer(att.tokens, heads)] + [l.copy() for l in model.layers[1:]]
+    return Model(model.input_dim, layers, model.group, model.name + " (scrambled)", dict(model.meta))
+
+
+def head_clones(layer: AttentionLayer) -> list[list[int]]:
+    """Classes of heads whose score matrices Q_h K_h^T are proportional (clones of heads).
+
+    Such heads only enter f through the combination sum (X A X^T) X V_h O_h of their value and
+    output maps: the model is then a submodel in the paper's sense (heads can be merged when
+    the combined V O has rank <= d_v), and its latent action is not unique at theta.
+
+    >>> m = random_equivariant_attention(rng=0)
+    >>> head_clones(m.layers[0])
+    []
+    """
+    classes: dict = {}
+    for h, head in enumerate(layer.heads):
+        key, _ = _canonical_scores(head.scores)
+        classes.setdefault(key, []).append(h)
+    return [hs for hs in classes.values() if len(hs) > 1]
