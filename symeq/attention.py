@@ -59,24 +59,27 @@ __all__ = [
     "block_monomial_parts",
     "LATENT_GROUP",
     "head_clones",
+    "jacobian_rank",
+    "expected_dimension",
+    "symmetry_dimension",
 ]
 
 LATENT_GROUP = "per-head GL(d_v) x head permutations (block monomial), on every token"
 
 
+def _nonzeros(M: fmpq_mat) -> list:
+    c = M.ncols()
+    return [(i // c, i % c, x) for i, x in enumerate(M.entries()) if x != 0]
+
+
 def kron(A: fmpq_mat, B: fmpq_mat) -> fmpq_mat:
-    """The Kronecker product A (x) B."""
+    """The Kronecker product A (x) B (built from the nonzero entries only)."""
     ra, ca, rb, cb = A.nrows(), A.ncols(), B.nrows(), B.ncols()
     M = fmpq_mat(ra * rb, ca * cb)
-    for i in range(ra):
-        for j in range(ca):
-            a = A[i, j]
-            if a != 0:
-                for k in range(rb):
-                    for l in range(cb):
-                        b = B[k, l]
-                        if b != 0:
-                            M[i * rb + k, j * cb + l] = a * b
+    nzb = _nonzeros(B)
+    for i, j, a in _nonzeros(A):
+        for k, l, b in nzb:
+            M[i * rb + k, j * cb + l] = a * b
     return M
 
 
@@ -84,20 +87,20 @@ def factor_kron(M: fmpq_mat, T: int, d: int) -> tuple[fmpq_mat, fmpq_mat] | None
     """(P, C) with M = P (x) C and P a permutation matrix (T x T), or None."""
     if M.nrows() != T * d or M.ncols() != T * d:
         return None
+    blocks = {}
+    for r, c, _ in _nonzeros(M):
+        blocks.setdefault(r // d, set()).add(c // d)
+    if sorted(blocks) != list(range(T)) or any(len(v) != 1 for v in blocks.values()):
+        return None
+    target = {t: next(iter(v)) for t, v in blocks.items()}
+    if sorted(target.values()) != list(range(T)):
+        return None
     P = fmpq_mat(T, T)
-    C = None
-    for t in range(T):
-        nz = [s for s in range(T) if any(M[t * d + a, s * d + b] != 0 for a in range(d) for b in range(d))]
-        if len(nz) != 1:
-            return None
-        s = nz[0]
-        P[t, s] = 1
-        block = fmpq_mat(d, d, [M[t * d + a, s * d + b] for a in range(d) for b in range(d)])
-        if C is None:
-            C = block
-        elif block != C:
-            return None
-    if kron(P, C) != M or P.det() == 0:
+    for t, s_ in target.items():
+        P[t, s_] = 1
+    s0 = target[0]
+    C = fmpq_mat(d, d, [M[a, s0 * d + b] for a in range(d) for b in range(d)])
+    if kron(P, C) != M:
         return None
     return P, C
 
@@ -445,8 +448,8 @@ def random_equivariant_attention(
     group: FiniteGroup | None = None,
     tokens: int = 4,
     head_perms=None,
-    dk: int = 2,
-    dv: int = 2,
+    dk: int | None = None,
+    dv: int | None = None,
     dense=None,
     rng=None,
     name: str = "lightning attention (layerwise equivariant)",
@@ -458,7 +461,7 @@ def random_equivariant_attention(
     group : acts by P (x) C on inputs (default: :func:`patch_mirror` of a 2x4 image, 4 tokens, d = 2)
     head_perms : per generator, the permutation of heads (default for 4 heads: heads 0 and 1 swap,
         heads 2 and 3 fixed)
-    dk, dv : query/key and value dimensions
+    dk, dv : query/key and value dimensions (default d; this generator needs d_k = d_v = d)
     dense : optional list of activations: token-wise dense layers of width d_out after the
         attention, each equivariant with the channel action as its latent action, followed by a
         token-wise affine output layer
@@ -476,6 +479,8 @@ def random_equivariant_attention(
         raise InputError("the group must act on inputs as a token permutation (x) a channel matrix")
     d = group.generators[0][0].nrows() // T
     d_out = group.generators[0][1].nrows() // T
+    dk = d if dk is None else dk
+    dv = d if dv is None else dv
     head_perms = head_perms if head_perms is not None else [[1, 0, 2, 3]] * len(group.generators)
     H = len(head_perms[0])
     # all group elements with their (P, C, C_out, head permutation), along Cayley-graph words
@@ -586,3 +591,83 @@ def head_clones(layer: AttentionLayer) -> list[list[int]]:
         key, _ = _canonical_scores(head.scores)
         classes.setdefault(key, []).append(h)
     return [hs for hs in classes.values() if len(hs) > 1]
+
+
+# -- dimension counts (Henry, Marchetti, Kohn, ICLR 2025) -------------------------------------
+
+def _rank_variety_dim(m: int, n: int, r: int) -> int:
+    """Dimension of the m x n matrices of rank <= r."""
+    r = min(r, m, n)
+    return r * (m + n - r)
+
+
+def _head_mixing(layer: AttentionLayer) -> int:
+    """H^2 - H when heads can be mixed: f = sum_h (X A_h X^T) X B_h is unchanged by
+    (A_h) -> (A_h) M, (B_h) -> M^-1 (B_h) for M in GL(H), and the mixed A_h, B_h stay admissible
+    exactly when no rank constraint binds (d_k >= d and d_v >= min(d, d_out) for every head)."""
+    d, H = layer.d, len(layer.heads)
+    free = all(h.query.ncols() >= d and h.value.ncols() >= min(d, h.out.ncols()) for h in layer.heads)
+    return H * H - H if free else 0
+
+
+def symmetry_dimension(layer: AttentionLayer) -> int:
+    """Dimension of the symmetries of one lightning attention layer's parameters: per head
+    GL(d_k) on the query/key factorisation, GL(d_v) on the value/output factorisation, and the
+    scalar lambda exchanged between the score matrix A and the values (A -> lambda A,
+    V -> V / lambda); plus GL(H) mixing of heads when no rank constraint binds."""
+    return sum(h.query.ncols() ** 2 + h.value.ncols() ** 2 + 1 for h in layer.heads) + _head_mixing(layer)
+
+
+def expected_dimension(layer: AttentionLayer) -> int:
+    """Henry-Marchetti-Kohn count of the functional dimension: each head contributes the
+    matrices A = Q K^T of rank <= d_k and B = V O of rank <= d_v, minus the scalar between them,
+    minus the head mixing when no rank constraint binds."""
+    d = layer.d
+    return sum(_rank_variety_dim(d, d, h.query.ncols()) + _rank_variety_dim(d, h.out.ncols(), h.value.ncols()) - 1
+               for h in layer.heads) - _head_mixing(layer)
+
+
+def jacobian_rank(layer: AttentionLayer, points: int | None = None, rng=None) -> tuple[int, int]:
+    """Exact rank of the Jacobian of theta -> (f_theta(X_j))_j at the layer's parameters.
+
+    f is linear in each of Q_h, K_h, V_h, O_h separately, so the derivative along a unit matrix
+    E in one factor is f with that factor replaced by E (exact, no differentiation needed).
+    Returns (rank, number of parameters); #params - rank is the dimension of the fibre's tangent
+    space at theta, which bounds the fibre's dimension near theta from above.
+
+    Examples
+    --------
+    >>> rng = random.Random(1)
+    >>> def rnd(r, c): return fmpq_mat(r, c, [rng.randint(-50, 50) for _ in range(r * c)])
+    >>> layer = AttentionLayer(3, [Head(rnd(2, 1), rnd(2, 1), rnd(2, 1), rnd(1, 2)) for _ in range(2)])
+    >>> rank, n = jacobian_rank(layer, rng=2)
+    >>> rank == expected_dimension(layer), n - rank == symmetry_dimension(layer)
+    (True, True)
+    """
+    rng = rng if isinstance(rng, random.Random) else random.Random(rng)
+    T, d = layer.tokens, layer.d
+    n_params = layer.n_params
+    points = points if points is not None else max(4, 2 * n_params // (T * layer.d_out) + 2)
+    Xs = [fmpq_mat(T, d, [rng.randint(-6, 6) for _ in range(T * d)]) for _ in range(points)]
+    cols = []
+
+    def unit(r, c, i, j):
+        E = fmpq_mat(r, c)
+        E[i, j] = 1
+        return E
+
+    for h in layer.heads:
+        Q, K, V, O = h.query, h.key, h.value, h.out
+        factors = [("Q", Q), ("K", K), ("V", V), ("O", O)]
+        for name, M in factors:
+            for i in range(M.nrows()):
+                for j in range(M.ncols()):
+                    E = unit(M.nrows(), M.ncols(), i, j)
+                    q, k, v, o = (E if name == "Q" else Q, E if name == "K" else K,
+                                  E if name == "V" else V, E if name == "O" else O)
+                    col = []
+                    for X in Xs:
+                        col.extend(((X * q * k.transpose() * X.transpose()) * X * v * o).entries())
+                    cols.append(col)
+    J = fmpq_mat(len(cols[0]), len(cols), [cols[c][r] for r in range(len(cols[0])) for c in range(len(cols))])
+    return J.rank(), n_params

@@ -391,6 +391,7 @@ BUILTIN_GROUPS = {
     "sym": "sym:N symmetric group permuting N coordinates",
     "sign": "sign:N global sign x -> -x",
     "dihedral": "dihedral:N[xC] dihedral group of N x N images",
+    "patchmirror": "patchmirror:HxW:PHxPW mirror of an image cut into patches (tokens x channels, for attention)",
 }
 
 
@@ -415,6 +416,13 @@ def builtin_group(spec: str, output="same") -> FiniteGroup:
     if name == "dihedral":
         v = _ints(args, (1, 2), name)
         return dihedral(*v, output=output)
+    if name == "patchmirror":
+        from .attention import patch_mirror
+
+        img, _, patch = args.partition(":")
+        h, w = _ints(img, (2,), "patchmirror image size")
+        ph, pw = _ints(patch or "1x1", (2,), "patchmirror patch size")
+        return patch_mirror(h, w, ph, pw, output=output)
     if name in ("shift", "sym", "sign"):
         (n,) = _ints(args, (1,), name)
         return {"shift": cyclic_shift, "sym": symmetric_group, "sign": global_sign}[name](n, output=output)

@@ -126,3 +126,37 @@ def test_bad_attention_input_exit_2(mutate, needle, tmp_path, capsys):
     assert main(["verify", str(f)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("error: ") and needle in err, err
+
+
+@pytest.mark.parametrize("T,d,H,dk,dv", [(3, 2, 2, 1, 1), (3, 2, 1, 2, 2), (3, 2, 2, 2, 2), (4, 3, 2, 2, 2),
+                                         (3, 3, 2, 3, 3)])
+def test_fibre_dimension_matches_the_symmetries(T, d, H, dk, dv):
+    """Exact Jacobian rank against the Henry-Marchetti-Kohn count: #params - rank (the fibre's
+    tangent dimension at theta) equals the dimension of the symmetry group, so the fibre is the
+    orbit locally (T = 3, d = 2, H = 2 among them)."""
+    from symeq.attention import expected_dimension, jacobian_rank, symmetry_dimension
+
+    rng = random.Random(T * 100 + d * 10 + H)
+
+    def rnd(r, c):  # a generic point: wide integer range
+        return fmpq_mat(r, c, [rng.randint(-50, 50) for _ in range(r * c)])
+
+    layer = AttentionLayer(T, [Head(rnd(d, dk), rnd(d, dk), rnd(d, dv), rnd(dv, d)) for _ in range(H)])
+    rank, n = jacobian_rank(layer, rng=rng)
+    assert rank == expected_dimension(layer)
+    assert n - rank == symmetry_dimension(layer)
+
+
+def test_cloned_heads_lower_the_rank():
+    from symeq.attention import expected_dimension, jacobian_rank
+
+    rng = random.Random(7)
+
+    def rnd(r, c):  # a generic point: wide integer range
+        return fmpq_mat(r, c, [rng.randint(-50, 50) for _ in range(r * c)])
+
+    h = Head(rnd(2, 1), rnd(2, 1), rnd(2, 1), rnd(1, 2))
+    layer = AttentionLayer(3, [h, Head(h.query, h.key, h.value, h.out)])
+    rank, _ = jacobian_rank(layer, rng=1)
+    assert rank < expected_dimension(layer)
+    assert head_clones(layer) == [[0, 1]]
