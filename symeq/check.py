@@ -521,8 +521,15 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
                      group: list, cap: int) -> None:
     params = _dict(cert.get("parameters"), "certificate parameters")
     theta2 = _layers(params.get("layers"), n_in, "certificate parameters")
+    if theta2 != layers and params.get("reparametrized") is not True:
+        report.reasons.append(f"{PARAMS_DIFFER} (and the certificate does not declare a re-parametrization)")
+        return
     if theta2 != layers:
         why = _same_function_failure(layers, theta2, n_in)
+        if why and why.startswith("equality of ReLU"):
+            report.checks.append(f"nothing this checker can re-verify: {why}")
+            report.unverifiable = True
+            return
         if why:
             report.reasons.append(f"{PARAMS_DIFFER}: {why}")
             return
@@ -754,7 +761,7 @@ def check_certificate(cert: dict, model: dict, *, max_group_size: int = 10000) -
         _check_layerwise(report, cert, n_in, layers, group, max_group_size)
     else:
         _check_witness(report, eq, n_in, layers, group)
-    report.accepted = not report.reasons
+    report.accepted = None if (getattr(report, "unverifiable", False) and not report.reasons) else not report.reasons
     return report
 
 

@@ -12,6 +12,8 @@ Commands
     a random layerwise-equivariant model (for tests, teaching and benchmarks).
 ``symeq groups``
     list the built-in groups.
+``symeq hunt --arch 2,4,2 --group rot3 --out results.jsonl [--workers N | --scheduler tcp://...]``
+    search for equivariant ReLU networks with no layerwise-equivariant parameter (resumable).
 
 Exit codes: 0 conclusion established (or certificate accepted), 1 refuted (or certificate
 rejected), 2 bad input or usage, 3 undetermined (including a time budget that ran out).
@@ -215,6 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("groups", help="list the built-in groups")
     s.set_defaults(func=cmd_groups)
+
+    from .relu.cli import register as register_hunt
+
+    register_hunt(sub)
     return p
 
 

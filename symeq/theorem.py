@@ -75,6 +75,7 @@ class Verification:
     seconds: float = 0.0
     original: Model | None = None
     reduction: object = None
+    fibre: object = None
 
     @property
     def reparametrized(self) -> bool:
@@ -156,8 +157,9 @@ class Verification:
         if self.reparametrized:
             r = self.reduction
             lines.append("")
-            lines.append(f"Submodel: {len(r.removed)} inactive neuron(s) removed, {len(r.merged)} clone(s) merged; "
-                         f"reduced widths {r.model.widths}")
+            if r is not None:
+                lines.append(f"Submodel: {len(r.removed)} inactive neuron(s) removed, {len(r.merged)} clone(s) merged; "
+                             f"reduced widths {r.model.widths}")
             lines.append("  the actions below hold at theta' (same widths and function as theta):")
             for i, l in enumerate(self.model.layers, 1):
                 lines.append(f"  theta' layer {i}: W = {[[str(x) for x in row] for row in mat_rows(l.weight)]}, "
@@ -247,6 +249,48 @@ def _try_submodel(model: Model, group: FiniteGroup, deadline: Deadline, max_cand
     return theta2, d2, red
 
 
+def _try_relu_fibre(model: Model, group: FiniteGroup, deadline: Deadline):
+    """For one hidden ReLU layer: the exact fibre-wide decision (symeq.relu.fibre)."""
+    if model.depth != 2 or not model.has_relu:
+        return None
+    from .layerwise import check_layerwise
+    from .relu.fibre import decide_fibre
+
+    deadline.check("deciding the ReLU fibre")
+    fd = decide_fibre(model, group, check_theta=False)
+
+    def finish(eq, d, notes):
+        proof = fd.proof.get("lines", [])
+        if fd.verdict == "no-layerwise-parameter":
+            ident = {"status": "not-identifiable",
+                     "detail": "theta^g is in the fibre of theta but not in its orbit (no positive monomial action at theta)"}
+            notes.append(f"fibre-wide (exact, one hidden ReLU layer): no parameter of width {fd.width} with the same "
+                         f"function is layerwise equivariant; the smallest layerwise-equivariant width is "
+                         f"{fd.smallest_equivariant_width}")
+            notes.extend(proof)
+            v = Verification("no-layerwise-parameter", model, group, eq, d, ident, notes, deadline.elapsed())
+            v.fibre = fd
+            return fd, v
+        if fd.verdict == "layerwise-parameter" and fd.parameter is not None and fd.actions is not None:
+            theta2 = fd.parameter
+            actions = [[M for M in fd.actions]] if fd.actions and not isinstance(fd.actions[0], list) else fd.actions
+            checks, hom, order, msg = check_layerwise(theta2, group, actions, deadline)
+            if all(c.holds for c in checks) and hom:
+                d2 = Derivation(True, actions, checks, True, order, d.candidates, True, None,
+                                "exact fibre-wide search (one hidden ReLU layer), re-parametrized")
+                ident = {"status": "not-identifiable",
+                         "detail": "no positive monomial action at theta, but theta' in the same fibre has one"}
+                notes.append("re-parametrized: theta' (same width, same function, decided with the canonical form of "
+                             "the piecewise-linear function) is layerwise equivariant")
+                v = Verification("layerwise-equivariant", theta2, group, eq, d2, ident, notes, deadline.elapsed())
+                v.original = model
+                v.fibre = fd
+                return fd, v
+        return fd, None
+
+    return finish
+
+
 def verify(
     model: Model,
     group: FiniteGroup | None = None,
@@ -311,6 +355,11 @@ def verify(
         v.original = model
         v.reduction = red
         return v
+    relu_fibre = _try_relu_fibre(model, group, deadline)
+    if relu_fibre is not None:
+        fd, v = relu_fibre(eq, d, notes)
+        if v is not None:
+            return v
     if eq.exact and d.exhaustive and 0 in d.candidates.values():
         ident = {"status": "not-identifiable",
                  "detail": "theta^g has the same function as theta (f is equivariant, proven exactly) but is not "

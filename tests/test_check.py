@@ -168,8 +168,12 @@ def test_tampered_weight_rejected():
     cert["parameters"]["layers"][0]["weight"][0][1] = 3
     report = check_certificate(cert, model)
     assert report.accepted is False
-    assert any("parameters differ from the model" in r and "f(x; theta') != f(x; theta)" in r
-               for r in report.reasons)
+    assert any("parameters differ from the model" in r for r in report.reasons)
+    # declared as a re-parametrization, it is checked for the same function, and fails
+    cert["parameters"]["reparametrized"] = True
+    report = check_certificate(cert, model)
+    assert report.accepted is False
+    assert any("f(x; theta') != f(x; theta)" in r for r in report.reasons)
 
 
 def test_tampered_activation_rejected():

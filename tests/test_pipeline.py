@@ -178,8 +178,14 @@ def test_relu_identity_width4_has_no_action_at_theta():
     assert m([fmpq(3, 2), fmpq(-5)]) == [fmpq(3, 2), fmpq(-5)]  # the identity
     v = verify(m)
     assert v.equivariance.holds and v.equivariance.method == "relu-regions"
-    assert v.verdict == "undetermined" and v.exit_code == 3
+    assert v.derivation.candidates == {"rot3": 0}  # no positive monomial action at theta
+    assert v.verdict == "no-layerwise-parameter" and v.exit_code == 1
     assert v.identifiability["status"] == "not-identifiable"
+    assert v.fibre.smallest_equivariant_width == 6
+    real = v.fibre.realisation
+    assert real.widths == [2, 6, 2] and verify(real).verdict == "layerwise-equivariant"
+    for x in ([fmpq(1, 3), fmpq(-2)], [fmpq(5), fmpq(7, 2)]):
+        assert real(x) == m(x)
     assert check_certificate(v.certificate(), model_to_json(m)).exit_code == 3
 
 
