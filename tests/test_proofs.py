@@ -10,7 +10,7 @@ import pytest
 
 from symeq.cli import main as symeq_main
 
-PROOFS = sorted((Path(__file__).parent.parent / "proofs").glob("*.py"))
+PROOFS = sorted(p for p in (Path(__file__).parent.parent / "proofs").glob("*.py") if not p.name.startswith("_"))
 
 
 @pytest.mark.parametrize("script", PROOFS, ids=[p.stem for p in PROOFS])
