@@ -1,0 +1,26 @@
+"""Fibres of parameters: the fibre ideal, Gröbner engines behind one interface, orbit comparison.
+
+* :func:`fibre_ideal` -- the ideal of {theta' : f(.; theta') = f(.; theta)}, gauge-fixed;
+* :func:`groebner` -- dimension and degree of an ideal with sympy or msolve;
+* :func:`compare_with_orbit` -- the fibre against the orbit K . theta: identifiable or not.
+"""
+
+from .ideal import FibreIdeal, GaugeFix, fibre_ideal, parameter_names, parameter_values
+from .engines import GroebnerResult, available_engines, groebner, monomial_dimension, standard_monomials
+from .orbit import FibreComparison, compare_with_orbit, latent_orbit
+
+__all__ = [
+    "FibreIdeal",
+    "GaugeFix",
+    "fibre_ideal",
+    "parameter_names",
+    "parameter_values",
+    "GroebnerResult",
+    "available_engines",
+    "groebner",
+    "monomial_dimension",
+    "standard_monomials",
+    "FibreComparison",
+    "compare_with_orbit",
+    "latent_orbit",
+]

