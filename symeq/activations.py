@@ -12,8 +12,9 @@ admissible is decided from the coefficients (DESIGN.md, table of latent symmetri
 * even (after a shift): ``alpha = +-1``, ``q = 1`` -> permutations after the activation;
 * monomial ``c (t - s)^d``: any ``alpha != 0``, ``q = alpha^d`` -> monomial matrices (gauge);
 * ReLU: ``alpha > 0``, ``q = alpha`` -> positive monomial matrices;
-* sigmoid series: odd up to a constant, ``sigma(-t) = 1 - sigma(t)``: sign flips act affinely,
-  which is outside the linear K; K = permutations.
+* sigmoid series (and every cubic): odd up to a shift and a constant, ``sigma(-t) = 1 - sigma(t)``:
+  sign flips act *affinely* on the post-activation space, y -> 2 sigma(s) - y; K = signed
+  permutations acting affinely (the derivation and the certificates carry the offsets).
 
 Why the shift: writing ``sigma(t) = tau(t - s)`` with ``s = -c_{d-1} / (d c_d)`` removes the
 degree d-1 term, and an affine self-map of a polynomial of degree d >= 2 must then fix ``s``
@@ -65,7 +66,7 @@ LATENT_GROUPS = {
     "odd": "signed permutations",
     "even": "permutations",
     "monomial": "monomial matrices",
-    "odd-plus-constant": "permutations",
+    "odd-plus-constant": "signed permutations acting affinely (sign flips y -> 2 sigma(s) - y)",
     "relu": "positive monomial matrices",
     "affine": "general linear (linear activation)",
     "constant": "none (constant activation)",
@@ -187,6 +188,32 @@ class Activation:
             return fmpq(-1) if sym == "odd" else fmpq(1)
         return None
 
+    def affine_admissible(self, alpha):
+        """(q, o) with sigma(alpha t + s(1 - alpha)) = q sigma(t) + o for all t, or None.
+
+        Beyond :meth:`admissible` this allows the affine sign flips of activations that are odd
+        up to a constant (sigmoid series, cubics): sigma(-t + 2s) = 2 sigma(s) - sigma(t).
+
+        >>> sigmoid_series(3).affine_admissible(-1)
+        (-1, 1)
+        >>> tanh_series(3).affine_admissible(-1)
+        (-1, 0)
+        """
+        alpha = fmpq(alpha)
+        q = self.admissible(alpha)
+        if q is not None:
+            return q, fmpq(0)
+        if self.symmetry == "odd-plus-constant" and alpha == -1:
+            return fmpq(-1), 2 * self(self.shift)
+        return None
+
+    def affine_canonical_scale(self, vec) -> fmpq:
+        """Like :meth:`canonical_scale`, with the affine sign flips of odd-plus-constant sigma."""
+        if self.symmetry == "odd-plus-constant":
+            first = next((x for x in vec if x != 0), None)
+            return fmpq(1) if first is None or first > 0 else fmpq(-1)
+        return self.canonical_scale(vec)
+
     def canonical_scale(self, vec) -> fmpq:
         """The admissible alpha whose inverse brings an affine form to its canonical representative.
 
@@ -208,7 +235,7 @@ class Activation:
     def scale_choices(self, rng):
         """A random admissible alpha (used by :func:`symeq.models.scramble`)."""
         sym = self.symmetry
-        if sym in ("odd", "even"):
+        if sym in ("odd", "even", "odd-plus-constant"):
             return fmpq(rng.choice([1, -1]))
         if sym == "monomial":
             return fmpq(rng.choice([1, -1]) * rng.randint(1, 4), rng.randint(1, 3))

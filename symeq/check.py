@@ -440,9 +440,11 @@ def _monomial_failure(m: Matrix, relu: bool) -> str | None:
     return None
 
 
-def _neuron_failure(act, u, v, bj: Fraction, bk: Fraction, q: Fraction) -> str | None:
-    """Why sigma(u.x + bj) == q sigma(v.x + bk) fails for some real x, or None if it holds."""
+def _neuron_failure(act, u, v, bj: Fraction, bk: Fraction, q: Fraction, o: Fraction = Fraction(0)) -> str | None:
+    """Why sigma(u.x + bj) == q sigma(v.x + bk) + o fails for some real x, or None if it holds."""
     if act == "relu":
+        if o:
+            return "a relu layer admits no offset"
         if not any(v):
             ok = not any(u) and max(bj, Fraction(0)) == q * max(bk, Fraction(0))
             return None if ok else "constant target neuron not matched"
@@ -454,9 +456,9 @@ def _neuron_failure(act, u, v, bj: Fraction, bk: Fraction, q: Fraction) -> str |
         return None if q == alpha else f"factor {q} != weight ratio {alpha}"
     c, d = act, len(act) - 1
     if d == 0:
-        return None if c[0] == q * c[0] else "constant activation not preserved"
+        return None if c[0] == q * c[0] + o else "constant activation not preserved"
     if not any(v):
-        return None if not any(u) and _poly(c, bj) == q * _poly(c, bk) else \
+        return None if not any(u) and _poly(c, bj) == q * _poly(c, bk) + o else \
             "constant target neuron not matched"
     alpha = _ratio(u, v)
     if alpha is None:
@@ -464,20 +466,28 @@ def _neuron_failure(act, u, v, bj: Fraction, bk: Fraction, q: Fraction) -> str |
     beta = bj - alpha * bk
     composed = [sum(c[m] * comb(m, r) * alpha ** r * beta ** (m - r) for m in range(r, d + 1))
                 for r in range(d + 1)]
-    if composed != [q * x for x in c]:
-        return f"sigma({alpha} t + {beta}) != {q} sigma(t)"
+    target = [q * x for x in c]
+    target[0] += o
+    if composed != target:
+        return f"sigma({alpha} t + {beta}) != {q} sigma(t) + {o}"
     return None
 
 
-def _layer_failure(layer: _Layer, p: Matrix, q: Matrix, last: bool) -> str | None:
+def _layer_failure(layer: _Layer, p: Matrix, q: Matrix, last: bool, c_in=None, c_out=None) -> str | None:
+    """Why f(P x + c_in) == Q f(x) + c_out fails (offsets: affine latent actions), or None."""
     wp = _matmul(layer.weight, p)
+    bias = layer.bias if c_in is None else tuple(b + y for b, y in zip(layer.bias, _matvec(layer.weight, c_in)))
     if last:
         if wp != _matmul(q, layer.weight):
             return "W P != Q W"
-        return None if _matvec(q, layer.bias) == layer.bias else "b != Q b"
+        qb = _matvec(q, layer.bias)
+        if c_out is not None:
+            qb = tuple(x + y for x, y in zip(qb, c_out))
+        return None if qb == bias else "b + W c != Q b" if c_in is not None else "b != Q b"
     for j, row in enumerate(q):
         k, factor = next((k, x) for k, x in enumerate(row) if x)
-        why = _neuron_failure(layer.act, wp[j], layer.weight[k], layer.bias[j], layer.bias[k], factor)
+        o = c_out[j] if c_out is not None else Fraction(0)
+        why = _neuron_failure(layer.act, wp[j], layer.weight[k], bias[j], layer.bias[k], factor, o)
         if why:
             return f"neuron {j} (sent to neuron {k} with factor {factor}): {why}"
     return None
@@ -567,6 +577,24 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
     rho.append([q for _, q in group])
     if report.reasons:
         return
+    offsets = cert.get("latent_offsets")
+    offs = [[None] * len(group)]
+    if offsets is not None:
+        if not isinstance(offsets, list) or len(offsets) != len(layers) - 1:
+            report.reasons.append(f"latent_offsets must list one entry per hidden layer ({len(layers) - 1})")
+            return
+        for i, (entry, layer) in enumerate(zip(offsets, layers), 1):
+            if not isinstance(entry, list) or len(entry) != len(group):
+                report.reasons.append(f"layer {i}: latent_offsets must give one vector per generator")
+                return
+            if isinstance(layer, _Heads) and any(any(_vector(c, "offset")) for c in entry):
+                report.reasons.append(f"layer {i}: attention heads admit no offsets")
+                return
+            offs.append([_vector(c, f"latent_offsets layer {i} generator {g}", len(layer.weight))
+                         for g, c in enumerate(entry)])
+    else:
+        offs += [[None] * len(group) for _ in range(len(layers) - 1)]
+    offs.append([None] * len(group))
     for g in range(len(group)):
         for i, layer in enumerate(layers, 1):
             last = i == len(layers)
@@ -579,7 +607,7 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
                                          f"{comb(len(rho[0][g]) + 3, 3)} points of the degree-3 principal "
                                          f"lattice (unisolvent): verified ({len(layer.scores)} heads)")
                 continue
-            why = _layer_failure(layer, rho[i - 1][g], rho[i][g], last)
+            why = _layer_failure(layer, rho[i - 1][g], rho[i][g], last, offs[i - 1][g], offs[i][g])
             if why:
                 report.reasons.append(f"layer {i}, generator {g}: {why}")
             elif last:
@@ -593,7 +621,12 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
         if not _invertible(p):
             report.reasons.append(f"generator {g}: input matrix is singular (not a group element)")
     if not report.reasons:
-        _homomorphism(report, [tuple(r[g] for r in rho) for g in range(len(group))], cap)
+        def action(i, g):  # affine y -> M y + c as the augmented matrix [[M, c], [0, 1]]
+            m, c = rho[i][g], offs[i][g]
+            if c is None:
+                return m
+            return tuple(tuple(row) + (c[r],) for r, row in enumerate(m)) + (tuple([Fraction(0)] * len(m)) + (Fraction(1),),)
+        _homomorphism(report, [tuple(action(i, g) for i in range(len(rho))) for g in range(len(group))], cap)
 
 
 def _block_monomial_failure(m: Matrix, layer: _Heads) -> str | None:

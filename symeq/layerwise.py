@@ -93,6 +93,7 @@ class Derivation:
     exhaustive: bool = True
     failure: str | None = None
     method: str = "hash"
+    offsets: list | None = None  # offsets[i][g]: constant parts of affine actions (sigmoid sign flips)
 
     @property
     def unique(self) -> bool:
@@ -118,44 +119,53 @@ def _expand_affine(coeffs, alpha, beta) -> list:
     return out
 
 
-def _neuron_relation(act: Activation, u, bu, v, bv, q) -> str | None:
-    """None if sigma(u.x + bu) = q sigma(v.x + bv) for all x, else the reason it fails."""
+def _neuron_relation(act: Activation, u, bu, v, bv, q, o=0) -> str | None:
+    """None if sigma(u.x + bu) = q sigma(v.x + bv) + o for all x, else the reason it fails."""
     if all(x == 0 for x in v):
         if any(x != 0 for x in u):
             return "its partner has a zero incoming row but it does not"
-        return None if act(bu) == q * act(bv) else "constant outputs differ"
+        return None if act(bu) == q * act(bv) + o else "constant outputs differ"
     k = next(i for i, x in enumerate(v) if x != 0)
     alpha = u[k] / v[k]
     if any(a != alpha * b for a, b in zip(u, v)):
         return "incoming rows are not proportional"
     beta = bu - alpha * bv
     if act.kind == "relu":
-        ok = alpha > 0 and beta == 0 and q == alpha
+        ok = alpha > 0 and beta == 0 and q == alpha and o == 0
         return None if ok else f"relu(alpha t + beta) != q relu(t) for alpha={alpha}, beta={beta}, q={q}"
     lhs = _expand_affine(list(act.coeffs), alpha, beta)
     rhs = [q * c for c in act.coeffs]
-    return None if lhs == rhs else f"sigma({alpha} t + {beta}) != {q} sigma(t)"
+    rhs[0] += o
+    return None if lhs == rhs else f"sigma({alpha} t + {beta}) != {q} sigma(t) + {o}"
 
 
-def check_layer(layer, P: fmpq_mat, Q: fmpq_mat) -> tuple[bool, str]:
-    """Decide f(P x) = Q f(x) for all real x for one dense layer f, exactly.
+def check_layer(layer, P: fmpq_mat, Q: fmpq_mat, c_in=None, c_out=None) -> tuple[bool, str]:
+    """Decide f(P x + c_in) = Q f(x) + c_out for all real x for one layer f, exactly.
 
-    For an affine layer this is W P = Q W and b = Q b.  For sigma(W x + b) with Q monomial,
-    row j reads sigma(u.x + b_j) = q sigma(v.x + b_k); comparing leading forms forces u = alpha v,
-    and what remains is a univariate identity in t, checked coefficientwise (ReLU: alpha > 0,
-    b_j = alpha b_k, q = alpha).  This is necessary and sufficient.
+    The offsets c_in, c_out (default zero) carry the affine sign flips of activations that are
+    odd up to a constant (sigmoid series).  For an affine layer this is W P = Q W and
+    b + W c_in = Q b + c_out.  For sigma(W x + b) with Q monomial, row j reads
+    sigma(u.x + b'_j) = q sigma(v.x + b_k) + o_j with b' = b + W c_in; comparing leading forms
+    forces u = alpha v, and what remains is a univariate identity in t, checked coefficientwise
+    (ReLU: alpha > 0, b_j = alpha b_k, q = alpha, o = 0).  This is necessary and sufficient.
     """
     if getattr(layer, "kind", "dense") == "heads":
         from .attention import check_heads_layer
 
+        if c_in is not None or c_out is not None:
+            return False, "affine actions are not supported on attention heads"
         return check_heads_layer(layer, P, Q)
-    W, b = layer.weight, layer.bias
+    W, b = layer.weight, list(layer.bias)
+    if c_in is not None:
+        b = [x + y for x, y in zip(b, (W * fmpq_mat(len(c_in), 1, list(c_in))).entries())]
     if layer.activation is None:
         if W * P != Q * W:
             return False, "W rho_in != rho_out W"
-        bq = (Q * fmpq_mat(len(b), 1, b)).entries()
+        bq = (Q * fmpq_mat(len(b), 1, list(layer.bias))).entries()
+        if c_out is not None:
+            bq = [x + y for x, y in zip(bq, c_out)]
         if bq != b:
-            return False, "b != rho_out b"
+            return False, "b + W c != rho_out b" if c_in is not None else "b != rho_out b"
         return True, f"W rho(g) = rho'(g) W and b = rho'(g) b ({W.nrows()}x{W.ncols()})"
     parts = monomial_parts(Q)
     if parts is None:
@@ -163,29 +173,48 @@ def check_layer(layer, P: fmpq_mat, Q: fmpq_mat) -> tuple[bool, str]:
     cols, vals = parts
     U = mat_rows(W * P)
     V = mat_rows(W)
+    base = layer.bias
     for j, (k, q) in enumerate(zip(cols, vals)):
-        why = _neuron_relation(layer.activation, U[j], b[j], V[k], b[k], q)
+        o = c_out[j] if c_out is not None else 0
+        why = _neuron_relation(layer.activation, U[j], b[j], V[k], base[k], q, o)
         if why:
             return False, f"neuron {j}: {why}"
-    return True, f"sigma(W rho(g) x + b) = rho'(g) sigma(W x + b), {W.nrows()} neurons, exactly"
+    kind = "rho'(g) sigma(W x + b) + c'" if c_out is not None and any(x != 0 for x in c_out) else "rho'(g) sigma(W x + b)"
+    return True, f"sigma(W rho(g) x + b) = {kind}, {W.nrows()} neurons, exactly"
 
 
-def check_layerwise(model: Model, group: FiniteGroup, actions, deadline: Deadline | None = None):
+def affine_matrix(M: fmpq_mat, c) -> fmpq_mat:
+    """The augmented matrix [[M, c], [0, 1]] of the affine map y -> M y + c (composition = product)."""
+    n = M.nrows()
+    A = fmpq_mat(n + 1, n + 1)
+    for i in range(n):
+        for j in range(n):
+            if M[i, j] != 0:
+                A[i, j] = M[i, j]
+        A[i, n] = c[i]
+    A[n, n] = 1
+    return A
+
+
+def check_layerwise(model: Model, group: FiniteGroup, actions, deadline: Deadline | None = None, offsets=None):
     """Run every layer check and the homomorphism check for given latent actions.
 
-    Returns (layer_checks, homomorphism_ok, group_order, message).
+    ``offsets[i][g]`` (optional) are the constant parts of affine latent actions
+    y -> rho_i(g) y + c_i(g).  Returns (layer_checks, homomorphism_ok, group_order, message).
     """
     checks = []
     model = model.chain()
     L = model.depth
     for gi, (A, B) in enumerate(group.generators):
         chain = [A] + [actions[i][gi] for i in range(L - 1)] + [B]
+        offs = [None] + [offsets[i][gi] if offsets else None for i in range(L - 1)] + [None]
         for i, layer in enumerate(model.layers):
             if deadline is not None:
                 deadline.check("checking layer equivariance")
-            ok, detail = check_layer(layer, chain[i], chain[i + 1])
+            ok, detail = check_layer(layer, chain[i], chain[i + 1], offs[i], offs[i + 1])
             checks.append(LayerCheck(i + 1, group.names[gi], ok, detail))
-    gens = [tuple([A] + [actions[i][gi] for i in range(L - 1)] + [B]) for gi, (A, B) in enumerate(group.generators)]
+    hidden = (lambda i, gi: affine_matrix(actions[i][gi], offsets[i][gi])) if offsets else (lambda i, gi: actions[i][gi])
+    gens = [tuple([A] + [hidden(i, gi) for i in range(L - 1)] + [B]) for gi, (A, B) in enumerate(group.generators)]
     try:
         els = closure(gens, max_order=group.max_order, names=group.names,
                       what=["input"] + [f"the action on hidden layer {i + 1}" for i in range(L - 1)] + ["the output action"],
@@ -212,17 +241,18 @@ def adjoint_parameters(model: Model, A: fmpq_mat, B: fmpq_mat) -> list[tuple[lis
     return layers
 
 
-def canonical_rows(rows, bias, act: Activation):
+def canonical_rows(rows, bias, act: Activation, affine: bool = False):
     """Canonical keys of the shifted pre-activation rows [w | b - s] and their scales.
 
     Row j equals ``scale[j] * key[j]``; two rows are related by an admissible scaling alpha
-    exactly when their keys agree, and then alpha is the ratio of their scales.
+    exactly when their keys agree, and then alpha is the ratio of their scales.  With
+    ``affine=True`` the affine sign flips of odd-plus-constant activations count too.
     """
     s = act.shift
     keys, scales = [], []
     for r, b in zip(rows, bias):
         vec = list(r) + [b - s]
-        c = act.canonical_scale(vec)
+        c = act.affine_canonical_scale(vec) if affine else act.canonical_scale(vec)
         # (numerator, denominator) pairs hash ~5x faster than fmpq (whose hash goes through Fraction)
         if c == 1:
             keys.append(tuple((int(x.p), int(x.q)) for x in vec))
@@ -253,7 +283,7 @@ class _Search:
             if getattr(l, "kind", "dense") == "heads":
                 self.V.append(None)
                 continue
-            keys, scales = canonical_rows(mat_rows(l.weight), l.bias, l.activation)
+            keys, scales = canonical_rows(mat_rows(l.weight), l.bias, l.activation, affine=True)
             index: dict = {}
             for k, key in enumerate(keys):
                 index.setdefault(key, []).append(k)
@@ -263,10 +293,11 @@ class _Search:
         if self.failure is None:
             self.failure = msg
 
-    def run(self) -> Iterator[list[fmpq_mat]]:
-        yield from self._layer(0, self.A, [])
+    def run(self) -> Iterator[tuple[list, list]]:
+        """Yield (actions, offsets) per hidden layer; offsets are None for linear actions."""
+        yield from self._layer(0, self.A, [], None, [])
 
-    def _layer(self, i: int, prev: fmpq_mat, acc: list) -> Iterator[list[fmpq_mat]]:
+    def _layer(self, i: int, prev: fmpq_mat, acc: list, prev_off=None, acc_off=()) -> Iterator:
         self.nodes += 1
         if self.nodes > self.max_nodes:
             self.capped = True
@@ -275,9 +306,9 @@ class _Search:
         layers = self.model.layers
         layer = layers[i]
         if i == len(layers) - 1:
-            ok, detail = check_layer(layer, prev, self.B)
+            ok, detail = check_layer(layer, prev, self.B, prev_off, None)
             if ok:
-                yield acc
+                yield acc, list(acc_off)
             else:
                 self._fail(f"the last layer does not match after the hidden neurons were matched: {detail}")
             return
@@ -292,13 +323,16 @@ class _Search:
             if len(actions) > 1:
                 self.ties = True
             for rho in actions:
-                yield from self._layer(i + 1, rho, acc + [rho])
+                yield from self._layer(i + 1, rho, acc + [rho], None, list(acc_off) + [None])
                 if self.capped:
                     return
             return
         act = layer.activation
         U = mat_rows(layer.weight * prev)
-        ukeys, uscales = canonical_rows(U, layer.bias, act)
+        bias = list(layer.bias)
+        if prev_off is not None:  # an affine action y -> P y + c on the input: bias b + W c
+            bias = [x + y for x, y in zip(bias, (layer.weight * fmpq_mat(len(prev_off), 1, list(prev_off))).entries())]
+        ukeys, uscales = canonical_rows(U, bias, act, affine=True)
         vkeys, vscales, index = self.V[i]
         classes: dict = {}
         for j, key in enumerate(ukeys):
@@ -324,16 +358,17 @@ class _Search:
             for (js, _), ks in zip(tied, combo):
                 target.update(zip(js, ks))
             n = len(U)
-            cols, vals = [0] * n, [fmpq(0)] * n
+            cols, vals, offs = [0] * n, [fmpq(0)] * n, [fmpq(0)] * n
             for j in range(n):
                 k = target[j]
                 alpha = uscales[j] / vscales[k]
-                q = act.admissible(alpha)
-                if q is None:  # cannot happen for keys built from admissible scales
+                qo = act.affine_admissible(alpha)
+                if qo is None:  # cannot happen for keys built from admissible scales
                     raise AssertionError("inadmissible scale between equal canonical keys")
-                cols[j], vals[j] = k, q
+                cols[j], (vals[j], offs[j]) = k, qo
             rho = monomial_matrix(cols, vals)
-            yield from self._layer(i + 1, rho, acc + [rho])
+            off = offs if any(x != 0 for x in offs) else None
+            yield from self._layer(i + 1, rho, acc + [rho], off, list(acc_off) + [off])
             if self.capped:
                 return
 
@@ -375,7 +410,7 @@ def derive_latent_actions(
         checks, hom, order, msg = check_layerwise(model, group, [], deadline)
         ok = all(c.holds for c in checks)
         return Derivation(ok, [], checks, hom, order, {}, True, None if ok else "the single affine layer is not equivariant")
-    per_gen: list[list[list[fmpq_mat]]] = []
+    per_gen: list = []
     candidates = {}
     exhaustive = True
     method = "canonical matching"
@@ -404,10 +439,17 @@ def derive_latent_actions(
             exhaustive = False
             break
         deadline.check("checking candidate latent actions")
-        actions = [[combo[gi][i] for gi in range(len(combo))] for i in range(model.depth - 1)]
-        checks, hom, order, msg = check_layerwise(model, group, actions, deadline)
+        L1 = model.depth - 1
+        actions = [[combo[gi][0][i] for gi in range(len(combo))] for i in range(L1)]
+        n_i = [model.layers[i].out_dim for i in range(L1)]
+        affine = any(o is not None for c in combo for o in c[1])
+        offsets = ([[combo[gi][1][i] if combo[gi][1][i] is not None else [fmpq(0)] * n_i[i]
+                     for gi in range(len(combo))] for i in range(L1)] if affine else None)
+        checks, hom, order, msg = check_layerwise(model, group, actions, deadline, offsets)
         if all(c.holds for c in checks) and hom:
-            return Derivation(True, actions, checks, True, order, candidates, exhaustive, None, method)
+            d = Derivation(True, actions, checks, True, order, candidates, exhaustive, None, method)
+            d.offsets = offsets
+            return d
         bad = [c for c in checks if not c.holds]
         last_failure = (f"layer {bad[0].layer}, generator {bad[0].generator}: {bad[0].detail}" if bad else msg)
     return Derivation(False, None, [], False, None, candidates, exhaustive,

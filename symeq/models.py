@@ -513,16 +513,20 @@ def apply_latent(model: Model, k: LatentElement) -> Model:
     layers = [l.copy() for l in model.layers]
     prev_q = None
     prev_perm = None
+    prev_o = None
     for i, layer in enumerate(layers):
         W_rows = mat_rows(layer.weight)
         b = list(layer.bias)
         if prev_perm is not None:
-            # columns: new neuron prev_perm[j] carries q_j times old neuron j's output
+            # new neuron prev_perm[j] outputs q_j y_j + o_j (y_j: old neuron j), so
+            # y_j = (new - o_j) / q_j: the column is divided by q_j and the bias absorbs -o_j / q_j
             new_rows = []
-            for row in W_rows:
+            for r, row in enumerate(W_rows):
                 nr = [fmpq(0)] * len(row)
                 for j, x in enumerate(row):
                     nr[prev_perm[j]] = x / prev_q[j]
+                    if prev_o[j] != 0:
+                        b[r] -= x * prev_o[j] / prev_q[j]
                 new_rows.append(nr)
             W_rows = new_rows
         if i < len(layers) - 1:
@@ -532,17 +536,18 @@ def apply_latent(model: Model, k: LatentElement) -> Model:
             n = len(W_rows)
             rows2 = [None] * n
             b2 = [None] * n
-            q = []
+            q, o = [], []
             for j in range(n):
                 a = fmpq(alphas[j])
-                qj = act.admissible(a)
-                if qj is None:
+                qo = act.affine_admissible(a)
+                if qo is None:
                     raise InputError(f"scaling {a} is not admissible for the activation of layer {i + 1}")
                 rows2[perm[j]] = [a * x for x in W_rows[j]]
                 b2[perm[j]] = a * b[j] + s * (1 - a)
-                q.append(qj)
+                q.append(qo[0])
+                o.append(qo[1])
             W_rows, b = rows2, b2
-            prev_perm, prev_q = perm, q
+            prev_perm, prev_q, prev_o = perm, q, o
         layers[i] = DenseLayer(fmpq_mat(len(W_rows), len(W_rows[0]), [x for r in W_rows for x in r]), b, layer.activation)
     return Model(model.input_dim, layers, model.group, model.name, dict(model.meta))
 

@@ -117,6 +117,9 @@ class Verification:
             "parameters": {"layers": layers_to_json(self.model), "reparametrized": self.reparametrized},
             "latent_groups": [_latent_group(l) for l in self.model.chain().layers[:-1]],
             "latent_actions": None if self.actions is None else [[format_matrix(m) for m in layer] for layer in self.actions],
+            # affine latent actions y -> rho y + c (sigmoid sign flips): the constant parts, or null
+            "latent_offsets": None if d is None or d.offsets is None else [
+                [[str(x) for x in c] for c in layer] for layer in d.offsets],
             "checks": {
                 "layers": [] if d is None else [c.to_json() for c in d.layer_checks],
                 "homomorphism": None if d is None else d.homomorphism,
@@ -172,6 +175,8 @@ class Verification:
                     for gname, M in zip(G.names, per_g):
                         lines.append(f"  rho_{i + 1}({gname}) on hidden layer {i + 1} ({_latent_group(chain.layers[i])}):")
                         lines.extend(_describe_action(chain.layers[i], M))
+                        if d.offsets is not None and any(x != 0 for x in d.offsets[i][G.names.index(gname)]):
+                            lines.append("    + offset [" + " ".join(str(x) for x in d.offsets[i][G.names.index(gname)]) + "]")
                 lines.append("  checks (exact):")
                 for c in d.layer_checks:
                     lines.append(f"    layer {c.layer}, {c.generator}: {'ok' if c.holds else 'FAILED'} - {c.detail}")
@@ -238,8 +243,8 @@ def _try_submodel(model: Model, group: FiniteGroup, deadline: Deadline, max_cand
     if not red.changed:
         return None
     d = derive_latent_actions(red.model, group, max_candidates=max_candidates, deadline=deadline)
-    if not d.found:
-        return None
+    if not d.found or d.offsets is not None:
+        return None  # lifting affine (sigmoid) actions is not implemented
     theta2, actions = lift(model, red, d.actions)
     checks, hom, order, msg = check_layerwise(theta2, group, actions, deadline)
     if not (all(c.holds for c in checks) and hom):

@@ -148,7 +148,7 @@ def test_sigmoid_series_matches_sympy(order):
     (monomial(2), "monomial", "monomial matrices"),
     (monomial(3), "monomial", "monomial matrices"),
     (polynomial([1, 0, 1, 0, 1]), "even", "permutations"),
-    (sigmoid_series(5), "odd-plus-constant", "permutations"),
+    (sigmoid_series(5), "odd-plus-constant", "signed permutations acting affinely (sign flips y -> 2 sigma(s) - y)"),
     (relu(), "relu", "positive monomial matrices"),
 ])
 def test_latent_groups(act, sym, K):

@@ -248,3 +248,35 @@ def test_reduction_preserves_the_function():
         assert r.model.widths[1] <= 3
         for x in ([fmpq(1, 2), fmpq(3)], [fmpq(-2), fmpq(1, 5)]):
             assert r.model(x) == m(x)
+
+
+@pytest.mark.parametrize("gspec", ["mirror:2x2", "shift:3", "sign:2"])
+def test_sigmoid_sign_flips_act_affinely(gspec):
+    """sigma(-t) = 1 - sigma(t): a scrambled sigmoid-series model has latent actions with
+    offsets (y -> -y + 1 on flipped neurons); the checker re-verifies them and rejects a
+    tampered offset."""
+    import copy
+
+    from symeq.activations import sigmoid_series
+
+    G = builtin_group(gspec)
+    m = random_equivariant_model(G, ["regular*2", "regular"], sigmoid_series(3), rng=1)
+    rng = random.Random(3)
+    for _ in range(10):  # a scramble that flips at least one neuron
+        s, k = scramble(m, rng)
+        if any(a == -1 for layer in k.alphas for a in layer):
+            break
+    v = verify(s)
+    assert v.verdict == "layerwise-equivariant"
+    cert = v.certificate()
+    report = check_certificate(cert, model_to_json(s))
+    assert report.accepted, report.reasons
+    assert cert["latent_offsets"] is not None  # the flips really act affinely here
+    if cert["latent_offsets"] is not None:
+        bad = copy.deepcopy(cert)
+        layer, g = next((i, g) for i, per in enumerate(bad["latent_offsets"]) for g, c in enumerate(per)
+                        if any(x != "0" for x in c))
+        c = bad["latent_offsets"][layer][g]
+        j = next(j for j, x in enumerate(c) if x != "0")
+        c[j] = "0"
+        assert check_certificate(bad, model_to_json(s)).accepted is False
