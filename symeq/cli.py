@@ -12,6 +12,8 @@ Commands
     a random layerwise-equivariant model (for tests, teaching and benchmarks).
 ``symeq groups``
     list the built-in groups.
+``symeq numeric-check MODEL`` / ``symeq experiment mirror --activation tanh gelu``
+    the float twin: layerwise analysis of real-size trained networks, the paper's experiment.
 ``symeq hunt --arch 2,4,2 --group rot3 --out results.jsonl [--workers N | --scheduler tcp://...]``
     search for equivariant ReLU networks with no layerwise-equivariant parameter (resumable).
 
@@ -218,9 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("groups", help="list the built-in groups")
     s.set_defaults(func=cmd_groups)
 
+    from .numeric.cli import register as register_numeric
     from .relu.cli import register as register_hunt
 
     register_hunt(sub)
+    register_numeric(sub)
     return p
 
 

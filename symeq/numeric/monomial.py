@@ -1,0 +1,128 @@
+"""Monomial matrices stored as (column of each row's nonzero, its value): the elements of K_i.
+
+Width-4096 latent actions would be 16M-entry dense matrices; stored this way they cost two
+vectors, and products, inverses and actions on weight matrices are index operations.
+
+Examples
+--------
+>>> import numpy as np
+>>> r = MonomialAction(np.array([1, 0]), np.array([2.0, -1.0]))
+>>> r.to_dense().tolist()
+[[0.0, 2.0], [-1.0, 0.0]]
+>>> (r @ r.inverse()).to_dense().tolist()
+[[1.0, 0.0], [0.0, 1.0]]
+>>> MonomialAction.from_dense(r.to_dense()).cols.tolist()
+[1, 0]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["MonomialAction", "as_action"]
+
+
+@dataclass(eq=False)
+class MonomialAction:
+    """The n x n matrix with entry ``vals[j]`` at ``(j, cols[j])``."""
+
+    cols: np.ndarray
+    vals: np.ndarray
+
+    def __post_init__(self):
+        self.cols = np.asarray(self.cols, dtype=np.int64)
+        self.vals = np.asarray(self.vals, dtype=np.float64)
+
+    @property
+    def n(self) -> int:
+        return self.cols.shape[0]
+
+    @classmethod
+    def identity(cls, n: int) -> "MonomialAction":
+        return cls(np.arange(n), np.ones(n))
+
+    @classmethod
+    def from_dense(cls, m: np.ndarray, tol: float = 0.0) -> "MonomialAction | None":
+        """The monomial form of a dense matrix, or None if it is not monomial (|entries| <= tol are 0)."""
+        m = np.asarray(m, dtype=np.float64)
+        if m.ndim != 2 or m.shape[0] != m.shape[1]:
+            return None
+        nz = np.abs(m) > tol
+        if not np.all(nz.sum(axis=1) == 1):
+            return None
+        cols = nz.argmax(axis=1)
+        if np.unique(cols).shape[0] != cols.shape[0]:
+            return None
+        return cls(cols, m[np.arange(m.shape[0]), cols])
+
+    def to_dense(self) -> np.ndarray:
+        m = np.zeros((self.n, self.n))
+        m[np.arange(self.n), self.cols] = self.vals
+        return m
+
+    def inverse(self) -> "MonomialAction":
+        cols = np.empty_like(self.cols)
+        cols[self.cols] = np.arange(self.n)
+        return MonomialAction(cols, 1.0 / self.vals[cols])
+
+    def __matmul__(self, other):
+        if isinstance(other, MonomialAction):
+            return MonomialAction(other.cols[self.cols], self.vals * other.vals[self.cols])
+        return self.left(other)
+
+    def left(self, M: np.ndarray) -> np.ndarray:
+        """rho @ M (rows of M permuted and scaled)."""
+        return self.vals.reshape((-1,) + (1,) * (M.ndim - 1)) * M[self.cols]
+
+    def right(self, M: np.ndarray) -> np.ndarray:
+        """M @ rho (columns permuted and scaled)."""
+        out = np.empty_like(M)
+        out[:, self.cols] = M * self.vals
+        return out
+
+    def apply_rows(self, X: np.ndarray) -> np.ndarray:
+        """(rho x) for each row x of X, i.e. X @ rho.T."""
+        return X[:, self.cols] * self.vals
+
+    def allclose(self, other: "MonomialAction", tol: float = 1e-9) -> bool:
+        return bool(np.array_equal(self.cols, other.cols) and np.allclose(self.vals, other.vals, rtol=tol, atol=tol))
+
+    def kind(self) -> str:
+        """'permutation', 'signed permutation', 'positive monomial' or 'monomial'."""
+        if np.all(self.vals == 1.0):
+            return "permutation"
+        if np.all(np.abs(self.vals) == 1.0):
+            return "signed permutation"
+        return "positive monomial" if np.all(self.vals > 0) else "monomial"
+
+    def __repr__(self) -> str:
+        return f"MonomialAction(n={self.n}, {self.kind()})"
+
+
+def as_action(m):
+    """A MonomialAction if ``m`` is (or stores) a monomial matrix, else the dense float array."""
+    if isinstance(m, MonomialAction):
+        return m
+    if hasattr(m, "nrows"):
+        from .models import to_float_matrix
+
+        m = to_float_matrix(m)
+    mono = MonomialAction.from_dense(m)
+    return mono if mono is not None else np.asarray(m, dtype=np.float64)
+
+
+def right_multiply(M: np.ndarray, rho) -> np.ndarray:
+    """M @ rho for a MonomialAction or a dense matrix."""
+    return rho.right(M) if isinstance(rho, MonomialAction) else M @ rho
+
+
+def left_multiply(rho, M: np.ndarray) -> np.ndarray:
+    """rho @ M for a MonomialAction or a dense matrix."""
+    return rho.left(M) if isinstance(rho, MonomialAction) else rho @ M
+
+
+def apply_rows(rho, X: np.ndarray) -> np.ndarray:
+    """X @ rho.T: rho applied to every row of X."""
+    return rho.apply_rows(X) if isinstance(rho, MonomialAction) else X @ rho.T

@@ -1,0 +1,224 @@
+"""Training MLPs with a soft mirror-equivariance loss (torch extra), on digits or a user .npz.
+
+The paper's recipe (Shahverdi, Marchetti, Bokman, Kohn 2026, Section 5): an MLP of depth 4 whose
+first layer has a tanh or GELU activation (GELU after), trained as an autoencoder or a classifier,
+with a soft equivariance loss added in the second half of training:
+
+* autoencoder: |f(g x) - g f(x)|^2 (the output is an image, mirrored with the input);
+* classifier:  |f(g x) - f(x)|^2 (the logits are invariant).
+
+Data: scikit-learn's 8x8 digits (``sklearn.datasets.load_digits`` reads a file shipped inside the
+scikit-learn wheel: nothing is fetched from the network) or any ``.npz`` with an array ``x``
+(N x h*w*c, or N x h x w [x c]) and optionally ``y`` (integer labels) and ``shape`` (h, w, c).
+Images are scaled by one global mean and standard deviation, never per pixel, so that the mirror
+still commutes with the normalisation.  Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import EngineMissing, InputError
+
+__all__ = ["Dataset", "load_digits_dataset", "load_npz_dataset", "image_permutation", "build_mlp", "train_mlp",
+           "ProgressBar"]
+
+ACTIVATIONS = ("tanh", "gelu", "relu", "poly")
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise EngineMissing("training needs torch: pip install 'symeq[numeric]' (or pip install torch)") from None
+    return torch
+
+
+@dataclass
+class Dataset:
+    """Images as rows (N x h*w*c, channel-major then row-major, as :func:`symeq.groups.mirror`)."""
+
+    x: np.ndarray
+    y: np.ndarray | None
+    shape: tuple  # (h, w, c)
+    name: str
+    scale: dict = field(default_factory=dict)
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.y.max()) + 1 if self.y is not None else 0
+
+
+def _normalise(x: np.ndarray) -> tuple[np.ndarray, dict]:
+    mu, sd = float(x.mean()), float(x.std()) or 1.0
+    return (x - mu) / sd, {"mean": mu, "std": sd}
+
+
+def load_digits_dataset() -> Dataset:
+    """scikit-learn's 1797 8x8 digits (bundled in the wheel, no download)."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise EngineMissing("the digits data set needs scikit-learn: pip install 'symeq[numeric]'") from None
+    d = load_digits()
+    x, scale = _normalise(d.data.astype(np.float64))
+    return Dataset(x, d.target.astype(np.int64), (8, 8, 1), "scikit-learn digits 8x8 (1797 images)", scale)
+
+
+def load_npz_dataset(path) -> Dataset:
+    """A user data set: ``x`` (N x D or N x h x w [x c]), optional ``y`` and ``shape``."""
+    import zipfile
+
+    p = Path(path)
+    try:
+        z = np.load(p, allow_pickle=False)
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except (OSError, ValueError, zipfile.BadZipFile) as e:
+        raise InputError(f"{p}: not a readable .npz archive ({e.__class__.__name__})") from None
+    if not hasattr(z, "files") or "x" not in z.files:
+        raise InputError(f"{p}: a data set .npz needs an array \"x\" (and optionally \"y\", \"shape\")")
+    with z:
+        x = np.asarray(z["x"], dtype=np.float64)
+        y = np.asarray(z["y"]).astype(np.int64) if "y" in z.files else None
+        shape = tuple(int(v) for v in z["shape"]) if "shape" in z.files else None
+    if x.ndim == 3:
+        shape = shape or (x.shape[1], x.shape[2], 1)
+    elif x.ndim == 4:  # N x h x w x c -> channel-major
+        shape = shape or (x.shape[1], x.shape[2], x.shape[3])
+        x = x.transpose(0, 3, 1, 2)
+    x = x.reshape(x.shape[0], -1)
+    if shape is None:
+        side = int(round(np.sqrt(x.shape[1])))
+        if side * side != x.shape[1]:
+            raise InputError(f"{p}: cannot infer the image shape of rows of size {x.shape[1]}; add \"shape\" = (h, w, c)")
+        shape = (side, side, 1)
+    if len(shape) == 2:
+        shape = (shape[0], shape[1], 1)
+    if int(np.prod(shape)) != x.shape[1]:
+        raise InputError(f"{p}: shape {shape} does not match rows of size {x.shape[1]}")
+    if not np.all(np.isfinite(x)):
+        raise InputError(f"{p}: x has NaN or infinite entries")
+    if y is not None and (y.shape[0] != x.shape[0] or y.min() < 0):
+        raise InputError(f"{p}: y must hold {x.shape[0]} non-negative integer labels")
+    x, scale = _normalise(x)
+    return Dataset(x, y, shape, f"{p.name} ({x.shape[0]} images {shape[0]}x{shape[1]}x{shape[2]})", scale)
+
+
+def image_permutation(shape, kind: str = "horizontal") -> np.ndarray:
+    """Index array idx with (g x)[k] = x[idx[k]] for the horizontal or vertical mirror."""
+    h, w, c = shape
+    idx = np.arange(c * h * w).reshape(c, h, w)
+    idx = idx[:, :, ::-1] if kind == "horizontal" else idx[:, ::-1, :]
+    return idx.reshape(-1).copy()
+
+
+def build_mlp(input_dim: int, output_dim: int, first_activation: str, widths=(64, 64, 64), later: str = "gelu"):
+    """An nn.Sequential: Linear, first activation, then Linear + ``later`` activation, final Linear."""
+    torch = _torch()
+
+    def act(name):
+        if name == "tanh":
+            return torch.nn.Tanh()
+        if name == "gelu":
+            return torch.nn.GELU()
+        if name == "relu":
+            return torch.nn.ReLU()
+        if name == "poly":
+            from .torch_backend import Polynomial
+
+            return Polynomial([0.0, 1.0, 0.5, 0.0])  # t + t^2/2: generic quadratic, K = permutations
+        raise InputError(f"unknown activation {name!r}; use one of {', '.join(ACTIVATIONS)}")
+
+    mods, n = [], input_dim
+    for i, w in enumerate(widths):
+        mods += [torch.nn.Linear(n, w), act(first_activation if i == 0 else later)]
+        n = w
+    mods.append(torch.nn.Linear(n, output_dim))
+    return torch.nn.Sequential(*mods)
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (no dependency); silent when ``enabled`` is False."""
+
+    def __init__(self, total: int, label: str, enabled: bool = True, stream=None):
+        self.total, self.label, self.enabled = total, label, enabled
+        self.stream = stream or sys.stderr
+        self.t0 = time.perf_counter()
+
+    def update(self, k: int, extra: str = "") -> None:
+        if not self.enabled:
+            return
+        frac = k / max(self.total, 1)
+        bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
+        self.stream.write(f"\r{self.label} [{bar}] {k}/{self.total} {time.perf_counter() - self.t0:.0f}s {extra}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def train_mlp(net, data: Dataset, task: str = "autoencoder", *, epochs: int = 300, lr: float = 1e-3,
+              batch_size: int = 128, equivariance_weight: float = 10.0, equivariance_start: float = 0.5,
+              noise_in_equivariance: bool = True,
+              seed: int = 0, progress: bool = True) -> dict:
+    """Train in place; the soft horizontal-mirror loss is on from ``equivariance_start`` of training.
+
+    Returns a dict of final losses (task loss, equivariance loss, accuracy for classifiers).
+    """
+    torch = _torch()
+    if task not in ("autoencoder", "classifier"):
+        raise InputError(f"unknown task {task!r}; use autoencoder or classifier")
+    if task == "classifier" and data.y is None:
+        raise InputError(f"the data set {data.name} has no labels \"y\": use --task autoencoder")
+    if epochs < 1:
+        raise InputError("--epochs must be at least 1")
+    torch.manual_seed(seed)
+    X = torch.from_numpy(data.x).float()
+    Y = torch.from_numpy(data.y) if data.y is not None else None
+    perm = torch.from_numpy(image_permutation(data.shape, "horizontal"))
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    gen = torch.Generator().manual_seed(seed)
+    bar = ProgressBar(epochs, f"training {task}", progress)
+    start = int(equivariance_start * epochs)
+    stats = {}
+    for ep in range(epochs):
+        order = torch.randperm(X.shape[0], generator=gen)
+        tot, teq, n = 0.0, 0.0, 0
+        for s in range(0, X.shape[0], batch_size):
+            xb = X[order[s:s + batch_size]]
+            out = net(xb)
+            if task == "autoencoder":
+                loss = torch.mean((out - xb) ** 2)
+            else:
+                loss = torch.nn.functional.cross_entropy(out, Y[order[s:s + batch_size]])
+            eq = torch.zeros(())
+            if ep >= start:
+                # the data batch plus as many Gaussian noise inputs: pixels that are constant in
+                # the data (digits' borders) otherwise keep weights the task never touches, and
+                # the paper's metric is measured on noise inputs
+                xe = torch.cat([xb, torch.randn(xb.shape, generator=gen)]) if noise_in_equivariance else xb
+                oe = net(xe)
+                outg = net(xe[:, perm])
+                target = oe[:, perm] if task == "autoencoder" else oe
+                eq = torch.mean((outg - target) ** 2)
+            opt.zero_grad()
+            (loss + equivariance_weight * eq).backward()
+            opt.step()
+            tot += float(loss.detach()) * xb.shape[0]
+            teq += float(eq.detach()) * xb.shape[0]
+            n += xb.shape[0]
+        stats = {"task_loss": tot / n, "equivariance_loss": teq / n}
+        bar.update(ep + 1, f"loss {stats['task_loss']:.4f} equiv {stats['equivariance_loss']:.4f}")
+    bar.close()
+    if task == "classifier":
+        with torch.no_grad():
+            stats["train_accuracy"] = float((net(X).argmax(1) == Y).float().mean())
+    return stats

@@ -1,0 +1,236 @@
+"""The numeric twin (numpy only): models, loading, derivation of the actions, paper metric, fdim."""
+
+import json
+
+import numpy as np
+import pytest
+
+from symeq.activations import monomial, polynomial, relu, tanh_series
+from symeq.errors import InputError, ShapeError
+from symeq.groups import mirror
+from symeq.layerwise import derive_latent_actions
+from symeq.models import random_equivariant_model, scramble
+from symeq.numeric import (NumericDenseLayer, NumericModel, compare_with_exact, derive_latent_actions_numeric,
+                           from_exact, load_numeric_model, model_from_json, numeric_activation, paper_metric,
+                           project_to_latent_group, random_equivariant_numeric, scramble_numeric)
+from symeq.numeric.fdim import functional_dimension, latent_dimension
+from symeq.numeric.models import save_npz
+from symeq.numeric.monomial import MonomialAction
+
+EXACT_ACTIVATIONS = [tanh_series(3), polynomial([0, 1, 1, 0, 1]), monomial(3), relu()]
+
+
+def _exact_scrambled(act, seed=1):
+    m = random_equivariant_model(mirror(2, 3), ["regular*3", "regular*2"], act, rng=seed)
+    s, _ = scramble(m, rng=seed + 1)
+    return s
+
+
+# -- the same generic body over the exact and the numeric backend (STYLE.md: python-flint) ----
+
+@pytest.mark.parametrize("act", EXACT_ACTIVATIONS, ids=lambda a: a.spec["type"])
+def test_conversion_has_the_same_function(act):
+    s = _exact_scrambled(act)
+    nm = from_exact(s)
+    assert nm.widths == s.widths and nm.n_params == s.n_params
+    from flint import fmpq
+
+    x = [fmpq(1, 3), fmpq(-1, 2), fmpq(2), fmpq(0), fmpq(1, 5), fmpq(-1)]
+    exact = [int(v.p) / int(v.q) for v in s(x)]
+    assert np.allclose(nm(np.array([float(int(v.p) / int(v.q)) for v in x])), exact, rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("act", EXACT_ACTIVATIONS, ids=lambda a: a.spec["type"])
+def test_noise_sweep_recovers_the_exact_actions(act):
+    """Acceptance: for eps <= 1e-6 the actions equal the exact ones; the error grows with eps."""
+    s = _exact_scrambled(act)
+    exact = derive_latent_actions(s)
+    assert exact.found
+    nm = from_exact(s)
+    continuous = act.kind == "relu" or act.symmetry == "monomial"
+    errors = []
+    for eps in [0.0, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2]:
+        d = derive_latent_actions_numeric(nm.perturbed(eps, rng=7) if eps else nm)
+        errors.append(d.max_residual)
+        if eps <= 1e-6:
+            # finite K: the snapped signs are exactly the exact ones; continuous scalings are
+            # recovered to within the noise
+            tol = 1e-12 if not continuous else 100 * max(eps, 1e-12)
+            cmp = compare_with_exact(d, exact, tol=tol)
+            assert all(c["equal"] for c in cmp), cmp
+            assert d.max_residual <= 10 * max(eps, 1e-14)
+        if 0 < eps <= 1e-8:
+            assert d.within_tolerance
+    assert errors[0] < 1e-13
+    nonzero = errors[1:]
+    assert all(b > a for a, b in zip(nonzero, nonzero[1:])), errors
+    assert not derive_latent_actions_numeric(nm.perturbed(1e-2, rng=7)).within_tolerance
+
+
+def test_recovered_actions_are_the_scrambled_truth():
+    m = random_equivariant_numeric(mirror(4, 4), [32, 32, 16], numeric_activation("tanh"), rng=0)
+    s, k = scramble_numeric(m, rng=1)
+    d = derive_latent_actions_numeric(s)
+    assert d.within_tolerance and d.homomorphism_error == 0.0
+    for i, (rho, kpost) in enumerate(zip(m.meta["latent_representations"], k.post_actions(m))):
+        truth = kpost @ rho[0] @ kpost.inverse()
+        assert d.actions[i][0].allclose(truth), i
+
+
+def test_relu_and_monomial_float_models_scramble_and_recover():
+    for act in ("relu", {"type": "monomial", "degree": 2}):
+        m = random_equivariant_numeric(mirror(2, 2), [8, 12], numeric_activation(act), rng=3)
+        s, _ = scramble_numeric(m, rng=4)
+        assert np.allclose(s(np.ones(4)), m(np.ones(4)))
+        assert derive_latent_actions_numeric(s).max_residual < 1e-10
+
+
+def test_non_equivariant_model_is_reported_not_within_tolerance():
+    rng = np.random.default_rng(0)
+    t = numeric_activation("tanh")
+    m = NumericModel(4, [NumericDenseLayer(rng.standard_normal((6, 4)), rng.standard_normal(6), t),
+                         NumericDenseLayer(rng.standard_normal((4, 6)), rng.standard_normal(4))], mirror(2, 2))
+    d = derive_latent_actions_numeric(m)
+    assert not d.within_tolerance and d.max_residual > 0.1
+    assert "NOT within" in d.report()
+
+
+# -- the paper's metric and the projection to K ---------------------------------------------
+
+def test_projection_to_each_latent_group():
+    rng = np.random.default_rng(1)
+    true = MonomialAction(rng.permutation(7), rng.choice([-1.0, 1.0], 7) * rng.uniform(0.5, 2, 7))
+    A = true.to_dense() + 1e-3 * rng.standard_normal((7, 7))
+    assert project_to_latent_group(A, "monomial").allclose(true, tol=1e-2)
+    sp = project_to_latent_group(A, "signed permutation")
+    assert np.array_equal(sp.cols, true.cols) and np.array_equal(sp.vals, np.sign(true.vals))
+    pos = MonomialAction(true.cols, np.abs(true.vals))
+    assert project_to_latent_group(pos.to_dense(), "positive monomial").allclose(pos)
+    perm = MonomialAction(true.cols, np.ones(7))
+    assert project_to_latent_group(perm.to_dense() + 0.01, "permutation").allclose(perm)
+
+
+def test_paper_metric_small_on_equivariant_large_on_random():
+    g = mirror(3, 3)
+    m = random_equivariant_numeric(g, [18, 18], numeric_activation("tanh"), rng=0)
+    s, _ = scramble_numeric(m, rng=1)
+    res = paper_metric(s, layers=[1, 2], n_fit=500, n_test=300, rng=0)
+    assert all(r.error < 1e-8 and r.projected_error < 1e-8 for r in res)
+    assert res[0].kind == "signed permutation"
+    rng = np.random.default_rng(2)
+    t = numeric_activation("tanh")
+    rand = NumericModel(9, [NumericDenseLayer(rng.standard_normal((18, 9)), rng.standard_normal(18), t),
+                            NumericDenseLayer(rng.standard_normal((9, 18)), rng.standard_normal(9))], g)
+    r = paper_metric(rand, layers=[1], n_fit=500, n_test=300, rng=0)[0]
+    assert r.projected_error > 0.3 and r.projected_error >= r.error
+
+
+# -- functional dimension ---------------------------------------------------------------------
+
+def _random_net(widths, act, rng, scale=1.5):
+    # weights of size ~ 1/sqrt(fan-in): deep polynomial nets stay well conditioned
+    layers = [NumericDenseLayer(scale * rng.standard_normal((widths[i + 1], widths[i])) / np.sqrt(widths[i]),
+                                0.5 * rng.standard_normal(widths[i + 1]),
+                                act if i < len(widths) - 2 else None) for i in range(len(widths) - 1)]
+    return NumericModel(widths[0], layers)
+
+
+@pytest.mark.parametrize("spec,widths", [
+    ("tanh", [3, 5, 4, 2]),
+    ({"type": "tanh_series", "order": 3}, [3, 5, 4, 2]),
+    ({"type": "polynomial", "coeffs": ["0", "1", "1", "0", "1"]}, [3, 4, 2]),
+    ({"type": "polynomial", "coeffs": ["0", "1", "1", "1"]}, [3, 4, 3, 2]),
+    ({"type": "monomial", "degree": 3}, [3, 4, 2]),
+])
+def test_functional_dimension_is_params_minus_dim_k_and_drops_on_a_clone(spec, widths):
+    rng = np.random.default_rng(0)
+    act = numeric_activation(spec)
+    m = _random_net(widths, act, rng)
+    r = functional_dimension(m, rng=1)
+    assert r.rank == r.expected == m.n_params - latent_dimension(m), r.report()
+    assert r.gap > 1e5 or r.rank == min(r.singular_values.shape[0], r.n_params)
+    W, b = m.layers[0].weight.copy(), m.layers[0].bias.copy()
+    W[1], b[1] = W[0], b[0]
+    clone = NumericModel(m.input_dim, [NumericDenseLayer(W, b, act)] + m.layers[1:])
+    rc = functional_dimension(clone, rng=1)
+    assert rc.rank < r.rank and rc.gap > 1e3, rc.report()
+
+
+# -- loading and bad input --------------------------------------------------------------------
+
+def _json_model(**over):
+    data = {"format": "symeq-model/1", "input_dim": 2, "layers": [
+        {"type": "dense", "weight": [[0.5, "1/3"], [-1.25, 2]], "bias": [0.1, "-1/2"], "activation": {"type": "tanh"}},
+        {"type": "dense", "weight": [[1.0, -1.0]], "bias": None, "activation": None}]}
+    data.update(over)
+    return data
+
+
+def test_json_floats_and_numeric_only_activations():
+    m = model_from_json(_json_model())
+    assert m.widths == [2, 2, 1] and m.layers[0].weight[0, 1] == pytest.approx(1 / 3)
+    for kind in ("gelu", "sigmoid", "relu", "tanh"):
+        d = _json_model()
+        d["layers"][0]["activation"] = {"type": kind}
+        assert model_from_json(d).layers[0].activation.name == kind
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda d: d["layers"][0].__setitem__("weight", [[float("nan"), 1], [1, 1]]), "finite"),
+    (lambda d: d["layers"][0].__setitem__("weight", [[1, 1, 1], [1, 1, 1]]), "shape"),
+    (lambda d: d["layers"][0].__setitem__("bias", [1.0]), "length"),
+    (lambda d: d["layers"][0].__setitem__("activation", {"type": "swish"}), "unknown activation"),
+    (lambda d: d.__setitem__("format", "other/1"), "unsupported format"),
+    (lambda d: d["layers"][1].__setitem__("weight", [["x", 1]]), "number"),
+])
+def test_bad_json_is_a_clear_input_error(mutate, message):
+    d = _json_model()
+    mutate(d)
+    with pytest.raises(InputError, match=message):
+        model_from_json(d)
+
+
+def test_nan_weights_in_a_layer_are_refused():
+    with pytest.raises(InputError, match="NaN"):
+        NumericDenseLayer(np.array([[np.nan]]), None, None)
+    with pytest.raises(ShapeError):
+        NumericModel(3, [NumericDenseLayer(np.ones((1, 2)))])
+
+
+def test_files_npz_round_trip_and_wrong_kinds(tmp_path):
+    m = random_equivariant_numeric(mirror(2, 2), [4], numeric_activation("tanh"), rng=0)
+    p = tmp_path / "m.npz"
+    save_npz(m, p)
+    m2 = load_numeric_model(p)
+    assert np.allclose(m2.parameters(), m.parameters()) and m2.group is not None
+    jp = tmp_path / "m.json"
+    jp.write_text(json.dumps(_json_model()))
+    assert load_numeric_model(jp).widths == [2, 2, 1]
+    bad = tmp_path / "bad.npz"
+    bad.write_text("not a zip")
+    with pytest.raises(InputError, match="npz"):
+        load_numeric_model(bad)
+    arr = tmp_path / "arr.npz"
+    np.savez(arr, x=np.ones(3))
+    with pytest.raises(InputError, match="weight_0"):
+        load_numeric_model(arr)
+    with pytest.raises(InputError, match="unknown model file kind"):
+        load_numeric_model(tmp_path / "m.txt")
+    with pytest.raises(InputError, match="no such file"):
+        load_numeric_model(tmp_path / "missing.json")
+
+
+def test_scale_recovery_medium_width():
+    """A quick version of the width-4096 benchmark (which is slow-marked below)."""
+    m = random_equivariant_numeric(mirror(4, 4), [512] * 3, numeric_activation("tanh"), rng=0)
+    s, _ = scramble_numeric(m, rng=1)
+    d = derive_latent_actions_numeric(s)
+    assert d.within_tolerance and d.seconds < 10
+
+
+@pytest.mark.slow
+def test_width_4096_depth_6_under_a_minute():
+    m = random_equivariant_numeric(mirror(8, 8), [4096] * 6, numeric_activation("tanh"), rng=0)
+    s, _ = scramble_numeric(m, rng=1)
+    d = derive_latent_actions_numeric(s)
+    assert d.within_tolerance and d.seconds < 60, d.report()

