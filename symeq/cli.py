@@ -14,6 +14,8 @@ Commands
     list the built-in groups.
 ``symeq numeric-check MODEL`` / ``symeq experiment mirror --activation tanh gelu``
     the float twin: layerwise analysis of real-size trained networks, the paper's experiment.
+``symeq explain [MODEL.json] [--out DIR]``
+    a step-by-step report (Markdown and self-contained HTML with MathML) and a picture.
 ``symeq hunt --arch 2,4,2 --group rot3 --out results.jsonl [--workers N | --scheduler tcp://...]``
     search for equivariant ReLU networks with no layerwise-equivariant parameter (resumable).
 
@@ -220,9 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("groups", help="list the built-in groups")
     s.set_defaults(func=cmd_groups)
 
+    from .explain import register as register_explain
     from .numeric.cli import register as register_numeric
     from .relu.cli import register as register_hunt
 
+    register_explain(sub)
     register_hunt(sub)
     register_numeric(sub)
     return p

@@ -295,6 +295,17 @@ class Model:
                          for l in self.layers[:-1])
         return f"Model({self.name!r}, widths {self.widths}, activations [{acts}])"
 
+    def _repr_png_(self):
+        """A picture of the network for Jupyter (None without matplotlib: LaTeX is shown)."""
+        from .errors import EngineMissing
+
+        try:
+            from .display import model_png
+
+            return model_png(self)
+        except EngineMissing:
+            return None
+
     def _repr_latex_(self) -> str:
         import sympy
 

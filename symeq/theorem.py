@@ -194,6 +194,17 @@ class Verification:
     def __str__(self) -> str:
         return self.report()
 
+    def _repr_png_(self):
+        """The network coloured by orbits of the derived actions (None without matplotlib)."""
+        from .errors import EngineMissing
+
+        try:
+            from .display import verification_png
+
+            return verification_png(self)
+        except EngineMissing:
+            return None
+
     def _repr_latex_(self) -> str:
         import sympy
 
