@@ -57,7 +57,8 @@ def _load(args):
     return model
 
 
-def _group_output(text: str):
+def group_output_arg(text: str):
+    """argparse type of --group-output: \"same\" or k (the trivial action on R^k)."""
     if text == "same":
         return "same"
     try:
@@ -75,7 +76,7 @@ def cmd_verify(args) -> int:
 
     model = _load(args)
     _progress(f"verifying {model.name}: widths {model.widths}, group {model.group.label}")
-    v = verify(model, method=args.method, timeout=args.timeout, seed=args.seed)
+    v = verify(model, method=args.method, timeout=args.timeout, seed=args.seed, fibre_search=not args.no_fibre_search)
     if args.certificate:
         write_json(v.certificate(), args.certificate)
         _progress(f"certificate written to {args.certificate}")
@@ -187,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="verify the conclusion of Theorem 4.1 for a model")
     v.add_argument("model", nargs="?", help="model file (symeq-model/1 JSON); default: the built-in example")
     v.add_argument("--group", help="a built-in group overriding the file's (see `symeq groups`)")
-    v.add_argument("--group-output", type=_group_output, default="same",
+    v.add_argument("--group-output", type=group_output_arg, default="same",
                    help="how --group acts on the output: 'same' (default) or k for the trivial action on R^k")
     v.add_argument("--certificate", metavar="OUT.json", help="write the certificate here")
     v.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
@@ -195,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how end-to-end equivariance is decided (default: auto)")
     v.add_argument("--timeout", type=float, default=None, help="time budget in seconds (exit 3 past it)")
     v.add_argument("--seed", type=int, default=0, help="seed of the random points (probabilistic method)")
+    v.add_argument("--no-fibre-search", action="store_true",
+                   help="do not search the fibre for a layerwise-equivariant theta' when none exists at theta")
     v.set_defaults(func=cmd_verify)
 
     c = sub.add_parser("check", help="re-verify a certificate with the independent checker")
@@ -210,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="a random layerwise-equivariant model")
     g.add_argument("--group", required=True)
-    g.add_argument("--group-output", type=_group_output, default="same")
+    g.add_argument("--group-output", type=group_output_arg, default="same")
     g.add_argument("--activation", default="tanh3")
     g.add_argument("--latent", action="append", help="per hidden layer: regular[*m] or input[*m] (repeat)")
     g.add_argument("--no-bias", action="store_true")

@@ -633,17 +633,9 @@ def explain(model, group=None, out_dir=".", *, verification=None, **verify_optio
 # -- the command line ----------------------------------------------------------------------------
 
 def _group_output(text: str):
-    import argparse
+    from .cli import group_output_arg
 
-    if text == "same":
-        return "same"
-    try:
-        k = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("--group-output is \"same\" or a positive integer") from None
-    if k < 1:
-        raise argparse.ArgumentTypeError("--group-output must be positive")
-    return k
+    return group_output_arg(text)
 
 
 def cmd_explain(args) -> int:

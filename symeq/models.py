@@ -43,6 +43,7 @@ from .numbers import (
 
 __all__ = [
     "DenseLayer",
+    "LayeredShape",
     "Model",
     "equivariant_basis",
     "reynolds",
@@ -112,8 +113,35 @@ class DenseLayer:
         return self.bias if self.tokens is None else self.bias[: self.out_dim // self.tokens]
 
 
+class LayeredShape:
+    """Shape bookkeeping shared by the exact :class:`Model` and the numeric twin
+    (``input_dim`` and ``layers`` with ``in_dim``/``out_dim``)."""
+
+    def check_group(self, group) -> None:
+        if group.input_dim != self.input_dim:
+            raise ShapeError(f"the group acts on inputs of size {group.input_dim}, the model takes {self.input_dim}")
+        if group.output_dim != self.output_dim:
+            raise ShapeError(f"the group acts on outputs of size {group.output_dim}, the model returns {self.output_dim}")
+
+    @property
+    def widths(self) -> list[int]:
+        return [self.input_dim] + [l.out_dim for l in self.layers]
+
+    @property
+    def hidden_widths(self) -> list[int]:
+        return self.widths[1:-1]
+
+    @property
+    def output_dim(self) -> int:
+        return self.layers[-1].out_dim
+
+    @property
+    def depth(self) -> int:
+        return len(self.layers)
+
+
 @dataclass(eq=False)
-class Model:
+class Model(LayeredShape):
     """A network f = f_L o ... o f_1 of dense layers with exact parameters.
 
     Parameters
@@ -158,29 +186,6 @@ class Model:
             n = layer.out_dim
         if self.group is not None:
             self.check_group(self.group)
-
-    def check_group(self, group: FiniteGroup) -> None:
-        if group.input_dim != self.input_dim:
-            raise ShapeError(f"the group acts on inputs of size {group.input_dim}, the model takes {self.input_dim}")
-        if group.output_dim != self.output_dim:
-            raise ShapeError(f"the group acts on outputs of size {group.output_dim}, the model returns {self.output_dim}")
-
-    # -- shape ------------------------------------------------------------------------------
-    @property
-    def widths(self) -> list[int]:
-        return [self.input_dim] + [l.out_dim for l in self.layers]
-
-    @property
-    def hidden_widths(self) -> list[int]:
-        return self.widths[1:-1]
-
-    @property
-    def output_dim(self) -> int:
-        return self.layers[-1].out_dim
-
-    @property
-    def depth(self) -> int:
-        return len(self.layers)
 
     @property
     def n_params(self) -> int:

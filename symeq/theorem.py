@@ -265,6 +265,59 @@ def _try_submodel(model: Model, group: FiniteGroup, deadline: Deadline, max_cand
     return theta2, d2, red
 
 
+FIBRE_SEARCH_MAX_PARAMS = 40
+FIBRE_SEARCH_DEFAULT_SECONDS = 60.0
+
+
+def _try_polynomial_fibre(model, group, deadline, enabled, eq, d, notes):
+    """Fibre-wide search (symeq.fibre.search) for small polynomial MLPs with no action at theta."""
+    if not enabled or model.has_relu or model.has_attention or not model.is_polynomial or not eq.exact:
+        return None
+    if model.n_params > FIBRE_SEARCH_MAX_PARAMS:
+        notes.append(f"fibre-wide search skipped: {model.n_params} parameters (more than {FIBRE_SEARCH_MAX_PARAMS}); "
+                     "run symeq.fibre.search.search_fibre directly with a time budget")
+        return None
+    from .fibre.search import MAX_GROUP_ORDER, search_fibre
+
+    if group.order() > MAX_GROUP_ORDER:
+        return None
+    budget = FIBRE_SEARCH_DEFAULT_SECONDS
+    if deadline.seconds is not None:
+        budget = max(0.0, deadline.seconds - deadline.elapsed())
+    deadline.check("starting the fibre-wide search")
+    fs = search_fibre(model, group, check_theta=False, timeout=budget)
+    lines = list(fs.proof or [])
+    if fs.verdict == "layerwise-parameter" and fs.parameter is not None:
+        from .layerwise import check_layerwise
+
+        theta2 = fs.parameter.with_group(group)
+        checks, hom, order, msg = check_layerwise(theta2, group, fs.actions, deadline)
+        if not (all(c.holds for c in checks) and hom):
+            raise AssertionError(f"fibre-wide search returned actions that fail their checks: {msg}")
+        d2 = Derivation(True, fs.actions, checks, True, order, d.candidates, True, None,
+                        "fibre-wide search (Groebner basis per candidate action), re-parametrized")
+        ident = {"status": "not-identifiable",
+                 "detail": "no latent action at theta (theta^g is in the fibre but not in the orbit), "
+                           "but theta' in the same fibre is layerwise equivariant"}
+        notes.append(f"re-parametrized by the fibre-wide search: theta' has the same function (polynomial maps "
+                     f"equal exactly) and is layerwise equivariant under the candidate action {getattr(fs.candidate, 'label', '')}")
+        v = Verification("layerwise-equivariant", theta2, group, eq, d2, ident, notes, deadline.elapsed())
+        v.original = model
+        v.fibre = fs
+        return v
+    if fs.verdict == "no-layerwise-parameter":
+        ident = {"status": "not-identifiable",
+                 "detail": "theta^g is in the fibre of theta but not in its orbit"}
+        notes.append("fibre-wide search (exhaustive over candidate actions up to conjugacy): no parameter with the "
+                     "same function is layerwise equivariant" + ("" if fs.exact else " (some emptiness proofs are modular)"))
+        notes.extend(lines)
+        v = Verification("no-layerwise-parameter", model, group, eq, d, ident, notes, deadline.elapsed())
+        v.fibre = fs
+        return v
+    notes.append(f"fibre-wide search: {fs.verdict}" + (f" ({lines[-1]})" if lines else ""))
+    return None
+
+
 def _try_relu_fibre(model: Model, group: FiniteGroup, deadline: Deadline):
     """For one hidden ReLU layer: the exact fibre-wide decision (symeq.relu.fibre)."""
     if model.depth != 2 or not model.has_relu:
@@ -315,6 +368,7 @@ def verify(
     timeout: float | None = None,
     seed: int | None = 0,
     max_candidates: int = 64,
+    fibre_search: bool = True,
 ) -> Verification:
     """Verify the conclusion of Theorem 4.1 for ``model`` at its parameter theta.
 
@@ -325,6 +379,9 @@ def verify(
     method : how end-to-end equivariance is decided ("auto", "grid", "symbolic", "probabilistic")
     timeout : seconds before :class:`~symeq.errors.BudgetExceeded` (exit 3)
     seed : seed of the random points of the probabilistic method
+    fibre_search : when no action exists at theta (or at a reduced submodel), search the fibre
+        for a layerwise-equivariant theta' (small polynomial models: one Groebner basis per
+        candidate action; one hidden ReLU layer: the exact canonical-form decision)
 
     Returns
     -------
@@ -371,7 +428,10 @@ def verify(
         v.original = model
         v.reduction = red
         return v
-    relu_fibre = _try_relu_fibre(model, group, deadline)
+    poly = _try_polynomial_fibre(model, group, deadline, fibre_search, eq, d, notes)
+    if poly is not None:
+        return poly
+    relu_fibre = _try_relu_fibre(model, group, deadline) if fibre_search else None
     if relu_fibre is not None:
         fd, v = relu_fibre(eq, d, notes)
         if v is not None:
@@ -382,6 +442,6 @@ def verify(
                            "k . theta for any k in prod K_i (exhaustive search): the fibre is larger than the orbit"}
     else:
         ident = {"status": "unknown", "detail": "no latent action found at theta; identifiability not decided"}
-    notes.append("the conclusion fails at theta itself; whether a re-parametrization theta' in the same fibre is "
-                 "layerwise equivariant needs the fibre-wide search, which this version does not run")
+    notes.append("the conclusion fails at theta itself, and the fibre-wide search did not decide whether a "
+                 "re-parametrization theta' in the same fibre is layerwise equivariant")
     return Verification("undetermined", model, group, eq, d, ident, notes, deadline.elapsed())

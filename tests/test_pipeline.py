@@ -121,11 +121,17 @@ def test_no_action_at_theta_is_undetermined_and_proves_non_identifiability():
     G = FiniteGroup([(permutation_matrix([1, 0]), identity(1))], ["swap"])
     m = Model(2, [DenseLayer(matrix([["3/5", "4/5"], ["4/5", "-3/5"]]), None, monomial(2)),
                   DenseLayer(matrix([[1, 1]]), None, None)], G)
-    v = verify(m)
+    v = verify(m, fibre_search=False)
     assert v.equivariance.holds and v.equivariance.exact
     assert v.verdict == "undetermined" and v.exit_code == 3
     assert v.identifiability["status"] == "not-identifiable"
     assert "no partner" in v.derivation.failure
+    # Issue acceptance: the fibre-wide search finds a layerwise-equivariant theta' (same function)
+    v = verify(m)
+    assert v.verdict == "layerwise-equivariant" and v.exit_code == 0 and v.reparametrized
+    assert v.identifiability["status"] == "not-identifiable"
+    assert v.model.polynomial_map() == m.polynomial_map()
+    assert check_certificate(v.certificate(), model_to_json(m)).accepted
 
 
 def test_clones_are_resolved_by_backtracking():

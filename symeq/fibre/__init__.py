@@ -1,13 +1,16 @@
 """Fibres of parameters: the fibre ideal, Gröbner engines behind one interface, orbit comparison.
 
 * :func:`fibre_ideal` -- the ideal of {theta' : f(.; theta') = f(.; theta)}, gauge-fixed;
-* :func:`groebner` -- dimension and degree of an ideal with sympy or msolve;
+* :func:`groebner` -- dimension and degree of an ideal (sympy, flint, Singular, giac, msolve; "auto");
+* :mod:`.witness` -- fibre points and tangent directions: witnesses of non-identifiability;
 * :func:`compare_with_orbit` -- the fibre against the orbit K . theta: identifiable or not.
 """
 
 from .ideal import FibreIdeal, GaugeFix, fibre_ideal, parameter_names, parameter_values
-from .engines import GroebnerResult, available_engines, groebner, monomial_dimension, standard_monomials
+from .engines import (GroebnerResult, available_engines, best_exact_engine, groebner, monomial_dimension,
+                      standard_monomials)
 from .orbit import FibreComparison, compare_with_orbit, latent_orbit
+from .witness import FibrePoint, line_in_fibre, slice_points, tangent_directions, zero_dimensional_points
 
 __all__ = [
     "FibreIdeal",
@@ -23,4 +26,10 @@ __all__ = [
     "FibreComparison",
     "compare_with_orbit",
     "latent_orbit",
+    "best_exact_engine",
+    "FibrePoint",
+    "zero_dimensional_points",
+    "tangent_directions",
+    "line_in_fibre",
+    "slice_points",
 ]

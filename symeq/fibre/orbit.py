@@ -57,13 +57,15 @@ from flint import fmpq
 
 from ..errors import BudgetExceeded, InputError
 from ..numbers import mat_rows
-from .engines import GroebnerResult, groebner, hermite_counts
+from .engines import GroebnerResult, best_exact_engine, groebner, hermite_counts
 from .ideal import FibreIdeal, _needs_gauge, fibre_ideal
 
 __all__ = ["FibreComparison", "compare_with_orbit", "latent_orbit", "MAX_GROUP_ELEMENTS"]
 
 #: refuse to enumerate more latent group elements than this
 MAX_GROUP_ELEMENTS = 200_000
+#: default seconds for computing a witness of a positive-dimensional fibre
+WITNESS_TIMEOUT = 30.0
 
 
 @dataclass
@@ -86,6 +88,11 @@ class FibreComparison:
     engine, seconds : the engine used and the whole comparison's time
     gauge : the fixed entries (see :class:`~symeq.fibre.ideal.GaugeFix`)
     ideal : the fibre ideal; groebner : the engine's result; orbit : the orbit points
+    witness : for "not-identifiable", what shows it (a dict, see :func:`compare_with_orbit`)
+    points : for a small zero-dimensional fibre, its points (:class:`~symeq.fibre.witness.FibrePoint`,
+        exact when rational; the orbit points themselves when identifiable)
+    witness_real : True when the witness is real (so theta is not identifiable over R either),
+        False when it is only complex, None when unknown
     """
 
     status: str
@@ -105,11 +112,26 @@ class FibreComparison:
     ideal: FibreIdeal
     groebner: GroebnerResult | None = None
     orbit: list = field(default_factory=list, repr=False)
+    witness: dict | None = None
+    points: list | None = field(default=None, repr=False)
+    witness_real: bool | None = None
+
+    @property
+    def groebner_field(self) -> str:
+        """The Gröbner answer's field: "QQ" (exact) or "modular (2 primes agree)" (msolve)."""
+        return self.groebner.field if self.groebner is not None else "n/a"
 
     def summary(self) -> str:
         return (f"{self.status}: fibre dimension {self.dimension}, degree {self.degree} (over C, with multiplicity), "
                 f"orbit {self.orbit_size} -- {self.reason} [{self.engine}, {self.seconds:.3g} s"
-                f"{'' if self.exact else ', modular'}]")
+                f"{'' if self.exact else ', ' + self.groebner_field}]")
+
+    def describe_witness(self) -> str:
+        """One line naming the witness (empty when there is none)."""
+        w = self.witness
+        if not w:
+            return ""
+        return w.get("text", str(w))
 
 
 def _scalings(act, bias: bool) -> list:
@@ -230,7 +252,8 @@ def latent_orbit(model, ideal: FibreIdeal | None = None, *, max_elements: int = 
 
 
 def compare_with_orbit(model, *, engine: str = "auto", timeout: float | None = None, bias="auto",
-                       check_radical: bool = True) -> FibreComparison:
+                       check_radical: bool = True, witnesses: bool = True,
+                       witness_timeout: float = WITNESS_TIMEOUT) -> FibreComparison:
     """Decide whether theta is identifiable by comparing its fibre with its orbit (small models).
 
     Parameters
@@ -240,7 +263,12 @@ def compare_with_orbit(model, *, engine: str = "auto", timeout: float | None = N
     timeout : seconds for the Gröbner computation; past it the status is "unknown"
     bias : as in :func:`~symeq.fibre.ideal.fibre_ideal`
     check_radical : when the finite fibre has more points with multiplicity than the orbit, count
-        its distinct complex and real points with Hermite's trace form (exact; sympy's basis)
+        its distinct complex and real points with Hermite's trace form (exact basis over Q)
+    witnesses : compute witnesses of non-identifiability (:mod:`symeq.fibre.witness`): for a finite
+        fibre its points (rational ones exactly, the others by the minimal polynomial of a separating
+        linear form and their number of real roots) and an extra point outside the orbit; for a
+        positive-dimensional fibre a basis of ker J(theta) (directions not tangent to the finite
+        orbit), the line theta + s v when it lies in the fibre, and the points of a finite slice
 
     Returns
     -------
@@ -272,11 +300,19 @@ def compare_with_orbit(model, *, engine: str = "auto", timeout: float | None = N
     points, stab = latent_orbit(model, ideal)
     orbit = len(points)
 
-    def done(status, reason, gb=None, distinct=None, real=None, radical=None):
+    def remaining():
+        return None if timeout is None else max(1.0, timeout - (time.perf_counter() - t0))
+
+    def witness_budget():
+        r = remaining()
+        return witness_timeout if r is None else min(r, witness_timeout)
+
+    def done(status, reason, gb=None, distinct=None, real=None, radical=None, witness=None, pts=None,
+             witness_real=None):
         return FibreComparison(
             status, reason, gb.dimension if gb else None, gb.degree if gb else None, orbit, stab, distinct, real,
             radical, "C", gb.field == "QQ" if gb else True, gb.engine if gb else engine,
-            time.perf_counter() - t0, list(ideal.gauge), ideal, gb, points)
+            time.perf_counter() - t0, list(ideal.gauge), ideal, gb, points, witness, pts, witness_real)
 
     try:
         gb = groebner(ideal, engine=engine, timeout=timeout)
@@ -285,39 +321,106 @@ def compare_with_orbit(model, *, engine: str = "auto", timeout: float | None = N
     if gb.dimension < 0:  # pragma: no cover - theta is always a point of its fibre
         raise AssertionError("the fibre ideal has no zero, but theta is one")
     if gb.dimension > 0:
+        witness, wreal = _positive_dimensional_witness(ideal, gb, points, witness_budget, witnesses)
         return done("not-identifiable",
                     f"the gauge-fixed fibre has dimension {gb.dimension} > 0 over C, the orbit is finite "
-                    f"({orbit} points)", gb)
+                    f"({orbit} points)", gb, witness=witness, witness_real=wreal)
     if gb.degree is None:
         return done("unknown", "the fibre is finite but its degree was too large to enumerate", gb)
     if gb.degree < orbit:  # pragma: no cover - the orbit lies in the fibre
         raise AssertionError(f"degree {gb.degree} < orbit size {orbit}: the engine's answer is inconsistent")
+    orbit_pts = _orbit_as_points(ideal, points)
     if gb.degree == orbit:
         if stab > 1:
             return done("not-identifiable", f"fibre = orbit ({orbit} points) but theta has a stabilizer of size {stab}: "
-                        "k is not unique", gb, orbit, orbit, True)
+                        "k is not unique", gb, orbit, orbit, True, pts=orbit_pts,
+                        witness={"kind": "stabilizer", "size": stab,
+                                 "text": f"a nontrivial latent symmetry (stabilizer of size {stab}) fixes theta"},
+                        witness_real=True)
         return done("identifiable", f"fibre = orbit: degree {gb.degree} (with multiplicity) equals the {orbit} orbit "
                     "points, so the ideal is radical and the fibre is the orbit (over C, hence over R)",
-                    gb, orbit, orbit, True)
+                    gb, orbit, orbit, True, pts=orbit_pts)
     distinct = real = None
+    fibre_pts = None
     if check_radical:
         res = gb if gb.basis is not None else None
         if res is None and gb.degree <= 400:
             try:
-                remaining = None if timeout is None else max(1.0, timeout - (time.perf_counter() - t0))
-                res = groebner(ideal, engine="sympy", timeout=remaining)
+                res = groebner(ideal, engine=best_exact_engine(), timeout=remaining())
             except BudgetExceeded:
                 res = None
         counts = hermite_counts(res) if res is not None else None
         if counts is not None:
             distinct, real = counts
+        if res is not None and witnesses:
+            from .witness import zero_dimensional_points
+
+            fibre_pts = zero_dimensional_points(res, orbit=points)
+    witness, wreal = _extra_point_witness(fibre_pts)
     if distinct is None:
         return done("not-identifiable", f"degree {gb.degree} (with multiplicity; radicality not checked) > orbit "
-                    f"size {orbit}", gb)
+                    f"size {orbit}", gb, witness=witness, pts=fibre_pts, witness_real=wreal)
     radical = distinct == gb.degree
     if distinct == orbit:
         status = "identifiable" if stab == 1 else "not-identifiable"
         return done(status, f"the fibre's {distinct} distinct points are the orbit; the ideal is not radical "
-                    f"(degree {gb.degree} counts multiplicity)", gb, distinct, real, False)
+                    f"(degree {gb.degree} counts multiplicity)", gb, distinct, real, False, pts=fibre_pts)
+    if wreal is None and real is not None:
+        wreal = real > orbit
     return done("not-identifiable", f"the fibre has {distinct} distinct complex points ({real} real) > orbit size "
-                f"{orbit}", gb, distinct, real, radical)
+                f"{orbit}", gb, distinct, real, radical, witness=witness, pts=fibre_pts, witness_real=wreal)
+
+
+def _orbit_as_points(ideal, points):
+    from .witness import FibrePoint
+
+    return [FibrePoint("rational", {}, [], 1, 1, 1, values=dict(p), in_orbit=True) for p in points]
+
+
+def _extra_point_witness(fibre_pts):
+    """The best extra point: a real rational one, else a real algebraic one, else any."""
+    if not fibre_pts:
+        return None, None
+    extra = [p for p in fibre_pts if p.in_orbit is False or (p.kind == "rational" and p.values is None)]
+    if not extra:
+        return None, None
+    extra.sort(key=lambda p: (p.values is None, p.kind != "rational", not p.is_real, p.degree))
+    p = extra[0]
+    w = {"kind": "extra-point", "point": p.to_json(), "text": "a fibre point outside the orbit: " + p.describe()}
+    return w, (True if any(q.is_real for q in extra) else False)
+
+
+def _positive_dimensional_witness(ideal, gb, orbit_points, budget, witnesses):
+    """Tangent directions at theta (exact), a line in the fibre when there is one, and slice points."""
+    if not witnesses:
+        return None, None
+    from .witness import line_in_fibre, slice_points, tangent_directions
+
+    dirs = tangent_directions(ideal)
+    w: dict = {"kind": "positive-dimensional", "dimension": gb.dimension,
+               "tangent_directions": [{k: str(v) for k, v in d.items() if v != 0} for d in dirs]}
+    texts = [f"ker J(theta) has dimension {len(dirs)} (the orbit is finite in the gauge slice, so no direction "
+             "is tangent to it)"]
+    for d in dirs:
+        if line_in_fibre(ideal, d):
+            w["line"] = {k: str(v) for k, v in d.items() if v != 0}
+            texts.append("the whole line theta + s*(" + ", ".join(f"{k}:{v}" for k, v in d.items() if v != 0)
+                         + ") lies in the fibre")
+            break
+    real = True if "line" in w else None
+    try:
+        found = slice_points(ideal, gb, engine=best_exact_engine(), timeout=budget(), orbit=orbit_points)
+    except Exception as e:  # pragma: no cover - a witness is a bonus; never lose the verdict over it
+        found = None
+        w["slice_error"] = f"{type(e).__name__}: {e}"
+    if found is not None:
+        fixed, pts = found
+        w["slice"] = {k: str(v) for k, v in fixed.items()}
+        w["slice_points"] = [p.to_json() for p in pts]
+        best = sorted(pts, key=lambda p: (p.values is None, p.kind != "rational", not p.is_real, p.degree))[0]
+        w["point"] = best.to_json()
+        texts.append("on the slice " + ", ".join(f"{k}={v}" for k, v in fixed.items()) + ": " + best.describe())
+        if any(p.is_real for p in pts):
+            real = True
+    w["text"] = "; ".join(texts)
+    return w, real

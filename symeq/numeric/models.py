@@ -45,6 +45,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import EngineMissing, InputError, ShapeError
+from ..models import LayeredShape
 
 __all__ = [
     "NumericActivation",
@@ -349,7 +350,7 @@ class NumericDenseLayer:
 
 
 @dataclass(eq=False)
-class NumericModel:
+class NumericModel(LayeredShape):
     """A network f = f_L o ... o f_1 of float dense layers (same rules as the exact Model)."""
 
     input_dim: int
@@ -374,28 +375,6 @@ class NumericModel:
         self.group = _as_group(self.group)
         if self.group is not None:
             self.check_group(self.group)
-
-    def check_group(self, group: NumericGroup) -> None:
-        if group.input_dim != self.input_dim:
-            raise ShapeError(f"the group acts on inputs of size {group.input_dim}, the model takes {self.input_dim}")
-        if group.output_dim != self.output_dim:
-            raise ShapeError(f"the group acts on outputs of size {group.output_dim}, the model returns {self.output_dim}")
-
-    @property
-    def widths(self) -> list[int]:
-        return [self.input_dim] + [l.out_dim for l in self.layers]
-
-    @property
-    def hidden_widths(self) -> list[int]:
-        return self.widths[1:-1]
-
-    @property
-    def output_dim(self) -> int:
-        return self.layers[-1].out_dim
-
-    @property
-    def depth(self) -> int:
-        return len(self.layers)
 
     @property
     def n_params(self) -> int:
