@@ -76,7 +76,8 @@ def cmd_verify(args) -> int:
 
     model = _load(args)
     _progress(f"verifying {model.name}: widths {model.widths}, group {model.group.label}")
-    v = verify(model, method=args.method, timeout=args.timeout, seed=args.seed, fibre_search=not args.no_fibre_search)
+    v = verify(model, method=args.method, timeout=args.timeout, seed=args.seed, fibre_search=not args.no_fibre_search,
+               identifiability=args.identifiability)
     if args.certificate:
         write_json(v.certificate(), args.certificate)
         _progress(f"certificate written to {args.certificate}")
@@ -196,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how end-to-end equivariance is decided (default: auto)")
     v.add_argument("--timeout", type=float, default=None, help="time budget in seconds (exit 3 past it)")
     v.add_argument("--seed", type=int, default=0, help="seed of the random points (probabilistic method)")
+    v.add_argument("--identifiability", action="store_true",
+                   help="also decide identifiability at theta (fibre vs orbit, Groebner; small polynomial models)")
     v.add_argument("--no-fibre-search", action="store_true",
                    help="do not search the fibre for a layerwise-equivariant theta' when none exists at theta")
     v.set_defaults(func=cmd_verify)

@@ -369,6 +369,7 @@ def verify(
     seed: int | None = 0,
     max_candidates: int = 64,
     fibre_search: bool = True,
+    identifiability: bool = False,
 ) -> Verification:
     """Verify the conclusion of Theorem 4.1 for ``model`` at its parameter theta.
 
@@ -379,6 +380,8 @@ def verify(
     method : how end-to-end equivariance is decided ("auto", "grid", "symbolic", "probabilistic")
     timeout : seconds before :class:`~symeq.errors.BudgetExceeded` (exit 3)
     seed : seed of the random points of the probabilistic method
+    identifiability : also decide identifiability at theta by comparing the fibre with the orbit
+        (Groebner basis; small polynomial models only, within the time budget)
     fibre_search : when no action exists at theta (or at a reduced submodel), search the fibre
         for a layerwise-equivariant theta' (small polynomial models: one Groebner basis per
         candidate action; one hidden ReLU layer: the exact canonical-form decision)
@@ -391,6 +394,52 @@ def verify(
     ----------
     Shahverdi, Marchetti, Bokman, Kohn, arXiv 2601.21645 (2026), Theorem 4.1.
     """
+    v = _verify(model, group, method=method, timeout=timeout, seed=seed, max_candidates=max_candidates,
+                fibre_search=fibre_search)
+    if identifiability and v.verdict != "not-equivariant":
+        _decide_identifiability(v, model, timeout)
+    return v
+
+
+def _decide_identifiability(v: Verification, model: Model, timeout: float | None) -> None:
+    """Replace an 'unknown' identifiability status by the fibre/orbit comparison at theta."""
+    if model.has_relu or model.has_attention or not model.is_polynomial:
+        v.notes.append("identifiability: the fibre comparison covers polynomial MLPs only")
+        return
+    from .fibre.orbit import compare_with_orbit
+
+    c = compare_with_orbit(model.with_group(None), timeout=timeout if timeout is not None else 60.0)
+    if c.status == "unknown":
+        v.notes.append(f"identifiability: undecided ({c.reason})")
+        return
+    previous = v.identifiability.get("status")
+    v.identifiability = {
+        "status": c.status,
+        "detail": f"fibre of theta (gauge-fixed: {len(c.gauge)} entries) has dimension {c.dimension}"
+                  + (f" and degree {c.degree}" if c.degree is not None else "")
+                  + f"; orbit of the latent group: {c.orbit_size} points; {c.reason} (over C; field: {c.field})",
+        "fibre_dimension": c.dimension,
+        "fibre_degree": c.degree,
+        "orbit_size": c.orbit_size,
+        "field": c.field,
+        "engine": c.engine,
+    }
+    if previous == "not-identifiable" and c.status == "identifiable":  # pragma: no cover - a contradiction
+        raise AssertionError("the fibre comparison contradicts the exhaustive search at theta")
+    if c.status == "not-identifiable":
+        from .submodels import reduce_model
+
+        red = reduce_model(model.with_group(None))
+        if red.changed:
+            cr = compare_with_orbit(red.model, timeout=timeout if timeout is not None else 60.0)
+            if cr.status == "identifiable":
+                v.identifiability["status"] = "weakly-identifiable"
+                v.identifiability["detail"] += (
+                    f"; the reduced submodel ({len(red.removed)} inactive removed, {len(red.merged)} clones merged, "
+                    f"widths {red.model.widths}) is identifiable: fibre = orbit of {cr.orbit_size} points")
+
+
+def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search) -> Verification:
     group = group if group is not None else model.group
     if group is None:
         raise InputError("no group: give the model a \"group\" or pass one (--group mirror:2x3, ...)")
