@@ -53,6 +53,7 @@ __all__ = [
     "tokenwise",
     "attention_group",
     "patch_mirror",
+    "token_permutations",
     "random_equivariant_attention",
     "scramble_attention",
     "head_permutation",
@@ -412,6 +413,20 @@ def attention_group(tokens: int, generators, names=None, label: str = "tokens x 
         Cout = Cout if isinstance(Cout, fmpq_mat) else matrix(Cout)
         gens.append((kron(P, C), kron(P, Cout)))
     return FiniteGroup(gens, list(names) if names else [], label=label)
+
+
+def token_permutations(tokens: int, d: int, d_out: int | None = None) -> FiniteGroup:
+    """S_T permuting the tokens (channels fixed): attention without positional encoding is
+    equivariant under it by construction, f(P X) = P f(X)."""
+    if tokens < 2:
+        raise InputError("token_permutations needs at least 2 tokens")
+    d_out = d if d_out is None else d_out
+    gens = [([1, 0] + list(range(2, tokens)), identity(d), identity(d_out))]
+    names = ["swap"]
+    if tokens > 2:
+        gens.append(([(t + 1) % tokens for t in range(tokens)], identity(d), identity(d_out)))
+        names.append("cycle")
+    return attention_group(tokens, gens, names, label=f"S{tokens} on tokens")
 
 
 def patch_mirror(h: int = 2, w: int = 4, ph: int = 1, pw: int = 2, output: str = "same") -> FiniteGroup:

@@ -392,6 +392,7 @@ BUILTIN_GROUPS = {
     "sign": "sign:N global sign x -> -x",
     "dihedral": "dihedral:N[xC] dihedral group of N x N images",
     "patchmirror": "patchmirror:HxW:PHxPW mirror of an image cut into patches (tokens x channels, for attention)",
+    "tokens": "tokens:TxD the symmetric group permuting T tokens of dimension D (attention)",
 }
 
 
@@ -423,6 +424,11 @@ def builtin_group(spec: str, output="same") -> FiniteGroup:
         h, w = _ints(img, (2,), "patchmirror image size")
         ph, pw = _ints(patch or "1x1", (2,), "patchmirror patch size")
         return patch_mirror(h, w, ph, pw, output=output)
+    if name == "tokens":
+        from .attention import token_permutations
+
+        T, d = _ints(args, (2,), "tokens (T x d)")
+        return token_permutations(T, d)
     if name in ("shift", "sym", "sign"):
         (n,) = _ints(args, (1,), name)
         return {"shift": cyclic_shift, "sym": symmetric_group, "sign": global_sign}[name](n, output=output)

@@ -160,3 +160,17 @@ def test_cloned_heads_lower_the_rank():
     rank, _ = jacobian_rank(layer, rng=1)
     assert rank < expected_dimension(layer)
     assert head_clones(layer) == [[0, 1]]
+
+
+def test_attention_is_equivariant_under_token_permutations():
+    """No positional encoding: any attention layer commutes with permutations of the tokens;
+    the derived action permutes tokens and fixes every head (identity blocks)."""
+    from symeq.groups import builtin_group
+
+    m = scramble_attention(random_equivariant_attention(rng=8), rng=9)
+    G = builtin_group("tokens:4x2")
+    assert G.order() == 24
+    v = symeq.verify(m.with_group(G))
+    assert v.verdict == "layerwise-equivariant"
+    for M in v.actions[0]:
+        assert head_permutation(M, 4, 4, 2) == [0, 1, 2, 3]
