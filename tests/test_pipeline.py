@@ -286,3 +286,21 @@ def test_sigmoid_sign_flips_act_affinely(gspec):
         j = next(j for j, x in enumerate(c) if x != "0")
         c[j] = "0"
         assert check_certificate(bad, model_to_json(s)).accepted is False
+
+
+def test_deeper_relu_without_action_gets_numeric_evidence():
+    """Two hidden ReLU layers: the identity through width 4 twice, under the order-3 rotation:
+    equivariant, no positive monomial action at theta, fibre-wide undetermined with a numeric
+    functional-dimension probe in the notes."""
+    from symeq.groups import FiniteGroup
+
+    R = matrix([[0, -1], [1, -1]])
+    W1 = matrix([[1, 0], [0, 1], [-1, 0], [0, -1]])
+    W2 = matrix([[1, 0, -1, 0], [0, 1, 0, -1], [-1, 0, 1, 0], [0, -1, 0, 1]])
+    W3 = matrix([[1, 0, -1, 0], [0, 1, 0, -1]])
+    m = Model(2, [DenseLayer(W1, None, relu()), DenseLayer(W2, None, relu()), DenseLayer(W3, None, None)],
+              FiniteGroup([(R, R)], ["rot3"]))
+    assert m([fmpq(2), fmpq(-3)]) == [2, -3]
+    v = verify(m)
+    assert v.equivariance.holds and v.verdict == "undetermined" and v.exit_code == 3
+    assert any("numeric evidence" in n for n in v.notes)
