@@ -84,17 +84,18 @@ def test_short_training_run_and_cli(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="not yet reproduced on 8x8 digits: tanh is below GELU on layer 1 but not by 2x, and "
-                          "the vertical control is not clearly higher (see the issue's closing note)", strict=False)
 @pytest.mark.parametrize("task", ["autoencoder", "classifier"])
 def test_mirror_experiment_reproduces_the_papers_direction(task, tmp_path):
     """Acceptance: tanh layer-1 error under the horizontal mirror clearly below GELU's; the
-    vertical control high for both."""
+    vertical control high for both; the nets really are equivariant end to end (the theorem's
+    premise).  Digits 8x8, the recipe of experiment.TASK_DEFAULTS, seed 0 (a few minutes)."""
     from symeq.numeric.experiment import run_mirror_experiment
 
-    res = run_mirror_experiment(("tanh", "gelu"), task, epochs=300, out=tmp_path, progress=False)
+    res = run_mirror_experiment(("tanh", "gelu"), task, out=tmp_path, progress=False)
+    print(res["table"])
     tanh, gelu = res["_runs"]
     h, v = "f_1, horizontal", "f_1, vertical (control)"
     assert tanh.errors[h] < 0.5 * gelu.errors[h], res["table"]
     assert tanh.errors[v] > 2 * tanh.errors[h] and gelu.errors[v] > 2 * tanh.errors[h], res["table"]
+    assert tanh.equivariance["horizontal"]["noise"] < 0.05, res["table"]
     assert "digits" in res["table"] and "CIFAR10" in res["table"]

@@ -63,7 +63,7 @@ def cmd_experiment(args) -> int:
 
     if args.which != "mirror":
         raise InputError(f"unknown experiment {args.which!r}; known: mirror")
-    if args.epochs < 1:
+    if args.epochs is not None and args.epochs < 1:
         raise InputError("--epochs must be at least 1")
     data = None
     if args.data:
@@ -98,7 +98,8 @@ def register(subparsers) -> None:
     e.add_argument("--activation", nargs="+", default=["tanh", "gelu"], choices=["tanh", "gelu", "relu", "poly"],
                    help="first-layer activations to compare (default: tanh gelu)")
     e.add_argument("--task", default="autoencoder", choices=["autoencoder", "classifier"])
-    e.add_argument("--epochs", type=int, default=300)
+    e.add_argument("--epochs", type=int, default=None,
+                   help="training epochs (default: the task's setting, 300 for the autoencoder, 600 for the classifier)")
     e.add_argument("--data", help="a data set .npz (x, optional y, shape) instead of scikit-learn's digits")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--out", help="directory for table.md, results.json and PNG figures")

@@ -167,9 +167,15 @@ class ProgressBar:
 
 def train_mlp(net, data: Dataset, task: str = "autoencoder", *, epochs: int = 300, lr: float = 1e-3,
               batch_size: int = 128, equivariance_weight: float = 10.0, equivariance_start: float = 0.5,
-              noise_in_equivariance: bool = True,
+              noise_in_equivariance: bool = True, noise_scale: float = 1.0, weight_decay: float = 0.0,
+              optimizer: str = "adam", equivariance_ramp: float = 0.0,
               seed: int = 0, progress: bool = True) -> dict:
     """Train in place; the soft horizontal-mirror loss is on from ``equivariance_start`` of training.
+
+    ``noise_scale``: std of the Gaussian noise inputs added to each batch of the equivariance loss
+    (``noise_in_equivariance``); ``equivariance_ramp``: fraction of training over which the loss
+    weight rises linearly once it is on (0: switched on at once); ``optimizer``: "adam" (AdamW when
+    ``weight_decay`` > 0) or "sgd" (momentum 0.9).
 
     Returns a dict of final losses (task loss, equivariance loss, accuracy for classifiers).
     """
@@ -184,7 +190,13 @@ def train_mlp(net, data: Dataset, task: str = "autoencoder", *, epochs: int = 30
     X = torch.from_numpy(data.x).float()
     Y = torch.from_numpy(data.y) if data.y is not None else None
     perm = torch.from_numpy(image_permutation(data.shape, "horizontal"))
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    if optimizer == "adam":
+        opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay) if weight_decay else \
+            torch.optim.Adam(net.parameters(), lr=lr)
+    elif optimizer == "sgd":
+        opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9, weight_decay=weight_decay)
+    else:
+        raise InputError(f"unknown optimizer {optimizer!r}; use adam or sgd")
     gen = torch.Generator().manual_seed(seed)
     bar = ProgressBar(epochs, f"training {task}", progress)
     start = int(equivariance_start * epochs)
@@ -204,13 +216,16 @@ def train_mlp(net, data: Dataset, task: str = "autoencoder", *, epochs: int = 30
                 # the data batch plus as many Gaussian noise inputs: pixels that are constant in
                 # the data (digits' borders) otherwise keep weights the task never touches, and
                 # the paper's metric is measured on noise inputs
-                xe = torch.cat([xb, torch.randn(xb.shape, generator=gen)]) if noise_in_equivariance else xb
+                xe = torch.cat([xb, noise_scale * torch.randn(xb.shape, generator=gen)]) if noise_in_equivariance else xb
                 oe = net(xe)
                 outg = net(xe[:, perm])
                 target = oe[:, perm] if task == "autoencoder" else oe
                 eq = torch.mean((outg - target) ** 2)
+            w = equivariance_weight
+            if ep >= start and equivariance_ramp > 0:
+                w *= min(1.0, (ep - start + 1) / max(1.0, equivariance_ramp * epochs))
             opt.zero_grad()
-            (loss + equivariance_weight * eq).backward()
+            (loss + w * eq).backward()
             opt.step()
             tot += float(loss.detach()) * xb.shape[0]
             teq += float(eq.detach()) * xb.shape[0]
