@@ -16,6 +16,8 @@ Commands
     the float twin: layerwise analysis of real-size trained networks, the paper's experiment.
 ``symeq explain [MODEL.json] [--out DIR]``
     a step-by-step report (Markdown and self-contained HTML with MathML) and a picture.
+``symeq fibre MODEL.json [--engine auto|sympy|flint|singular|giac|msolve] [--timeout S]``
+    identifiability at theta: the fibre ideal's dimension and degree against the orbit, with a witness.
 ``symeq hunt --arch 2,4,2 --group rot3 --out results.jsonl [--workers N | --scheduler tcp://...]``
     search for equivariant ReLU networks with no layerwise-equivariant parameter (resumable).
 
@@ -229,10 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_groups)
 
     from .explain import register as register_explain
+    from .fibre.cli import register as register_fibre
     from .numeric.cli import register as register_numeric
     from .relu.cli import register as register_hunt
 
     register_explain(sub)
+    register_fibre(sub)
     register_hunt(sub)
     register_numeric(sub)
     return p

@@ -89,9 +89,6 @@ def _text(d: dict) -> str:
 
 
 def cmd_fibre(args) -> int:
-    from ..io import load_model, write_json
-    from .orbit import compare_with_orbit
-
     import signal
     import threading
 

@@ -26,8 +26,8 @@ and returns a :class:`GroebnerResult` whatever the engine:
     ``field = "modular (2 primes agree)"`` (a third prime breaks a disagreement).
 ``"auto"``
     The best exact engine installed (Singular slimgb, else giac, else sympy) and msolve side by
-    side: the exact answer (``field="QQ"``) when it comes within the budget (and within a grace
-    period after msolve's answer), otherwise msolve's, labelled modular.
+    side: the exact answer (``field="QQ"``) when it comes within the budget (without a budget:
+    within a grace period after msolve's answer), otherwise msolve's, labelled modular.
 
 Every external engine runs in its own session and is killed as a whole process group past the
 budget (no orphaned process); a missing engine raises :class:`~symeq.errors.EngineMissing` with the
@@ -488,10 +488,10 @@ class _Job:
             setsid = _setsid()
             if setsid:  # vfork + exec setsid(1): far cheaper than fork() for a big Python parent
                 self.proc = subprocess.Popen([setsid] + list(self.cmd), stdin=inp, stdout=out, stderr=err,
-                                             env=_child_env())
+                                             env=_child_env(), cwd=str(self.tmp))
             else:
                 self.proc = subprocess.Popen(self.cmd, stdin=inp, stdout=out, stderr=err, start_new_session=True,
-                                             env=_child_env())
+                                             env=_child_env(), cwd=str(self.tmp))  # engines (giac) write files in cwd
         finally:
             out.close()
             err.close()
@@ -629,6 +629,8 @@ def _giac_job(variables, polys, tmp: Path, tag: str) -> _Job:
 
 #: seconds the exact engine runs alone in ``engine="auto"`` before msolve starts beside it
 HEAD_START = 0.15
+#: ``engine="auto"`` with a budget stops waiting for the exact engine this long before the deadline
+AUTO_MARGIN = 0.05
 
 #: characteristics for msolve's modular runs (primes just above 2^30, below msolve's 2^31 limit)
 MSOLVE_PRIMES = (1073741827, 1074741869, 1075741873)
@@ -739,10 +741,13 @@ def _run_single(engine: str, variables, polys, timeout, *, want_basis=True, thre
 def _run_auto(variables, polys, timeout, *, want_basis=True, threads=1, exact_grace=None) -> GroebnerResult:
     """Exact and modular side by side; the exact answer when it comes in time, else the labelled modular one.
 
-    The exact engine (Singular slimgb, else giac, else sympy) and msolve (two primes) start together.
-    The first exact answer wins.  Once msolve has answered, the exact engine gets ``exact_grace``
-    more seconds (default: max(2 s, 3 x msolve's time)), then is killed and the modular answer,
-    labelled, is returned.  Past ``timeout`` with no answer: BudgetExceeded.
+    The exact engine (Singular slimgb, racing Singular std for the first ``HEAD_START`` seconds;
+    else giac, else sympy) starts first, msolve (two primes) after ``HEAD_START`` seconds beside it.
+    The first exact answer wins.  Once msolve has answered, the exact engine may go on: with a
+    ``timeout``, until the deadline (so the answer is exact whenever the exact engine settles within
+    the budget); without one, for max(2 s, 3 x msolve's time); ``exact_grace`` overrides both.  Then
+    it is killed and msolve's answer, labelled "modular (2 primes agree)", is returned.  Past
+    ``timeout`` with no answer at all: BudgetExceeded.
     """
     t0 = time.perf_counter()
     deadline = None if timeout is None else t0 + timeout
@@ -796,10 +801,15 @@ def _run_auto(variables, polys, timeout, *, want_basis=True, threads=1, exact_gr
                 raise BudgetExceeded(f"no engine settled within the time budget of {timeout:g} s "
                                      f"({exact_engine}{' and msolve' if mo else ''} tried)")
             t_mod = time.perf_counter() - t0
-            grace = exact_grace if exact_grace is not None else max(2.0, 3.0 * t_mod)
+            if exact_grace is not None:
+                grace = exact_grace
+            elif deadline is not None:  # a budget: the exact engine may use all of it
+                grace = max(0.0, deadline - time.perf_counter() - AUTO_MARGIN)
+            else:                       # no budget: a grace period proportional to msolve's time
+                grace = max(2.0, 3.0 * t_mod)
             d2 = time.perf_counter() + grace
             if deadline is not None:
-                d2 = min(d2, deadline)
+                d2 = min(d2, deadline - AUTO_MARGIN)
             _wait(ex, d2)
             if ex[0].poll():
                 return answer(ex[0], f" within {grace:.3g} s after msolve")
@@ -887,7 +897,8 @@ def groebner(ideal, engine: str = "auto", timeout: float | None = None, *, threa
     threads : msolve's ``-t``.
     want_basis : ask the exact external engines for the reduced basis too (needed for
         :func:`hermite_counts` and the fibre's points; costs printing time on big bases).
-    exact_grace : ``auto`` only: seconds the exact engine may run on after msolve answered.
+    exact_grace : ``auto`` only: seconds the exact engine may run on after msolve answered (default:
+        until the deadline when there is a ``timeout``, else max(2 s, 3 x msolve's time)).
 
     Returns
     -------

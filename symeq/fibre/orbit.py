@@ -139,23 +139,28 @@ def _scalings(act, bias: bool) -> list:
     sym = act.symmetry
     if sym in ("odd", "even") and (bias or act.shift == 0):
         return [fmpq(1), fmpq(-1)]
+    if sym == "odd-plus-constant" and bias:
+        # sigma(-t + 2s) = 2 sigma(s) - sigma(t): a sign flip whose offset the next bias absorbs
+        return [fmpq(1), fmpq(-1)]
     return [fmpq(1)]
 
 
 def _apply(model, ideal: FibreIdeal, perms, alphas, gauge_at) -> dict | None:
     """k . theta as {name: value}, or None when it leaves the gauge slice / the bias-free models."""
     out = {}
-    prev_perm = prev_q = None
+    prev_perm = prev_q = prev_o = None
     last = len(model.layers)
     for l, layer in enumerate(model.layers, 1):
         rows = [list(r) for r in mat_rows(layer.weight)]
         b = [fmpq(x) for x in layer.bias]
         if prev_perm is not None:
             new_rows = []
-            for row in rows:
+            for r, row in enumerate(rows):
                 nr = [fmpq(0)] * len(row)
                 for j, x in enumerate(row):
                     nr[prev_perm[j]] = x / prev_q[j]
+                    if prev_o[j] != 0:  # the flipped neuron outputs q y + o: the bias absorbs -x o / q
+                        b[r] -= x * prev_o[j] / prev_q[j]
                 new_rows.append(nr)
             rows = new_rows
         if l < last:
@@ -163,7 +168,7 @@ def _apply(model, ideal: FibreIdeal, perms, alphas, gauge_at) -> dict | None:
             s = act.shift
             perm = perms[l - 1]
             n = len(rows)
-            rows2, b2, q = [None] * n, [None] * n, []
+            rows2, b2, q, o = [None] * n, [None] * n, [], []
             for j in range(n):
                 fix = gauge_at.get((l, perm[j]))
                 if fix is not None:
@@ -176,14 +181,15 @@ def _apply(model, ideal: FibreIdeal, perms, alphas, gauge_at) -> dict | None:
                     a = target / cur
                 else:
                     a = alphas[l - 1][j]
-                qj = act.admissible(a)
-                if qj is None:  # pragma: no cover - only admissible scalings are generated
+                qo = act.affine_admissible(a)
+                if qo is None:  # pragma: no cover - only admissible scalings are generated
                     return None
                 rows2[perm[j]] = [a * x for x in rows[j]]
                 b2[perm[j]] = a * b[j] + s * (1 - a)
-                q.append(qj)
+                q.append(qo[0])
+                o.append(qo[1])
             rows, b = rows2, b2
-            prev_perm, prev_q = perm, q
+            prev_perm, prev_q, prev_o = perm, q, o
         for i, row in enumerate(rows):
             for j, v in enumerate(row):
                 out[f"w{l}_{i}_{j}"] = v
