@@ -161,7 +161,7 @@ SMALL_EXPECTED = {"circle-line": (0, 2), "twisted": (1, None), "nonradical": (0,
 def test_engines_agree(name, engine):
     """One body over every engine: the known dimension and degree (= sympy's exact answer)."""
     ideal = SMALL_IDEALS[name] if name in SMALL_IDEALS else fibre_ideal(CASES[name][0])
-    r = groebner(ideal, engine=engine, timeout=60)
+    r = groebner(ideal, engine=engine, timeout=None if engine == "sympy" else 60)  # sympy: in-process, quicker
     print(r.summary())
     assert (r.dimension, r.degree) == SMALL_EXPECTED[name]
     assert r.engine.split("/")[0] == engine
@@ -231,7 +231,8 @@ def test_small_exact_facts(name, engine):
     ideal = fibre_ideal(model)
     print(f"{name}: {ideal.summary()}")
     t = time.perf_counter()
-    c = compare_with_orbit(model, engine=engine, timeout=SLOW_BUDGET)
+    in_process = engine == "sympy" and engine not in SLOW.get(name, ())
+    c = compare_with_orbit(model, engine=engine, timeout=None if in_process else SLOW_BUDGET)
     print(f"{name} [{engine}] {time.perf_counter() - t:.2f} s: {c.summary()}")
     assert (c.status, c.dimension, c.degree, c.orbit_size) == (status, dim, degree, orbit)
     assert c.field == "C" and c.engine.split("/")[0] == engine and c.stabilizer_size == 1
