@@ -426,8 +426,29 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
         v.notes.append("identifiability: the fibre comparison covers polynomial MLPs only")
         return
     from .fibre.orbit import compare_with_orbit
+    from .submodels import reduce_model
 
-    c = compare_with_orbit(model.with_group(None), timeout=timeout if timeout is not None else 60.0)
+    budget = timeout if timeout is not None else 60.0
+    red = reduce_model(model.with_group(None))
+    if red.changed:
+        # Inactive neurons and clones make theta non-identifiable outright: an inactive neuron's
+        # free weights, or the split of the outgoing weights between clones, move along a curve
+        # in the fibre.  Weak identifiability is then decided on the reduced parameter.
+        cr = compare_with_orbit(red.model, timeout=budget)
+        status = "weakly-identifiable" if cr.status == "identifiable" else             "not-identifiable" if cr.status == "not-identifiable" else "not-identifiable"
+        v.identifiability = {
+            "status": status,
+            "detail": (f"theta has {len(red.removed)} inactive neuron(s) and {len(red.merged)} clone(s): its fibre "
+                       f"contains a curve through theta, so it is not identifiable; the reduced parameter (widths "
+                       f"{red.model.widths}) is {cr.status}: {cr.reason} (over C; engine {cr.engine})"),
+            "reduced_widths": red.model.widths,
+            "reduced_status": cr.status,
+            "orbit_size": cr.orbit_size,
+            "fibre_dimension": cr.dimension,
+            "fibre_degree": cr.degree,
+        }
+        return
+    c = compare_with_orbit(model.with_group(None), timeout=budget)
     if c.status == "unknown":
         v.notes.append(f"identifiability: undecided ({c.reason})")
         return
@@ -445,17 +466,7 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
     }
     if previous == "not-identifiable" and c.status == "identifiable":  # pragma: no cover - a contradiction
         raise AssertionError("the fibre comparison contradicts the exhaustive search at theta")
-    if c.status == "not-identifiable":
-        from .submodels import reduce_model
 
-        red = reduce_model(model.with_group(None))
-        if red.changed:
-            cr = compare_with_orbit(red.model, timeout=timeout if timeout is not None else 60.0)
-            if cr.status == "identifiable":
-                v.identifiability["status"] = "weakly-identifiable"
-                v.identifiability["detail"] += (
-                    f"; the reduced submodel ({len(red.removed)} inactive removed, {len(red.merged)} clones merged, "
-                    f"widths {red.model.widths}) is identifiable: fibre = orbit of {cr.orbit_size} points")
 
 
 def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search) -> Verification:

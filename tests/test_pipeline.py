@@ -225,8 +225,10 @@ def test_clone_and_inactive_neuron_weakly_identifiable_reparametrized():
     m = Model(2, [DenseLayer(W1, b1, tanh_series(3)), DenseLayer(W2, [0], None)], G)
     s = find_submodel_structure(m)
     assert s["clones"] == [(1, [0, 1])] and s["inactive"] == [(1, 3, "zero outgoing column")]
-    v = verify(m)
+    v = verify(m, identifiability=True)
     assert v.verdict == "layerwise-equivariant" and v.exit_code == 0
+    assert v.identifiability["status"] == "weakly-identifiable"
+    assert v.identifiability["orbit_size"] == 8  # the reduced (2,2,1) tanh_3 parameter: {+-1}^2 x| S_2
     assert v.reparametrized and v.model.widths == m.widths
     for x in ([fmpq(1, 3), fmpq(-2)], [fmpq(5), fmpq(7, 2)]):
         assert v.model(x) == m(x)
