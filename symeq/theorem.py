@@ -435,7 +435,9 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
         # free weights, or the split of the outgoing weights between clones, move along a curve
         # in the fibre.  Weak identifiability is then decided on the reduced parameter.
         cr = compare_with_orbit(red.model, timeout=budget)
-        status = "weakly-identifiable" if cr.status == "identifiable" else             "not-identifiable" if cr.status == "not-identifiable" else "not-identifiable"
+        # theta itself is not identifiable either way; whether it is *weakly* identifiable depends
+        # on the reduced parameter (undecided past the budget: then only "not-identifiable" is claimed)
+        status = "weakly-identifiable" if cr.status == "identifiable" else "not-identifiable"
         v.identifiability = {
             "status": status,
             "detail": (f"theta has {len(red.removed)} inactive neuron(s) and {len(red.merged)} clone(s): its fibre "
