@@ -117,6 +117,8 @@ from ..errors import BudgetExceeded, InputError
 from ..numbers import format_matrix, mat_key, mat_rows, monomial_matrix, monomial_parts, nullspace
 from . import engines as _engines
 from .engines import groebner, hermite_counts, standard_monomials
+from .engines import _grevlex_key, _normal_form  # shared exact reduction modulo a Groebner basis
+from .ideal import _resolve_bias
 
 __all__ = ["FibreSearch", "Candidate", "search_fibre", "MAX_GROUP_ORDER", "DEFAULT_MAX_CANDIDATES"]
 
@@ -578,8 +580,6 @@ def _system(model, tvars, offsets, use_bias: bool):
 
 # -- small exact polynomial tools -----------------------------------------------------------------
 
-def _grevlex_key(e: tuple):
-    return (sum(e), tuple(-x for x in reversed(e)))
 
 
 def _used(p, nvars: int) -> list[int]:
@@ -611,28 +611,6 @@ def _univariate_coeffs(p, i: int) -> list:
     return out
 
 
-def _normal_form(p: dict, basis: list[dict], lead: list[tuple]) -> dict:
-    p = {k: v for k, v in p.items() if v != 0}
-    out: dict = {}
-    while p:
-        m = max(p, key=_grevlex_key)
-        c = p.pop(m)
-        for g, lm in zip(basis, lead):
-            if all(a >= b for a, b in zip(m, lm)):
-                q = tuple(a - b for a, b in zip(m, lm))
-                f = c / g[lm]
-                for e, gc in g.items():
-                    if e != lm:
-                        e2 = tuple(a + b for a, b in zip(e, q))
-                        v = p.get(e2, fmpq(0)) - f * gc
-                        if v == 0:
-                            p.pop(e2, None)
-                        else:
-                            p[e2] = v
-                break
-        else:
-            out[m] = c
-    return out
 
 
 def _coordinate_polynomial(gb, i: int):
@@ -844,17 +822,6 @@ def _equivariant(model, group) -> str | None:
 
 # -- the search -----------------------------------------------------------------------------------
 
-def _resolve_bias(model, bias) -> bool:
-    all_zero = all(b == 0 for layer in model.layers for b in layer.bias)
-    if bias == "auto":
-        return not all_zero
-    if bias is True:
-        return True
-    if bias is False:
-        if not all_zero:
-            raise InputError("bias=False needs a bias-free model (every bias zero); use bias='auto' or True")
-        return False
-    raise InputError(f"bias must be 'auto', True or False, got {bias!r}")
 
 
 def _torus(model, tvars, use_bias: bool, post) -> list[tuple[list, list]]:
