@@ -686,3 +686,142 @@ def jacobian_rank(layer: AttentionLayer, points: int | None = None, rng=None) ->
                     cols.append(col)
     J = fmpq_mat(len(cols[0]), len(cols), [cols[c][r] for r in range(len(cols[0])) for c in range(len(cols))])
     return J.rank(), n_params
+
+
+# -- submodels of attention: clones of heads ----------------------------------------------------
+
+@dataclass
+class HeadReduction:
+    """Heads with proportional score matrices merged (f unchanged).
+
+    ``groups[j]`` lists (original head, lambda) merged into reduced head j, with
+    A_original = lambda A_j.
+    """
+
+    model: object
+    groups: list
+    changed: bool
+
+
+def _rank_factor(B: fmpq_mat, r: int):
+    """(V, O) with V O = B, V of shape d x r, when rank B <= r; else None (exact, from the rref)."""
+    rref, rank = B.transpose().rref()
+    if rank > r:
+        return None
+    rows = mat_rows(rref)[:rank]
+    # B^T = M R with R the rank nonzero rows of the rref (a basis of the row space of B^T)
+    pivots = [next(j for j, x in enumerate(row) if x != 0) for row in rows]
+    Bt = B.transpose()
+    M = fmpq_mat(Bt.nrows(), max(rank, 1), [Bt[i, p] for i in range(Bt.nrows()) for p in pivots] if rank else
+                 [0] * Bt.nrows())
+    R = fmpq_mat(max(rank, 1), Bt.ncols(), [x for row in rows for x in row] if rank else [0] * Bt.ncols())
+    # B = R^T M^T: V = R^T padded to r columns, O = M^T padded to r rows
+    V = fmpq_mat(B.nrows(), r)
+    O = fmpq_mat(r, B.ncols())
+    for k in range(rank):
+        for i in range(B.nrows()):
+            V[i, k] = R[k, i]
+        for j in range(B.ncols()):
+            O[k, j] = M[j, k]
+    return V, O
+
+
+def reduce_heads(model) -> HeadReduction:
+    """Merge clones of heads (proportional score matrices) when the merged value/output map
+    B = sum lambda_k V_k O_k still has rank <= d_v; the function does not change."""
+    from .models import Model
+
+    att = model.layers[0]
+    classes: dict = {}
+    for h, head in enumerate(att.heads):
+        key, s = _canonical_scores(head.scores)
+        classes.setdefault(key, []).append((h, s))
+    heads, groups = [], []
+    for key, members in classes.items():
+        h0, s0 = members[0]
+        if len(members) == 1 or key is None:
+            for h, s in members:
+                heads.append(att.heads[h].copy() if hasattr(att.heads[h], "copy") else att.heads[h])
+                groups.append([(h, fmpq(1))])
+            continue
+        B = fmpq_mat(att.d, att.d_out)
+        lams = []
+        for h, s in members:
+            lam = s / s0
+            lams.append((h, lam))
+            B += lam * (att.heads[h].value * att.heads[h].out)
+        fac = _rank_factor(B, att.dv)
+        if fac is None:  # not mergeable at this d_v: keep them apart
+            for h, _ in members:
+                heads.append(att.heads[h])
+                groups.append([(h, fmpq(1))])
+            continue
+        V, O = fac
+        base = att.heads[h0]
+        heads.append(Head(base.query, base.key, V, O))
+        groups.append(lams)
+    changed = len(heads) < len(att.heads)
+    red = Model(model.input_dim, [AttentionLayer(att.tokens, heads)] + [l.copy() for l in model.layers[1:]],
+                model.group, model.name + " (heads merged)", dict(model.meta))
+    return HeadReduction(red, groups, changed)
+
+
+def lift_heads(original, reduction: HeadReduction, actions):
+    """theta' with the original number of heads, the same function and layerwise-equivariant
+    actions, from actions on the reduced model (heads of an orbit get the same number of copies,
+    outputs split equally; remaining heads inactive: zero scores, identity values, zero outputs)."""
+    from .models import Model
+    from .submodels import _orbits
+
+    red = reduction.model
+    att, ratt = original.layers[0], red.layers[0]
+    T, H, Hr, dv = att.tokens, len(att.heads), len(ratt.heads), att.dv
+    ngen = len(actions[0])
+    blocks = []  # per generator: (P, [(k, B)] per reduced head)
+    for g in range(ngen):
+        P, R = factor_kron(actions[0][g], T, Hr * dv)
+        blocks.append((P, block_monomial_parts(R, Hr, dv)))
+    perms = []
+    for P, parts in blocks:
+        perm = [0] * Hr
+        for h, (k, _) in enumerate(parts):
+            perm[k] = h
+        perms.append(perm)
+    cnt = [len(gr) for gr in reduction.groups]
+    per = [1] * Hr
+    for orbit in _orbits(perms, Hr):
+        m = min(cnt[j] for j in orbit)
+        for j in orbit:
+            per[j] = m
+    heads, index = [], []
+    for j, hd in enumerate(ratt.heads):
+        index.append(list(range(len(heads), len(heads) + per[j])))
+        for _ in range(per[j]):
+            heads.append(Head(hd.query, hd.key, hd.value, hd.out / per[j]))
+    n_inactive = H - len(heads)
+    if n_inactive < 0:  # pragma: no cover - copies never exceed the original heads
+        raise AssertionError("more head copies than heads")
+    if n_inactive and dv != att.d:
+        return None  # the inactive heads use V = I (d_v = d); otherwise not lifted
+    zero_q = fmpq_mat(att.d, att.heads[0].query.ncols())
+    for _ in range(n_inactive):
+        heads.append(Head(zero_q, fmpq_mat(zero_q), identity(att.d), fmpq_mat(dv, att.d_out)))
+    lifted = Model(original.input_dim, [AttentionLayer(T, heads)] + [l.copy() for l in original.layers[1:]],
+                   original.group, original.name + " (re-parametrized)", dict(original.meta))
+    new_actions = [list(a) for a in actions]
+    for g, (P, parts) in enumerate(blocks):
+        R = fmpq_mat(H * dv, H * dv)
+        for j, (k, B) in enumerate(parts):
+            for a, b in zip(index[j], index[k]):
+                for x in range(dv):
+                    for y in range(dv):
+                        R[a * dv + x, b * dv + y] = B[x, y]
+        fin = factor_kron(original.group.generators[g][0], T, att.d)
+        C = fin[1]
+        for t in range(len(heads) - n_inactive, len(heads)):
+            # inactive head: A = 0, V = I: lambda C^T V = V B^T holds with lambda = 1, B = C
+            for x in range(dv):
+                for y in range(dv):
+                    R[t * dv + x, t * dv + y] = C[x, y]
+        new_actions[0][g] = kron(P, R)
+    return lifted, new_actions

@@ -249,7 +249,7 @@ def _try_submodel(model: Model, group: FiniteGroup, deadline: Deadline, max_cand
     from .submodels import lift, reduce_model
 
     if model.has_attention:
-        return None  # clones of heads: see symeq.attention (not reduced here)
+        return _try_head_submodel(model, group, deadline, max_candidates)
     red = reduce_model(model)
     if not red.changed:
         return None
@@ -377,6 +377,31 @@ def _try_relu_fibre(model: Model, group: FiniteGroup, deadline: Deadline):
         return fd, None
 
     return finish
+
+
+def _try_head_submodel(model, group, deadline, max_candidates):
+    """Attention: merge clones of heads, derive on the reduced model, lift back."""
+    from .attention import lift_heads, reduce_heads
+    from .layerwise import check_layerwise
+
+    red = reduce_heads(model)
+    if not red.changed:
+        return None
+    d = derive_latent_actions(red.model, group, max_candidates=max_candidates, deadline=deadline)
+    if not d.found or d.offsets is not None:
+        return None
+    lifted = lift_heads(model, red, d.actions)
+    if lifted is None:
+        return None
+    theta2, actions = lifted
+    checks, hom, order, msg = check_layerwise(theta2, group, actions, deadline)
+    if not (all(c.holds for c in checks) and hom):
+        raise AssertionError(f"lifted head actions fail their checks: {msg}")
+    d2 = Derivation(True, actions, checks, True, order, d.candidates, d.exhaustive, None,
+                    d.method + ", on the model with clones of heads merged, lifted back")
+    merged = sum(len(g) - 1 for g in red.groups)
+    red.removed, red.merged = [], [None] * merged  # the report's counters
+    return theta2, d2, red
 
 
 def verify(

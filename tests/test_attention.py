@@ -174,3 +174,26 @@ def test_attention_is_equivariant_under_token_permutations():
     assert v.verdict == "layerwise-equivariant"
     for M in v.actions[0]:
         assert head_permutation(M, 4, 4, 2) == [0, 1, 2, 3]
+
+
+def test_clone_of_a_head_is_merged_and_lifted():
+    """A swapped pair of heads where one head is split into two clones (outputs 1/3 and 2/3):
+    equivariant, no head permutation at theta (multiplicities 2 vs 1); the clones are merged,
+    the reduced model has actions, and theta' with the original number of heads (one copy each
+    and an inactive head) is layerwise equivariant with the same function."""
+    from symeq.attention import reduce_heads
+
+    m = random_equivariant_attention(patch_mirror(2, 4, 1, 2), tokens=4, head_perms=[[1, 0]], rng=21)
+    h0, h1 = m.layers[0].heads
+    heads = [Head(h0.query, h0.key, h0.value, h0.out / 3), Head(h0.query, h0.key, h0.value, 2 * h0.out / 3), h1]
+    split = Model(m.input_dim, [AttentionLayer(4, heads)], m.group, "split head")
+    X = [fmpq(k - 3, 2) for k in range(8)]
+    assert split(X) == m(X)
+    assert head_clones(split.layers[0]) == [[0, 1]]
+    assert symeq.derive_latent_actions(split).found is False
+    assert reduce_heads(split).changed
+    v = symeq.verify(split)
+    assert v.verdict == "layerwise-equivariant" and v.reparametrized
+    assert len(v.model.layers[0].heads) == 3 and v.model(X) == split(X)
+    report = check_certificate(v.certificate(), model_to_json(split))
+    assert report.accepted, report.reasons
