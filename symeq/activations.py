@@ -111,9 +111,15 @@ class Activation:
     def __call__(self, t):
         if self.kind == "relu":
             return t if t > 0 else fmpq(0)
-        acc = fmpq(0)
+        return self.compose(t, fmpq(0))
+
+    def compose(self, z, zero):
+        """sigma(z) by Horner's rule for z in any ring (numbers, fmpq_mpoly) whose zero is ``zero``."""
+        if self.kind != "polynomial":
+            raise InputError("only polynomial activations compose with polynomials")
+        acc = zero
         for c in reversed(self.coeffs):
-            acc = acc * t + c
+            acc = acc * z + c
         return acc
 
     @property

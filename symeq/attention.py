@@ -36,7 +36,7 @@ Examples
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from flint import fmpq, fmpq_mat
 

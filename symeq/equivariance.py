@@ -34,7 +34,7 @@ True
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import comb
 
 from flint import fmpq, fmpq_mat

@@ -117,8 +117,8 @@ def _attention_from_json(spec: dict, input_dim: int, at: str):
         raise InputError(f"{at}: {e}") from None
 
 
-def model_from_json(data, where: str = "model") -> Model:
-    """Build a :class:`Model` from the ``symeq-model/1`` JSON structure."""
+def model_header(data, where: str = "model") -> int:
+    """Check a model file's object, format and ``input_dim`` (exact and numeric readers); return n."""
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object")
     fmt = data.get("format", MODEL_FORMAT)
@@ -127,6 +127,12 @@ def model_from_json(data, where: str = "model") -> Model:
     n = data.get("input_dim")
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise InputError(f"{where}: \"input_dim\" must be a positive integer, got {n!r}")
+    return n
+
+
+def model_from_json(data, where: str = "model") -> Model:
+    """Build a :class:`Model` from the ``symeq-model/1`` JSON structure."""
+    n = model_header(data, where)
     layers = layers_from_json(data.get("layers"), n, f"{where}.layers")
     group = FiniteGroup.from_json(data["group"], f"{where}.group") if data.get("group") is not None else None
     try:

@@ -51,7 +51,6 @@ __all__ = [
     "check_layer",
     "check_layerwise",
     "adjoint_parameters",
-    "canonical_form",
 ]
 
 

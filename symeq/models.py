@@ -29,10 +29,9 @@ from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx
 
 from .activations import Activation
 from .errors import InputError, ShapeError
-from .groups import FiniteGroup, permutation_matrix
+from .groups import FiniteGroup
 from .numbers import (
     as_fmpq,
-    fmpq_mat as _m,
     identity,
     mat_rows,
     matrix,
@@ -274,10 +273,7 @@ class Model(LayeredShape):
             for row, b in zip(mat_rows(l.weight), l.bias):
                 z = sum((c * v for c, v in zip(row, xs) if c != 0), zero) + b
                 if l.activation is not None:
-                    acc = zero
-                    for c in reversed(l.activation.coeffs):
-                        acc = acc * z + c
-                    z = acc
+                    z = l.activation.compose(z, zero)
                 new.append(z)
             xs = new
         return xs

@@ -44,7 +44,7 @@ from flint import fmpq, fmpq_mat
 
 from .layerwise import canonical_rows
 from .models import DenseLayer, Model
-from .numbers import identity, mat_rows, monomial_matrix, monomial_parts
+from .numbers import mat_rows, monomial_matrix, monomial_parts
 
 __all__ = ["Reduction", "reduce_model", "lift", "find_submodel_structure"]
 

@@ -318,11 +318,6 @@ def _try_polynomial_fibre(model, group, deadline, enabled, eq, d, notes):
     return None
 
 
-def _relu_probe_note(eq, d, notes):
-    """Deeper ReLU nets: the fibre-wide question stays undetermined; add numeric evidence."""
-    return None, None
-
-
 def _relu_probe(model, notes) -> None:
     from .relu.probe import functional_dimension
 
@@ -337,10 +332,8 @@ def _relu_probe(model, notes) -> None:
 
 def _try_relu_fibre(model: Model, group: FiniteGroup, deadline: Deadline):
     """For one hidden ReLU layer: the exact fibre-wide decision (symeq.relu.fibre)."""
-    if not model.has_relu:
+    if not model.has_relu or model.depth != 2:
         return None
-    if model.depth != 2:
-        return _relu_probe_note
     from .layerwise import check_layerwise
     from .relu.fibre import decide_fibre
 
@@ -538,10 +531,10 @@ def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search
     if poly is not None:
         return poly
     relu_fibre = _try_relu_fibre(model, group, deadline) if fibre_search else None
-    if relu_fibre is _relu_probe_note:
+    if fibre_search and model.has_relu and model.depth > 2:
         _relu_probe(model, notes)
         notes.append("the exact fibre-wide decision for ReLU covers one hidden layer; this network is deeper")
-    elif relu_fibre is not None:
+    if relu_fibre is not None:
         fd, v = relu_fibre(eq, d, notes)
         if v is not None:
             return v

@@ -980,6 +980,52 @@ def _sign_changes(coeffs) -> int:
     return sum(1 for a, b in zip(signs, signs[1:]) if a != b)
 
 
+def multiplication_matrices(result: GroebnerResult):
+    """(standard monomials, their index, multiplication matrices M_i of each variable on Q[x]/I,
+    lead monomials, basis) from an exact reduced Gröbner basis of a zero-dimensional ideal."""
+    from flint import fmpq_mat
+
+    n = len(result.variables)
+    basis = result.basis
+    lead = [max(g, key=_grevlex_key) for g in basis]
+    std = standard_monomials(lead, n)
+    if std is None:
+        return None, None, None, lead, basis
+    index = {b: i for i, b in enumerate(std)}
+    D = len(std)
+    mats = []
+    for i in range(n):
+        M = fmpq_mat(D, D)
+        for k, b in enumerate(std):
+            e = list(b)
+            e[i] += 1
+            for m, c in _normal_form({tuple(e): fmpq(1)}, basis, lead).items():
+                M[index[m], k] = c
+        mats.append(M)
+    return std, index, mats, lead, basis
+
+
+def trace_form(std, index, mats):
+    """Hermite's trace form T[k, l] = Tr(M_{b_k b_l}) on the standard monomials b_k."""
+    from flint import fmpq_mat
+
+    D = len(std)
+    prods = [None] * D  # M_{b_k}, built up one variable at a time
+    for k, b in enumerate(std):
+        if not any(b):
+            P = fmpq_mat(D, D)
+            for j in range(D):
+                P[j, j] = 1
+        else:
+            i = next(i for i, e in enumerate(b) if e)
+            prev = list(b)
+            prev[i] -= 1
+            P = mats[i] * prods[index[tuple(prev)]]
+        prods[k] = P
+    tvec = fmpq_mat(1, D, [sum((P[j, j] for j in range(D)), fmpq(0)) for P in prods])
+    return fmpq_mat(D, D, [x for P in prods for x in (tvec * P).entries()])
+
+
 def hermite_counts(result: GroebnerResult, max_degree: int = 400) -> tuple[int, int] | None:
     """(distinct complex points, distinct real points) of a zero-dimensional ideal, exactly.
 
@@ -998,44 +1044,10 @@ def hermite_counts(result: GroebnerResult, max_degree: int = 400) -> tuple[int, 
     """
     if result.basis is None or result.dimension != 0 or result.degree is None or result.degree > max_degree:
         return None
-    from flint import fmpq_mat
-
-    n = len(result.variables)
-    basis = result.basis
-    lead = [max(g, key=_grevlex_key) for g in basis]
-    std = standard_monomials(lead, n)
+    std, index, mats, _, _ = multiplication_matrices(result)
     if std is None:  # pragma: no cover - degree was enumerated above
         return None
-    index = {b: i for i, b in enumerate(std)}
-    D = len(std)
-
-    def mult_matrix(i: int) -> fmpq_mat:
-        M = fmpq_mat(D, D)
-        for k, b in enumerate(std):
-            e = list(b)
-            e[i] += 1
-            nf = _normal_form({tuple(e): fmpq(1)}, basis, lead)
-            for m, c in nf.items():
-                M[index[m], k] = c
-        return M
-
-    Mx = [mult_matrix(i) for i in range(n)]
-    mats = [None] * D
-    for k, b in enumerate(std):
-        if not any(b):
-            M = fmpq_mat(D, D)
-            for j in range(D):
-                M[j, j] = 1
-        else:
-            i = next(i for i, e in enumerate(b) if e)
-            prev = list(b)
-            prev[i] -= 1
-            M = Mx[i] * mats[index[tuple(prev)]]
-        mats[k] = M
-    traces = [sum((M[j, j] for j in range(D)), fmpq(0)) for M in mats]
-    tvec = fmpq_mat(1, D, traces)
-    rows = [(tvec * M).entries() for M in mats]
-    T = fmpq_mat(D, D, [x for r in rows for x in r])
+    T = trace_form(std, index, mats)
     rank = T.rank()
     cp = [fmpq(c) for c in T.charpoly().coeffs()]  # constant term first
     pos = _sign_changes(cp)

@@ -274,10 +274,7 @@ def fibre_ideal(model, *, gauge: str = "auto", bias="auto") -> FibreIdeal:
                     if use_bias:
                         z = z + layer.bias[i]
                 if layer.activation is not None:
-                    acc = zero
-                    for c in reversed(layer.activation.coeffs):
-                        acc = acc * z + c
-                    z = acc
+                    z = layer.activation.compose(z, zero)
                 new.append(z)
             cur = new
         return cur

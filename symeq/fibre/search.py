@@ -515,10 +515,7 @@ def _forward(model, ctx, xs, weight, bias_of, use_bias: bool):
                 if b is not None:
                     z = z + b
             if layer.activation is not None:
-                acc = zero
-                for c in reversed(layer.activation.coeffs):
-                    acc = acc * z + c
-                z = acc
+                z = layer.activation.compose(z, zero)
             new.append(z)
         cur = new
     return cur

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from flint import fmpq, fmpq_mat, fmpq_poly
 
 from ..numbers import nullspace
-from .engines import _grevlex_key, _normal_form, standard_monomials
+from .engines import _normal_form, multiplication_matrices, trace_form
 
 __all__ = ["FibrePoint", "zero_dimensional_points", "tangent_directions", "line_in_fibre", "slice_points",
            "independent_variables", "MAX_POINT_DEGREE"]
@@ -117,26 +117,6 @@ def _poly_str(coeffs) -> str:
     return " + ".join(terms) or "0"
 
 
-def _multiplication(result):
-    """(standard monomials, index, multiplication matrices M_i, lead monomials, basis)."""
-    n = len(result.variables)
-    basis = result.basis
-    lead = [max(g, key=_grevlex_key) for g in basis]
-    std = standard_monomials(lead, n)
-    index = {b: i for i, b in enumerate(std)}
-    D = len(std)
-    mats = []
-    for i in range(n):
-        M = fmpq_mat(D, D)
-        for k, b in enumerate(std):
-            e = list(b)
-            e[i] += 1
-            for m, c in _normal_form({tuple(e): fmpq(1)}, basis, lead).items():
-                M[index[m], k] = c
-        mats.append(M)
-    return std, index, mats, lead, basis
-
-
 def _real_root_count(p: fmpq_poly) -> int:
     """Distinct real roots of p (exact: sympy's Sturm-based count)."""
     import sympy
@@ -158,7 +138,7 @@ def zero_dimensional_points(result, *, orbit: list | None = None, max_degree: in
         return None
     variables = list(result.variables)
     n = len(variables)
-    std, index, mats, lead, basis = _multiplication(result)
+    std, index, mats, lead, basis = multiplication_matrices(result)
     D = len(std)
     one = index.get(tuple([0] * n))
     if one is None:  # pragma: no cover - the ideal is (1)
@@ -219,23 +199,7 @@ def _hermite_rank(std, index, mats) -> int:
     key = id(mats)
     if _HERMITE_CACHE.get("key") == key:
         return _HERMITE_CACHE["rank"]
-    D = len(std)
-    prods = [None] * D
-    for k, b in enumerate(std):
-        if not any(b):
-            P = fmpq_mat(D, D)
-            for j in range(D):
-                P[j, j] = 1
-        else:
-            i = next(i for i, e in enumerate(b) if e)
-            prev = list(b)
-            prev[i] -= 1
-            P = mats[i] * prods[index[tuple(prev)]]
-        prods[k] = P
-    traces = [sum((P[j, j] for j in range(D)), fmpq(0)) for P in prods]
-    tvec = fmpq_mat(1, D, traces)
-    T = fmpq_mat(D, D, [x for P in prods for x in (tvec * P).entries()])
-    rank = T.rank()
+    rank = trace_form(std, index, mats).rank()
     _HERMITE_CACHE.update(key=key, rank=rank, mats=mats)
     return rank
 

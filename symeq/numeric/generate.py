@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import InputError
 from .models import NumericDenseLayer, NumericGroup, NumericModel, _as_group
-from .monomial import MonomialAction, apply_rows, as_action, left_multiply, right_multiply
+from .monomial import MonomialAction, as_action, left_multiply, right_multiply
 
 __all__ = ["random_equivariant_numeric", "scramble_numeric", "NumericLatentElement", "regular_actions"]
 

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..errors import InputError
 from .models import NumericGroup, NumericModel, _as_group
-from .monomial import MonomialAction, apply_rows, as_action, left_multiply, right_multiply
+from .monomial import MonomialAction, as_action, left_multiply, right_multiply
 
 __all__ = [
     "NumericDerivation",

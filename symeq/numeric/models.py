@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
@@ -506,16 +506,9 @@ def _float_matrix(rows, where: str, cols: int | None = None, vector: bool = Fals
 
 def model_from_json(data, where: str = "model") -> NumericModel:
     """A numeric model from the ``symeq-model/1`` structure; floats and "p/q" strings allowed."""
-    from ..io import MODEL_FORMAT
+    from ..io import model_header
 
-    if not isinstance(data, dict):
-        raise InputError(f"{where}: expected a JSON object")
-    fmt = data.get("format", MODEL_FORMAT)
-    if fmt != MODEL_FORMAT:
-        raise InputError(f"{where}: unsupported format {fmt!r}; expected {MODEL_FORMAT!r}")
-    n = data.get("input_dim")
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise InputError(f"{where}: \"input_dim\" must be a positive integer, got {n!r}")
+    n = model_header(data, where)
     specs = data.get("layers")
     if not isinstance(specs, list) or not specs:
         raise InputError(f"{where}.layers must be a non-empty list of layers")

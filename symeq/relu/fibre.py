@@ -276,7 +276,7 @@ class FibreDecision:
             lines.append(f"  positive-monomial actions at theta itself: {'yes' if self.at_theta else 'none'}")
         if self.lower_bound is not None:
             w = self.smallest_equivariant_width
-            lines.append(f"  smallest width of a layerwise-equivariant realisation: "
+            lines.append("  smallest width of a layerwise-equivariant realisation: "
                          + (str(w) if w is not None else f"between {self.lower_bound} and {self.upper_bound}"))
         for line in self.proof.get("lines", []):
             lines.append("  " + line)

@@ -40,7 +40,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -48,7 +47,7 @@ from pathlib import Path
 from flint import fmpq, fmpq_mat
 
 from ..errors import EngineMissing, InputError
-from ..numbers import format_matrix, format_vector, mat_rows, matrix, nullspace, parse_number
+from ..numbers import format_matrix, mat_rows, matrix, nullspace, parse_number
 from .canonical import canonical_form, hyperplane_key
 from .fibre import decide_fibre, equivariant_by_canonical_form, minimal_width
 
