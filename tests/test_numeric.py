@@ -156,6 +156,83 @@ def test_functional_dimension_is_params_minus_dim_k_and_drops_on_a_clone(spec, w
     assert rc.rank < r.rank and rc.gap > 1e3, rc.report()
 
 
+# -- matrix-free functional dimension (the 10^5-parameter path, checked here at small size) ----
+
+def _clone_of(m, layer=0):
+    W, b = m.layers[layer].weight.copy(), m.layers[layer].bias.copy()
+    W[1], b[1] = W[0], b[0]
+    layers = list(m.layers)
+    layers[layer] = NumericDenseLayer(W, b, m.layers[layer].activation)
+    return NumericModel(m.input_dim, layers)
+
+
+@pytest.mark.parametrize("spec", ["tanh", "relu", "gelu", {"type": "polynomial", "coeffs": ["-1", "3", "-3", "1"]}])
+def test_jacobian_operator_matches_the_dense_jacobian_and_k_directions_are_in_its_kernel(spec):
+    from symeq.numeric.fdim import JacobianOperator, jacobian, symmetry_directions
+
+    rng = np.random.default_rng(3)
+    m = _random_net([3, 6, 5, 2], numeric_activation(spec), rng)
+    X = rng.standard_normal((9, 3))
+    J, op = jacobian(m, X), JacobianOperator(m, X)
+    V, U = rng.standard_normal((m.n_params, 4)), rng.standard_normal((J.shape[0], 3))
+    assert np.allclose(op.matmat(V), J @ V) and np.allclose(op.rmatmat(U), J.T @ U)
+    assert np.allclose(op.matmat(V[:, 0]), J @ V[:, 0]) and np.allclose(op.gram(V), J.T @ (J @ V))
+    Z = symmetry_directions(m)
+    assert Z.shape == (m.n_params, latent_dimension(m))
+    if Z.shape[1]:   # (t - 1)^3 and ReLU: one scaling per hidden neuron, shift included
+        assert np.abs(J @ Z).max() < 1e-10 * np.abs(J).max()
+        assert np.linalg.matrix_rank(Z) == Z.shape[1]
+
+
+@pytest.mark.parametrize("spec,widths,layer", [
+    ("tanh", [4, 12, 10, 4], 1),
+    ("tanh", [6, 30, 30, 6], 0),
+    ({"type": "monomial", "degree": 3}, [4, 8, 4], 0),
+    ({"type": "polynomial", "coeffs": ["0", "1", "1", "1"]}, [3, 4, 3, 2], 0),
+])
+def test_krylov_functional_dimension_agrees_with_the_dense_svd(spec, widths, layer):
+    rng = np.random.default_rng(0)
+    m = _random_net(widths, numeric_activation(spec), rng)
+    for model in (m, _clone_of(m, layer)):
+        dense = functional_dimension(model, rng=1)
+        kry = functional_dimension(model, rng=1, method="krylov")
+        assert kry.method == "krylov" and kry.rank == dense.rank, kry.report() + "\n" + dense.report()
+        d = kry.details
+        assert d["symmetry_residual"] < 1e-12 and d["dim_k_directions"] == latent_dimension(m)
+        if model is not m:   # the clone: kernel directions beyond K, each checked by |J V|
+            assert kry.rank < kry.expected and d["null_found"] >= 1 and d["null_bound"] < 1e-7
+    assert "matrix-free estimate" in kry.report() and kry.to_json()["method"] == "krylov"
+
+
+def test_krylov_counts_are_capped_and_bad_options_refused():
+    rng = np.random.default_rng(0)
+    m = _clone_of(_random_net([4, 12, 10, 4], numeric_activation("tanh"), rng), 1)
+    r = functional_dimension(m, rng=1, method="krylov", max_extra=2)
+    assert r.details["null_capped"] and r.details["null_found"] >= 2
+    assert "at most" in r.report()
+    with pytest.raises(InputError, match="method"):
+        functional_dimension(m, method="svd")
+    with pytest.raises(InputError, match="max_params"):
+        functional_dimension(m, method="dense", max_params=10)
+    assert functional_dimension(m, max_params=10, rng=1).method == "krylov"   # auto switches
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("clone", [False, True])
+def test_functional_dimension_at_a_hundred_thousand_parameters(clone):
+    rng = np.random.default_rng(0)
+    m = _random_net([32, 256, 256, 128, 32], numeric_activation("tanh"), rng)
+    if clone:
+        m = _clone_of(m, 1)
+    assert m.n_params > 10 ** 5
+    r = functional_dimension(m, rng=1, max_extra=8)
+    assert r.method == "krylov", r.report()
+    if clone:
+        assert r.rank < r.expected and r.details["null_bound"] < 1e-7, r.report()
+    else:
+        assert r.rank == r.expected == m.n_params and r.details["smallest_above"] > 1e-6 * r.details["sigma_max"], r.report()
+
+
 # -- loading and bad input --------------------------------------------------------------------
 
 def _json_model(**over):
