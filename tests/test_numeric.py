@@ -311,3 +311,49 @@ def test_width_4096_depth_6_under_a_minute():
     s, _ = scramble_numeric(m, rng=1)
     d = derive_latent_actions_numeric(s)
     assert d.within_tolerance and d.seconds < 60, d.report()
+
+
+def test_cli_numeric_check_with_both_functional_dimension_methods(tmp_path, capsys):
+    from symeq.cli import main
+    from symeq.numeric.generate import random_equivariant_numeric, scramble_numeric
+    from symeq.numeric.models import save_npz
+
+    m = random_equivariant_numeric(mirror(2, 3), [10, 6], numeric_activation("tanh"), rng=0)
+    s, _ = scramble_numeric(m, rng=1)
+    f = tmp_path / "net.npz"
+    save_npz(s, f)
+    ranks = {}
+    for method in ("dense", "krylov"):
+        assert main(["numeric-check", str(f), "--fdim", "--fdim-method", method, "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        ranks[method] = out["functional_dimension"]["rank"]
+        assert out["functional_dimension"].get("method", "dense") == method
+    assert ranks["dense"] == ranks["krylov"] == s.n_params
+    bad = tmp_path / "bad.npz"
+    arrays = dict(np.load(f))
+    arrays["weight_0"] = arrays["weight_0"].copy()
+    arrays["weight_0"][0, 0] = np.nan
+    np.savez(bad, **arrays)
+    assert main(["numeric-check", str(bad), "--group", "mirror:2x3", "--fdim"]) == 2
+    assert "NaN" in capsys.readouterr().err
+
+
+def test_numeric_matching_backtracks_over_cloned_neurons():
+    """Clones a = a' and b = b' tie; only the pairing a -> b', a' -> b respects the next layer.
+
+    f(x) = 1 s(a.x) + 2 s(a.x) + 2 s(b.x) + 1 s(b.x) is invariant under swapping x_1, x_2, with
+    b = swap(a); the linear assignment alone pairs a -> b and a' -> b', and the output layer
+    (weights 1, 2, 2, 1) then fails.  The look-ahead over the tie groups finds the right pairing.
+    """
+    from symeq.numeric.models import NumericGroup
+
+    W1 = np.array([[1.0, 2.0], [1.0, 2.0], [2.0, 1.0], [2.0, 1.0]])
+    m = NumericModel(2, [NumericDenseLayer(W1, np.array([0.5, 0.5, 0.5, 0.5]), numeric_activation("tanh")),
+                         NumericDenseLayer(np.array([[1.0, 2.0, 2.0, 1.0]]), np.array([0.0]))],
+                     NumericGroup([(np.array([[0.0, 1.0], [1.0, 0.0]]), np.eye(1))], ["swap"]))
+    assert m.equivariance_error(rng=0) < 1e-12
+    d = derive_latent_actions_numeric(m)
+    assert d.within_tolerance and d.max_residual < 1e-12, d.report()
+    rho = d.actions[0][0]
+    assert list(rho.cols[[0, 1]]) in ([3, 2], [2, 3]) and rho.cols[0] == 3, rho
+    assert "tie" in d.residuals[0].method

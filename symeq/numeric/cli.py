@@ -2,7 +2,8 @@
 
 ``symeq numeric-check MODEL [--group SPEC] [--tol T] [--metric] [--fdim] [--json]``
     per-layer residuals of the numeric derivation of the actions (MODEL: .json with floats
-    allowed, or .npz); ``--metric`` adds the paper's metric, ``--fdim`` the functional dimension.
+    allowed, or .npz); ``--metric`` adds the paper's metric, ``--fdim`` the functional dimension
+    (``--fdim-method dense|krylov``; auto takes the matrix-free krylov above 2*10^4 parameters).
     Exit 0 when every layer is equivariant through K_i within the tolerance, 1 when not.
 ``symeq experiment mirror --activation tanh gelu [--task autoencoder|classifier] [--epochs N] [--out DIR]``
     train on scikit-learn's digits (or ``--data FILE.npz``), print the table next to the paper's,
@@ -47,7 +48,8 @@ def cmd_numeric_check(args) -> int:
     if args.fdim:
         from .fdim import functional_dimension
 
-        f = functional_dimension(model, rng=0)
+        f = functional_dimension(model, rng=0, method=args.fdim_method,
+                                 progress=lambda line: print(line, file=sys.stderr))
         out["functional_dimension"] = f.to_json()
         lines.append(f.report())
     if args.json:
@@ -90,6 +92,8 @@ def register(subparsers) -> None:
     n.add_argument("--metric", action="store_true", help="also the paper's metric on noise inputs")
     n.add_argument("--points", type=int, default=2000, help="held-out noise inputs for --metric")
     n.add_argument("--fdim", action="store_true", help="also the functional dimension (Jacobian rank)")
+    n.add_argument("--fdim-method", choices=["auto", "dense", "krylov"], default="auto",
+                   help="dense SVD (up to 2*10^4 parameters), matrix-free krylov (any size), or auto")
     n.add_argument("--json", action="store_true")
     n.set_defaults(func=cmd_numeric_check)
 

@@ -38,6 +38,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 
@@ -199,21 +200,55 @@ def _match_layer(U: np.ndarray, V: np.ndarray, act, chunk: int = 2048):
     cost = np.sqrt(np.maximum(d2, 0.0)) / un[:, None]
     del d2
     pi = linear_assignment(cost)
-    idx = np.arange(U.shape[0])
-    g = G[idx, pi]
-    if sym in ("odd", "even"):
-        alpha = np.where(g >= 0, 1.0, -1.0)
-    elif sym in ("monomial", "relu"):
-        alpha = g / np.maximum(vn2[pi], 1e-300)
-    else:
-        alpha = np.ones(U.shape[0])
-    rel = np.linalg.norm(U - alpha[:, None] * V[pi], axis=1) / un
+    alpha, rel = _fit(U, V, pi, sym)
     if cost.shape[1] > 1:
         part = np.partition(cost, 1, axis=1)[:, :2]
         margin = float(np.min(part[:, 1] - part[:, 0]))
     else:
         margin = float("inf")
     return pi, alpha, rel, margin
+
+
+def _fit(U: np.ndarray, V: np.ndarray, pi: np.ndarray, sym: str):
+    """The admissible scalings alpha_j and relative residuals for the matching U_j ~ alpha_j V_pi(j)."""
+    Vp = V[pi]
+    g = np.einsum("ij,ij->i", U, Vp)
+    if sym in ("odd", "even"):
+        alpha = np.where(g >= 0, 1.0, -1.0)
+    elif sym in ("monomial", "relu"):
+        alpha = g / np.maximum(np.einsum("ij,ij->i", Vp, Vp), 1e-300)
+    else:
+        alpha = np.ones(U.shape[0])
+    un = np.sqrt(np.maximum(np.einsum("ij,ij->i", U, U), 1e-300))
+    return alpha, np.linalg.norm(U - alpha[:, None] * Vp, axis=1) / un
+
+
+def _tie_groups(V: np.ndarray, act, tol: float) -> list[np.ndarray]:
+    """Groups of rows of V equal up to an admissible scaling (cloned neurons), of size >= 2."""
+    n = V.shape[0]
+    if n < 2:
+        return []
+    sym = act.symmetry
+    vn2 = np.einsum("ij,ij->i", V, V)
+    G = V @ V.T
+    if sym in ("odd", "even"):
+        d2 = vn2[:, None] + vn2[None, :] - 2.0 * np.abs(G)
+    elif sym in ("monomial", "relu"):
+        proj = G * G / np.maximum(vn2, 1e-300)[None, :]
+        if sym == "relu":
+            proj = np.where(G > 0, proj, 0.0)
+        d2 = vn2[:, None] - proj
+    else:
+        d2 = vn2[:, None] + vn2[None, :] - 2.0 * G
+    close = np.sqrt(np.maximum(d2, 0.0)) <= tol * np.sqrt(np.maximum(vn2, 1e-300))[:, None]
+    close = close & close.T
+    seen, groups = np.zeros(n, bool), []
+    for j in np.flatnonzero(close.sum(axis=1) > 1):
+        if not seen[j]:
+            grp = np.flatnonzero(close[j])
+            seen[grp] = True
+            groups.append(grp)
+    return groups
 
 
 def _homomorphism_error(group: NumericGroup, chains: list) -> tuple[float, int]:
@@ -256,7 +291,7 @@ def _homomorphism_error(group: NumericGroup, chains: list) -> tuple[float, int]:
 
 
 def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float = DEFAULT_TOL,
-                                  check_homomorphism: bool = True) -> NumericDerivation:
+                                  check_homomorphism: bool = True, max_tie_variants: int = 720) -> NumericDerivation:
     """Derive rho_i(g) in K_i for every hidden layer and generator of a float model.
 
     Parameters
@@ -264,6 +299,9 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
     model : NumericModel (see :func:`symeq.numeric.models.from_exact` for exact models)
     group : defaults to ``model.group`` (exact or numeric)
     tol : relative residual up to which a layer counts as equivariant through K_i
+    max_tie_variants : cloned neurons (rows of a layer equal up to K_i within ``tol``) make the
+        linear assignment ambiguous; the permutations of their targets are tried depth first,
+        each judged by the worst residual of the layers after it, up to this many in all
 
     Returns
     -------
@@ -285,23 +323,10 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
     V = []
     for l in model.layers[:-1]:
         V.append(np.hstack([l.weight, (l.bias - l.activation.shift)[:, None]]))
-    for gi, (A, B) in enumerate(group.generators):
-        name = group.names[gi]
-        prev = as_action(A)
-        chain = []
-        for i, layer in enumerate(model.layers[:-1]):
-            act = layer.activation
-            U = np.hstack([right_multiply(layer.weight, prev), (layer.bias - act.shift)[:, None]])
-            pi, alpha, rel, margin = _match_layer(U, V[i], act)
-            q = np.array([act.admissible(a) for a in alpha]) if act.symmetry not in ("monomial", "relu") else \
-                (alpha ** act.degree if act.symmetry == "monomial" else alpha)
-            if act.symmetry == "relu" and np.any(alpha <= 0):
-                q = np.where(alpha > 0, alpha, np.nan)
-            rho = MonomialAction(pi, q)
-            chain.append(rho)
-            residuals.append(LayerResidual(i + 1, name, float(rel.max()), float(np.median(rel)), margin,
-                                           f"{act.latent_group}, linear assignment"))
-            prev = rho
+    ties = [_tie_groups(V[i], l.activation, tol) for i, l in enumerate(model.layers[:-1])]
+    budget = [0]
+
+    def last_residual(prev, B):
         last = model.layers[-1]
         Bm = as_action(B)
         lhs = right_multiply(last.weight, prev)
@@ -310,8 +335,56 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
         scale = max(np.linalg.norm(last.weight), 1e-300)
         res_w = np.linalg.norm(lhs - rhs) / scale
         res_b = np.linalg.norm(last.bias - rb) / max(np.linalg.norm(last.bias), scale)
-        residuals.append(LayerResidual(L, name, float(max(res_w, res_b)), float(max(res_w, res_b)), None,
-                                       "|W rho - rho_out W| / |W| and the same for b"))
+        return float(max(res_w, res_b))
+
+    def tie_variants(pi, groups):
+        """pi with the targets inside each tie group permuted, identity first (capped)."""
+        yield pi
+        slots = [(np.flatnonzero(np.isin(pi, grp)), pi[np.isin(pi, grp)]) for grp in groups]
+        slots = [(pos, tgt) for pos, tgt in slots if len(pos) > 1]
+        for combo in itertools.islice(itertools.product(*[itertools.permutations(range(len(pos)))
+                                                          for pos, _ in slots]), 1, max_tie_variants):
+            alt = pi.copy()
+            for (pos, tgt), perm in zip(slots, combo):
+                alt[pos] = tgt[list(perm)]
+            yield alt
+
+    def best_chain(i, prev, B):
+        """(worst residual, chain, layer residuals) from layer i on, trying tie variants depth first."""
+        if i == L - 1:
+            return last_residual(prev, B), [], []
+        layer = model.layers[i]
+        act = layer.activation
+        U = np.hstack([right_multiply(layer.weight, prev), (layer.bias - act.shift)[:, None]])
+        pi0, alpha0, rel0, margin = _match_layer(U, V[i], act)
+        best = None
+        for k, pi in enumerate(tie_variants(pi0, ties[i])):
+            if k and budget[0] >= max_tie_variants:
+                break
+            budget[0] += k > 0
+            alpha, rel = (alpha0, rel0) if k == 0 else _fit(U, V[i], pi, act.symmetry)
+            q = np.array([act.admissible(a) for a in alpha]) if act.symmetry not in ("monomial", "relu") else \
+                (alpha ** act.degree if act.symmetry == "monomial" else alpha)
+            if act.symmetry == "relu" and np.any(alpha <= 0):
+                q = np.where(alpha > 0, alpha, np.nan)
+            rho = MonomialAction(pi, q)
+            worst, chain, res = best_chain(i + 1, rho, B)
+            worst = max(worst, float(rel.max()))
+            if best is None or worst < best[0]:
+                how = f"{act.latent_group}, linear assignment" + \
+                      (f", tie groups searched ({k + 1} variants tried)" if ties[i] else "")
+                best = (worst, [rho] + chain, [(float(rel.max()), float(np.median(rel)), margin, how)] + res)
+            if best[0] <= tol:
+                break
+        return best
+
+    for gi, (A, B) in enumerate(group.generators):
+        name = group.names[gi]
+        _, chain, res = best_chain(0, as_action(A), B)
+        for i, (mx, med, margin, how) in enumerate(res):
+            residuals.append(LayerResidual(i + 1, name, mx, med, margin, how))
+        r_last = last_residual(chain[-1] if chain else as_action(A), B)
+        residuals.append(LayerResidual(L, name, r_last, r_last, None, "|W rho - rho_out W| / |W| and the same for b"))
         chains.append(chain)
     hom, order = (None, None)
     if check_homomorphism and L > 1:
