@@ -36,3 +36,18 @@ def test_bench_derivation_quick(tmp_path):
     # the table goes to stdout, progress to stderr
     assert "| width |" in proc.stdout and "| width |" not in proc.stderr
     assert "(a) width" in proc.stderr
+
+
+def test_bench_fdim_quick(tmp_path):
+    script = SCRIPT.parent / "bench_fdim.py"
+    out = tmp_path / "results"
+    proc = subprocess.run([sys.executable, str(script), "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads((out / "fdim.json").read_text())
+    assert len(res["rows"]) == 4
+    for r in res["rows"]:
+        assert r["dense_rank"] == r["krylov_rank"], r       # small enough for both: they agree
+        assert (r["krylov_rank"] < r["expected"]) == r["clone"], r
+        assert r["dense_over_krylov"] is not None and r["krylov_s"] > 0
+    assert "| widths |" in (out / "fdim.md").read_text() and "| widths |" in proc.stdout

@@ -742,7 +742,8 @@ def _run_auto(variables, polys, timeout, *, want_basis=True, threads=1, exact_gr
     """Exact and modular side by side; the exact answer when it comes in time, else the labelled modular one.
 
     The exact engine (Singular slimgb, racing Singular std for the first ``HEAD_START`` seconds;
-    else giac, else sympy) starts first, msolve (two primes) after ``HEAD_START`` seconds beside it.
+    else giac, else sympy) starts first, msolve (two primes) after ``HEAD_START`` seconds beside it,
+    and with Singular also giac (which settles some ideals slimgb does not).
     The first exact answer wins.  Once msolve has answered, the exact engine may go on: with a
     ``timeout``, until the deadline (so the answer is exact whenever the exact engine settles within
     the budget); without one, for max(2 s, 3 x msolve's time); ``exact_grace`` overrides both.  Then
@@ -761,10 +762,14 @@ def _run_auto(variables, polys, timeout, *, want_basis=True, threads=1, exact_gr
         racer = (_jobs_for("singular-std", variables, polys, tmp, want_basis=want_basis, tag="x")
                  if exact_engine == "singular" else [])
         mo: list = []
+        # giac beside Singular once the head start is over: it settles some ideals (the (3,3,3)
+        # tanh_series(3) fibre with biases) that slimgb does not within a minute
+        second = "giac" if exact_engine == "singular" and giac_path() else None
+        ex2: list = []
         everything = ex + racer
 
         def exact_done():
-            return next((j for j in ex + racer if j.poll() and j.proc.returncode == 0), None) or \
+            return next((j for j in ex + racer + ex2 if j.poll() and j.proc.returncode == 0), None) or \
                 next((j for j in ex if j.poll()), None)
 
         def answer(job, after=""):
@@ -784,13 +789,17 @@ def _run_auto(variables, polys, timeout, *, want_basis=True, threads=1, exact_gr
             if exact_done() is None:
                 for j in racer:
                     j.kill()
+                if second:
+                    ex2 += _jobs_for(second, variables, polys, tmp, want_basis=want_basis, tag="x2")
+                    everything += ex2
                 if modular:
                     mo += _jobs_for(modular, variables, polys, tmp, want_basis=False, threads=threads, tag="m")
                     everything += mo
-                for j in mo:
+                for j in ex2 + mo:
                     j.start()
-                _wait(ex + mo, deadline,
-                      until=lambda js: ex[0].poll() or (bool(mo) and all(j.poll() for j in mo)))
+                _wait(ex + ex2 + mo, deadline,
+                      until=lambda js: ex[0].poll() or exact_done() is not None
+                      or (bool(mo) and all(j.poll() for j in mo)))
             done = exact_done()
             if done is not None:
                 for j in everything:
@@ -810,12 +819,14 @@ def _run_auto(variables, polys, timeout, *, want_basis=True, threads=1, exact_gr
             d2 = time.perf_counter() + grace
             if deadline is not None:
                 d2 = min(d2, deadline - AUTO_MARGIN)
-            _wait(ex, d2)
-            if ex[0].poll():
-                return answer(ex[0], f" within {grace:.3g} s after msolve")
-            ex[0].kill()
+            _wait(ex + ex2, d2, until=lambda js: exact_done() is not None)
+            done = exact_done()
+            if done is not None:
+                return answer(done, f" within {grace:.3g} s after msolve")
+            for j in ex + ex2:
+                j.kill()
             r = _finish("msolve", mo, variables, polys, deadline, tmp, threads)
-            r.notes.append(f"symeq auto: the exact engine {exact_engine} did not settle within "
+            r.notes.append(f"symeq auto: the exact engine {exact_engine}{' (and ' + second + ')' if second else ''} did not settle within "
                            f"{time.perf_counter() - t0:.3g} s; the answer is modular")
             r.engine = "auto/msolve"
             r.seconds = time.perf_counter() - t0

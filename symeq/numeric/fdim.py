@@ -23,10 +23,21 @@ expected rank is also at most ``n_out * binom(n_0 + D, D)`` (the neurovariety is
 Kileel, Trager, Bruna 2019); :func:`expected_dimension` returns the minimum.  For ReLU it is an
 upper bound: hidden symmetries beyond positive scalings exist (Grigsby, Lindsey, Rolnick 2023).
 
-The Jacobian is analytic (backpropagation written out in numpy, batched over points) or from
-torch autograd (``torch.func.jacrev`` under ``vmap``, on GPU when present).  The rank is read
-from the singular values of the stacked Jacobian, with the gap at the cut reported: a rank is
-only as credible as its gap is large (a gap of 1e6 or more is clear in float64).
+Two methods (``method="auto"`` takes dense up to ``max_params`` = 2*10^4 parameters):
+
+* **dense**: the stacked Jacobian, analytic (backpropagation written out in numpy, batched over
+  points) or from torch autograd (``torch.func.jacrev`` under ``vmap``, on GPU when present), and
+  its singular values; the rank is cut at the largest gap below rtol, and the gap is reported: a
+  rank is only as credible as its gap is large (1e6 or more is clear in float64).
+* **krylov** (matrix-free, 10^5+ parameters): :class:`JacobianOperator` applies J and J^T to
+  blocks of vectors (forward and reverse mode, numpy or torch); the tangent directions of K
+  (:func:`symmetry_directions`) are checked to lie in the kernel and deflated; a block LOBPCG
+  with a K-FAC preconditioner and an SVD-based Rayleigh-Ritz step (accurate down to eps s_max,
+  where J^T J would stop at sqrt(eps) s_max) looks for further kernel directions.  Found ones are
+  rechecked directly (|J V| is recomputed) and counted; the smallest singular value above the cut
+  is a Ritz estimate, an *upper* bound.  The result is an estimate with its numbers, not a proof
+  of full rank: an iteration can in principle miss a kernel direction (slow convergence shows as
+  a small gap; ReLU and deep polynomial nets converge slowly, tanh nets well).
 
 Examples
 --------

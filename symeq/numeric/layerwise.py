@@ -323,8 +323,13 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
     V = []
     for l in model.layers[:-1]:
         V.append(np.hstack([l.weight, (l.bias - l.activation.shift)[:, None]]))
-    ties = [_tie_groups(V[i], l.activation, tol) for i, l in enumerate(model.layers[:-1])]
+    tie_cache: dict = {}
     budget = [0]
+
+    def ties_of(i):   # computed only where a margin says two neurons are (near) tied
+        if i not in tie_cache:
+            tie_cache[i] = _tie_groups(V[i], model.layers[i].activation, tol)
+        return tie_cache[i]
 
     def last_residual(prev, B):
         last = model.layers[-1]
@@ -357,8 +362,9 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
         act = layer.activation
         U = np.hstack([right_multiply(layer.weight, prev), (layer.bias - act.shift)[:, None]])
         pi0, alpha0, rel0, margin = _match_layer(U, V[i], act)
+        groups = ties_of(i) if margin <= 10 * tol else []
         best = None
-        for k, pi in enumerate(tie_variants(pi0, ties[i])):
+        for k, pi in enumerate(tie_variants(pi0, groups)):
             if k and budget[0] >= max_tie_variants:
                 break
             budget[0] += k > 0
@@ -372,7 +378,7 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
             worst = max(worst, float(rel.max()))
             if best is None or worst < best[0]:
                 how = f"{act.latent_group}, linear assignment" + \
-                      (f", tie groups searched ({k + 1} variants tried)" if ties[i] else "")
+                      (f", tie groups searched ({k + 1} variants tried)" if groups else "")
                 best = (worst, [rho] + chain, [(float(rel.max()), float(np.median(rel)), margin, how)] + res)
             if best[0] <= tol:
                 break
