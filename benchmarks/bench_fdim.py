@@ -12,7 +12,7 @@ upper bound), the kernel directions found and the bound |J V| / sigma_max recomp
 
 Usage::
 
-    python benchmarks/bench_fdim.py            # up to 1.1e5 parameters (about 10 minutes on 2 cores)
+    python benchmarks/bench_fdim.py            # up to 1.1e5 parameters, dense up to 7000 (about 15 minutes on 2 cores)
     python benchmarks/bench_fdim.py --quick    # up to 3e3 parameters (seconds)
     python benchmarks/bench_fdim.py --torch    # the krylov products by torch autograd (GPU when present)
 
@@ -81,7 +81,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--torch", action="store_true", help="krylov products by torch autograd")
-    p.add_argument("--dense-max", type=int, default=20000, help="largest model given to the dense SVD")
+    p.add_argument("--dense-max", type=int, default=7000,
+                   help="largest model given to the dense SVD (6288 parameters take about 2 minutes here)")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     a = p.parse_args(argv)
     rows = []

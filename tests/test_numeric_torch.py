@@ -99,3 +99,20 @@ def test_mirror_experiment_reproduces_the_papers_direction(task, tmp_path):
     assert tanh.errors[v] > 2 * tanh.errors[h] and gelu.errors[v] > 2 * tanh.errors[h], res["table"]
     assert tanh.equivariance["horizontal"]["noise"] < 0.05, res["table"]
     assert "digits" in res["table"] and "CIFAR10" in res["table"]
+
+
+def test_matrix_free_jacobian_by_torch_autograd_matches_numpy():
+    from symeq.numeric.fdim import JacobianOperator
+    from symeq.numeric.models import NumericDenseLayer, NumericModel
+
+    rng = np.random.default_rng(2)
+    a = numeric_activation({"type": "tanh_series", "order": 3})
+    m = NumericModel(3, [NumericDenseLayer(rng.standard_normal((5, 3)), rng.standard_normal(5), a),
+                         NumericDenseLayer(rng.standard_normal((2, 5)), rng.standard_normal(2))])
+    X = rng.standard_normal((6, 3))
+    ops = [JacobianOperator(m, X), JacobianOperator(m, X, backend="torch", device="cpu")]
+    V, U = rng.standard_normal((m.n_params, 3)), rng.standard_normal((12, 2))
+    assert np.allclose(ops[0].matmat(V), ops[1].matmat(V), atol=1e-12)
+    assert np.allclose(ops[0].rmatmat(U), ops[1].rmatmat(U), atol=1e-12)
+    r = functional_dimension(m, backend="torch", method="krylov", device="cpu", rng=0)
+    assert r.rank == functional_dimension(m, rng=0).rank and r.backend.startswith("torch")

@@ -170,7 +170,7 @@ class JacobianOperator:
     ``J @ V`` is forward-mode differentiation (one pass for a block of k directions, shape
     (#params, k)), ``J.T @ U`` is backpropagation, ``gram(V) = J^T J V``.  Rows are ordered as in
     :func:`jacobian` (point-major, then output); nothing of size #params x #params or
-    #rows x #params is ever formed.  ``backend="torch"`` uses ``torch.func.linearize`` / ``vjp``
+    #rows x #params is ever formed.  ``backend="torch"`` uses ``torch.func.jvp`` / ``vjp``
     under ``vmap`` (on GPU when one is present); the numpy backend is the analytic chain rule.
 
     >>> rng = np.random.default_rng(0)
@@ -254,7 +254,7 @@ class JacobianOperator:
         from .models import _torch
 
         torch = _torch()
-        from torch.func import functional_call, linearize, vjp, vmap
+        from torch.func import functional_call, jvp, vjp, vmap
 
         self._torch = torch
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -266,7 +266,9 @@ class JacobianOperator:
         def f(*p):
             return functional_call(net, dict(zip(names, p)), (Xt,))
 
-        _, jvp_fn = linearize(f, *ps)
+        def jvp_fn(*tangents):   # torch.func.jvp (linearize goes through torch.fx and warns)
+            return jvp(f, ps, tangents)[1]
+
         _, vjp_fn = vjp(f, *ps)
         self._tjvp, self._tvjp = vmap(jvp_fn), vmap(vjp_fn)
         self._dev, self._pshapes = dev, [p.shape for p in ps]

@@ -184,9 +184,22 @@ def _match_layer(U: np.ndarray, V: np.ndarray, act, chunk: int = 2048):
     Returns (pi, alpha, rel, margin): U_j ~ alpha_j V_pi(j), rel[j] the relative residual.
     """
     sym = act.symmetry
+    un = np.sqrt(np.maximum(np.einsum("ij,ij->i", U, U), 1e-300))
+    cost = _row_distances(U, V, sym) / un[:, None]
+    pi = linear_assignment(cost)
+    alpha, rel = _fit(U, V, pi, sym)
+    if cost.shape[1] > 1:
+        part = np.partition(cost, 1, axis=1)[:, :2]
+        margin = float(np.min(part[:, 1] - part[:, 0]))
+    else:
+        margin = float("inf")
+    return pi, alpha, rel, margin
+
+
+def _row_distances(U: np.ndarray, V: np.ndarray, sym: str) -> np.ndarray:
+    """min over admissible alpha of |U_j - alpha V_k|, for all pairs (j, k)."""
     un2 = np.einsum("ij,ij->i", U, U)
     vn2 = np.einsum("ij,ij->i", V, V)
-    un = np.sqrt(np.maximum(un2, 1e-300))
     G = U @ V.T
     if sym in ("odd", "even"):
         d2 = un2[:, None] + vn2[None, :] - 2.0 * np.abs(G)
@@ -197,16 +210,7 @@ def _match_layer(U: np.ndarray, V: np.ndarray, act, chunk: int = 2048):
         d2 = un2[:, None] - proj
     else:  # alpha = 1 only
         d2 = un2[:, None] + vn2[None, :] - 2.0 * G
-    cost = np.sqrt(np.maximum(d2, 0.0)) / un[:, None]
-    del d2
-    pi = linear_assignment(cost)
-    alpha, rel = _fit(U, V, pi, sym)
-    if cost.shape[1] > 1:
-        part = np.partition(cost, 1, axis=1)[:, :2]
-        margin = float(np.min(part[:, 1] - part[:, 0]))
-    else:
-        margin = float("inf")
-    return pi, alpha, rel, margin
+    return np.sqrt(np.maximum(d2, 0.0))
 
 
 def _fit(U: np.ndarray, V: np.ndarray, pi: np.ndarray, sym: str):
@@ -228,19 +232,8 @@ def _tie_groups(V: np.ndarray, act, tol: float) -> list[np.ndarray]:
     n = V.shape[0]
     if n < 2:
         return []
-    sym = act.symmetry
-    vn2 = np.einsum("ij,ij->i", V, V)
-    G = V @ V.T
-    if sym in ("odd", "even"):
-        d2 = vn2[:, None] + vn2[None, :] - 2.0 * np.abs(G)
-    elif sym in ("monomial", "relu"):
-        proj = G * G / np.maximum(vn2, 1e-300)[None, :]
-        if sym == "relu":
-            proj = np.where(G > 0, proj, 0.0)
-        d2 = vn2[:, None] - proj
-    else:
-        d2 = vn2[:, None] + vn2[None, :] - 2.0 * G
-    close = np.sqrt(np.maximum(d2, 0.0)) <= tol * np.sqrt(np.maximum(vn2, 1e-300))[:, None]
+    vn = np.sqrt(np.maximum(np.einsum("ij,ij->i", V, V), 1e-300))
+    close = _row_distances(V, V, act.symmetry) <= tol * vn[:, None]
     close = close & close.T
     seen, groups = np.zeros(n, bool), []
     for j in np.flatnonzero(close.sum(axis=1) > 1):
