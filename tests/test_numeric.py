@@ -204,6 +204,18 @@ def test_krylov_functional_dimension_agrees_with_the_dense_svd(spec, widths, lay
     assert "matrix-free estimate" in kry.report() and kry.to_json()["method"] == "krylov"
 
 
+@pytest.mark.parametrize("spec,widths", [
+    ({"type": "polynomial", "coeffs": ["0", "1", "1"]}, [1, 3, 1]),   # filling: kernel is most of it
+    ("tanh", [1, 1, 1]),                                               # fewer parameters than a block
+    ("relu", [2, 3, 1]),
+    ({"type": "monomial", "degree": 2}, [2, 6, 1]),                    # all but 6 directions are kernel
+])
+def test_krylov_on_tiny_nets_where_the_block_fills_the_space(spec, widths):
+    m = _random_net(widths, numeric_activation(spec), np.random.default_rng(0))
+    kry = functional_dimension(m, rng=1, method="krylov", max_extra=100)
+    assert kry.rank == functional_dimension(m, rng=1).rank, kry.report()
+
+
 def test_krylov_counts_are_capped_and_bad_options_refused():
     rng = np.random.default_rng(0)
     m = _clone_of(_random_net([4, 12, 10, 4], numeric_activation("tanh"), rng), 1)

@@ -212,6 +212,8 @@ class JacobianOperator:
         V = np.asarray(V, dtype=np.float64)
         one = V.ndim == 1
         V = V[:, None] if one else V
+        if V.shape[1] == 0:
+            return np.zeros((self.shape[0], 0))
         self.n_matvecs += V.shape[1]
         D = self._jvp_torch(V) if self.backend == "torch" else self._jvp(V)   # (k, N, n_out)
         out = D.transpose(1, 2, 0).reshape(-1, V.shape[1])
@@ -223,6 +225,8 @@ class JacobianOperator:
         one = U.ndim == 1
         U = U[:, None] if one else U
         k = U.shape[1]
+        if k == 0:
+            return np.zeros((self.shape[1], 0))
         U3 = U.reshape(self.X.shape[0], self.model.output_dim, k).transpose(2, 0, 1)
         out = self._vjp_torch(U3) if self.backend == "torch" else self._vjp(U3)
         return out[:, 0] if one else out
@@ -382,12 +386,19 @@ def _project_out(V: np.ndarray, Q: np.ndarray) -> np.ndarray:
     return V
 
 
-def _orth_cols(V: np.ndarray, rel: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
-    """Orthonormal Q spanning V (numerically independent part) and T with Q = V T."""
+def _orth_cols(V: np.ndarray, rel: float = 1e-10, ref: float | None = None,
+               floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormal Q spanning V (numerically independent part) and T with Q = V T.
+
+    Directions with singular value below ``rel * ref`` are dropped; ``ref`` is the size of V
+    *before* it was projected (default: its largest singular value), so that what is left of a
+    vector after projecting out a subspace that contains it -- rounding noise -- is not kept;
+    and below ``floor`` in any case.
+    """
     if V.shape[1] == 0:
         return V, np.zeros((0, 0))
     U, s, Wt = np.linalg.svd(V, full_matrices=False)
-    keep = s > rel * max(s[0], 1e-300)
+    keep = s > max(rel * max(s[0] if ref is None else ref, 1e-300), floor)
     return U[:, keep], Wt[keep].T / s[keep]
 
 
@@ -432,9 +443,11 @@ def _krylov(op: JacobianOperator, rtol: float, block: int, maxiter: int, chunk: 
     while iters < maxiter and b > 0:
         Y = np.concatenate([Z, null], axis=1)
         if X.shape[1] < b:               # (re)fill the block with random directions
-            R0 = _project_out(rng.standard_normal((P, b - X.shape[1])), Y)
-            R0 = _project_out(R0, X)
-            Q, _ = _orth_cols(R0)
+            R0 = rng.standard_normal((P, b - X.shape[1]))
+            ref = float(np.linalg.norm(R0, axis=0).max())
+            Q, _ = _orth_cols(_project_out(_project_out(R0, Y), X), 1e-6, ref)
+            if Q.shape[1] == 0 and X.shape[1] == 0:
+                break                  # the complement is used up
             X, JX = np.concatenate([X, Q], axis=1), np.concatenate([JX, op.matmat(Q)], axis=1)
             if iters == 0 or sig.shape[0] != X.shape[1]:
                 U, sv, Vt = np.linalg.svd(JX, full_matrices=False)
@@ -444,8 +457,9 @@ def _krylov(op: JacobianOperator, rtol: float, block: int, maxiter: int, chunk: 
         res = np.linalg.norm(Rr, axis=0)
         W = pre(Rr)
         for _ in range(2):             # twice: normalising tiny remainders amplifies what is left of Y
+            ref = float(np.linalg.norm(W, axis=0).max()) if W.shape[1] else 0.0
             W = _project_out(_project_out(W, Y), np.concatenate([X, Pd], axis=1))
-            W, _ = _orth_cols(W, 1e-8)
+            W, _ = _orth_cols(W, 1e-8, ref)
         JW = op.matmat(W)
         S = np.concatenate([X, W, Pd], axis=1)
         JS = np.concatenate([JX, JW, JP], axis=1)
@@ -457,13 +471,14 @@ def _krylov(op: JacobianOperator, rtol: float, block: int, maxiter: int, chunk: 
         Pn, JPn = S[:, nx:] @ C[nx:], JS[:, nx:] @ C[nx:]
         coef = Xn.T @ Pn
         Pn, JPn = Pn - Xn @ coef, JPn - JXn @ coef
-        Q, T = _orth_cols(Pn, 1e-4)            # J P is carried along, not recomputed: keep T tame
+        Q, T = _orth_cols(Pn, 1e-4, floor=1e-12)   # J P is carried along, not recomputed: keep T tame
         X, JX, Pd, JP = Xn, JXn, Q, JPn @ T
         iters += 1
         is_null = sig <= lock
         if is_null.any():                      # kernel candidates: recheck |J x| directly, lock, refill
             Jc = op.matmat(X[:, is_null])
-            ok = np.flatnonzero(is_null)[np.linalg.norm(Jc, axis=0) <= lock]
+            xn = np.linalg.norm(X[:, is_null], axis=0)
+            ok = np.flatnonzero(is_null)[(np.linalg.norm(Jc, axis=0) <= lock * xn) & (xn > 0.5)]
             is_null = np.zeros_like(is_null)
             is_null[ok] = True
         if is_null.any():
