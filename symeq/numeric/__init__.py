@@ -7,7 +7,7 @@ residuals, margins and errors (DESIGN.md: the exact path is the source of truth)
 Modules: :mod:`~symeq.numeric.models` (layers, models, loading), :mod:`~symeq.numeric.generate`
 (random layerwise-equivariant float models, scrambling), :mod:`~symeq.numeric.layerwise`
 (derivation of the actions, the paper's metric, projection to K_i), :mod:`~symeq.numeric.fdim`
-(functional dimension), :mod:`~symeq.numeric.train` and :mod:`~symeq.numeric.experiment`
+(functional dimension: dense SVD, or matrix-free up to 10^5+ parameters), :mod:`~symeq.numeric.train` and :mod:`~symeq.numeric.experiment`
 (torch extra: training with a soft mirror-equivariance loss, the paper's experiment on digits).
 """
 

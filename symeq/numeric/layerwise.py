@@ -9,7 +9,11 @@ Two views of the same question, "does G act on every hidden layer, through K_i?"
    The exact path hashes canonical rows; here every pair (j, k) gets the relative residual
    ``min_alpha |u_j - alpha v_k| / |u_j|`` (one Gram matrix), the rows are matched by linear
    assignment on that cost (row-wise argmin when it is already a bijection, which is the common
-   case and keeps width 4096 fast), and rho_i(g)[j, k] = q(alpha_j).  The last layer is checked
+   case and keeps width 4096 fast), and rho_i(g)[j, k] = q(alpha_j).  Cloned neurons (rows equal
+   up to K_i within the tolerance, looked for only where a margin shows a tie) make the
+   assignment ambiguous: the permutations of their targets are tried depth first, each judged
+   by the worst residual of the later layers (the twin of the exact path's backtracking; at most
+   ``max_tie_variants`` in all).  The last layer is checked
    by |W_L rho_{L-1} - rho_out W_L| / |W_L| and the same for b_L.  What is reported is residuals
    and the *margin* (second-best cost minus best cost, smallest over neurons): a match is only as
    trustworthy as its margin is large compared with the residual.  Nothing is called "verified".
