@@ -22,14 +22,12 @@ Markdown to stdout and ``OUT/fdim.md``; numbers, machine and versions to ``OUT/f
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+
+from _common import markdown_table, write_results
 
 from symeq.numeric import NumericDenseLayer, NumericModel, numeric_activation
 from symeq.numeric.fdim import functional_dimension
@@ -56,7 +54,7 @@ def run(widths, clone: bool, dense_max: int, backend: str) -> dict:
     row = {"widths": "-".join(map(str, widths)), "clone": clone, "params": m.n_params}
     if m.n_params <= dense_max:
         d = functional_dimension(m, rng=1, method="dense", max_params=dense_max)
-        row.update(dense_rank=d.rank, dense_s=round(d.seconds, 3), dense_gap=d.gap)
+        row.update(dense_rank=d.rank, dense_s=round(d.seconds, 3), dense_gap=d.gap if np.isfinite(d.gap) else "inf")
     else:
         row.update(dense_rank=None, dense_s=None, dense_gap=None)
     k = functional_dimension(m, rng=1, method="krylov", backend=backend, max_extra=8 if clone else 64)
@@ -93,22 +91,13 @@ def main(argv=None) -> int:
             print(f"  dense {rows[-1]['dense_s']} s, krylov {rows[-1]['krylov_s']} s", file=sys.stderr, flush=True)
     cols = ["widths", "clone", "params", "expected", "dense_rank", "krylov_rank", "dense_s", "krylov_s",
             "dense_over_krylov", "iterations", "sigma_min_over_max", "kernel_found", "kernel_bound"]
-    md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        rank = dict(r)
-        if r["krylov_capped"]:
-            rank["krylov_rank"] = f"<= {r['krylov_rank']}"
-        md.append("| " + " | ".join(_fmt(rank[c]) for c in cols) + " |")
+    shown = [dict(r, krylov_rank=f"<= {r['krylov_rank']}") if r["krylov_capped"] else r for r in rows]
+    md = markdown_table(shown, cols, _fmt)
     md.append("\nkrylov ranks of clones are upper bounds when the kernel count was capped (8 directions here); "
               "sigma_min_over_max is a Ritz value, an upper bound.")
     text = "\n".join(md)
     print(text)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "fdim.md").write_text(text + "\n")
-    meta = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "numpy": np.__version__, "date": time.strftime("%Y-%m-%d")}
-    (out / "fdim.json").write_text(json.dumps({"rows": rows, "meta": meta}, indent=1, default=float) + "\n")
+    write_results(a.out, "fdim", text, {"rows": rows})
     return 0
 
 

@@ -17,15 +17,13 @@ Markdown to stdout and ``OUT/numeric.md``; numbers, machine and versions to ``OU
 from __future__ import annotations
 
 import argparse
-import json
-import math
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from _common import markdown_table, write_results
 
 from symeq.groups import mirror
 from symeq.numeric import derive_latent_actions_numeric, numeric_activation, random_equivariant_numeric, scramble_numeric
@@ -61,19 +59,12 @@ def main(argv=None) -> int:
         y = np.log([r["derive_s"] for r in big])
         exponent = float(np.polyfit(x, y, 1)[0])
     cols = ["width", "depth", "params", "build_s", "derive_s", "max_residual", "min_margin", "within_tolerance"]
-    md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        md.append("| " + " | ".join(f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |")
+    md = markdown_table(rows, cols)
     if exponent is not None:
         md.append(f"\nderive time ~ width^{exponent:.2f} over the larger widths (one Gram matrix per layer: width^3 expected)")
     text = "\n".join(md)
     print(text)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "numeric.md").write_text(text + "\n")
-    meta = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "numpy": np.__version__, "date": time.strftime("%Y-%m-%d")}
-    (out / "numeric.json").write_text(json.dumps({"rows": rows, "width_exponent": exponent, "meta": meta}, indent=1) + "\n")
+    write_results(a.out, "numeric", text, {"rows": rows, "width_exponent": exponent})
     return 0
 
 
