@@ -130,7 +130,8 @@ def closure(
             deadline.check("enumerating the group")
         e = queue.popleft()
         for gi, gen in enumerate(generators):
-            mats = tuple(a * b for a, b in zip(e.mats, gen))
+            # the identity times a generator is the generator: skip the (dense, n^3) products
+            mats = tuple(gen) if not e.word else tuple(a * b for a, b in zip(e.mats, gen))
             key = mat_key(mats[0])
             other = seen.get(key)
             if other is None:
