@@ -20,7 +20,7 @@ def test_sequential_round_trip_has_the_same_function():
     net = s.to_torch()
     back = from_torch(net, group=mirror(2, 3))
     x = np.random.default_rng(0).standard_normal((5, 6))
-    assert np.allclose(back(x), net(torch.from_numpy(x)).detach().numpy())
+    assert np.allclose(back(x), net(torch.from_numpy(x)).detach().numpy(), rtol=0, atol=1e-12)
     assert derive_latent_actions_numeric(back).within_tolerance
 
 
@@ -36,8 +36,10 @@ def test_numpy_and_torch_forward_and_jacobian_agree(act):
                          NumericDenseLayer(rng.standard_normal((3, 4)), rng.standard_normal(3), a),
                          NumericDenseLayer(rng.standard_normal((2, 3)), rng.standard_normal(2))])
     X = rng.standard_normal((7, 3))
-    assert np.allclose(m.forward(X), m.to_torch()(torch.from_numpy(X)).detach().numpy(), atol=1e-12)
-    assert np.allclose(jacobian(m, X), _torch_jacobian(m, X, device="cpu"), atol=1e-10)
+    # float64 all the way: agreement to rounding, not to float32 (rtol=0)
+    assert np.allclose(m.forward(X), m.to_torch()(torch.from_numpy(X)).detach().numpy(), rtol=0, atol=1e-12)
+    assert np.allclose(jacobian(m, X), _torch_jacobian(m, X, device="cpu"), rtol=0, atol=1e-10)
+    assert np.array_equal(m.to_torch()[0].weight.detach().numpy(), m.layers[0].weight)
     assert functional_dimension(m, backend="torch", rng=0).rank == functional_dimension(m, rng=0).rank
 
 
@@ -68,12 +70,21 @@ def test_short_training_run_and_cli(tmp_path, capsys):
     assert data.shape == (4, 4, 1) and data.n_classes == 3
     net = build_mlp(16, 3, "tanh", widths=(8, 8))
     stats = train_mlp(net, data, "classifier", epochs=2, progress=False)
-    assert "train_accuracy" in stats
+    assert "train_accuracy" in stats and stats["device"] == "cpu"
+    # the same seed gives the same training on an explicit device (batches are drawn on the CPU)
+    again = build_mlp(16, 3, "tanh", widths=(8, 8))
+    again.load_state_dict(build_mlp(16, 3, "tanh", widths=(8, 8)).state_dict())
+    if not torch.cuda.is_available():
+        from symeq.errors import EngineMissing
+
+        with pytest.raises(EngineMissing, match="CUDA"):
+            train_mlp(again, data, "classifier", epochs=1, progress=False, device="cuda")
+    assert train_mlp(again, data, "classifier", epochs=1, progress=False, device="auto")["device"] in ("cpu", "cuda")
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
     out = tmp_path / "exp"
     args = parser.parse_args(["experiment", "mirror", "--activation", "tanh", "--epochs", "2", "--data", str(p),
-                              "--task", "classifier", "--quiet", "--out", str(out)])
+                              "--task", "classifier", "--quiet", "--out", str(out), "--device", "auto"])
     assert args.func(args) == 0
     assert "f_1, horizontal" in capsys.readouterr().out
     assert (out / "table.md").is_file() and (out / "results.json").is_file()
@@ -112,7 +123,26 @@ def test_matrix_free_jacobian_by_torch_autograd_matches_numpy():
     X = rng.standard_normal((6, 3))
     ops = [JacobianOperator(m, X), JacobianOperator(m, X, backend="torch", device="cpu")]
     V, U = rng.standard_normal((m.n_params, 3)), rng.standard_normal((12, 2))
-    assert np.allclose(ops[0].matmat(V), ops[1].matmat(V), atol=1e-12)
-    assert np.allclose(ops[0].rmatmat(U), ops[1].rmatmat(U), atol=1e-12)
+    assert np.allclose(ops[0].matmat(V), ops[1].matmat(V), rtol=0, atol=1e-12)
+    assert np.allclose(ops[0].rmatmat(U), ops[1].rmatmat(U), rtol=0, atol=1e-12)
     r = functional_dimension(m, backend="torch", method="krylov", device="cpu", rng=0)
     assert r.rank == functional_dimension(m, rng=0).rank and r.backend.startswith("torch")
+
+
+def test_gpu_check_script_runs_on_the_cpu(tmp_path):
+    """benchmarks/gpu_check.py is the prepared device check; here its steps run on the CPU."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_check.py"
+    proc = subprocess.run([sys.executable, str(script), "--device", "cpu", "--quick", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    res = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert res["all_agree"] and res["products_rel_diff"] < 1e-12 and res["training"]["device"] == "cpu"
+    if not torch.cuda.is_available():
+        proc = subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 2 and "no CUDA device" in proc.stderr

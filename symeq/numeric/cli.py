@@ -73,7 +73,8 @@ def cmd_experiment(args) -> int:
 
         data = load_npz_dataset(args.data)
     res = run_mirror_experiment(tuple(args.activation), args.task, epochs=args.epochs, out=args.out,
-                                seed=args.seed, data=data, progress=not args.quiet, figures=args.out is not None)
+                                seed=args.seed, data=data, progress=not args.quiet, figures=args.out is not None,
+                                device=args.device)
     if args.json:
         print(json.dumps({k: v for k, v in res.items() if not k.startswith("_")}, indent=1))
     else:
@@ -106,6 +107,7 @@ def register(subparsers) -> None:
                    help="training epochs (default: the task's setting, 300 for the autoencoder, 600 for the classifier)")
     e.add_argument("--data", help="a data set .npz (x, optional y, shape) instead of scikit-learn's digits")
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--device", default="cpu", help="torch device for training: cpu (default), cuda, or auto")
     e.add_argument("--out", help="directory for table.md, results.json and PNG figures")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.add_argument("--json", action="store_true")

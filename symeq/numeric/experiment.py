@@ -163,7 +163,7 @@ def format_table(runs: list[MirrorRun]) -> str:
         g = {k: len(v) for k, v in filter_groups(r.action).items()}
         lines.append(f"\n{r.activation}: layer-1 filters: {g['self-symmetric']} self-symmetric, "
                      f"{g['mirrored pairs']} in mirrored pairs, {g['negated pairs']} in negated pairs, "
-                     f"{g['anti-symmetric']} anti-symmetric, {g['unpaired']} unpaired; training {json.dumps({k: round(v, 4) for k, v in r.training.items()})}")
+                     f"{g['anti-symmetric']} anti-symmetric, {g['unpaired']} unpaired; training {json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in r.training.items()})}")
     return "\n".join(lines)
 
 

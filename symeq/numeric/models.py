@@ -436,16 +436,18 @@ class NumericModel(LayeredShape):
     def to_torch(self, dtype=None, device=None):
         """An ``nn.Sequential`` with the same function (torch extra)."""
         torch = _torch()
+        dtype = dtype or torch.float64
         mods = []
         for l in self.layers:
-            lin = torch.nn.Linear(l.in_dim, l.out_dim)
+            # made in the target dtype: a float32 layer would round the weights on copy_
+            lin = torch.nn.Linear(l.in_dim, l.out_dim, dtype=dtype)
             with torch.no_grad():
                 lin.weight.copy_(torch.from_numpy(l.weight))
                 lin.bias.copy_(torch.from_numpy(l.bias))
             mods.append(lin)
             if l.activation is not None:
                 mods.append(l.activation.torch_module())
-        seq = torch.nn.Sequential(*mods).to(dtype=dtype or torch.float64)
+        seq = torch.nn.Sequential(*mods).to(dtype=dtype)
         return seq.to(device) if device is not None else seq
 
     def __repr__(self) -> str:

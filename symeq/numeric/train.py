@@ -169,13 +169,15 @@ def train_mlp(net, data: Dataset, task: str = "autoencoder", *, epochs: int = 30
               batch_size: int = 128, equivariance_weight: float = 10.0, equivariance_start: float = 0.5,
               noise_in_equivariance: bool = True, noise_scale: float = 1.0, weight_decay: float = 0.0,
               optimizer: str = "adam", equivariance_ramp: float = 0.0,
-              seed: int = 0, progress: bool = True) -> dict:
+              seed: int = 0, progress: bool = True, device: str | None = None) -> dict:
     """Train in place; the soft horizontal-mirror loss is on from ``equivariance_start`` of training.
 
     ``noise_scale``: std of the Gaussian noise inputs added to each batch of the equivariance loss
     (``noise_in_equivariance``); ``equivariance_ramp``: fraction of training over which the loss
     weight rises linearly once it is on (0: switched on at once); ``optimizer``: "adam" (AdamW when
-    ``weight_decay`` > 0) or "sgd" (momentum 0.9).
+    ``weight_decay`` > 0) or "sgd" (momentum 0.9); ``device``: None or "cpu" (default), "cuda", or
+    "auto" (CUDA when present).  Random numbers (batch order, noise) are drawn on the CPU, so a
+    seed gives the same batches on every device.
 
     Returns a dict of final losses (task loss, equivariance loss, accuracy for classifiers).
     """
@@ -186,10 +188,15 @@ def train_mlp(net, data: Dataset, task: str = "autoencoder", *, epochs: int = 30
         raise InputError(f"the data set {data.name} has no labels \"y\": use --task autoencoder")
     if epochs < 1:
         raise InputError("--epochs must be at least 1")
+    if device in (None, "auto"):
+        device = "cuda" if device == "auto" and torch.cuda.is_available() else "cpu"
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise EngineMissing(f"device {device!r} requested, but torch sees no CUDA device")
     torch.manual_seed(seed)
-    X = torch.from_numpy(data.x).float()
-    Y = torch.from_numpy(data.y) if data.y is not None else None
-    perm = torch.from_numpy(image_permutation(data.shape, "horizontal"))
+    net.to(device)
+    X = torch.from_numpy(data.x).float().to(device)
+    Y = torch.from_numpy(data.y).to(device) if data.y is not None else None
+    perm = torch.from_numpy(image_permutation(data.shape, "horizontal")).to(device)
     if optimizer == "adam":
         opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay) if weight_decay else \
             torch.optim.Adam(net.parameters(), lr=lr)
@@ -202,7 +209,7 @@ def train_mlp(net, data: Dataset, task: str = "autoencoder", *, epochs: int = 30
     start = int(equivariance_start * epochs)
     stats = {}
     for ep in range(epochs):
-        order = torch.randperm(X.shape[0], generator=gen)
+        order = torch.randperm(X.shape[0], generator=gen).to(device)
         tot, teq, n = 0.0, 0.0, 0
         for s in range(0, X.shape[0], batch_size):
             xb = X[order[s:s + batch_size]]
@@ -211,12 +218,13 @@ def train_mlp(net, data: Dataset, task: str = "autoencoder", *, epochs: int = 30
                 loss = torch.mean((out - xb) ** 2)
             else:
                 loss = torch.nn.functional.cross_entropy(out, Y[order[s:s + batch_size]])
-            eq = torch.zeros(())
+            eq = torch.zeros((), device=device)
             if ep >= start:
                 # the data batch plus as many Gaussian noise inputs: pixels that are constant in
                 # the data (digits' borders) otherwise keep weights the task never touches, and
                 # the paper's metric is measured on noise inputs
-                xe = torch.cat([xb, noise_scale * torch.randn(xb.shape, generator=gen)]) if noise_in_equivariance else xb
+                xe = torch.cat([xb, noise_scale * torch.randn(xb.shape, generator=gen).to(device)]) \
+                    if noise_in_equivariance else xb
                 oe = net(xe)
                 outg = net(xe[:, perm])
                 target = oe[:, perm] if task == "autoencoder" else oe
@@ -236,4 +244,6 @@ def train_mlp(net, data: Dataset, task: str = "autoencoder", *, epochs: int = 30
     if task == "classifier":
         with torch.no_grad():
             stats["train_accuracy"] = float((net(X).argmax(1) == Y).float().mean())
+    net.to("cpu")   # the analysis (numpy) reads the weights from the CPU
+    stats["device"] = str(device)
     return stats
