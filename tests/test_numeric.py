@@ -216,6 +216,19 @@ def test_krylov_on_tiny_nets_where_the_block_fills_the_space(spec, widths):
     assert kry.rank == functional_dimension(m, rng=1).rank, kry.report()
 
 
+def test_krylov_on_relu_is_slow_and_says_so():
+    """ReLU kernels (hidden symmetries, a clone) take thousands of iterations: with a short budget
+    the report says NOT SETTLED; with a long one the rank matches the dense SVD."""
+    m = _clone_of(_random_net([4, 12, 10, 4], numeric_activation("relu"), np.random.default_rng(0)), 1)
+    dense = functional_dimension(m, rng=1)
+    short = functional_dimension(m, rng=1, method="krylov", maxiter=300)
+    assert short.rank >= dense.rank       # kernel directions found are real: never below the dense rank
+    if short.rank != dense.rank:
+        assert not short.details["settled"] and "NOT SETTLED" in short.report()
+    long = functional_dimension(m, rng=1, method="krylov", maxiter=4000)
+    assert long.rank == dense.rank and long.details["settled"], long.report()
+
+
 def test_krylov_counts_are_capped_and_bad_options_refused():
     rng = np.random.default_rng(0)
     m = _clone_of(_random_net([4, 12, 10, 4], numeric_activation("tanh"), rng), 1)

@@ -37,7 +37,8 @@ Two methods (``method="auto"`` takes dense up to ``max_params`` = 2*10^4 paramet
   rechecked directly (|J V| is recomputed) and counted; the smallest singular value above the cut
   is a Ritz estimate, an *upper* bound.  The result is an estimate with its numbers, not a proof
   of full rank: an iteration can in principle miss a kernel direction (slow convergence shows as
-  a small gap; ReLU and deep polynomial nets converge slowly, tanh nets well).
+  a small gap, and a search that ends at ``maxiter`` before settling says NOT SETTLED; ReLU and
+  deep polynomial nets converge slowly, tanh nets well).
 
 Examples
 --------
@@ -438,7 +439,7 @@ def _krylov(op: JacobianOperator, rtol: float, block: int, maxiter: int, chunk: 
     X = Pd = np.zeros((P, 0))
     JX = JP = empty
     sig = res = np.zeros(0)
-    iters, prev, history = 0, None, []
+    iters, prev, history, settled = 0, None, [], False
     b = min(block, P - Z.shape[1])
     while iters < maxiter and b > 0:
         Y = np.concatenate([Z, null], axis=1)
@@ -498,6 +499,7 @@ def _krylov(op: JacobianOperator, rtol: float, block: int, maxiter: int, chunk: 
                 progress(f"krylov: {iters} iterations, smallest sigma/sigma_max {sig[0] / s_max:.3g} "
                          f"(residual {res[0]:.2g}), kernel directions found {null.shape[1]}")
             if prev is not None and sig[0] ** 2 > stall * prev ** 2 and iters >= 2 * chunk and sig[0] > 100 * cut:
+                settled = True
                 break                  # settled well above the cut: a kernel direction would keep falling
             prev = sig[0]
     below = sig <= cut                 # below the cut but not converged to the lock: counted too
@@ -508,7 +510,8 @@ def _krylov(op: JacobianOperator, rtol: float, block: int, maxiter: int, chunk: 
     return {"sigma_max": s_max, "dim_k_directions": Z.shape[1], "symmetry_residual": sym_res,
             "null_found": null.shape[1], "null_bound": null_bound, "null_capped": null.shape[1] >= max_extra,
             "ritz": np.asarray(sig), "ritz_residual": np.asarray(res[:len(sig)]), "iterations": iters,
-            "matvecs": op.n_matvecs, "history": history}
+            "matvecs": op.n_matvecs, "history": history,
+            "settled": settled or null.shape[1] >= max_extra or X.shape[1] == 0}
 
 
 @dataclass
@@ -557,6 +560,9 @@ class FunctionalDimension:
         if d["null_found"]:
             lines.append(f"  {d['null_found']} further kernel directions V found{' (search capped)' if d['null_capped'] else ''}: "
                          f"|J V| / sigma_max = {d['null_bound']:.2g} (an upper bound, recomputed directly)")
+        if not d["settled"]:
+            lines.append(f"  NOT SETTLED: {d['iterations']} iterations (maxiter) ended with the smallest Ritz value "
+                         "still falling near the cut; the rank is uncertain (raise maxiter, or use the dense method)")
         if d["smallest_above"] is not None:
             lines.append(f"  smallest singular value above the cut ~ {d['smallest_above']:.3g} "
                          f"({d['smallest_above'] / d['sigma_max']:.2g} sigma_max; Ritz estimate, an upper bound; a "
@@ -580,7 +586,7 @@ class FunctionalDimension:
 
 def functional_dimension(model: NumericModel, *, n_points: int | None = None, rtol: float = 1e-7,
                          backend: str = "numpy", device=None, rng=None, method: str = "auto",
-                         max_params: int = 20000, block: int = 8, maxiter: int = 300,
+                         max_params: int = 20000, block: int = 8, maxiter: int = 1000,
                          max_extra: int = 64, progress=None) -> FunctionalDimension:
     """The rank of the Jacobian of theta -> (f_theta(x_j))_j at Gaussian points x_j.
 
