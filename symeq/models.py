@@ -116,6 +116,27 @@ class LayeredShape:
     """Shape bookkeeping shared by the exact :class:`Model` and the numeric twin
     (``input_dim`` and ``layers`` with ``in_dim``/``out_dim``)."""
 
+    def check_layers(self, handled=None) -> None:
+        """The layer chain: at least one layer, sizes that match, only the last layer affine.
+
+        ``handled(i, layer, last)`` may take a layer kind over (return True: the activation rules
+        are skipped for it), e.g. attention in the exact model.
+        """
+        if not self.layers:
+            raise InputError("a model needs at least one layer")
+        n = self.input_dim
+        for i, layer in enumerate(self.layers, 1):
+            if layer.in_dim != n:
+                raise ShapeError(f"layer {i} expects inputs of size {layer.in_dim}, but the previous size is {n}")
+            last = i == len(self.layers)
+            n = layer.out_dim
+            if handled is not None and handled(i, layer, last):
+                continue
+            if last and layer.activation is not None:
+                raise InputError(f"layer {i} is the last layer and must be affine (activation null)")
+            if not last and layer.activation is None:
+                raise InputError(f"hidden layer {i} needs an activation (only the last layer is affine)")
+
     def check_group(self, group) -> None:
         if group.input_dim != self.input_dim:
             raise ShapeError(f"the group acts on inputs of size {group.input_dim}, the model takes {self.input_dim}")
@@ -158,31 +179,23 @@ class Model(LayeredShape):
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if not self.layers:
-            raise InputError("a model needs at least one layer")
-        n = self.input_dim
-        for i, layer in enumerate(self.layers, 1):
-            if layer.in_dim != n:
-                raise ShapeError(f"layer {i} expects inputs of size {layer.in_dim}, but the previous size is {n}")
-            last = i == len(self.layers)
+        def attention(i, layer, last) -> bool:
             kind = getattr(layer, "kind", "dense")
-            if kind in ("attention", "heads"):
-                if i != 1:
-                    raise InputError(f"layer {i}: an attention layer must be the first layer")
-                if kind == "heads" and last:
-                    raise InputError("a heads layer needs an output layer after it")
-                n = layer.out_dim
-                continue
-            if last and layer.activation is not None:
-                raise InputError(f"layer {i} is the last layer and must be affine (activation null)")
-            if not last and layer.activation is None:
-                raise InputError(f"hidden layer {i} needs an activation (only the last layer is affine)")
-            if not last and layer.activation.symmetry in ("affine", "constant"):
+            if kind not in ("attention", "heads"):
+                return False
+            if i != 1:
+                raise InputError(f"layer {i}: an attention layer must be the first layer")
+            if kind == "heads" and last:
+                raise InputError("a heads layer needs an output layer after it")
+            return True
+
+        self.check_layers(attention)
+        for i, layer in enumerate(self.layers[:-1], 1):
+            if getattr(layer, "kind", "dense") == "dense" and layer.activation.symmetry in ("affine", "constant"):
                 raise InputError(
                     f"hidden layer {i} has a {layer.activation.symmetry} activation: its latent symmetry group "
                     "is not a group of monomial matrices; use a polynomial of degree >= 2 or relu"
                 )
-            n = layer.out_dim
         if self.group is not None:
             self.check_group(self.group)
 

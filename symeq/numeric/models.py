@@ -360,18 +360,7 @@ class NumericModel(LayeredShape):
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if not self.layers:
-            raise InputError("a model needs at least one layer")
-        n = self.input_dim
-        for i, layer in enumerate(self.layers, 1):
-            if layer.in_dim != n:
-                raise ShapeError(f"layer {i} expects inputs of size {layer.in_dim}, but the previous size is {n}")
-            last = i == len(self.layers)
-            if last and layer.activation is not None:
-                raise InputError(f"layer {i} is the last layer and must be affine (activation null)")
-            if not last and layer.activation is None:
-                raise InputError(f"hidden layer {i} needs an activation (only the last layer is affine)")
-            n = layer.out_dim
+        self.check_layers()
         self.group = _as_group(self.group)
         if self.group is not None:
             self.check_group(self.group)
