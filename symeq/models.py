@@ -533,47 +533,60 @@ class LatentElement:
         return out
 
 
-def apply_latent(model: Model, k: LatentElement) -> Model:
-    """k . theta: a model with the same function and permuted, rescaled hidden neurons."""
-    layers = [l.copy() for l in model.layers]
-    prev_q = None
-    prev_perm = None
-    prev_o = None
-    for i, layer in enumerate(layers):
-        W_rows = mat_rows(layer.weight)
-        b = list(layer.bias)
+def latent_rows(model: Model, perms, scaling):
+    """k . theta layer by layer, as ``[(rows, bias), ...]`` of exact lists (or None).
+
+    ``perms[i]`` sends neuron j of hidden layer i to ``perms[i][j]``; ``scaling(i, j, row, b_j)``
+    gives its scaling alpha from the (already column-permuted) incoming row and bias, or None to
+    abandon (then the result is None).  Affine sign flips (sigma(-t) = c - sigma(t)) are carried
+    by the offsets of :meth:`Activation.affine_admissible`: the next layer's bias absorbs them.
+    Shared by :func:`apply_latent` and the orbit enumeration of :mod:`symeq.fibre.orbit`.
+    """
+    out = []
+    prev_perm = prev_q = prev_o = None
+    for i, layer in enumerate(model.layers):
+        rows = [list(r) for r in mat_rows(layer.weight)]
+        b = [fmpq(x) for x in layer.bias]
         if prev_perm is not None:
             # new neuron prev_perm[j] outputs q_j y_j + o_j (y_j: old neuron j), so
             # y_j = (new - o_j) / q_j: the column is divided by q_j and the bias absorbs -o_j / q_j
             new_rows = []
-            for r, row in enumerate(W_rows):
+            for r, row in enumerate(rows):
                 nr = [fmpq(0)] * len(row)
                 for j, x in enumerate(row):
                     nr[prev_perm[j]] = x / prev_q[j]
                     if prev_o[j] != 0:
                         b[r] -= x * prev_o[j] / prev_q[j]
                 new_rows.append(nr)
-            W_rows = new_rows
-        if i < len(layers) - 1:
-            perm, alphas = k.perms[i], k.alphas[i]
-            act = layer.activation
+            rows = new_rows
+        if i < len(model.layers) - 1:
+            act, perm = layer.activation, perms[i]
             s = act.shift
-            n = len(W_rows)
-            rows2 = [None] * n
-            b2 = [None] * n
-            q, o = [], []
+            n = len(rows)
+            rows2, b2, q, o = [None] * n, [None] * n, [], []
             for j in range(n):
-                a = fmpq(alphas[j])
+                a = scaling(i, j, rows[j], b[j])
+                if a is None:
+                    return None
+                a = fmpq(a)
                 qo = act.affine_admissible(a)
                 if qo is None:
                     raise InputError(f"scaling {a} is not admissible for the activation of layer {i + 1}")
-                rows2[perm[j]] = [a * x for x in W_rows[j]]
+                rows2[perm[j]] = [a * x for x in rows[j]]
                 b2[perm[j]] = a * b[j] + s * (1 - a)
                 q.append(qo[0])
                 o.append(qo[1])
-            W_rows, b = rows2, b2
+            rows, b = rows2, b2
             prev_perm, prev_q, prev_o = perm, q, o
-        layers[i] = DenseLayer(fmpq_mat(len(W_rows), len(W_rows[0]), [x for r in W_rows for x in r]), b, layer.activation)
+        out.append((rows, b))
+    return out
+
+
+def apply_latent(model: Model, k: LatentElement) -> Model:
+    """k . theta: a model with the same function and permuted, rescaled hidden neurons."""
+    parts = latent_rows(model, k.perms, lambda i, j, row, b: k.alphas[i][j])
+    layers = [DenseLayer(fmpq_mat(len(rows), len(rows[0]), [x for r in rows for x in r]), b, layer.activation)
+              for (rows, b), layer in zip(parts, model.layers)]
     return Model(model.input_dim, layers, model.group, model.name, dict(model.meta))
 
 

@@ -56,7 +56,6 @@ from dataclasses import dataclass, field
 from flint import fmpq
 
 from ..errors import BudgetExceeded, InputError
-from ..numbers import mat_rows
 from .engines import GroebnerResult, best_exact_engine, groebner, hermite_counts
 from .ideal import FibreIdeal, _needs_gauge, fibre_ideal
 
@@ -147,49 +146,23 @@ def _scalings(act, bias: bool) -> list:
 
 def _apply(model, ideal: FibreIdeal, perms, alphas, gauge_at) -> dict | None:
     """k . theta as {name: value}, or None when it leaves the gauge slice / the bias-free models."""
+    from ..models import latent_rows
+
+    def scaling(i, j, row, bj):
+        # a gauge-fixed neuron's scaling is forced: it must bring the fixed entry to its value
+        fix = gauge_at.get((i + 1, perms[i][j]))
+        if fix is None:
+            return alphas[i][j]
+        s = model.layers[i].activation.shift
+        cur, target = (bj - s, fix.value - s) if fix.name.startswith("b") else \
+            (row[int(fix.name.rsplit("_", 1)[1])], fix.value)
+        return None if cur == 0 else target / cur
+
+    parts = latent_rows(model, perms, scaling)
+    if parts is None:
+        return None
     out = {}
-    prev_perm = prev_q = prev_o = None
-    last = len(model.layers)
-    for l, layer in enumerate(model.layers, 1):
-        rows = [list(r) for r in mat_rows(layer.weight)]
-        b = [fmpq(x) for x in layer.bias]
-        if prev_perm is not None:
-            new_rows = []
-            for r, row in enumerate(rows):
-                nr = [fmpq(0)] * len(row)
-                for j, x in enumerate(row):
-                    nr[prev_perm[j]] = x / prev_q[j]
-                    if prev_o[j] != 0:  # the flipped neuron outputs q y + o: the bias absorbs -x o / q
-                        b[r] -= x * prev_o[j] / prev_q[j]
-                new_rows.append(nr)
-            rows = new_rows
-        if l < last:
-            act = layer.activation
-            s = act.shift
-            perm = perms[l - 1]
-            n = len(rows)
-            rows2, b2, q, o = [None] * n, [None] * n, [], []
-            for j in range(n):
-                fix = gauge_at.get((l, perm[j]))
-                if fix is not None:
-                    if fix.name.startswith("b"):
-                        cur, target = b[j] - s, fix.value - s
-                    else:
-                        cur, target = rows[j][int(fix.name.rsplit("_", 1)[1])], fix.value
-                    if cur == 0:
-                        return None
-                    a = target / cur
-                else:
-                    a = alphas[l - 1][j]
-                qo = act.affine_admissible(a)
-                if qo is None:  # pragma: no cover - only admissible scalings are generated
-                    return None
-                rows2[perm[j]] = [a * x for x in rows[j]]
-                b2[perm[j]] = a * b[j] + s * (1 - a)
-                q.append(qo[0])
-                o.append(qo[1])
-            rows, b = rows2, b2
-            prev_perm, prev_q, prev_o = perm, q, o
+    for l, (rows, b) in enumerate(parts, 1):
         for i, row in enumerate(rows):
             for j, v in enumerate(row):
                 out[f"w{l}_{i}_{j}"] = v
