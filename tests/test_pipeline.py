@@ -3,6 +3,7 @@ derived actions pass every check and the independent checker; a perturbed weight
 witness that really fails.  Written once and run over every activation kind and built-in group."""
 
 import random
+import zlib
 
 import pytest
 from flint import fmpq, fmpq_mat
@@ -38,10 +39,18 @@ def _model(gspec, aname, seed):
 
 
 def _perturb(model, rng):
-    """Change one weight of the first layer by a small rational."""
+    """Change one weight of the first layer by a small rational.
+
+    The neuron is one whose outgoing column is nonzero: a random equivariant model can have
+    inactive neurons (zero outgoing weights), and perturbing those leaves f, and its
+    equivariance, unchanged (PYTHONHASHSEED-dependent draws once hit that)."""
     m = model.copy()
     layer = m.layers[0]
-    i, j = rng.randrange(layer.out_dim), rng.randrange(layer.in_dim)
+    active = list(range(layer.out_dim))
+    if len(m.layers) > 1:
+        nxt = m.layers[1].weight
+        active = [c for c in active if any(nxt[r, c] != 0 for r in range(nxt.nrows()))]
+    i, j = rng.choice(active), rng.randrange(layer.in_dim)
     W = fmpq_mat(layer.weight)
     W[i, j] = W[i, j] + fmpq(1, 7)
     m.layers[0] = DenseLayer(W, layer.bias, layer.activation)
@@ -59,7 +68,7 @@ def _really_fails(model, witness):
 @pytest.mark.parametrize("gspec", GROUPS)
 @pytest.mark.parametrize("aname", list(ACTIVATIONS))
 def test_scrambled_equivariant_model_is_verified(gspec, aname):
-    rng = random.Random(hash((gspec, aname)) & 0xFFFF)
+    rng = random.Random(zlib.crc32(repr((gspec, aname)).encode()))  # hash() of str varies per process
     model = _model(gspec, aname, rng.randrange(10**6))
     scrambled, k = scramble(model, rng)
     v = verify(scrambled)
