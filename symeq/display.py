@@ -92,17 +92,9 @@ def orbits_of(n: int, moves_per_generator) -> list[list[int]]:
     The orbits of a group are those of its generators' permutations joined transitively, so a
     union-find over every (source, target) pair gives them without enumerating the group.
     """
-    parent = list(range(n))
+    from .unionfind import union_find
 
-    def find(a):
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
-
-    for moves in moves_per_generator:
-        for s, t, _ in moves or []:
-            parent[find(s)] = find(t)
+    find = union_find(range(n), ((s, t) for moves in moves_per_generator for s, t, _ in moves or []))
     groups: dict = {}
     for a in range(n):
         groups.setdefault(find(a), []).append(a)

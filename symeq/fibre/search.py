@@ -405,20 +405,9 @@ class _TVar:
 
 
 def _components(entries: list, rows: list[dict]) -> list[tuple[list, list]]:
-    parent = {e: e for e in entries}
+    from ..unionfind import union_find
 
-    def find(e):
-        while parent[e] != e:
-            parent[e] = parent[parent[e]]
-            e = parent[e]
-        return e
-
-    for r in rows:
-        keys = list(r)
-        for k in keys[1:]:
-            a, b = find(keys[0]), find(k)
-            if a != b:
-                parent[a] = b
+    find = union_find(entries, ((first, k) for r in rows for first, *rest in [list(r)] for k in rest))
     comps: dict = {}
     for e in entries:
         comps.setdefault(find(e), ([], []))[0].append(e)

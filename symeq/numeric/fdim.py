@@ -114,16 +114,22 @@ def jacobian(model: NumericModel, X: np.ndarray) -> np.ndarray:
     return J.reshape(N * n_out, -1)
 
 
-def _torch_jacobian(model: NumericModel, X: np.ndarray, device=None, chunk: int = 256) -> np.ndarray:
+def _torch_net(model: NumericModel, device):
+    """(torch, device, float64 nn.Sequential, parameter names, detached parameters) for autograd."""
     from .models import _torch
 
     torch = _torch()
-    from torch.func import functional_call, jacrev, vmap
-
     dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
     net = model.to_torch(dtype=torch.float64, device=dev)
     names = [n for n, _ in net.named_parameters()]
-    params = {n: p.detach() for n, p in net.named_parameters()}
+    return torch, dev, net, names, tuple(p.detach() for _, p in net.named_parameters())
+
+
+def _torch_jacobian(model: NumericModel, X: np.ndarray, device=None, chunk: int = 256) -> np.ndarray:
+    torch, dev, net, names, ps = _torch_net(model, device)
+    from torch.func import functional_call, jacrev, vmap
+
+    params = dict(zip(names, ps))
 
     def f(p, x):
         return functional_call(net, p, (x[None, :],))[0]
@@ -256,16 +262,10 @@ class JacobianOperator:
 
     # -- torch autograd (forward-mode linearization and reverse mode, vmapped over directions)
     def _init_torch(self, device):
-        from .models import _torch
-
-        torch = _torch()
+        torch, dev, net, names, ps = _torch_net(self.model, device)
         from torch.func import functional_call, jvp, vjp, vmap
 
         self._torch = torch
-        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        net = self.model.to_torch(dtype=torch.float64, device=dev)
-        names = [n for n, _ in net.named_parameters()]
-        ps = tuple(p.detach() for _, p in net.named_parameters())
         Xt = torch.from_numpy(self.X).to(dev)
 
         def f(*p):
@@ -366,14 +366,6 @@ def symmetry_directions(model: NumericModel) -> np.ndarray:
     return np.array(cols).T if cols else np.zeros((P, 0))
 
 
-def _orth(A: np.ndarray) -> np.ndarray:
-    if A.shape[1] == 0:
-        return A
-    Q, R = np.linalg.qr(A)
-    keep = np.abs(np.diag(R)) > 1e-12 * max(np.abs(np.diag(R)).max(), 1e-300)
-    return Q[:, keep]
-
-
 def _norm2(M: np.ndarray) -> float:
     return float(np.linalg.norm(M, 2)) if M.size else 0.0
 
@@ -429,7 +421,7 @@ def _krylov(op: JacobianOperator, rtol: float, block: int, maxiter: int, chunk: 
     """
     P = op.shape[1]
     s_max = _sigma_max(op, rng)
-    Z = _orth(symmetry_directions(op.model))
+    Z = _orth_cols(symmetry_directions(op.model), 1e-12)[0]
     sym_res = _norm2(op.matmat(Z)) / s_max if Z.shape[1] else 0.0
     cut = rtol * s_max
     lock = 1e-2 * cut                  # lock converged kernel vectors only: half-converged ones mix in
@@ -483,7 +475,7 @@ def _krylov(op: JacobianOperator, rtol: float, block: int, maxiter: int, chunk: 
             is_null = np.zeros_like(is_null)
             is_null[ok] = True
         if is_null.any():
-            null = _orth(np.concatenate([null, X[:, is_null]], axis=1))
+            null = _orth_cols(np.concatenate([null, X[:, is_null]], axis=1), 1e-12)[0]
             X, JX, sig = X[:, ~is_null], JX[:, ~is_null], sig[~is_null]
             Pd, JP = np.zeros((P, 0)), empty
             prev = None
@@ -504,7 +496,7 @@ def _krylov(op: JacobianOperator, rtol: float, block: int, maxiter: int, chunk: 
             prev = sig[0]
     below = sig <= cut                 # below the cut but not converged to the lock: counted too
     if below.any():
-        null = _orth(np.concatenate([null, X[:, below]], axis=1))
+        null = _orth_cols(np.concatenate([null, X[:, below]], axis=1), 1e-12)[0]
         sig, res = sig[~below], res[:len(below)][~below]
     null_bound = _norm2(op.matmat(null)) / s_max if null.shape[1] else 0.0
     return {"sigma_max": s_max, "dim_k_directions": Z.shape[1], "symmetry_residual": sym_res,

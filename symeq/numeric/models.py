@@ -535,6 +535,21 @@ def model_from_json(data, where: str = "model") -> NumericModel:
         raise InputError(f"{where}: {e}") from None
 
 
+def open_npz(p: Path, what: str):
+    """``np.load`` of an ``.npz`` archive (no pickles), with an InputError for every way it fails."""
+    import zipfile
+
+    try:
+        z = np.load(p, allow_pickle=False)
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except (OSError, ValueError, zipfile.BadZipFile) as e:
+        raise InputError(f"{p}: not a readable .npz archive ({e.__class__.__name__})") from None
+    if not hasattr(z, "files"):
+        raise InputError(f"{p}: a single array, not {what}")
+    return z
+
+
 def load_npz(path) -> NumericModel:
     """Load a model from an ``.npz`` archive.
 
@@ -544,17 +559,9 @@ def load_npz(path) -> NumericModel:
     and optionally ``group_input_k, group_output_k`` for the generators.
     """
     import json
-    import zipfile
 
     p = Path(path)
-    try:
-        z = np.load(p, allow_pickle=False)
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as e:
-        raise InputError(f"{p}: not a readable .npz archive ({e.__class__.__name__})") from None
-    if not hasattr(z, "files"):
-        raise InputError(f"{p}: a single array, not an .npz archive of weight_i / bias_i / activations")
+    z = open_npz(p, "an .npz archive of weight_i / bias_i / activations")
     with z:
         files = set(z.files)
         if "weight_0" not in files or "activations" not in files:

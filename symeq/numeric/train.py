@@ -72,16 +72,11 @@ def load_digits_dataset() -> Dataset:
 
 def load_npz_dataset(path) -> Dataset:
     """A user data set: ``x`` (N x D or N x h x w [x c]), optional ``y`` and ``shape``."""
-    import zipfile
+    from .models import open_npz
 
     p = Path(path)
-    try:
-        z = np.load(p, allow_pickle=False)
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as e:
-        raise InputError(f"{p}: not a readable .npz archive ({e.__class__.__name__})") from None
-    if not hasattr(z, "files") or "x" not in z.files:
+    z = open_npz(p, "a data set .npz with an array \"x\"")
+    if "x" not in z.files:
         raise InputError(f"{p}: a data set .npz needs an array \"x\" (and optionally \"y\", \"shape\")")
     with z:
         x = np.asarray(z["x"], dtype=np.float64)
