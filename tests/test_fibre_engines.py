@@ -3,7 +3,6 @@
 Companion of tests/test_fibre.py (the known answers over every engine).
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -16,10 +15,9 @@ import pytest
 from flint import fmpq
 
 from symeq.activations import monomial, polynomial, tanh_series
-from symeq.errors import BudgetExceeded, SymeqError
+from symeq.errors import BudgetExceeded
 from symeq.fibre import compare_with_orbit, fibre_ideal, groebner, latent_orbit
 from symeq.fibre import engines as engines_mod
-from symeq.fibre.cli import register
 from symeq.fibre.engines import available_engines, install_command
 from symeq.fibre.witness import (
     jacobian_at,
@@ -203,14 +201,9 @@ def test_clone_witness_is_a_line():
 # -- the command ----------------------------------------------------------------------------------
 
 def _run_cli(argv):
-    p = argparse.ArgumentParser(prog="symeq")
-    register(p.add_subparsers(dest="command"))
-    args = p.parse_args(argv)
-    try:
-        return args.func(args)
-    except SymeqError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
+    from symeq.cli import main   # the real entry point: its error handling and exit codes
+
+    return main(argv)
 
 
 def test_cli_verdicts_and_json(tmp_path, capsys):
@@ -246,8 +239,8 @@ def test_cli_past_budget_is_unknown_and_clean(tmp_path, private_tmp):
     save_model(HARD, model)
     out = tmp_path / "result.json"
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", "import sys; from tests.test_fibre_engines import _run_cli; "
-                           f"sys.exit(_run_cli(['fibre', {str(model)!r}, '--timeout', '1', '--out', {str(out)!r}]))"],
+    proc = subprocess.run([sys.executable, "-c", "import sys; from symeq.cli import main; "
+                           f"sys.exit(main(['fibre', {str(model)!r}, '--timeout', '1', '--out', {str(out)!r}]))"],
                           capture_output=True, text=True, timeout=60, cwd=str(Path(__file__).resolve().parents[1]),
                           env=dict(os.environ, TMPDIR=str(private_tmp)))
     assert proc.returncode == 3, proc.stderr
