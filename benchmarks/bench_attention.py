@@ -9,11 +9,12 @@ channel width d.
 """
 
 import argparse
-import json
 import math
 import sys
 import time
 from pathlib import Path
+
+from _common import write_results
 
 from symeq.attention import patch_mirror, random_equivariant_attention, scramble_attention
 from symeq.layerwise import derive_latent_actions
@@ -66,10 +67,7 @@ def main(argv=None):
     lines.append(f"time ~ heads^{slope(by_heads, 'heads'):.2f} (d = 4); time ~ d^{slope(by_width, 'd'):.2f} (4 heads)")
     table = "\n".join(lines)
     print(table)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "attention.md").write_text(table + "\n")
-    (out / "attention.json").write_text(json.dumps({"by_heads": by_heads, "by_width": by_width}, indent=1))
+    write_results(args.out, "attention", table, {"by_heads": by_heads, "by_width": by_width})
     return 0
 
 

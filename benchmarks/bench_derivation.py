@@ -31,18 +31,16 @@ number, with the machine and the versions, goes to ``OUT/derivation.json``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
-import json
 import math
 import multiprocessing as mp
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from _common import metadata, write_results
 
 from symeq.activations import tanh_series
 from symeq.equivariance import decide_equivariance
@@ -324,8 +322,8 @@ def markdown(res) -> str:
                    f"{fmt_s(row['sympy_s'], cap)} | {fmt_ratio(row['sympy_over_grid'])} | "
                    f"{fmt_ratio(row['sympy_over_symbolic'])} | {fmt_ratio(row['grid_over_symbolic'])} |")
     env = res["environment"]
-    out += ["", f"Machine: {env['machine']}, {env['cpus']} CPUs, load average {env['loadavg_start']} at start; "
-            f"Python {env['python']}, python-flint {env['flint']}, sympy {env['sympy']}; "
+    out += ["", f"Machine: {env['platform']}, {env['cpus']} CPUs, load average {env['loadavg']} at start; "
+            f"Python {env['python']}, python-flint {env['python-flint']}, sympy {env['sympy']}; "
             f"total {res['total_s']:.1f} s."]
     return "\n".join(out) + "\n"
 
@@ -351,20 +349,13 @@ def main(argv=None) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    import flint
-    import sympy
-
     start = time.perf_counter()
     res = {
         "config": {"run": name, "group": cfg["group"], "widths": cfg["widths"], "width_depth": cfg["width_depth"],
                    "depths": cfg["depths"], "depth_width": cfg["depth_width"], "premise": cfg["premise"],
                    "repeats": repeats, "min_time_s": MIN_TIME, "cap_s": cap, "seed": args.seed, "activation": "tanh_series(3)",
                    "depth_means": "number of hidden layers (Model.depth - 1)"},
-        "environment": {"machine": platform.platform(), "processor": platform.processor() or platform.machine(),
-                        "cpus": os.cpu_count(), "python": platform.python_version(), "flint": flint.__version__,
-                        "sympy": sympy.__version__, "numpy": np.__version__,
-                        "loadavg_start": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
-                        "date": datetime.datetime.now().isoformat(timespec="seconds")},
+        "environment": metadata(),
         "width": [], "depth": [], "premise": [],
     }
     for w in cfg["widths"]:
@@ -383,8 +374,7 @@ def main(argv=None) -> int:
     res["total_s"] = time.perf_counter() - start
     res["columns"] = {"width": WIDTH_COLUMNS, "depth": DEPTH_COLUMNS, "premise": PREMISE_COLUMNS}
     table = markdown(res)
-    (out_dir / "derivation.md").write_text(table)
-    (out_dir / "derivation.json").write_text(json.dumps(res, indent=1) + "\n")
+    write_results(out_dir, "derivation", table, res)
     print(table, end="")
     progress(f"wrote {out_dir / 'derivation.md'} and {out_dir / 'derivation.json'} ({res['total_s']:.1f} s)")
     bad = [r for r in res["width"] + res["depth"] if not r["found"]]

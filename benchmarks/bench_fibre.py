@@ -1,4 +1,4 @@
-"""Benchmark: Gröbner engines on fibre ideals, side by side (issue 3).
+"""Benchmark: Gröbner engines on fibre ideals, side by side.
 
 What is measured: for each case (architecture, with/without biases, activation, equivariant or
 random parameter) the gauge-fixed fibre ideal is built once (:func:`symeq.fibre.fibre_ideal`) and

@@ -12,7 +12,9 @@ References: Shahverdi, Marchetti, Bokman, Kohn, *Identifiable Equivariant Networ
 Layerwise Equivariant*, arXiv 2601.21645 (2026), Theorem 4.1.
 """
 
-__version__ = "0.1.0"
+import sys
+
+from .version import __version__
 
 _EXPORTS = {
     "verify": "theorem", "Verification": "theorem",
@@ -29,7 +31,7 @@ _EXPORTS = {
     "builtin_example": "examples",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__all__ = sorted(_EXPORTS) + ["__version__", "register_notebook_pictures"]
 
 
 def __getattr__(name):
@@ -43,3 +45,41 @@ def __getattr__(name):
 
 def __dir__():
     return __all__
+
+
+def _png(module: str, function: str):
+    def render(obj):
+        import importlib
+
+        from .errors import EngineMissing
+
+        try:
+            return getattr(importlib.import_module(f".{module}", __name__), function)(obj)
+        except EngineMissing:   # no matplotlib: Jupyter falls back to the LaTeX view
+            return None
+
+    render.__name__ = f"{function}_for_jupyter"
+    return render
+
+
+def register_notebook_pictures(formatter=None) -> bool:
+    """Show models and verifications as pictures (PNG) in Jupyter.
+
+    Pictures are the report level's business (``symeq.display``), so models and verifications do
+    not draw themselves; instead the package registers PNG renderers *by type name* with
+    IPython's PNG formatter, without importing either class.  It runs on ``import symeq`` inside
+    IPython; call it with a formatter (anything with ``for_type_by_name``) to register there.
+    Returns whether a formatter was found.
+    """
+    if formatter is None:
+        ipython = sys.modules.get("IPython")
+        shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+        if shell is None or not hasattr(shell, "display_formatter"):
+            return False
+        formatter = shell.display_formatter.formatters["image/png"]
+    formatter.for_type_by_name("symeq.models", "Model", _png("display", "model_png"))
+    formatter.for_type_by_name("symeq.theorem", "Verification", _png("display", "verification_png"))
+    return True
+
+
+register_notebook_pictures()

@@ -5,16 +5,28 @@ polynomial of tanh or the logistic sigmoid computed exactly) or the exact ReLU. 
 group K acts on a layer's neurons: a permutation together with, for each neuron, an affine
 change of the pre-activation ``z -> alpha z + beta`` that multiplies the post-activation by a
 factor ``q``, i.e. ``sigma(alpha t + beta) = q sigma(t)`` for all t.  Which ``alpha`` are
-admissible is decided from the coefficients (DESIGN.md, table of latent symmetries):
+admissible is decided from the coefficients (docs/theory.md, "Latent symmetries K_i"):
 
 * generic polynomial: only ``alpha = 1``  -> K = permutations S_n;
 * odd (after a shift of t), e.g. tanh series: ``alpha = +-1``, ``q = alpha`` -> signed permutations;
 * even (after a shift): ``alpha = +-1``, ``q = 1`` -> permutations after the activation;
 * monomial ``c (t - s)^d``: any ``alpha != 0``, ``q = alpha^d`` -> monomial matrices (gauge);
 * ReLU: ``alpha > 0``, ``q = alpha`` -> positive monomial matrices;
-* sigmoid series (and every cubic): odd up to a shift and a constant, ``sigma(-t) = 1 - sigma(t)``:
-  sign flips act *affinely* on the post-activation space, y -> 2 sigma(s) - y; K = signed
-  permutations acting affinely (the derivation and the certificates carry the offsets).
+* sigmoid series (and every cubic with a linear term after the shift): odd up to a shift and a constant,
+  ``sigma(-t) = 1 - sigma(t)``: sign flips act *affinely* on the post-activation space,
+  y -> 2 sigma(s) - y; K = signed permutations acting affinely (the derivation and the
+  certificates carry the offsets);
+* monomial up to a constant ``c (t - s)^d + e`` with ``e != 0``, e.g. ``t + t^2 = (t + 1/2)^2 - 1/4``:
+  any ``alpha != 0``, ``q = alpha^d`` and offset ``o = e (1 - alpha^d)`` -> monomial matrices
+  acting affinely (gauge, like monomials).
+
+The absorbed-constant rule (one rule for every class, docs/theory.md): a latent action may add a
+constant vector o to a hidden layer's output (``sigma(alpha t + beta) = q sigma(t) + o``) exactly
+when the *next* layer has biases, which absorb it (b -> b - W o / q; for the last hidden layer the
+output bias).  Without biases only the offset-free part counts: :meth:`Activation.admissible`
+(linear actions) against :meth:`Activation.affine_admissible` (with offsets); which one applies is
+chosen with ``bias`` in :meth:`Activation.finite_scalings`, :meth:`Activation.continuous`
+and :meth:`Activation.group_name`.
 
 Why the shift: writing ``sigma(t) = tau(t - s)`` with ``s = -c_{d-1} / (d c_d)`` removes the
 degree d-1 term, and an affine self-map of a polynomial of degree d >= 2 must then fix ``s``
@@ -28,9 +40,11 @@ Examples
 ('odd', 'signed permutations')
 >>> polynomial([0, 1, 1, 0, 1]).symmetry     # t + t^2 + t^4
 'generic'
->>> polynomial([0, 0, 1, 1]).symmetry        # every cubic is odd up to a shift and a constant
+>>> polynomial([0, 0, 1, 1]).symmetry        # t^3 + t^2: odd up to a shift and a constant
 'odd-plus-constant'
 >>> polynomial([0, 1, 1]).symmetry           # t + t^2 = (t + 1/2)^2 - 1/4
+'monomial-plus-constant'
+>>> polynomial([1, 0, 1, 0, 1]).symmetry     # 1 + t^2 + t^4: even, the constant needs no offset
 'even'
 >>> polynomial([1, 2, 1]).symmetry   # (t + 1)^2 is a shifted monomial
 'monomial'
@@ -43,12 +57,12 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from math import comb
 
-from flint import fmpq
+from flint import fmpq, fmpq_poly
 
 from .errors import InputError
 from .numbers import format_number, parse_number
+from .sizes import check_degree
 
 __all__ = [
     "Activation",
@@ -67,6 +81,7 @@ LATENT_GROUPS = {
     "even": "permutations",
     "monomial": "monomial matrices",
     "odd-plus-constant": "signed permutations acting affinely (sign flips y -> 2 sigma(s) - y)",
+    "monomial-plus-constant": "monomial matrices acting affinely (y -> q y + e (1 - q), e = sigma(s))",
     "relu": "positive monomial matrices",
     "affine": "general linear (linear activation)",
     "constant": "none (constant activation)",
@@ -113,12 +128,18 @@ class Activation:
             return t if t > 0 else fmpq(0)
         return self.compose(t, fmpq(0))
 
-    def compose(self, z, zero):
-        """sigma(z) by Horner's rule for z in any ring (numbers, fmpq_mpoly) whose zero is ``zero``."""
+    def compose(self, z, zero, deadline=None):
+        """sigma(z) by Horner's rule for z in any ring (numbers, fmpq_mpoly) whose zero is ``zero``.
+
+        The caller bounds the size first (:mod:`symeq.sizes`); ``deadline`` (a
+        :class:`~symeq.budget.Deadline`) is checked between the Horner steps.
+        """
         if self.kind != "polynomial":
             raise InputError("only polynomial activations compose with polynomials")
         acc = zero
         for c in reversed(self.coeffs):
+            if deadline is not None:
+                deadline.check("expanding a polynomial activation")
             acc = acc * z + c
         return acc
 
@@ -145,15 +166,22 @@ class Activation:
     def _reduced(self) -> list[fmpq]:
         """Coefficients of tau(u) = sigma(u + s)."""
         s, c = self.shift, self.coeffs
-        d = len(c) - 1
-        return [
-            sum((c[k] * comb(k, j) * s ** (k - j) for k in range(j, d + 1)), fmpq(0))
-            for j in range(d + 1)
-        ]
+        if s == 0:
+            return list(c)
+        # a Taylor shift by FLINT's polynomial composition: the sum over binomials is O(d^2) Python
+        # operations, seconds at degree 1000 (the --max-degree default)
+        shifted = fmpq_poly(list(c))(fmpq_poly([s, 1]))
+        out = [fmpq(shifted[j]) for j in range(len(c))]
+        return out
 
     @property
     def symmetry(self) -> str:
-        """'generic', 'odd', 'even', 'monomial', 'odd-plus-constant', 'relu', 'affine' or 'constant'."""
+        """'generic', 'odd', 'even', 'monomial', 'odd-plus-constant', 'monomial-plus-constant', 'relu',
+        'affine' or 'constant'.
+
+        A "-plus-constant" class needs the offsets of :meth:`affine_admissible` (absorbed by the next
+        layer's bias) for its symmetries beyond :meth:`admissible`.
+        """
         if self.kind == "relu":
             return "relu"
         d = self.degree
@@ -165,6 +193,10 @@ class Activation:
         support = [k for k in range(d + 1) if tau[k] != 0]
         if support == [d]:
             return "monomial"
+        if support == [0, d]:
+            # c (t - s)^d + e: scalings of t - s up to the constant e (1 - alpha^d).  For even d this
+            # is also even (alpha = -1 needs no offset): the larger group wins where biases exist.
+            return "monomial-plus-constant"
         if all((d - k) % 2 == 0 for k in support):
             return "odd" if d % 2 else "even"
         if d % 2 and all((d - k) % 2 == 0 for k in support if k != 0):
@@ -173,8 +205,58 @@ class Activation:
 
     @property
     def latent_group(self) -> str:
-        """Name of the latent group K acting on a layer with this activation."""
+        """Name of the latent group K acting on a layer with this activation (next layer with biases)."""
         return LATENT_GROUPS[self.symmetry]
+
+    def group_name(self, bias: bool = True) -> str:
+        """The latent group's name; ``bias=False``: its offset-free part (no bias absorbs offsets).
+
+        >>> polynomial([0, 1, 1]).group_name(True)
+        'monomial matrices acting affinely (y -> q y + e (1 - q), e = sigma(s))'
+        >>> polynomial([0, 1, 1]).group_name(False), sigmoid_series(3).group_name(False)
+        ('permutations', 'permutations')
+        """
+        sym = self.symmetry
+        if bias or sym not in ("odd-plus-constant", "monomial-plus-constant"):
+            if not bias and sym in ("odd", "even", "monomial") and self.shift != 0:
+                return "permutations"  # alpha != 1 moves the pre-activation by s (1 - alpha): a bias
+            return LATENT_GROUPS[sym]
+        return "permutations"
+
+    def continuous(self, bias: bool = True) -> bool:
+        """Whether every alpha != 0 is a latent scaling (a continuous K: the fibre needs a gauge).
+
+        Monomials c (t - s)^d: with biases, or without when s = 0 (alpha must fix the bias
+        s (1 - alpha) = 0); monomials up to a constant: only with biases (the offsets); ReLU: the
+        positive scalings.
+
+        >>> monomial(3).continuous(False), polynomial([0, 1, 1]).continuous(True), polynomial([0, 1, 1]).continuous(False)
+        (True, True, False)
+        """
+        sym = self.symmetry
+        if sym == "monomial":
+            return bias or self.shift == 0
+        return sym == "relu" or (sym == "monomial-plus-constant" and bias)
+
+    def finite_scalings(self, bias: bool = True) -> list:
+        """The finitely many latent scalings alpha of one neuron (not for :meth:`continuous` ones).
+
+        ``bias`` says whether the model has biases: they absorb the offsets (the next layer's) and the
+        pre-activation shift s (1 - alpha) (the neuron's own).
+
+        >>> sigmoid_series(3).finite_scalings(True), sigmoid_series(3).finite_scalings(False)
+        ([1, -1], [1])
+        >>> polynomial([0, 1, 1]).finite_scalings(False)    # t + t^2: alpha = -1 needs a bias for s = -1/2
+        [1]
+        >>> polynomial([0, 0, 1]).finite_scalings(False)    # t^2 is continuous; its finite part is +-1
+        [1, -1]
+        """
+        if self.kind == "relu":
+            return [fmpq(1)]
+        if not bias and self.shift != 0:
+            return [fmpq(1)]
+        minus = self.affine_admissible(-1) if bias else self.admissible(-1)
+        return [fmpq(1), fmpq(-1)] if minus is not None else [fmpq(1)]
 
     def admissible(self, alpha) -> fmpq | None:
         """The factor q with sigma(alpha t + s(1 - alpha)) = q sigma(t), or None if none.
@@ -192,6 +274,8 @@ class Activation:
             return alpha ** self.degree if alpha != 0 else None
         if sym in ("odd", "even") and alpha == -1:
             return fmpq(-1) if sym == "odd" else fmpq(1)
+        if sym == "monomial-plus-constant" and alpha == -1 and self.degree % 2 == 0:
+            return fmpq(1)  # (-u)^d = u^d: no offset (alpha^d = 1 has no other rational root)
         return None
 
     def affine_admissible(self, alpha):
@@ -204,6 +288,8 @@ class Activation:
         (-1, 1)
         >>> tanh_series(3).affine_admissible(-1)
         (-1, 0)
+        >>> polynomial([0, 1, 1]).affine_admissible(3)     # (3u)^2 - 1/4 = 9 (u^2 - 1/4) + 2
+        (9, 2)
         """
         alpha = fmpq(alpha)
         q = self.admissible(alpha)
@@ -211,13 +297,18 @@ class Activation:
             return q, fmpq(0)
         if self.symmetry == "odd-plus-constant" and alpha == -1:
             return fmpq(-1), 2 * self(self.shift)
+        if self.symmetry == "monomial-plus-constant" and alpha != 0:
+            q = alpha ** self.degree
+            return q, self(self.shift) * (1 - q)
         return None
 
     def affine_canonical_scale(self, vec) -> fmpq:
-        """Like :meth:`canonical_scale`, with the affine sign flips of odd-plus-constant sigma."""
+        """Like :meth:`canonical_scale`, with the affine scalings of the "-plus-constant" classes."""
+        first = next((x for x in vec if x != 0), None)
         if self.symmetry == "odd-plus-constant":
-            first = next((x for x in vec if x != 0), None)
             return fmpq(1) if first is None or first > 0 else fmpq(-1)
+        if self.symmetry == "monomial-plus-constant":
+            return fmpq(1) if first is None else first
         return self.canonical_scale(vec)
 
     def canonical_scale(self, vec) -> fmpq:
@@ -230,8 +321,10 @@ class Activation:
         first = next((x for x in vec if x != 0), None)
         if first is None or sym in ("generic", "odd-plus-constant", "affine", "constant"):
             return fmpq(1)
-        if sym in ("odd", "even"):
+        if sym in ("odd", "even") or (sym == "monomial-plus-constant" and self.degree % 2 == 0):
             return fmpq(1) if first > 0 else fmpq(-1)
+        if sym == "monomial-plus-constant":
+            return fmpq(1)
         if sym == "monomial":
             return first
         if sym == "relu":
@@ -243,6 +336,8 @@ class Activation:
         sym = self.symmetry
         if sym in ("odd", "even", "odd-plus-constant"):
             return fmpq(rng.choice([1, -1]))
+        if sym == "monomial-plus-constant":  # the offset-free ones: scrambling keeps a bias-free model so
+            return fmpq(rng.choice([1, -1])) if self.degree % 2 == 0 else fmpq(1)
         if sym == "monomial":
             return fmpq(rng.choice([1, -1]) * rng.randint(1, 4), rng.randint(1, 3))
         if sym == "relu":
@@ -275,6 +370,8 @@ def polynomial(coeffs) -> Activation:
     >>> polynomial(["0", "1", "1/2"])(fmpq(2))
     4
     """
+    if isinstance(coeffs, (list, tuple)):
+        check_degree(len(coeffs) - 1, "polynomial activation (number of coefficients - 1)")
     c = _trim([parse_number(x, f"activation coeffs[{i}]") for i, x in enumerate(coeffs)])
     if not c:
         raise InputError("a polynomial activation needs at least one coefficient")
@@ -285,6 +382,7 @@ def monomial(degree: int) -> Activation:
     """sigma(t) = t^degree (latent group: monomial matrices, the scalings need gauge fixing)."""
     if not isinstance(degree, int) or isinstance(degree, bool) or degree < 1:
         raise InputError(f"monomial degree must be a positive integer, got {degree!r}")
+    check_degree(degree, "monomial activation")
     c = [fmpq(0)] * degree + [fmpq(1)]
     return Activation("polynomial", tuple(c), {"type": "monomial", "degree": degree})
 
@@ -293,6 +391,7 @@ def tanh_series(order: int) -> Activation:
     """The Taylor polynomial of tanh up to t^order (odd order), coefficients computed exactly."""
     if not isinstance(order, int) or isinstance(order, bool) or order < 1 or order % 2 == 0:
         raise InputError(f"tanh_series order must be an odd positive integer, got {order!r}")
+    check_degree(order, "tanh_series activation")
     return Activation("polynomial", tuple(_trim(tanh_taylor(order))), {"type": "tanh_series", "order": order})
 
 
@@ -300,6 +399,7 @@ def sigmoid_series(order: int) -> Activation:
     """The Taylor polynomial of the logistic sigmoid up to t^order: 1/2 + tanh(t/2)/2."""
     if not isinstance(order, int) or isinstance(order, bool) or order < 1:
         raise InputError(f"sigmoid_series order must be a positive integer, got {order!r}")
+    check_degree(order, "sigmoid_series activation")
     th = tanh_taylor(order)
     c = [th[k] / 2 ** (k + 1) for k in range(order + 1)]
     c[0] += fmpq(1, 2)
@@ -326,8 +426,8 @@ def activation_from_spec(spec, where: str = "activation") -> Activation | None:
         return None
     if isinstance(spec, str):
         spec = {"type": spec}
-    if not isinstance(spec, dict) or "type" not in spec:
-        raise InputError(f"{where} must be an object with a \"type\", got {spec!r}")
+    if not isinstance(spec, dict) or not isinstance(spec.get("type"), str):
+        raise InputError(f"{where} must be an object with a \"type\" (a string), got {str(spec)[:200]}")
     maker = _MAKERS.get(spec["type"])
     if maker is None:
         raise InputError(

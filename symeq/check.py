@@ -1,10 +1,11 @@
 """Independent certificate checker: ``python -m symeq.check CERT MODEL``.
 
-This module re-verifies a ``symeq-certificate/1`` against a ``symeq-model/1`` file and trusts
-nothing but the Python standard library. Numbers are :class:`fractions.Fraction`, files are read
-with :mod:`json`, and it imports no other symeq module, no flint, sympy or numpy, so that a bug in
-the rest of the package (or in a Groebner engine) cannot make it accept a wrong certificate. It is
-kept small on purpose, to be read and audited in one sitting.
+This module re-verifies a ``symeq-certificate/2`` (or the older ``symeq-certificate/1``) against
+a ``symeq-model/1`` file and trusts nothing but the Python standard library. Numbers are
+:class:`fractions.Fraction`, files are read with :mod:`json`, and it imports no other symeq
+module, no flint, sympy or numpy, so that a bug in the rest of the package (or in a Groebner
+engine) cannot make it accept a wrong certificate. It is kept small on purpose, to be read and
+audited in one sitting.
 
 What it re-verifies
 -------------------
@@ -20,6 +21,16 @@ What it re-verifies
 The verdicts ``undetermined`` and ``no-layerwise-parameter`` claim nothing that can be re-verified
 (exit code 3). Layers are numbered from 1 (``f_1 .. f_L``); generators, rows and neurons from 0, as
 in the JSON arrays.
+
+Sparse actions
+--------------
+Every action is held as sparse rows (the nonzero ``(column, value)`` pairs of each row), whatever
+its JSON form: a dense matrix (format 1), or in format 2 a monomial ``{"kind": "monomial",
+"source": [...], "factor": [...]}`` (row j has ``factor[j]`` in column ``source[j]``) or a
+block-monomial ``P (x) R`` for attention heads. Applying a monomial action to a weight matrix is
+then a permutation and scaling of its columns, never a dense product, and the homomorphism check
+composes sparse matrices: the whole check takes time about linear in the number of parameters
+(see docs/certificates.md). Every number is still an exact Fraction.
 """
 from __future__ import annotations
 
@@ -28,19 +39,23 @@ import re
 import sys
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from math import comb
 
 MODEL_FORMAT = "symeq-model/1"
-CERT_FORMAT = "symeq-certificate/1"
+CERT_FORMAT = "symeq-certificate/2"       # sparse actions (written by symeq >= this version)
+CERT_FORMAT_DENSE = "symeq-certificate/1"  # dense action matrices (still read)
 VERIFIABLE = ("layerwise-equivariant", "not-equivariant")
 UNVERIFIABLE = ("no-layerwise-parameter", "undetermined")
 PARAMS_DIFFER = "parameters differ from the model"
 MAX_LATTICE = 50000
+MAX_DEGREE = 1000  # largest activation degree / Taylor order read (symeq's --max-degree default)
 _FRACTION = re.compile(r"([+-]?)(\d+)/(\d+)")
 _DECIMAL = re.compile(r"([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?")
 _MAX_EXPONENT = 1000
 
 Matrix = tuple[tuple[Fraction, ...], ...]
+Sparse = tuple[tuple[tuple[int, Fraction], ...], ...]  # rows of (column, nonzero value), by column
 
 
 class CheckError(Exception):
@@ -136,6 +151,34 @@ def _short(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+class _BadNumber(Exception):
+    pass
+
+
+@lru_cache(maxsize=1 << 16)
+def _parse_text(value: str) -> Fraction:
+    """A number written as a string; cached because weight sharing repeats the same strings
+    (a Fraction is immutable, so sharing one object is safe)."""
+    try:
+        match = _FRACTION.fullmatch(value)
+        if match:
+            if int(match[3]) == 0:
+                raise _BadNumber(f"zero denominator in {_short(value)}")
+            return Fraction(int(match[1] + match[2]), int(match[3]))
+        match = _DECIMAL.fullmatch(value)
+        if match and (match[2] or match[3]):
+            digits = (match[2] or "") + (match[3] or "")
+            exponent = int(match[4] or 0) - len(match[3] or "")
+            if abs(exponent) > _MAX_EXPONENT:
+                raise _BadNumber(f"exponent too large in {_short(value)}")
+            if exponent == 0:
+                return Fraction(int(match[1] + digits))
+            return int(match[1] + digits) * Fraction(10) ** exponent
+    except ValueError:  # e.g. more digits than int() accepts
+        raise _BadNumber(f"cannot read the number {_short(value)}") from None
+    raise _BadNumber(f'{_short(value)} is not a number (an integer, "p/q" or a decimal string)')
+
+
 def parse_number(value, where: str = "number") -> Fraction:
     """Parse one exact number: a JSON integer, or a string ``"p/q"``, ``"-3"``, ``"-1.5e-3"``.
 
@@ -153,20 +196,9 @@ def parse_number(value, where: str = "number") -> Fraction:
                          f'like "1/3" or "0.25"')
     if isinstance(value, str):
         try:
-            match = _FRACTION.fullmatch(value)
-            if match:
-                if int(match[3]) == 0:
-                    raise CheckError(f"{where}: zero denominator in {_short(value)}")
-                return Fraction(int(match[1] + match[2]), int(match[3]))
-            match = _DECIMAL.fullmatch(value)
-            if match and (match[2] or match[3]):
-                digits = (match[2] or "") + (match[3] or "")
-                exponent = int(match[4] or 0) - len(match[3] or "")
-                if abs(exponent) > _MAX_EXPONENT:
-                    raise CheckError(f"{where}: exponent too large in {_short(value)}")
-                return int(match[1] + digits) * Fraction(10) ** exponent
-        except ValueError:  # e.g. more digits than int() accepts
-            raise CheckError(f"{where}: cannot read the number {_short(value)}") from None
+            return _parse_text(value)
+        except _BadNumber as exc:
+            raise CheckError(f"{where}: {exc}") from None
     raise CheckError(f'{where}: {_short(value)} is not a number (an integer, "p/q" or a decimal '
                      'string)')
 
@@ -194,9 +226,11 @@ def _dict(value, where: str) -> dict:
     return value
 
 
-def _count(value, where: str, minimum: int) -> int:
+def _count(value, where: str, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise CheckError(f"{where}: expected an integer >= {minimum}, got {_short(value)}")
+    if maximum is not None and value > maximum:
+        raise CheckError(f"{where}: {value} exceeds the checker's limit {maximum}")
     return value
 
 
@@ -228,17 +262,20 @@ def _activation(spec, where: str) -> tuple[object, str]:
     if kind == "relu":
         return "relu", "relu"
     if kind == "tanh_series":
-        order = _count(spec.get("order"), f"{where} activation order", 1)
+        order = _count(spec.get("order"), f"{where} activation order", 1, MAX_DEGREE)
         if order % 2 == 0:
             raise CheckError(f"{where}: tanh_series order must be odd, got {order}")
         coeffs, label = tanh_series_coeffs(order), f"tanh_series({order})"
     elif kind == "sigmoid_series":
-        order = _count(spec.get("order"), f"{where} activation order", 1)
+        order = _count(spec.get("order"), f"{where} activation order", 1, MAX_DEGREE)
         coeffs, label = sigmoid_series_coeffs(order), f"sigmoid_series({order})"
     elif kind == "monomial":
-        degree = _count(spec.get("degree"), f"{where} activation degree", 1)
+        degree = _count(spec.get("degree"), f"{where} activation degree", 1, MAX_DEGREE)
         coeffs, label = [Fraction(0)] * degree + [Fraction(1)], f"t^{degree}"
     elif kind == "polynomial":
+        if isinstance(spec.get("coeffs"), list) and len(spec["coeffs"]) > MAX_DEGREE + 1:
+            raise CheckError(f"{where}: polynomial activation of degree {len(spec['coeffs']) - 1} exceeds the "
+                             f"checker's limit {MAX_DEGREE}")
         coeffs, label = list(_vector(spec.get("coeffs"), f"{where} activation coeffs")), "polynomial"
     else:
         raise CheckError(f"{where}: unknown activation type {_short(kind)}")
@@ -359,6 +396,9 @@ def _identity(n: int) -> Matrix:
 
 
 def _invertible(a: Matrix) -> bool:
+    nonzero = [[c for c, x in enumerate(r) if x] for r in a]
+    if all(len(c) == 1 for c in nonzero) and len({c[0] for c in nonzero}) == len(a):
+        return True  # monomial (e.g. a permutation of pixels): no elimination needed
     rows = [list(r) for r in a]
     for c in range(len(rows)):
         pivot = next((r for r in range(c, len(rows)) if rows[r][c]), None)
@@ -369,6 +409,75 @@ def _invertible(a: Matrix) -> bool:
             f = rows[r][c] / rows[c][c]
             rows[r] = [x - f * y for x, y in zip(rows[r], rows[c])]
     return True
+
+
+# ----------------------------------------------------------------------------- sparse algebra
+# A sparse matrix is a tuple of rows, each a tuple of (column, nonzero value) sorted by column: a
+# canonical form, so that == and hashing compare matrices. A monomial matrix has one pair per row.
+
+def _sparse(a: Matrix) -> Sparse:
+    """The sparse rows of a dense matrix.
+
+    Examples
+    --------
+    >>> _sparse(((Fraction(0), Fraction(2)), (Fraction(-1), Fraction(0))))
+    (((1, Fraction(2, 1)),), ((0, Fraction(-1, 1)),))
+    """
+    return tuple(tuple((c, x) for c, x in enumerate(row) if x) for row in a)
+
+
+def _sparse_identity(n: int) -> Sparse:
+    one = Fraction(1)
+    return tuple(((j, one),) for j in range(n))
+
+
+def _smul(a: Sparse, b: Sparse) -> Sparse:
+    """The product a b; a row of a with a single entry (monomial) costs one scaled row of b."""
+    out = []
+    for row in a:
+        if len(row) == 1:
+            k, x = row[0]
+            out.append(b[k] if x == 1 else tuple((c, x * y) for c, y in b[k]))
+            continue
+        acc: dict = {}
+        for k, x in row:
+            for c, y in b[k]:
+                acc[c] = acc.get(c, 0) + x * y
+        out.append(tuple((c, v) for c, v in sorted(acc.items()) if v))
+    return tuple(out)
+
+
+def _smatvec(a: Sparse, x) -> tuple[Fraction, ...]:
+    zero = Fraction(0)
+    return tuple(sum((v * x[c] for c, v in row), zero) for row in a)
+
+
+def _times_sparse(w: Matrix, p: Sparse) -> Matrix:
+    """W P for dense W and sparse P; for a monomial P a permutation and scaling of W's columns."""
+    cols: list = [[] for _ in range(len(p))]  # column c of P as (row, value) pairs
+    for k, row in enumerate(p):
+        for c, x in row:
+            cols[c].append((k, x))
+    if all(len(col) == 1 for col in cols):
+        src = [col[0][0] for col in cols]
+        fac = [col[0][1] for col in cols]
+        if all(f == 1 for f in fac):
+            return tuple(tuple(r[k] for k in src) for r in w)
+        return tuple(tuple(r[k] if f == 1 else r[k] * f for k, f in zip(src, fac)) for r in w)
+    zero = Fraction(0)
+    return tuple(tuple(sum((r[k] * x for k, x in col), zero) for col in cols) for r in w)
+
+
+def _sparse_times(q: Sparse, w: Matrix) -> Matrix:
+    """Q W for sparse Q and dense W; for a monomial Q a permutation and scaling of W's rows."""
+    out, zero, width = [], Fraction(0), len(w[0])
+    for row in q:
+        if len(row) == 1:
+            k, x = row[0]
+            out.append(w[k] if x == 1 else tuple(x * y for y in w[k]))
+        else:
+            out.append(tuple(sum((x * w[k][c] for k, x in row), zero) for c in range(width)))
+    return tuple(out)
 
 
 def _poly(c, t: Fraction) -> Fraction:
@@ -422,21 +531,27 @@ def _ratio(u, v) -> Fraction | None:
     """The alpha with u == alpha * v (v nonzero), or None if u is not a multiple of v."""
     k = next(k for k, x in enumerate(v) if x)
     alpha = u[k] / v[k]
+    if alpha == 1:  # the common case (permutations): compare without multiplying
+        return alpha if tuple(u) == tuple(v) else None
+    if alpha == -1:
+        return alpha if all(a == -b for a, b in zip(u, v)) else None
     return alpha if all(a == alpha * b for a, b in zip(u, v)) else None
 
 
 # ----------------------------------------------------------------------------- verification
 
-def _monomial_failure(m: Matrix, relu: bool) -> str | None:
+def _monomial_failure(m: Sparse, relu: bool) -> str | None:
+    """Why the square sparse matrix m is not monomial (positive for relu), or None."""
+    seen = set()
     for r, row in enumerate(m):
-        nonzero = [x for x in row if x]
-        if len(nonzero) != 1:
-            return f"row {r} has {len(nonzero)} nonzero entries (a monomial matrix needs exactly 1)"
-        if relu and nonzero[0] < 0:
+        if len(row) != 1:
+            return f"row {r} has {len(row)} nonzero entries (a monomial matrix needs exactly 1)"
+        c, x = row[0]
+        if relu and x < 0:
             return f"row {r} has a negative entry (a relu layer needs a positive monomial matrix)"
-    for c, col in enumerate(zip(*m)):
-        if sum(1 for x in col if x) != 1:
+        if c in seen:
             return f"column {c} does not have exactly 1 nonzero entry (not a monomial matrix)"
+        seen.add(c)
     return None
 
 
@@ -473,19 +588,23 @@ def _neuron_failure(act, u, v, bj: Fraction, bk: Fraction, q: Fraction, o: Fract
     return None
 
 
-def _layer_failure(layer: _Layer, p: Matrix, q: Matrix, last: bool, c_in=None, c_out=None) -> str | None:
-    """Why f(P x + c_in) == Q f(x) + c_out fails (offsets: affine latent actions), or None."""
-    wp = _matmul(layer.weight, p)
+def _layer_failure(layer: _Layer, p: Sparse, q: Sparse, last: bool, c_in=None, c_out=None) -> str | None:
+    """Why f(P x + c_in) == Q f(x) + c_out fails (offsets: affine latent actions), or None.
+
+    P and Q are sparse; q is monomial for a hidden layer (checked before), so that row j of the
+    identity reads sigma((W P)_j x + b_j) = q_j sigma(W_k x + b_k) for the one k with Q_jk = q_j.
+    """
+    wp = _times_sparse(layer.weight, p)
     bias = layer.bias if c_in is None else tuple(b + y for b, y in zip(layer.bias, _matvec(layer.weight, c_in)))
     if last:
-        if wp != _matmul(q, layer.weight):
+        if wp != _sparse_times(q, layer.weight):
             return "W P != Q W"
-        qb = _matvec(q, layer.bias)
+        qb = _smatvec(q, layer.bias)
         if c_out is not None:
             qb = tuple(x + y for x, y in zip(qb, c_out))
         return None if qb == bias else "b + W c != Q b" if c_in is not None else "b != Q b"
     for j, row in enumerate(q):
-        k, factor = next((k, x) for k, x in enumerate(row) if x)
+        k, factor = row[0]
         o = c_out[j] if c_out is not None else Fraction(0)
         why = _neuron_failure(layer.act, wp[j], layer.weight[k], bias[j], layer.bias[k], factor, o)
         if why:
@@ -493,18 +612,19 @@ def _layer_failure(layer: _Layer, p: Matrix, q: Matrix, last: bool, c_in=None, c
     return None
 
 
-def _homomorphism(report: CheckReport, tuples: list[tuple[Matrix, ...]], cap: int) -> None:
+def _homomorphism(report: CheckReport, tuples: list[tuple[Sparse, ...]], cap: int) -> None:
+    """Enumerate the group the tuples generate (sparse products) and check that rho_in is injective."""
     if not tuples:
         report.checks.append("homomorphism: trivial group (no generators)")
         return
     n_layers = len(tuples[0]) - 1
-    identity = tuple(_identity(len(m)) for m in tuples[0])
+    identity = tuple(_sparse_identity(len(m)) for m in tuples[0])
     seen, frontier = {identity: None}, [identity]
     while frontier:
         nxt = []
         for t in frontier:
             for g in tuples:
-                prod = tuple(_matmul(a, b) for a, b in zip(t, g))
+                prod = tuple(_smul(a, b) for a, b in zip(t, g))
                 if prod not in seen:
                     seen[prod] = None
                     if len(seen) > max(cap, 1):
@@ -513,7 +633,7 @@ def _homomorphism(report: CheckReport, tuples: list[tuple[Matrix, ...]], cap: in
                         return
                     nxt.append(prod)
         frontier = nxt
-    by_input: dict[Matrix, tuple] = {}
+    by_input: dict[Sparse, tuple] = {}
     for t in seen:
         other = by_input.setdefault(t[0], t)
         if other != t:
@@ -527,8 +647,61 @@ def _homomorphism(report: CheckReport, tuples: list[tuple[Matrix, ...]], cap: in
                          f"latent actions consistent")
 
 
+def _indices(value, n: int, where: str) -> list[int]:
+    if not isinstance(value, list) or len(value) != n:
+        raise CheckError(f"{where}: expected a list of {n} indices, got {_short(value)}")
+    if any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < n for c in value):
+        raise CheckError(f"{where}: every entry must be an integer index in 0..{n - 1}")
+    return value
+
+
+def _action(value, n: int, where: str, layer, sparse_format: bool):
+    """One latent action as sparse rows, or a string saying why it cannot be one (a rejection).
+
+    Format 1 gives a dense n x n matrix. Format 2 gives an object: ``{"kind": "monomial",
+    "source": [s_0 ..], "factor": [c_0 ..]}`` (row j holds c_j in column s_j), ``{"kind":
+    "block-monomial", "tokens": [..], "heads": [..], "blocks": [B_0 ..]}`` (attention heads:
+    P (x) R with P[t][tokens[t]] = 1 and block row h of R holding B_h in block column heads[h]),
+    or ``{"kind": "dense", "matrix": [[..]]}``. Whether the result really is monomial (or block
+    monomial) is checked afterwards, on the sparse rows, for every form alike.
+    """
+    if not sparse_format:
+        m = _matrix(value, where)
+        if len(m) != n or len(m[0]) != n:
+            return f"latent action must be {n} x {n}"
+        return _sparse(m)
+    kind = _dict(value, where).get("kind")
+    if kind == "dense":
+        m = _matrix(value.get("matrix"), f"{where} matrix")
+        if len(m) != n or len(m[0]) != n:
+            return f"latent action must be {n} x {n}"
+        return _sparse(m)
+    if kind == "monomial":
+        source = value.get("source")
+        if not isinstance(source, list) or len(source) != n:
+            return f"latent action must be {n} x {n} ('source' needs {n} entries)"
+        source = _indices(source, n, f"{where} source")
+        factor = _vector(value.get("factor"), f"{where} factor", n)
+        return tuple(((c, x),) if x else () for c, x in zip(source, factor))
+    if kind == "block-monomial":
+        if not isinstance(layer, _Heads):
+            return "a block-monomial action belongs to attention heads only"
+        T, H, dv = layer.tokens, len(layer.scores), layer.dv
+        w = H * dv
+        tokens = _indices(value.get("tokens"), T, f"{where} tokens")
+        heads = _indices(value.get("heads"), H, f"{where} heads")
+        blocks = value.get("blocks")
+        if not isinstance(blocks, list) or len(blocks) != H:
+            raise CheckError(f"{where}: 'blocks' must list one {dv} x {dv} block per head ({H})")
+        blocks = [_matrix(b, f"{where} block {h}", dv, dv) for h, b in enumerate(blocks)]
+        return tuple(tuple((tokens[t] * w + heads[h] * dv + c, blocks[h][a][c]) for c in range(dv)
+                           if blocks[h][a][c])
+                     for t in range(T) for h in range(H) for a in range(dv))
+    raise CheckError(f"{where}: unknown action kind {_short(kind)} (monomial, block-monomial or dense)")
+
+
 def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_Layer],
-                     group: list, cap: int) -> None:
+                     group: list, cap: int, sparse_format: bool = True) -> None:
     params = _dict(cert.get("parameters"), "certificate parameters")
     theta2 = _layers(params.get("layers"), n_in, "certificate parameters")
     if theta2 != layers and params.get("reparametrized") is not True:
@@ -555,17 +728,18 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
         report.reasons.append(f"latent_actions must list one entry per hidden layer "
                               f"({len(layers) - 1})")
         return
-    rho = [[p for p, _ in group]]
+    rho = [[_sparse(p) for p, _ in group]]
     for i, (entry, layer) in enumerate(zip(actions, layers), 1):
         n = len(layer.weight)
         if not isinstance(entry, list) or len(entry) != len(group):
             report.reasons.append(f"layer {i}: latent_actions must give one matrix per generator "
                                   f"({len(group)})")
             return
-        mats = [_matrix(m, f"latent_actions layer {i} generator {g}") for g, m in enumerate(entry)]
+        mats = [_action(m, n, f"latent_actions layer {i} generator {g}", layer, sparse_format)
+                for g, m in enumerate(entry)]
         for g, m in enumerate(mats):
-            if len(m) != n or len(m[0]) != n:
-                report.reasons.append(f"layer {i}, generator {g}: latent action must be {n} x {n}")
+            if isinstance(m, str):
+                report.reasons.append(f"layer {i}, generator {g}: {m}")
                 return
             if isinstance(layer, _Heads):
                 why = _block_monomial_failure(m, layer)
@@ -574,7 +748,7 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
             if why:
                 report.reasons.append(f"layer {i}, generator {g}: latent action {why}")
         rho.append(mats)
-    rho.append([q for _, q in group])
+    rho.append([_sparse(q) for _, q in group])
     if report.reasons:
         return
     offsets = cert.get("latent_offsets")
@@ -625,51 +799,52 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
             m, c = rho[i][g], offs[i][g]
             if c is None:
                 return m
-            return tuple(tuple(row) + (c[r],) for r, row in enumerate(m)) + (tuple([Fraction(0)] * len(m)) + (Fraction(1),),)
+            n = len(m)
+            return tuple(row + (((n, c[r]),) if c[r] else ()) for r, row in enumerate(m)) + (((n, Fraction(1)),),)
         _homomorphism(report, [tuple(action(i, g) for i in range(len(rho))) for g in range(len(group))], cap)
 
 
-def _block_monomial_failure(m: Matrix, layer: _Heads) -> str | None:
+def _block_monomial_failure(m: Sparse, layer: _Heads) -> str | None:
     """None if m = P (x) R with P a permutation of tokens and R block monomial: one invertible
     d_v x d_v block in each block row and block column (heads permuted, GL(d_v) inside)."""
     T, H, dv = layer.tokens, len(layer.scores), layer.dv
     w = H * dv
-    blocks = {}
-    for t in range(T):
-        for s_ in range(T):
-            b = tuple(tuple(m[t * w + a][s_ * w + c] for c in range(w)) for a in range(w))
-            if any(any(r) for r in b):
-                blocks[t, s_] = b
+    blocks: dict = {}  # (token row, token column) -> {(row, column) inside the w x w block: value}
+    for row_index, row in enumerate(m):
+        t, a = divmod(row_index, w)
+        for c, x in row:
+            s_, cc = divmod(c, w)
+            blocks.setdefault((t, s_), {})[a, cc] = x
     if sorted(t for t, _ in blocks) != list(range(T)) or sorted(s_ for _, s_ in blocks) != list(range(T)):
         return "does not permute tokens (not P (x) R with P a permutation)"
-    rs = set(blocks.values())
+    rs = {frozenset(b.items()) for b in blocks.values()}
     if len(rs) != 1:
         return "acts differently on different tokens (not P (x) R)"
-    (r,) = rs
+    r = dict(next(iter(rs)))
     for h in range(H):
-        cols = [k for k in range(H) if any(r[h * dv + a][k * dv + c] for a in range(dv) for c in range(dv))]
+        cols = sorted({cc // dv for a, cc in r if a // dv == h})
         if len(cols) != 1:
             return f"head {h}: {len(cols)} nonzero blocks in its block row (a block-monomial matrix needs exactly 1)"
         k = cols[0]
-        b = tuple(tuple(r[h * dv + a][k * dv + c] for c in range(dv)) for a in range(dv))
+        b = tuple(tuple(r.get((h * dv + a, k * dv + c), Fraction(0)) for c in range(dv)) for a in range(dv))
         if not _invertible(b):
             return f"head {h}: its block is not invertible"
     for k in range(H):
-        rows = [h for h in range(H) if any(r[h * dv + a][k * dv + c] for a in range(dv) for c in range(dv))]
+        rows = {a // dv for a, cc in r if cc // dv == k}
         if len(rows) != 1:
             return f"block column {k} has {len(rows)} nonzero blocks (not block monomial)"
     return None
 
 
-def _heads_failure(layer: _Heads, p: Matrix, q: Matrix) -> str | None:
+def _heads_failure(layer: _Heads, p: Sparse, q: Sparse) -> str | None:
     """heads(P x) = Q heads(x) for all x: both sides are polynomials of degree <= 3 in x, so
     agreement on the principal lattice of degree 3 (unisolvent) is a proof."""
     n = len(p)
     if comb(n + 3, 3) > MAX_LATTICE:
         return f"the degree-3 lattice in {n} variables is larger than this checker evaluates ({MAX_LATTICE})"
     for x in _lattice(n, 3):
-        lhs = _evaluate([layer], _matvec(p, x))
-        rhs = _matvec(q, _evaluate([layer], x))
+        lhs = _evaluate([layer], _smatvec(p, x))
+        rhs = _smatvec(q, _evaluate([layer], x))
         if lhs != rhs:
             return f"heads(P x) != Q heads(x) at x = {_fmt(x)}"
     return None
@@ -743,10 +918,13 @@ def _check_witness(report: CheckReport, eq: dict, n_in: int, layers: list[_Layer
 def check_certificate(cert: dict, model: dict, *, max_group_size: int = 10000) -> CheckReport:
     """Re-verify a certificate against a model, exactly.
 
+    The certificate's ``format`` chooses the checker (see ``CERTIFICATE_CHECKERS``).
+
     Parameters
     ----------
     cert : dict
-        A parsed ``symeq-certificate/1`` document.
+        A parsed certificate: ``symeq-certificate/2`` (sparse actions) or ``symeq-certificate/1``
+        (dense actions).
     model : dict
         A parsed ``symeq-model/1`` document.
     max_group_size : int, optional
@@ -762,10 +940,18 @@ def check_certificate(cert: dict, model: dict, *, max_group_size: int = 10000) -
     CheckError
         If either document is malformed (bad number, wrong shape, unknown kind or verdict).
     """
+    fmt = _dict(cert, "certificate").get("format")
+    checker = CERTIFICATE_CHECKERS.get(fmt) if isinstance(fmt, str) else None
+    if checker is None:
+        raise CheckError(f"certificate: format must be one of {', '.join(map(repr, CERTIFICATE_CHECKERS))}, "
+                         f"got {_short(fmt)}")
+    return checker(cert, model, max_group_size=max_group_size)
+
+
+def _check_theorem_certificate(cert: dict, model: dict, *, max_group_size: int = 10000) -> CheckReport:
+    """The checker of ``symeq-certificate/1`` and ``/2`` (Theorem 4.1 at theta)."""
     n_in, layers, model_group = _model(model)
-    if _dict(cert, "certificate").get("format") != CERT_FORMAT:
-        raise CheckError(f"certificate: format must be {CERT_FORMAT!r}, "
-                         f"got {_short(cert.get('format'))}")
+    sparse_format = cert.get("format") == CERT_FORMAT
     verdict = cert.get("verdict")
     if verdict not in VERIFIABLE + UNVERIFIABLE:
         raise CheckError(f"certificate: unknown verdict {_short(verdict)}")
@@ -791,11 +977,19 @@ def check_certificate(cert: dict, model: dict, *, max_group_size: int = 10000) -
     if eq.get("holds") is not None and eq.get("holds") is not expected:
         report.reasons.append(f"equivariance.holds = {eq.get('holds')} contradicts the verdict")
     if expected:
-        _check_layerwise(report, cert, n_in, layers, group, max_group_size)
+        _check_layerwise(report, cert, n_in, layers, group, max_group_size, sparse_format)
     else:
         _check_witness(report, eq, n_in, layers, group)
     report.accepted = None if (getattr(report, "unverifiable", False) and not report.reasons) else not report.reasons
     return report
+
+
+# The dispatch point: one checker per certificate format. A new certificate kind adds its
+# checker (a function (cert, model, *, max_group_size) -> CheckReport) to this table.
+CERTIFICATE_CHECKERS = {
+    CERT_FORMAT: _check_theorem_certificate,
+    CERT_FORMAT_DENSE: _check_theorem_certificate,
+}
 
 
 def _load(path: str, what: str):
@@ -833,6 +1027,481 @@ def main(argv=None) -> int:
         return 2
     print("\n".join(report.lines()))
     return report.exit_code
+
+
+# ============================================================================= identifiability
+# ``symeq-identifiability/1``: identifiability of a one-hidden-layer polynomial model at theta by
+# Kruskal's theorem (docs/identifiability.md).  Everything below re-derives the certificate's
+# claims from the model with Fractions and integers; it imports nothing beyond the standard library.
+
+from itertools import combinations  # noqa: E402 - kept with this section (standard library)
+from math import gcd  # noqa: E402
+
+IDENTIFIABILITY_FORMAT = "symeq-identifiability/1"
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _ipoly_trim(p):
+    p = list(p)
+    while p and p[-1] == 0:
+        p.pop()
+    return p
+
+
+def _ipoly_divmod(a, b):
+    a, b = _ipoly_trim(a), _ipoly_trim(b)
+    q = [Fraction(0)] * max(len(a) - len(b) + 1, 0)
+    while len(a) >= len(b) and a:
+        f = a[-1] / b[-1]
+        s = len(a) - len(b)
+        q[s] = f
+        for i, c in enumerate(b):
+            a[s + i] -= f * c
+        a = _ipoly_trim(a)
+    return q, a
+
+
+def _ipoly_gcd(a, b):
+    a, b = _ipoly_trim(a), _ipoly_trim(b)
+    while b:
+        a, b = b, _ipoly_divmod(a, b)[1]
+    return [c / a[-1] for c in a] if a else a
+
+
+def _ipoly_strip_x(p):
+    p = _ipoly_trim(p)
+    while p and p[0] == 0:
+        p = p[1:]
+    return p
+
+
+def _ipoly_roots_count(p) -> int:
+    """Distinct complex roots of p != 0: deg p - deg gcd(p, p')."""
+    p = _ipoly_trim(p)
+    if len(p) <= 1:
+        return 0
+    dp = [k * c for k, c in enumerate(p)][1:]
+    return (len(p) - 1) - (len(_ipoly_gcd(p, dp)) - 1)
+
+
+def _neuron_equations(coeffs, b: Fraction, bias: bool, d: int, degrees) -> dict:
+    """The per-neuron polynomials in lambda (lowest degree first) for the given degrees k.
+
+    With biases: degree d-1 forces b' = s + lambda (b - s); then for k < d-1
+    P_k = sum_m tau_m C(m, k) u^(m-k) (lambda^(m-k) - lambda^(d-k)), tau(t) = sigma(t + s),
+    u = b - s.  Without biases: a_k (1 - lambda^(d-k)).
+    """
+    out = {}
+    s = -coeffs[d - 1] / (d * coeffs[d])
+    tau = [sum((coeffs[m] * comb(m, j) * s ** (m - j) for m in range(j, d + 1)), Fraction(0)) for j in range(d + 1)]
+    for k in degrees:
+        c = [Fraction(0)] * (d - k + 1)
+        if bias:
+            u = b - s
+            for m in range(k, d + 1):
+                t = tau[m] * comb(m, k) * u ** (m - k)
+                c[m - k] += t
+                c[d - k] -= t
+        else:
+            c[0] += coeffs[k]
+            c[d - k] -= coeffs[k]
+        out[k] = _ipoly_trim(c)
+    return out
+
+
+def _latent_scalings(coeffs, bias: bool, d: int):
+    """K's scalings of a neuron, derived here: "all" (c (t - s)^d with a usable shift) or [1] / [1, -1]."""
+    s = -coeffs[d - 1] / (d * coeffs[d])
+    tau = [sum((coeffs[m] * comb(m, j) * s ** (m - j) for m in range(j, d + 1)), Fraction(0)) for j in range(d + 1)]
+    usable = bias or s == 0  # a scaling moves the pre-activation's constant unless s = 0 or biases exist
+    # c (t - s)^d + e: every alpha != 0, when biases absorb s (1 - alpha) and e (1 - alpha^d), or
+    # without biases when s = e = 0 (docs/theory.md, the absorbed-constant rule)
+    if all(t == 0 for t in tau[1:d]) and (bias or (s == 0 and tau[0] == 0)):
+        return "all"
+    out = [Fraction(1)]
+    # alpha = -1: sigma(-(t - s) + s) = q sigma(t) + o, i.e. tau(-u) = q tau(u) + o; an offset o needs
+    # the next layer's bias (sigmoid-like sign flips)
+    for q in (1, -1):
+        if usable and all(tau[m] * (-1) ** m == q * tau[m] for m in range(1, d + 1)):
+            if tau[0] * (1 - q) == 0 or bias:
+                out.append(Fraction(-1))
+            break
+    return out
+
+
+def _int_columns(cols):
+    """Columns of Fractions scaled to integers (a nonzero column scaling keeps every minor's zeroness)."""
+    out = []
+    for col in cols:
+        den = 1
+        for x in col:
+            den = den * x.denominator // gcd(den, x.denominator)
+        out.append([int(x * den) for x in col])
+    return out
+
+
+def _bareiss_nonzero(m) -> bool:
+    """det(m) != 0 for a square integer matrix (fraction-free elimination, exact)."""
+    a = [list(r) for r in m]
+    n, prev = len(a), 1
+    for k in range(n):
+        piv = next((r for r in range(k, n) if a[r][k] != 0), None)
+        if piv is None:
+            return False
+        a[k], a[piv] = a[piv], a[k]
+        for i in range(k + 1, n):
+            for j in range(k + 1, n):
+                a[i][j] = (a[i][j] * a[k][k] - a[i][k] * a[k][j]) // prev
+        prev = a[k][k]
+    return True
+
+
+def _minor_nonzero(m) -> bool:
+    """det(m) != 0 for a square integer matrix: first modulo the prime 2^61 - 1 (a nonzero residue
+    proves a nonzero determinant, and is fast), else exactly by Bareiss elimination."""
+    p = 2305843009213693951
+    a = [[x % p for x in r] for r in m]
+    n = len(a)
+    for k in range(n):
+        piv = next((r for r in range(k, n) if a[r][k]), None)
+        if piv is None:
+            return _bareiss_nonzero(m)
+        a[k], a[piv] = a[piv], a[k]
+        inv = pow(a[k][k], -1, p)
+        for i in range(k + 1, n):
+            f = a[i][k] * inv % p
+            if f:
+                rk, ri = a[k], a[i]
+                a[i] = [(ri[j] - f * rk[j]) % p for j in range(n)]
+    return True
+
+
+class _KProof:
+    """Recomputes lower bounds on Kruskal ranks of Khatri-Rao products of V and W from proofs."""
+
+    def __init__(self, V, W, R: int):
+        self.V, self.W, self.R = _int_columns(V), _int_columns(W), R
+        self.dims = {"V": len(V[0]), "W": len(W[0])}
+        self.seen: dict = {}
+
+    def entry(self, factors: str, row, j: int) -> int:
+        e = 1
+        for f, i in zip(factors, row):
+            e *= (self.V if f == "V" else self.W)[j][i]
+        return e
+
+    def _row(self, factors: str, row, where: str):
+        if not isinstance(row, list) or len(row) != len(factors) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.dims[f] for f, i in zip(factors, row)):
+            raise CheckError(f"{where}: bad row index {_short(row)} for factors {factors}")
+        return tuple(row)
+
+    def bound(self, proof, factors: str, where: str) -> int:
+        """The recomputed bound, or -1 when the proof fails or its claimed ``k`` differs."""
+        b = self._bound(proof, factors, where)
+        k = proof.get("k")
+        if not _is_int(k) or k != b:
+            return -1
+        return b
+
+    def _bound(self, proof, factors: str, where: str) -> int:
+        proof = _dict(proof, where)
+        if proof.get("factors") != factors:
+            raise CheckError(f"{where}: proof for {_short(proof.get('factors'))}, expected {factors}")
+        kind, R = proof.get("kind"), self.R
+        if kind == "none":
+            return 0
+        if kind == "full-column-rank":
+            rows = proof.get("rows")
+            if not isinstance(rows, list) or len(rows) != R:
+                raise CheckError(f"{where}: full-column-rank needs {R} rows")
+            rows = tuple(self._row(factors, r, where) for r in rows)
+            key = (factors, rows)  # the same minor recurs in several modes and degrees: check it once
+            if key not in self.seen:
+                self.seen[key] = _minor_nonzero([[self.entry(factors, r, j) for j in range(R)] for r in rows])
+            return R if self.seen[key] else -1
+        if kind == "khatri-rao":
+            left, right = _dict(proof.get("left"), where), _dict(proof.get("right"), where)
+            lf, rf = left.get("factors"), right.get("factors")
+            if not (isinstance(lf, str) and isinstance(rf, str) and lf and rf and lf + rf == factors):
+                raise CheckError(f"{where}: khatri-rao split {_short(lf)} + {_short(rf)} is not {factors}")
+            kl, kr = self.bound(left, lf, where + "/left"), self.bound(right, rf, where + "/right")
+            if kl < 0 or kr < 0:
+                return -1
+            return min(kl + kr - 1, R) if kl >= 1 and kr >= 1 else 0
+        if kind == "no-proportional-columns":
+            pairs = proof.get("pairs")
+            if not isinstance(pairs, list):
+                raise CheckError(f"{where}: 'pairs' must be a list")
+            seen = set()
+            for p in pairs:
+                if not isinstance(p, list) or len(p) != 4:
+                    raise CheckError(f"{where}: a pair is [j, k, row1, row2]")
+                j, k = p[0], p[1]
+                if not (isinstance(j, int) and isinstance(k, int) and 0 <= j < k < R):
+                    raise CheckError(f"{where}: bad column pair {_short(p[:2])}")
+                r1, r2 = self._row(factors, p[2], where), self._row(factors, p[3], where)
+                if self.entry(factors, r1, j) * self.entry(factors, r2, k) == \
+                        self.entry(factors, r2, j) * self.entry(factors, r1, k):
+                    return -1
+                seen.add((j, k))
+            return min(2, R) if len(seen) == R * (R - 1) // 2 else -1
+        if kind == "all-minors":
+            # k-rank m of an m-row matrix V or W: every m columns have a nonzero m x m determinant
+            if factors not in ("V", "W") or not 2 <= self.dims[factors] < R:
+                raise CheckError(f"{where}: all-minors needs V or W with fewer rows than columns")
+            m, cols = self.dims[factors], (self.V if factors == "V" else self.W)
+            if comb(R, m) > 100000:
+                raise CheckError(f"{where}: too many minors ({comb(R, m)}) to check")
+            for sub in combinations(range(R), m):
+                key = (factors, sub)
+                if key not in self.seen:
+                    self.seen[key] = _minor_nonzero([[cols[j][i] for j in sub] for i in range(m)])
+                if not self.seen[key]:
+                    return -1
+            return m
+        if kind == "nonzero-columns":
+            rows = proof.get("rows")
+            if not isinstance(rows, list) or len(rows) != R:
+                raise CheckError(f"{where}: nonzero-columns needs one row per column")
+            ok = all(self.entry(factors, self._row(factors, r, where), j) != 0 for j, r in enumerate(rows))
+            return 1 if ok else -1
+        raise CheckError(f"{where}: unknown k-rank proof kind {_short(kind)}")
+
+
+def check_identifiability(cert: dict, model: dict) -> CheckReport:
+    """Re-verify a ``symeq-identifiability/1`` certificate against a model, exactly.
+
+    ``identifiable``: the rank-one terms are the model's; each mode's k-rank bound is recomputed
+    (nonzero maximal minors -- modulo 2^61 - 1, else by fraction-free elimination --, every maximal
+    minor of a matrix with fewer rows than columns, the Khatri-Rao lemma
+    k(A (.) B) >= min(k_A + k_B - 1, R), no two proportional columns, nonzero columns) and their sum
+    is at least 2R + 2 (Kruskal); the lower-degree terms used are independent (a k-rank of R); every
+    neuron's equations are recomputed from the activation and its bias, their gcd has exactly the
+    latent scalings as distinct nonzero roots (derived here from the activation); the orbit size is
+    R! times the product.  ``not-identifiable``: the witness solves every per-neuron equation, is
+    not a latent scaling, and its neuron has no clone and is not dead.
+    """
+    n_in, layers, _ = _model(model)
+    verdict = _dict(cert, "certificate").get("verdict")
+    report = CheckReport(None, str(verdict))
+    if verdict not in ("identifiable", "not-identifiable"):
+        raise CheckError(f"certificate: unknown identifiability verdict {_short(verdict)}")
+    if len(layers) != 2 or not isinstance(layers[0], _Layer) or not isinstance(layers[0].act, tuple):
+        report.reasons.append("the certificate covers one hidden dense layer with a polynomial activation")
+        report.accepted = False
+        return report
+    first, last = layers
+    coeffs, d = list(first.act), len(first.act) - 1
+    W = [list(r) for r in first.weight]
+    R = len(W)
+    V = [[last.weight[i][j] for i in range(len(last.weight))] for j in range(R)]
+    bias = any(x != 0 for l in layers for x in l.bias)
+    if d < 2:
+        report.reasons.append(f"activation degree {d} < 2")
+    widths = [n_in] + [len(l.weight) for l in layers]
+    if cert.get("widths") != widths:
+        report.reasons.append(f"certificate widths {_short(cert.get('widths'))} differ from the model's {widths}")
+    if not _is_int(cert.get("degree")) or cert.get("degree") != d or cert.get("bias") is not bias:
+        report.reasons.append(f"certificate degree/bias {_short(cert.get('degree'))}/{_short(cert.get('bias'))} differ "
+                              f"from the model's {d}/{bias}")
+    terms = cert.get("rank_one_terms")
+    if not isinstance(terms, list) or len(terms) != R:
+        report.reasons.append(f"rank_one_terms must list the model's {R} neurons")
+    else:
+        for j, t in enumerate(terms):
+            t = _dict(t, f"rank_one_terms[{j}]")
+            if not _is_int(t.get("neuron")) or t.get("neuron") != j or _vector(t.get("v"), f"term {j} v") != tuple(V[j]) \
+                    or _vector(t.get("w"), f"term {j} w") != tuple(W[j]):
+                report.reasons.append(f"rank-one term {j} is not (column {j} of W_2, row {j} of W_1)")
+        if not report.reasons:
+            report.checks.append(f"{R} rank-one terms v_j (x) w_j^{d} are the model's")
+    if report.reasons:
+        report.accepted = False
+        return report
+    latent = _latent_scalings(coeffs, bias, d)
+    K = _KProof(V, W, R)
+    if verdict == "not-identifiable":
+        _check_ident_witness(report, cert, K, coeffs, d, bias, latent, [l for l in first.bias])
+    else:
+        _check_ident_positive(report, cert, K, coeffs, d, bias, latent, list(first.bias))
+    report.accepted = not report.reasons
+    return report
+
+
+def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1) -> None:
+    R = K.R
+    kr = _dict(cert.get("kruskal"), "kruskal")
+    modes, proofs, claimed = kr.get("reshaping"), kr.get("modes"), kr.get("k_lower")
+    if not (isinstance(modes, list) and len(modes) == 3 and all(isinstance(m, str) and m for m in modes)
+            and isinstance(proofs, list) and len(proofs) == 3):
+        raise CheckError("kruskal: 'reshaping' and 'modes' must list three modes")
+    if not _is_int(kr.get("R")) or kr.get("R") != R:
+        report.reasons.append(f"kruskal R {_short(kr.get('R'))} is not the model's {R} neurons")
+        return
+    joined = "".join(modes)
+    if joined.count("V") != 1 or not modes[0].startswith("V") or set(joined) != {"V", "W"} or \
+            joined.count("W") != d or "V" in "".join(modes[1:]):
+        report.reasons.append(f"reshaping {modes} is not V W^a | W^b | W^c with a + b + c = {d}")
+        return
+    ks = [K.bound(p, m, f"kruskal mode {i}") for i, (p, m) in enumerate(zip(proofs, modes))]
+    if any(k < 0 for k in ks):
+        report.reasons.append(f"a k-rank proof fails (a minor or entry claimed nonzero is zero): bounds {ks}")
+        return
+    if claimed != ks:
+        report.reasons.append(f"claimed k-rank bounds {_short(claimed)} differ from the recomputed {ks}")
+        return
+    if not (sum(ks) >= 2 * R + 2 or (R == 1 and min(ks) >= 1)):
+        report.reasons.append(f"Kruskal's condition fails: {' + '.join(map(str, ks))} < 2R+2 = {2 * R + 2}")
+        return
+    report.checks.append(f"Kruskal: k-ranks >= {ks} on {' (x) '.join(modes)}, sum {sum(ks)} >= 2R+2 = {2 * R + 2}: "
+                         "the rank-one terms are unique up to permutation and scaling")
+    avail = set()
+    indep = cert.get("independence")
+    if not isinstance(indep, list):
+        raise CheckError("independence must be a list")
+    for e in indep:
+        e = _dict(e, "independence entry")
+        k = e.get("degree")
+        if not (isinstance(k, int) and not isinstance(k, bool) and 0 <= k < d):
+            raise CheckError(f"independence: bad degree {_short(k)}")
+        if K.bound(e.get("proof"), "V" + "W" * k, f"independence degree {k}") != R:
+            report.reasons.append(f"degree {k}: the terms v_j (x) w_j^{k} are not proved independent")
+            return
+        avail.add(k)
+    report.checks.append(f"lower-degree terms proved linearly independent for degrees {sorted(avail)}")
+    if bias and d - 1 not in avail:
+        report.reasons.append(f"with biases the degree-{d - 1} terms must be independent (they fix b')")
+        return
+    neurons = cert.get("neurons")
+    if not isinstance(neurons, list) or len(neurons) != R:
+        raise CheckError(f"neurons must list {R} entries")
+    allowed = set(range(1, d - 1)) if bias else set(range(d))
+    sizes = []
+    for j, nd in enumerate(neurons):
+        nd = _dict(nd, f"neuron {j}")
+        degs = nd.get("degrees")
+        if not _is_int(nd.get("neuron")) or nd.get("neuron") != j or \
+                parse_number(nd.get("b"), f"neuron {j} b") != b1[j]:
+            report.reasons.append(f"neuron {j}: index or bias differs from the model")
+            return
+        if not isinstance(degs, list) or not all(_is_int(k) for k in degs) or \
+                not set(degs) <= (avail & allowed) or len(set(degs)) != len(degs):
+            report.reasons.append(f"neuron {j}: degrees {_short(degs)} are not among the independent ones")
+            return
+        eqs = _neuron_equations(coeffs, b1[j], bias, d, degs)
+        listed = nd.get("polynomials")
+        if not isinstance(listed, list) or not all(
+                isinstance(p, list) and len(p) == 2 and _is_int(p[0]) and isinstance(p[1], list) for p in listed) \
+                or sorted((p[0], _ipoly_trim(_vector(p[1], f"neuron {j} polynomial") if p[1] else []))
+                          for p in listed) != sorted(eqs.items()):
+            report.reasons.append(f"neuron {j}: the listed per-neuron polynomials are not the model's")
+            return
+        g = []
+        for p in eqs.values():
+            g = _ipoly_gcd(g, p) if g else _ipoly_gcd(p, p)
+        g = _ipoly_strip_x(g)
+        sols = "all" if not any(eqs.values()) else _ipoly_roots_count(g)
+        cg = nd.get("gcd")
+        if (sols == "all" and cg is not None) or (sols != "all" and (
+                not isinstance(cg, list) or not cg or _ipoly_trim(_vector(cg, f"neuron {j} gcd")) != g)):
+            report.reasons.append(f"neuron {j}: the listed gcd is not the gcd of the equations")
+            return
+        if nd.get("solutions") != sols:
+            report.reasons.append(f"neuron {j}: {sols} solutions, the certificate says {_short(nd.get('solutions'))}")
+            return
+        cl = nd.get("latent")
+        if cl != "all" and not (isinstance(cl, list) and cl):
+            raise CheckError(f"neuron {j}: latent must be \"all\" or a non-empty list")
+        if latent == "all":
+            if sols != "all" or cl != "all":
+                report.reasons.append(f"neuron {j}: solutions {sols} are not the monomial scalings")
+                return
+            continue
+        if cl == "all" or [parse_number(a, "latent") for a in (cl or [])] != latent:
+            report.reasons.append(f"neuron {j}: latent scalings {_short(cl)} are not the activation's {latent}")
+            return
+        if sols == "all" or sols != len(latent) or any(_poly(g, a) != 0 for a in latent):
+            report.reasons.append(f"neuron {j}: {sols} solutions but {len(latent)} latent scalings")
+            return
+        sizes.append(len(latent))
+    report.checks.append(f"every neuron's system has exactly the latent scalings "
+                         f"({'every alpha != 0' if latent == 'all' else [str(a) for a in latent]}) as solutions")
+    if latent == "all":
+        if cert.get("orbit_size") is not None or cert.get("orbit_dimension") != R:
+            report.reasons.append("orbit: a torus of dimension R (monomial scalings) expected")
+            return
+        report.checks.append(f"fibre = orbit: S_{R} x a torus of dimension {R}")
+        return
+    if not _is_int(cert.get("orbit_dimension")) or cert.get("orbit_dimension") != 0:
+        report.reasons.append("orbit: a finite orbit has orbit_dimension 0")
+        return
+    orbit = 1
+    for k in range(2, R + 1):
+        orbit *= k
+    for s_ in sizes:
+        orbit *= s_
+    if cert.get("orbit_size") != str(orbit):
+        report.reasons.append(f"orbit size {_short(cert.get('orbit_size'))} differs from R! x prod = {orbit}")
+        return
+    report.checks.append(f"fibre = orbit over C: {orbit} points, each from a unique latent element")
+
+
+def _check_ident_witness(report, cert, K: _KProof, coeffs, d, bias, latent, b1) -> None:
+    w = _dict(cert.get("witness"), "witness")
+    j = w.get("neuron")
+    if not (isinstance(j, int) and not isinstance(j, bool) and 0 <= j < K.R):
+        raise CheckError(f"witness: bad neuron {_short(j)}")
+    if latent == "all":
+        report.reasons.append("the activation's scalings are all of C*: no scaling lies outside K")
+        return
+    if not any(K.W[j]) or not any(K.V[j]) or any(
+            all(K.W[j][a] * K.W[k][c] == K.W[k][a] * K.W[j][c] for a in range(len(K.W[j])) for c in range(a))
+            for k in range(K.R) if k != j):
+        report.reasons.append(f"neuron {j} is dead or has a proportional twin: the point may lie in the orbit")
+        return
+    eqs = _neuron_equations(coeffs, b1[j], bias, d, range(1, d - 1) if bias else range(d))
+    listed = w.get("polynomials")
+    if w.get("kind") != "per-neuron" or not _is_int(w.get("degree")) or w.get("degree") != d or \
+            not isinstance(listed, list) or not all(isinstance(p, list) and len(p) == 2 and _is_int(p[0])
+                                                    and isinstance(p[1], list) for p in listed) or \
+            sorted((p[0], _ipoly_trim(_vector(p[1], "witness polynomial") if p[1] else [])) for p in listed) != \
+            sorted(eqs.items()):
+        report.reasons.append(f"the witness's kind, degree or per-neuron polynomials are not neuron {j}'s")
+        return
+    if "lambda" in w:
+        lam = parse_number(w.get("lambda"), "witness lambda")
+        if lam == 0 or lam in latent or any(_poly(p, lam) != 0 for p in eqs.values()):
+            report.reasons.append(f"lambda = {lam} is zero, a latent scaling, or misses a per-neuron equation")
+            return
+        if bias:
+            s = -coeffs[d - 1] / (d * coeffs[d])
+            if parse_number(w.get("bias"), "witness bias") != s + lam * (b1[j] - s):
+                report.reasons.append("the witness bias is not s + lambda (b - s)")
+                return
+        report.checks.append(f"neuron {j}: lambda = {lam} solves every equation (degrees {sorted(eqs)}) and is not a "
+                             "latent scaling: a fibre point outside the orbit")
+        return
+    q = _ipoly_trim(_vector(w.get("minimal_polynomial"), "witness minimal_polynomial"))
+    if len(q) < 2 or q[0] == 0 or any(_poly(q, a) == 0 for a in latent) or \
+            any(_ipoly_divmod(p, q)[1] for p in eqs.values()):
+        report.reasons.append("the witness polynomial has a latent or zero root, or does not divide every equation")
+        return
+    report.checks.append(f"neuron {j}: every root of the witness polynomial solves every equation and none is a latent "
+                         "scaling: fibre points outside the orbit")
+
+
+_check_action_certificate = check_certificate
+
+
+def check_certificate(cert: dict, model: dict, **kwargs) -> CheckReport:  # noqa: F811 - dispatch by format
+    """Dispatch on the certificate's ``format``: identifiability certificates here, the rest as above."""
+    if isinstance(cert, dict) and cert.get("format") == IDENTIFIABILITY_FORMAT:
+        return check_identifiability(cert, model)
+    return _check_action_certificate(cert, model, **kwargs)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,14 @@ Commands
     search for equivariant ReLU networks with no layerwise-equivariant parameter (resumable).
 
 Exit codes: 0 conclusion established (or certificate accepted), 1 refuted (or certificate
-rejected), 2 bad input or usage, 3 undetermined (including a time budget that ran out).
+rejected), 2 bad input or usage (including a size limit, named with the option that raises it),
+3 undetermined (including a time budget that ran out, or an engine that failed), 130 Ctrl-C
+(143 SIGTERM), 70 an internal error; see :mod:`symeq.errors`.
+
+Budgets: every computing command has a default time budget (:data:`symeq.budget.DEFAULT_BUDGETS`)
+printed as its first line of output and changed with ``--timeout``; ``--memory GB`` caps each
+engine process (default 75 % of the RAM).  Engine processes never outlive symeq
+(:mod:`symeq.procs`).
 """
 
 from __future__ import annotations
@@ -32,7 +39,9 @@ import json
 import os
 import sys
 
+from .cliargs import group_output_arg
 from .errors import InputError, SymeqError
+from .sizes import add_limit_options, apply_limit_options
 
 __all__ = ["main"]
 
@@ -59,25 +68,16 @@ def _load(args):
     return model
 
 
-def group_output_arg(text: str):
-    """argparse type of --group-output: \"same\" or k (the trivial action on R^k)."""
-    if text == "same":
-        return "same"
-    try:
-        k = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("--group-output is \"same\" or a positive integer") from None
-    if k < 1:
-        raise argparse.ArgumentTypeError("--group-output must be positive")
-    return k
-
-
 def cmd_verify(args) -> int:
     from .io import write_json
     from .theorem import verify
 
     model = _load(args)
     _progress(f"verifying {model.name}: widths {model.widths}, group {model.group.label}")
+    if args.identifiability:
+        from .fibre.cli import engine_notice
+
+        engine_notice("auto")  # at the start: a Gröbner step without a real engine falls back to sympy
     v = verify(model, method=args.method, timeout=args.timeout, seed=args.seed, fibre_search=not args.no_fibre_search,
                identifiability=args.identifiability)
     if args.certificate:
@@ -86,7 +86,7 @@ def cmd_verify(args) -> int:
     if args.json:
         print(json.dumps(v.to_json(), indent=1))
     else:
-        print(v.report())
+        print(v.report(matrix=args.matrix))
     return v.exit_code
 
 
@@ -181,7 +181,7 @@ def cmd_groups(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .version import __version__
 
     p = argparse.ArgumentParser(prog="symeq", description="Exact verification that identifiable equivariant "
                                 "networks are layerwise equivariant (Theorem 4.1, arXiv 2601.21645).")
@@ -203,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also decide identifiability at theta (fibre vs orbit, Groebner; small polynomial models)")
     v.add_argument("--no-fibre-search", action="store_true",
                    help="do not search the fibre for a layerwise-equivariant theta' when none exists at theta")
+    v.add_argument("--matrix", action="store_true",
+                   help="also print every action as a dense matrix (default: cycle notation only)")
     v.set_defaults(func=cmd_verify)
 
     c = sub.add_parser("check", help="re-verify a certificate with the independent checker")
@@ -239,26 +241,153 @@ def build_parser() -> argparse.ArgumentParser:
     register_fibre(sub)
     register_hunt(sub)
     register_numeric(sub)
+    _add_budget_options(sub)
     return p
 
 
+#: commands that take the size limits of :mod:`symeq.sizes` (``--max-degree`` ...), and which
+LIMIT_COMMANDS = {"verify": ("degree", "total_degree", "width", "monomials", "orbit"),
+                  "fibre": ("degree", "total_degree", "width", "monomials", "orbit"),
+                  "explain": ("degree", "total_degree", "width", "monomials", "orbit"),
+                  "generate": ("degree",), "numeric-check": ("degree", "width")}
+
+#: commands whose engine child processes get the ``--memory`` cap
+ENGINE_COMMANDS = ("verify", "fibre", "explain")
+#: commands that pass ``--timeout`` to a deadline of their own (the backstop alarm waits a little longer)
+OWN_DEADLINE = ("verify", "fibre", "explain")
+
+
+def _positive(name: str, zero: bool = False):
+    """argparse type: a finite number > 0 (>= 0 with ``zero``)."""
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} takes a number") from None
+        if not (x >= 0 if zero else x > 0) or x == float("inf"):
+            raise argparse.ArgumentTypeError(f"{name} must be a {'non-negative' if zero else 'positive'} number")
+        return x
+    return parse
+
+
+def _add_budget_options(sub) -> None:
+    """``--timeout`` on every command with a default budget that lacks one; ``--memory`` for engines."""
+    from .budget import DEFAULT_BUDGETS
+
+    for name, sp in sub.choices.items():
+        dests = {a.dest for a in sp._actions}
+        if name in DEFAULT_BUDGETS and "timeout" not in dests:
+            sp.add_argument("--timeout", type=_positive("--timeout", zero=True), default=None,
+                            help=f"time budget in seconds (default {DEFAULT_BUDGETS[name]:g}; exit 3 past it)")
+        elif name in DEFAULT_BUDGETS:  # a command's own --timeout: say what the default is
+            for a in sp._actions:
+                if a.dest == "timeout" and a.help and "default" not in a.help:
+                    a.help = f"time budget in seconds (default {DEFAULT_BUDGETS[name]:g}; exit 3 past it)"
+        if name in ENGINE_COMMANDS and "memory" not in dests:
+            sp.add_argument("--memory", type=_positive("--memory"), default=None, metavar="GB",
+                            help="address-space cap of each engine process in GB (default: 75%% of the RAM)")
+        if name in LIMIT_COMMANDS:  # size guards checked before the work starts (symeq.sizes)
+            add_limit_options(sp, [k for k in LIMIT_COMMANDS[name] if f"max_{k}" not in dests])
+
+
+def _budget_line(args) -> float | None:
+    """Print the budget as the first line of output; return it in seconds (None: no time budget)."""
+    from .budget import DEFAULT_BUDGETS
+
+    cmd = args.command
+    if cmd == "hunt":
+        # printed by the hunt before its first progress line (a finished hunt prints one line only)
+        n = getattr(args, "budget", None)
+        secs = getattr(args, "seconds", None)
+        args.budget_line = (f"symeq hunt: budget {n if n is not None else 'unlimited'} candidates, "
+                            f"{f'{secs:g} s' if secs is not None else 'no time limit'} "
+                            "(--budget N candidates, --seconds S to change; resumable)")
+        return None
+    if cmd not in DEFAULT_BUDGETS:
+        return None
+    t = getattr(args, "timeout", None)
+    if t is not None and not (t >= 0 and t != float("inf")):  # 0: undetermined at once (exit 3)
+        raise InputError("--timeout must be a non-negative number of seconds")
+    budget = t if t is not None else DEFAULT_BUDGETS[cmd]
+    _progress(f"symeq {cmd}: budget {budget:g} s ({'--timeout' if t is not None else 'default; --timeout to change'})")
+    return budget
+
+
+class _Terminated(BaseException):
+    """SIGTERM/SIGHUP arrived (a BaseException, like KeyboardInterrupt: nothing swallows it)."""
+
+
+def _on_signal(signum, frame):
+    raise _Terminated(signum)
+
+
 def main(argv=None) -> int:
+    """Run one command; map errors to exit codes (see :mod:`symeq.errors`) and stop children on any exit.
+
+    SIGINT (Ctrl-C) exits 130 and SIGTERM/SIGHUP 128 + the signal, each with one line on stderr;
+    on the way out the engines' ``finally`` blocks and :func:`symeq.procs.kill_all` kill every
+    child process group.  The command's time budget is printed first and enforced by
+    :class:`symeq.budget.Alarm` as a backstop.
+    """
+    import signal
+    import threading
+
+    from . import procs
+    from .budget import Alarm, BudgetAlarm, alarm_grace
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is not None:
+                old[sig] = signal.signal(sig, _on_signal)
     try:
-        return args.func(args)
+        try:
+            budget = _budget_line(args)
+            apply_limit_options(args)  # every limit: the given value or its default (no leak between calls)
+            if getattr(args, "memory", None) is not None:
+                procs.set_memory_cap(args.memory)
+            if budget is not None and args.command in ("verify", "explain") and args.timeout is None:
+                args.timeout = budget  # they stop themselves and report what they established
+            # the backstop: exactly at the budget where the command has no deadline of its own
+            own = args.command in OWN_DEADLINE and getattr(args, "timeout", None) is not None
+            grace = alarm_grace(budget) if budget is not None and own else 0.0
+            with Alarm(budget, f"symeq {args.command}", grace=grace):
+                return args.func(args)
+        finally:
+            procs.kill_all()
     except SymeqError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
+    except BudgetAlarm as e:
+        print(f"error: {e.message}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(f"symeq {args.command}: interrupted (SIGINT); stopped", file=sys.stderr)
         return 130
+    except _Terminated as e:
+        signum = e.args[0]
+        print(f"symeq {args.command}: terminated ({signal.Signals(signum).name}); stopped", file=sys.stderr)
+        return 128 + signum
+    except MemoryError:
+        print(f"error: symeq {args.command} ran out of memory; use a smaller model or more memory", file=sys.stderr)
+        return 3
+    except BrokenPipeError:  # the reader of stdout went away (symeq ... | head): stop quietly
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        except (OSError, ValueError):
+            pass
+        return 141
     except Exception as e:  # a bug, not bad input: say so without a wall of traceback
         if os.environ.get("SYMEQ_DEBUG"):
             raise
         print(f"internal error: {type(e).__name__}: {e} (please report it; SYMEQ_DEBUG=1 shows the traceback)",
               file=sys.stderr)
         return 70
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def neuron_moves(layer, M):
     Returns None when the action is not of that form (e.g. a rotation acting on the input).
     """
     if layer is not None and _is_heads(layer):
-        from .attention import block_monomial_parts, factor_kron
+        from .layers.attention import block_monomial_parts, factor_kron
 
         H, dv, T = layer.heads, layer.dv, layer.tokens
         fac = factor_kron(M, T, H * dv)

@@ -44,6 +44,7 @@ from .errors import InputError
 from .groups import FiniteGroup
 from .models import Model
 from .numbers import format_vector
+from .sizes import guard_expansion
 
 __all__ = ["Witness", "EquivarianceResult", "decide_equivariance", "principal_lattice"]
 
@@ -205,6 +206,9 @@ def decide_equivariance(
     if method == "symbolic":
         from flint import fmpq_mpoly_ctx
 
+        # size first (a forced --method symbolic on a large model would exhaust memory inside FLINT)
+        guard_expansion(model, "expanding the model symbolically (premise)", symbolic=False,
+                        input_terms=n, hint="--method grid or probabilistic evaluate instead of expanding")
         ctx = fmpq_mpoly_ctx.get(("x", n), "degrevlex")
         f = model.polynomial_map(ctx)
         for gi, (A, B) in enumerate(group.generators):
@@ -250,7 +254,7 @@ def _decide_relu(model: Model, group: FiniteGroup, deadline: Deadline) -> Equiva
     total = 0
     for gi, (A, B) in enumerate(group.generators):
         deadline.check("enumerating ReLU linear regions")
-        dec = relu_decide(layers, mat_rows(A), mat_rows(B))
+        dec = relu_decide(layers, mat_rows(A), mat_rows(B), deadline=deadline)
         total += dec.regions
         if not dec.holds:
             x = list(dec.witness)

@@ -43,7 +43,7 @@ from .numbers import mat_rows
 
 __all__ = ["explain", "register", "cmd_explain"]
 
-MAX_MATRIX = 16  # larger actions are shown by their cycles and orbits only
+MAX_MATRIX = 16  # larger group matrices and weights are not written out
 
 THEOREM = ("Theorem 4.1 (Shahverdi, Marchetti, Bökman, Kohn, arXiv 2601.21645, 2026): if the end-to-end "
            "map f is equivariant under a group G acting on input and output, and θ is weakly identifiable, "
@@ -347,29 +347,14 @@ figcaption {{ font-size: .9rem; color: #555; }}
 # -- the content -----------------------------------------------------------------------------------
 
 def _cycles(moves) -> str:
-    """Cycle notation of the permutation source -> target, with the factor of each target."""
-    perm = {s: t for s, t, _ in moves}
-    factor = {t: c for _, t, c in moves}
-    seen, out = set(), []
-    for start in sorted(perm):
-        if start in seen:
-            continue
-        cyc, a = [], start
-        while a not in seen:
-            seen.add(a)
-            cyc.append(a)
-            a = perm[a]
-        out.append(cyc)
+    """Cycle notation (symeq/notation.py: neurons from 1, values move along the cycles, the
+    factor written in front of the neuron it arrives at) of moves (source, target, factor)."""
+    from .notation import format_cycles
 
-    def lab(j):
-        c = factor[j]
-        if c == 1:
-            return str(j)
-        if c == -1:
-            return f"−{j}"
-        return f"{str(c).replace('-', '−')}·{j}"
-
-    return "".join("(" + " ".join(lab(j) for j in cyc) + ")" for cyc in out)
+    source, factor = [0] * len(moves), [1] * len(moves)
+    for s_, t, c in moves:
+        source[t], factor[t] = s_, c
+    return format_cycles(source, factor)
 
 
 def _sentence(text: str) -> str:
@@ -390,33 +375,40 @@ def _latent_group(layer) -> str:
     return layer.latent_group if getattr(layer, "kind", "dense") == "heads" else layer.activation.latent_group
 
 
-def _show_action(rep: Report, layer, index, gname: str, M):
-    """One derived action: its matrix (or P (x) R blocks for heads), cycles and what it does."""
+def _show_action(rep: Report, layer, index, gname: str, M, matrix: bool = False):
+    """One derived action: its cycles (or P (x) R by tokens, heads and blocks), and its matrix
+    only when asked (``matrix``)."""
     from .display import neuron_moves
 
     lhs = rho_of(index, gname) + mo("=")
     if getattr(layer, "kind", "dense") == "heads":
-        from .attention import block_monomial_parts, factor_kron
+        from .layers.attention import block_monomial_parts, factor_kron
+        from .notation import format_cycles
 
         P, R = factor_kron(M, layer.tokens, layer.heads * layer.dv)
+        tokens = [next(s_ for s_ in range(layer.tokens) if P[t, s_] != 0) for t in range(layer.tokens)]
+        parts = block_monomial_parts(R, layer.heads, layer.dv)
         rep.p(rho_of(index, gname), " acts on every token's value spaces as ",
               Math(r"P \otimes R", "<mi>P</mi><mo>⊗</mo><mi>R</mi>"),
-              ": a token permutation P and a block-monomial R (one invertible block per head).")
-        rep.math(Math("P =", "<mi>P</mi><mo>=</mo>") + matrix_math(P))
+              ": a token permutation P and a block-monomial R (one invertible block per head). In cycles "
+              f"(numbered from 1): tokens `{format_cycles(tokens, [1] * len(tokens))}`, heads "
+              f"`{format_cycles([k for k, _ in parts], [1] * len(parts))}`.")
+        if matrix:
+            rep.math(Math("P =", "<mi>P</mi><mo>=</mo>") + matrix_math(P))
         rows = []
-        for h, (k, B) in enumerate(block_monomial_parts(R, layer.heads, layer.dv)):
-            rows.append([f"head {h}", f"head {k}", [matrix_math(B)]])
+        for h, (k, B) in enumerate(parts):
+            rows.append([f"head {h + 1}", f"head {k + 1}", [matrix_math(B)]])
         rep.table(["head of the image", "comes from", "block B (value space)"], rows)
         return
-    n = M.nrows()
-    if n <= MAX_MATRIX:
-        rep.math(lhs + matrix_math(M))
     moves = neuron_moves(layer, M)
     if moves is not None:
-        rep.p(f"As a monomial matrix: (ρ(g) y)_j = c_j y_s; in cycles (source → target, with the factor "
-              f"of each target): `{_cycles(moves)}`.")
+        rep.p(rho_of(index, gname), f": `{_cycles(moves)}` — a monomial matrix, (ρ(g) y)_j = c_j y_s; in cycles "
+              "the values move from neuron to neuron (numbered from 1), and −j or c*j is the factor c_j of "
+              "the neuron j they arrive at.")
     else:
         rep.p(rho_of(index, gname), " is not a monomial matrix.")
+    if matrix or moves is None:
+        rep.math(lhs + matrix_math(M))
 
 
 def _orbit_lines(columns) -> list:
@@ -430,8 +422,9 @@ def _orbit_lines(columns) -> list:
     return rows
 
 
-def build_report(v, cert_name: str, model_name: str, picture: tuple) -> Report:
-    """The blocks of the report on a :class:`~symeq.theorem.Verification`."""
+def build_report(v, cert_name: str, model_name: str, picture: tuple, matrix: bool = False) -> Report:
+    """The blocks of the report on a :class:`~symeq.theorem.Verification` (``matrix``: also
+    every action as a matrix)."""
     from .display import network_columns
 
     m, G, eq, d = v.model, v.group, v.equivariance, v.derivation
@@ -519,7 +512,7 @@ def build_report(v, cert_name: str, model_name: str, picture: tuple) -> Report:
                 layer = chain.layers[i]
                 rep.h(3, f"Hidden space {i + 1}: {_layer_name(layer)}, K = {_latent_group(layer)}")
                 for gname, M in zip(G.names, per_g):
-                    _show_action(rep, layer, i + 1, gname, M)
+                    _show_action(rep, layer, i + 1, gname, M, matrix)
             orbits = _orbit_lines(network_columns(m.with_group(G), d.actions))
             if orbits:
                 rep.p("Orbits of the neurons under the derived action (the colours of the picture):")
@@ -568,7 +561,7 @@ def build_report(v, cert_name: str, model_name: str, picture: tuple) -> Report:
 
 # -- the entry point -------------------------------------------------------------------------
 
-def explain(model, group=None, out_dir=".", *, verification=None, **verify_options) -> dict:
+def explain(model, group=None, out_dir=".", *, verification=None, matrix: bool = False, **verify_options) -> dict:
     """Run :func:`symeq.verify` on ``model`` and write the step-by-step report into ``out_dir``.
 
     Parameters
@@ -578,6 +571,7 @@ def explain(model, group=None, out_dir=".", *, verification=None, **verify_optio
         defaults to the model's group
     out_dir : the folder to write into (created if needed)
     verification : an existing :class:`~symeq.theorem.Verification` of ``model`` (skips verifying)
+    matrix : also write every action as a matrix (by default its cycle notation only)
     verify_options : passed to :func:`symeq.verify` (``method``, ``timeout``, ``seed``)
 
     Returns
@@ -622,7 +616,7 @@ def explain(model, group=None, out_dir=".", *, verification=None, **verify_optio
     except EngineMissing as e:
         missing = str(e)
     picture = ("network.png", "network.svg", missing) if svg_inline else (None, None, missing)
-    rep = build_report(v, "certificate.json", "model.json", picture)
+    rep = build_report(v, "certificate.json", "model.json", picture, matrix=matrix)
     paths["markdown"] = out / "report.md"
     paths["markdown"].write_text(rep.markdown(), encoding="utf-8")
     paths["html"] = out / "report.html"
@@ -633,7 +627,7 @@ def explain(model, group=None, out_dir=".", *, verification=None, **verify_optio
 # -- the command line ----------------------------------------------------------------------------
 
 def _group_output(text: str):
-    from .cli import group_output_arg
+    from .cliargs import group_output_arg
 
     return group_output_arg(text)
 
@@ -656,7 +650,7 @@ def cmd_explain(args) -> int:
         raise InputError("the model has no \"group\"; add one to the file or pass --group (see `symeq groups`)")
     print(f"explaining {model.name}: widths {model.widths}, group {model.group.label}", file=sys.stderr)
     v = verify(model, timeout=args.timeout)
-    paths = explain(model, out_dir=args.out, verification=v)
+    paths = explain(model, out_dir=args.out, verification=v, matrix=args.matrix)
     if "png" not in paths:
         print("no picture: matplotlib is needed for pictures: pip install 'symeq[plot]'", file=sys.stderr)
     for key in ("html", "markdown", "png", "svg", "certificate", "model"):
@@ -679,4 +673,6 @@ def register(subparsers) -> None:
     p.add_argument("--group-output", type=_group_output, default="same",
                    help="how --group acts on the output: 'same' (default) or k for the trivial action on R^k")
     p.add_argument("--timeout", type=float, default=None, help="time budget in seconds (exit 3 past it)")
+    p.add_argument("--matrix", action="store_true",
+                   help="also write every action as a matrix (default: cycle notation only)")
     p.set_defaults(func=cmd_explain)

@@ -20,13 +20,14 @@ from .activations import activation_from_spec
 from .errors import InputError, ShapeError
 from .groups import FiniteGroup
 from .models import DenseLayer, Model
-from .numbers import format_matrix, format_vector, parse_matrix, parse_vector
+from .numbers import fmpq, format_matrix, format_vector, mat_rows, matrix, parse_matrix, parse_vector
+from .sizes import check_total_degree, check_width
 
 __all__ = ["MODEL_FORMAT", "CERTIFICATE_FORMAT", "read_json", "write_json", "model_from_json",
            "model_to_json", "layers_to_json", "load_model", "save_model"]
 
 MODEL_FORMAT = "symeq-model/1"
-CERTIFICATE_FORMAT = "symeq-certificate/1"
+CERTIFICATE_FORMAT = "symeq-certificate/2"  # sparse actions; symeq.check also reads /1 (dense)
 
 
 def read_json(path) -> dict:
@@ -42,6 +43,8 @@ def read_json(path) -> dict:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{p}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except RecursionError:  # json's decoder recurses once per nesting level
+        raise InputError(f"{p}: JSON nested too deeply (no symeq file nests more than a few levels)") from None
 
 
 def write_json(data: dict, path) -> None:
@@ -58,6 +61,7 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
     out = []
     n = input_dim
     tokens = None  # after an attention layer, dense layers act token-wise with per-token weights
+    shape = None   # (C, H, W) of the current activations after a conv2d layer
     for i, spec in enumerate(layers):
         at = f"{where}[{i}]"
         if not isinstance(spec, dict):
@@ -71,10 +75,22 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
             out.append(layer)
             n = layer.d_out
             continue
+        if kind == "flatten":  # (C, H, W) is stored flattened already (channel-major, row-major)
+            continue
+        if kind == "conv2d":
+            if tokens is not None:
+                raise InputError(f"{at}: a conv2d layer cannot follow an attention layer")
+            layer, shape = _conv2d_from_json(spec, n, shape, at)
+            out.append(layer)
+            n = layer.out_dim
+            continue
+        shape = None
         if kind != "dense":
-            raise InputError(f"{at}: unknown layer type {kind!r}; known: \"dense\", \"attention\"")
+            raise InputError(f"{at}: unknown layer type {kind!r}; known: \"dense\", \"conv2d\", \"flatten\", \"attention\"")
         if "weight" not in spec:
             raise InputError(f"{at} has no \"weight\"")
+        if isinstance(spec["weight"], list):  # size first: rows are neurons
+            check_width(len(spec["weight"]) * (tokens or 1), f"{at}.weight (neurons)")
         W = parse_matrix(spec["weight"], f"{at}.weight", shape=(None, n))
         bias = spec.get("bias")
         b = None if bias is None else parse_vector(bias, f"{at}.bias", length=W.nrows())
@@ -82,7 +98,7 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
         if tokens is None:
             out.append(DenseLayer(W, b, act))
         else:
-            from .attention import tokenwise
+            from .layers.attention import tokenwise
 
             b = b if b is not None else [0] * W.nrows()
             out.append(DenseLayer(tokenwise(W, tokens), list(b) * tokens, act, tokens))
@@ -90,8 +106,47 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
     return out
 
 
+def _conv2d_from_json(spec: dict, n: int, shape, at: str):
+    """A ``conv2d`` layer: expanded to the dense layer with shared weights (see :mod:`symeq.layers.conv`)."""
+    from .layers.conv import ConvShape, conv_bias, dense_rows
+
+    given = spec.get("input_shape")
+    if given is not None:
+        if (not isinstance(given, list) or len(given) != 3
+                or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in given)):
+            raise InputError(f"{at}.input_shape must be [channels, height, width] (positive integers)")
+        if shape is not None and tuple(given) != tuple(shape):
+            raise ShapeError(f"{at}.input_shape {given} differs from the previous conv2d's output shape {list(shape)}")
+        shape = tuple(given)
+    if shape is None:
+        raise InputError(f"{at}: a conv2d layer needs \"input_shape\": [channels, height, width]")
+    C, H, W = shape
+    if C * H * W != n:
+        raise ShapeError(f"{at}.input_shape {[C, H, W]} has {C * H * W} entries, but the layer's input has {n}")
+    kernel = spec.get("kernel")
+    if (not isinstance(kernel, list) or not kernel or not isinstance(kernel[0], list) or not kernel[0]
+            or not isinstance(kernel[0][0], list) or not kernel[0][0] or not isinstance(kernel[0][0][0], list)):
+        raise InputError(f"{at}.kernel must be a nested list out_channels x in_channels x kh x kw")
+    conv = ConvShape(C, len(kernel), H, W, len(kernel[0][0]), len(kernel[0][0][0]),
+                     stride=spec.get("stride", 1), padding=spec.get("padding", 0))
+    parsed = []
+    for o, ko in enumerate(kernel):
+        if not isinstance(ko, list) or len(ko) != C:
+            raise ShapeError(f"{at}.kernel[{o}] must have {C} input channels")
+        parsed.append([[list(r) for r in mat_rows(parse_matrix(kc, f"{at}.kernel[{o}][{c}]", shape=(conv.kh, conv.kw)))]
+                       for c, kc in enumerate(ko)])
+    oh, ow = conv.out_hw
+    check_width(conv.out_channels * oh * ow, f"{at}: conv2d output (channels x height x width)")
+    W_dense = matrix(dense_rows(conv, parsed, fmpq(0)))
+    bias = spec.get("bias")
+    b = None if bias is None else conv_bias(conv, parse_vector(bias, f"{at}.bias", length=conv.out_channels))
+    act = activation_from_spec(spec.get("activation"), f"{at}.activation")
+    oh, ow = conv.out_hw
+    return DenseLayer(W_dense, b, act), (conv.out_channels, oh, ow)
+
+
 def _attention_from_json(spec: dict, input_dim: int, at: str):
-    from .attention import AttentionLayer, Head
+    from .layers.attention import AttentionLayer, Head
 
     T = spec.get("tokens")
     if not isinstance(T, int) or isinstance(T, bool) or T < 1:
@@ -127,6 +182,7 @@ def model_header(data, where: str = "model") -> int:
     n = data.get("input_dim")
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise InputError(f"{where}: \"input_dim\" must be a positive integer, got {n!r}")
+    check_width(n, f"{where}: input_dim")
     return n
 
 
@@ -136,9 +192,12 @@ def model_from_json(data, where: str = "model") -> Model:
     layers = layers_from_json(data.get("layers"), n, f"{where}.layers")
     group = FiniteGroup.from_json(data["group"], f"{where}.group") if data.get("group") is not None else None
     try:
-        return Model(n, layers, group, str(data.get("name", "model")))
+        model = Model(n, layers, group, str(data.get("name", "model")))
     except InputError as e:
         raise InputError(f"{where}: {e}") from None
+    if model.is_polynomial:  # exact values grow with the degree of f: refuse an absurd one at once
+        check_total_degree(model.degree(), f"{where}: the polynomial map f (product of the layers' degrees)")
+    return model
 
 
 def layers_to_json(model: Model) -> list[dict]:

@@ -12,9 +12,13 @@ How k(g) is found, layer by layer: with rho_{i-1}(g) known (rho_0 = rho_in), eac
 alpha for ReLU), a row k of [W_i | b_i]; then rho_i(g) has the factor q(alpha) at (j, k).
 Rows are matched by hashing their canonical representatives (one per orbit of admissible
 scalings, computed in theta's column order so that both sides are comparable).  Where rows of
-theta tie (clones up to symmetry) every bijection inside the tie class is tried, depth first,
-and the next layers decide; the search is exhaustive unless capped, so "no partner" is a proof
-that no k(g) in prod K_i exists at theta.  Every derived action is then *checked*, exactly: each layer is equivariant, and g ->
+theta tie (clones up to symmetry), tied neurons can only be told apart by their outgoing weights:
+the rows of the next layer are compared through keys invariant under permutations inside the tie
+classes, and the bijections are then read off the outgoing columns from the last layer down
+(:class:`_TieSearch`, polynomial in the widths); only rows that tie as multisets but not as
+vectors are searched, within a node budget.  The search is exhaustive unless capped, so "no
+partner" is a proof that no k(g) in prod K_i exists at theta, and a capped search is no proof.
+Every derived action is then *checked*, exactly: each layer is equivariant, and g ->
 rho_i(g) respects every relation of G (enumerated along the Cayley graph).
 
 Examples
@@ -93,6 +97,7 @@ class Derivation:
     failure: str | None = None
     method: str = "hash"
     offsets: list | None = None  # offsets[i][g]: constant parts of affine actions (sigmoid sign flips)
+    nodes: dict = field(default_factory=dict)  # search nodes visited per generator (tied neurons)
 
     @property
     def unique(self) -> bool:
@@ -149,7 +154,7 @@ def check_layer(layer, P: fmpq_mat, Q: fmpq_mat, c_in=None, c_out=None) -> tuple
     (ReLU: alpha > 0, b_j = alpha b_k, q = alpha, o = 0).  This is necessary and sufficient.
     """
     if getattr(layer, "kind", "dense") == "heads":
-        from .attention import check_heads_layer
+        from .layers.attention import check_heads_layer
 
         if c_in is not None or c_out is not None:
             return False, "affine actions are not supported on attention heads"
@@ -240,6 +245,16 @@ def adjoint_parameters(model: Model, A: fmpq_mat, B: fmpq_mat) -> list[tuple[lis
     return layers
 
 
+def absorbs_offsets(model) -> bool:
+    """Whether latent actions may carry offsets: the model has biases (not every bias is zero).
+
+    The absorbed-constant rule (docs/theory.md): an offset o on a hidden layer's output is absorbed
+    by the next layer's bias; a bias-free model has no bias to absorb it, so its latent groups are
+    the offset-free ones -- the same convention as the fibre (symeq.fibre.ideal, ``bias="auto"``).
+    """
+    return any(b != 0 for layer in model.layers for b in (getattr(layer, "bias", None) or []))
+
+
 def canonical_rows(rows, bias, act: Activation, affine: bool = False):
     """Canonical keys of the shifted pre-activation rows [w | b - s] and their scales.
 
@@ -274,6 +289,7 @@ class _Search:
     ties: bool = False
     failure: str | None = None
     V: list = field(default_factory=list)
+    affine: bool = True  # offsets allowed: the model has biases to absorb them (docs/theory.md)
 
     def __post_init__(self):
         # theta's canonical rows per hidden layer do not depend on g: compute them once
@@ -282,7 +298,7 @@ class _Search:
             if getattr(l, "kind", "dense") == "heads":
                 self.V.append(None)
                 continue
-            keys, scales = canonical_rows(mat_rows(l.weight), l.bias, l.activation, affine=True)
+            keys, scales = canonical_rows(mat_rows(l.weight), l.bias, l.activation, affine=self.affine)
             index: dict = {}
             for k, key in enumerate(keys):
                 index.setdefault(key, []).append(k)
@@ -312,7 +328,7 @@ class _Search:
                 self._fail(f"the last layer does not match after the hidden neurons were matched: {detail}")
             return
         if getattr(layer, "kind", "dense") == "heads":
-            from .attention import match_heads
+            from .layers.attention import match_heads
 
             actions, why = match_heads(layer, prev)
             if why:
@@ -331,7 +347,7 @@ class _Search:
         bias = list(layer.bias)
         if prev_off is not None:  # an affine action y -> P y + c on the input: bias b + W c
             bias = [x + y for x, y in zip(bias, (layer.weight * fmpq_mat(len(prev_off), 1, list(prev_off))).entries())]
-        ukeys, uscales = canonical_rows(U, bias, act, affine=True)
+        ukeys, uscales = canonical_rows(U, bias, act, affine=self.affine)
         vkeys, vscales, index = self.V[i]
         classes: dict = {}
         for j, key in enumerate(ukeys):
@@ -372,6 +388,429 @@ class _Search:
                 return
 
 
+# -- tied neurons: a forward relaxation and a backward resolution (polynomial) --------------
+
+def _pq(x) -> tuple:
+    return (int(x.p), int(x.q))
+
+
+_ABS, _EXACT = "abs", "exact"
+
+
+class _Unsupported(Exception):
+    """A tie the polynomial method does not resolve (continuous stabilizers): use the bounded search."""
+
+
+@dataclass
+class _LayerTies:
+    """Invariant keys of one hidden layer's rows (theta or theta^g side).
+
+    ``keys[k]`` is the key of neuron k's row (equal keys: rows equal up to an admissible scaling
+    and up to permutations inside the tie classes of the layer before), ``iota[k]`` the
+    admissible scale with row_k / iota[k] in the canonical form, ``stab[k]`` "trivial" or "sign"
+    (the canonical form is fixed by alpha = -1, so the sign cannot be read off the row; the next
+    layer then sees this neuron's outgoing weights only up to q(-1)).
+    """
+
+    keys: list
+    iota: list
+    stab: list
+
+
+class _TieSearch:
+    """Latent actions for networks with tied neurons, in polynomial time.
+
+    Forward: the rows of hidden layer i+1 are compared through keys that are invariant under
+    permutations inside the tie classes of layer i (per class the sorted multiset of the row's
+    entries in that class's columns, after multiplying out the admissible scales of those neurons,
+    so that theta and theta^g are comparable); matching these keys is a necessary condition.
+    Backward: the last layer fixes rho_L = rho_out(g), so inside each class of the last hidden
+    layer the bijection is read off the outgoing columns (W_L rho_{L-1} = rho_out W_L, column by
+    column); then rho's pre-activation part on that layer is known and the layer below is resolved
+    the same way.  Neurons whose rows and columns agree are interchangeable: they are paired in
+    increasing order, which keeps g -> rho(g) a homomorphism.  Only neurons whose rows agree as
+    multisets but not as vectors, and whose columns cannot tell them apart, need a choice; those
+    choices are searched depth first within ``max_nodes``.  Every result is checked exactly by
+    :func:`check_layerwise` afterwards.
+
+    Activations that are odd up to a constant (affine sign flips) are handled in centred
+    coordinates y - sigma(s), where the flips act linearly; the next layer's bias then reads
+    b + sigma(s) W 1 on both sides.  Exact entries are compared as (numerator, denominator) pairs.
+    """
+
+    def __init__(self, model: Model, deadline: Deadline, affine: bool, max_nodes: int):
+        self.model, self.deadline, self.affine, self.max_nodes = model, deadline, affine, max_nodes
+        self.nodes = 0
+        self.capped = False
+        self.failure: str | None = None
+        self.interchangeable = 0  # neurons paired among interchangeable clones
+        layers = model.layers
+        self.L = len(layers)
+        self.acts = [l.activation for l in layers[:-1]]
+        self.rows = [mat_rows(l.weight) for l in layers]
+        self.pq = [[[_pq(x) for x in r] for r in rows] for rows in self.rows]
+        self.pqT = [[list(col) for col in zip(*rows)] for rows in self.pq]
+        # centred biases b~_l = b_l + c0_{l-1} W_l 1 (c0: sigma(s) for affine sign flips, else 0)
+        self.btil = []
+        for li, l in enumerate(layers):
+            b = list(l.bias)
+            c0 = self._c0(li - 1) if li > 0 else 0
+            if c0 != 0:
+                b = [x + c0 * sum(r, fmpq(0)) for x, r in zip(b, self.rows[li])]
+            self.btil.append(b)
+        self.theta = []  # per hidden layer: (_LayerTies, {key: [neurons]}, class of neuron, class modes)
+        prev = None
+        for li in range(self.L - 1):
+            if prev is None:
+                cc, fac, modes = list(range(layers[0].in_dim)), None, None
+            else:
+                cc, modes = prev[2], prev[3]
+                fac = [self._q(li - 1, x) for x in prev[0].iota]
+            lt = self._keys(li, self.rows[li], self.pq[li], cc, fac, modes)
+            index: dict = {}
+            for k, key in enumerate(lt.keys):
+                index.setdefault(key, []).append(k)
+            cid = {key: c for c, key in enumerate(index)}
+            cls = [cid[key] for key in lt.keys]
+            modes_next = {cid[key]: self._mode(li, lt.stab[ks[0]]) for key, ks in index.items()}
+            prev = (lt, index, cls, modes_next)
+            self.theta.append(prev)
+
+    # -- scalings ------------------------------------------------------------------------------
+    def _sym(self, li: int) -> str:
+        """'one', 'sign', 'positive' or 'nonzero': the admissible alpha of hidden layer li."""
+        neg = self._qo(li, fmpq(-1)) is not None
+        if self._qo(li, fmpq(2)) is not None:  # a continuous family of scalings
+            return "nonzero" if neg else "positive"
+        return "sign" if neg else "one"
+
+    def _c0(self, li: int):
+        """The centre c0 with offsets o(alpha) = c0 (1 - q(alpha)) (sigma(s); 0 for linear actions)."""
+        for alpha in (fmpq(-1), fmpq(2)):
+            qo = self._qo(li, alpha)
+            if qo is not None and qo[1] != 0:
+                return qo[1] / (1 - qo[0])
+        return fmpq(0)
+
+    def _qo(self, li: int, alpha):
+        """(q, o) of the admissible scaling alpha of hidden layer li, or None."""
+        act = self.acts[li]
+        if self.affine:
+            return act.affine_admissible(alpha)
+        q = act.admissible(alpha)
+        return None if q is None else (q, fmpq(0))
+
+    def _q(self, li: int, alpha):
+        qo = self._qo(li, alpha)
+        if qo is None:  # cannot happen for scales read off canonical forms
+            raise AssertionError("inadmissible scale")
+        return qo[0]
+
+    def _mode(self, li: int, stab: str) -> str:
+        """How the next layer sees this neuron's outgoing weights given only its class."""
+        if stab == "trivial":
+            return _EXACT
+        if stab == "sign":
+            return _ABS if self._q(li, fmpq(-1)) == -1 else _EXACT
+        raise _Unsupported("a row fixed by a continuous family of scalings (a dead neuron)")
+
+    # -- invariant keys ----------------------------------------------------------------------
+    def _keys(self, li: int, rows, pqrows, col_cls, col_fac, modes) -> _LayerTies:
+        """Keys of rows [w | b~ - s] invariant under permutations inside the column classes."""
+        act = self.acts[li]
+        s = act.shift
+        sym = self._sym(li)
+        groups: dict = {}
+        for c, k in enumerate(col_cls):
+            groups.setdefault(k, []).append(c)
+        mode_of = (lambda k: modes[k]) if modes else (lambda k: _EXACT)
+        singles = [groups[k][0] for k in sorted(groups) if len(groups[k]) == 1 and mode_of(k) == _EXACT]
+        multi = [(mode_of(k), groups[k]) for k in sorted(groups) if len(groups[k]) > 1 or mode_of(k) != _EXACT]
+        unit = sym in ("sign", "one") and (col_fac is None or all(f == 1 or f == -1 for f in col_fac))
+        fsign = None if col_fac is None else [1 if f == 1 else -1 for f in col_fac] if unit else None
+        bias = self.btil[li]
+        keys, iotas, stabs = [], [], []
+        for j in range(len(rows)):
+            beta = bias[j] - s
+            mag = fmpq(1)
+            if unit:
+                r = pqrows[j]
+                if fsign is not None:
+                    r = [(f * p, q) for f, (p, q) in zip(fsign, r)]
+                bq = _pq(beta)
+            else:
+                r = rows[j]
+                if col_fac is not None:
+                    r = [x * f for x, f in zip(r, col_fac)]
+                if sym in ("positive", "nonzero"):
+                    m = max([abs(r[c]) for c in singles] + [abs(r[c]) for md, cs in multi if md == _EXACT or md == _ABS
+                                                             for c in cs] + [abs(beta)])
+                    if m == 0:
+                        raise _Unsupported("a zero row under a continuous family of scalings (a dead neuron)")
+                    mag = m
+                    r = [x / m for x in r]
+                    beta = beta / m
+                r = [_pq(x) for x in r]
+                bq = _pq(beta)
+
+            def rep(sg, r=r, bq=bq):
+                out = [tuple((sg * r[c][0], r[c][1]) for c in singles)]
+                for md, cs in multi:
+                    if md == _EXACT:
+                        out.append(tuple(sorted((sg * r[c][0], r[c][1]) for c in cs)))
+                    else:
+                        out.append(tuple(sorted((abs(r[c][0]), r[c][1]) for c in cs)))
+                out.append((sg * bq[0], bq[1]))
+                return tuple(out)
+
+            kp = rep(1)
+            sign, stab = 1, "trivial"
+            if sym in ("sign", "nonzero"):
+                km = rep(-1)
+                if km > kp:
+                    kp, sign = km, -1
+                elif km == kp:
+                    stab = "sign"
+            keys.append(kp)
+            iotas.append(fmpq(sign) * mag)
+            stabs.append(stab)
+        return _LayerTies(keys, iotas, stabs)
+
+    # -- one generator -------------------------------------------------------------------------
+    def run(self, A: fmpq_mat, B: fmpq_mat) -> Iterator[tuple[list, list]]:
+        """Yield (actions, offsets) per hidden layer for one generator (A, B)."""
+        self.nodes, self.capped, self.failure, self.interchangeable = 0, False, None, 0
+        fwd = []
+        prev_cls, prev_fac, prev_modes = None, None, None
+        first_rows = mat_rows(self.model.layers[0].weight * A)
+        first_pq = [[_pq(x) for x in r] for r in first_rows]
+        for li in range(self.L - 1):
+            self.deadline.check("matching tied neurons")
+            lt_v, index, cls_v, modes_v = self.theta[li]
+            if li == 0:
+                lt = self._keys(0, first_rows, first_pq, list(range(A.ncols())), None, None)
+            else:
+                lt = self._keys(li, self.rows[li], self.pq[li], prev_cls, prev_fac, prev_modes)
+            cls_u: list = [None] * len(lt.keys)
+            members: dict = {}
+            for j, key in enumerate(lt.keys):
+                members.setdefault(key, []).append(j)
+            for key, js in members.items():
+                ks = index.get(key, [])
+                if len(ks) != len(js):
+                    self.failure = (
+                        f"neuron {js[0]} of hidden layer {li + 1}, after the action on its input, has no partner: "
+                        f"{len(js)} neuron(s) of theta^g but {len(ks)} of theta share its incoming weights and bias "
+                        "up to the activation's symmetry and up to the order of tied neurons in the layer before")
+                    return
+                for j in js:
+                    cls_u[j] = cls_v[ks[0]]
+            fwd.append((lt, cls_u))
+            prev_cls, prev_fac, prev_modes = cls_u, [self._q(li, x) for x in lt.iota], modes_v
+        # backward: the last layer first
+        last = self.L - 1
+        bt = fmpq_mat(len(self.btil[last]), 1, self.btil[last])
+        if (B * bt).entries() != self.btil[last]:
+            self.failure = "the output bias is not invariant: b_L != rho_out(g) b_L (in centred coordinates)"
+            return
+        YT = [[_pq(x) for x in col] for col in zip(*mat_rows(B * self.model.layers[last].weight))]
+        yield from self._back(last - 1, YT, fwd, first_pq, [None] * (self.L - 1))
+
+    def _scaled(self, li: int, k: int, iota) -> tuple:
+        """Row k of theta's layer li divided by the scale iota, as (p, q) pairs."""
+        if iota == 1:
+            return tuple(self.pq[li][k])
+        if iota == -1:
+            return tuple((-p, q) for p, q in self.pq[li][k])
+        return tuple(_pq(x / iota) for x in self.rows[li][k])
+
+    def _back(self, li: int, YT, fwd, first_pq, acc) -> Iterator:
+        """Resolve hidden layer li given YT, the columns of rho-pre(li+1) W_{li+1} as (p, q) pairs."""
+        self.nodes += 1
+        if self.nodes > self.max_nodes:
+            self.capped = True
+            return
+        self.deadline.check("matching tied neurons")
+        if li < 0:
+            yield [a for a, _ in acc], [o for _, o in acc]
+            return
+        lt_u, cls_u = fwd[li]
+        lt_v, index, cls_v, modes = self.theta[li]
+        XT = self.pqT[li + 1]
+        n = len(cls_u)
+        qu = [self._q(li, x) for x in lt_u.iota]
+        qv = [self._q(li, x) for x in lt_v.iota]
+
+        def col_key(col, q, mode):
+            if q == 1:
+                vec = tuple(col)
+            elif q == -1:
+                vec = tuple((-p, d) for p, d in col)
+            else:
+                vec = tuple(_pq(fmpq(p, d) * q) for p, d in col)
+            if mode == _EXACT:
+                return vec, 1
+            first = next((p for p, _ in vec if p != 0), None)
+            if first is None:
+                raise _Unsupported("a zero outgoing column of a neuron whose sign is not fixed by its row")
+            if first > 0:
+                return vec, 1
+            return tuple((-p, d) for p, d in vec), -1
+
+        by_class_u: dict = {}
+        by_class_v: dict = {}
+        for m in range(n):
+            by_class_u.setdefault(cls_u[m], []).append(m)
+            by_class_v.setdefault(cls_v[m], []).append(m)
+        # per class: groups of equal (normalised) outgoing columns, on both sides
+        options = []
+        for c, js in by_class_u.items():
+            mode = modes[c]
+            if len(js) == 1:  # a class of one: nothing to choose
+                (m,), (k,) = js, by_class_v[c]
+                ku, su = col_key(XT[m], qu[m], mode)
+                kv, sv = col_key(YT[k], qv[k], mode)
+                if ku != kv:
+                    self.failure = self._col_failure(li, m, 0, 1)
+                    return
+                if li == 0 and _div_pq(first_pq[m], lt_u.iota[m] * su) != self._scaled(0, k, lt_v.iota[k] * sv):
+                    self.failure = (f"hidden layer 1: neuron {m}'s incoming weights, after the action on the input, "
+                                    f"are not an admissible multiple of those of its only partner {k}")
+                    return
+                options.append([[((m, su), (k, sv))]])
+                continue
+            gu: dict = {}
+            for m in js:
+                key, sg = col_key(XT[m], qu[m], mode)
+                if li == 0:  # theta^g's first layer is known exactly: its rows must match too
+                    key = (key, _div_pq(first_pq[m], lt_u.iota[m] * sg))
+                gu.setdefault(key, []).append((m, sg))
+            gv: dict = {}
+            for k in by_class_v[c]:
+                key, sg = col_key(YT[k], qv[k], mode)
+                if li == 0:
+                    key = (key, self._scaled(0, k, lt_v.iota[k] * sg))
+                gv.setdefault(key, []).append((k, sg))
+            for key, mu in gu.items():
+                kv = gv.get(key, [])
+                if len(kv) != len(mu):
+                    self.failure = self._col_failure(li, mu[0][0], len(kv), len(mu))
+                    return
+                # inside a group, neurons of theta whose normalised rows agree are interchangeable
+                # (the sign read off the column is part of the row the layer below sees)
+                types: dict = {}
+                for k, sg in kv:
+                    types.setdefault(self._scaled(li, k, lt_v.iota[k] * sg), []).append((k, sg))
+                if len(types) == 1:
+                    if len(mu) > 1:
+                        self.interchangeable += len(mu)
+                    options.append([list(zip(sorted(mu), sorted(kv)))])
+                else:
+                    options.append((mu, [sorted(t) for t in types.values()]))
+        yield from self._assign(li, options, 0, {}, fwd, first_pq, acc, lt_u, lt_v)
+
+    @staticmethod
+    def _col_failure(li: int, m: int, have: int, need: int) -> str:
+        return (f"hidden layer {li + 1}: neuron {m}'s outgoing weights, after the action on the next layer, "
+                f"match {have} neuron(s) of theta among those with its incoming weights, but {need} are needed")
+
+    def _assign(self, li, options, t, chosen, fwd, first_pq, acc, lt_u, lt_v):
+        """Go through the groups; a group with several row types branches over their assignments."""
+        while t < len(options) and isinstance(options[t], list):
+            chosen = dict(chosen) if t == 0 else chosen
+            for (m, sm), (k, sk) in options[t][0]:
+                chosen[m] = (k, sm * sk)
+            t += 1
+        if t == len(options):
+            yield from self._descend(li, chosen, fwd, first_pq, acc, lt_u, lt_v)
+            return
+        mu, types = options[t]
+        mu = sorted(mu)
+        for assignment in _multiset_assignments([len(ty) for ty in types], len(mu)):
+            self.nodes += 1
+            if self.nodes > self.max_nodes:
+                self.capped = True
+                return
+            nxt = dict(chosen)
+            used = [0] * len(types)
+            for (m, sm), ti in zip(mu, assignment):
+                k, sk = types[ti][used[ti]]
+                used[ti] += 1
+                nxt[m] = (k, sm * sk)
+            yield from self._assign(li, options, t + 1, nxt, fwd, first_pq, acc, lt_u, lt_v)
+            if self.capped:
+                return
+
+    def _descend(self, li, chosen, fwd, first_pq, acc, lt_u, lt_v):
+        n = len(chosen)
+        s = self.acts[li].shift
+        cols, vals, offs, alphas = [0] * n, [fmpq(0)] * n, [fmpq(0)] * n, [fmpq(0)] * n
+        for m, (k, c) in chosen.items():
+            alpha = lt_u.iota[m] * c / lt_v.iota[k]
+            qo = self._qo(li, alpha)
+            if qo is None:
+                self.failure = f"hidden layer {li + 1}: neuron {m} would need the inadmissible scaling {alpha}"
+                return
+            if self.btil[li][m] - s != alpha * (self.btil[li][k] - s):
+                self.failure = f"hidden layer {li + 1}: the bias of neuron {m} does not match"
+                return
+            cols[m], alphas[m] = k, alpha
+            vals[m], offs[m] = qo
+        rho = monomial_matrix(cols, vals)
+        off = offs if any(x != 0 for x in offs) else None
+        acc2 = list(acc)
+        acc2[li] = (rho, off)
+        if li == 0:
+            yield from self._back(-1, None, fwd, first_pq, acc2)
+            return
+        # the columns of rho-pre(li) W_li: row m of it is alpha_m W_li[cols[m]]
+        WT = self.pqT[li]
+        if all(a == 1 or a == -1 for a in alphas):
+            sg = [1 if a == 1 else -1 for a in alphas]
+            YT = [[(sg[m] * colk[cols[m]][0], colk[cols[m]][1]) for m in range(n)] for colk in WT]
+        else:
+            R = self.rows[li]
+            YT = [[_pq(alphas[m] * R[cols[m]][c]) for m in range(n)] for c in range(len(WT))]
+        yield from self._back(li - 1, YT, fwd, first_pq, acc2)
+
+
+def _div_pq(row, iota) -> tuple:
+    if iota == 1:
+        return tuple(row)
+    if iota == -1:
+        return tuple((-p, q) for p, q in row)
+    return tuple(_pq(fmpq(p, q) / iota) for p, q in row)
+
+
+def _multiset_assignments(sizes: list[int], n: int) -> Iterator[tuple]:
+    """Every sequence of n type indices using type t exactly sizes[t] times (distinct ones only)."""
+    left = list(sizes)
+    seq: list = []
+
+    def rec():
+        if len(seq) == n:
+            yield tuple(seq)
+            return
+        for t in range(len(left)):
+            if left[t]:
+                left[t] -= 1
+                seq.append(t)
+                yield from rec()
+                seq.pop()
+                left[t] += 1
+
+    yield from rec()
+
+
+def _has_ties(model: Model, affine: bool) -> bool:
+    """Whether two neurons of some hidden layer have equal rows up to an admissible scaling."""
+    for l in model.layers[:-1]:
+        keys, _ = canonical_rows(mat_rows(l.weight), l.bias, l.activation, affine=affine)
+        if len(set(keys)) < len(keys):
+            return True
+    return False
+
+
 def derive_latent_actions(
     model: Model,
     group: FiniteGroup | None = None,
@@ -379,8 +818,15 @@ def derive_latent_actions(
     max_candidates: int = 64,
     max_combinations: int = 4096,
     deadline: Deadline | None = None,
+    max_nodes: int = 100000,
 ) -> Derivation:
     """Derive rho_i(g) in K_i for every hidden layer and generator, and check them exactly.
+
+    Tied neurons (rows equal up to an admissible scaling) are resolved by their outgoing weights,
+    from the last layer down (see :class:`_TieSearch`): polynomial in the widths for clones; only
+    rows that agree as multisets but not as vectors, with columns that cannot tell them apart,
+    are searched, within ``max_nodes``.  A search that runs out of nodes is reported as not
+    exhaustive (never as a proof that no action exists).
 
     Parameters
     ----------
@@ -388,6 +834,7 @@ def derive_latent_actions(
     group : defaults to ``model.group``
     max_candidates : at most this many k(g) per generator are tried when neurons tie
     max_combinations : at most this many combinations across generators are checked
+    max_nodes : node budget of the search over tied neurons, per generator
 
     Returns
     -------
@@ -413,24 +860,56 @@ def derive_latent_actions(
     candidates = {}
     exhaustive = True
     method = "canonical matching"
+    affine = absorbs_offsets(model)
+    nodes: dict = {}
+    ties = None
+    if not model.has_attention and _has_ties(model, affine):
+        try:
+            ties = _TieSearch(model, deadline, affine, max_nodes)
+        except _Unsupported:
+            ties = None  # dead neurons under continuous scalings: the bounded search below
     for gi, (A, B) in enumerate(group.generators):
         name = group.names[gi]
-        search = _Search(model, A, B, deadline, max_candidates)
+        search = None
         found = []
-        for actions in search.run():
-            found.append(actions)
-            if len(found) >= max_candidates:
-                search.capped = True
-                break
-        if search.ties:
-            method = "canonical matching with backtracking over tied (cloned) neurons"
+        if ties is not None:
+            try:
+                for actions in ties.run(A, B):
+                    found.append(actions)
+                    if len(found) >= max_candidates:
+                        ties.capped = True
+                        break
+                search = ties
+                method = ("canonical matching; tied (cloned) neurons resolved by their outgoing weights, layer by "
+                          "layer from the last one, backtracking only over rows tied as multisets")
+                if ties.interchangeable:
+                    # interchangeable clones: k(g) is not unique, one representative per orbit is kept
+                    candidates[name] = max(len(found), 2)
+            except _Unsupported:
+                found = []
+        if search is None:
+            search = _Search(model, A, B, deadline, max_candidates, max_nodes=max_nodes, affine=affine)
+            for actions in search.run():
+                found.append(actions)
+                if len(found) >= max_candidates:
+                    search.capped = True
+                    break
+            if search.ties:
+                method = "canonical matching with backtracking over tied (cloned) neurons"
         if search.capped:
             exhaustive = False
-        candidates[name] = len(found)
+        candidates[name] = max(candidates.get(name, 0), len(found))
+        nodes[name] = search.nodes
         if not found:
-            return Derivation(False, None, [], None, None, candidates, not search.capped,
-                              f"generator {name}: no k in prod K_i with theta^g = k . theta"
-                              + (" (search capped)" if search.capped else "") + f": {search.failure}", method)
+            why = search.failure
+            if search.capped and search.nodes > search.max_nodes:
+                why = (f"the search over tied neurons ran out of its node budget ({search.max_nodes} nodes); "
+                       f"undetermined, not a proof" + (f" (last failure: {why})" if why else ""))
+            d = Derivation(False, None, [], None, None, candidates, not search.capped,
+                           f"generator {name}: no k in prod K_i with theta^g = k . theta"
+                           + (" (search capped)" if search.capped else "") + f": {why}", method)
+            d.nodes = nodes
+            return d
         per_gen.append(found)
     last_failure = None
     for n_tried, combo in enumerate(itertools.product(*per_gen)):
@@ -448,8 +927,11 @@ def derive_latent_actions(
         if all(c.holds for c in checks) and hom:
             d = Derivation(True, actions, checks, True, order, candidates, exhaustive, None, method)
             d.offsets = offsets
+            d.nodes = nodes
             return d
         bad = [c for c in checks if not c.holds]
         last_failure = (f"layer {bad[0].layer}, generator {bad[0].generator}: {bad[0].detail}" if bad else msg)
-    return Derivation(False, None, [], False, None, candidates, exhaustive,
-                      "no choice of the matched k(g) gives a group action: " + (last_failure or ""), method)
+    d = Derivation(False, None, [], False, None, candidates, exhaustive,
+                   "no choice of the matched k(g) gives a group action: " + (last_failure or ""), method)
+    d.nodes = nodes
+    return d

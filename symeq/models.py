@@ -218,7 +218,7 @@ class Model(LayeredShape):
         first = self.layers[0]
         if getattr(first, "kind", "dense") != "attention":
             return self
-        from .attention import HeadsLayer, tokenwise
+        from .layers.attention import HeadsLayer, tokenwise
 
         T = first.tokens
         heads = HeadsLayer(T, [h.scores for h in first.heads], [h.value for h in first.heads])
@@ -308,17 +308,6 @@ class Model(LayeredShape):
         acts = ", ".join(l.activation.spec["type"] if l.activation is not None else getattr(l, "kind", "affine")
                          for l in self.layers[:-1])
         return f"Model({self.name!r}, widths {self.widths}, activations [{acts}])"
-
-    def _repr_png_(self):
-        """A picture of the network for Jupyter (None without matplotlib: LaTeX is shown)."""
-        from .errors import EngineMissing
-
-        try:
-            from .display import model_png
-
-            return model_png(self)
-        except EngineMissing:
-            return None
 
     def _repr_latex_(self) -> str:
         import sympy

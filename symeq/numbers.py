@@ -47,6 +47,7 @@ __all__ = [
     "monomial_parts",
     "monomial_matrix",
     "block_diag",
+    "kron",
     "nullspace",
     "solve_unique",
 ]
@@ -224,6 +225,26 @@ def block_diag(*blocks: fmpq_mat) -> fmpq_mat:
         i0 += b.nrows()
         j0 += b.ncols()
     return m
+
+
+def kron(A: fmpq_mat, B: fmpq_mat) -> fmpq_mat:
+    """The Kronecker product A (x) B (built from the nonzero entries only).
+
+    >>> kron(identity(2), matrix([[1, 2]])).nrows(), kron(identity(2), matrix([[1, 2]])).ncols()
+    (2, 4)
+    """
+    ra, ca, rb, cb = A.nrows(), A.ncols(), B.nrows(), B.ncols()
+    M = fmpq_mat(ra * rb, ca * cb)
+    cB = B.ncols()
+    nzb = [(i // cB, i % cB, x) for i, x in enumerate(B.entries()) if x != 0]
+    cA = A.ncols()
+    for t, a in enumerate(A.entries()):
+        if a == 0:
+            continue
+        i, j = t // cA, t % cA
+        for k, l, b in nzb:
+            M[i * rb + k, j * cb + l] = a * b
+    return M
 
 
 def nullspace(m: fmpq_mat) -> list[list[fmpq]]:

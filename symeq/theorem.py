@@ -27,7 +27,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass, field
 
-from . import __version__
+from .version import __version__
 from .budget import Deadline
 from .equivariance import EquivarianceResult, decide_equivariance
 from .errors import InputError
@@ -35,7 +35,8 @@ from .groups import FiniteGroup
 from .io import CERTIFICATE_FORMAT, layers_to_json
 from .layerwise import Derivation, derive_latent_actions
 from .models import Model
-from .numbers import format_matrix, mat_rows
+from .notation import format_cycles
+from .numbers import format_matrix, format_number, mat_rows, monomial_parts
 
 __all__ = ["Verification", "verify", "EXIT_CODES"]
 
@@ -97,8 +98,14 @@ class Verification:
         return self.equivariance.method
 
     # -- certificate ------------------------------------------------------------------------
-    def certificate(self) -> dict:
-        """The certificate (JSON-ready dict) that ``symeq check`` re-verifies."""
+    def certificate(self, dense: bool = False) -> dict:
+        """The certificate (JSON-ready dict) that ``symeq check`` re-verifies.
+
+        The actions are in sparse form (``symeq-certificate/2``, see docs/certificates.md):
+        a monomial action as ``{"kind": "monomial", "source", "factor"}``, attention heads as
+        ``{"kind": "block-monomial", ...}``. ``dense=True`` writes the older
+        ``symeq-certificate/1`` with dense matrices (every entry; large at real widths).
+        """
         eq = self.equivariance.to_json()
         if self.verdict == "layerwise-equivariant":
             eq["holds"] = True
@@ -106,7 +113,7 @@ class Verification:
             eq["probabilistic"] = False
         d = self.derivation
         return {
-            "format": CERTIFICATE_FORMAT,
+            "format": DENSE_CERTIFICATE_FORMAT if dense else CERTIFICATE_FORMAT,
             "verdict": self.verdict,
             "theorem": "Shahverdi-Marchetti-Bokman-Kohn 2026, Theorem 4.1 (conclusion at theta)",
             "model_name": self.model.name,
@@ -116,7 +123,9 @@ class Verification:
             "group": self.group.to_json(),
             "parameters": {"layers": layers_to_json(self.model), "reparametrized": self.reparametrized},
             "latent_groups": [_latent_group(l) for l in self.model.chain().layers[:-1]],
-            "latent_actions": None if self.actions is None else [[format_matrix(m) for m in layer] for layer in self.actions],
+            "latent_actions": None if self.actions is None else [
+                [format_matrix(m) if dense else action_to_json(layer, m) for m in per_g]
+                for layer, per_g in zip(self.model.chain().layers, self.actions)],
             # affine latent actions y -> rho y + c (sigmoid sign flips): the constant parts, or null
             "latent_offsets": None if d is None or d.offsets is None else [
                 [[str(x) for x in c] for c in layer] for layer in d.offsets],
@@ -140,8 +149,12 @@ class Verification:
         return out
 
     # -- report -----------------------------------------------------------------------------
-    def report(self) -> str:
-        """A readable report: premise, derived actions, each layer's check, verdict."""
+    def report(self, matrix: bool = False) -> str:
+        """A readable report: premise, derived actions, each layer's check, verdict.
+
+        Each action is shown as a signed permutation in cycle notation (symeq/notation.py,
+        neurons from 1); ``matrix=True`` adds the dense matrices (and theta' in full).
+        """
         m, G, eq = self.model, self.group, self.equivariance
         lines = [f"symeq verify: {m.name}"]
         chain = m.chain()
@@ -164,19 +177,27 @@ class Verification:
                 lines.append(f"Submodel: {len(r.removed)} inactive neuron(s) removed, {len(r.merged)} clone(s) merged; "
                              f"reduced widths {r.model.widths}")
             lines.append("  the actions below hold at theta' (same widths and function as theta):")
-            for i, l in enumerate(self.model.layers, 1):
-                lines.append(f"  theta' layer {i}: W = {[[str(x) for x in row] for row in mat_rows(l.weight)]}, "
-                             f"b = {[str(x) for x in l.bias]}")
+            if matrix or self.model.n_params <= SMALL_MODEL_PARAMS:
+                for i, l in enumerate(self.model.layers, 1):
+                    lines.append(f"  theta' layer {i}: W = {[[str(x) for x in row] for row in mat_rows(l.weight)]}, "
+                                 f"b = {[str(x) for x in l.bias]}")
+            else:
+                lines.append(f"  (theta' has {self.model.n_params} parameters: they are in the certificate; "
+                             "--matrix prints them)")
         if d is not None:
             lines.append("")
             lines.append("Conclusion: actions rho_i(g) in K_i on every hidden layer")
             if d.found:
+                lines.append("  (cycles of neurons, numbered from 1, in the direction the values move; -j: the value "
+                             "arriving at j changes sign, c*j: it is multiplied by c)")
                 for i, per_g in enumerate(d.actions):
                     for gname, M in zip(G.names, per_g):
-                        lines.append(f"  rho_{i + 1}({gname}) on hidden layer {i + 1} ({_latent_group(chain.layers[i])}):")
-                        lines.extend(_describe_action(chain.layers[i], M))
-                        if d.offsets is not None and any(x != 0 for x in d.offsets[i][G.names.index(gname)]):
-                            lines.append("    + offset [" + " ".join(str(x) for x in d.offsets[i][G.names.index(gname)]) + "]")
+                        lines.extend(_describe_action(chain.layers[i], M, f"rho_{i + 1}({gname}) on hidden layer "
+                                                      f"{i + 1} ({_latent_group(chain.layers[i])})", matrix))
+                        offset = None if d.offsets is None else d.offsets[i][G.names.index(gname)]
+                        if offset is not None and any(x != 0 for x in offset):
+                            lines.append("    + offset " + ", ".join(f"{j + 1}: {x}" for j, x in enumerate(offset)
+                                                                     if x != 0) + " (neuron: constant; others 0)")
                 lines.append("  checks (exact):")
                 for c in d.layer_checks:
                     lines.append(f"    layer {c.layer}, {c.generator}: {'ok' if c.holds else 'FAILED'} - {c.detail}")
@@ -194,17 +215,6 @@ class Verification:
     def __str__(self) -> str:
         return self.report()
 
-    def _repr_png_(self):
-        """The network coloured by orbits of the derived actions (None without matplotlib)."""
-        from .errors import EngineMissing
-
-        try:
-            from .display import verification_png
-
-            return verification_png(self)
-        except EngineMissing:
-            return None
-
     def _repr_latex_(self) -> str:
         import sympy
 
@@ -212,27 +222,74 @@ class Verification:
         if self.actions:
             for i, per_g in enumerate(self.actions):
                 for gname, M in zip(self.group.names, per_g):
+                    parts_ = monomial_parts(M) if M.nrows() > 16 else None
+                    if parts_ is not None:  # a large action: its cycles (symeq/notation.py), not the matrix
+                        parts.append(rf"\rho_{{{i + 1}}}(\mathrm{{{gname}}}) = \texttt{{{format_cycles(*parts_)}}}")
+                        continue
                     S = sympy.Matrix([[sympy.Rational(int(x.p), int(x.q)) for x in r] for r in mat_rows(M)])
                     parts.append(rf"\rho_{{{i + 1}}}(\mathrm{{{gname}}}) = {sympy.latex(S)}")
         return "$" + r" \quad ".join(parts) + "$"
+
+
+DENSE_CERTIFICATE_FORMAT = "symeq-certificate/1"
+
+
+def action_to_json(layer, M) -> dict:
+    """The sparse JSON form of one latent action on the output of chain layer ``layer``.
+
+    Monomial: ``{"kind": "monomial", "source": [s_j], "factor": [c_j]}`` with
+    ``(M y)_j = c_j y_{s_j}`` (from 0). Attention heads: ``{"kind": "block-monomial", "tokens",
+    "heads", "blocks"}`` for ``M = P (x) R``, ``P[t][tokens[t]] = 1`` and block row h of R holding
+    ``blocks[h]`` in block column ``heads[h]``. Anything else: ``{"kind": "dense", "matrix"}``.
+
+    >>> from symeq.numbers import matrix
+    >>> action_to_json(None, matrix([[0, -1], [1, 0]]))
+    {'kind': 'monomial', 'source': [1, 0], 'factor': ['-1', '1']}
+    """
+    if layer is not None and getattr(layer, "kind", "dense") == "heads":
+        from .layers.attention import block_monomial_parts, factor_kron
+
+        fac = factor_kron(M, layer.tokens, layer.heads * layer.dv)
+        parts = None if fac is None else block_monomial_parts(fac[1], layer.heads, layer.dv)
+        if parts is not None:
+            P = fac[0]
+            return {"kind": "block-monomial",
+                    "tokens": [next(s for s in range(layer.tokens) if P[t, s] != 0) for t in range(layer.tokens)],
+                    "heads": [k for k, _ in parts], "blocks": [format_matrix(B) for _, B in parts]}
+    else:
+        parts = monomial_parts(M)
+        if parts is not None:
+            return {"kind": "monomial", "source": parts[0], "factor": [format_number(c) for c in parts[1]]}
+    return {"kind": "dense", "matrix": format_matrix(M)}
 
 
 def _latent_group(layer) -> str:
     return layer.latent_group if getattr(layer, "kind", "dense") == "heads" else layer.activation.latent_group
 
 
-def _describe_action(layer, M) -> list[str]:
-    """Lines showing an action: the matrix, or for attention heads P (x) R by its blocks."""
-    if getattr(layer, "kind", "dense") == "heads":
-        from .attention import block_monomial_parts, factor_kron
-
-        P, R = factor_kron(M, layer.tokens, layer.heads * layer.dv)
-        tokens = [next(s for s in range(layer.tokens) if P[t, s] != 0) for t in range(layer.tokens)]
-        out = [f"    tokens: t -> {tokens}"]
-        for h, (k, B) in enumerate(block_monomial_parts(R, layer.heads, layer.dv)):
-            out.append(f"    head {h} <- head {k}, block {[[str(x) for x in r] for r in mat_rows(B)]}")
-        return out
+def _dense_lines(M) -> list[str]:
     return ["    [" + " ".join(f"{str(x):>3}" for x in row) + "]" for row in mat_rows(M)]
+
+
+def _describe_action(layer, M, title: str = "action", matrix: bool = False) -> list[str]:
+    """Lines showing an action: its cycles (signed permutation), or for attention heads the
+    token and head permutations and the d_v x d_v blocks of P (x) R; the matrix when asked."""
+    sparse = action_to_json(layer, M)
+    if sparse["kind"] == "block-monomial":
+        ones = [1] * len(sparse["tokens"])
+        out = [f"  {title}: P (x) R; tokens {format_cycles(sparse['tokens'], ones)}, heads "
+               f"{format_cycles(sparse['heads'], [1] * len(sparse['heads']))} (cycles, numbered from 1)"]
+        for h, (k, B) in enumerate(zip(sparse["heads"], sparse["blocks"])):
+            block = "[" + ", ".join("[" + ", ".join(row) + "]" for row in B) + "]"
+            out.append(f"    head {h + 1} <- head {k + 1}, block {block}")
+    elif sparse["kind"] == "monomial":
+        out = [f"  {title}: {format_cycles(*monomial_parts(M))}"]
+    else:
+        return [f"  {title}: not monomial"] + _dense_lines(M)
+    return out + (_dense_lines(M) if matrix else [])
+
+
+SMALL_MODEL_PARAMS = 200  # theta' is printed in full up to this many parameters (else with --matrix)
 
 
 def _layer_label(layer) -> str:
@@ -439,11 +496,14 @@ def verify(
 
 
 def _decide_identifiability(v: Verification, model: Model, timeout: float | None) -> None:
-    """Replace an 'unknown' identifiability status by the fibre/orbit comparison at theta."""
+    """Replace an 'unknown' identifiability status by a decision at theta: the tensor method
+    (Kruskal certificates, docs/identifiability.md) first, the Gröbner fibre/orbit comparison where
+    it does not apply."""
     if model.has_relu or model.has_attention or not model.is_polynomial:
         v.notes.append("identifiability: the fibre comparison covers polynomial MLPs only")
         return
     from .fibre.orbit import compare_with_orbit
+    from .fibre.tensor import tensor_identifiability
     from .submodels import reduce_model
 
     budget = timeout if timeout is not None else 60.0
@@ -452,6 +512,19 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
         # Inactive neurons and clones make theta non-identifiable outright: an inactive neuron's
         # free weights, or the split of the outgoing weights between clones, move along a curve
         # in the fibre.  Weak identifiability is then decided on the reduced parameter.
+        tr = tensor_identifiability(red.model, timeout=budget)
+        if tr.status in ("identifiable", "not-identifiable"):
+            status = "weakly-identifiable" if tr.status == "identifiable" else "not-identifiable"
+            v.identifiability = {
+                "status": status, "method": "tensor", "condition": tr.condition,
+                "detail": (f"theta has {len(red.removed)} inactive neuron(s) and {len(red.merged)} clone(s): its "
+                           f"fibre contains a curve through theta, so it is not identifiable; the reduced parameter "
+                           f"(widths {red.model.widths}) is {tr.status} by the tensor method: {tr.reason}"),
+                "reduced_widths": red.model.widths, "reduced_status": tr.status,
+                "orbit_size": tr.orbit_size, "fibre_dimension": tr.fibre_dimension, "fibre_degree": None,
+                "fibre_points": tr.fibre_points,
+            }
+            return
         cr = compare_with_orbit(red.model, timeout=budget)
         # theta itself is not identifiable either way; whether it is *weakly* identifiable depends
         # on the reduced parameter (undecided past the budget: then only "not-identifiable" is claimed)
@@ -461,12 +534,27 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
             "detail": (f"theta has {len(red.removed)} inactive neuron(s) and {len(red.merged)} clone(s): its fibre "
                        f"contains a curve through theta, so it is not identifiable; the reduced parameter (widths "
                        f"{red.model.widths}) is {cr.status}: {cr.reason} (over C; engine {cr.engine})"),
+            "method": "groebner",
             "reduced_widths": red.model.widths,
             "reduced_status": cr.status,
             "orbit_size": cr.orbit_size,
             "fibre_dimension": cr.dimension,
             "fibre_degree": cr.degree,
         }
+        return
+    # the tensor method first (Kruskal certificates, docs/identifiability.md); Gröbner where it does
+    # not apply
+    t = tensor_identifiability(model.with_group(None), timeout=budget)
+    if t.status in ("identifiable", "not-identifiable"):
+        previous = v.identifiability.get("status")
+        v.identifiability = {
+            "status": t.status, "method": "tensor", "condition": t.condition,
+            "detail": f"{t.reason} (over C; tensor method: {t.condition})",
+            "fibre_dimension": t.fibre_dimension, "fibre_degree": None, "fibre_points": t.fibre_points,
+            "orbit_size": t.orbit_size, "field": "QQ", "engine": "tensor",
+        }
+        if previous == "not-identifiable" and t.status == "identifiable":  # pragma: no cover - a contradiction
+            raise AssertionError("the tensor method contradicts the exhaustive search at theta")
         return
     c = compare_with_orbit(model.with_group(None), timeout=budget)
     if c.status == "unknown":
@@ -475,7 +563,8 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
     previous = v.identifiability.get("status")
     v.identifiability = {
         "status": c.status,
-        "detail": f"fibre of theta (gauge-fixed: {len(c.gauge)} entries) has dimension {c.dimension}"
+        "detail": f"fibre of theta (gauge-fixed: {len(c.gauge)} entries) has dimension "
+                  + (f"{c.dimension}" if c.dimension_lower_bound is None else f">= {c.dimension_lower_bound}")
                   + (f" and degree {c.degree}" if c.degree is not None else "")
                   + f"; orbit of the latent group: {c.orbit_size} points; {c.reason} (over C; field: {c.field})",
         "fibre_dimension": c.dimension,
@@ -483,6 +572,10 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
         "orbit_size": c.orbit_size,
         "field": c.field,
         "engine": c.engine,
+        "method": "groebner",
+        "condition": (f"Gröbner basis of the fibre ideal (tensor method {t.status}: {t.condition})"
+                      if c.criterion == "groebner" else f"{c.criterion}: no Gröbner basis needed "
+                      f"(tensor method {t.status}: {t.condition})"),
     }
     if previous == "not-identifiable" and c.status == "identifiable":  # pragma: no cover - a contradiction
         raise AssertionError("the fibre comparison contradicts the exhaustive search at theta")

@@ -51,3 +51,19 @@ def test_bench_fdim_quick(tmp_path):
         assert (r["krylov_rank"] < r["expected"]) == r["clone"], r
         assert r["dense_over_krylov"] is not None and r["krylov_s"] > 0
     assert "| widths |" in (out / "fdim.md").read_text() and "| widths |" in proc.stdout
+
+
+def test_bench_check_quick(tmp_path):
+    """The checker benchmark runs at two tiny widths and reports checker against verify time."""
+    script = SCRIPT.parent / "bench_check.py"
+    out = tmp_path / "results"
+    proc = subprocess.run([sys.executable, str(script), "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads((out / "check.json").read_text())
+    assert [r["width"] for r in res["rows"]] == [16, 24]
+    for r in res["rows"]:
+        assert r["accepted"] is True and r["verify_s"] > 0 and r["check_s"] > 0
+        ratio = r["check_s"] / r["verify_s"]  # of the rounded times: equal up to the rounding
+        assert abs(r["check_over_verify"] - ratio) <= 0.002 + 0.05 * ratio
+    assert "| width |" in (out / "check.md").read_text() and "check / verify at most" in proc.stdout

@@ -191,7 +191,18 @@ def test_jupyter_png_reprs():
     pytest.importorskip("matplotlib")
     import symeq
 
+    class Formatter:  # IPython's PNG formatter registers renderers by (module, class name)
+        def __init__(self):
+            self.renderers = {}
+
+        def for_type_by_name(self, module, name, func):
+            self.renderers[(module, name)] = func
+
+    fmt = Formatter()
+    assert symeq.register_notebook_pictures(fmt)
     m = symeq.builtin_example()
-    assert m._repr_png_()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert symeq.verify(m)._repr_png_()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "\\rho" in symeq.verify(m)._repr_latex_()
+    v = symeq.verify(m)
+    for obj in (m, v):
+        render = fmt.renderers[(type(obj).__module__, type(obj).__name__)]
+        assert render(obj)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "\\rho" in v._repr_latex_()

@@ -1,4 +1,4 @@
-"""Fibre-wide search (issue 3, item 5): a layerwise-equivariant theta' in the fibre, or a proof of none.
+"""Fibre-wide search: a layerwise-equivariant theta' in the fibre, or a proof of none.
 
 Known answers:
 

@@ -26,7 +26,7 @@ def _exact_scrambled(act, seed=1):
     return s
 
 
-# -- the same generic body over the exact and the numeric backend (STYLE.md: python-flint) ----
+# -- the same generic body over the exact and the numeric backend (as python-flint tests its types) ----
 
 @pytest.mark.parametrize("act", EXACT_ACTIVATIONS, ids=lambda a: a.spec["type"])
 def test_conversion_has_the_same_function(act):

@@ -4,6 +4,7 @@ after tampering."""
 import json
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,13 @@ def test_proof_script(script, tmp_path, capsys):
     assert symeq_main(["check", str(cert), str(model)]) == 0
     data = json.loads(cert.read_text())
     if data.get("latent_actions"):
-        M = data["latent_actions"][0][0]
-        M[0] = ["5"] + M[0][1:]
+        a = data["latent_actions"][0][0]  # sparse (symeq-certificate/2): change one factor or block entry
+        if a["kind"] == "monomial":
+            a["factor"][0] = str(Fraction(a["factor"][0]) * 5)
+        elif a["kind"] == "block-monomial":
+            a["blocks"][0][0][0] = str(Fraction(a["blocks"][0][0][0]) + 5)
+        else:
+            a["matrix"][0] = ["5"] + a["matrix"][0][1:]
     else:
         data["parameters"]["layers"][0]["weight"][0][0] = "12345"
     cert.write_text(json.dumps(data))

@@ -191,24 +191,72 @@ def test_resume_after_interruption_gives_the_same_records(tmp_path):
     assert _records(part) == _records(full)
 
 
-def test_killed_hunt_resumes_without_loss_or_duplicates(tmp_path):
+@pytest.mark.parametrize("workers,resume_workers", [(1, 2), (2, 1)])
+def test_killed_hunt_resumes_without_loss_or_duplicates(tmp_path, workers, resume_workers):
+    """SIGKILL halfway (a subprocess, killed once its file has some lines), resume with another
+    worker count, compare line by line with an uninterrupted run: same finds, same order, none
+    lost or doubled."""
+    budget = 160
     full = tmp_path / "full.jsonl"
-    hunt("2,4,2", "rot3", full, budget=120, batch=16)
+    hunt("2,4,2", "rot3", full, budget=budget, lag=32, minimise_finds=False)
     out = tmp_path / "killed.jsonl"
-    code = ("import sys; from symeq.relu.hunt import hunt; "
-            f"hunt('2,4,2', 'rot3', {str(out)!r}, budget=120, batch=16)")
+    code = ("from symeq.relu.hunt import hunt; "
+            f"hunt('2,4,2', 'rot3', {str(out)!r}, budget={budget}, lag=32, workers={workers}, minimise_finds=False)")
     proc = subprocess.Popen([sys.executable, "-c", code])
     t0 = time.time()
-    while time.time() - t0 < 60:
+    while time.time() - t0 < 120:
         if out.exists() and out.read_text().count("\n") >= 20:
             break
-        time.sleep(0.02)
+        time.sleep(0.01)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     n_killed = len(read_records(out)[1])
-    hunt("2,4,2", "rot3", out, budget=120, batch=16)
-    assert _records(out) == _records(full)
-    assert 19 <= n_killed < 120
+    assert 19 <= n_killed < budget  # killed halfway, not after the end
+    s = hunt("2,4,2", "rot3", out, budget=budget, workers=resume_workers, minimise_finds=False)
+    assert s["verified"] == budget - n_killed and s["complete"]
+    lines = out.read_text().splitlines()
+    assert lines == full.read_text().splitlines()
+    idx = [json.loads(x)["index"] for x in lines[1:]]
+    assert idx == list(range(budget))
+    assert any(json.loads(x)["status"] == "counterexample" for x in lines[1:])
+
+
+def test_resuming_a_finished_hunt_prints_one_line(tmp_path, capsys):
+    out = tmp_path / "r.jsonl"
+    argv = ["hunt", "--arch", "2,4,2", "--group", "rot3", "--budget", "8", "--out", str(out)]
+    assert _cli(argv) == 0
+    before = out.read_text()
+    capsys.readouterr()
+    assert _cli(argv) == 0
+    cap = capsys.readouterr()
+    assert cap.out.count("\n") == 1 and "already complete" in cap.out and cap.err == ""
+    assert out.read_text() == before
+
+
+def test_work_units_are_sized_by_measured_cost():
+    from symeq.relu.hunt import _ChunkSizer
+
+    z = _ChunkSizer(slots=2, target=1.0)
+    assert z.size(None, 10**6) == 4  # nothing measured yet
+    for _ in range(5):
+        z.record(100, 0.5)  # 5 ms a candidate
+    assert 150 <= z.size(None, 10**6) <= 250
+    assert z.size(40, 10**6) == 10  # the end of a hunt spreads over the workers
+    assert z.size(None, 64) == 16   # several units fit in the lag window
+    for _ in range(20):
+        z.record(10, 2.0)  # got slower: 200 ms a candidate
+    assert z.size(None, 10**6) <= 6
+
+
+def test_old_hunt_files_are_refused_for_resume_but_reported(tmp_path):
+    from symeq.errors import InputError
+
+    out = tmp_path / "old.jsonl"
+    out.write_text(json.dumps({"type": "header", "format": "symeq-hunt/1", "arch": [2, 4, 2], "group": "rot3",
+                               "seed": 0}) + "\n")
+    with pytest.raises(InputError, match="older hunter"):
+        hunt("2,4,2", "rot3", out, budget=2)
+    assert "architecture 2,4,2" in report(out)
 
 
 def test_process_pool_gives_the_same_records(tmp_path):
@@ -221,11 +269,16 @@ def test_process_pool_gives_the_same_records(tmp_path):
 def test_dask_cluster_gives_the_same_records(tmp_path):
     distributed = pytest.importorskip("distributed")
     a, b = tmp_path / "pool.jsonl", tmp_path / "dask.jsonl"
+    c, d = tmp_path / "deep.jsonl", tmp_path / "deep-dask.jsonl"
     hunt("2,4,2", "rot3", a, budget=40, workers=2, batch=16)
+    hunt("2,3,4,2", "rot3", c, budget=8, lag=4)
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
                                   dashboard_address=None) as cluster:
         hunt("2,4,2", "rot3", b, budget=40, scheduler=cluster.scheduler_address, batch=16)
-    assert _records(a) == _records(b)
+        hunt("2,3,4,2", "rot3", d, budget=8, lag=4, scheduler=cluster.scheduler_address)
+    # in order, line by line
+    assert a.read_text().splitlines() == b.read_text().splitlines()
+    assert c.read_text().splitlines() == d.read_text().splitlines()
 
 
 def test_mismatched_resume_is_refused(tmp_path):

@@ -8,8 +8,15 @@
     identifiable.  ``--json`` prints one JSON object on stdout (keys "dimension", "degree",
     "orbit_size", "status", "field", "engine", "seconds", ...); ``--out`` writes it atomically.
 
+``--method auto|tensor|groebner`` (default auto): the tensor method (Kruskal certificates for one
+hidden layer, :mod:`symeq.fibre.tensor`, docs/identifiability.md) first, the Gröbner comparison above
+where it is not applicable.  The JSON says which decided ("method") and by which condition
+("condition").  ``--certificate CERT.json`` writes the ``symeq-identifiability/1`` certificate of a
+tensor verdict, for ``symeq check CERT.json MODEL.json``.
+
 Exit codes: 0 identifiable, 1 not identifiable (witness given), 2 bad input or missing engine,
-3 unknown (the budget ran out; no engine process is left behind).
+3 unknown (the budget ran out; no engine process is left behind) or, with ``--method tensor``,
+not applicable (the sufficient condition fails: nothing is decided).
 
 :func:`register` adds the command to an ``argparse`` sub-parser collection (wired in
 :mod:`symeq.cli`).
@@ -25,6 +32,13 @@ from ..errors import InputError
 __all__ = ["register", "cmd_fibre", "comparison_to_json", "EXIT_CODES"]
 
 EXIT_CODES = {"identifiable": 0, "not-identifiable": 1, "unknown": 3}
+
+#: the conditions behind a verdict reached without a Gröbner basis (symeq.fibre.orbit.structural_decision)
+CRITERIA = {
+    "inactive-neuron": "an exact line in the fibre along an inactive neuron's free weights, outside the orbit",
+    "equation-count": "more unknowns than equations after the gauge: fibre dimension >= their difference "
+                      "(Krull's height theorem) > 0 = orbit dimension",
+}
 
 
 def comparison_to_json(c, model_path: str | None = None, max_points: int = 64) -> dict:
@@ -52,6 +66,8 @@ def comparison_to_json(c, model_path: str | None = None, max_points: int = 64) -
         "gauge": [{"layer": g.layer, "neuron": g.neuron, "name": g.name, "value": str(g.value)} for g in c.gauge],
         "witness": c.witness,
         "witness_real": c.witness_real,
+        "criterion": c.criterion,
+        "dimension_lower_bound": c.dimension_lower_bound,
     }
     if c.groebner is not None and c.groebner.notes:
         out["notes"] = list(c.groebner.notes)
@@ -65,7 +81,9 @@ def _text(d: dict) -> str:
         f"fibre ideal: {d['ideal']['unknowns']} unknowns, {d['ideal']['generators']} generators of degree <= "
         f"{d['ideal']['max_degree']}, {'with' if d['ideal']['bias'] else 'without'} biases",
         "gauge: " + (", ".join(f"{g['name']}={g['value']}" for g in d["gauge"]) or "none (finite latent group)"),
-        f"dimension: {d['dimension']} (gauge-fixed, over C)",
+        (f"dimension: {d['dimension']} (gauge-fixed, over C)" if d.get("dimension_lower_bound") is None else
+         f"dimension: >= {d['dimension_lower_bound']} (gauge-fixed, over C; decided by {d['criterion']}, "
+         "no Gröbner basis)"),
         f"degree: {d['degree']}" + (" (points with multiplicity)" if d["degree"] is not None else ""),
         f"field: {d['field']}",
         f"orbit size: {d['orbit_size']} (stabilizer {d['stabilizer_size']})",
@@ -89,18 +107,9 @@ def _text(d: dict) -> str:
 
 
 def cmd_fibre(args) -> int:
-    import signal
-    import threading
-
-    old = None
-    if threading.current_thread() is threading.main_thread():
-        # SIGTERM -> SystemExit, so the engines' finally blocks kill their process groups
-        old = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        return _fibre(args)
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGTERM, old)
+    # signals (SIGINT/SIGTERM -> the engines' finally blocks kill their process groups), the
+    # default budget and --memory are handled by symeq.cli.main for every command
+    return _fibre(args)
 
 
 def _fibre(args) -> int:
@@ -111,16 +120,85 @@ def _fibre(args) -> int:
     if timeout is not None and not timeout > 0:
         raise InputError("--timeout must be positive")
     model = load_model(args.model)
-    print(f"fibre of {args.model}: engine {args.engine}, budget {timeout if timeout else 'none'} s", file=sys.stderr)
+    method = getattr(args, "method", "auto")
+    if method != "tensor":
+        engine_notice(args.engine)
+    cert_path = getattr(args, "certificate", None)
+    td = None
+    if method in ("auto", "tensor"):
+        # the tensor method first (docs/identifiability.md): linear algebra, certificate included
+        from .tensor import tensor_identifiability
+
+        td = tensor_identifiability(model, timeout=timeout)
+        print(f"fibre of {args.model}: tensor method: {td.status} ({td.condition}, {td.seconds:.3g} s)",
+              file=sys.stderr)
+        if method == "tensor" or td.status in ("identifiable", "not-identifiable"):
+            d = dict(td.to_json(), model=str(args.model))
+            if cert_path:
+                if td.certificate is None:
+                    print(f"no certificate written: the tensor method says {td.status}", file=sys.stderr)
+                else:
+                    write_json(td.certificate, cert_path)
+                    d["certificate"] = str(cert_path)
+            return _emit(args, d, _tensor_text(d), TENSOR_EXIT_CODES[td.status])
+    print(f"fibre of {args.model}: engine {args.engine}"
+          + (f", budget {timeout:g} s for the Gröbner computation" if timeout else ""), file=sys.stderr)
     c = compare_with_orbit(model, engine=args.engine, timeout=timeout)
     d = comparison_to_json(c, str(args.model))
+    d["method"] = "groebner"
+    d["condition"] = ("Gröbner basis of the fibre ideal: dimension and degree against the orbit"
+                      if c.criterion == "groebner" else CRITERIA[c.criterion])
+    if td is not None:
+        d["tensor"] = td.to_json()
+    if cert_path:
+        print("no symeq-identifiability certificate: decided by Gröbner bases (the tensor method was "
+              + (f"{td.status}: {td.reason})" if td is not None else "not asked for)"), file=sys.stderr)
+    return _emit(args, d, _text(d), EXIT_CODES[c.status])
+
+
+def engine_notice(engine: str) -> None:
+    """Say at the start when the Gröbner step would fall back to sympy (no real engine installed)."""
+    from .engines import GIAC_INSTALL, MSOLVE_INSTALL, SINGULAR_INSTALL, available_engines
+
+    if engine == "auto" and not set(available_engines()) & {"singular", "giac", "msolve"}:
+        pkgs = " ".join(c.split()[-1] for c in (SINGULAR_INSTALL, GIAC_INSTALL, MSOLVE_INSTALL))
+        print("note: no Gröbner engine installed (Singular, giac, msolve): a Gröbner step falls back to "
+              "sympy, which is slow beyond tiny ideals and stops at the time budget; install one with "
+              f"`pip install --no-deps {pkgs}`", file=sys.stderr, flush=True)
+    elif engine == "sympy":
+        print("note: --engine sympy is slow beyond tiny ideals (it stops at the time budget)",
+              file=sys.stderr, flush=True)
+
+
+#: exit codes of the tensor method; "not-applicable" decides nothing (3, like "unknown")
+TENSOR_EXIT_CODES = {"identifiable": 0, "not-identifiable": 1, "not-applicable": 3, "unknown": 3}
+
+
+def _emit(args, d: dict, text: str, code: int) -> int:
+    from ..io import write_json
+
     if args.out:
         write_json(d, args.out)
     if args.json:
         print(json.dumps(d, indent=1))
     else:
-        print(_text(d))
-    return EXIT_CODES[c.status]
+        print(text)
+    return code
+
+
+def _tensor_text(d: dict) -> str:
+    lines = [f"method: tensor (Kruskal's theorem and per-neuron systems), {d['seconds']:.3g} s",
+             f"condition: {d['condition']}"]
+    if d.get("orbit_size") is not None:
+        lines.append(f"orbit size: {d['orbit_size']}")
+    elif d["status"] == "identifiable":
+        lines.append(f"orbit: S_n x a torus of dimension {d['orbit_dimension']}")
+    if d.get("fibre_points") is not None:
+        lines.append(f"fibre: {d['fibre_points']} points over C")
+    lines.append(f"verdict: {d['status']} -- {d['reason']}")
+    if d.get("certificate"):
+        lines.append(f"certificate: {d['certificate']} (check with: symeq check {d['certificate']} {d['model']})")
+    return "\n".join(lines)
 
 
 def register(subparsers) -> None:
@@ -133,6 +211,11 @@ def register(subparsers) -> None:
                    help="Gröbner engine (default auto: exact Singular/giac/sympy and modular msolve side by side)")
     f.add_argument("--timeout", "--budget", dest="timeout", type=float, default=None,
                    help="time budget in seconds (exit 3 past it)")
+    f.add_argument("--method", default="auto", choices=("auto", "tensor", "groebner"),
+                   help="tensor: Kruskal certificates (one hidden layer); groebner: the fibre ideal; "
+                        "auto (default): tensor first, Gröbner where it does not apply")
+    f.add_argument("--certificate", metavar="CERT.json",
+                   help="write the symeq-identifiability/1 certificate (tensor method) for `symeq check`")
     f.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     f.add_argument("--out", metavar="OUT.json", help="also write the JSON result here (atomically)")
     f.set_defaults(func=cmd_fibre)

@@ -5,7 +5,7 @@ and returns a :class:`GroebnerResult` whatever the engine:
 
 ``"sympy"``
     ``sympy.groebner`` over QQ, degree reverse lexicographic order (always installed; exact; slow
-    beyond about 10-13 unknowns, DESIGN.md).  The polynomials are built from exponent dicts, never
+    beyond about 10-13 unknowns, benchmarks/FIBRE.md).  The polynomials are built from exponent dicts, never
     from strings.  With a ``timeout`` it runs in a child process that is killed past the budget.
 ``"flint"``
     python-flint's ``fmpz_mpoly_vec.buchberger_naive`` (exact over Q with primitive integer
@@ -29,9 +29,12 @@ and returns a :class:`GroebnerResult` whatever the engine:
     side: the exact answer (``field="QQ"``) when it comes within the budget (without a budget:
     within a grace period after msolve's answer), otherwise msolve's, labelled modular.
 
-Every external engine runs in its own session and is killed as a whole process group past the
-budget (no orphaned process); a missing engine raises :class:`~symeq.errors.EngineMissing` with the
-command that installs it.
+Every engine runs in a child process started by :func:`symeq.procs.spawn`: in its own session,
+killed as a whole process group past the budget, killed with symeq however symeq ends (SIGKILL
+included: ``PR_SET_PDEATHSIG`` and a guardian process), under an address-space cap (``--memory``).
+A missing engine raises :class:`~symeq.errors.EngineMissing` with the command that installs it; an
+engine that crashes or answers something unreadable raises :class:`~symeq.errors.EngineFailed`
+(exit 3), one that runs out of its memory cap :class:`~symeq.errors.MemoryLimit` (exit 2).
 
 Dimension and degree come from the leading monomials alone, computed combinatorially:
 the Krull dimension of I equals that of its leading monomial ideal, the largest size of a set of
@@ -58,7 +61,6 @@ import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -69,7 +71,9 @@ from pathlib import Path
 
 from flint import fmpq
 
-from ..errors import BudgetExceeded, EngineMissing, InputError
+from .. import procs
+from ..budget import process_deadline
+from ..errors import BudgetExceeded, EngineFailed, EngineMissing, InputError
 
 __all__ = [
     "GroebnerResult",
@@ -320,17 +324,7 @@ def _flint_groebner(variables: list[str], polys: list[dict]):
 
 def _kill_group(proc) -> None:
     """Kill ``proc`` and every process it started (it leads its own session), then reap it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        try:
-            proc.kill()
-        except ProcessLookupError:  # pragma: no cover - already gone
-            pass
-    try:
-        proc.communicate(timeout=10)
-    except (ValueError, subprocess.TimeoutExpired):  # pragma: no cover - pipes already closed
-        proc.wait(timeout=10)
+    procs.kill_group(proc)
 
 
 def _run_sympy(variables, polys, timeout, method="buchberger"):
@@ -393,14 +387,14 @@ def _parse_poly(text: str, nvars: int) -> dict:
     pos = 0
     for m in _TERM.finditer(s):
         if m.start() != pos:
-            raise RuntimeError(f"unexpected polynomial text {text[:200]!r}")
+            raise EngineFailed("Gröbner", f"unexpected polynomial text {text[:200]!r}")
         pos = m.end()
         sign = -1 if m.group(1) == "-" else 1
         coeff = fmpq(sign)
         e = [0] * nvars
         for factor in m.group(2).split("*"):
             if not factor:
-                raise RuntimeError(f"unexpected polynomial text {text[:200]!r}")
+                raise EngineFailed("Gröbner", f"unexpected polynomial text {text[:200]!r}")
             mono = _MONO.fullmatch(factor)
             if mono:
                 e[int(mono.group(1))] += int(mono.group(2) or 1)
@@ -408,7 +402,7 @@ def _parse_poly(text: str, nvars: int) -> dict:
                 a, _, b = factor.partition("/")
                 coeff *= fmpq(int(a), int(b or 1))
             else:
-                raise RuntimeError(f"unexpected factor {factor!r} in engine output {text[:200]!r}")
+                raise EngineFailed("Gröbner", f"unexpected factor {factor!r} in its output {text[:200]!r}")
         k = tuple(e)
         v = out.get(k, fmpq(0)) + coeff
         if v == 0:
@@ -416,7 +410,7 @@ def _parse_poly(text: str, nvars: int) -> dict:
         else:
             out[k] = v
     if pos != len(s):
-        raise RuntimeError(f"unexpected polynomial text {text[:200]!r}")
+        raise EngineFailed("Gröbner", f"unexpected polynomial text {text[:200]!r}")
     return out
 
 
@@ -479,19 +473,24 @@ class _Job:
     t0: float = 0.0
     seconds: float = 0.0
 
-    def start(self) -> None:
+    def start(self, deadline: float | None = None) -> None:
+        """Start the engine (:func:`symeq.procs.spawn`: own session, dies with symeq, memory cap).
+
+        ``deadline`` (a ``time.perf_counter()`` value) is passed on to python workers, which stop
+        themselves shortly after it even when nobody is left to kill them."""
         out = open(self.tmp / f"{self.tag}.stdout", "wb")
         err = open(self.tmp / f"{self.tag}.stderr", "wb")
         inp = open(self.stdin, "rb") if self.stdin else subprocess.DEVNULL
+        env = _child_env()
+        env[WORKER_PARENT_ENV] = str(os.getpid())
+        if deadline is None:
+            deadline = process_deadline()  # the command's own budget (symeq.cli)
+        if deadline is not None:
+            env[WORKER_DEADLINE_ENV] = f"{max(0.0, deadline - time.perf_counter()) + WORKER_GRACE:.3f}"
         try:
             self.t0 = time.perf_counter()
-            setsid = _setsid()
-            if setsid:  # vfork + exec setsid(1): far cheaper than fork() for a big Python parent
-                self.proc = subprocess.Popen([setsid] + list(self.cmd), stdin=inp, stdout=out, stderr=err,
-                                             env=_child_env(), cwd=str(self.tmp))
-            else:
-                self.proc = subprocess.Popen(self.cmd, stdin=inp, stdout=out, stderr=err, start_new_session=True,
-                                             env=_child_env(), cwd=str(self.tmp))  # engines (giac) write files in cwd
+            # engines (giac) write files in cwd
+            self.proc = procs.spawn(self.cmd, stdin=inp, stdout=out, stderr=err, env=env, cwd=str(self.tmp))
         finally:
             out.close()
             err.close()
@@ -506,9 +505,8 @@ class _Job:
         return True
 
     def kill(self) -> None:
-        # only while the leader is unreaped: its pid (= the group id) cannot have been reused
-        if self.proc is not None and self.proc.poll() is None:
-            _kill_group(self.proc)
+        if self.proc is not None:
+            procs.kill_group(self.proc)
 
     @property
     def stdout(self) -> str:
@@ -520,19 +518,20 @@ class _Job:
 
     def result(self) -> GroebnerResult:
         if self.proc.returncode != 0:
-            raise RuntimeError(f"{self.engine} failed (exit {self.proc.returncode}): {self.stderr[-500:]}")
-        r = self.parse(self)
+            raise procs.failure(self.engine, self.proc, self.stderr, self.stdout)
+        try:
+            r = self.parse(self)
+        except (ValueError, KeyError, IndexError, TypeError) as e:  # unreadable output (json, int(...))
+            raise EngineFailed(self.engine, f"unreadable output ({e})") from None
         r.seconds = self.seconds
         return r
 
 
-@functools.lru_cache(maxsize=None)
-def _setsid() -> str | None:
-    """util-linux ``setsid``: run as the leader of a new session (so the group can be killed).
-
-    Called from a child that is not a process-group leader it calls setsid() and execs, so the
-    engine keeps the child's pid (= its session and group id)."""
-    return shutil.which("setsid")
+#: environment variables telling a python worker its parent's pid and its own deadline (seconds)
+WORKER_PARENT_ENV = "SYMEQ_WORKER_PARENT"
+WORKER_DEADLINE_ENV = "SYMEQ_WORKER_DEADLINE"
+#: seconds a python worker runs past the caller's deadline before it stops itself
+WORKER_GRACE = 5.0
 
 
 def _child_env() -> dict:
@@ -591,7 +590,7 @@ def _singular_job(variables, polys, tmp: Path, tag: str, algorithm: str, want_ba
     def parse(job):
         text = job.stdout
         if "@@END" not in text:
-            raise RuntimeError(f"Singular gave no answer: {text[-300:]} {job.stderr[-300:]}")
+            raise EngineFailed("Singular", f"no answer: {text[-300:]} {job.stderr[-300:]}")
         body = text.split("@@LEADS", 1)[1].split("@@END", 1)[0]
         leads, _, basis_text = body.partition("@@BASIS")
         lms = [tuple(int(x) for x in line.split(",")) for line in leads.split() if line.strip()]
@@ -618,7 +617,7 @@ def _giac_job(variables, polys, tmp: Path, tag: str) -> _Job:
     def parse(job):
         text = job.stdout + "\n" + job.stderr  # giac's print writes to stderr
         if "@@END" not in text:
-            raise RuntimeError(f"giac gave no answer: {text[-300:]} {job.stderr[-300:]}")
+            raise EngineFailed("giac", f"no answer: {text[-300:]} {job.stderr[-300:]}")
         basis = [_parse_poly(line[4:], n) for line in text.splitlines() if line.startswith("@@P ")]
         basis = [b for b in basis if b]
         lms = [max(b, key=_grevlex_key) for b in basis]
@@ -651,7 +650,7 @@ def _msolve_job(variables, polys, tmp: Path, tag: str, prime: int, threads: int 
 
     def parse(job):
         if not out.exists():
-            raise RuntimeError(f"msolve wrote no output: {job.stderr[-300:]}")
+            raise EngineFailed("msolve", f"no output: {job.stderr[-300:]}")
         lms = _parse_msolve_leading(out.read_text(), n)
         return _result_from_lms("msolve", variables, lms, f"modular (p = {prime})", 0.0)
 
@@ -709,7 +708,7 @@ def _finish(engine: str, jobs: list[_Job], variables, polys, deadline, tmp, thre
 
     def third():
         job = _msolve_job(variables, polys, tmp, "msolve2", MSOLVE_PRIMES[2], threads)
-        job.start()
+        job.start(deadline)
         try:
             _wait([job], deadline)
             if not job.poll():
@@ -728,7 +727,7 @@ def _run_single(engine: str, variables, polys, timeout, *, want_basis=True, thre
         jobs = _jobs_for(engine, variables, polys, tmp, want_basis=want_basis, threads=threads)
         try:
             for j in jobs:
-                j.start()
+                j.start(deadline)
             _wait(jobs, deadline)
             if not all(j.poll() for j in jobs):
                 raise BudgetExceeded(f"{ENGINE_LABELS.get(engine, engine)} ran past the time budget of {timeout:g} s")
@@ -783,7 +782,7 @@ def _run_auto(variables, polys, timeout, *, want_basis=True, threads=1, exact_gr
             # the exact engine gets a head start: small ideals settle in milliseconds, before msolve
             # would even compete for the cores
             for j in ex + racer:
-                j.start()
+                j.start(deadline)
             head = HEAD_START if deadline is None else min(HEAD_START, max(0.0, deadline - time.perf_counter()))
             _wait(ex + racer, time.perf_counter() + head, until=lambda js: exact_done() is not None)
             if exact_done() is None:
@@ -796,7 +795,7 @@ def _run_auto(variables, polys, timeout, *, want_basis=True, threads=1, exact_gr
                     mo += _jobs_for(modular, variables, polys, tmp, want_basis=False, threads=threads, tag="m")
                     everything += mo
                 for j in ex2 + mo:
-                    j.start()
+                    j.start(deadline)
                 _wait(ex + ex2 + mo, deadline,
                       until=lambda js: ex[0].poll() or exact_done() is not None
                       or (bool(mo) and all(j.poll() for j in mo)))
@@ -845,7 +844,7 @@ def _parse_msolve_leading(text: str, nvars: int) -> list[tuple]:
     body = "".join(line for line in text.splitlines() if not line.lstrip().startswith("#")).strip()
     body = body.rstrip(":").strip()
     if not (body.startswith("[") and body.endswith("]")):
-        raise RuntimeError(f"unexpected msolve output: {text[:300]!r}")
+        raise EngineFailed("msolve", f"unexpected output: {text[:300]!r}")
     body = body[1:-1].strip()
     if not body:
         return []
@@ -857,7 +856,7 @@ def _parse_msolve_leading(text: str, nvars: int) -> list[tuple]:
             for part in item.split("*"):
                 m = _MONO.fullmatch(part.strip())
                 if not m:
-                    raise RuntimeError(f"unexpected monomial {item!r} in msolve output")
+                    raise EngineFailed("msolve", f"unexpected monomial {item!r} in its output")
                 e[int(m.group(1))] += int(m.group(2) or 1)
         lms.append(tuple(e))
     return lms
@@ -866,7 +865,7 @@ def _parse_msolve_leading(text: str, nvars: int) -> list[tuple]:
 # -- the interface ----------------------------------------------------------------------------------
 
 def available_engines() -> list[str]:
-    """The engines installed here, fastest first (DESIGN.md): msolve (modular), then the exact ones."""
+    """The engines installed here, fastest first (benchmarks/FIBRE.md): msolve (modular), then the exact ones."""
     out = []
     if msolve_path():
         out.append("msolve")

@@ -1,25 +1,35 @@
 """The fibre against the orbit: is theta identifiable?
 
 theta is identifiable when f(.; theta') = f(.; theta) implies theta' = k . theta for a *unique*
-k in K = prod K_i (LITERATURE.md, the paper's definition).  The fibre always contains the orbit
+k in K = prod K_i (docs/theory.md, the paper's definition).  The fibre always contains the orbit
 K . theta; :func:`compare_with_orbit` builds the orbit explicitly and compares it with the
 Gröbner dimension and degree of the gauge-fixed fibre ideal (:mod:`symeq.fibre.ideal`).
 
 The finite group that is left
 ------------------------------
 After gauge fixing the orbit meets the slice in finitely many points, enumerated from the finite
-part of K on each hidden layer (DESIGN.md, table of latent symmetries):
+part of K on each hidden layer (docs/theory.md, "Latent symmetries K_i"):
 
-* generic polynomial, or odd up to a constant (e.g. t^3 + t^2): permutations S_n;
+* generic polynomial: permutations S_n;
 * odd (e.g. tanh_3 = t - t^3/3): signed permutations {+-1}^n x| S_n;
-* even after a shift (e.g. t + t^2 = (t + 1/2)^2 - 1/4): alpha = -1 maps the pre-activation z to
-  -z + 2s, which needs biases when s != 0, so bias-free it is S_n;
-* monomial c (t - s)^d: for each permutation the gauge (one entry of each incoming row fixed to
-  theta's value) determines every scaling alpha uniquely (alpha times the entry must equal the
-  fixed value; a linear condition, so no root of unity survives, over Q or over C).  The part left
-  is therefore S_n again (only the permutations whose gauge entries are nonzero reach the slice).
-  Fixing an entry of the *outgoing* column instead would leave the d-th roots of unity alpha^d = 1
-  (over C: d of them; over Q: +-1 for even d); this is why symeq fixes incoming entries.
+* odd up to a constant (e.g. t^3 + t^2, the sigmoid series): sign flips act affinely, with
+  offsets the next bias absorbs: signed permutations with biases, S_n without (the
+  absorbed-constant rule, docs/theory.md);
+* even after a shift (e.g. 1 + t^2 + t^4): alpha = -1 maps the pre-activation z to -z + 2s,
+  which needs biases when s != 0, so bias-free it is S_n unless s = 0;
+* monomial c (t - s)^d, and c (t - s)^d + e with biases (e.g. t + t^2 = (t + 1/2)^2 - 1/4, whose
+  scalings add e (1 - alpha^d) to the output): for each permutation the gauge (one entry of each
+  incoming row fixed to theta's value) determines every scaling alpha uniquely (alpha times the
+  entry must equal the fixed value; a linear condition, so no root of unity survives, over Q or
+  over C).  The part left is therefore S_n again (only the permutations whose gauge entries are
+  nonzero reach the slice).  Fixing an entry of the *outgoing* column instead would leave the d-th
+  roots of unity alpha^d = 1 (over C: d of them; over Q: +-1 for even d); this is why symeq fixes
+  incoming entries.  Without biases c (t - s)^d + e keeps only its offset-free scalings.
+
+Before any Gröbner basis, :func:`structural_decision` settles two cases in milliseconds: more
+unknowns than equations (Krull's height theorem) and inactive neurons (an exact line in the
+fibre).  After one, an "identifiable" verdict on the slice is completed by
+:func:`gauge_completeness` (no fibre point outside the slice; docs/theory.md).
 
 The orbit size is the number of distinct points (orbit-stabilizer: the elements reaching the slice
 divided by the stabilizer).  Zero-dimensional fibre with degree == orbit size proves fibre = orbit:
@@ -34,7 +44,7 @@ extra points may be non-real (the real count from Hermite's trace form is report
 
 Examples
 --------
-Bias-free (2,2,1) with sigma = t^3 + t^2: the fibre is the S_2 orbit, 2 points (LITERATURE.md,
+Bias-free (2,2,1) with sigma = t^3 + t^2: the fibre is the S_2 orbit, 2 points (docs/theory.md,
 "Small exact facts").
 
 >>> from symeq.models import Model, DenseLayer
@@ -55,11 +65,14 @@ from dataclasses import dataclass, field
 
 from flint import fmpq
 
-from ..errors import BudgetExceeded, InputError
+from ..budget import Deadline
+from ..errors import BudgetExceeded, InputError, OrbitLimit
+from ..sizes import check_orbit
 from .engines import GroebnerResult, best_exact_engine, groebner, hermite_counts
-from .ideal import FibreIdeal, _needs_gauge, fibre_ideal
+from .ideal import FibreIdeal, _needs_gauge, fibre_ideal, offsets_into, safe_gauge_entries
 
-__all__ = ["FibreComparison", "compare_with_orbit", "latent_orbit", "MAX_GROUP_ELEMENTS"]
+__all__ = ["FibreComparison", "compare_with_orbit", "latent_orbit", "MAX_GROUP_ELEMENTS", "StructuralDecision",
+           "structural_decision", "gauge_completeness"]
 
 #: refuse to enumerate more latent group elements than this
 MAX_GROUP_ELEMENTS = 200_000
@@ -92,6 +105,11 @@ class FibreComparison:
         exact when rational; the orbit points themselves when identifiable)
     witness_real : True when the witness is real (so theta is not identifiable over R either),
         False when it is only complex, None when unknown
+    criterion : what decided: "groebner" (dimension and degree against the orbit), "inactive-neuron"
+        (an exact line through theta in the fibre, along a dead neuron's free weights) or
+        "equation-count" (more unknowns than equations: Krull's height theorem), see
+        :func:`structural_decision`
+    dimension_lower_bound : a proved lower bound for the fibre dimension when ``dimension`` is None
     """
 
     status: str
@@ -114,6 +132,8 @@ class FibreComparison:
     witness: dict | None = None
     points: list | None = field(default=None, repr=False)
     witness_real: bool | None = None
+    criterion: str = "groebner"
+    dimension_lower_bound: int | None = None
 
     @property
     def groebner_field(self) -> str:
@@ -121,6 +141,9 @@ class FibreComparison:
         return self.groebner.field if self.groebner is not None else "n/a"
 
     def summary(self) -> str:
+        if self.criterion != "groebner":
+            return (f"{self.status}: fibre dimension >= {self.dimension_lower_bound}, orbit {self.orbit_size} -- "
+                    f"{self.reason} [{self.criterion}, {self.seconds:.3g} s]")
         return (f"{self.status}: fibre dimension {self.dimension}, degree {self.degree} (over C, with multiplicity), "
                 f"orbit {self.orbit_size} -- {self.reason} [{self.engine}, {self.seconds:.3g} s"
                 f"{'' if self.exact else ', ' + self.groebner_field}]")
@@ -134,14 +157,12 @@ class FibreComparison:
 
 
 def _scalings(act, bias: bool) -> list:
-    """Finite admissible pre-activation scalings alpha of one neuron (monomials: handled by the gauge)."""
-    sym = act.symmetry
-    if sym in ("odd", "even") and (bias or act.shift == 0):
-        return [fmpq(1), fmpq(-1)]
-    if sym == "odd-plus-constant" and bias:
-        # sigma(-t + 2s) = 2 sigma(s) - sigma(t): a sign flip whose offset the next bias absorbs
-        return [fmpq(1), fmpq(-1)]
-    return [fmpq(1)]
+    """Finite admissible pre-activation scalings alpha of one neuron (monomials: handled by the gauge).
+
+    With biases the offsets count (sigma(-t + 2s) = 2 sigma(s) - sigma(t): a sign flip whose offset
+    the next bias absorbs); without, only the offset-free ones (docs/theory.md, absorbed constants).
+    """
+    return act.finite_scalings(bias)
 
 
 def _apply(model, ideal: FibreIdeal, perms, alphas, gauge_at) -> dict | None:
@@ -154,8 +175,8 @@ def _apply(model, ideal: FibreIdeal, perms, alphas, gauge_at) -> dict | None:
         if fix is None:
             return alphas[i][j]
         s = model.layers[i].activation.shift
-        cur, target = (bj - s, fix.value - s) if fix.name.startswith("b") else \
-            (row[int(fix.name.rsplit("_", 1)[1])], fix.value)
+        cur = fix.shifted_value_of(row, bj - s)
+        target = fix.value if fix.form or not fix.name.startswith("b") else fix.value - s
         return None if cur == 0 else target / cur
 
     parts = latent_rows(model, perms, scaling)
@@ -176,7 +197,7 @@ def _apply(model, ideal: FibreIdeal, perms, alphas, gauge_at) -> dict | None:
     return {v: out[v] for v in ideal.variables}
 
 
-def latent_orbit(model, ideal: FibreIdeal | None = None, *, max_elements: int = MAX_GROUP_ELEMENTS):
+def latent_orbit(model, ideal: FibreIdeal | None = None, *, max_elements: int | None = None, deadline=None):
     """The orbit K . theta inside the gauge slice of ``ideal``: (distinct points, stabilizer size).
 
     Points are ``{name: value}`` over ``ideal.variables``; theta itself comes first.  Every point
@@ -199,19 +220,27 @@ def latent_orbit(model, ideal: FibreIdeal | None = None, *, max_elements: int = 
     for l, layer in enumerate(hidden, 1):
         n = layer.out_dim
         act = layer.activation
-        if _needs_gauge(act, ideal.bias) and any((l, i) not in gauge_at for i in range(n)):
+        if _needs_gauge(act, ideal.bias) and any((l, i) not in gauge_at and (l, i) not in ideal.ungauged
+                                                 for i in range(n)):
             raise InputError(f"layer {l} has a monomial activation without a gauge on every neuron: "
                              "its orbit is infinite; build the ideal with gauge='auto'")
+        # an inactive neuron without a gauge (zero shifted row, ideal.ungauged) keeps alpha = 1 here:
+        # the enumeration is then of the finite part only, and compare_with_orbit knows it
         sc = [fmpq(1)] if _needs_gauge(act, ideal.bias) else _scalings(act, ideal.bias)
-        per_layer.append((list(itertools.permutations(range(n))), sc, n))
-        total *= math.factorial(n) * len(sc) ** n
-    if total > max_elements:
-        raise InputError(f"the finite latent group has {total} elements (> {max_elements}); the orbit is "
-                         "enumerated only for small models")
+        per_layer.append((n, sc))
+        total *= math.factorial(min(n, 50)) * len(sc) ** min(n, 50)  # capped: 50! is past every limit
+    # size first, before any permutation is listed
+    if max_elements is not None and total > max_elements:
+        raise OrbitLimit(value=total, maximum=max_elements, option="max_elements",
+                         what="enumerating the orbit of the finite latent group")
+    check_orbit(total, "enumerating the orbit of the finite latent group (its elements are listed one by one)")
+    per_layer = [(list(itertools.permutations(range(n))), sc, n) for n, sc in per_layer]
     choices = [itertools.product(perms, itertools.product(sc, repeat=n)) for perms, sc, n in per_layer]
     points, seen, hits = [], {}, 0
     theta_key = tuple(ideal.point[v] for v in ideal.variables)
     for combo in itertools.product(*[list(c) for c in choices]):
+        if deadline is not None:
+            deadline.check("enumerating the orbit")
         perms = [list(p) for p, _ in combo]
         alphas = [list(a) for _, a in combo]
         pt = _apply(model, ideal, perms, alphas, gauge_at)
@@ -230,9 +259,183 @@ def latent_orbit(model, ideal: FibreIdeal | None = None, *, max_elements: int = 
     return points, hits // len(points)
 
 
+#: build the Jacobian at theta for the equation-count witness only up to this many entries
+MAX_JACOBIAN_ENTRIES = 40_000
+
+
+@dataclass
+class StructuralDecision:
+    """A verdict reached without a Gröbner basis (see :func:`structural_decision`)."""
+
+    criterion: str
+    reason: str
+    dimension_lower_bound: int
+    witness: dict
+    witness_real: bool | None
+
+
+def _zero_pattern_count(model, values: dict, bias: bool, which: str) -> int:
+    """Hidden neurons with a zero incoming weight row and a nonzero outgoing column ("dead"), or with a
+    zero outgoing column and a nonzero incoming weight row ("unused"), at the parameter ``values``.
+
+    Both counts are invariant under every k in K: k permutes neurons and multiplies incoming rows and
+    outgoing columns entrywise by nonzero factors (alpha, 1/q); its offsets move biases only.
+    """
+    count = 0
+    layers = model.layers
+    for l in range(1, len(layers)):
+        for j in range(layers[l - 1].out_dim):
+            row = [values[f"w{l}_{j}_{m}"] for m in range(layers[l - 1].in_dim)]
+            col = [values[f"w{l + 1}_{k}_{j}"] for k in range(layers[l].out_dim)]
+            zero_row, zero_col = all(v == 0 for v in row), all(v == 0 for v in col)
+            count += (zero_row and not zero_col) if which == "dead" else (zero_col and not zero_row)
+    return count
+
+
+def _inactive_lines(model, ideal: FibreIdeal):
+    """Candidate lines theta + s d in the gauge slice along an inactive neuron's free weights.
+
+    Yields (direction, text, invariant) where ``invariant`` names the zero-pattern count that
+    differs at theta + d (then theta + d is outside the orbit whatever the orbit is), or None.
+    """
+    from ..numbers import mat_rows
+
+    unknown = set(ideal.variables)
+    layers = model.layers
+    for l in range(1, len(layers)):
+        layer, nxt = layers[l - 1], layers[l]
+        act = layer.activation
+        for j, row in enumerate(mat_rows(layer.weight)):
+            col = [fmpq(r[j]) for r in mat_rows(nxt.weight)]
+            if all(v == 0 for v in row):
+                # dead: its output is the constant c = sigma(b_j); the next pre-activations see
+                # sum_k v_kj c, so moving the column by d_k and the next biases by -c d_k keeps f.
+                c = act(fmpq(layer.bias[j]))
+                ok = [k for k in range(nxt.out_dim) if f"w{l + 1}_{k}_{j}" in unknown
+                      and (c == 0 or f"b{l + 1}_{k}" in unknown)]
+                nonzero = [k for k, v in enumerate(col) if v != 0]
+                if nonzero and all(k in ok for k in nonzero):
+                    d = {}
+                    for k in nonzero:
+                        d[f"w{l + 1}_{k}_{j}"] = -col[k]
+                        if c != 0:
+                            d[f"b{l + 1}_{k}"] = c * col[k]
+                    yield d, (f"neuron {j} of hidden layer {l} is dead (zero incoming weights, constant output "
+                              f"{c}): its outgoing weights move to 0, the next biases absorb the constant"), "dead"
+                elif ok:
+                    k = ok[0]
+                    d = {f"w{l + 1}_{k}_{j}": fmpq(1)}
+                    if c != 0:
+                        d[f"b{l + 1}_{k}"] = -c
+                    yield d, (f"neuron {j} of hidden layer {l} is dead (zero incoming weights, constant output "
+                              f"{c}): its outgoing weight w{l + 1}_{k}_{j} is free, the next bias absorbs "
+                              "the constant"), ("dead" if not nonzero else None)
+            if all(v == 0 for v in col):
+                # unused: nothing reads its output, so its incoming weights and bias are free
+                names = [f"w{l}_{j}_{m}" for m in range(layer.in_dim)]
+                free = [n for n in names + [f"b{l}_{j}"] if n in unknown]
+                if not free:
+                    continue
+                if any(v != 0 for v in row) and all(n in unknown for n in names):
+                    d = {n: -fmpq(v) for n, v in zip(names, row) if v != 0}
+                    yield d, (f"neuron {j} of hidden layer {l} is unused (zero outgoing weights): its incoming "
+                              "weights move to 0"), "unused"
+                else:
+                    yield {free[0]: fmpq(1)}, (f"neuron {j} of hidden layer {l} is unused (zero outgoing weights): "
+                                               f"its incoming entry {free[0]} is free"), \
+                        ("unused" if all(v == 0 for v in row) and free[0].startswith("w") else None)
+
+
+def structural_decision(model, ideal: FibreIdeal) -> StructuralDecision | None:
+    """Decide non-identifiability without a Gröbner basis, where the structure of theta suffices.
+
+    Two exact arguments, tried in this order (both cost milliseconds):
+
+    1. **Inactive neuron.**  A hidden neuron with a zero incoming weight row outputs a constant
+       sigma(b_j); its outgoing weights are free when the next biases absorb the change (or
+       sigma(b_j) = 0).  A neuron with a zero outgoing column has free incoming weights.  The line
+       theta + s d is checked to lie in the fibre (:func:`~symeq.fibre.witness.line_in_fibre`), and
+       theta + d lies outside the orbit K . theta: either a K-invariant zero pattern differs (the
+       number of neurons with a zero row and a nonzero column, or the converse), or the orbit is
+       finite in the gauge slice and a line is not.
+    2. **Equation count.**  With n unknowns and m generators, every component of the fibre has
+       dimension >= n - m (Krull's height theorem; the fibre is not empty since theta lies on it).
+       The orbit is finite in the gauge slice, so n - m > 0 means fibre != orbit.  When the m
+       generators have independent gradients at theta (rank J(theta) = m), the implicit function
+       theorem gives a *real* manifold of dimension n - m through theta, and ker J(theta) is its
+       tangent space: the witness is then real.
+
+    Returns None when neither applies (the Gröbner comparison decides).
+
+    Examples
+    --------
+    (2,3,1) tanh_3 with biases: 13 unknowns, 10 equations (the cubics in two variables).
+
+    >>> from symeq.models import Model, DenseLayer
+    >>> from symeq.activations import tanh_series
+    >>> m = Model(2, [DenseLayer([[1, 2], [3, -1], [2, 5]], [1, -2, 3], tanh_series(3)),
+    ...               DenseLayer([[2, -1, 3]], [1], None)])
+    >>> d = structural_decision(m, fibre_ideal(m))
+    >>> d.criterion, d.dimension_lower_bound, d.witness_real
+    ('equation-count', 3, True)
+    """
+    from .witness import jacobian_at, line_in_fibre
+
+    orbit_finite = not ideal.ungauged
+    for d, text, invariant in _inactive_lines(model, ideal):
+        if not (invariant or orbit_finite) or not line_in_fibre(ideal, d):
+            continue
+        if invariant:
+            moved = {**ideal.fixed, **{v: ideal.point[v] + d.get(v, 0) for v in ideal.variables}}
+            here = {**ideal.fixed, **ideal.point}
+            if _zero_pattern_count(model, moved, ideal.bias, invariant) == _zero_pattern_count(
+                    model, here, ideal.bias, invariant):  # pragma: no cover - the construction changes it
+                if not orbit_finite:
+                    continue
+        why = ("a K-invariant zero pattern (neurons with a zero row and a nonzero column, or the converse) "
+               "changes along it, so theta + d is not in the orbit") if invariant else \
+            "the orbit is finite in the gauge slice and a line is not"
+        line = {k: str(v) for k, v in d.items() if v != 0}
+        return StructuralDecision(
+            "inactive-neuron",
+            f"{text}; the line theta + s*d lies in the fibre (checked exactly) and {why}",
+            1,
+            {"kind": "line", "line": line,
+             "text": "the whole line theta + s*(" + ", ".join(f"{k}:{v}" for k, v in line.items())
+                     + ") lies in the fibre: " + text},
+            True)
+    if not orbit_finite or ideal.excess <= 0:
+        return None
+    n, m = ideal.n_variables, ideal.n_generators
+    reason = (f"{n} unknowns but {m} equations after the gauge: every component of the fibre has dimension "
+              f">= {n - m} (Krull's height theorem; theta is a point of it), while the orbit is finite in the slice")
+    witness: dict = {"kind": "equation-count", "unknowns": n, "equations": m, "dimension_lower_bound": n - m,
+                     "text": f"more unknowns ({n}) than equations ({m}): fibre dimension >= {n - m} over C"}
+    real = None
+    if n * m <= MAX_JACOBIAN_ENTRIES:
+        J = jacobian_at(ideal)
+        rank = J.rank() if m else 0
+        if rank == m:
+            from ..numbers import nullspace
+
+            dirs = [{v: x for v, x in zip(ideal.variables, vec) if x != 0} for vec in nullspace(J)] if m else \
+                [{v: fmpq(1)} for v in ideal.variables]
+            witness["tangent_directions"] = [{k: str(v) for k, v in dd.items()} for dd in dirs]
+            real = True
+            witness["text"] += (f"; J(theta) has full rank {m}, so near theta the real fibre is a manifold of "
+                                f"dimension {n - m} (implicit function theorem), tangent to ker J(theta)")
+            for dd in dirs[:8]:
+                if line_in_fibre(ideal, dd):
+                    witness["line"] = {k: str(v) for k, v in dd.items()}
+                    witness["text"] += "; the whole line theta + s*(" + ", ".join(
+                        f"{k}:{v}" for k, v in dd.items()) + ") lies in the fibre"
+                    break
+    return StructuralDecision("equation-count", reason, n - m, witness, real)
+
+
 def compare_with_orbit(model, *, engine: str = "auto", timeout: float | None = None, bias="auto",
                        check_radical: bool = True, witnesses: bool = True,
-                       witness_timeout: float = WITNESS_TIMEOUT) -> FibreComparison:
+                       witness_timeout: float = WITNESS_TIMEOUT, structural: bool = True) -> FibreComparison:
     """Decide whether theta is identifiable by comparing its fibre with its orbit (small models).
 
     Parameters
@@ -248,6 +451,9 @@ def compare_with_orbit(model, *, engine: str = "auto", timeout: float | None = N
         linear form and their number of real roots) and an extra point outside the orbit; for a
         positive-dimensional fibre a basis of ker J(theta) (directions not tangent to the finite
         orbit), the line theta + s v when it lies in the fibre, and the points of a finite slice
+    structural : first try :func:`structural_decision` (an inactive neuron's line, or more unknowns
+        than equations): a verdict in milliseconds, with ``criterion`` saying which, ``dimension``
+        None and ``dimension_lower_bound`` set.  ``False``: always compute the Gröbner basis
 
     Returns
     -------
@@ -260,7 +466,7 @@ def compare_with_orbit(model, *, engine: str = "auto", timeout: float | None = N
     Notes
     -----
     Gauge fixing lowers the fibre dimension by the number of gauge-fixed neurons: for bias-free
-    (2,2,1) with sigma = t^2 the fibre has dimension 3 > dim K = 2 (LITERATURE.md; x^2 + y^2 is a
+    (2,2,1) with sigma = t^2 the fibre has dimension 3 > dim K = 2 (docs/theory.md; x^2 + y^2 is a
     sum of two squares in a one-parameter family of ways), and the gauge-fixed fibre has dimension
     3 - 2 = 1 > 0: not identifiable.
 
@@ -270,14 +476,36 @@ def compare_with_orbit(model, *, engine: str = "auto", timeout: float | None = N
     >>> from symeq.activations import monomial
     >>> m = Model(2, [DenseLayer([[1, 2], [3, -1]], [0, 0], monomial(2)),
     ...               DenseLayer([[2, -1]], [0], None)])
-    >>> c = compare_with_orbit(m, engine="sympy")
+    >>> c = compare_with_orbit(m, engine="sympy")        # 4 unknowns, 3 equations: Krull decides
+    >>> c.status, c.criterion, c.dimension_lower_bound, c.orbit_size
+    ('not-identifiable', 'equation-count', 1, 2)
+    >>> c = compare_with_orbit(m, engine="sympy", structural=False)
     >>> c.status, c.dimension, c.orbit_size
     ('not-identifiable', 1, 2)
     """
     t0 = time.perf_counter()
-    ideal = fibre_ideal(model, gauge="auto", bias=bias)
-    points, stab = latent_orbit(model, ideal)
+    budget = Deadline(timeout)
+    ideal = fibre_ideal(model, gauge="auto", bias=bias, deadline=budget)
+    decided = structural_decision(model, ideal) if structural else None
+    if decided is not None:
+        try:
+            points, stab = latent_orbit(model, ideal, deadline=budget)
+        except InputError:  # too many group elements to list: the verdict does not need them
+            points, stab = [], None
+        return FibreComparison(
+            "not-identifiable", decided.reason, None, None, len(points) if points else None, stab, None, None,
+            None, "C", True, "none", time.perf_counter() - t0, list(ideal.gauge), ideal, None, points,
+            decided.witness, None, decided.witness_real, decided.criterion, decided.dimension_lower_bound)
+    points, stab = latent_orbit(model, ideal, deadline=budget)
     orbit = len(points)
+    if ideal.ungauged:
+        # an inactive neuron with continuous scalings and no usable gauge entry, and no line found
+        # along its free weights: the orbit is not finite in the slice, so dimension and degree
+        # cannot be compared with it
+        return FibreComparison(
+            "unknown", "an inactive neuron (" + "; ".join(ideal.notes) + ") keeps a continuous orbit in the gauge "
+            "slice, and no line along its free weights lies in the slice: undecided", None, None, orbit, stab,
+            None, None, None, "C", True, "none", time.perf_counter() - t0, list(ideal.gauge), ideal, None, points)
 
     def remaining():
         return None if timeout is None else max(1.0, timeout - (time.perf_counter() - t0))
@@ -292,6 +520,19 @@ def compare_with_orbit(model, *, engine: str = "auto", timeout: float | None = N
             status, reason, gb.dimension if gb else None, gb.degree if gb else None, orbit, stab, distinct, real,
             radical, "C", gb.field == "QQ" if gb else True, gb.engine if gb else engine,
             time.perf_counter() - t0, list(ideal.gauge), ideal, gb, points, witness, pts, witness_real)
+
+    def slice_checked(reason, gb, distinct, real, radical, pts):
+        # "identifiable" on the slice; it holds for the whole fibre once no fibre point has a zero
+        # gauge entry (gauge_completeness; docs/theory.md, points outside the gauge slice)
+        ok, why = gauge_completeness(model, ideal, engine=engine, timeout=remaining())
+        if ok:
+            return done("identifiable", reason + ("; " + why if ideal.gauge else ""), gb, distinct, real, radical,
+                        pts=pts)
+        if ok is False:
+            return done("not-identifiable", f"on the gauge slice {reason}, but {why}", gb, distinct, real, radical,
+                        pts=pts, witness={"kind": "outside-slice", "text": why}, witness_real=None)
+        return done("unknown", f"on the gauge slice {reason}, but points outside it are not excluded: {why}", gb,
+                    distinct, real, radical, pts=pts)
 
     try:
         gb = groebner(ideal, engine=engine, timeout=timeout)
@@ -316,9 +557,9 @@ def compare_with_orbit(model, *, engine: str = "auto", timeout: float | None = N
                         witness={"kind": "stabilizer", "size": stab,
                                  "text": f"a nontrivial latent symmetry (stabilizer of size {stab}) fixes theta"},
                         witness_real=True)
-        return done("identifiable", f"fibre = orbit: degree {gb.degree} (with multiplicity) equals the {orbit} orbit "
-                    "points, so the ideal is radical and the fibre is the orbit (over C, hence over R)",
-                    gb, orbit, orbit, True, pts=orbit_pts)
+        return slice_checked(f"fibre = orbit: degree {gb.degree} (with multiplicity) equals the {orbit} orbit "
+                             "points, so the ideal is radical and the fibre is the orbit (over C, hence over R)",
+                             gb, orbit, orbit, True, pts=orbit_pts)
     distinct = real = None
     fibre_pts = None
     if check_radical:
@@ -341,13 +582,88 @@ def compare_with_orbit(model, *, engine: str = "auto", timeout: float | None = N
                     f"size {orbit}", gb, witness=witness, pts=fibre_pts, witness_real=wreal)
     radical = distinct == gb.degree
     if distinct == orbit:
-        status = "identifiable" if stab == 1 else "not-identifiable"
-        return done(status, f"the fibre's {distinct} distinct points are the orbit; the ideal is not radical "
-                    f"(degree {gb.degree} counts multiplicity)", gb, distinct, real, False, pts=fibre_pts)
+        text = f"the fibre's {distinct} distinct points are the orbit; the ideal is not radical (degree {gb.degree} " \
+               "counts multiplicity)"
+        if stab == 1:
+            return slice_checked(text, gb, distinct, real, False, pts=fibre_pts)
+        return done("not-identifiable", text, gb, distinct, real, False, pts=fibre_pts)
     if wreal is None and real is not None:
         wreal = real > orbit
     return done("not-identifiable", f"the fibre has {distinct} distinct complex points ({real} real) > orbit size "
                 f"{orbit}", gb, distinct, real, radical, witness=witness, pts=fibre_pts, witness_real=wreal)
+
+
+def _orbit_avoids_zero(model, ideal, fix) -> bool:
+    """True when no point of K . theta has a zero at the gauge entry ``fix`` (see
+    :func:`~symeq.fibre.ideal.safe_gauge_entries`)."""
+    if fix.form:  # chosen nonzero on every row of the first layer (symeq.fibre.ideal._first_layer_form)
+        return True
+    safe = safe_gauge_entries(model, fix.layer, ideal.bias)
+    return ("bias" if fix.name.startswith("b") else fix.name.rsplit("_", 1)[1]) in safe
+
+
+def gauge_completeness(model, ideal: FibreIdeal, *, engine: str = "auto", timeout: float | None = None):
+    """Whether every point of the fibre reaches the gauge slice: (True | False | None, text).
+
+    The slice fixes one entry phi_j of each gauged neuron's incoming row; it meets the orbit of
+    the scalings of a fibre point p exactly when every phi_j(p) != 0.  A point with phi_j(p) = 0 is
+    never seen (docs/theory.md, "Points outside the gauge slice").  This checks, for the gauged
+    neurons j = 1, ..., N in layer order, that the ideal of the un-gauged fibre together with
+    phi_j = 0 and phi_i = (theta's value) for i < j has no zero (a Gröbner basis {1}).  Then no
+    fibre point has a zero gauge entry: given one, take the first j with phi_j = 0 and scale the
+    neurons i < j onto their slice (a scaling multiplies the later gauge entries by nonzero
+    factors) -- a zero of that ideal.
+
+    Returns True when every ideal is empty; False when one is not and no orbit point has a zero
+    there (so the fibre has a point outside the orbit: not identifiable); None when undecided (a
+    nonempty ideal where orbit points may lie too, a bias entry that offsets move, or the budget).
+    """
+    if not ideal.gauge:
+        return True, "no gauge"
+    t0 = time.perf_counter()
+    if any(g.name.startswith("b") and offsets_into(model, g.layer, ideal.bias) for g in ideal.gauge):
+        return None, "a gauge entry is a bias that the previous layer's offsets move"
+    base = fibre_ideal(model, gauge="none", bias=ideal.bias)
+    names = base.variables
+    index = {v: i for i, v in enumerate(names)}
+    polys = base.polynomial_dicts()
+
+    def linear(fix, shifted_value):
+        # the gauged quantity (an entry, shifted for a bias, or a linear form of them) = shifted_value
+        s = model.layers[fix.layer - 1].activation.shift
+        terms = fix.form or ((fix.name, fmpq(1)),)
+        out, const = {}, -fmpq(shifted_value)
+        for name, c in terms:
+            e = [0] * len(names)
+            e[index[name]] = 1
+            out[tuple(e)] = fmpq(c)
+            if name.startswith("b"):
+                const -= c * s
+        if const != 0:
+            out[tuple([0] * len(names))] = const
+        return out
+
+    def theta_value(fix):
+        s = model.layers[fix.layer - 1].activation.shift
+        return fix.value if fix.form or not fix.name.startswith("b") else fix.value - s
+
+    for j, fix in enumerate(ideal.gauge):
+        extra = [linear(fix, 0)] + [linear(g, theta_value(g)) for g in ideal.gauge[:j]]
+        left = None if timeout is None else timeout - (time.perf_counter() - t0)
+        if left is not None and left <= 0:
+            return None, "budget exceeded while checking points outside the gauge slice"
+        try:
+            r = groebner((names, polys + extra), engine=engine, timeout=left, want_basis=False)
+        except BudgetExceeded:
+            return None, "budget exceeded while checking points outside the gauge slice"
+        if r.dimension >= 0:
+            where = f"{fix.name} = {'s' if fix.name.startswith('b') and not fix.form else 0}"
+            if _orbit_avoids_zero(model, ideal, fix):
+                return False, (f"the fibre has points with the gauge entry {where} (dimension {r.dimension} over C, "
+                               f"{r.field}); no orbit point has one: outside the orbit")
+            return None, f"the fibre has points with the gauge entry {where}, and orbit points may too"
+    return True, (f"no fibre point has a zero gauge entry ({len(ideal.gauge)} empty ideals, "
+                  f"{'exact' if r.field == 'QQ' else r.field}): every fibre point reaches the slice")
 
 
 def _orbit_as_points(ideal, points):

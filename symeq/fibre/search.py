@@ -3,7 +3,7 @@
 When f(.; theta) is G-equivariant but theta has no latent action (typically because theta is not
 identifiable, so Theorem 4.1 of the paper does not apply at theta), the conclusion may still hold
 for another parameter theta' of the same architecture in the fibre
-F(theta) = {theta' : f(.; theta') = f(.; theta)} (DESIGN.md, "Fibre"; issue 3, item 5).
+F(theta) = {theta' : f(.; theta') = f(.; theta)} (docs/theory.md, "The fibre as a variety").
 :func:`search_fibre` decides this for small polynomial MLPs, exactly.
 
 The search
@@ -86,7 +86,7 @@ means no point over C, and :attr:`FibreSearch.exact` says whether every emptines
 
 Examples
 --------
-The acceptance case of issue 3: f = ((3x+4y)/5)^2 + ((-4x+3y)/5)^2 = x^2 + y^2 is swap-invariant, theta
+The rotated sum of squares: f = ((3x+4y)/5)^2 + ((-4x+3y)/5)^2 = x^2 + y^2 is swap-invariant, theta
 has no layerwise action, but W_1 = I (and W_2 = [1, 1]) has the same function and is.
 
 >>> from symeq.models import Model, DenseLayer
@@ -114,7 +114,9 @@ from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx, fmpq_poly
 
 from ..budget import Deadline
 from ..errors import BudgetExceeded, InputError
+from ..groups.table import GroupTable
 from ..numbers import format_matrix, mat_key, mat_rows, monomial_matrix, monomial_parts, nullspace
+from ..sizes import guard_expansion
 from . import engines as _engines
 from .engines import groebner, hermite_counts, standard_monomials
 from .engines import _grevlex_key, _normal_form  # shared exact reduction modulo a Groebner basis
@@ -243,53 +245,15 @@ class FibreSearch:
 
 # -- the group: multiplication table, subgroups, signed G-sets --------------------------------------
 
-class _Table:
-    """Elements of G (by their input matrices), multiplication table, inverses, generator indices."""
+class _Table(GroupTable):
+    """The group's multiplication table (:class:`symeq.groups.GroupTable`), size-checked first."""
 
     def __init__(self, group, deadline: Deadline):
-        els = group.elements(deadline=deadline)
-        if len(els) > MAX_GROUP_ORDER:
-            raise InputError(f"the group has {len(els)} elements; the fibre-wide search enumerates subgroups "
+        order = len(group.elements(deadline=deadline))
+        if order > MAX_GROUP_ORDER:
+            raise InputError(f"the group has {order} elements; the fibre-wide search enumerates subgroups "
                              f"and handles groups of at most {MAX_GROUP_ORDER} elements")
-        A = [e.mats[0] for e in els]
-        idx = {mat_key(a): i for i, a in enumerate(A)}
-        self.n = len(A)
-        self.mult = []
-        for a in A:
-            deadline.check("building the group's multiplication table")
-            self.mult.append([idx[mat_key(a * b)] for b in A])
-        self.inv = [row.index(0) for row in self.mult]
-        self.gens = [idx[mat_key(a)] for a, _ in group.generators]
-
-    def close(self, S) -> frozenset:
-        S = set(S)
-        todo = list(S)
-        while todo:
-            a = todo.pop()
-            for b in list(S):
-                for c in (self.mult[a][b], self.mult[b][a]):
-                    if c not in S:
-                        S.add(c)
-                        todo.append(c)
-        return frozenset(S)
-
-    def conj(self, S, g) -> tuple:
-        gi = self.inv[g]
-        return tuple(sorted(self.mult[self.mult[g][s]][gi] for s in S))
-
-    def subgroups(self, deadline: Deadline) -> list[frozenset]:
-        start = frozenset([0])
-        subs, queue = {start}, [start]
-        while queue:
-            deadline.check("enumerating subgroups")
-            S = queue.pop()
-            for g in range(self.n):
-                if g not in S:
-                    U = self.close(S | {g})
-                    if U not in subs:
-                        subs.add(U)
-                        queue.append(U)
-        return sorted(subs, key=lambda s: (len(s), sorted(s)))
+        super().__init__(group, deadline)
 
 
 @dataclass
@@ -376,7 +340,10 @@ def _layer_options(pieces: list[_Piece], n: int) -> list[list[_Piece]]:
 
 
 def _signed(act, bias: bool) -> bool:
-    return act.symmetry in ("odd", "even", "monomial") and (bias or act.shift == 0)
+    # c (t - s)^d + e with d even searches its exact signs like an even sigma (its continuous affine
+    # scalings, docs/theory.md, are not searched here)
+    even_plus = act.symmetry == "monomial-plus-constant" and act.degree % 2 == 0
+    return (act.symmetry in ("odd", "even", "monomial") or even_plus) and (bias or act.shift == 0)
 
 
 def _post(pre: fmpq_mat, act) -> fmpq_mat:
@@ -523,6 +490,10 @@ def _system(model, tvars, offsets, use_bias: bool):
             lin[e] = lin[e] + c * g if e in lin else c * g
     for e, c in offsets.items():
         lin[e] = lin[e] + c if e in lin else big.from_dict({}) + c
+    # size first: every entry is a linear form in the t unknowns (symeq.sizes bounds the expansion)
+    guard_expansion(model, "building the fibre equations of a candidate action", symbolic=True, bias=use_bias,
+                    nvars=n + len(names), weight_terms=max((len(p.to_dict()) for p in lin.values()), default=1),
+                    hint="too large for a Gröbner basis")
     rows = [mat_rows(layer.weight) for layer in model.layers]
 
     def w_new(l, j, k):
@@ -1074,7 +1045,8 @@ def _field_notes(res: FibreSearch, model, use_bias: bool) -> None:
         notes.append("monomial activations: candidates are signed pre-activation permutations; every finite group "
                      "of real monomial matrices is conjugate to one by a positive latent scaling, so the negative "
                      "statements cover every real theta' (over C, complex scalings are not covered)")
-    if any(a.symmetry in ("even", "monomial") and a.degree % 2 == 0 and _signed(a, use_bias) for a in acts):
+    if any(a.symmetry in ("even", "monomial", "monomial-plus-constant") and a.degree % 2 == 0
+           and _signed(a, use_bias) for a in acts):
         notes.append("even activations: only homomorphic pre-activation sign patterns are searched (exhaustive "
                      "for theta' without +-proportional nonzero rows in a layer)")
     res.field_notes.extend(notes)

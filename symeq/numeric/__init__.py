@@ -2,7 +2,7 @@
 
 Same model interface as :mod:`symeq.models` over numpy float64 (torch optional), with a
 tolerance where the exact path uses equality.  Nothing here says "verified": results are
-residuals, margins and errors (DESIGN.md: the exact path is the source of truth).
+residuals, margins and errors (the exact path is the source of truth; docs/architecture.md).
 
 Modules: :mod:`~symeq.numeric.models` (layers, models, loading), :mod:`~symeq.numeric.generate`
 (random layerwise-equivariant float models, scrambling), :mod:`~symeq.numeric.layerwise`

@@ -6,6 +6,12 @@ The softmax layer is the usual one, f(X) = sum_h softmax(X Q_h K_h^T X^T / sqrt(
 (N, T, d) and flatten by rows like the exact side (index t*d + c).  The latent space and group are
 the same as for the exact layer: value spaces, prod_h GL(d_v) x| S_H on every token.
 
+For the derivation of the actions a model is walked as its chain, like the exact one: the
+:class:`NumericHeads` layer (value spaces) and the output projection merged into the next
+token-wise layer.  :func:`match_heads_numeric` is the float twin of
+:func:`symeq.attention.match_heads`: heads matched by their score matrices up to a scalar
+(exactly equal for softmax), value maps solved by least squares, giving P (x) R.
+
 :func:`value_space_action` fits, by least squares, the action of a group element on the
 concatenated value spaces (the paper's metric applied to the heads layer) and projects it to a
 block-monomial matrix (a head permutation with GL(d_v) blocks), reporting both residuals — never
@@ -31,7 +37,7 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["NumericAttention", "value_space_action"]
+__all__ = ["NumericAttention", "NumericHeads", "value_space_action", "factor_kron_numeric", "match_heads_numeric"]
 
 
 def _f(M) -> np.ndarray:
@@ -67,9 +73,44 @@ class NumericAttention:
         return cls(layer.tokens, [_f(h.query) for h in layer.heads], [_f(h.key) for h in layer.heads],
                    [_f(h.value) for h in layer.heads], [_f(h.out) for h in layer.heads], kind)
 
+    activation = None  # a layer of a NumericModel: no pointwise activation after it
+
     @property
     def d(self) -> int:
         return self.query[0].shape[0]
+
+    @property
+    def d_out(self) -> int:
+        return self.out[0].shape[1]
+
+    @property
+    def in_dim(self) -> int:
+        return self.tokens * self.d
+
+    @property
+    def out_dim(self) -> int:
+        return self.tokens * self.d_out
+
+    @property
+    def n_params(self) -> int:
+        return sum(m.size for name in ("query", "key", "value", "out") for m in getattr(self, name))
+
+    def forward(self, X: np.ndarray) -> np.ndarray:
+        """Apply the layer to a batch of flattened inputs (one row per point)."""
+        return self(X)
+
+    def copy(self) -> "NumericAttention":
+        return NumericAttention(self.tokens, [m.copy() for m in self.query], [m.copy() for m in self.key],
+                                [m.copy() for m in self.value], [m.copy() for m in self.out], self.kind)
+
+    def heads_layer(self) -> "NumericHeads":
+        """The first layer of the chain: the value spaces (see :func:`symeq.models.Model.chain`)."""
+        return NumericHeads(self.tokens, [q @ k.T for q, k in zip(self.query, self.key)], list(self.value),
+                            self.kind, self.query[0].shape[1])
+
+    def out_stack(self) -> np.ndarray:
+        """O stacked over heads (H d_v x d_out)."""
+        return np.vstack(self.out)
 
     def _tokens(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=float)
@@ -97,6 +138,132 @@ class NumericAttention:
         X = self._tokens(X)
         Z = sum(self.scores(X, h) @ (X @ self.value[h]) @ self.out[h] for h in range(len(self.query)))
         return Z.reshape(Z.shape[0], -1)
+
+
+def _assign(cost: np.ndarray) -> list:
+    """The head permutation minimising the total cost (H is small: exhaustive up to 7 heads)."""
+    import itertools
+
+    H = cost.shape[0]
+    arg = cost.argmin(axis=1)
+    if len(set(arg.tolist())) == H:
+        return arg.tolist()
+    try:
+        from scipy.optimize import linear_sum_assignment
+    except ImportError:
+        if H > 7:  # greedy fallback, optimal only for clear-cut costs
+            return [int(np.argmin(cost[h])) for h in range(H)]
+        return list(min(itertools.permutations(range(H)), key=lambda p: sum(cost[h, p[h]] for h in range(H))))
+    rows, cols = linear_sum_assignment(cost)
+    return [int(c) for _, c in sorted(zip(rows, cols))]
+
+
+@dataclass
+class NumericHeads:
+    """X -> [Y_1 ... Y_H] with Y_h = S_h(X) X V_h (flattened t * H d_v + h d_v + j, as the exact
+    :class:`symeq.attention.HeadsLayer`); S_h the lightning scores X A_h X^T or their softmax."""
+
+    tokens: int
+    scores: list
+    values: list
+    kind: str = "lightning"
+    dk: int = 1
+    activation = None
+
+    @property
+    def d(self) -> int:
+        return self.scores[0].shape[0]
+
+    @property
+    def dv(self) -> int:
+        return self.values[0].shape[1]
+
+    @property
+    def heads(self) -> int:
+        return len(self.scores)
+
+    @property
+    def in_dim(self) -> int:
+        return self.tokens * self.d
+
+    @property
+    def out_dim(self) -> int:
+        return self.tokens * self.heads * self.dv
+
+    def forward(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=float).reshape(-1, self.tokens, self.d)
+        outs = []
+        for A, V in zip(self.scores, self.values):
+            S = np.einsum("ntc,cd,nsd->nts", X, A, X)
+            if self.kind == "softmax":
+                S = S / np.sqrt(self.dk)
+                S = np.exp(S - S.max(axis=-1, keepdims=True))
+                S = S / S.sum(axis=-1, keepdims=True)
+            outs.append(S @ (X @ V))
+        return np.concatenate(outs, axis=-1).reshape(X.shape[0], -1)
+
+
+def factor_kron_numeric(M: np.ndarray, T: int, d: int, tol: float = 1e-9):
+    """(P, C) with M = P (x) C for a T x T permutation P, or None (the float twin of
+    :func:`symeq.attention.factor_kron`).
+
+    >>> P, C = np.eye(2)[[1, 0]], np.array([[0.0, 1.0], [1.0, 0.0]])
+    >>> f = factor_kron_numeric(np.kron(P, C), 2, 2)
+    >>> bool(np.allclose(f[0], P) and np.allclose(f[1], C))
+    True
+    """
+    M = np.asarray(M, dtype=float)
+    if M.shape != (T * d, T * d):
+        return None
+    blocks = M.reshape(T, d, T, d).transpose(0, 2, 1, 3)  # blocks[t, s] = M[t d:(t+1) d, s d:(s+1) d]
+    norms = np.linalg.norm(blocks, axis=(2, 3))
+    scale = max(float(norms.max()), 1e-300)
+    nz = norms > tol * scale
+    if not np.all(nz.sum(axis=1) == 1) or not np.all(nz.sum(axis=0) == 1):
+        return None
+    cols = nz.argmax(axis=1)
+    C = blocks[0, cols[0]]
+    if any(not np.allclose(blocks[t, cols[t]], C, atol=tol * scale, rtol=0) for t in range(T)):
+        return None
+    return np.eye(T)[cols], C
+
+
+def match_heads_numeric(layer: NumericHeads, P_in: np.ndarray):
+    """The value-space action P (x) R making the heads layer equivariant under P_in = P (x) C.
+
+    The float twin of :func:`symeq.attention.match_heads`: head h is matched to the head k with
+    C^T A_h C ~ lambda A_k (lambda = 1 for softmax scores) by linear assignment on the relative
+    residuals, V_k N ~ C^T V_h is solved by least squares, and block (h, k) of R is
+    (lambda N)^T.  Returns (action, residuals per head, margin, failure or None).
+    """
+    T, H, dv = layer.tokens, layer.heads, layer.dv
+    fin = factor_kron_numeric(P_in, T, layer.d)
+    if fin is None:
+        return None, np.full(H, np.inf), 0.0, "the group does not act as a token permutation (x) a channel matrix"
+    P, C = fin
+    At = [C.T @ A @ C for A in layer.scores]
+    cost = np.zeros((H, H))
+    lam = np.ones((H, H))
+    for h in range(H):
+        nh = max(np.linalg.norm(At[h]), 1e-300)
+        for k in range(H):
+            Ak = layer.scores[k]
+            if layer.kind != "softmax":  # lightning scores are trilinear: a scalar moves into V
+                lam[h, k] = float(np.sum(At[h] * Ak) / max(np.sum(Ak * Ak), 1e-300))
+            cost[h, k] = np.linalg.norm(At[h] - lam[h, k] * Ak) / nh
+    perm = _assign(cost)
+    part = np.sort(cost, axis=1)
+    margin = float(np.min(part[:, 1] - part[:, 0])) if H > 1 else float("inf")
+    R = np.zeros((H * dv, H * dv))
+    res = np.zeros(H)
+    for h in range(H):
+        k = int(perm[h])
+        Vk, rhs = layer.values[k], C.T @ layer.values[h]
+        N, *_ = np.linalg.lstsq(Vk, rhs, rcond=None)
+        res_v = np.linalg.norm(Vk @ N - rhs) / max(np.linalg.norm(rhs), 1e-300)
+        res[h] = max(cost[h, k], res_v)
+        R[h * dv:(h + 1) * dv, k * dv:(k + 1) * dv] = (lam[h, k] * N).T
+    return np.kron(P, R), res, margin, None
 
 
 def value_space_action(layer: NumericAttention, P: np.ndarray, C: np.ndarray, samples: int = 256, seed: int = 0) -> dict:
@@ -139,13 +306,7 @@ def value_space_action(layer: NumericAttention, P: np.ndarray, C: np.ndarray, sa
             Bt, *_ = np.linalg.lstsq(src, lhs, rcond=None)
             blocks[h, k] = Bt.T
             cost[h, k] = rel(lhs, src @ Bt)
-    try:
-        from scipy.optimize import linear_sum_assignment
-
-        rows, cols = linear_sum_assignment(cost)
-        perm = [int(c) for _, c in sorted(zip(rows, cols))]
-    except ImportError:  # greedy fallback
-        perm = [int(np.argmin(cost[h])) for h in range(H)]
+    perm = [int(k) for k in _assign(cost)]
     Rp = np.zeros((H * dv, H * dv))
     for h, k in enumerate(perm):
         Rp[h * dv:(h + 1) * dv, k * dv:(k + 1) * dv] = blocks[h, k]

@@ -1,10 +1,13 @@
 """Subcommands of the numeric twin: ``numeric-check MODEL`` and ``experiment mirror``.
 
-``symeq numeric-check MODEL [--group SPEC] [--tol T] [--metric] [--fdim] [--json]``
+``symeq numeric-check MODEL [--group SPEC [--group-output same|k]] [--tol T] [--metric] [--fdim] [--json]``
     per-layer residuals of the numeric derivation of the actions (MODEL: .json with floats
-    allowed, or .npz); ``--metric`` adds the paper's metric, ``--fdim`` the functional dimension
+    allowed, or .npz), and the recovered actions in cycle notation (symeq/notation.py; ``--json``:
+    the sparse form of the exact certificate's actions, with float factors and each action's
+    residual); ``--metric`` adds the paper's metric, ``--fdim`` the functional dimension
     (``--fdim-method dense|krylov``; auto takes the matrix-free krylov above 2*10^4 parameters).
-    Exit 0 when every layer is equivariant through K_i within the tolerance, 1 when not.
+    Exit 0 when every layer is equivariant through K_i within the tolerance, 1 when not, 3 when
+    undetermined (the search over tied neurons ran out of ``--max-tie-nodes``).
 ``symeq experiment mirror --activation tanh gelu [--task autoencoder|classifier] [--epochs N] [--out DIR]``
     train on scikit-learn's digits (or ``--data FILE.npz``), print the table next to the paper's,
     write table.md, results.json and the filter figures (torch and matplotlib extras).
@@ -31,15 +34,16 @@ def cmd_numeric_check(args) -> int:
     if args.group is not None:
         from ..groups import builtin_group
 
-        model = model.with_group(builtin_group(args.group))
+        model = model.with_group(builtin_group(args.group, output=args.group_output))
     if model.group is None:
         raise InputError("the model has no \"group\"; add one to the file or pass --group (see `symeq groups`)")
     if not args.tol > 0:
         raise InputError("--tol must be positive")
     print(f"numeric check of {args.model}: widths {model.widths}, group {model.group.label}", file=sys.stderr)
-    d = derive_latent_actions_numeric(model, tol=args.tol)
+    d = derive_latent_actions_numeric(model, tol=args.tol, max_tie_variants=args.max_tie_nodes)
     out = {"model": str(args.model), "widths": model.widths, "derivation": d.to_json()}
-    lines = [d.report()]
+    actions = recovered_actions(d, model.group.names)
+    lines = [d.report()] + [_action_line(a) for a in actions if a.get("cycles") is not None]
     if args.metric:
         res = paper_metric(model, n_test=args.points, rng=0)
         out["paper_metric"] = [r.to_json() for r in res]
@@ -53,11 +57,64 @@ def cmd_numeric_check(args) -> int:
         out["functional_dimension"] = f.to_json()
         lines.append(f.report())
     if args.json:
-        del out["derivation"]["actions"]
+        del out["derivation"]["actions"]  # in the sparse form below instead
+        out["actions"] = actions
         print(json.dumps(out, indent=1))
     else:
         print("\n".join(lines))
-    return 0 if d.within_tolerance else 1
+    # a search that ran out of budget is no verdict: exit 3 (undetermined), never 1
+    return {"within tolerance": 0, "not within tolerance": 1, "undetermined": 3}[d.status]
+
+
+MAX_TEXT_NEURONS = 1024  # wider actions are summarised in the text output (all of them are in --json)
+
+
+def _action_line(a: dict) -> str:
+    head = f"  rho_{a['layer']}({a['generator']}): "
+    n = len(a["source"])
+    if n > MAX_TEXT_NEURONS:
+        moved = sum(1 for j, s_ in enumerate(a["source"]) if s_ != j)
+        return head + f"monomial on {n} neurons, {moved} moved (--json gives its cycles)"
+    return head + a["cycles"]
+
+
+def _factor_text(v: float):
+    return 1 if v == 1 else -1 if v == -1 else f"{v:.4g}"
+
+
+def recovered_actions(d, generator_names) -> list[dict]:
+    """The actions of a numeric derivation, one dict per hidden layer and generator.
+
+    A monomial action is ``{"kind": "monomial", "source": [s_j], "factor": [c_j]}`` with
+    ``(rho y)_j = c_j y_{s_j}`` (the exact certificate's form, docs/certificates.md, with floats),
+    plus ``offset`` for an affine action, its ``cycles`` (symeq/notation.py, factors to 4 digits)
+    and the ``residual`` of the layer whose matching recovered it; attention value-space actions
+    are ``{"kind": "dense", "matrix"}``.
+    """
+    from ..notation import format_cycles
+    from .monomial import MonomialAction
+
+    residual = {(r.layer, r.generator): r.residual for r in d.residuals}
+    out = []
+    for i, acts in enumerate(d.actions, 1):
+        for gname, a in zip(generator_names, acts):
+            entry = {"layer": i, "generator": gname}
+            if isinstance(a, MonomialAction):
+                vals = [float(v) for v in a.vals]
+                entry.update(kind="monomial", source=[int(c) for c in a.cols], factor=vals)
+                if a.offset is not None:
+                    entry["offset"] = [float(v) for v in a.offset]
+                try:
+                    entry["cycles"] = format_cycles(entry["source"], [_factor_text(v) for v in vals])
+                except ValueError:  # not a permutation: left to the residuals to show
+                    entry["cycles"] = None
+            else:
+                import numpy as np
+
+                entry.update(kind="dense", matrix=np.asarray(a, dtype=float).tolist())
+            entry["residual"] = residual.get((i, gname))
+            out.append(entry)
+    return out
 
 
 def cmd_experiment(args) -> int:
@@ -84,12 +141,32 @@ def cmd_experiment(args) -> int:
     return 0
 
 
+def _group_output(text: str):
+    """argparse type of --group-output, as ``symeq verify``'s: "same" or k (the trivial action on
+    R^k). Written out here because symeq.cli sits above this module and imports it."""
+    import argparse
+
+    if text == "same":
+        return "same"
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("--group-output is \"same\" or a positive integer") from None
+    if k < 1:
+        raise argparse.ArgumentTypeError("--group-output must be positive")
+    return k
+
+
 def register(subparsers) -> None:
     """Add ``numeric-check`` and ``experiment`` to a ``parser.add_subparsers()`` object."""
     n = subparsers.add_parser("numeric-check", help="numeric layerwise analysis of a float model (.json or .npz)")
     n.add_argument("model", help="model file: symeq-model/1 JSON (floats allowed) or .npz")
     n.add_argument("--group", help="a built-in group overriding the file's (see `symeq groups`)")
+    n.add_argument("--group-output", type=_group_output, default="same",
+                   help="how --group acts on the output: 'same' (default) or k for the trivial action on R^k")
     n.add_argument("--tol", type=float, default=1e-6, help="relative residual tolerance (default 1e-6)")
+    n.add_argument("--max-tie-nodes", type=int, default=720, metavar="N",
+                   help="node budget of the search over tied neurons (default 720; exit 3 when it runs out)")
     n.add_argument("--metric", action="store_true", help="also the paper's metric on noise inputs")
     n.add_argument("--points", type=int, default=2000, help="held-out noise inputs for --metric")
     n.add_argument("--fdim", action="store_true", help="also the functional dimension (Jacobian rank)")

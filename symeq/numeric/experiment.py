@@ -11,7 +11,7 @@ self-symmetric (j -> j, +), mirrored pairs (j <-> k, +), negated pairs and anti-
 filters (sign -1).
 
 Reference: Shahverdi, Marchetti, Bokman, Kohn, *Identifiable Equivariant Networks are Layerwise
-Equivariant*, arXiv 2601.21645 (2026), Section 5 and its table (LITERATURE.md).
+Equivariant*, arXiv 2601.21645 (2026), Section 5 and its table (docs/theory.md, "Experiments").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Functional dimension: the rank of the Jacobian of theta -> (f_theta(x_j))_j, a numeric identifiability probe.
 
-If theta is identifiable up to a latent group K (the fibre is the orbit K.theta, DESIGN.md), the
+If theta is identifiable up to a latent group K (the fibre is the orbit K.theta, docs/theory.md), the
 fibre near theta is a manifold of dimension dim K, so the map theta -> f_theta has rank
 ``#params - dim K`` at generic theta; the rank at enough sample points (N n_out >= #params) is that
 rank (Grigsby, Lindsey, Rolnick 2023 call it the functional dimension).  A rank below it shows
@@ -68,7 +68,7 @@ __all__ = ["FunctionalDimension", "functional_dimension", "jacobian", "expected_
 
 def latent_dimension(model: NumericModel) -> int:
     """dim K: the continuous part of prod K_i (see the module table)."""
-    return sum(l.out_dim for l in model.layers[:-1] if l.activation.symmetry in ("monomial", "relu"))
+    return sum(l.out_dim for l in model.layers[:-1] if l.activation.scalings.alphas in ("nonzero", "positive"))
 
 
 def expected_dimension(model: NumericModel) -> tuple[int, str]:
@@ -341,8 +341,11 @@ def symmetry_directions(model: NumericModel) -> np.ndarray:
 
     For a hidden neuron k with sigma(t) = c (t - s)^d (monomial, ReLU: d = 1, s = 0) the curve
     alpha -> (row_k alpha, bias (b_k - s) alpha + s, outgoing column alpha^-d) keeps f_theta; its
-    tangent at alpha = 1 is (row_k, b_k - s, -d column_k).  These span the kernel of the
-    Jacobian that identifiability up to K predicts.
+    tangent at alpha = 1 is (row_k, b_k - s, -d column_k).  For c (t - s)^d + e the output also
+    moves by o(alpha) = e (1 - alpha^d), which the next bias absorbs (tangent + e d column_k
+    there).  Which neurons have such a curve, and d and e, come from the activation's
+    :class:`~symeq.numeric.models.Scalings`.  These span the kernel of the Jacobian that
+    identifiability up to K predicts.
     """
     P = model.n_params
     offs, p = [], 0
@@ -352,16 +355,19 @@ def symmetry_directions(model: NumericModel) -> np.ndarray:
     cols = []
     for i, l in enumerate(model.layers[:-1]):
         a = l.activation
-        if a.symmetry not in ("monomial", "relu"):
+        sc = a.scalings
+        if sc.alphas not in ("nonzero", "positive"):
             continue
-        d = 1 if a.symmetry == "relu" else a.degree
-        s = 0.0 if a.symmetry == "relu" else a.shift
+        d, s = sc.power, a.shift
         nxt = model.layers[i + 1]
+        nb = offs[i + 1] + nxt.in_dim * nxt.out_dim  # the next layer's bias
         for k in range(l.out_dim):
             z = np.zeros(P)
             z[offs[i] + k * l.in_dim: offs[i] + (k + 1) * l.in_dim] = l.weight[k]
             z[offs[i] + l.in_dim * l.out_dim + k] = l.bias[k] - s
-            z[offs[i + 1] + k: offs[i + 1] + nxt.in_dim * nxt.out_dim: nxt.in_dim] = -d * nxt.weight[:, k]
+            z[offs[i + 1] + k: nb: nxt.in_dim] = -d * nxt.weight[:, k]
+            if sc.constant:
+                z[nb: nb + nxt.out_dim] = sc.constant * d * nxt.weight[:, k]
             cols.append(z)
     return np.array(cols).T if cols else np.zeros((P, 0))
 
@@ -608,6 +614,8 @@ def functional_dimension(model: NumericModel, *, n_points: int | None = None, rt
     dimension as a Jacobian rank); Shahverdi et al. 2026 (identifiability up to K_i); Knyazev
     2001 (LOBPCG); Martens and Grosse 2015 (K-FAC).
     """
+    if getattr(model, "has_attention", False):
+        raise InputError("the functional dimension is implemented for dense models only; this one starts with attention")
     P = model.n_params
     if method not in ("auto", "dense", "krylov"):
         raise InputError(f"unknown method {method!r}; use auto, dense or krylov")

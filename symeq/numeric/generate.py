@@ -131,25 +131,30 @@ class NumericLatentElement:
     alphas: list
 
     def post_actions(self, model: NumericModel) -> list[MonomialAction]:
-        """The post-activation action of k on each hidden layer (new neuron perm[j] = q_j old j)."""
+        """The post-activation action of k on each hidden layer (new neuron perm[j] = q_j old j + o_j;
+        the offsets o_j are those of affine sign flips, e.g. sigmoid)."""
         out = []
         for layer, perm, alphas in zip(model.layers, self.perms, self.alphas):
-            q = np.array([layer.activation.admissible(a) for a in alphas])
+            sc = layer.activation.scalings
+            alphas = np.asarray(alphas, dtype=np.float64)
             cols = np.empty(len(perm), dtype=np.int64)
             vals = np.empty(len(perm))
+            offs = np.empty(len(perm))
             cols[perm] = np.arange(len(perm))
-            vals[perm] = q
-            out.append(MonomialAction(cols, vals))
+            vals[perm] = sc.q(alphas)
+            offs[perm] = sc.offset(alphas)
+            out.append(MonomialAction(cols, vals, offs))
         return out
 
 
 def _scale_choices(act, rng, n):
-    sym = act.symmetry
-    if sym in ("odd", "even"):
+    """Random admissible alphas, from the activation's :class:`~symeq.numeric.models.Scalings`."""
+    cls = act.scalings.alphas
+    if cls == "sign":
         return rng.choice([-1.0, 1.0], size=n)
-    if sym == "monomial":
+    if cls == "nonzero":
         return rng.choice([-1.0, 1.0], size=n) * rng.uniform(0.5, 2.0, size=n)
-    if sym == "relu":
+    if cls == "positive":
         return rng.uniform(0.5, 2.0, size=n)
     return np.ones(n)
 
@@ -161,19 +166,24 @@ def apply_latent_numeric(model: NumericModel, k: NumericLatentElement) -> Numeri
     for i, layer in enumerate(layers):
         W, b = layer.weight, layer.bias
         if prev is not None:
-            perm, q = prev
+            # new neuron perm[j] outputs q_j y_j + o_j, so y_j = (new - o_j) / q_j: the column is
+            # divided by q_j and the bias absorbs -o_j / q_j (affine sign flips, e.g. sigmoid)
+            perm, q, o = prev
+            b = b - (W / q) @ o
             W2 = np.empty_like(W)
             W2[:, perm] = W / q
             W = W2
         if i < len(layers) - 1:
             perm, alphas = np.asarray(k.perms[i]), np.asarray(k.alphas[i], dtype=np.float64)
             act = layer.activation
-            q = np.array([act.admissible(a) for a in alphas])
+            q, o = act.scalings.q(alphas), act.scalings.offset(alphas)
+            if np.any(np.isnan(q)):
+                raise InputError(f"a scaling is not admissible for the activation of layer {i + 1}")
             W2, b2 = np.empty_like(W), np.empty_like(b)
             W2[perm] = alphas[:, None] * W
             b2[perm] = alphas * b + act.shift * (1 - alphas)
             W, b = W2, b2
-            prev = (perm, q)
+            prev = (perm, q, o)
         layers[i] = NumericDenseLayer(W, b, layer.activation)
     return NumericModel(model.input_dim, layers, model.group, model.name, dict(model.meta))
 

@@ -4,16 +4,26 @@ Two views of the same question, "does G act on every hidden layer, through K_i?"
 
 1. **Derivation from the weights** (:func:`derive_latent_actions_numeric`), the twin of
    :func:`symeq.layerwise.derive_latent_actions`.  With rho_{i-1}(g) known (rho_0 = rho_in(g)),
-   row j of [W_i rho_{i-1}(g) | b_i - s] must be alpha_j times a row k of [W_i | b_i - s] with
-   alpha_j admissible for sigma (1; +-1 for odd/even sigma; any for monomials; > 0 for ReLU).
+   row j of [W_i rho_{i-1}(g) | b_i + W_i c_{i-1}(g) - s] must be alpha_j times a row k of
+   [W_i | b_i - s] with alpha_j admissible for sigma (1; +-1 for odd/even sigma and for sigma odd
+   up to a constant; any for monomials; > 0 for ReLU: the activation's
+   :class:`~symeq.numeric.models.Scalings`, read off the exact activation where there is one).
+   Where sigma(alpha t + s(1 - alpha)) = q sigma(t) + o with o != 0 (sigmoid: sigma(-t) =
+   1 - sigma(t)) the action is affine, y -> rho_i(g) y + c_i(g) with c_i(g)_j = o(alpha_j), and
+   the next layer's bias absorbs it (``MonomialAction.offset``; :attr:`NumericDerivation.offsets`).
+   An attention model is walked as its chain (:meth:`NumericModel.chain`): on the heads layer,
+   heads are matched by their score matrices up to a scalar and the value spaces by least
+   squares (:func:`symeq.numeric.attention.match_heads_numeric`), giving a dense P (x) R.
    The exact path hashes canonical rows; here every pair (j, k) gets the relative residual
    ``min_alpha |u_j - alpha v_k| / |u_j|`` (one Gram matrix), the rows are matched by linear
    assignment on that cost (row-wise argmin when it is already a bijection, which is the common
    case and keeps width 4096 fast), and rho_i(g)[j, k] = q(alpha_j).  Cloned neurons (rows equal
-   up to K_i within the tolerance, looked for only where a margin shows a tie) make the
-   assignment ambiguous: the permutations of their targets are tried depth first, each judged
-   by the worst residual of the later layers (the twin of the exact path's backtracking; at most
-   ``max_tie_variants`` in all).  The last layer is checked
+   up to K_i within the tolerance, looked for only where a margin shows a tie and the plain
+   matching fails) make the assignment ambiguous: they are resolved by their outgoing weights,
+   from the last layer down (:class:`_NumericTies`, the twin of the exact path's
+   ``_TieSearch``); only rows that tie as multisets, with columns that cannot tell them apart,
+   are searched, within ``max_tie_variants`` nodes, and running out is ``undetermined``.  The
+   last layer is checked
    by |W_L rho_{L-1} - rho_out W_L| / |W_L| and the same for b_L.  What is reported is residuals
    and the *margin* (second-best cost minus best cost, smallest over neurons): a match is only as
    trustworthy as its margin is large compared with the residual.  Nothing is called "verified".
@@ -42,14 +52,14 @@ True
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import InputError
-from .models import NumericGroup, NumericModel, _as_group
+from .attention import NumericHeads, match_heads_numeric
+from .models import NumericGroup, NumericModel, Scalings, _as_group
 from .monomial import MonomialAction, as_action, left_multiply, right_multiply
 
 __all__ = [
@@ -124,8 +134,10 @@ class NumericDerivation:
     """Result of :func:`derive_latent_actions_numeric`.
 
     ``actions[i][g]`` is the MonomialAction rho_{i+1}(g) on hidden layer i+1 (best in K; always
-    given), ``residuals`` every layer/generator residual, ``within_tolerance`` whether every
-    residual is <= ``tol`` and the homomorphism check passed within ``tol``.
+    given; its ``offset`` is the constant part of an affine action, e.g. sigmoid sign flips; on
+    attention value spaces a dense array P (x) R), ``residuals`` every layer/generator residual,
+    ``within_tolerance`` whether every residual is <= ``tol`` and the homomorphism check passed
+    within ``tol``.
     """
 
     actions: list
@@ -135,10 +147,27 @@ class NumericDerivation:
     seconds: float
     group_order: int | None = None
     notes: list = field(default_factory=list)
+    undetermined: str | None = None  # why no verdict was reached (a search that ran out of budget)
+
+    @property
+    def status(self) -> str:
+        """"within tolerance", "not within tolerance" or "undetermined" (numeric-check exit 0, 1, 3)."""
+        if self.within_tolerance:
+            return "within tolerance"
+        return "undetermined" if self.undetermined else "not within tolerance"
 
     @property
     def max_residual(self) -> float:
         return max((r.residual for r in self.residuals), default=0.0)
+
+    @property
+    def offsets(self) -> list | None:
+        """``offsets[i][g]``: the constant parts c_i(g) of affine actions (arrays), or None when
+        every action is linear (the twin of :attr:`symeq.layerwise.Derivation.offsets`)."""
+        if not any(getattr(a, "offset", None) is not None for acts in self.actions for a in acts):
+            return None
+        return [[a.offset_or_zero if isinstance(a, MonomialAction) else np.zeros(a.shape[0]) for a in acts]
+                for acts in self.actions]
 
     @property
     def min_margin(self) -> float | None:
@@ -160,8 +189,13 @@ class NumericDerivation:
             lines.append(f"  homomorphism on the group's relations (order {self.group_order}): "
                          f"max deviation {self.homomorphism_error:.3g}")
         for i, acts in enumerate(self.actions, 1):
-            lines.append(f"  rho_{i}: " + ", ".join(a.kind() for a in acts))
+            lines.append(f"  rho_{i}: " + ", ".join(a.kind() if isinstance(a, MonomialAction) else
+                                                    "block monomial (attention value spaces)" for a in acts))
         lines += [f"  note: {n}" for n in self.notes]
+        if self.status == "undetermined":
+            lines.append(f"undetermined: {self.undetermined} (best max residual {self.max_residual:.3g}, "
+                         f"tolerance {self.tol:g}); {self.seconds:.2f} s")
+            return "\n".join(lines)
         verdict = "within" if self.within_tolerance else "NOT within"
         lines.append(f"every layer equivariant through K_i {verdict} tolerance {self.tol:g} "
                      f"(max residual {self.max_residual:.3g}); {self.seconds:.2f} s")
@@ -171,15 +205,26 @@ class NumericDerivation:
         return {
             "tolerance": self.tol,
             "within_tolerance": self.within_tolerance,
+            "status": self.status,
+            "undetermined": self.undetermined,
             "max_residual": self.max_residual,
             "min_margin": self.min_margin,
             "homomorphism_error": self.homomorphism_error,
             "group_order": self.group_order,
             "seconds": self.seconds,
             "residuals": [r.to_json() for r in self.residuals],
-            "actions": [[{"cols": a.cols.tolist(), "vals": a.vals.tolist()} for a in acts] for acts in self.actions],
+            "actions": [[_action_json(a) for a in acts] for acts in self.actions],
             "notes": self.notes,
         }
+
+
+def _action_json(a) -> dict:
+    if not isinstance(a, MonomialAction):
+        return {"matrix": np.asarray(a).tolist()}
+    out = {"cols": a.cols.tolist(), "vals": a.vals.tolist()}
+    if a.offset is not None:
+        out["offset"] = a.offset.tolist()
+    return out
 
 
 def _match_layer(U: np.ndarray, V: np.ndarray, act, chunk: int = 2048):
@@ -187,11 +232,10 @@ def _match_layer(U: np.ndarray, V: np.ndarray, act, chunk: int = 2048):
 
     Returns (pi, alpha, rel, margin): U_j ~ alpha_j V_pi(j), rel[j] the relative residual.
     """
-    sym = act.symmetry
     un = np.sqrt(np.maximum(np.einsum("ij,ij->i", U, U), 1e-300))
-    cost = _row_distances(U, V, sym) / un[:, None]
+    cost = _row_distances(U, V, act) / un[:, None]
     pi = linear_assignment(cost)
-    alpha, rel = _fit(U, V, pi, sym)
+    alpha, rel = _fit(U, V, pi, act)
     if cost.shape[1] > 1:
         part = np.partition(cost, 1, axis=1)[:, :2]
         margin = float(np.min(part[:, 1] - part[:, 0]))
@@ -200,16 +244,26 @@ def _match_layer(U: np.ndarray, V: np.ndarray, act, chunk: int = 2048):
     return pi, alpha, rel, margin
 
 
-def _row_distances(U: np.ndarray, V: np.ndarray, sym: str) -> np.ndarray:
+def _alpha_class(act) -> str:
+    """Which alpha are admissible ("one", "sign", "positive", "nonzero"), from the activation's
+    :class:`~symeq.numeric.models.Scalings` (read off the exact activation where there is one)."""
+    sc = act if isinstance(act, Scalings) else getattr(act, "scalings", None)
+    if sc is None:
+        raise TypeError(f"expected a NumericActivation or Scalings, got {act!r}")
+    return sc.alphas
+
+
+def _row_distances(U: np.ndarray, V: np.ndarray, act) -> np.ndarray:
     """min over admissible alpha of |U_j - alpha V_k|, for all pairs (j, k)."""
+    cls = _alpha_class(act)
     un2 = np.einsum("ij,ij->i", U, U)
     vn2 = np.einsum("ij,ij->i", V, V)
     G = U @ V.T
-    if sym in ("odd", "even"):
+    if cls == "sign":
         d2 = un2[:, None] + vn2[None, :] - 2.0 * np.abs(G)
-    elif sym in ("monomial", "relu"):
+    elif cls in ("nonzero", "positive"):
         proj = G * G / np.maximum(vn2, 1e-300)[None, :]
-        if sym == "relu":
+        if cls == "positive":
             proj = np.where(G > 0, proj, 0.0)
         d2 = un2[:, None] - proj
     else:  # alpha = 1 only
@@ -217,18 +271,47 @@ def _row_distances(U: np.ndarray, V: np.ndarray, sym: str) -> np.ndarray:
     return np.sqrt(np.maximum(d2, 0.0))
 
 
-def _fit(U: np.ndarray, V: np.ndarray, pi: np.ndarray, sym: str):
+def _fit(U: np.ndarray, V: np.ndarray, pi: np.ndarray, act):
     """The admissible scalings alpha_j and relative residuals for the matching U_j ~ alpha_j V_pi(j)."""
+    cls = _alpha_class(act)
     Vp = V[pi]
     g = np.einsum("ij,ij->i", U, Vp)
-    if sym in ("odd", "even"):
+    if cls == "sign":
         alpha = np.where(g >= 0, 1.0, -1.0)
-    elif sym in ("monomial", "relu"):
+    elif cls in ("nonzero", "positive"):
         alpha = g / np.maximum(np.einsum("ij,ij->i", Vp, Vp), 1e-300)
+        if cls == "positive":  # the best alpha >= 0; 0 is the limit, not admissible (below)
+            alpha = np.maximum(alpha, 0.0)
     else:
         alpha = np.ones(U.shape[0])
     un = np.sqrt(np.maximum(np.einsum("ij,ij->i", U, U), 1e-300))
-    return alpha, np.linalg.norm(U - alpha[:, None] * Vp, axis=1) / un
+    rel = np.linalg.norm(U - alpha[:, None] * Vp, axis=1) / un
+    # no admissible alpha fits (ReLU rows pointing apart): the residual |U_j| / |U_j| = 1 says so;
+    # alpha = 1 stands in so that the later layers are still matched and reported
+    return np.where(alpha == 0.0, 1.0, alpha), rel
+
+
+def _input_bias(layer, prev) -> np.ndarray:
+    """b + W c when the action on the layer's input is affine (y -> rho y + c), else b."""
+    off = getattr(prev, "offset", None)
+    return layer.bias if off is None else layer.bias + layer.weight @ off
+
+
+def _latent_action(act, pi: np.ndarray, alpha: np.ndarray) -> MonomialAction:
+    """rho_i(g) from the matching U_j ~ alpha_j V_pi(j): entry q(alpha_j) at (j, pi(j)), and the
+    offsets o(alpha_j) of affine sign flips (NaN entries where alpha_j is not admissible)."""
+    return MonomialAction(pi, act.scalings.q(alpha), act.scalings.offset(alpha) if act.scalings.affine else None)
+
+
+def _heads_chain(layer: NumericHeads, prev, rest):
+    """One step of the walk on an attention heads layer: match the heads, then walk on."""
+    rho, rel, margin, why = match_heads_numeric(layer, prev.to_dense() if isinstance(prev, MonomialAction) else prev)
+    if why:  # the input action is not of the form the heads layer allows: a question not posed
+        raise InputError(f"attention heads: {why}")
+    worst, chain, res = rest(as_action(rho))
+    how = f"{layer.heads} heads matched by linear assignment on their score matrices, values by least squares"
+    return max(worst, float(rel.max())), [as_action(rho)] + chain, \
+        [(float(rel.max()), float(np.median(rel)), margin, how)] + res
 
 
 def _tie_groups(V: np.ndarray, act, tol: float) -> list[np.ndarray]:
@@ -237,7 +320,7 @@ def _tie_groups(V: np.ndarray, act, tol: float) -> list[np.ndarray]:
     if n < 2:
         return []
     vn = np.sqrt(np.maximum(np.einsum("ij,ij->i", V, V), 1e-300))
-    close = _row_distances(V, V, act.symmetry) <= tol * vn[:, None]
+    close = _row_distances(V, V, act) <= tol * vn[:, None]
     close = close & close.T
     seen, groups = np.zeros(n, bool), []
     for j in np.flatnonzero(close.sum(axis=1) > 1):
@@ -248,17 +331,33 @@ def _tie_groups(V: np.ndarray, act, tol: float) -> list[np.ndarray]:
     return groups
 
 
+def _deviation(x, y) -> float:
+    """Max entrywise difference of two latent actions (1.0 for different permutations)."""
+    if isinstance(x, MonomialAction) and isinstance(y, MonomialAction):
+        if not np.array_equal(x.cols, y.cols):
+            return 1.0
+        return float(max(np.max(np.abs(x.vals - y.vals)), np.max(np.abs(x.offset_or_zero - y.offset_or_zero))))
+    dx = x.to_dense() if isinstance(x, MonomialAction) else np.asarray(x)
+    dy = y.to_dense() if isinstance(y, MonomialAction) else np.asarray(y)
+    return float(np.max(np.abs(dx - dy)))
+
+
 def _homomorphism_error(group: NumericGroup, chains: list) -> tuple[float, int]:
     """Max deviation of g -> (rho_i(g))_i from respecting the relations of G.
 
     BFS over words on the input matrices; two words reaching the same input element must give
-    the same latent monomials (compared entrywise, permutation mismatch counts as 1).
+    the same latent actions (compared entrywise with their offsets, a permutation mismatch counts
+    as 1; dense actions, e.g. on attention value spaces, entrywise).
     """
     gens = [as_action(a) for a, _ in group.generators]
     first = gens[0]
-    ident = MonomialAction.identity(first.n) if isinstance(first, MonomialAction) else np.eye(first.shape[0])
+
+    def identity(a):
+        return MonomialAction.identity(a.n) if isinstance(a, MonomialAction) else np.eye(a.shape[0])
+
+    ident = identity(first)
     L = len(chains[0])
-    start = (ident, [MonomialAction.identity(a.n) for a in chains[0]])
+    start = (ident, [identity(a) for a in chains[0]])
 
     def key(m):
         if isinstance(m, MonomialAction):
@@ -277,7 +376,7 @@ def _homomorphism_error(group: NumericGroup, chains: list) -> tuple[float, int]:
                 k = key(m2)
                 if k in seen:
                     for x, y in zip(seen[k], lat2):
-                        worst = max(worst, 1.0 if not np.array_equal(x.cols, y.cols) else float(np.max(np.abs(x.vals - y.vals))))
+                        worst = max(worst, _deviation(x, y))
                 else:
                     seen[k] = lat2
                     nxt.append((m2, lat2))
@@ -285,6 +384,221 @@ def _homomorphism_error(group: NumericGroup, chains: list) -> tuple[float, int]:
                         return float("inf"), len(seen)
         frontier = nxt
     return worst, len(seen)
+
+
+# -- tied neurons: forward relaxation, backward resolution (the twin of symeq.layerwise._TieSearch)
+
+def _dist_one(U: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """|u_j - v_k| for all pairs of rows."""
+    d2 = np.einsum("ij,ij->i", U, U)[:, None] + np.einsum("ij,ij->i", V, V)[None, :] - 2.0 * (U @ V.T)
+    return np.sqrt(np.maximum(d2, 0.0))
+
+
+def _dist_pos(U: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """min over alpha > 0 of |u_j - alpha v_k| for all pairs of rows."""
+    G = U @ V.T
+    proj = np.where(G > 0, G * G / np.maximum(np.einsum("ij,ij->i", V, V), 1e-300)[None, :], 0.0)
+    return np.sqrt(np.maximum(np.einsum("ij,ij->i", U, U)[:, None] - proj, 0.0))
+
+
+def _sorted_blocks(F: np.ndarray, groups) -> np.ndarray:
+    """F with each row's entries sorted inside the column groups (invariant under permutations there)."""
+    if not groups:
+        return F
+    F = F.copy()
+    for grp in groups:
+        F[:, grp] = np.sort(F[:, grp], axis=1)
+    return F
+
+
+def _invariant_cost(FU_plus: np.ndarray, FU_minus: np.ndarray, FV: np.ndarray, cls: str) -> np.ndarray:
+    """min over admissible alpha of |u - alpha v| on invariant rows (FU_minus: those of -u)."""
+    if cls == "one":
+        return _dist_one(FU_plus, FV)
+    if cls == "positive":
+        return _dist_pos(FU_plus, FV)
+    dist = _dist_one if cls == "sign" else _dist_pos
+    return np.minimum(dist(FU_plus, FV), dist(FU_minus, FV))
+
+
+def _fit_scale(u_plus: np.ndarray, u_minus: np.ndarray, v: np.ndarray, cls: str) -> float:
+    """The admissible alpha with u ~ alpha v, from invariant rows (u_minus: that of -u)."""
+    if cls == "one":
+        return 1.0
+    if cls == "sign":
+        return 1.0 if np.linalg.norm(u_plus - v) <= np.linalg.norm(u_minus - v) else -1.0
+    vv = max(float(v @ v), 1e-300)
+    gp, gm = max(float(u_plus @ v) / vv, 1e-300), max(float(u_minus @ v) / vv, 1e-300)
+    if cls == "positive":
+        return gp
+    return gp if np.linalg.norm(u_plus - gp * v) <= np.linalg.norm(u_minus - gm * v) else -gm
+
+
+def _clusters(C: np.ndarray, tol: float) -> list[np.ndarray]:
+    """Connected components of C[a, b] <= tol (C a distance matrix), each sorted."""
+    n = C.shape[0]
+    close = (C <= tol) | (C.T <= tol)
+    seen, out = np.zeros(n, bool), []
+    for a in range(n):
+        if seen[a]:
+            continue
+        comp, stack = [a], [a]
+        seen[a] = True
+        while stack:
+            x = stack.pop()
+            for y in np.flatnonzero(close[x] & ~seen):
+                seen[y] = True
+                comp.append(int(y))
+                stack.append(int(y))
+        out.append(np.array(sorted(comp), dtype=np.int64))
+    return out
+
+
+def _multiset_orders(sizes: list, n: int):
+    """Every sequence of n type indices using type t exactly sizes[t] times."""
+    left, seq = list(sizes), []
+
+    def rec():
+        if len(seq) == n:
+            yield tuple(seq)
+            return
+        for t in range(len(left)):
+            if left[t]:
+                left[t] -= 1
+                seq.append(t)
+                yield from rec()
+                seq.pop()
+                left[t] += 1
+
+    yield from rec()
+
+
+class _NumericTies:
+    """Float twin of :class:`symeq.layerwise._TieSearch` for a dense chain: polynomial in the widths.
+
+    Forward: rows are matched by linear assignment on rows made invariant under permutations
+    inside the tie groups of the layer before (entries sorted per group, after multiplying out
+    the admissible scales), which fixes each neuron's tie group and scale.  Backward: rho_out(g)
+    is known, so inside each tie group of the last hidden layer the targets are assigned by
+    linear assignment on the outgoing columns (W_L rho_{L-1} = rho_out W_L); then the layer
+    below.  Interchangeable neurons (rows and columns equal within ``tol``) are paired in
+    increasing order, which keeps g -> rho(g) a homomorphism.  Rows that agree only as
+    multisets, with columns that cannot tell them apart, are choices, searched within
+    ``max_nodes``.  :meth:`run` yields the permutations per hidden layer, best guess first.
+    """
+
+    def __init__(self, model, tol: float, max_nodes: int):
+        self.model, self.tol, self.max_nodes = model, tol, max_nodes
+        self.L = model.depth
+        self.acts = [l.activation for l in model.layers[:-1]]
+        self.W = [l.weight for l in model.layers]
+        self.btil = []  # centred biases b + c0 W 1 (c0 = sigma(s) where sign flips are affine)
+        for li, l in enumerate(model.layers):
+            c0 = self.acts[li - 1].scalings.constant if li > 0 else 0.0
+            self.btil.append(l.bias + c0 * l.weight.sum(axis=1) if c0 else l.bias)
+        self.nodes, self.capped, self.choices = 0, False, 0
+        self.theta = []  # per hidden layer: invariant rows, tie groups, scales
+        groups, qv = [], None
+        for li in range(self.L - 1):
+            F = self.W[li] if qv is None else self.W[li] * qv[None, :]
+            b = (self.btil[li] - self.acts[li].shift)[:, None]
+            FV = np.hstack([_sorted_blocks(F, groups), b])
+            FVm = np.hstack([_sorted_blocks(-F, groups), -b])
+            cls = self.acts[li].scalings.alphas
+            vn = np.sqrt(np.maximum(np.einsum("ij,ij->i", FV, FV), 1e-300))
+            C = _invariant_cost(FV, FVm, FV, cls) / np.maximum(vn[:, None], vn[None, :])
+            tie = [c for c in _clusters(C, tol) if len(c) > 1]
+            iota = np.ones(FV.shape[0])
+            for grp in tie:  # scales relative to the group's first row
+                for k in grp[1:]:
+                    iota[k] = _fit_scale(FV[k], FVm[k], FV[grp[0]], cls)
+            self.theta.append((FV, tie, iota))
+            groups, qv = tie, self.acts[li].scalings.q(iota)
+
+    @property
+    def tie_groups(self) -> int:
+        return sum(len(t[1]) for t in self.theta)
+
+    def run(self, A, B):
+        """Yield candidate permutations (one array per hidden layer) for the generator (A, B)."""
+        self.nodes, self.capped, self.choices = 0, False, 0
+        fwd = []
+        prev_pi, prev_qu = None, None
+        for li in range(self.L - 1):
+            FV, tie, iota_v = self.theta[li]
+            cls = self.acts[li].scalings.alphas
+            if li == 0:
+                F, groups = right_multiply(self.W[0], as_action(A)), []
+            else:  # theta^g's column m sits at theta's column pi(m), times q of its scale
+                F = np.zeros_like(self.W[li])
+                F[:, prev_pi] = self.W[li] * prev_qu[None, :]
+                groups = self.theta[li - 1][1]
+            b = (self.btil[li] - self.acts[li].shift)[:, None]
+            FUp = np.hstack([_sorted_blocks(F, groups), b])
+            FUm = np.hstack([_sorted_blocks(-F, groups), -b])
+            un = np.sqrt(np.maximum(np.einsum("ij,ij->i", FUp, FUp), 1e-300))
+            pi = linear_assignment(_invariant_cost(FUp, FUm, FV, cls) / un[:, None])
+            iota_u = np.array([_fit_scale(FUp[m], FUm[m], FV[pi[m]], cls) for m in range(len(pi))]) * iota_v[pi]
+            fwd.append((pi, iota_u))
+            prev_pi, prev_qu = pi, self.acts[li].scalings.q(iota_u)
+        Y = left_multiply(as_action(B), self.W[-1])
+        yield from self._back(self.L - 2, Y, fwd, [None] * (self.L - 1))
+
+    def _back(self, li, Y, fwd, acc):
+        self.nodes += 1
+        if self.nodes > self.max_nodes:
+            self.capped = True
+            return
+        if li < 0:
+            yield list(acc)
+            return
+        FV, tie, iota_v = self.theta[li]
+        pi0, iota_u = fwd[li]
+        act = self.acts[li]
+        X = self.W[li + 1] * act.scalings.q(iota_u)[None, :]
+        Yn = Y * act.scalings.q(iota_v)[None, :]
+        scale = max(float(np.abs(X).max()), 1e-300)
+        Vn = self.W[li] / iota_v[:, None]  # theta's rows in their group's normalisation
+        vscale = max(float(np.abs(Vn).max()), 1e-300)
+        pi = pi0.copy()
+        choices = []
+        for grp in tie:
+            pos = np.flatnonzero(np.isin(pi0, grp))
+            tgt = grp[linear_assignment(_dist_one(X[:, pos].T, Yn[:, grp].T) / scale)]
+            for cc in _clusters(_dist_one(Yn[:, grp].T, Yn[:, grp].T) / scale, self.tol):
+                ks = grp[cc]
+                mine = np.sort(pos[np.isin(tgt, ks)])
+                rows = _clusters(_dist_one(Vn[ks], Vn[ks]) / vscale, self.tol)
+                if len(rows) == 1:  # assignment is a bijection onto grp: len(mine) == len(ks)
+                    pi[mine] = ks
+                else:
+                    choices.append((mine, [ks[r] for r in rows]))
+        self.choices += len(choices)
+        yield from self._choose(li, choices, 0, pi, fwd, acc, iota_u, iota_v)
+
+    def _choose(self, li, choices, t, pi, fwd, acc, iota_u, iota_v):
+        if t == len(choices):
+            act = self.acts[li]
+            alpha = act.scalings.snap(iota_u / iota_v[pi])
+            acc = list(acc)
+            acc[li] = pi
+            Y = None if li == 0 else alpha[:, None] * self.W[li][pi]
+            yield from self._back(li - 1, Y, fwd, acc)
+            return
+        mine, types = choices[t]
+        for order in _multiset_orders([len(ty) for ty in types], len(mine)):
+            self.nodes += 1
+            if self.nodes > self.max_nodes:
+                self.capped = True
+                return
+            alt = pi.copy()
+            used = [0] * len(types)
+            for m, ti in zip(mine, order):
+                alt[m] = types[ti][used[ti]]
+                used[ti] += 1
+            yield from self._choose(li, choices, t + 1, alt, fwd, acc, iota_u, iota_v)
+            if self.capped:
+                return
 
 
 def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float = DEFAULT_TOL,
@@ -296,9 +610,12 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
     model : NumericModel (see :func:`symeq.numeric.models.from_exact` for exact models)
     group : defaults to ``model.group`` (exact or numeric)
     tol : relative residual up to which a layer counts as equivariant through K_i
-    max_tie_variants : cloned neurons (rows of a layer equal up to K_i within ``tol``) make the
-        linear assignment ambiguous; the permutations of their targets are tried depth first,
-        each judged by the worst residual of the layers after it, up to this many in all
+    max_tie_variants : node budget for tied neurons.  Cloned neurons (rows of a layer equal up
+        to K_i within ``tol``) make the linear assignment ambiguous; they are resolved by their
+        outgoing weights from the last layer down (:class:`_NumericTies`, polynomial in the
+        widths), and only rows that agree as multisets but not as vectors, with columns that
+        cannot tell them apart, are searched, within this many nodes.  A search that runs out
+        is reported as ``undetermined`` (never as "not within tolerance").
 
     Returns
     -------
@@ -314,20 +631,13 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
         raise InputError("no group given: put a \"group\" in the model file or pass one")
     model.check_group(group)
     t0 = time.perf_counter()
+    model = model.chain()  # attention: heads (value spaces) + merged output projection
     residuals, chains = [], []
     L = model.depth
     # theta's shifted rows do not depend on g: build them once
     V = []
     for l in model.layers[:-1]:
-        V.append(np.hstack([l.weight, (l.bias - l.activation.shift)[:, None]]))
-    tie_cache: dict = {}
-    budget = [0]
-
-    def ties_of(i):   # computed only where a margin says two neurons are (near) tied
-        if i not in tie_cache:
-            tie_cache[i] = _tie_groups(V[i], model.layers[i].activation, tol)
-        return tie_cache[i]
-
+        V.append(None if isinstance(l, NumericHeads) else np.hstack([l.weight, (l.bias - l.activation.shift)[:, None]]))
     def last_residual(prev, B):
         last = model.layers[-1]
         Bm = as_action(B)
@@ -336,54 +646,72 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
         rb = left_multiply(Bm, last.bias[:, None])[:, 0]
         scale = max(np.linalg.norm(last.weight), 1e-300)
         res_w = np.linalg.norm(lhs - rhs) / scale
-        res_b = np.linalg.norm(last.bias - rb) / max(np.linalg.norm(last.bias), scale)
+        res_b = np.linalg.norm(_input_bias(last, prev) - rb) / max(np.linalg.norm(last.bias), scale)
         return float(max(res_w, res_b))
-
-    def tie_variants(pi, groups):
-        """pi with the targets inside each tie group permuted, identity first (capped)."""
-        yield pi
-        slots = [(np.flatnonzero(np.isin(pi, grp)), pi[np.isin(pi, grp)]) for grp in groups]
-        slots = [(pos, tgt) for pos, tgt in slots if len(pos) > 1]
-        for combo in itertools.islice(itertools.product(*[itertools.permutations(range(len(pos)))
-                                                          for pos, _ in slots]), 1, max_tie_variants):
-            alt = pi.copy()
-            for (pos, tgt), perm in zip(slots, combo):
-                alt[pos] = tgt[list(perm)]
-            yield alt
 
     def best_chain(i, prev, B):
         """(worst residual, chain, layer residuals) from layer i on, trying tie variants depth first."""
         if i == L - 1:
             return last_residual(prev, B), [], []
         layer = model.layers[i]
+        if isinstance(layer, NumericHeads):
+            return _heads_chain(layer, prev, lambda rho: best_chain(i + 1, rho, B))
         act = layer.activation
-        U = np.hstack([right_multiply(layer.weight, prev), (layer.bias - act.shift)[:, None]])
-        pi0, alpha0, rel0, margin = _match_layer(U, V[i], act)
-        groups = ties_of(i) if margin <= 10 * tol else []
-        best = None
-        for k, pi in enumerate(tie_variants(pi0, groups)):
-            if k and budget[0] >= max_tie_variants:
-                break
-            budget[0] += k > 0
-            alpha, rel = (alpha0, rel0) if k == 0 else _fit(U, V[i], pi, act.symmetry)
-            q = np.array([act.admissible(a) for a in alpha]) if act.symmetry not in ("monomial", "relu") else \
-                (alpha ** act.degree if act.symmetry == "monomial" else alpha)
-            if act.symmetry == "relu" and np.any(alpha <= 0):
-                q = np.where(alpha > 0, alpha, np.nan)
-            rho = MonomialAction(pi, q)
-            worst, chain, res = best_chain(i + 1, rho, B)
+        U = np.hstack([right_multiply(layer.weight, prev), (_input_bias(layer, prev) - act.shift)[:, None]])
+        pi, alpha, rel, margin = _match_layer(U, V[i], act)
+        rho = _latent_action(act, pi, alpha)
+        worst, chain, res = best_chain(i + 1, rho, B)
+        how = f"{act.latent_group}, linear assignment"
+        return max(worst, float(rel.max())), [rho] + chain, \
+            [(float(rel.max()), float(np.median(rel)), margin, how)] + res
+
+    def evaluate(A, pis, margins, B, how):
+        """(worst residual, chain, layer residuals) of given permutations per hidden layer."""
+        prev, chain, res, worst = as_action(A), [], [], 0.0
+        for i, pi in enumerate(pis):
+            layer = model.layers[i]
+            act = layer.activation
+            U = np.hstack([right_multiply(layer.weight, prev), (_input_bias(layer, prev) - act.shift)[:, None]])
+            alpha, rel = _fit(U, V[i], pi, act)
+            prev = _latent_action(act, pi, alpha)
+            chain.append(prev)
+            res.append((float(rel.max()), float(np.median(rel)), margins[i], f"{act.latent_group}, {how}"))
             worst = max(worst, float(rel.max()))
-            if best is None or worst < best[0]:
-                how = f"{act.latent_group}, linear assignment" + \
-                      (f", tie groups searched ({k + 1} variants tried)" if groups else "")
-                best = (worst, [rho] + chain, [(float(rel.max()), float(np.median(rel)), margin, how)] + res)
-            if best[0] <= tol:
-                break
-        return best
+        return max(worst, last_residual(prev, B)), chain, res
+
+    ties = None
+    undetermined = []
+    tie_notes = []
 
     for gi, (A, B) in enumerate(group.generators):
         name = group.names[gi]
-        _, chain, res = best_chain(0, as_action(A), B)
+        worst, chain, res = best_chain(0, as_action(A), B)
+        if worst > tol and any(r[2] is not None and r[2] <= 10 * tol for r in res) and \
+                not any(isinstance(l, NumericHeads) for l in model.layers):
+            # (near) tied neurons: resolve them by their outgoing weights instead
+            if ties is None:
+                ties = _NumericTies(model, tol, max_tie_variants)
+            margins = [r[2] for r in res]
+            best = None
+            tried = 0
+            for pis in ties.run(A, B):
+                tried += 1
+                how = (f"tie groups resolved by outgoing weights ({ties.tie_groups} groups, "
+                       f"{tried} candidate(s) evaluated)")
+                cand = evaluate(A, pis, margins, B, how)
+                if best is None or cand[0] < best[0]:
+                    best = cand
+                if best[0] <= tol:
+                    break
+            if best is not None and best[0] < worst:
+                worst, chain, res = best
+            if worst > tol and ties.capped:
+                undetermined.append(f"generator {name}: the search over tied neurons ran out of its budget of "
+                                    f"{max_tie_variants} nodes (max_tie_variants) before a matching within tolerance "
+                                    f"was found; best max residual {worst:.3g}")
+            tie_notes.append(f"generator {name}: {ties.tie_groups} tie group(s) resolved by their outgoing weights "
+                             f"({ties.nodes} search nodes, {ties.choices} real choice(s), {tried} candidate(s) "
+                             "evaluated)")
         for i, (mx, med, margin, how) in enumerate(res):
             residuals.append(LayerResidual(i + 1, name, mx, med, margin, how))
         r_last = last_residual(chain[-1] if chain else as_action(A), B)
@@ -393,10 +721,11 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
     if check_homomorphism and L > 1:
         hom, order = _homomorphism_error(group, chains)
     actions = [[chains[gi][i] for gi in range(len(chains))] for i in range(L - 1)]
-    notes = []
+    notes = list(tie_notes)
     d = NumericDerivation(actions, residuals, tol, hom, time.perf_counter() - t0, order, notes)
+    d.undetermined = "; ".join(undetermined) or None
     mm = d.min_margin
-    if mm is not None and mm <= 10 * d.max_residual:
+    if mm is not None and mm <= 10 * d.max_residual and not tie_notes:
         notes.append(f"the smallest margin {mm:.3g} is not clearly above the residual {d.max_residual:.3g}: "
                      "some neurons are (near) clones or the network is far from layerwise equivariant; "
                      "the matching of those neurons is ambiguous")
@@ -407,17 +736,24 @@ def compare_with_exact(numeric: NumericDerivation, exact, tol: float = 1e-9) -> 
     """Compare numeric actions with exact ones (a :class:`symeq.layerwise.Derivation` or nested lists).
 
     Returns one record per hidden layer and generator: ``equal`` (same permutation and values
-    within ``tol``) and ``max_deviation``.
+    within ``tol``; the offsets of affine actions too, from ``exact.offsets``) and
+    ``max_deviation``.  Dense actions (attention value spaces) are compared entrywise.
     """
     exact_actions = exact.actions if hasattr(exact, "actions") else exact
     if exact_actions is None:
         raise InputError("the exact derivation found no actions to compare with")
+    exact_offsets = getattr(exact, "offsets", None)
     out = []
     for i, (nacts, eacts) in enumerate(zip(numeric.actions, exact_actions), 1):
         for gi, (n, e) in enumerate(zip(nacts, eacts)):
             ea = as_action(e)
-            same_perm = bool(np.array_equal(n.cols, ea.cols))
-            dev = float(np.max(np.abs(n.vals - ea.vals))) if same_perm else float("inf")
+            if exact_offsets is not None and isinstance(ea, MonomialAction):
+                ea.offset = np.array([float(int(x.p)) / float(int(x.q)) for x in exact_offsets[i - 1][gi]])
+                ea.__post_init__()
+            dev = _deviation(n, ea)
+            same_perm = not (isinstance(n, MonomialAction) and isinstance(ea, MonomialAction)) or \
+                bool(np.array_equal(n.cols, ea.cols))
+            dev = dev if same_perm else float("inf")
             out.append({"layer": i, "generator": gi, "equal": same_perm and dev <= tol, "max_deviation": dev})
     return out
 
@@ -425,9 +761,9 @@ def compare_with_exact(numeric: NumericDerivation, exact, tol: float = 1e-9) -> 
 # -- the paper's metric ------------------------------------------------------------------------
 
 def projection_kind(act) -> str:
-    """Which subgroup of monomial matrices K_i is, from the activation's symmetry."""
-    return {"odd": "signed permutation", "monomial": "monomial", "relu": "positive monomial"}.get(
-        act.symmetry, "permutation")
+    """Which subgroup of monomial matrices K_i is (its linear part), from the activation's
+    admissible scalings (:class:`~symeq.numeric.models.Scalings`)."""
+    return act.scalings.projection_kind
 
 
 def project_to_latent_group(A: np.ndarray, kind: str) -> MonomialAction:
@@ -529,14 +865,21 @@ def paper_metric(model: NumericModel, group=None, *, layers=None, n_fit: int | N
         for i in layers:
             act = model.layers[i - 1].activation
             kind = projection_kind(act) if act is not None else "permutation"
+            # affine sign flips (sigmoid: y -> 1 - y) act affinely: fit y -> A y + c
+            affine = act is not None and act.scalings.affine
             F, Fg = forward(Xf, i), forward(Xf @ A.T, i)
+            F1 = np.hstack([F, np.ones((F.shape[0], 1))]) if affine else F
             # A_i F(x) ~ F(g x)  <=>  F(x) A_i^T ~ F(g x) (rows are points)
-            At, *_ = np.linalg.lstsq(F, Fg, rcond=None)
-            Ai = At.T
+            At, *_ = np.linalg.lstsq(F1, Fg, rcond=None)
+            Ai = At[:F.shape[1]].T
+            c = At[F.shape[1]] if affine else 0.0
             T, Tg = forward(Xt, i), forward(Xt @ A.T, i)
             norms = np.maximum(np.linalg.norm(T, axis=1), 1e-300)
-            err = float(np.median(np.linalg.norm(Tg - T @ Ai.T, axis=1) / norms))
+            err = float(np.median(np.linalg.norm(Tg - T @ Ai.T - c, axis=1) / norms))
             P = project_to_latent_group(Ai, kind)
+            if affine:  # the offset that goes with the projected linear part
+                P.offset = np.mean(Fg - P.apply_rows(F), axis=0)
+                P.__post_init__()
             perr = float(np.median(np.linalg.norm(Tg - P.apply_rows(T), axis=1) / norms))
             out.append(LayerMetric(i, name, err, perr, kind, widths[i],
                                    Ai if keep_matrices else None, P))

@@ -5,23 +5,30 @@ one affine) with an optional :class:`NumericGroup` acting on input and output, e
 :class:`~symeq.models.Model`, but with ``numpy`` arrays.  Batches are arrays with *one row per
 point* (shape ``(N, n_in)``, the numpy/torch habit), where the exact side uses one column per point.
 
-Every activation carries the latent group K it implies (the table of DESIGN.md), so the numeric
-layerwise analysis searches the same K_i as the exact one:
+Every activation carries the latent group K it implies (docs/theory.md, "Latent symmetries
+K_i", and :mod:`symeq.activations`), so the numeric layerwise analysis searches the same K_i as
+the exact one:
 
 =================  =============  ==========================================================
 activation         symmetry       K on a hidden layer
 =================  =============  ==========================================================
 polynomial (exact) from the exact ``Activation`` (generic / odd / even / monomial / ...)
 ``tanh``           odd            signed permutations
-``gelu``           generic        permutations (gelu(-t) = gelu(t) - t acts affinely, not in K)
-``sigmoid``        odd+constant   permutations (sigmoid(-t) = 1 - sigmoid(t), affine)
+``gelu``           generic        permutations (gelu(-t) = gelu(t) - t is not q gelu(t) + o)
+``sigmoid``        odd+constant   signed permutations acting affinely (sigmoid(-t) = 1 - sigmoid(t))
 ``relu``           relu           positive monomial matrices
 =================  =============  ==========================================================
 
-Models come from an exact model (:func:`from_exact`), the model file format with floats allowed
-(:func:`model_from_json`), an ``.npz`` archive (:func:`load_npz`, layout in its docstring) or a
-torch ``nn.Sequential`` (:func:`from_torch`).  The numeric side never claims "verified": results
-are residuals compared with a tolerance.
+The admissible scalings themselves (which alpha, and the factor q and offset o with
+sigma(alpha t + s(1 - alpha)) = q sigma(t) + o) are a :class:`Scalings` object.  For an exact
+activation it is *read off the exact definition* (:meth:`Scalings.of_exact` asks
+:meth:`symeq.activations.Activation.affine_admissible`), so the two paths cannot disagree.
+
+Models come from an exact model (:func:`from_exact`; lightning attention becomes
+:class:`~symeq.numeric.attention.NumericAttention`), the model file format with floats allowed
+(:func:`model_from_json`, dense and attention layers), an ``.npz`` archive (:func:`load_npz`,
+layout in its docstring) or a torch ``nn.Sequential`` (:func:`from_torch`).  The numeric side
+never claims "verified": results are residuals compared with a tolerance.
 
 Examples
 --------
@@ -44,10 +51,13 @@ from typing import Callable
 
 import numpy as np
 
+from ..activations import LATENT_GROUPS, relu as _exact_relu
 from ..errors import EngineMissing, InputError, ShapeError
 from ..models import LayeredShape
+from .attention import NumericAttention, NumericHeads
 
 __all__ = [
+    "Scalings",
     "NumericActivation",
     "NumericDenseLayer",
     "NumericModel",
@@ -63,14 +73,6 @@ __all__ = [
     "to_float_matrix",
 ]
 
-LATENT_GROUPS = {
-    "generic": "permutations",
-    "odd": "signed permutations",
-    "even": "permutations",
-    "monomial": "monomial matrices",
-    "odd-plus-constant": "permutations",
-    "relu": "positive monomial matrices",
-}
 
 
 def to_float_matrix(m) -> np.ndarray:
@@ -107,6 +109,123 @@ def _sigmoid(t):
     return 0.5 * (1.0 + np.tanh(0.5 * t))
 
 
+@dataclass(frozen=True)
+class Scalings:
+    """The admissible pre-activation scalings of an activation, as floats (the float view of K).
+
+    A neuron's pre-activation may change by z -> alpha z + s(1 - alpha) when
+    sigma(alpha t + s(1 - alpha)) = q sigma(t) + o for all t; its output then changes by
+    y -> q y + o (the next layer's bias absorbs o).  The admissible alpha form one of four groups:
+
+    * ``"one"``: alpha = 1 (generic sigma);
+    * ``"sign"``: alpha = +-1, with ``flip`` = (q, o) for alpha = -1 (odd: (-1, 0); even: (1, 0);
+      odd up to a constant, e.g. sigmoid: (-1, 2 sigma(s)));
+    * ``"positive"``: alpha > 0 (ReLU), q = alpha^power;
+    * ``"nonzero"``: alpha != 0 (monomials c (t - s)^d, and c (t - s)^d + e),
+      q = sign(alpha)^sign_power |alpha|^power.
+
+    In every class o(alpha) = constant * (1 - q(alpha)), with ``constant`` = sigma(s) for the
+    activations that are odd or monomial only up to a constant, and 0 otherwise.
+
+    Examples
+    --------
+    >>> from symeq.activations import sigmoid_series, monomial
+    >>> Scalings.of_exact(sigmoid_series(3))
+    Scalings(alphas='sign', flip=(-1.0, 1.0), power=0, sign_power=0, constant=0.5)
+    >>> Scalings.of_exact(monomial(3)).q(np.array([-2.0, 0.5])).tolist()
+    [-8.0, 0.125]
+    """
+
+    alphas: str
+    flip: tuple | None = None
+    power: int = 0
+    sign_power: int = 0
+    constant: float = 0.0
+
+    @classmethod
+    def of_exact(cls, act) -> "Scalings":
+        """Read the scalings off an exact :class:`~symeq.activations.Activation`.
+
+        Only its :meth:`~symeq.activations.Activation.affine_admissible` is asked, at alpha = 2
+        (a continuous family?), -1 (signs?) and 1/3 (a consistency probe): the exact definition
+        is the single source of truth.
+        """
+        from flint import fmpq
+
+        two, neg = act.affine_admissible(2), act.affine_admissible(-1)
+        if two is not None:
+            q2, o2 = two
+            power = int(q2.p).bit_length() - 1
+            if q2.q != 1 or q2 != 2 ** power or power < 1:
+                raise AssertionError(f"unexpected scaling factor q(2) = {q2} for {act!r}")
+            e = o2 / (1 - q2)
+            if neg is None:
+                sign_power = None
+            elif neg[0] in (1, -1) and neg[1] == e * (1 - neg[0]):
+                sign_power = 0 if neg[0] == 1 else 1
+            else:
+                raise AssertionError(f"unexpected (q, o)(-1) = {neg} for {act!r}")
+            third = act.affine_admissible(fmpq(1, 3))
+            if third is None or third != (fmpq(1, 3 ** power), e * (1 - fmpq(1, 3 ** power))):
+                raise AssertionError(f"the scalings of {act!r} are not a power law")
+            return cls("positive" if sign_power is None else "nonzero", None, power, sign_power or 0, _fq(e))
+        if neg is None:
+            return cls("one")
+        q, o = neg
+        if q == 1 and o != 0:
+            raise AssertionError(f"unexpected (q, o)(-1) = {neg} for {act!r}")
+        return cls("sign", (_fq(q), _fq(o)), constant=0.0 if q == 1 else _fq(o / (1 - q)))
+
+    @property
+    def affine(self) -> bool:
+        """Whether some admissible scaling shifts the output (o != 0): actions are affine."""
+        return self.constant != 0.0
+
+    def snap(self, alpha: np.ndarray) -> np.ndarray:
+        """The admissible alpha nearest to fitted ones (signs; continuous families unchanged)."""
+        alpha = np.asarray(alpha, dtype=np.float64)
+        if self.alphas == "one":
+            return np.ones_like(alpha)
+        if self.alphas == "sign":
+            return np.where(alpha >= 0, 1.0, -1.0)
+        return alpha
+
+    def admissible_mask(self, alpha: np.ndarray) -> np.ndarray:
+        alpha = np.asarray(alpha, dtype=np.float64)
+        if self.alphas == "one":
+            return alpha == 1.0
+        if self.alphas == "sign":
+            return np.abs(alpha) == 1.0
+        if self.alphas == "positive":
+            return alpha > 0
+        return alpha != 0
+
+    def q(self, alpha: np.ndarray) -> np.ndarray:
+        """The output factors q(alpha); NaN where alpha is not admissible."""
+        alpha = np.asarray(alpha, dtype=np.float64)
+        if self.alphas in ("one", "sign"):
+            flip_q = self.flip[0] if self.flip is not None else np.nan
+            out = np.where(alpha == 1.0, 1.0, np.where(alpha == -1.0, flip_q, np.nan))
+        else:
+            out = np.abs(alpha) ** self.power * np.where(alpha < 0, (-1.0) ** self.sign_power, 1.0)
+        return np.where(self.admissible_mask(alpha), out, np.nan)
+
+    def offset(self, alpha: np.ndarray) -> np.ndarray:
+        """The output offsets o(alpha) = constant * (1 - q(alpha)) (zero for linear actions)."""
+        return self.constant * (1.0 - self.q(alpha)) + 0.0  # + 0.0: no -0.0 in reports
+
+    @property
+    def projection_kind(self) -> str:
+        """Which monomial group the post-activation actions lie in (linear part)."""
+        if self.alphas == "sign":
+            return "signed permutation" if self.flip[0] == -1.0 else "permutation"
+        if self.alphas == "positive":
+            return "positive monomial"
+        if self.alphas == "nonzero":
+            return "monomial"
+        return "permutation"
+
+
 @dataclass(frozen=True, eq=False)
 class NumericActivation:
     """A float activation with its derivative and the latent symmetry it implies.
@@ -120,6 +239,8 @@ class NumericActivation:
     degree : polynomial degree (None otherwise)
     coeffs : float coefficients from degree 0 up (polynomials)
     spec : the JSON description
+    scalings : the admissible scalings (:class:`Scalings`; read off the exact activation when
+        there is one)
     """
 
     name: str
@@ -130,6 +251,7 @@ class NumericActivation:
     degree: int | None = None
     coeffs: tuple = ()
     spec: dict = field(default_factory=dict)
+    scalings: Scalings = field(default_factory=lambda: Scalings("one"))
 
     def __call__(self, t):
         return self.fn(t)
@@ -139,21 +261,20 @@ class NumericActivation:
         return LATENT_GROUPS[self.symmetry]
 
     def admissible(self, alpha: float) -> float | None:
-        """q with sigma(alpha t + s(1 - alpha)) = q sigma(t), for an alpha already snapped to K.
+        """q with sigma(alpha t + s(1 - alpha)) = q sigma(t) + o, for an alpha already snapped to K.
 
         >>> numeric_activation("tanh").admissible(-1.0), numeric_activation("relu").admissible(2.0)
         (-1.0, 2.0)
+        >>> numeric_activation("sigmoid").affine_admissible(-1.0)
+        (-1.0, 1.0)
         """
-        sym = self.symmetry
-        if sym == "relu":
-            return float(alpha) if alpha > 0 else None
-        if sym == "monomial":
-            return float(alpha) ** self.degree if alpha != 0 else None
-        if sym == "odd":
-            return float(alpha) if alpha in (1.0, -1.0) else None
-        if sym == "even":
-            return 1.0 if alpha in (1.0, -1.0) else None
-        return 1.0 if alpha == 1.0 else None
+        q = float(self.scalings.q(alpha))
+        return None if np.isnan(q) else q
+
+    def affine_admissible(self, alpha: float) -> tuple[float, float] | None:
+        """(q, o) with sigma(alpha t + s(1 - alpha)) = q sigma(t) + o, or None."""
+        q = self.admissible(alpha)
+        return None if q is None else (q, float(self.scalings.offset(alpha)))
 
     def torch_module(self):
         """The matching ``torch.nn`` module (polynomials: a small module evaluating by Horner)."""
@@ -196,16 +317,22 @@ def activation_from_exact(act) -> NumericActivation:
         return numeric_activation("relu")
     f, fp = _horner([_fq(c) for c in act.coeffs])
     return NumericActivation("polynomial", f, fp, act.symmetry, _fq(act.shift), act.degree,
-                             tuple(_fq(c) for c in act.coeffs), dict(act.spec))
+                             tuple(_fq(c) for c in act.coeffs), dict(act.spec), Scalings.of_exact(act))
 
 
+# The activations without an exact twin.  Their scalings are the identities tanh(-t) = -tanh(t),
+# sigmoid(-t) = 1 - sigmoid(t) (both odd up to a constant, shift 0) and none for gelu (gelu(-t) =
+# gelu(t) - t); ReLU's come from the exact relu().  tests/test_parity.py checks each identity.
 _NUMERIC_ONLY = {
-    "tanh": lambda: NumericActivation("tanh", np.tanh, lambda t: 1.0 - np.tanh(t) ** 2, "odd", spec={"type": "tanh"}),
+    "tanh": lambda: NumericActivation("tanh", np.tanh, lambda t: 1.0 - np.tanh(t) ** 2, "odd", spec={"type": "tanh"},
+                                      scalings=Scalings("sign", (-1.0, 0.0))),
     "gelu": lambda: NumericActivation("gelu", _gelu, _gelu_prime, "generic", spec={"type": "gelu"}),
     "sigmoid": lambda: NumericActivation("sigmoid", _sigmoid, lambda t: _sigmoid(t) * (1.0 - _sigmoid(t)),
-                                         "odd-plus-constant", spec={"type": "sigmoid"}),
+                                         "odd-plus-constant", spec={"type": "sigmoid"},
+                                         scalings=Scalings("sign", (-1.0, 2.0 * float(_sigmoid(np.float64(0.0)))),
+                                                           constant=float(_sigmoid(np.float64(0.0))))),
     "relu": lambda: NumericActivation("relu", lambda t: np.maximum(t, 0.0), lambda t: (t > 0).astype(np.float64),
-                                      "relu", spec={"type": "relu"}),
+                                      "relu", spec={"type": "relu"}, scalings=Scalings.of_exact(_exact_relu())),
 }
 
 
@@ -318,6 +445,7 @@ class NumericDenseLayer:
     weight: np.ndarray
     bias: np.ndarray | None = None
     activation: NumericActivation | None = None
+    tokens: int | None = None  # set for token-wise layers after attention: weight = I_T (x) W
 
     def __post_init__(self):
         self.weight = np.asarray(self.weight, dtype=np.float64)
@@ -346,7 +474,14 @@ class NumericDenseLayer:
         return Z if self.activation is None else self.activation(Z)
 
     def copy(self) -> "NumericDenseLayer":
-        return NumericDenseLayer(self.weight.copy(), self.bias.copy(), self.activation)
+        return NumericDenseLayer(self.weight.copy(), self.bias.copy(), self.activation, self.tokens)
+
+    @property
+    def token_weight(self) -> np.ndarray:
+        """The per-token weight W of a token-wise layer (its first diagonal block)."""
+        if self.tokens is None:
+            return self.weight
+        return self.weight[: self.out_dim // self.tokens, : self.in_dim // self.tokens]
 
 
 @dataclass(eq=False)
@@ -360,14 +495,48 @@ class NumericModel(LayeredShape):
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        self.check_layers()
+        def attention(i, layer, last) -> bool:
+            if not isinstance(layer, (NumericAttention, NumericHeads)):
+                return False
+            if i != 1:
+                raise InputError(f"layer {i}: an attention layer must be the first layer")
+            if isinstance(layer, NumericHeads) and last:
+                raise InputError("a heads layer needs an output layer after it")
+            return True
+
+        self.check_layers(attention)
         self.group = _as_group(self.group)
         if self.group is not None:
             self.check_group(self.group)
 
     @property
+    def has_attention(self) -> bool:
+        return isinstance(self.layers[0], (NumericAttention, NumericHeads))
+
+    @property
     def n_params(self) -> int:
-        return sum(l.in_dim * l.out_dim + l.out_dim for l in self.layers)
+        return sum(l.n_params if hasattr(l, "n_params") else l.in_dim * l.out_dim + l.out_dim for l in self.layers)
+
+    def chain(self) -> "NumericModel":
+        """The layers the derivation walks: as :meth:`symeq.models.Model.chain`, an attention layer
+        splits into its heads (value spaces) and its output projection, which merges into the
+        next token-wise layer (or is the last, affine layer).  Dense models are their own chain."""
+        first = self.layers[0]
+        if not isinstance(first, NumericAttention):
+            return self
+        T = first.tokens
+        Ot = first.out_stack().T  # d_out x H d_v
+        if len(self.layers) == 1:
+            nxt = NumericDenseLayer(np.kron(np.eye(T), Ot), None, None, T)
+            rest = []
+        else:
+            l1 = self.layers[1]
+            W1 = l1.token_weight if l1.tokens == T else l1.weight[: l1.out_dim // T, : l1.in_dim // T]
+            if l1.out_dim % T or not np.array_equal(l1.weight, np.kron(np.eye(T), W1)):
+                raise InputError("the layer after attention must be token-wise (weight I_T (x) W)")
+            nxt = NumericDenseLayer(np.kron(np.eye(T), W1 @ Ot), l1.bias.copy(), l1.activation, T)
+            rest = [l.copy() for l in self.layers[2:]]
+        return NumericModel(self.input_dim, [first.heads_layer(), nxt] + rest, self.group, self.name, dict(self.meta))
 
     def forward(self, X: np.ndarray, upto: int | None = None) -> np.ndarray:
         """Evaluate on a batch (rows); ``upto=i`` returns the features after layer i."""
@@ -384,6 +553,8 @@ class NumericModel(LayeredShape):
 
     # -- parameters as one vector (W_1, b_1, W_2, b_2, ... row-major) ----------------------
     def parameters(self) -> np.ndarray:
+        if self.has_attention:
+            raise InputError("parameter vectors are implemented for dense models only")
         return np.concatenate([np.concatenate([l.weight.ravel(), l.bias]) for l in self.layers])
 
     def with_parameters(self, theta: np.ndarray) -> "NumericModel":
@@ -400,6 +571,9 @@ class NumericModel(LayeredShape):
         return NumericModel(self.input_dim, layers, self.group, self.name, dict(self.meta))
 
     def copy(self, group=...) -> "NumericModel":
+        if self.has_attention:
+            return NumericModel(self.input_dim, [l.copy() if hasattr(l, "copy") else l for l in self.layers],
+                                self.group if group is ... else group, self.name, dict(self.meta))
         return NumericModel(self.input_dim, [l.copy() for l in self.layers], self.group if group is ... else group,
                             self.name, dict(self.meta))
 
@@ -425,6 +599,8 @@ class NumericModel(LayeredShape):
     def to_torch(self, dtype=None, device=None):
         """An ``nn.Sequential`` with the same function (torch extra)."""
         torch = _torch()
+        if self.has_attention:
+            raise InputError("to_torch converts dense models only; this one starts with attention")
         dtype = dtype or torch.float64
         mods = []
         for l in self.layers:
@@ -440,17 +616,37 @@ class NumericModel(LayeredShape):
         return seq.to(device) if device is not None else seq
 
     def __repr__(self) -> str:
-        acts = ", ".join(l.activation.spec.get("type", l.activation.name) for l in self.layers[:-1])
+        acts = ", ".join(f"{l.kind} attention" if isinstance(l, NumericAttention) else
+                         "heads" if isinstance(l, NumericHeads) else l.activation.spec.get("type", l.activation.name)
+                         for l in self.layers[:-1])
         return f"NumericModel({self.name!r}, widths {self.widths}, activations [{acts}])"
 
 
 # -- conversion and loading ----------------------------------------------------------------
 
 def from_exact(model, group=...) -> NumericModel:
-    """The float twin of an exact :class:`~symeq.models.Model` (same widths, same group)."""
-    layers = [NumericDenseLayer(to_float_matrix(l.weight), np.array([_fq(b) for b in l.bias]),
-                                None if l.activation is None else activation_from_exact(l.activation))
-              for l in model.layers]
+    """The float twin of an exact :class:`~symeq.models.Model` (same widths, same group).
+
+    Lightning attention layers become :class:`~symeq.numeric.attention.NumericAttention` (and the
+    heads layer of a chain :class:`~symeq.numeric.attention.NumericHeads`); token-wise dense layers
+    keep their token count.
+
+    >>> from symeq.attention import random_equivariant_attention
+    >>> from_exact(random_equivariant_attention(rng=0)).widths
+    [8, 8]
+    """
+    layers = []
+    for l in model.layers:
+        kind = getattr(l, "kind", "dense")
+        if kind == "attention":
+            layers.append(NumericAttention.from_exact(l))
+        elif kind == "heads":
+            layers.append(NumericHeads(l.tokens, [to_float_matrix(a) for a in l.scores],
+                                       [to_float_matrix(v) for v in l.values]))
+        else:
+            layers.append(NumericDenseLayer(to_float_matrix(l.weight), np.array([_fq(b) for b in l.bias]),
+                                            None if l.activation is None else activation_from_exact(l.activation),
+                                            getattr(l, "tokens", None)))
     g = model.group if group is ... else group
     return NumericModel(model.input_dim, layers, None if g is None else _as_group(g), model.name, {})
 
@@ -495,6 +691,34 @@ def _float_matrix(rows, where: str, cols: int | None = None, vector: bool = Fals
     return np.array(out)
 
 
+def _attention_from_json(spec: dict, input_dim: int, at: str) -> NumericAttention:
+    """A (lightning) attention layer of the model file format, floats allowed (as :mod:`symeq.io`)."""
+    T = spec.get("tokens")
+    if not isinstance(T, int) or isinstance(T, bool) or T < 1:
+        raise InputError(f"{at}: \"tokens\" must be a positive integer (the number of tokens T)")
+    if input_dim % T:
+        raise ShapeError(f"{at}: input_dim {input_dim} is not a multiple of {T} tokens "
+                         "(inputs are T x d, flattened by rows)")
+    d = input_dim // T
+    heads = spec.get("heads")
+    if not isinstance(heads, list) or not heads:
+        raise InputError(f"{at}: \"heads\" must be a non-empty list of {{query, key, value, out}}")
+    mats = {"query": [], "key": [], "value": [], "out": []}
+    for h, hs in enumerate(heads):
+        if not isinstance(hs, dict) or any(k not in hs for k in mats):
+            raise InputError(f"{at}.heads[{h}] needs \"query\", \"key\", \"value\" and \"out\" matrices")
+        for k in mats:
+            m = _float_matrix(hs[k], f"{at}.heads[{h}].{k}")
+            rows = mats["value"][-1].shape[1] if k == "out" else d
+            if m.shape[0] != rows:
+                raise ShapeError(f"{at}.heads[{h}].{k} has {m.shape[0]} rows, expected {rows}")
+            mats[k].append(m)
+    try:
+        return NumericAttention(T, mats["query"], mats["key"], mats["value"], mats["out"])
+    except InputError as e:
+        raise InputError(f"{at}: {e}") from None
+
+
 def model_from_json(data, where: str = "model") -> NumericModel:
     """A numeric model from the ``symeq-model/1`` structure; floats and "p/q" strings allowed."""
     from ..io import model_header
@@ -504,17 +728,31 @@ def model_from_json(data, where: str = "model") -> NumericModel:
     if not isinstance(specs, list) or not specs:
         raise InputError(f"{where}.layers must be a non-empty list of layers")
     layers, width = [], n
+    tokens = None  # after an attention layer, dense layers act token-wise with per-token weights
     for i, spec in enumerate(specs):
         at = f"{where}.layers[{i}]"
+        if isinstance(spec, dict) and spec.get("type") == "attention":
+            if i != 0:
+                raise InputError(f"{at}: an attention layer must be the first layer")
+            att = _attention_from_json(spec, n, at)
+            layers.append(att)
+            tokens, width = att.tokens, att.d_out
+            continue
         if not isinstance(spec, dict) or "weight" not in spec:
             raise InputError(f"{at} must be an object with a \"weight\"")
         if spec.get("type", "dense") != "dense":
-            raise InputError(f"{at}: unknown layer type {spec.get('type')!r}; this version knows \"dense\"")
+            raise InputError(f"{at}: unknown layer type {spec.get('type')!r}; numeric models know \"dense\" and "
+                             "\"attention\"")
         W = _float_matrix(spec["weight"], f"{at}.weight", cols=width)
         b = None if spec.get("bias") is None else _float_matrix(spec["bias"], f"{at}.bias", vector=True)
         if b is not None and b.shape[0] != W.shape[0]:
             raise ShapeError(f"{at}.bias has length {b.shape[0]}, expected {W.shape[0]}")
-        layers.append(NumericDenseLayer(W, b, numeric_activation(spec.get("activation"), f"{at}.activation")))
+        act = numeric_activation(spec.get("activation"), f"{at}.activation")
+        if tokens is None:
+            layers.append(NumericDenseLayer(W, b, act))
+        else:
+            b = np.zeros(W.shape[0]) if b is None else b
+            layers.append(NumericDenseLayer(np.kron(np.eye(tokens), W), np.tile(b, tokens), act, tokens))
         width = W.shape[0]
     group = None
     if data.get("group") is not None:
@@ -592,6 +830,8 @@ def save_npz(model: NumericModel, path) -> None:
     """Write a model in the layout read by :func:`load_npz`."""
     import json
 
+    if model.has_attention:
+        raise InputError("the .npz layout holds dense models only; save attention models as .json")
     arrays = {}
     for i, l in enumerate(model.layers):
         arrays[f"weight_{i}"] = l.weight
@@ -630,26 +870,52 @@ def _torch():
 _TORCH_ACTS = {"Tanh": "tanh", "GELU": "gelu", "Sigmoid": "sigmoid", "ReLU": "relu"}
 
 
-def from_torch(seq, group=None, name: str = "torch model") -> NumericModel:
-    """A numeric model from an ``nn.Sequential`` of ``Linear`` layers and activations.
+def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> NumericModel:
+    """A numeric model from an ``nn.Sequential`` of ``Conv2d``, ``Flatten``, ``Linear`` and activations.
 
     Known activations: Tanh, GELU (exact erf form), Sigmoid, ReLU, and symeq's Polynomial.
+    ``Conv2d`` (zero padding, any stride, no dilation or groups) becomes the dense layer with shared
+    weights of :mod:`symeq.layers.conv`; it needs ``input_shape = (C, H, W)`` of the network's input (later
+    convolutions follow the shapes).  ``Flatten`` is the identity on symeq's channel-major pixel order.
     """
+    from ..layers.conv import ConvShape, conv_bias, dense_rows
+
     torch = _torch()
     if not isinstance(seq, torch.nn.Sequential):
         raise InputError(f"expected a torch.nn.Sequential, got {type(seq).__name__}")
     layers, pending = [], None
+    shape = None if input_shape is None else tuple(int(v) for v in input_shape)
+    if shape is not None and len(shape) != 3:
+        raise InputError(f"input_shape must be (channels, height, width), got {input_shape!r}")
     for idx, mod in enumerate(seq):
         kind = type(mod).__name__
+        if isinstance(mod, (torch.nn.Linear, torch.nn.Conv2d)) and pending is not None:
+            layers.append(NumericDenseLayer(*pending, None))
+            pending = None
         if isinstance(mod, torch.nn.Linear):
-            if pending is not None:
-                layers.append(NumericDenseLayer(*pending, None))
             W = mod.weight.detach().cpu().double().numpy()
             b = None if mod.bias is None else mod.bias.detach().cpu().double().numpy()
+            pending, shape = (W, b), None
+        elif isinstance(mod, torch.nn.Conv2d):
+            if shape is None:
+                raise InputError(f"module {idx} is a Conv2d: pass input_shape=(C, H, W) of the network's input")
+            if mod.groups != 1 or tuple(mod.dilation) != (1, 1) or mod.padding_mode != "zeros" \
+                    or isinstance(mod.padding, str) or len(set(mod.stride)) != 1 or len(set(mod.padding)) != 1:
+                raise InputError(f"module {idx}: symeq reads Conv2d with groups=1, dilation 1, zero padding given "
+                                 "as a number, and equal strides and paddings in both directions")
+            kh, kw = mod.kernel_size
+            conv = ConvShape(shape[0], mod.out_channels, shape[1], shape[2], kh, kw,
+                             stride=mod.stride[0], padding=mod.padding[0])
+            K = mod.weight.detach().cpu().double().numpy()
+            W = np.array(dense_rows(conv, K, 0.0), dtype=np.float64)
+            b = None if mod.bias is None else np.array(conv_bias(conv, list(mod.bias.detach().cpu().double().numpy())))
             pending = (W, b)
+            shape = (conv.out_channels, *conv.out_hw)
+        elif isinstance(mod, torch.nn.Flatten):
+            continue
         elif kind in _TORCH_ACTS or kind == "Polynomial":
             if pending is None:
-                raise InputError(f"module {idx} ({kind}) is an activation without a Linear before it")
+                raise InputError(f"module {idx} ({kind}) is an activation without a Linear or Conv2d before it")
             if kind == "GELU" and getattr(mod, "approximate", "none") != "none":
                 raise InputError(f"module {idx}: GELU(approximate={mod.approximate!r}) is not supported; use the erf form")
             act = numeric_activation(_TORCH_ACTS[kind]) if kind != "Polynomial" else \
@@ -657,8 +923,9 @@ def from_torch(seq, group=None, name: str = "torch model") -> NumericModel:
             layers.append(NumericDenseLayer(*pending, act))
             pending = None
         else:
-            raise InputError(f"module {idx} is a {kind}; symeq reads Sequentials of Linear, Tanh, GELU, Sigmoid, ReLU")
+            raise InputError(f"module {idx} is a {kind}; symeq reads Sequentials of Conv2d, Flatten, Linear, "
+                             "Tanh, GELU, Sigmoid, ReLU")
     if pending is None:
-        raise InputError("the Sequential must end with a Linear layer (the last layer is affine)")
+        raise InputError("the Sequential must end with a Linear or Conv2d layer (the last layer is affine)")
     layers.append(NumericDenseLayer(*pending, None))
     return NumericModel(layers[0].in_dim, layers, _as_group(group), name)

@@ -26,18 +26,32 @@ __all__ = ["MonomialAction", "as_action"]
 
 @dataclass(eq=False)
 class MonomialAction:
-    """The n x n matrix with entry ``vals[j]`` at ``(j, cols[j])``."""
+    """The n x n matrix with entry ``vals[j]`` at ``(j, cols[j])``, optionally affine.
+
+    With an ``offset`` c it is the affine map y -> rho y + c (the affine sign flips of
+    activations that are odd up to a constant, e.g. sigmoid: y -> 1 - y).  Products compose
+    affine maps; :meth:`left` and :meth:`right` use the linear part (they act on weight matrices).
+    """
 
     cols: np.ndarray
     vals: np.ndarray
+    offset: np.ndarray | None = None
 
     def __post_init__(self):
         self.cols = np.asarray(self.cols, dtype=np.int64)
         self.vals = np.asarray(self.vals, dtype=np.float64)
+        if self.offset is not None:
+            self.offset = np.asarray(self.offset, dtype=np.float64)
+            if not np.any(self.offset != 0.0):
+                self.offset = None
 
     @property
     def n(self) -> int:
         return self.cols.shape[0]
+
+    @property
+    def offset_or_zero(self) -> np.ndarray:
+        return np.zeros(self.n) if self.offset is None else self.offset
 
     @classmethod
     def identity(cls, n: int) -> "MonomialAction":
@@ -58,6 +72,7 @@ class MonomialAction:
         return cls(cols, m[np.arange(m.shape[0]), cols])
 
     def to_dense(self) -> np.ndarray:
+        """The linear part as a dense matrix."""
         m = np.zeros((self.n, self.n))
         m[np.arange(self.n), self.cols] = self.vals
         return m
@@ -65,37 +80,47 @@ class MonomialAction:
     def inverse(self) -> "MonomialAction":
         cols = np.empty_like(self.cols)
         cols[self.cols] = np.arange(self.n)
-        return MonomialAction(cols, 1.0 / self.vals[cols])
+        inv = MonomialAction(cols, 1.0 / self.vals[cols])
+        if self.offset is not None:  # y = rho^-1 (y' - c)
+            inv.offset = -inv.left(self.offset)
+        return inv
 
     def __matmul__(self, other):
         if isinstance(other, MonomialAction):
-            return MonomialAction(other.cols[self.cols], self.vals * other.vals[self.cols])
+            out = MonomialAction(other.cols[self.cols], self.vals * other.vals[self.cols])
+            if self.offset is not None or other.offset is not None:  # rho (rho' y + c') + c
+                out = MonomialAction(out.cols, out.vals, self.left(other.offset_or_zero) + self.offset_or_zero)
+            return out
         return self.left(other)
 
     def left(self, M: np.ndarray) -> np.ndarray:
-        """rho @ M (rows of M permuted and scaled)."""
+        """rho @ M (rows of M permuted and scaled; the linear part)."""
         return self.vals.reshape((-1,) + (1,) * (M.ndim - 1)) * M[self.cols]
 
     def right(self, M: np.ndarray) -> np.ndarray:
-        """M @ rho (columns permuted and scaled)."""
+        """M @ rho (columns permuted and scaled; the linear part)."""
         out = np.empty_like(M)
         out[:, self.cols] = M * self.vals
         return out
 
     def apply_rows(self, X: np.ndarray) -> np.ndarray:
-        """(rho x) for each row x of X, i.e. X @ rho.T."""
-        return X[:, self.cols] * self.vals
+        """(rho x + c) for each row x of X, i.e. X @ rho.T + c."""
+        Y = X[:, self.cols] * self.vals
+        return Y if self.offset is None else Y + self.offset
 
     def allclose(self, other: "MonomialAction", tol: float = 1e-9) -> bool:
-        return bool(np.array_equal(self.cols, other.cols) and np.allclose(self.vals, other.vals, rtol=tol, atol=tol))
+        return bool(np.array_equal(self.cols, other.cols) and np.allclose(self.vals, other.vals, rtol=tol, atol=tol)
+                    and np.allclose(self.offset_or_zero, other.offset_or_zero, rtol=tol, atol=tol))
 
     def kind(self) -> str:
-        """'permutation', 'signed permutation', 'positive monomial' or 'monomial'."""
+        """'permutation', 'signed permutation', 'positive monomial' or 'monomial' (+ ', affine')."""
         if np.all(self.vals == 1.0):
-            return "permutation"
-        if np.all(np.abs(self.vals) == 1.0):
-            return "signed permutation"
-        return "positive monomial" if np.all(self.vals > 0) else "monomial"
+            k = "permutation"
+        elif np.all(np.abs(self.vals) == 1.0):
+            k = "signed permutation"
+        else:
+            k = "positive monomial" if np.all(self.vals > 0) else "monomial"
+        return k if self.offset is None else k + ", affine"
 
     def __repr__(self) -> str:
         return f"MonomialAction(n={self.n}, {self.kind()})"

@@ -35,8 +35,8 @@ Petzka-Trimmel-Sminchisescu 2020; for the jump argument see also Grigsby-Lindsey
 
 Examples
 --------
-The width-4 identity of LITERATURE.md (``W1 = [A; -A]``, ``W2 = [A^-1, -A^-1]``) has no kink at
-all: its canonical form is the identity matrix.
+The width-4 identity of Bökman-Kahl 2023 (docs/theory.md; ``W1 = [A; -A]``,
+``W2 = [A^-1, -A^-1]``) has no kink at all: its canonical form is the identity matrix.
 
 >>> A, Ainv = [[2, 1], [1, 1]], [[1, -1], [-1, 2]]
 >>> W1 = A + [[-v for v in r] for r in A]
@@ -57,6 +57,7 @@ from typing import Sequence
 
 from flint import fmpq
 
+from ..errors import InputError
 from .lp import as_fmpq
 
 __all__ = [
@@ -149,7 +150,7 @@ def hyperplane_key(w: Sequence, b) -> tuple[tuple, fmpq, fmpq]:
     for t in nums:
         g = math.gcd(g, t)
     if g == 0:
-        raise ValueError("hyperplane_key needs a nonzero normal")
+        raise InputError("hyperplane_key needs a nonzero normal")
     first = next(t for t in nums if t)
     if first < 0:
         g = -g
@@ -166,7 +167,7 @@ def plain_layers(model) -> list:
         out = []
         for l in model.layers:
             if l.activation is not None and l.activation.kind != "relu":
-                raise ValueError("only ReLU models are piecewise linear")
+                raise InputError("only ReLU models are piecewise linear")
             out.append((mat_rows(l.weight), list(l.bias), l.activation is not None))
         return out
     out = []
@@ -182,7 +183,7 @@ def canonical_form(model) -> CanonicalForm:
     """
     layers = plain_layers(model)
     if len(layers) != 2 or not layers[0][2] or layers[1][2]:
-        raise ValueError("canonical_form needs exactly one hidden ReLU layer followed by an affine layer")
+        raise InputError("canonical_form needs exactly one hidden ReLU layer followed by an affine layer")
     (W, b, _), (V, c, _) = layers
     n = len(W[0])
     m = len(V)

@@ -1,9 +1,12 @@
 """``symeq hunt``: the ReLU counterexample hunter on the command line.
 
 ``symeq hunt --arch 2,4,2 --group rot3 [--budget N | --seconds S] [--workers N | --scheduler tcp://HOST:PORT] --out results.jsonl``
-    run (or resume) a hunt; one JSON line per candidate, counterexamples with certificates.
-``symeq hunt --report results.jsonl [more.jsonl ...]``
-    the catalogue of finds per architecture and group.
+    run (or resume) a hunt; one JSON line per candidate, in index order, counterexamples with
+    certificates.  ``--arch 2,4,4,2`` (two or more hidden layers) hunts deep networks with the
+    statuses of :mod:`symeq.relu.deep`.  Resuming a finished hunt prints one line.
+``symeq hunt --report results.jsonl [more.jsonl ...] [--picture find.svg | --no-picture]``
+    the catalogue of finds per depth, architecture and status, with a picture of the smallest
+    proven find (default: next to the first file, ``.svg``).
 
 Exit codes: 0 done (finds or not), 2 bad input, 130 interrupted (the file stays resumable).
 """
@@ -20,12 +23,38 @@ def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _budget_first(args):
+    """``_progress`` that prints the budget line (set by symeq.cli.main) first.
+
+    At once for a new hunt; when resuming, before the first progress message, so that a
+    finished hunt (no work, no progress) prints one line only."""
+    from pathlib import Path
+
+    pending = [getattr(args, "budget_line", None)]
+    if pending[0] and not Path(args.out).exists():
+        _progress(pending.pop())
+        pending.append(None)
+
+    def progress(msg: str) -> None:
+        if pending[0]:
+            _progress(pending.pop())
+            pending.append(None)
+        _progress(msg)
+    return progress
+
+
 def cmd_hunt(args) -> int:
     from ..errors import InputError
     from .hunt import HUNT_GROUPS, hunt, report
 
     if args.report:
-        print(report(args.report))
+        from pathlib import Path
+
+        picture = None
+        if not args.no_picture:
+            first = Path(args.report[0])
+            picture = args.picture or str(first.with_name(first.stem + "-find.svg"))
+        print(report(args.report, picture=picture))
         return 0
     if not args.arch or not args.group or not args.out:
         raise InputError("symeq hunt needs --arch, --group and --out (or --report FILE); groups: "
@@ -33,14 +62,17 @@ def cmd_hunt(args) -> int:
     if args.workers < 1:
         raise InputError("--workers must be at least 1")
     summary = hunt(args.arch, args.group, args.out, budget=args.budget, seconds=args.seconds,
-                   workers=args.workers, scheduler=args.scheduler, seed=args.seed, batch=args.batch,
-                   minimise_finds=not args.no_minimise, progress=_progress)
+                   workers=args.workers, scheduler=args.scheduler, seed=args.seed, lag=args.lag,
+                   minimise_finds=not args.no_minimise, progress=_budget_first(args))
     if args.json:
         print(json.dumps(summary, indent=1))
+    elif summary["verified"] == 0 and summary.get("complete"):
+        print(f"{args.out}: hunt already complete ({summary['total']} candidates, {summary['finds']} find(s)); "
+              f"nothing to do")
     else:
         rate = summary["per_second"]
         print(f"verified {summary['verified']} new candidate(s) ({summary['total']} in {args.out}), "
-              f"{summary['finds']} counterexample(s); {summary['seconds']:.1f} s"
+              f"{summary['finds']} find(s) (counterexamples and proven no-action candidates); {summary['seconds']:.1f} s"
               + (f", {rate:.1f} candidates/s" if rate else ""))
     return 0
 
@@ -48,7 +80,7 @@ def cmd_hunt(args) -> int:
 def register(subparsers) -> None:
     """Add the ``hunt`` command to an argparse subparsers object."""
     h = subparsers.add_parser("hunt", help="search for equivariant ReLU networks with no layerwise-equivariant parameter")
-    h.add_argument("--arch", help="n,width,m: one hidden ReLU layer, e.g. 2,4,2")
+    h.add_argument("--arch", help="n,h1,...,m: input, hidden ReLU widths, output; e.g. 2,4,2 or 2,4,4,2")
     h.add_argument("--group", help="rot3, rot4, rot6 (rotations of R^2) or a built-in group spec")
     h.add_argument("--budget", type=int, default=None, help="number of candidates (indices 0..N-1)")
     h.add_argument("--seconds", type=float, default=None, help="stop after this many seconds (resumable)")
@@ -56,8 +88,13 @@ def register(subparsers) -> None:
     h.add_argument("--scheduler", default=None, help="dask.distributed scheduler address tcp://HOST:PORT")
     h.add_argument("--out", help="results file (JSON lines; an existing file is resumed)")
     h.add_argument("--seed", type=int, default=0, help="seed of the candidate stream")
-    h.add_argument("--batch", type=int, default=None, help="candidates per batch (mutations see earlier batches)")
+    h.add_argument("--lag", "--batch", dest="lag", type=int, default=None,
+                   help="candidate i may mutate finds among candidates < i - LAG (part of the stream, stored in "
+                        "the file; default 512); work units are sized automatically (about 1 s each)")
     h.add_argument("--no-minimise", action="store_true", help="do not minimise finds")
     h.add_argument("--report", nargs="+", metavar="FILE", help="print the catalogue of these hunt files")
+    h.add_argument("--picture", default=None, help="with --report: where to draw the smallest proven find "
+                   "(.svg by hand; .png/.pdf need matplotlib); default FILE-find.svg")
+    h.add_argument("--no-picture", action="store_true", help="with --report: draw no picture")
     h.add_argument("--json", action="store_true", help="print the run summary as JSON")
     h.set_defaults(func=cmd_hunt)

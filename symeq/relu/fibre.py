@@ -55,7 +55,7 @@ The argument implemented here (every step is exact rational linear algebra):
    returned is re-checked: same canonical form (so the same function, by uniqueness) and
    layerwise equivariant by :func:`symeq.layerwise.check_layerwise` with explicit actions.
 
-Example (LITERATURE.md, Bokman-Kahl 2023): the identity on R^2 through width 4 under the order-3
+Example (Bokman-Kahl 2023, docs/theory.md): the identity on R^2 through width 4 under the order-3
 rotation ``R = [[0, -1], [1, -1]]`` has no kink; every extra orbit is free (3 lines, 6 neurons),
 so ``w* = 6`` and width 4 admits no layerwise-equivariant parameter:
 
@@ -73,6 +73,8 @@ from dataclasses import dataclass, field
 
 from flint import fmpq, fmpq_mat
 
+from ..errors import InputError
+from ..groups.table import GroupTable
 from ..numbers import mat_key, mat_rows, nullspace
 from .canonical import CanonicalForm, canonical_form, hyperplane_key, plain_layers
 
@@ -128,33 +130,10 @@ def group_data(group) -> GroupData:
     elements = [(e.mats[0], e.mats[1], e.mats[0].inv()) for e in els]
     gens = [(a, b, a.inv()) for a, b in group.generators]
     gd = GroupData(n, m, gens, elements)
-    index = {mat_key(e[0]): i for i, e in enumerate(elements)}
     N = len(elements)
-    mult = [[index[mat_key(elements[i][0] * elements[j][0])] for j in range(N)] for i in range(N)]
-
-    def close(s: set) -> frozenset:
-        s = set(s) | {0} if N else set(s)
-        frontier = list(s)
-        while frontier:
-            new = []
-            for i in frontier:
-                for j in list(s):
-                    for p in (mult[i][j], mult[j][i]):
-                        if p not in s:
-                            s.add(p)
-                            new.append(p)
-            frontier = new
-        return frozenset(s)
-
-    subgroups = {close({i}) for i in range(N)}
-    changed = True
-    while changed and len(subgroups) < 2000:
-        changed = False
-        for A, B in itertools.combinations(list(subgroups), 2):
-            C = close(A | B)
-            if C not in subgroups:
-                subgroups.add(C)
-                changed = True
+    table = GroupTable(group)
+    mult = table.mult
+    subgroups = table.subgroups()
     subgroups = sorted(subgroups, key=lambda s: (-len(s), sorted(s)))
     dual = []  # rho~(g)^-1 acting on row vectors (a, beta)
     for a, _, ainv in elements:
@@ -322,7 +301,7 @@ class _Problem:
                 key, beta, lam = hyperplane_key(a2, kink.offset)
                 j = keys.get((key, beta))
                 if j is None:
-                    raise ValueError("the kink set is not G-invariant: f is not equivariant")
+                    raise InputError("the kink set is not G-invariant: f is not equivariant")
                 per.append((j, 1 if lam > 0 else -1, abs(lam)))
             self.act.append(per)
         # orbits of G on oriented kinks (i, eps)

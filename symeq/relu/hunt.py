@@ -1,32 +1,22 @@
-"""The ReLU counterexample hunter: end-to-end equivariant one-hidden-layer ReLU networks that
-admit *no* layerwise-equivariant parameter at their width.
+"""The ReLU counterexample hunter's driver: work units, workers and resumable result files.
 
 For ReLU, identifiability is open, so Theorem 4.1 (Shahverdi-Marchetti-Bokman-Kohn 2026) applies
 only conditionally, and Bokman-Kahl (2023) showed that end-to-end equivariance does not imply
-layerwise equivariance.  The hunter searches for such networks, certifies each find exactly and
-minimises it:
+layerwise equivariance.  The hunter searches for such networks (candidates and their exact
+verification: :mod:`symeq.relu.candidates`; two or more hidden layers: :mod:`symeq.relu.deep`;
+the catalogue: :mod:`symeq.relu.catalogue`).
 
-* **Candidates** come from a deterministic stream: candidate ``i`` of a hunt with seed ``s`` is a
-  function of ``(s, i)`` (and, for mutations, of the finds among candidates ``< B * floor(i / B)``,
-  the batches already complete -- batches are barriers), so any worker count or interruption
-  yields the same candidates.  Generators: ``pairs`` (an equivariant linear map written through
-  pairs ``t relu(a.x + beta) - t relu(-a.x - beta) = t (a.x + beta)``, the structure of the
-  width-4 identity), ``orbit+pairs`` (a ``G``-orbit of neurons plus pairs), ``symmetrised``
-  (random small integer neurons symmetrised over ``G``: layerwise equivariant by construction),
-  ``random`` (plain small integers) and ``mutation`` (a small edit of an earlier find's recipe).
-* **Verification** (exact): end-to-end equivariance from canonical forms
-  (:mod:`symeq.relu.canonical`); positive-monomial actions at theta
-  (:func:`symeq.layerwise.derive_latent_actions`); the fibre-wide decision
-  (:func:`symeq.relu.fibre.decide_fibre`).  A *counterexample* is equivariant with smallest
-  layerwise-equivariant width ``w* > N``.
-* **Minimisation** of each find: drop neurons and shrink the integers of its recipe while it stays
-  a counterexample, then rescale each neuron (a positive scaling in ``K``) to primitive integers.
-* **Output**: one JSON line per candidate index (``{"type": "candidate", "index": ...}``), appended
-  with a single ``write`` on an ``O_APPEND`` descriptor and flushed per batch; a torn last line is
-  cut off on restart; a restarted hunt skips the indices already present, so an interrupted and
-  resumed hunt writes the same set of records as an uninterrupted one.
-* **Execution**: in-process for ``workers=1``, a local process pool for ``workers>1``, or
-  ``dask.distributed`` when a scheduler address is given (the ``distributed`` extra).
+* **Output**: one JSON line per candidate index (``{"type": "candidate", "index": ...}``), each
+  appended with a single ``write`` on an ``O_APPEND`` descriptor, *in index order*: the file is
+  always a prefix of the stream (plus at most one torn line, cut off on restart), so a killed and
+  resumed hunt writes exactly the records of an uninterrupted one, none lost or doubled.
+* **Execution**: work units are runs of consecutive candidates, sized from the measured cost per
+  candidate so that a unit takes about a second (shipping single candidates of a few ms costs more
+  than the work); in-process for ``workers=1``, a local process pool whose workers are started
+  once with an initializer (imports and group caches stay warm) for ``workers>1``, or
+  ``dask.distributed`` futures on its long-lived workers (warmed once with ``client.run``) when a
+  scheduler address is given (the ``distributed`` extra).  Units finished out of order wait until
+  the units before them are written.
 
 Examples
 --------
@@ -37,19 +27,31 @@ Examples
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
-import random
 import time
-from collections import Counter
 from pathlib import Path
 
-from flint import fmpq, fmpq_mat
-
 from ..errors import EngineMissing, InputError
-from ..numbers import format_matrix, mat_rows, matrix, nullspace, parse_number
-from .canonical import canonical_form, hyperplane_key
-from .fibre import decide_fibre, equivariant_by_canonical_form, minimal_width
+from .fibre import decide_fibre  # noqa: F401  (the doctest above)
+from .candidates import (  # re-exported: the hunter's public names
+    FIND_STATUSES,
+    FORMAT,
+    HUNT_GROUPS,
+    PARENT_STATUSES,
+    _group_info,
+    _rng,
+    build_layers,
+    certificate,
+    generate_candidate,
+    identity_example,
+    minimise,
+    normalise_neurons,
+    read_records,
+    resolve_group,
+    verify_candidate,
+)
 
 __all__ = [
     "HUNT_GROUPS",
@@ -66,556 +68,58 @@ __all__ = [
     "report",
 ]
 
-FORMAT = "symeq-hunt/1"
-_ZERO = fmpq(0)
-_ONE = fmpq(1)
-
-# order-3, order-4 and order-6 integer rotations of the plane, acting on input and output
-HUNT_GROUPS = {
-    "rot3": ([[0, -1], [1, -1]], "order-3 integer rotation R = [[0,-1],[1,-1]] on R^2 (input and output)"),
-    "rot4": ([[0, -1], [1, 0]], "rotation by 90 degrees on R^2 (input and output)"),
-    "rot6": ([[1, -1], [1, 0]], "order-6 integer rotation [[1,-1],[1,0]] on R^2 (input and output)"),
-}
-
-_GROUP_CACHE: dict = {}
-
-
-def resolve_group(spec: str):
-    """A group from ``rot3``/``rot4``/``rot6`` or any :func:`symeq.groups.builtin_group` spec.
-
-    >>> resolve_group("rot3").order()
-    3
-    """
-    g = _GROUP_CACHE.get(spec)
-    if g is not None:
-        return g
-    from ..groups import FiniteGroup, builtin_group
-
-    if spec in HUNT_GROUPS:
-        R = matrix(HUNT_GROUPS[spec][0])
-        g = FiniteGroup([(R, R)], ["r"], label=spec)
-    else:
-        g = builtin_group(spec)
-    g.validate()
-    _GROUP_CACHE[spec] = g
-    return g
-
-
-def identity_example(A=((2, 1), (1, 1)), group: str = "rot3"):
-    """The width-4 identity on R^2: ``W1 = [A; -A]``, ``W2 = [A^-1, -A^-1]`` (LITERATURE.md)."""
-    from ..activations import relu
-    from ..models import DenseLayer, Model
-
-    Am = matrix([list(r) for r in A])
-    Ainv = mat_rows(Am.inv())
-    Ar = mat_rows(Am)
-    W1 = Ar + [[-v for v in r] for r in Ar]
-    W2 = [Ainv[i] + [-v for v in Ainv[i]] for i in range(2)]
-    return Model(2, [DenseLayer(matrix(W1), [0] * 4, relu()), DenseLayer(matrix(W2), [0, 0], None)],
-                 resolve_group(group), name="width-4 identity on R^2")
-
-
-# ----------------------------------------------------------------------------------------------
-# group helpers (per process caches)
-# ----------------------------------------------------------------------------------------------
-
-_INFO: dict = {}
-
-
-def _group_info(spec: str) -> dict:
-    info = _INFO.get(spec)
-    if info is not None:
-        return info
-    from ..models import equivariant_basis
-
-    G = resolve_group(spec)
-    ins = [a for a, _ in G.generators]
-    outs = [b for _, b in G.generators]
-    hom = equivariant_basis(ins, outs)
-    m = G.output_dim
-    rows = []
-    for B in outs:
-        for r in range(m):
-            rows.append([B[r, s] - (1 if r == s else 0) for s in range(m)])
-    fix = nullspace(fmpq_mat(len(rows), m, [x for r in rows for x in r]))
-    els = [(e.mats[0], e.mats[1]) for e in G.elements()]
-    info = {"group": G, "hom": hom, "fix": fix, "elements": els, "n": G.input_dim, "m": m}
-    _INFO[spec] = info
-    return info
-
-
-def _rng(seed: int, index: int, salt: str = "") -> random.Random:
-    return random.Random(f"symeq-hunt:{seed}:{index}:{salt}")
-
-
-def _q(x) -> fmpq:
-    return x if isinstance(x, fmpq) else parse_number(x)
-
-
-# ----------------------------------------------------------------------------------------------
-# recipes -> networks
-# ----------------------------------------------------------------------------------------------
-# A recipe is JSON data (strings/ints):
-#   {"orbits": [[w, b, t], ...],      oriented seed neurons, expanded over G (u = rho_out(g) t,
-#                                     t averaged over the orientation stabiliser)
-#    "L": [coefficients on the basis of Hom_G(rho_in, rho_out)],
-#    "A": r x n integer rows,         pairs t_k relu(a_k x + beta_k) - t_k relu(-a_k x - beta_k)
-#    "beta": r biases,                with T A = L (least squares: T = L A^T (A A^T)^-1 ... see below)
-#    "cfix": [coefficients on the basis of Fix(rho_out)],
-#    "dead": k}                       dead neurons
-#   or {"raw": [[W, b], [V, c]]}
-
-
-def _orbit_neurons(info, w, b, t):
-    """Neurons (row, bias, column) of the G-orbit of the oriented neuron (w, b) with jump t."""
-    n, m = info["n"], info["m"]
-    w = [_q(x) for x in w]
-    b = _q(b)
-    t = [_q(x) for x in t]
-    if not any(w):
-        return []
-    # orientation stabiliser K0 = {g : w rho_in(g)^-1 = w}; average t over it
-    imgs = []
-    for A, B in info["elements"]:
-        Ainv = A.inv()
-        wi = [sum((w[r] * Ainv[r, c] for r in range(n)), _ZERO) for c in range(n)]
-        imgs.append((wi, A, B))
-    K0 = [B for wi, A, B in imgs if wi == w]
-    tt = [sum((B[r, s] * t[s] for B in K0 for s in range(m)), _ZERO) / len(K0) for r in range(m)]
-    if not any(tt):
-        return []
-    out, seen = [], set()
-    for wi, A, B in imgs:
-        key = (tuple(wi), b)
-        if key in seen:
-            continue
-        seen.add(key)
-        u = [sum((B[r, s] * tt[s] for s in range(m)), _ZERO) for r in range(m)]
-        out.append((wi, b, u))
-    return out
-
-
-def build_layers(recipe: dict, spec: str):
-    """Plain layers ``[(W, b, True), (V, c, False)]`` of a recipe (None if it does not build)."""
-    info = _group_info(spec)
-    n, m = info["n"], info["m"]
-    if "raw" in recipe:
-        (W, b), (V, c) = recipe["raw"]
-        return [([[_q(x) for x in r] for r in W], [_q(x) for x in b], True),
-                ([[_q(x) for x in r] for r in V], [_q(x) for x in c], False)]
-    neurons = []
-    for w, b, t in recipe.get("orbits", []):
-        neurons += _orbit_neurons(info, w, b, t)
-    const = [_ZERO] * m
-    for coef, f in zip(recipe.get("cfix", []), info["fix"]):
-        const = [x + _q(coef) * y for x, y in zip(const, f)]
-    A = [[_q(x) for x in r] for r in recipe.get("A", [])]
-    if A:
-        L = fmpq_mat(m, n)
-        for coef, H in zip(recipe.get("L", []), info["hom"]):
-            L += H * _q(coef)
-        Am = fmpq_mat(len(A), n, [x for r in A for x in r])
-        # T with T A = L: needs the rows of L in the row space of A; T = L A^T (A A^T)^+ via
-        # the normal equations on the column space (A has full column rank n)
-        AtA = Am.transpose() * Am
-        try:
-            P = AtA.inv()
-        except ZeroDivisionError:
-            return None
-        T = L * P * Am.transpose()
-        if T * Am != L:
-            return None
-        beta = [_q(x) for x in recipe.get("beta", [0] * len(A))]
-        for k in range(len(A)):
-            tk = [T[r, k] for r in range(m)]
-            if not any(tk):
-                continue
-            neurons.append((A[k], beta[k], tk))
-            neurons.append(([-x for x in A[k]], -beta[k], [-x for x in tk]))
-            const = [x - y * beta[k] for x, y in zip(const, tk)]
-    for _ in range(int(recipe.get("dead", 0))):
-        neurons.append(([_ZERO] * n, _ZERO, [_ZERO] * m))
-    if not neurons:
-        return None
-    W = [list(r) for r, _, _ in neurons]
-    b = [x for _, x, _ in neurons]
-    V = [[u[r] for _, _, u in neurons] for r in range(m)]
-    return [(W, b, True), (V, const, False)]
-
-
-def _width(layers) -> int:
-    return len(layers[0][0])
-
-
-def _small(rng, lo=-2, hi=2, nonzero=False):
-    while True:
-        v = rng.randint(lo, hi)
-        if v or not nonzero:
-            return v
-
-
-def _pairs_part(rng, info, r):
-    n = info["n"]
-    for _ in range(20):
-        A = [[_small(rng) for _ in range(n)] for _ in range(r)]
-        Am = fmpq_mat(r, n, [x for row in A for x in row])
-        if Am.rank() == n:
-            break
-    else:
-        A = [[1 if i == j else 0 for j in range(n)] for i in range(r)]
-    L = [0] * len(info["hom"])
-    while not any(L):
-        L = [_small(rng) for _ in info["hom"]]
-    beta = [(_small(rng) if rng.random() < 0.3 else 0) for _ in range(r)]
-    return A, L, beta
-
-
-def _select_parent(seed: int, index: int, parents):
-    """The find that candidate ``index`` mutates (15% of candidates once there are finds), or None.
-
-    Selecting from a one-element list made by this function returns the same element, so the
-    main process can ship only the chosen parent to a worker."""
-    if not parents or _rng(seed, index).random() >= 0.15:
-        return None
-    parents = list(parents)
-    return parents[_rng(seed, index, "parent").randrange(len(parents))]
-
-
-def generate_candidate(arch, spec: str, seed: int, index: int, parents=()) -> tuple[str, dict]:
-    """Candidate ``index`` of the stream: ``(kind, recipe)``; deterministic in its arguments.
-
-    ``parents``: ``[(index, recipe), ...]`` of earlier finds (for mutations), sorted by index.
-    """
-    n, N, m = arch
-    info = _group_info(spec)
-    rng = _rng(seed, index)
-    x = rng.random()
-    cfix = [(_small(rng) if rng.random() < 0.5 else 0) for _ in info["fix"]]
-    parent = _select_parent(seed, index, parents)
-    if parent is not None:
-        return "mutation", _mutate(rng, parent[1], info, N)
-    if x < 0.5 and N >= 2 * n:
-        r = N // 2
-        A, L, beta = _pairs_part(rng, info, r)
-        return "pairs", {"A": A, "L": L, "beta": beta, "cfix": cfix, "dead": N - 2 * r}
-    if x < 0.7:
-        # one orbit plus pairs
-        w = [_small(rng, nonzero=False) for _ in range(n)]
-        if not any(w):
-            w[0] = 1
-        seed_neuron = [w, _small(rng), [_small(rng) for _ in range(m)]]
-        size = len(_orbit_neurons(info, *seed_neuron)) or 1
-        rest = N - size
-        if rest >= 0:
-            r = rest // 2
-            rec = {"orbits": [seed_neuron], "cfix": cfix, "dead": rest - 2 * r if r >= n else rest}
-            if r >= n:
-                rec["A"], rec["L"], rec["beta"] = _pairs_part(rng, info, r)
-            return "orbit+pairs", rec
-    if x < 0.93:
-        orbits, used = [], 0
-        for _ in range(4):
-            w = [_small(rng) for _ in range(n)]
-            if not any(w):
-                continue
-            s = [w, _small(rng), [_small(rng) for _ in range(m)]]
-            size = len(_orbit_neurons(info, *s))
-            if size and used + size <= N:
-                orbits.append(s)
-                used += size
-        return "symmetrised", {"orbits": orbits, "cfix": cfix, "dead": N - used}
-    W = [[_small(rng) for _ in range(n)] for _ in range(N)]
-    b = [_small(rng) for _ in range(N)]
-    V = [[_small(rng) for _ in range(N)] for _ in range(m)]
-    c = [_small(rng) for _ in range(m)]
-    return "random", {"raw": [[W, b], [V, c]]}
-
-
-def _mutate(rng, recipe: dict, info, N: int) -> dict:
-    rec = json.loads(json.dumps(recipe))
-    if "raw" in rec:
-        (W, b), _ = rec["raw"]
-        i, j = rng.randrange(len(W)), rng.randrange(len(W[0]))
-        W[i][j] = str(_q(W[i][j]) + rng.choice([-1, 1]))
-        return rec
-    choices = [k for k in ("A", "L", "beta", "cfix") if rec.get(k)]
-    if rec.get("orbits"):
-        choices.append("orbits")
-    if not choices:
-        return rec
-    k = rng.choice(choices)
-    if k == "A":
-        i, j = rng.randrange(len(rec["A"])), rng.randrange(len(rec["A"][0]))
-        rec["A"][i][j] = int(rec["A"][i][j]) + rng.choice([-1, 1])
-    elif k == "orbits":
-        o = rec["orbits"][rng.randrange(len(rec["orbits"]))]
-        part = rng.randrange(3)
-        if part == 1:
-            o[1] = int(_q(o[1])) + rng.choice([-1, 1])
-        else:
-            j = rng.randrange(len(o[part]))
-            o[part][j] = int(_q(o[part][j])) + rng.choice([-1, 1])
-    else:
-        j = rng.randrange(len(rec[k]))
-        rec[k][j] = int(_q(rec[k][j])) + rng.choice([-1, 1])
-    return rec
-
-
-# ----------------------------------------------------------------------------------------------
-# verification, minimisation, certificates
-# ----------------------------------------------------------------------------------------------
-
-
-def _model(layers, spec: str, name: str = "candidate"):
-    from ..activations import relu
-    from ..models import DenseLayer, Model
-
-    (W, b, _), (V, c, _) = layers
-    return Model(len(W[0]), [DenseLayer(matrix(W), b, relu()), DenseLayer(matrix(V), c, None)],
-                 resolve_group(spec), name=name)
-
-
-def _is_counterexample(layers, spec: str):
-    """(True, bounds) when f is equivariant and no layerwise parameter exists at its width."""
-    G = resolve_group(spec)
-    ok, _ = equivariant_by_canonical_form(layers, G)
-    if not ok:
-        return False, None
-    mw = minimal_width(canonical_form(layers), G)
-    return (mw["lower"] is not None and mw["lower"] > _width(layers)), mw
-
-
-def normalise_neurons(layers):
-    """Rescale each neuron by a positive factor (an element of K) so that its incoming row and bias
-    are primitive integers; drop neurons with zero outgoing column (they change nothing)."""
-    (W, b, _), (V, c, _) = layers
-    m = len(V)
-    keep_W, keep_b, cols = [], [], []
-    for j, (w, bj) in enumerate(zip(W, b)):
-        v = [V[r][j] for r in range(m)]
-        if not any(v) or (not any(w) and bj <= 0):
-            continue
-        if any(w):
-            key, beta, lam = hyperplane_key(w, bj)
-            # (w, b) = lam (key, beta); make (key, beta) integral
-            den = int(beta.q)
-            s = abs(lam) / den
-            w2 = [x / s for x in w]
-            b2 = bj / s
-            v2 = [x * s for x in v]
-        else:
-            w2, b2, v2 = list(w), bj, v
-        keep_W.append(w2)
-        keep_b.append(b2)
-        cols.append(v2)
-    if not keep_W:
-        return layers
-    V2 = [[cols[j][r] for j in range(len(cols))] for r in range(m)]
-    return [(keep_W, keep_b, True), (V2, list(c), False)]
-
-
-def _recipe_numbers(rec):
-    """Paths to every integer of a recipe (for shrinking)."""
-    paths = []
-    for k in ("A",):
-        for i, row in enumerate(rec.get(k, [])):
-            for j, _ in enumerate(row):
-                paths.append((k, i, j))
-    for k in ("L", "beta", "cfix"):
-        for i, _ in enumerate(rec.get(k, [])):
-            paths.append((k, i))
-    for oi, (w, b, t) in enumerate(rec.get("orbits", [])):
-        for j, _ in enumerate(w):
-            paths.append(("orbits", oi, 0, j))
-        paths.append(("orbits", oi, 1))
-        for j, _ in enumerate(t):
-            paths.append(("orbits", oi, 2, j))
-    return paths
-
-
-def _get(rec, path):
-    x = rec
-    for p in path:
-        x = x[p]
-    return x
-
-
-def _set(rec, path, value):
-    x = rec
-    for p in path[:-1]:
-        x = x[p]
-    x[path[-1]] = value
-
-
-def minimise(recipe: dict, spec: str, max_steps: int = 200) -> tuple[dict, list]:
-    """Fewest neurons, then smallest integers, keeping the counterexample property.
-
-    Works on the recipe (whose structure keeps f equivariant): drop dead neurons, pairs (rows of
-    ``A``) and orbits; then move every integer towards 0.  Returns (recipe, layers)."""
-    rec = json.loads(json.dumps(recipe))
-    layers = build_layers(rec, spec)
-    steps = 0
-
-    def good(r):
-        nonlocal steps
-        steps += 1
-        lay = build_layers(r, spec)
-        if lay is None:
-            return None
-        ok, _ = _is_counterexample(lay, spec)
-        return lay if ok else None
-
-    if "raw" in rec:
-        return rec, normalise_neurons(layers)
-    # fewer neurons
-    changed = True
-    while changed and steps < max_steps:
-        changed = False
-        cands = []
-        if rec.get("dead", 0):
-            r2 = dict(rec, dead=rec["dead"] - 1)
-            cands.append(r2)
-        for i in range(len(rec.get("A", []))):
-            r2 = json.loads(json.dumps(rec))
-            del r2["A"][i]
-            if "beta" in r2:
-                del r2["beta"][i]
-            cands.append(r2)
-        for i in range(len(rec.get("orbits", []))):
-            r2 = json.loads(json.dumps(rec))
-            del r2["orbits"][i]
-            cands.append(r2)
-        for r2 in cands:
-            lay = good(r2)
-            if lay is not None and _width(lay) < _width(layers):
-                rec, layers, changed = r2, lay, True
-                break
-    # smaller integers
-    for path in _recipe_numbers(rec):
-        if steps >= max_steps:
-            break
-        v = int(_q(_get(rec, path)))
-        for target in sorted({0, (1 if v > 0 else -1), v // 2 if v > 0 else -((-v) // 2)}, key=abs):
-            if abs(target) >= abs(v):
-                continue
-            r2 = json.loads(json.dumps(rec))
-            _set(r2, path, target)
-            lay = good(r2)
-            if lay is not None and _width(lay) <= _width(layers):
-                rec, layers = r2, lay
-                break
-    return rec, normalise_neurons(layers)
-
-
-def _layers_json(layers):
-    (W, b, _), (V, c, _) = layers
-    return {"W1": [[str(x) for x in r] for r in W], "b1": [str(x) for x in b],
-            "W2": [[str(x) for x in r] for r in V], "b2": [str(x) for x in c]}
-
-
-def certificate(layers, spec: str) -> dict:
-    """Exact certificate of a counterexample: end-to-end equivariance decided twice (canonical
-    forms and linear regions), no positive-monomial action at theta, and the fibre-wide proof
-    with the smallest equivariant realisation and its actions."""
-    from ..io import model_to_json
-    from ..layerwise import derive_latent_actions
-    from .regions import decide_equivariance
-
-    G = resolve_group(spec)
-    model = _model(layers, spec)
-    regions = []
-    for A, B in G.generators:
-        d = decide_equivariance([(layers[0][0], layers[0][1], True), (layers[1][0], layers[1][1], False)],
-                                mat_rows(A), mat_rows(B))
-        regions.append({"holds": d.holds, "regions": d.regions})
-    der = derive_latent_actions(model, G)
-    fd = decide_fibre(model, G, check_theta=False)
-    return {
-        "verdict": fd.verdict,
-        "end_to_end": {"holds": all(r["holds"] for r in regions), "method": "canonical form and relu-regions",
-                       "per_generator": regions},
-        "at_theta": {"actions_found": bool(der.found), "exhaustive": der.exhaustive, "failure": der.failure},
-        "fibre": {"width": fd.width, "smallest_equivariant_width": fd.smallest_equivariant_width,
-                  "lower_bound": fd.lower_bound, "upper_bound": fd.upper_bound,
-                  "proof": fd.proof.get("lines", [])},
-        "canonical_form": fd.canonical.to_json() if fd.canonical else None,
-        "realisation": None if fd.realisation is None else model_to_json(fd.realisation),
-        "realisation_actions": None if fd.realisation_actions is None
-        else [format_matrix(M) for M in fd.realisation_actions],
-    }
-
-
-def verify_candidate(arch, spec: str, seed: int, index: int, parents=(), minimise_finds: bool = True) -> dict:
-    """Generate candidate ``index`` and verify it exactly; return its JSON record."""
-    arch = tuple(arch)
-    kind, recipe = generate_candidate(arch, spec, seed, index, parents)
-    rec = {"type": "candidate", "index": index, "kind": kind}
-    layers = build_layers(recipe, spec)
-    if layers is None or _width(layers) != arch[1]:
-        rec["status"] = "skipped"
-        return rec
-    G = resolve_group(spec)
-    ok, _ = equivariant_by_canonical_form(layers, G)
-    if not ok:
-        rec["status"] = "not-equivariant"
-        return rec
-    from ..layerwise import derive_latent_actions
-
-    der = derive_latent_actions(_model(layers, spec), G)
-    if der.found:
-        rec["status"] = "layerwise-at-theta"
-        return rec
-    mw = minimal_width(canonical_form(layers), G)
-    rec["min_width"] = [mw["lower"], mw["upper"]]
-    N = arch[1]
-    if mw["lower"] is not None and mw["lower"] > N:
-        rec["status"] = "counterexample"
-        rec["recipe"] = recipe
-        rec["model"] = _layers_json(layers)
-        if minimise_finds:
-            r2, lay2 = minimise(recipe, spec)
-            rec["minimised"] = {"recipe": r2, "model": _layers_json(lay2), "width": _width(lay2)}
-            rec["certificate"] = certificate(lay2, spec)
-        else:
-            rec["certificate"] = certificate(layers, spec)
-    elif mw["upper"] is not None and mw["upper"] <= N:
-        rec["status"] = "layerwise-in-fibre"
-    else:
-        rec["status"] = "undetermined"
-    return rec
-
 
 def _work(job):
     arch, spec, seed, index, parents, mini = job
     return verify_candidate(arch, spec, seed, index, parents, mini)
 
 
+def _verify_any(arch, spec, seed, index, parents, mini) -> dict:
+    """One candidate of any depth: one hidden layer here, two or more in :mod:`symeq.relu.deep`."""
+    if len(arch) == 3:
+        return verify_candidate(arch, spec, seed, index, parents, mini)
+    from .deep import verify_deep_candidate  # same level; deep builds on this module's recipes
+
+    return verify_deep_candidate(arch, spec, seed, index, parents, mini)
+
+
+def _init_worker(spec: str, arch, worker: bool = True) -> None:
+    """Warm a worker once: imports, the group, its equivariant bases (per-process caches)."""
+    if worker:  # a pool worker must not outlive a hunt that was killed
+        from ..procs import die_with_parent
+
+        die_with_parent()
+    _group_info(spec)
+    if len(arch) > 3:
+        import sys
+
+        if worker and "numpy" not in sys.modules:
+            # one BLAS thread per worker process (the workers are the parallelism; as dask does)
+            for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                os.environ.setdefault(var, "1")
+        import numpy  # noqa: F401  (the functional-dimension evidence of deep finds)
+
+        from . import probe  # noqa: F401
+        from .deep import warm
+
+        warm(spec)
+    from .. import layerwise, submodels  # noqa: F401  (import cost paid once per worker)
+    from . import fibre, regions  # noqa: F401
+
+
+def _work_chunk(job) -> tuple[list, float, float]:
+    """A work unit: many consecutive candidates; returns (records in index order, wall seconds,
+    CPU seconds of this process)."""
+    arch, spec, seed, items, mini = job
+    t, c = time.perf_counter(), time.process_time()
+    _init_worker(spec, arch, worker=False)
+    recs = [_verify_any(arch, spec, seed, i, [] if p is None else [p], mini) for i, p in items]
+    return recs, time.perf_counter() - t, time.process_time() - c
+
+
 # ----------------------------------------------------------------------------------------------
 # JSONL with resume
 # ----------------------------------------------------------------------------------------------
-
-
-def read_records(path) -> tuple[dict | None, list]:
-    """(header, records) of a hunt file; a torn last line is ignored; duplicates (same index)
-    keep the first occurrence."""
-    p = Path(path)
-    if not p.exists():
-        return None, []
-    header, recs, seen = None, [], set()
-    for line in p.read_text().splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if d.get("type") == "header":
-            header = header or d
-        elif d.get("type") == "candidate" and d.get("index") not in seen:
-            seen.add(d["index"])
-            recs.append(d)
-    return header, recs
 
 
 def _repair(path: Path) -> None:
@@ -644,125 +148,285 @@ class _Appender:
         os.close(self.fd)
 
 
+DEFAULT_LAG = 512
+TARGET_TASK_SECONDS = 1.0
+MAX_ARCH_WIDTH = 64
+
+
 def _parse_arch(arch) -> tuple:
     if isinstance(arch, str):
         try:
             arch = tuple(int(x) for x in arch.split(","))
         except ValueError:
-            raise InputError(f"--arch takes n,width,m like 2,4,2, got {arch!r}") from None
-    arch = tuple(arch)
-    if len(arch) != 3 or any(a < 1 for a in arch):
-        raise InputError("--arch takes three positive sizes n,width,m (one hidden ReLU layer)")
+            raise InputError(f"--arch takes n,h1,...,m like 2,4,2 or 2,4,4,2, got {arch!r}") from None
+    arch = tuple(int(a) for a in arch)
+    if len(arch) < 3 or any(a < 1 for a in arch):
+        raise InputError("--arch takes positive sizes n,h1,...,m: input, one or more hidden ReLU widths, output "
+                         "(e.g. 2,4,2 or 2,4,4,2)")
+    if max(arch) > MAX_ARCH_WIDTH or len(arch) > 6:
+        raise InputError(f"--arch {','.join(map(str, arch))} is too large for exact hunting (at most 4 hidden "
+                         f"layers of width <= {MAX_ARCH_WIDTH})")
     return arch
 
 
-def hunt(arch, spec: str, out, *, budget: int | None = None, seconds: float | None = None, workers: int = 1,
-         scheduler: str | None = None, seed: int = 0, batch: int | None = None, minimise_finds: bool = True,
-         progress=None) -> dict:
-    """Run (or resume) a hunt; returns a summary dict.  See the module docstring."""
-    arch = _parse_arch(arch)
-    G = resolve_group(spec)
-    if G.input_dim != arch[0] or G.output_dim != arch[2]:
-        raise InputError(f"group {spec} acts on R^{G.input_dim} -> R^{G.output_dim}, the architecture is "
-                         f"{arch[0]} -> {arch[2]}")
-    if budget is None and seconds is None:
-        raise InputError("give --budget N (candidates) or --seconds S")
-    path = Path(out)
-    _repair(path)
-    header, records = read_records(path)
-    want = {"type": "header", "format": FORMAT, "arch": list(arch), "group": spec, "seed": seed}
-    if header is not None:
-        if [header.get(k) for k in ("arch", "group", "seed")] != [want[k] for k in ("arch", "group", "seed")]:
-            raise InputError(f"{path} holds a hunt with arch {header.get('arch')}, group {header.get('group')}, "
-                             f"seed {header.get('seed')}; use another --out or the same settings to resume")
-    done = {r["index"] for r in records}
-    finds = sorted((r["index"], r["recipe"]) for r in records if r.get("status") == "counterexample")
-    out_f = _Appender(path)
-    if header is None:
-        out_f.write(want)
-    B = batch or max(32, 16 * max(1, workers))
-    start_t = time.monotonic()
-    new = 0
-    executor = client = None
-    if scheduler:
+class _InProcess:
+    """Runs each work unit at submission (workers=1): same code path, no pickling."""
+
+    slots = 1
+
+    class _Done:
+        def __init__(self, value):
+            self.value = value
+
+        def result(self):
+            return self.value
+
+    def submit(self, job):
+        return self._Done(_work_chunk(job))
+
+    def wait(self, pending):
+        return set(pending)
+
+    def close(self):
+        pass
+
+
+class _Pool:
+    """A local process pool whose workers are started once (initializer) and keep their caches."""
+
+    def __init__(self, workers: int, spec: str, arch):
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.slots = workers
+        self.ex = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(spec, arch))
+
+    def submit(self, job):
+        return self.ex.submit(_work_chunk, job)
+
+    def wait(self, pending):
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        return wait(pending, return_when=FIRST_COMPLETED).done
+
+    def close(self):
+        self.ex.shutdown(wait=True, cancel_futures=True)
+
+
+class _Dask:
+    """dask.distributed: long-lived workers, warmed once with ``client.run``; futures per work unit."""
+
+    def __init__(self, scheduler: str, spec: str, arch):
         try:
             from distributed import Client
         except ImportError:
             raise EngineMissing("--scheduler needs dask.distributed: pip install 'dask[distributed]'") from None
-        client = Client(scheduler)
-    elif workers > 1:
-        from concurrent.futures import ProcessPoolExecutor
+        try:
+            self.client = Client(scheduler, timeout=30)
+        except (OSError, TimeoutError) as e:
+            raise InputError(f"cannot reach the dask scheduler at {scheduler}: {e}") from None
+        self.client.run(_init_worker, spec, arch)
+        self.slots = max(1, sum(self.client.nthreads().values()))
 
-        executor = ProcessPoolExecutor(max_workers=workers)
+    def submit(self, job):
+        return self.client.submit(_work_chunk, job, pure=False)
+
+    def wait(self, pending):
+        from distributed import wait
+
+        return set(wait(list(pending), return_when="FIRST_COMPLETED").done)
+
+    def close(self):
+        self.client.close()
+
+
+class _ChunkSizer:
+    """Work-unit size from the measured cost per candidate, so that a unit takes about
+    ``target`` seconds: big enough that shipping it costs little next to the work, small enough
+    that the last units of a hunt spread over every worker."""
+
+    def __init__(self, slots: int, target: float = TARGET_TASK_SECONDS):
+        self.slots, self.target = slots, target
+        self.seconds = 0.0
+        self.count = 0
+
+    def record(self, n: int, seconds: float) -> None:
+        # a decaying sum: recent units weigh most (cost drifts as mutations of finds appear)
+        self.seconds = 0.7 * self.seconds + seconds
+        self.count = 0.7 * self.count + n
+
+    def size(self, remaining: int | None, lag: int) -> int:
+        if self.count <= 0:
+            s = 4  # first units: measure
+        else:
+            s = int(self.target * self.count / max(self.seconds, 1e-6))
+        if remaining is not None:
+            s = min(s, -(-remaining // (2 * self.slots)))
+        # several units must fit in the window of candidates that may run before their
+        # mutation parents are known (see ``lag``)
+        s = min(s, max(1, lag // (2 * self.slots)), 4096)
+        return max(1, s)
+
+
+def hunt(arch, spec: str, out, *, budget: int | None = None, seconds: float | None = None, workers: int = 1,
+         scheduler: str | None = None, seed: int = 0, lag: int | None = None, batch: int | None = None,
+         minimise_finds: bool = True, progress=None) -> dict:
+    """Run (or resume) a hunt; returns a summary dict.
+
+    Work units are runs of consecutive candidates sized by their measured cost (about
+    ``TARGET_TASK_SECONDS`` each); workers are started once and keep their caches; results are
+    written in index order, so the file is always a prefix of the candidate stream and a killed
+    hunt resumes with nothing lost or doubled.  Candidate ``i`` may mutate the finds among
+    candidates ``< i - lag`` (``lag`` is part of the stream and stored in the header), which lets
+    ``lag`` candidates run while earlier ones are still in flight.  ``batch`` is the old name of
+    ``lag``.  See the module docstring.
+    """
+    arch = _parse_arch(arch)
+    G = resolve_group(spec)
+    if G.input_dim != arch[0] or G.output_dim != arch[-1]:
+        raise InputError(f"group {spec} acts on R^{G.input_dim} -> R^{G.output_dim}, the architecture is "
+                         f"{arch[0]} -> {arch[-1]}")
+    if len(arch) > 3 and G.input_dim != G.output_dim:
+        raise InputError("hunts with two or more hidden layers need a group acting on input and output in the "
+                         f"same dimension (the hidden blocks map R^{G.input_dim} to itself); {spec} does not")
+    if budget is None and seconds is None:
+        raise InputError("give --budget N (candidates) or --seconds S")
+    if budget is not None and budget < 0:
+        raise InputError("--budget must be >= 0")
+    if workers < 1:
+        raise InputError("--workers must be at least 1")
+    if lag is None:
+        lag = batch
+    if lag is not None and int(lag) < 1:
+        raise InputError("--lag must be at least 1")
+    path = Path(out)
+    _repair(path)
+    header, records = read_records(path)
+    want = {"type": "header", "format": FORMAT, "arch": list(arch), "group": spec, "seed": seed}
+    if header is None and path.exists() and path.stat().st_size > 0:
+        raise InputError(f"{path} exists and is not a hunt file (no header line); choose another --out")
+    if header is not None:
+        if header.get("format") != FORMAT:
+            raise InputError(f"{path} was written by an older hunter ({header.get('format')}), whose candidate "
+                             f"stream differs; start a new --out file (--report still reads it)")
+        if [header.get(k) for k in ("arch", "group", "seed")] != [want[k] for k in ("arch", "group", "seed")]:
+            raise InputError(f"{path} holds a hunt with arch {header.get('arch')}, group {header.get('group')}, "
+                             f"seed {header.get('seed')}; use another --out or the same settings to resume")
+        if header.get("minimise", True) != minimise_finds:
+            raise InputError(f"{path} was started {'with' if header.get('minimise', True) else 'without'} "
+                             f"minimisation of finds; resume with the same setting (--no-minimise)")
+        if lag is not None and int(lag) != header.get("lag"):
+            raise InputError(f"{path} was started with --lag {header.get('lag')}; resume with the same value")
+        lag = int(header["lag"])
+    else:
+        lag = int(lag if lag is not None else DEFAULT_LAG)
+        want["lag"] = lag
+        want["minimise"] = bool(minimise_finds)
+    done = {r["index"] for r in records}
+    finds = sorted((r["index"], r["recipe"]) for r in records
+                   if r.get("status") in PARENT_STATUSES and "recipe" in r)
+    find_index = [i for i, _ in finds]  # sorted; finds are appended in index order
+    n_finds = sum(1 for r in records if r.get("status") in FIND_STATUSES)
+    # the first index not yet verified: the file is a prefix of the stream
+    frontier = 0
+    while frontier in done:
+        frontier += 1
+    if budget is not None and all(i in done for i in range(budget)):
+        return {"verified": 0, "total": len(done), "finds": n_finds, "seconds": 0.0, "per_second": None,
+                "complete": True, "work_seconds": 0.0, "cpu_seconds": 0.0, "workers": 0, "busy": None}
+    out_f = _Appender(path)
+    if header is None:
+        out_f.write(want)
+    start_t = time.monotonic()
+    new = 0
+    work = 0.0  # seconds spent inside work units (measured by the workers)
+    cpu = 0.0  # CPU seconds the workers used for them
+    runner = (_Dask(scheduler, spec, arch) if scheduler else
+              _Pool(workers, spec, arch) if workers > 1 else _InProcess())
+    sizer = _ChunkSizer(runner.slots)
+    pending: dict = {}   # future -> first index of its unit
+    ready: dict = {}     # first index -> records, for units finished out of order
+    order: list = []     # first indices of units in flight, in stream order
+    nxt = frontier       # next index to hand out
+    last_note = start_t
     stopped = False
+
+    def out_of_time() -> bool:
+        return seconds is not None and time.monotonic() - start_t > seconds
+
     try:
-        b0 = 0
-        while not stopped:
-            if budget is not None and b0 >= budget:
-                break
-            hi = b0 + B if budget is None else min(b0 + B, budget)
-            todo = [i for i in range(b0, hi) if i not in done]
-            parents = [(i, r) for i, r in finds if i < b0]
-            jobs = []
-            for i in todo:
-                par = _select_parent(seed, i, parents)
-                jobs.append((arch, spec, seed, i, [] if par is None else [par], minimise_finds))
-            results = _run_batch(jobs, executor, client)
-            for rec in results:
-                out_f.write(rec)
-                done.add(rec["index"])
-                new += 1
-                if rec.get("status") == "counterexample":
-                    finds.append((rec["index"], rec["recipe"]))
-                if seconds is not None and time.monotonic() - start_t > seconds:
-                    stopped = True
+        while True:
+            # hand out units while there is room: a unit may run once the finds it may mutate
+            # (indices < i - lag) are all known, i.e. written
+            while not stopped and len(pending) < 2 * runner.slots:
+                if budget is not None and nxt >= budget:
                     break
-            finds.sort()
-            out_f.sync()
-            if progress:
-                progress(f"hunt: {len(done)} candidates, {len(finds)} counterexample(s), "
-                         f"{time.monotonic() - start_t:.1f} s")
-            b0 = hi
-            if seconds is not None and time.monotonic() - start_t > seconds:
-                stopped = True
+                remaining = None if budget is None else budget - nxt
+                size = sizer.size(remaining, lag)
+                hi = nxt + size if budget is None else min(nxt + size, budget)
+                hi = min(hi, frontier + lag + 1)
+                if hi <= nxt:
+                    break
+                items = []
+                for i in range(nxt, hi):
+                    if i in done:
+                        continue
+                    # as _select_parent(seed, i, [finds with index < i - lag]), without the copy
+                    count = bisect.bisect_left(find_index, i - lag)
+                    par = None
+                    if count and _rng(seed, i).random() < 0.15:
+                        par = finds[_rng(seed, i, "parent").randrange(count)]
+                    items.append((i, par))
+                if items:
+                    fut = runner.submit((arch, spec, seed, items, minimise_finds))
+                    pending[fut] = nxt
+                    order.append(nxt)
+                else:
+                    ready[nxt] = ([], 0.0)
+                    order.append(nxt)
+                nxt = hi
+            if not pending and not (order and order[0] in ready):
+                break
+            if pending:
+                for fut in runner.wait(list(pending)):
+                    first = pending.pop(fut)
+                    recs, dt, cpu_dt = fut.result()
+                    sizer.record(len(recs), dt)
+                    work += dt
+                    cpu += cpu_dt
+                    ready[first] = (recs, dt)
+            # write the units that are next in the stream
+            while order and order[0] in ready:
+                recs, _ = ready.pop(order.pop(0))
+                for rec in recs:
+                    out_f.write(rec)
+                    done.add(rec["index"])
+                    new += 1
+                    if rec.get("status") in PARENT_STATUSES and "recipe" in rec:
+                        finds.append((rec["index"], rec["recipe"]))
+                        find_index.append(rec["index"])
+                    if rec.get("status") in FIND_STATUSES:
+                        n_finds += 1
+                while frontier in done:
+                    frontier += 1
+            if out_of_time():
+                stopped = True  # hand out nothing more; the units in flight finish and are written
+            now = time.monotonic()
+            if progress and now - last_note > 2.0:
+                last_note = now
+                progress(f"hunt: {len(done)} candidates, {n_finds} find(s), {new / (now - start_t):.1f} candidates/s, "
+                         f"units of {sizer.size(None, lag)}")
+        out_f.sync()
     finally:
         out_f.close()
-        if executor is not None:
-            executor.shutdown(cancel_futures=True)
-        if client is not None:
-            client.close()
+        runner.close()
     elapsed = time.monotonic() - start_t
-    return {"verified": new, "total": len(done), "finds": len(finds), "seconds": elapsed,
-            "per_second": new / elapsed if elapsed > 0 else None}
-
-
-def _run_batch(jobs, executor, client):
-    """Yield records as they complete."""
-    if not jobs:
-        return
-    if client is not None:
-        from distributed import as_completed
-
-        futs = client.map(_work, jobs, pure=False)
-        try:
-            for f in as_completed(futs):
-                yield f.result()
-        finally:
-            client.cancel(futs)
-        return
-    if executor is not None:
-        from concurrent.futures import as_completed as cf_completed
-
-        futs = [executor.submit(_work, j) for j in jobs]
-        try:
-            for f in cf_completed(futs):
-                yield f.result()
-        finally:
-            for f in futs:
-                f.cancel()
-        return
-    for j in jobs:
-        yield _work(j)
+    complete = budget is not None and all(i in done for i in range(budget))
+    slots = runner.slots
+    return {"verified": new, "total": len(done), "finds": n_finds, "seconds": elapsed,
+            "per_second": new / elapsed if elapsed > 0 else None, "complete": complete,
+            "work_seconds": work, "cpu_seconds": cpu, "workers": slots,
+            # how busy the workers were: 1.0 when every slot computed all the time
+            "busy": work / (slots * elapsed) if elapsed > 0 else None}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -770,53 +434,8 @@ def _run_batch(jobs, executor, client):
 # ----------------------------------------------------------------------------------------------
 
 
-def report(paths) -> str:
-    """A catalogue of the finds in one or more hunt files, per architecture and group."""
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
-    groups: dict = {}
-    for p in paths:
-        header, recs = read_records(p)
-        if header is None:
-            raise InputError(f"{p}: not a hunt file (no header line)")
-        key = (tuple(header["arch"]), header["group"])
-        g = groups.setdefault(key, {"files": [], "records": {}})
-        g["files"].append(str(p))
-        for r in recs:
-            g["records"].setdefault((header["seed"], r["index"]), r)
-    lines = []
-    for (arch, spec), g in sorted(groups.items()):
-        recs = list(g["records"].values())
-        st = Counter(r.get("status") for r in recs)
-        kinds = Counter(r.get("kind") for r in recs if r.get("status") == "counterexample")
-        lines.append(f"architecture {','.join(map(str, arch))}, group {spec}: {len(recs)} candidates "
-                     f"({', '.join(f'{k} {v}' for k, v in sorted(st.items()))})")
-        finds = [r for r in recs if r.get("status") == "counterexample"]
-        if not finds:
-            lines.append("  no counterexample")
-            continue
-        lines.append(f"  counterexamples: {len(finds)} (by generator: "
-                     f"{', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})")
-        distinct: dict = {}
-        for r in finds:
-            mm = r.get("minimised", {}).get("model") or r["model"]
-            sig = json.dumps(mm, sort_keys=True)
-            distinct.setdefault(sig, r)
-        lines.append(f"  distinct minimised networks: {len(distinct)}")
-        ws = Counter((r.get("certificate", {}).get("fibre", {}).get("smallest_equivariant_width")) for r in finds)
-        lines.append("  smallest equivariant width: " + ", ".join(f"{k}: {v}" for k, v in sorted(ws.items(), key=str)))
-        best = min(distinct.values(), key=lambda r: (r.get("minimised", {}).get("width", 99),
-                                                     sum(len(str(x)) for x in json.dumps(r.get("minimised", {}).get("model")))))
-        mm = best.get("minimised", {}).get("model") or best["model"]
-        cert = best.get("certificate", {})
-        lines.append(f"  simplest find (candidate {best['index']}, {best['kind']}):")
-        lines.append(f"    W1 = {mm['W1']}, b1 = {mm['b1']}")
-        lines.append(f"    W2 = {mm['W2']}, b2 = {mm['b2']}")
-        fib = cert.get("fibre", {})
-        lines.append(f"    verdict {cert.get('verdict')}; width {fib.get('width')}, smallest layerwise-equivariant "
-                     f"width {fib.get('smallest_equivariant_width')}")
-        real = cert.get("realisation")
-        if real:
-            lines.append(f"    realisation: W1 = {real['layers'][0]['weight']}")
-            lines.append(f"                 W2 = {real['layers'][1]['weight']}")
-    return "\n".join(lines)
+def report(paths, picture=None) -> str:
+    """The catalogue of one or more hunt files (see :func:`symeq.relu.catalogue.report`)."""
+    from .catalogue import report as _report  # same level; the catalogue reads this module's files
+
+    return _report(paths, picture=picture)

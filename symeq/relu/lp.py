@@ -27,6 +27,12 @@ from typing import NamedTuple, Sequence
 
 from flint import fmpq, fmpz
 
+from ..errors import InputError, NotExactError
+
+
+class InexactInput(NotExactError, TypeError):
+    """A float or other non-rational number given to the exact LP (also a TypeError, as before)."""
+
 __all__ = [
     "LPResult",
     "LPIterationLimit",
@@ -93,7 +99,7 @@ def as_fmpq(v) -> fmpq:
     if isinstance(v, str):
         return fmpq(v.strip())
     if isinstance(v, float):
-        raise TypeError("floats are not accepted by the exact LP; use fmpq/Fraction/int")
+        raise InexactInput("floats are not accepted by the exact LP; use fmpq/Fraction/int")
     # other exact types (e.g. sympy Rational) expose numerator/denominator
     num = getattr(v, "numerator", None)
     den = getattr(v, "denominator", None)
@@ -101,7 +107,7 @@ def as_fmpq(v) -> fmpq:
         num = num() if callable(num) else num
         den = den() if callable(den) else den
         return fmpq(int(num), int(den))
-    raise TypeError(f"cannot convert {type(v).__name__} to an exact rational")
+    raise InexactInput(f"cannot convert {type(v).__name__} to an exact rational")
 
 
 def _vec(v) -> list:
@@ -248,7 +254,7 @@ def solve_lp(c: Sequence, A_ub: Sequence | None = None, b_ub: Sequence | None = 
     'infeasible'
     """
     if rule not in ("bland", "dantzig"):
-        raise ValueError("rule must be 'bland' or 'dantzig'")
+        raise InputError("rule must be 'bland' or 'dantzig'")
     c = _vec(c)
     n = len(c)
     A_ub = _mat(A_ub) if A_ub is not None else []
@@ -256,16 +262,16 @@ def solve_lp(c: Sequence, A_ub: Sequence | None = None, b_ub: Sequence | None = 
     A_eq = _mat(A_eq) if A_eq is not None else []
     b_eq = _vec(b_eq) if b_eq is not None else []
     if len(A_ub) != len(b_ub) or len(A_eq) != len(b_eq):
-        raise ValueError("constraint matrix and right-hand side lengths differ")
+        raise InputError("constraint matrix and right-hand side lengths differ")
     for row in A_ub + A_eq:
         if len(row) != n:
-            raise ValueError("constraint row length differs from len(c)")
+            raise InputError("constraint row length differs from len(c)")
     if isinstance(free, bool):
         free_mask = [free] * n
     else:
         free_mask = [bool(f) for f in free]
         if len(free_mask) != n:
-            raise ValueError("free mask length differs from len(c)")
+            raise InputError("free mask length differs from len(c)")
     return _solve(c, A_ub, b_ub, A_eq, b_eq, free_mask, rule, max_iter)
 
 
@@ -453,14 +459,14 @@ def interior_point(A: Sequence, b: Sequence, n: int | None = None
     A = _mat(A)
     b = _vec(b)
     if len(A) != len(b):
-        raise ValueError("A and b have different numbers of rows")
+        raise InputError("A and b have different numbers of rows")
     if n is None:
         if not A:
-            raise ValueError("n is required when A has no rows")
+            raise InputError("n is required when A has no rows")
         n = len(A[0])
     for row in A:
         if len(row) != n:
-            raise ValueError("rows of A must all have length n")
+            raise InputError("rows of A must all have length n")
     return _interior_point(A, b, n)
 
 
@@ -488,7 +494,7 @@ def _interior_point(A: list, b: list, n: int, origin: list | None = None,
     res = _solve([_ZERO] * n + [_ONE], A_ub, b_ub, [], [], [True] * n + [False],
                  stop_above=-s if early else None)
     if res.status == "unbounded":  # pragma: no cover - bounded by construction
-        raise RuntimeError("unexpected unbounded LP")
+        raise RuntimeError("internal error: unexpected unbounded LP")
     t = res.x[n] + s
     if t <= 0:
         return None

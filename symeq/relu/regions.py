@@ -11,7 +11,7 @@ layerwise equivariance in general (Bökman & Kahl 2023): the identity on R^2
 written with width 4 as ``W1 = [A; -A]``, ``W2 = [A^-1, -A^-1]`` (because
 ``relu(t) - relu(-t) = t``) is equivariant under the order-3 matrix
 ``R = [[0, -1], [1, -1]]``, yet no width-4 parameter is layerwise equivariant
-(see LITERATURE.md, "Small exact facts").  Exact decisions like this one are
+(see docs/theory.md, "Small exact facts").  Exact decisions like this one are
 what such counterexamples rest on.
 
 Network representation (plain data, no other symeq module needed)::
@@ -53,6 +53,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 from flint import fmpq
 
+from ..errors import BudgetExceeded, InputError, RegionLimit
 from .lp import _interior_point, as_fmpq
 
 __all__ = [
@@ -70,18 +71,24 @@ _ZERO = fmpq(0)
 _ONE = fmpq(1)
 
 
-class RegionLimitExceeded(RuntimeError):
+class RegionLimitExceeded(RegionLimit, BudgetExceeded):
     """Raised when an enumeration would produce more than ``limit`` regions.
+
+    Both a :class:`~symeq.errors.RegionLimit` (the limit's name, value and how to raise it) and a
+    :class:`~symeq.errors.BudgetExceeded`: the limit is met *during* the enumeration, so the
+    question stays open and the command line exits 3 (undetermined), not 2.
 
     Attributes
     ----------
-    limit : int
-        The limit that was exceeded.
+    maximum : int
+        The limit that was exceeded (``limit`` is its name, "regions").
     """
 
-    def __init__(self, limit: int):
-        super().__init__(f"more than {limit} linear regions; raise `limit` to continue")
-        self.limit = limit
+    exit_code = 3
+
+    def __init__(self, limit: int, option: str = "the `limit` argument"):
+        super().__init__(f"more than {limit} linear regions; raise `limit` to continue", value=limit + 1,
+                         maximum=limit, option=option)
 
 
 class Region(NamedTuple):
@@ -172,7 +179,7 @@ def _matmul(M: Sequence, N: Sequence, ncols: int) -> list:
 def _square(M, n: int, name: str) -> list:
     M = [[as_fmpq(v) for v in row] for row in M]
     if len(M) != n or any(len(row) != n for row in M):
-        raise ValueError(f"{name} must be a {n}x{n} matrix")
+        raise InputError(f"{name} must be a {n}x{n} matrix")
     return M
 
 
@@ -180,27 +187,27 @@ def _check_layers(layers) -> tuple[list, int, int]:
     """Convert a network to fmpq and check shapes; return (layers, n_in, n_out)."""
     layers = list(layers)
     if not layers:
-        raise ValueError("a network needs at least one layer")
+        raise InputError("a network needs at least one layer")
     out = []
     n_prev = None
     for i, layer in enumerate(layers):
         try:
             W, b, relu = layer
         except (TypeError, ValueError):
-            raise ValueError(f"layer {i} must be a triple (W, b, relu)") from None
+            raise InputError(f"layer {i} must be a triple (W, b, relu)") from None
         W = [[as_fmpq(v) for v in row] for row in W]
         b = [as_fmpq(v) for v in b]
         if len(W) != len(b):
-            raise ValueError(f"layer {i}: W has {len(W)} rows but b has {len(b)} entries")
+            raise InputError(f"layer {i}: W has {len(W)} rows but b has {len(b)} entries")
         if not W:
-            raise ValueError(f"layer {i} has no neurons")
+            raise InputError(f"layer {i} has no neurons")
         width_in = len(W[0])
         if any(len(row) != width_in for row in W):
-            raise ValueError(f"layer {i}: rows of W have different lengths")
+            raise InputError(f"layer {i}: rows of W have different lengths")
         if n_prev is not None and width_in != n_prev:
-            raise ValueError(f"layer {i} expects input of size {width_in}, previous layer gives {n_prev}")
+            raise InputError(f"layer {i} expects input of size {width_in}, previous layer gives {n_prev}")
         if width_in == 0:
-            raise ValueError(f"layer {i} has input dimension 0")
+            raise InputError(f"layer {i} has input dimension 0")
         out.append((W, b, bool(relu)))
         n_prev = len(W)
     return out, len(out[0][0][0]), len(out[-1][0])
@@ -245,7 +252,7 @@ def evaluate(layers, x: Sequence) -> list:
 
     Examples
     --------
-    The width-4 identity on R^2 of Bökman-Kahl (LITERATURE.md): ``relu(x) -
+    The width-4 identity on R^2 of Bökman-Kahl (docs/theory.md): ``relu(x) -
     relu(-x) = x`` coordinatewise.
 
     >>> I, mI = [[1, 0], [0, 1]], [[-1, 0], [0, -1]]
@@ -256,7 +263,7 @@ def evaluate(layers, x: Sequence) -> list:
     layers, n, _ = _check_layers(layers)
     v = [as_fmpq(t) for t in x]
     if len(v) != n:
-        raise ValueError(f"input has size {len(v)}, the network expects {n}")
+        raise InputError(f"input has size {len(v)}, the network expects {n}")
     for W, b, relu in layers:
         v = [_dot(row, v) + bi for row, bi in zip(W, b)]
         if relu:
@@ -310,13 +317,13 @@ def linear_regions(layers, extra_constraints=None, limit: int = 100000) -> Itera
     """
     layers, n, _ = _check_layers(layers)
     if limit < 0:
-        raise ValueError("limit must be non-negative")
+        raise InputError("limit must be non-negative")
     cons: list = []
     for item in extra_constraints or ():
         a, c = item
         a = [as_fmpq(v) for v in a]
         if len(a) != n:
-            raise ValueError(f"extra constraint has {len(a)} coefficients, expected {n}")
+            raise InputError(f"extra constraint has {len(a)} coefficients, expected {n}")
         cons.append((a, as_fmpq(c)))
     return _enumerate(layers, n, cons, limit)
 
@@ -605,7 +612,7 @@ def _witness(region: Region, n: int) -> list:
     # every inequality keeps slack >= t - step*|a_k| >= t/2 > 0
     for a, d in region.inequalities:
         if not _dot(a, x) + d > 0:  # pragma: no cover - guaranteed by the step size
-            raise RuntimeError("witness step left the region")
+            raise RuntimeError("internal error: witness step left the region")
     return x
 
 
@@ -616,7 +623,7 @@ def _defect(layers, R_in, R_out, x) -> list:
     return [u - v for u, v in zip(lhs, rhs)]
 
 
-def decide_equivariance(layers, rho_in, rho_out, limit: int = 100000) -> EquivarianceDecision:
+def decide_equivariance(layers, rho_in, rho_out, limit: int = 100000, deadline=None) -> EquivarianceDecision:
     """Decide exactly whether ``f(rho_in x) == rho_out f(x)`` for all real ``x``.
 
     Builds the difference network ``h(x) = f(rho_in x) - rho_out f(x)``
@@ -642,6 +649,8 @@ def decide_equivariance(layers, rho_in, rho_out, limit: int = 100000) -> Equivar
         Action on the output.
     limit : int, default 100000
         Raise :class:`RegionLimitExceeded` beyond this many regions of ``h``.
+    deadline : :class:`~symeq.budget.Deadline`, optional
+        Checked once per region (:class:`~symeq.errors.BudgetExceeded` past it).
 
     Returns
     -------
@@ -652,7 +661,7 @@ def decide_equivariance(layers, rho_in, rho_out, limit: int = 100000) -> Equivar
     Examples
     --------
     The width-4 ReLU identity on R^2 (``W1 = [A; -A]``, ``W2 = [A^-1, -A^-1]``,
-    LITERATURE.md) is equivariant under the order-3 rotation
+    docs/theory.md) is equivariant under the order-3 rotation
     ``R = [[0, -1], [1, -1]]``, although no width-4 parameter is layerwise
     equivariant:
 
@@ -678,6 +687,8 @@ def decide_equivariance(layers, rho_in, rho_out, limit: int = 100000) -> Equivar
     count = 0
     for region in linear_regions(h, limit=limit):
         count += 1
+        if deadline is not None:
+            deadline.check(f"enumerating ReLU linear regions ({count} so far)")
         A, c = region.affine
         if not any(c) and not any(any(row) for row in A):
             continue

@@ -1,0 +1,366 @@
+"""The exact lightning (polynomial) multi-head attention layer, its latent group, and the check
+and matching of latent actions on it.
+
+A lightning attention layer on T tokens with d channels (no softmax, so polynomial of degree 3)::
+
+    f(X) = sum_h (X Q_h K_h^T X^T) X V_h O_h,        X in Q^{T x d}
+
+(Henry, Marchetti, Kohn, ICLR 2025).  Its latent space is the concatenation of the heads' value
+spaces, Y = [Y_1 ... Y_H] with Y_h = (X A_h X^T) X V_h and A_h = Q_h K_h^T; the latent group is
+prod_h GL(d_v) x| S_H (acting on every token alike), and the query/key freedom
+Q_h -> Q_h M, K_h -> K_h M^-T is internal to the layer (it does not change A_h).
+
+Vectors are flattened row-major: x = vec(X) with index t*d + c, so the action X -> P X C^T of a
+token permutation P and a channel matrix C is the Kronecker product P (x) C, and a token-wise
+dense layer X -> sigma(X W^T + b) is the dense layer with weight I_T (x) W.
+
+For a generator acting by P (x) C, head h is matched to the head k with C^T A_h C = lambda A_k
+(canonical forms of the score matrices up to scalars) and V_k N = C^T V_h is solved exactly for N
+in GL(d_v); the action on the value spaces is P (x) R with block (h, k) of R equal to lambda N^T.
+Models, generators, submodels and dimension counts of attention live in :mod:`symeq.attention`.
+
+>>> tokenwise(identity(2), 3).nrows()
+6
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flint import fmpq, fmpq_mat
+
+from ..errors import InputError, ShapeError
+from ..numbers import identity, kron, mat_rows, matrix
+
+__all__ = [
+    "Head",
+    "AttentionLayer",
+    "HeadsLayer",
+    "factor_kron",
+    "tokenwise",
+    "head_permutation",
+    "block_monomial_parts",
+    "check_heads_layer",
+    "match_heads",
+    "LATENT_GROUP",
+]
+
+LATENT_GROUP = "per-head GL(d_v) x head permutations (block monomial), on every token"
+
+
+def _nonzeros(M: fmpq_mat) -> list:
+    c = M.ncols()
+    return [(i // c, i % c, x) for i, x in enumerate(M.entries()) if x != 0]
+
+
+def factor_kron(M: fmpq_mat, T: int, d: int) -> tuple[fmpq_mat, fmpq_mat] | None:
+    """(P, C) with M = P (x) C and P a permutation matrix (T x T), or None."""
+    if M.nrows() != T * d or M.ncols() != T * d:
+        return None
+    blocks = {}
+    for r, c, _ in _nonzeros(M):
+        blocks.setdefault(r // d, set()).add(c // d)
+    if sorted(blocks) != list(range(T)) or any(len(v) != 1 for v in blocks.values()):
+        return None
+    target = {t: next(iter(v)) for t, v in blocks.items()}
+    if sorted(target.values()) != list(range(T)):
+        return None
+    P = fmpq_mat(T, T)
+    for t, s_ in target.items():
+        P[t, s_] = 1
+    s0 = target[0]
+    C = fmpq_mat(d, d, [M[a, s0 * d + b] for a in range(d) for b in range(d)])
+    if kron(P, C) != M:
+        return None
+    return P, C
+
+
+def tokenwise(W: fmpq_mat, T: int) -> fmpq_mat:
+    """The flattened weight I_T (x) W of a token-wise linear map."""
+    return kron(identity(T), W)
+
+
+@dataclass(eq=False)
+class Head:
+    """One head: query, key (d x d_k), value (d x d_v), out (d_v x d_out)."""
+
+    query: fmpq_mat
+    key: fmpq_mat
+    value: fmpq_mat
+    out: fmpq_mat
+
+    def __post_init__(self):
+        for name in ("query", "key", "value", "out"):
+            m = getattr(self, name)
+            if not isinstance(m, fmpq_mat):
+                setattr(self, name, matrix(m))
+        d = self.query.nrows()
+        if self.key.nrows() != d or self.value.nrows() != d:
+            raise ShapeError(f"query, key and value must have d = {d} rows (got {self.key.nrows()}, {self.value.nrows()})")
+        if self.key.ncols() != self.query.ncols():
+            raise ShapeError(f"query and key must have the same number of columns d_k ({self.query.ncols()} vs {self.key.ncols()})")
+        if self.out.nrows() != self.value.ncols():
+            raise ShapeError(f"out must have d_v = {self.value.ncols()} rows, got {self.out.nrows()}")
+
+    @property
+    def scores(self) -> fmpq_mat:
+        """A = Q K^T (d x d)."""
+        return self.query * self.key.transpose()
+
+
+def _tokens(x_col: list, T: int, d: int) -> fmpq_mat:
+    return fmpq_mat(T, d, x_col)
+
+
+def _head_outputs(X: fmpq_mat, A_list, V_list) -> list[fmpq_mat]:
+    XT = X.transpose()
+    return [(X * A * XT) * (X * V) for A, V in zip(A_list, V_list)]
+
+
+@dataclass(eq=False)
+class AttentionLayer:
+    """Lightning multi-head attention on ``tokens`` tokens (flattened input T*d, output T*d_out)."""
+
+    tokens: int
+    heads: list
+    activation: object = None
+    kind: str = "attention"
+
+    def __post_init__(self):
+        if not isinstance(self.tokens, int) or self.tokens < 1:
+            raise InputError(f"tokens must be a positive integer, got {self.tokens!r}")
+        if not self.heads:
+            raise InputError("an attention layer needs at least one head")
+        self.heads = [h if isinstance(h, Head) else Head(**h) for h in self.heads]
+        h0 = self.heads[0]
+        for i, h in enumerate(self.heads):
+            if h.query.nrows() != h0.query.nrows() or h.out.ncols() != h0.out.ncols() or h.value.ncols() != h0.value.ncols():
+                raise ShapeError(f"head {i} has other shapes than head 0 (all heads need the same d, d_v, d_out)")
+
+    @property
+    def d(self) -> int:
+        return self.heads[0].query.nrows()
+
+    @property
+    def dv(self) -> int:
+        return self.heads[0].value.ncols()
+
+    @property
+    def d_out(self) -> int:
+        return self.heads[0].out.ncols()
+
+    @property
+    def in_dim(self) -> int:
+        return self.tokens * self.d
+
+    @property
+    def out_dim(self) -> int:
+        return self.tokens * self.d_out
+
+    @property
+    def n_params(self) -> int:
+        return sum(h.query.nrows() * h.query.ncols() * 2 + h.value.nrows() * h.value.ncols()
+                   + h.out.nrows() * h.out.ncols() for h in self.heads)
+
+    def out_stack(self) -> fmpq_mat:
+        """O stacked over heads (H d_v x d_out)."""
+        rows = [r for h in self.heads for r in mat_rows(h.out)]
+        return fmpq_mat(len(rows), self.d_out, [x for r in rows for x in r])
+
+    def forward(self, Xb: fmpq_mat) -> fmpq_mat:
+        T, d = self.tokens, self.d
+        A = [h.scores for h in self.heads]
+        V = [h.value for h in self.heads]
+        O = [h.out for h in self.heads]
+        cols = []
+        for c in range(Xb.ncols()):
+            X = _tokens([Xb[i, c] for i in range(T * d)], T, d)
+            Z = fmpq_mat(T, self.d_out)
+            for Y, Oh in zip(_head_outputs(X, A, V), O):
+                Z += Y * Oh
+            cols.append(Z.entries())
+        return fmpq_mat(T * self.d_out, Xb.ncols(), [cols[c][i] for i in range(T * self.d_out) for c in range(len(cols))])
+
+    def copy(self) -> "AttentionLayer":
+        return AttentionLayer(self.tokens, [Head(fmpq_mat(h.query), fmpq_mat(h.key), fmpq_mat(h.value), fmpq_mat(h.out))
+                                            for h in self.heads])
+
+
+@dataclass(eq=False)
+class HeadsLayer:
+    """The first layer of the chain: X -> [Y_1 ... Y_H], Y_h = (X A_h X^T) X V_h (flattened)."""
+
+    tokens: int
+    scores: list
+    values: list
+    activation: object = None
+    kind: str = "heads"
+    latent_group: str = LATENT_GROUP
+
+    @property
+    def d(self) -> int:
+        return self.scores[0].nrows()
+
+    @property
+    def dv(self) -> int:
+        return self.values[0].ncols()
+
+    @property
+    def heads(self) -> int:
+        return len(self.scores)
+
+    @property
+    def in_dim(self) -> int:
+        return self.tokens * self.d
+
+    @property
+    def out_dim(self) -> int:
+        return self.tokens * self.heads * self.dv
+
+    def forward(self, Xb: fmpq_mat) -> fmpq_mat:
+        T, d, H, dv = self.tokens, self.d, self.heads, self.dv
+        n_out = T * H * dv
+        cols = []
+        for c in range(Xb.ncols()):
+            X = _tokens([Xb[i, c] for i in range(T * d)], T, d)
+            Ys = _head_outputs(X, self.scores, self.values)
+            cols.append([Ys[h][t, j] for t in range(T) for h in range(H) for j in range(dv)])
+        return fmpq_mat(n_out, Xb.ncols(), [cols[c][i] for i in range(n_out) for c in range(len(cols))])
+
+
+# -- the exact check and the derivation for the heads layer ----------------------------------
+
+def block_monomial_parts(R: fmpq_mat, H: int, dv: int):
+    """For a block-monomial R (H x H blocks of size dv, one invertible block per block row and
+    column) return [(k, B)] per block row h: the block column k and the block B; else None."""
+    if R.nrows() != H * dv or R.ncols() != H * dv:
+        return None
+    out, used = [], set()
+    for h in range(H):
+        found = []
+        for k in range(H):
+            B = fmpq_mat(dv, dv, [R[h * dv + a, k * dv + b] for a in range(dv) for b in range(dv)])
+            if any(x != 0 for x in B.entries()):
+                found.append((k, B))
+        if len(found) != 1 or found[0][0] in used or found[0][1].det() == 0:
+            return None
+        used.add(found[0][0])
+        out.append(found[0])
+    return out
+
+
+def head_permutation(M: fmpq_mat, tokens: int, heads: int, dv: int) -> list[int]:
+    """The head permutation of a value-space action P (x) R: head h -> block column k."""
+    fac = factor_kron(M, tokens, heads * dv)
+    if fac is None:
+        raise InputError("not a token-wise block-monomial action")
+    parts = block_monomial_parts(fac[1], heads, dv)
+    if parts is None:
+        raise InputError("not a block-monomial action on the value spaces")
+    return [k for k, _ in parts]
+
+
+def _canonical_scores(A: fmpq_mat):
+    e = A.entries()
+    first = next((x for x in e if x != 0), None)
+    if first is None:
+        return None, fmpq(0)
+    return tuple((int((x / first).p), int((x / first).q)) for x in e), first
+
+
+def check_heads_layer(layer: HeadsLayer, P_in: fmpq_mat, Q: fmpq_mat) -> tuple[bool, str]:
+    """Decide f(P_in x) = Q f(x) for the heads layer, for Q = P (x) R block monomial (sufficient).
+
+    With P_in = P (x) C (P a permutation), block (h, k) = B of R: it suffices that
+    C^T A_h C = lambda A_k and lambda C^T V_h = V_k B^T, since then
+    Y_h(P X C^T) = P (X A_k X^T) X V_k B^T / ... = P Y_k(X) B^T.
+    """
+    T, d, H, dv = layer.tokens, layer.d, layer.heads, layer.dv
+    fin = factor_kron(P_in, T, d)
+    if fin is None:
+        return False, "the input action is not a token permutation (x) a channel matrix"
+    fout = factor_kron(Q, T, H * dv)
+    if fout is None:
+        return False, "the latent action is not a token permutation (x) a value-space matrix"
+    P, C = fin
+    P2, R = fout
+    if P2 != P:
+        return False, "the latent action permutes tokens differently from the input action"
+    parts = block_monomial_parts(R, H, dv)
+    if parts is None:
+        return False, "the latent action is not block monomial (one invertible d_v x d_v block per head)"
+    Ct = C.transpose()
+    for h, (k, B) in enumerate(parts):
+        At = Ct * layer.scores[h] * C
+        Ak = layer.scores[k]
+        key_t, s_t = _canonical_scores(At)
+        key_k, s_k = _canonical_scores(Ak)
+        if key_t != key_k:
+            return False, f"head {h}: C^T A_h C is not a multiple of A_{k}"
+        lam = s_t / s_k if s_k != 0 else fmpq(1)
+        if lam * (Ct * layer.values[h]) != layer.values[k] * B.transpose():
+            return False, f"head {h}: lambda C^T V_h != V_{k} B^T"
+    return True, f"Y_h(P X C^T) = P Y_pi(h)(X) B_h for all {H} heads, exactly"
+
+
+def match_heads(layer: HeadsLayer, P_in: fmpq_mat):
+    """All value-space actions P (x) R making the heads layer equivariant, or a failure message.
+
+    Returns (list of actions, failure or None).  Heads whose score matrices are proportional tie;
+    every bijection inside a tie class is returned (the next layers decide).
+    """
+    import itertools
+
+    T, d, H, dv = layer.tokens, layer.d, layer.heads, layer.dv
+    fin = factor_kron(P_in, T, d)
+    if fin is None:
+        return [], "the group does not act as a token permutation (x) a channel matrix"
+    P, C = fin
+    Ct = C.transpose()
+    index: dict = {}
+    base = []
+    for k, A in enumerate(layer.scores):
+        key, s = _canonical_scores(A)
+        base.append((key, s))
+        index.setdefault(key, []).append(k)
+    transformed = []
+    classes: dict = {}
+    for h in range(H):
+        key, s = _canonical_scores(Ct * layer.scores[h] * C)
+        transformed.append((key, s))
+        classes.setdefault(key, []).append(h)
+    for key, hs in classes.items():
+        if len(index.get(key, [])) != len(hs):
+            return [], (f"head {hs[0]}: after the channel action its score matrix C^T A C is not a multiple of "
+                        f"any head's A (or the multiplicities differ): no head permutation exists")
+    tied = [(hs, index[key]) for key, hs in classes.items() if len(hs) > 1]
+    fixed = {hs[0]: index[key][0] for key, hs in classes.items() if len(hs) == 1}
+    results = []
+    for combo in itertools.product(*[list(itertools.permutations(ks)) for _, ks in tied]):
+        target = dict(fixed)
+        for (hs, _), ks in zip(tied, combo):
+            target.update(zip(hs, ks))
+        R = fmpq_mat(H * dv, H * dv)
+        ok = True
+        for h in range(H):
+            k = target[h]
+            lam = transformed[h][1] / base[k][1] if base[k][1] != 0 else fmpq(1)
+            Vk = layer.values[k]
+            rhs = Ct * layer.values[h]
+            G = Vk.transpose() * Vk
+            if G.det() == 0:
+                return [], (f"head {k}: its value matrix does not have full column rank d_v (a degenerate head); "
+                            "INCONCLUSIVE")
+            N = G.solve(Vk.transpose() * rhs)
+            if Vk * N != rhs:
+                ok = False
+                break
+            B = (lam * N).transpose()
+            for a in range(dv):
+                for b in range(dv):
+                    R[h * dv + a, k * dv + b] = B[a, b]
+        if ok:
+            results.append(kron(P, R))
+    if not results:
+        return [], "no head matching solves V_k N = C^T V_h (the value spaces do not correspond)"
+    return results, None

@@ -1,0 +1,121 @@
+"""The package's levels (docs/architecture.md): every import of a symeq module, function-local ones
+included, points to the same level or a lower one; the certificate checker imports only the
+standard library; docstrings cite files inside the repository."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "symeq"
+
+# lowest first; a module belongs to the longest prefix that names it
+LEVELS = [
+    ["symeq.errors", "symeq.version", "symeq.numbers", "symeq.budget", "symeq.sizes", "symeq.procs", "symeq.unionfind",
+     "symeq.cliargs", "symeq.notation", "symeq.check"],
+    ["symeq.groups"],
+    ["symeq.activations", "symeq.layers"],
+    ["symeq.models", "symeq.io", "symeq.examples"],
+    ["symeq.layerwise", "symeq.submodels", "symeq.attention"],
+    ["symeq.equivariance", "symeq.fibre", "symeq.relu", "symeq.numeric"],
+    ["symeq.theorem"],
+    ["symeq.explain", "symeq.display"],
+    ["symeq.cli", "symeq.fibre.cli", "symeq.relu.cli", "symeq.numeric.cli", "symeq.__main__", "symeq"],
+]
+
+
+def level(module: str) -> int | None:
+    best = None
+    for lv, prefixes in enumerate(LEVELS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and (best is None or len(p) > best[1]):
+                best = (lv, len(p))
+    return None if best is None else best[0]
+
+
+def modules():
+    for path in sorted(PKG.rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        if name.endswith(".__init__"):
+            name = name[: -len(".__init__")]
+        yield path, name
+
+
+def imports(path: Path, name: str):
+    """(line, target module) for every import of a symeq module in the file, function-local included."""
+    pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            parts = pkg.split(".")
+            base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            targets = [base] if node.module else [f"{base}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "symeq":
+            targets = [node.module]
+        elif isinstance(node, ast.Import):
+            targets = [a.name for a in node.names if a.name.split(".")[0] == "symeq"]
+        else:
+            continue
+        for t in targets:
+            yield node.lineno, t
+
+
+def test_every_module_has_a_level():
+    missing = [name for _, name in modules() if level(name) is None]
+    assert not missing, f"modules without a level in docs/architecture.md: {missing}"
+
+
+def test_imports_point_down():
+    bad = []
+    for path, name in modules():
+        here = level(name)
+        for line, target in imports(path, name):
+            there = level(target)
+            if there is None:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: unknown module {target}")
+            elif there > here:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {name} (level {here}) imports {target} (level {there})")
+    assert not bad, "imports that point up:\n" + "\n".join(bad)
+
+
+def test_checker_imports_only_the_standard_library():
+    tree = ast.parse((PKG / "check.py").read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"check.py line {node.lineno}: a relative import"
+            names.add((node.module or "").split(".")[0])
+    names.discard("__future__")
+    if not hasattr(sys, "stdlib_module_names"):
+        pytest.skip("needs Python 3.10+ to know the standard library's names")
+    assert names <= set(sys.stdlib_module_names), f"check.py imports {sorted(names - set(sys.stdlib_module_names))}"
+
+
+def test_docstrings_cite_files_inside_the_repository():
+    outside = ("DESIGN.md", "LITERATURE.md", "STYLE.md", "../shared")
+    bad = [f"{path.relative_to(ROOT)}:{i}" for path, _ in modules()
+           for i, line in enumerate(path.read_text().splitlines(), 1) if any(o in line for o in outside)]
+    assert not bad, f"references to files outside the repository: {bad}"
+
+
+def test_no_import_cycles():
+    """No cycle among modules, not even within one level (function-local imports counted)."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    names = {name for _, name in modules()}
+    for path, name in modules():
+        graph.add_node(name)
+        for _, target in imports(path, name):
+            while target and target not in names:
+                target = target.rsplit(".", 1)[0] if "." in target else ""
+            # a package's __init__ re-exporting its submodules is not a cycle of ideas
+            if target and target != name and not name.startswith(target + "."):
+                graph.add_edge(name, target)
+    cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    assert not cycles, f"import cycles: {cycles}"
