@@ -1,24 +1,13 @@
-"""Exact lightning (polynomial) multi-head attention, its latent symmetries and derived actions.
+"""Exact lightning (polynomial) multi-head attention models: generators, submodels, dimensions.
 
-A lightning attention layer on T tokens with d channels (no softmax, so polynomial of degree 3)::
-
-    f(X) = sum_h (X Q_h K_h^T X^T) X V_h O_h,        X in Q^{T x d}
-
-(Henry, Marchetti, Kohn, ICLR 2025).  Its latent space is the concatenation of the heads' value
-spaces, Y = [Y_1 ... Y_H] with Y_h = (X A_h X^T) X V_h and A_h = Q_h K_h^T; the latent group is
-prod_h GL(d_v) x| S_H (acting on every token alike), and the query/key freedom
-Q_h -> Q_h M, K_h -> K_h M^-T is internal to the layer (it does not change A_h).
-
-Vectors are flattened row-major: x = vec(X) with index t*d + c, so the action X -> P X C^T of a
-token permutation P and a channel matrix C is the Kronecker product P (x) C, and a token-wise
-dense layer X -> sigma(X W^T + b) is the dense layer with weight I_T (x) W.
+The layer itself (heads, the check and the matching of latent actions, the flattening
+conventions) is :mod:`symeq.layers.attention`; this module holds what builds on it: random
+equivariant attention models and their scrambling, head clones and their reduction and lifting
+(weak identifiability), and the dimension counts of Henry, Marchetti, Kohn (ICLR 2025).
 
 For the derivation a model [attention, token-wise dense ...] is seen as the *chain*
 [heads layer (value spaces), dense (I_T (x) W_1 O^T), dense ...]: the output projection O merges
-into the next token-wise layer (or is the last, affine layer).  For a generator acting by
-P (x) C, head h is matched to the head k with C^T A_h C = lambda A_k (canonical forms of the
-score matrices up to scalars) and V_k N = C^T V_h is solved exactly for N in GL(d_v); the action
-on the value spaces is P (x) R with block (h, k) of R equal to lambda N^T.
+into the next token-wise layer (or is the last, affine layer).
 
 Examples
 --------
@@ -40,18 +29,15 @@ from dataclasses import dataclass
 
 from flint import fmpq, fmpq_mat
 
-from .errors import InputError, ShapeError
-from .groups import FiniteGroup, permutation_matrix
+from .errors import InputError
+from .groups import FiniteGroup
 from .groups.tokens import attention_group, patch_mirror, token_permutations
-from .layers.attention import (
+from .layers.attention import (  # the layer itself; re-exported here for existing imports
     LATENT_GROUP,
     AttentionLayer,
     Head,
     HeadsLayer,
     _canonical_scores,
-    _head_outputs,
-    _nonzeros,
-    _tokens,
     block_monomial_parts,
     check_heads_layer,
     factor_kron,
@@ -59,9 +45,11 @@ from .layers.attention import (
     match_heads,
     tokenwise,
 )
-from .numbers import identity, kron, mat_rows, matrix
+from .numbers import identity, kron, mat_rows
 
 __all__ = [
+    "check_heads_layer",
+    "match_heads",
     "Head",
     "AttentionLayer",
     "HeadsLayer",

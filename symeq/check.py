@@ -757,6 +757,13 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
         if not isinstance(offsets, list) or len(offsets) != len(layers) - 1:
             report.reasons.append(f"latent_offsets must list one entry per hidden layer ({len(layers) - 1})")
             return
+        # a bias-free model's latent groups have no offsets (docs/theory.md): no next bias absorbs them
+        bias_free = all(not any(getattr(layer, "bias", ())) for layer in layers)
+        if bias_free and any(any(_vector(c, "offset")) for entry in offsets if isinstance(entry, list)
+                             for c in entry):
+            report.reasons.append("latent_offsets are nonzero but the model is bias-free: its latent groups "
+                                  "have no affine part")
+            return
         for i, (entry, layer) in enumerate(zip(offsets, layers), 1):
             if not isinstance(entry, list) or len(entry) != len(group):
                 report.reasons.append(f"layer {i}: latent_offsets must give one vector per generator")

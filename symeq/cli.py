@@ -79,7 +79,7 @@ def cmd_verify(args) -> int:
 
         engine_notice("auto")  # at the start: a Gröbner step without a real engine falls back to sympy
     v = verify(model, method=args.method, timeout=args.timeout, seed=args.seed, fibre_search=not args.no_fibre_search,
-               identifiability=args.identifiability)
+               identifiability=args.identifiability, max_tie_nodes=args.max_tie_nodes)
     if args.certificate:
         write_json(v.certificate(), args.certificate)
         _progress(f"certificate written to {args.certificate}")
@@ -199,8 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how end-to-end equivariance is decided (default: auto)")
     v.add_argument("--timeout", type=float, default=None, help="time budget in seconds (exit 3 past it)")
     v.add_argument("--seed", type=int, default=0, help="seed of the random points (probabilistic method)")
+    v.add_argument("--max-tie-nodes", type=_positive_int("--max-tie-nodes"), default=100000, metavar="N",
+                   help="node budget of the search among neurons that tie as multisets (default 100000; "
+                        "running out is undetermined, never a refutation)")
     v.add_argument("--identifiability", action="store_true",
-                   help="also decide identifiability at theta (fibre vs orbit, Groebner; small polynomial models)")
+                   help="also decide identifiability at theta (tensor method, then fibre vs orbit by Groebner)")
     v.add_argument("--no-fibre-search", action="store_true",
                    help="do not search the fibre for a layerwise-equivariant theta' when none exists at theta")
     v.add_argument("--matrix", action="store_true",
@@ -255,6 +258,19 @@ LIMIT_COMMANDS = {"verify": ("degree", "total_degree", "width", "monomials", "or
 ENGINE_COMMANDS = ("verify", "fibre", "explain")
 #: commands that pass ``--timeout`` to a deadline of their own (the backstop alarm waits a little longer)
 OWN_DEADLINE = ("verify", "fibre", "explain")
+
+
+def _positive_int(name: str):
+    """argparse type: a whole number >= 1."""
+    def parse(text: str) -> int:
+        try:
+            x = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} takes a whole number") from None
+        if x < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be at least 1")
+        return x
+    return parse
 
 
 def _positive(name: str, zero: bool = False):

@@ -215,7 +215,7 @@ def expansion_size(model, *, symbolic: bool, bias: bool = True, nvars: int | Non
 # -- guards --------------------------------------------------------------------------------------
 
 def _fmt(v: int) -> str:
-    return f"more than 10^30" if v >= _CAP else (f"~{v:.3g}" if v >= 10 ** 6 else str(v))
+    return "more than 10^30" if v >= _CAP else (f"~{v:.3g}" if v >= 10 ** 6 else str(v))
 
 
 def check_degree(value: int, what: str) -> None:

@@ -464,6 +464,7 @@ def verify(
     max_candidates: int = 64,
     fibre_search: bool = True,
     identifiability: bool = False,
+    max_tie_nodes: int = 100000,
 ) -> Verification:
     """Verify the conclusion of Theorem 4.1 for ``model`` at its parameter theta.
 
@@ -489,7 +490,7 @@ def verify(
     Shahverdi, Marchetti, Bokman, Kohn, arXiv 2601.21645 (2026), Theorem 4.1.
     """
     v = _verify(model, group, method=method, timeout=timeout, seed=seed, max_candidates=max_candidates,
-                fibre_search=fibre_search)
+                fibre_search=fibre_search, max_tie_nodes=max_tie_nodes)
     if identifiability and v.verdict != "not-equivariant":
         _decide_identifiability(v, model, timeout)
     return v
@@ -582,7 +583,7 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
 
 
 
-def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search) -> Verification:
+def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search, max_tie_nodes=100000) -> Verification:
     group = group if group is not None else model.group
     if group is None:
         raise InputError("no group: give the model a \"group\" or pass one (--group mirror:2x3, ...)")
@@ -594,7 +595,7 @@ def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search
     if not eq.holds:
         ident = {"status": "unknown", "detail": "not examined: the premise (end-to-end equivariance) fails"}
         return Verification("not-equivariant", model, group, eq, None, ident, notes, deadline.elapsed())
-    d = derive_latent_actions(model, group, max_candidates=max_candidates, deadline=deadline)
+    d = derive_latent_actions(model, group, max_candidates=max_candidates, deadline=deadline, max_nodes=max_tie_nodes)
     if d.found:
         uniq = "unique" if d.unique else "not unique (tied neurons)"
         ident = {"status": "unknown",

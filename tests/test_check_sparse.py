@@ -273,3 +273,21 @@ def test_width_400_checks_in_seconds():
     check_s = time.perf_counter() - t0
     assert r.accepted is True, r.reasons
     assert check_s < 30 and check_s < 2 * verify_s, (check_s, verify_s)
+
+
+def test_offsets_on_a_bias_free_model_are_rejected():
+    """With t + t^2 = (t + 1/2)^2 - 1/4 an affine rescaling z -> a(z + 1/2) - 1/2 needs the next bias
+    to absorb a constant; a bias-free model has no such bias, so its latent group has no offsets."""
+    from symeq.activations import polynomial
+
+    # not scrambled: the centre of t + t^2 is -1/2, so a sign flip of a neuron would create a bias
+    m = random_equivariant_model(symeq.mirror(1, 2), ["regular*2"], polynomial([0, 1, 1]), rng=4, bias=False)
+    assert not any(b != 0 for layer in m.layers for b in layer.bias)
+    cert = json.loads(json.dumps(verify(m).certificate()))
+    model = model_to_json(m)
+    assert check_certificate(cert, model).accepted is True
+    n = len(cert["latent_actions"][0][0]["source"])
+    cert["latent_offsets"] = [[["1/4"] + ["0"] * (n - 1)]]
+    report = check_certificate(cert, model)
+    assert report.accepted is False
+    assert any("bias-free" in r for r in report.reasons)

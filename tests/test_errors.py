@@ -210,3 +210,22 @@ def test_closed_stdout_is_not_an_internal_error(monkeypatch, capsys):
     monkeypatch.setattr(cli.os, "dup2", lambda *a: None)  # keep this process's real stdout (pytest -s)
     assert cli.main(["groups"]) == 141
     assert "internal error" not in capsys.readouterr().err
+
+
+def test_a_crashed_engine_leaves_the_fibre_unknown_with_its_report(monkeypatch):
+    """EngineFailed inside the orbit comparison is an open question ("unknown"), not a crash."""
+    from symeq.activations import tanh_series
+    from symeq.errors import EngineFailed
+    from symeq.fibre import orbit
+    from symeq.models import DenseLayer, Model
+    from symeq.numbers import matrix
+
+    def crash(*args, **kwargs):
+        raise EngineFailed("singular", "killed by signal 11 (SIGSEGV)")
+
+    monkeypatch.setattr(orbit, "groebner", crash)
+    m = Model(2, [DenseLayer(matrix([[1, 2], [3, -1]]), [1, 2], tanh_series(3)),
+                  DenseLayer(matrix([[1, 1]]), [0], None)])
+    c = orbit.compare_with_orbit(m, structural=False)
+    assert c.status == "unknown"
+    assert "engine failed" in c.reason and "SIGSEGV" in c.reason

@@ -381,4 +381,9 @@ def test_numeric_matching_backtracks_over_cloned_neurons():
     assert d.within_tolerance and d.max_residual < 1e-12, d.report()
     rho = d.actions[0][0]
     assert list(rho.cols[[0, 1]]) in ([3, 2], [2, 3]) and rho.cols[0] == 3, rho
-    assert "tie" in d.residuals[0].method
+    import importlib.util
+
+    if importlib.util.find_spec("scipy") is not None:
+        # scipy's optimal assignment breaks the tie the wrong way, so the tie search must have run
+        # (without scipy the greedy fallback happens to pair them right at once)
+        assert "tie" in d.residuals[0].method

@@ -114,6 +114,20 @@ def _engine_children(pid: int, proc=None) -> list[int]:
     return [c for c in _children(pid) if procs.GUARDIAN_NAME not in _cmdline(c)]
 
 
+def _engine_groups(kids) -> set[int]:
+    """The process groups of the engine children, read once each child runs in its own session.
+
+    A child seen right after fork still sits in the test's own process group until its setsid;
+    reading that group would count pytest itself as a leftover engine."""
+    deadline = time.monotonic() + 5
+    while True:
+        stats = {k: _stat(k) for k in kids}
+        if all(st is None or st[2] == k for k, st in stats.items()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    return {st[2] for st in stats.values() if st is not None} - {os.getpgrp()}
+
+
 def _fibre_args(model_path, engine):
     args = ["fibre", str(model_path), "--engine", engine, "--timeout", "120"]
     if _fibre_has_method():  # the Gröbner route, not the tensor method
@@ -143,7 +157,7 @@ def test_sigkill_of_symeq_fibre_leaves_no_engine(tmp_path, engine):
         kids = _wait_for(lambda: _engine_children(p.pid, p), what="an engine child of symeq fibre")
         time.sleep(0.3)  # let auto start its second wave of engines too
         kids = set(kids) | set(_engine_children(p.pid, p))
-        groups = {_stat(k)[2] for k in kids if _stat(k)}
+        groups = _engine_groups(kids)
         everyone = set(kids) | {c for c in _children(p.pid)}
         assert groups, "the engines lead their own process groups"
         p.send_signal(signal.SIGKILL)
@@ -306,7 +320,7 @@ def test_fibre_signal_stops_the_engines(tmp_path, sig, code):
     p = _start(_fibre_args(path, "sympy"))
     try:
         kids = _wait_for(lambda: _engine_children(p.pid, p), what="an engine child of symeq fibre")
-        groups = {_stat(k)[2] for k in kids if _stat(k)}
+        groups = _engine_groups(kids)
         p.send_signal(sig)
         _, err = p.communicate(timeout=30)
         assert p.returncode == code, err.decode()

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import symeq
+
 from symeq.activations import monomial, polynomial, relu, sigmoid_series
 from symeq.cli import main
 from symeq.io import save_model
@@ -162,6 +164,15 @@ def test_tiny_node_budget_is_undetermined_never_a_refutation(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "undetermined" in out and "NOT within" not in out
     assert main(["numeric-check", str(path)]) == 0
+    # verify's --max-tie-nodes reaches the derivation: out of nodes at theta, the actions are
+    # found at a re-parametrized theta' (clones merged and lifted), never a refutation
+    assert not symeq.verify(model).reparametrized
+    assert symeq.verify(model, max_tie_nodes=1).reparametrized
+    assert main(["verify", str(path), "--max-tie-nodes", "1"]) == 0
+    assert "re-parametrized" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as bad:   # argparse refuses it: usage error, exit 2
+        main(["verify", str(path), "--max-tie-nodes", "0"])
+    assert bad.value.code == 2
 
 
 def test_numeric_report_counts_candidates_not_indices():

@@ -113,9 +113,9 @@ from dataclasses import dataclass, field
 from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx, fmpq_poly
 
 from ..budget import Deadline
-from ..errors import BudgetExceeded, InputError
+from ..errors import BudgetExceeded, EngineFailed, InputError
 from ..groups.table import GroupTable
-from ..numbers import format_matrix, mat_key, mat_rows, monomial_matrix, monomial_parts, nullspace
+from ..numbers import format_matrix, mat_rows, monomial_matrix, monomial_parts, nullspace
 from ..sizes import guard_expansion
 from . import engines as _engines
 from .engines import groebner, hermite_counts, standard_monomials
@@ -1003,8 +1003,8 @@ def search_fibre(model, group=None, *, engine: str = "auto", timeout: float | No
             try:
                 outcome = _examine(model, group, cand, tvars, offsets, ok, use_bias, main_engine, exact_engine,
                                    deadline, rng, res)
-            except BudgetExceeded as e:
-                cand.outcome, cand.detail = "budget", str(e)
+            except (BudgetExceeded, EngineFailed) as e:
+                cand.outcome, cand.detail = "budget" if isinstance(e, BudgetExceeded) else "engine-failed", str(e)
                 cand.seconds = time.perf_counter() - c0
                 raise
             cand.seconds = time.perf_counter() - c0
@@ -1026,7 +1026,7 @@ def search_fibre(model, group=None, *, engine: str = "auto", timeout: float | No
         if not undecided and res.exhaustive:
             return finish("no-layerwise-parameter")
         return finish("undetermined")
-    except BudgetExceeded as e:
+    except (BudgetExceeded, EngineFailed) as e:  # out of time, or a crashed engine: the question stays open
         res.proof.append(f"undetermined: {e}")
         _field_notes(res, model, use_bias)
         return finish("undetermined")

@@ -10,8 +10,6 @@ Pixel order and the direction of each image generator are documented, with pictu
 
 from __future__ import annotations
 
-from flint import fmpq_mat
-
 from ..errors import InputError
 from ..numbers import identity, matrix
 from .core import FiniteGroup, direct_product, output_matrix as _output, permutation_matrix

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..cliargs import group_output_arg
 from ..errors import InputError
 
 __all__ = ["register", "cmd_numeric_check", "cmd_experiment"]
@@ -141,28 +142,12 @@ def cmd_experiment(args) -> int:
     return 0
 
 
-def _group_output(text: str):
-    """argparse type of --group-output, as ``symeq verify``'s: "same" or k (the trivial action on
-    R^k). Written out here because symeq.cli sits above this module and imports it."""
-    import argparse
-
-    if text == "same":
-        return "same"
-    try:
-        k = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("--group-output is \"same\" or a positive integer") from None
-    if k < 1:
-        raise argparse.ArgumentTypeError("--group-output must be positive")
-    return k
-
-
 def register(subparsers) -> None:
     """Add ``numeric-check`` and ``experiment`` to a ``parser.add_subparsers()`` object."""
     n = subparsers.add_parser("numeric-check", help="numeric layerwise analysis of a float model (.json or .npz)")
     n.add_argument("model", help="model file: symeq-model/1 JSON (floats allowed) or .npz")
     n.add_argument("--group", help="a built-in group overriding the file's (see `symeq groups`)")
-    n.add_argument("--group-output", type=_group_output, default="same",
+    n.add_argument("--group-output", type=group_output_arg, default="same",
                    help="how --group acts on the output: 'same' (default) or k for the trivial action on R^k")
     n.add_argument("--tol", type=float, default=1e-6, help="relative residual tolerance (default 1e-6)")
     n.add_argument("--max-tie-nodes", type=int, default=720, metavar="N",
