@@ -34,14 +34,13 @@ True
 from __future__ import annotations
 
 import html
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import EngineMissing, InputError
 from .numbers import mat_rows
 
-__all__ = ["explain", "register", "cmd_explain"]
+__all__ = ["explain"]
 
 MAX_MATRIX = 16  # larger group matrices and weights are not written out
 
@@ -622,57 +621,3 @@ def explain(model, group=None, out_dir=".", *, verification=None, matrix: bool =
     paths["html"] = out / "report.html"
     paths["html"].write_text(rep.html(f"symeq explain: {v.model.name}", svg_inline), encoding="utf-8")
     return paths
-
-
-# -- the command line ----------------------------------------------------------------------------
-
-def _group_output(text: str):
-    from .cliargs import group_output_arg
-
-    return group_output_arg(text)
-
-
-def cmd_explain(args) -> int:
-    """``symeq explain``: exit code of the verdict (0, 1 or 3), like ``symeq verify``."""
-    from .examples import builtin_example
-    from .groups import builtin_group
-    from .io import load_model
-    from .theorem import verify
-
-    if args.model is None:
-        model = builtin_example()
-        print(f"no model file given: using the built-in example ({model.name})", file=sys.stderr)
-    else:
-        model = load_model(args.model)
-    if args.group is not None:
-        model = model.with_group(builtin_group(args.group, output=args.group_output))
-    if model.group is None:
-        raise InputError("the model has no \"group\"; add one to the file or pass --group (see `symeq groups`)")
-    print(f"explaining {model.name}: widths {model.widths}, group {model.group.label}", file=sys.stderr)
-    v = verify(model, timeout=args.timeout)
-    paths = explain(model, out_dir=args.out, verification=v, matrix=args.matrix)
-    if "png" not in paths:
-        print("no picture: matplotlib is needed for pictures: pip install 'symeq[plot]'", file=sys.stderr)
-    for key in ("html", "markdown", "png", "svg", "certificate", "model"):
-        if key in paths:
-            print(f"{key}: {paths[key]}")
-    print(f"verdict: {v.verdict}", file=sys.stderr)
-    return v.exit_code
-
-
-def register(subparsers) -> None:
-    """Add ``symeq explain [MODEL.json] [--out DIR] [--group SPEC]`` to an argparse subparsers object."""
-    p = subparsers.add_parser("explain", help="a step-by-step report (Markdown, HTML with math, picture)",
-                              description="Verify a model and write a step-by-step report of the pipeline: "
-                                          "report.md, a self-contained report.html, network.png/.svg, "
-                                          "certificate.json and model.json.")
-    p.add_argument("model", nargs="?", help="model file (symeq-model/1 JSON); default: the built-in example")
-    p.add_argument("--out", default="symeq-explain", metavar="DIR",
-                   help="output folder (default: ./symeq-explain)")
-    p.add_argument("--group", help="a built-in group overriding the file's (see `symeq groups`)")
-    p.add_argument("--group-output", type=_group_output, default="same",
-                   help="how --group acts on the output: 'same' (default) or k for the trivial action on R^k")
-    p.add_argument("--timeout", type=float, default=None, help="time budget in seconds (exit 3 past it)")
-    p.add_argument("--matrix", action="store_true",
-                   help="also write every action as a matrix (default: cycle notation only)")
-    p.set_defaults(func=cmd_explain)

@@ -24,7 +24,7 @@ LEVELS = [
     ["symeq.equivariance", "symeq.fibre", "symeq.relu", "symeq.numeric"],
     ["symeq.theorem"],
     ["symeq.explain", "symeq.display"],
-    ["symeq.cli", "symeq.fibre.cli", "symeq.relu.cli", "symeq.numeric.cli", "symeq.__main__", "symeq"],
+    ["symeq.cli", "symeq.__main__", "symeq"],
 ]
 
 

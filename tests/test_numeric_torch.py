@@ -60,7 +60,7 @@ def test_bad_sequentials_are_input_errors():
 
 
 def test_short_training_run_and_cli(tmp_path, capsys):
-    from symeq.numeric.cli import register
+    from symeq.cli.numeric import register
     from symeq.numeric.train import build_mlp, load_npz_dataset, train_mlp
 
     rng = np.random.default_rng(0)

@@ -151,7 +151,7 @@ def test_explain_shows_cycles_and_matrices_only_when_asked(tmp_path):
 
 
 def test_numeric_text_summarises_very_wide_actions():
-    from symeq.numeric.cli import MAX_TEXT_NEURONS, _action_line
+    from symeq.cli.numeric import MAX_TEXT_NEURONS, _action_line
 
     n = MAX_TEXT_NEURONS + 2
     source = [1, 0] + list(range(2, n))

@@ -215,7 +215,7 @@ def test_deep_hunt_is_the_same_on_two_workers(tmp_path):
 def _cli(argv):
     import argparse
 
-    from symeq.relu.cli import register
+    from symeq.cli.hunt import register
 
     p = argparse.ArgumentParser(prog="symeq")
     register(p.add_subparsers(dest="command", required=True))

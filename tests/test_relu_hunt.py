@@ -301,7 +301,7 @@ def test_candidates_are_deterministic():
 # -- catalogue and CLI ------------------------------------------------------------------------------
 
 def _cli(argv):
-    from symeq.relu.cli import register
+    from symeq.cli.hunt import register
 
     p = argparse.ArgumentParser(prog="symeq")
     register(p.add_subparsers(dest="command", required=True))

@@ -45,7 +45,7 @@ def _budget_first(args):
 
 def cmd_hunt(args) -> int:
     from ..errors import InputError
-    from .hunt import HUNT_GROUPS, hunt, report
+    from ..relu.hunt import HUNT_GROUPS, hunt, report
 
     if args.report:
         from pathlib import Path

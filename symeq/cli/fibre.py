@@ -19,7 +19,7 @@ Exit codes: 0 identifiable, 1 not identifiable (witness given), 2 bad input or m
 not applicable (the sufficient condition fails: nothing is decided).
 
 :func:`register` adds the command to an ``argparse`` sub-parser collection (wired in
-:mod:`symeq.cli`).
+:mod:`symeq.cli`); the model is read by :func:`symeq.cli.loader.load_model_args`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ import json
 import sys
 
 from ..errors import InputError
+from .loader import load_model_args
 
-__all__ = ["register", "cmd_fibre", "comparison_to_json", "EXIT_CODES"]
+__all__ = ["register", "cmd_fibre", "comparison_to_json", "engine_notice", "EXIT_CODES"]
 
 EXIT_CODES = {"identifiable": 0, "not-identifiable": 1, "unknown": 3}
 
@@ -113,13 +114,13 @@ def cmd_fibre(args) -> int:
 
 
 def _fibre(args) -> int:
-    from ..io import load_model, write_json
-    from .orbit import compare_with_orbit
+    from ..fibre.orbit import compare_with_orbit
+    from ..io import write_json
 
     timeout = args.timeout
     if timeout is not None and not timeout > 0:
         raise InputError("--timeout must be positive")
-    model = load_model(args.model)
+    model = load_model_args(args, builtin=False, need_group=False)
     method = getattr(args, "method", "auto")
     if method != "tensor":
         engine_notice(args.engine)
@@ -127,7 +128,7 @@ def _fibre(args) -> int:
     td = None
     if method in ("auto", "tensor"):
         # the tensor method first (docs/identifiability.md): linear algebra, certificate included
-        from .tensor import tensor_identifiability
+        from ..fibre.tensor import tensor_identifiability
 
         td = tensor_identifiability(model, timeout=timeout)
         print(f"fibre of {args.model}: tensor method: {td.status} ({td.condition}, {td.seconds:.3g} s)",
@@ -158,12 +159,15 @@ def _fibre(args) -> int:
 
 def engine_notice(engine: str) -> None:
     """Say at the start when the Gröbner step would fall back to sympy (no real engine installed)."""
-    from .engines import GIAC_INSTALL, MSOLVE_INSTALL, SINGULAR_INSTALL, available_engines
+    from ..fibre.engines import GIAC_INSTALL, MSOLVE_INSTALL, SINGULAR_INSTALL, available_engines
+    from ..fibre.groebner import ENGINES
 
-    if engine == "auto" and not set(available_engines()) & {"singular", "giac", "msolve"}:
+    # a real engine: any registered one but the python fallbacks that auto may pick or race
+    real = {name for name, e in ENGINES.items() if name not in ("sympy", "flint")}
+    if engine == "auto" and not set(available_engines()) & real:
         pkgs = " ".join(c.split()[-1] for c in (SINGULAR_INSTALL, GIAC_INSTALL, MSOLVE_INSTALL))
-        print("note: no Gröbner engine installed (Singular, giac, msolve): a Gröbner step falls back to "
-              "sympy, which is slow beyond tiny ideals and stops at the time budget; install one with "
+        print("note: no Gröbner engine installed (Singular, giac, msolve, Macaulay2): a Gröbner step falls back "
+              "to sympy, which is slow beyond tiny ideals and stops at the time budget; install one with "
               f"`pip install --no-deps {pkgs}`", file=sys.stderr, flush=True)
     elif engine == "sympy":
         print("note: --engine sympy is slow beyond tiny ideals (it stops at the time budget)",
@@ -203,7 +207,7 @@ def _tensor_text(d: dict) -> str:
 
 def register(subparsers) -> None:
     """Add the ``fibre`` command to an argparse subparsers object."""
-    from .engines import ENGINES
+    from ..fibre.engines import ENGINES
 
     f = subparsers.add_parser("fibre", help="decide identifiability of a model's parameter (fibre vs orbit)")
     f.add_argument("model", help="model file (symeq-model/1 JSON) with a polynomial activation")

@@ -12,7 +12,7 @@
     train on scikit-learn's digits (or ``--data FILE.npz``), print the table next to the paper's,
     write table.md, results.json and the filter figures (torch and matplotlib extras).
 
-:func:`register` adds both to an ``argparse`` sub-parser collection; errors are
+:func:`register` adds both to an ``argparse`` sub-parser collection (wired in :mod:`symeq.cli`); errors are
 :class:`~symeq.errors.InputError` (exit 2) or :class:`~symeq.errors.EngineMissing` (exit 2).
 """
 
@@ -21,23 +21,17 @@ from __future__ import annotations
 import json
 import sys
 
-from ..cliargs import group_output_arg
 from ..errors import InputError
+from .loader import add_group_options, load_model_args
 
 __all__ = ["register", "cmd_numeric_check", "cmd_experiment"]
 
 
 def cmd_numeric_check(args) -> int:
-    from .layerwise import derive_latent_actions_numeric, paper_metric
-    from .models import load_numeric_model
+    from ..numeric.layerwise import derive_latent_actions_numeric, paper_metric
+    from ..numeric.models import load_numeric_model
 
-    model = load_numeric_model(args.model)
-    if args.group is not None:
-        from ..groups import builtin_group
-
-        model = model.with_group(builtin_group(args.group, output=args.group_output))
-    if model.group is None:
-        raise InputError("the model has no \"group\"; add one to the file or pass --group (see `symeq groups`)")
+    model = load_model_args(args, read=load_numeric_model, builtin=False)
     if not args.tol > 0:
         raise InputError("--tol must be positive")
     print(f"numeric check of {args.model}: widths {model.widths}, group {model.group.label}", file=sys.stderr)
@@ -51,7 +45,7 @@ def cmd_numeric_check(args) -> int:
         lines.append("paper's metric (median relative error on noise inputs; A_i least squares / projected to K_i):")
         lines += [f"  layer {r.layer}, {r.generator}: {r.error:.3g} / {r.projected_error:.3g} ({r.kind})" for r in res]
     if args.fdim:
-        from .fdim import functional_dimension
+        from ..numeric.fdim import functional_dimension
 
         f = functional_dimension(model, rng=0, method=args.fdim_method,
                                  progress=lambda line: print(line, file=sys.stderr))
@@ -93,7 +87,7 @@ def recovered_actions(d, generator_names) -> list[dict]:
     are ``{"kind": "dense", "matrix"}``.
     """
     from ..notation import format_cycles
-    from .monomial import MonomialAction
+    from ..numeric.monomial import MonomialAction
 
     residual = {(r.layer, r.generator): r.residual for r in d.residuals}
     out = []
@@ -119,7 +113,7 @@ def recovered_actions(d, generator_names) -> list[dict]:
 
 
 def cmd_experiment(args) -> int:
-    from .experiment import run_mirror_experiment
+    from ..numeric.experiment import run_mirror_experiment
 
     if args.which != "mirror":
         raise InputError(f"unknown experiment {args.which!r}; known: mirror")
@@ -127,7 +121,7 @@ def cmd_experiment(args) -> int:
         raise InputError("--epochs must be at least 1")
     data = None
     if args.data:
-        from .train import load_npz_dataset
+        from ..numeric.train import load_npz_dataset
 
         data = load_npz_dataset(args.data)
     res = run_mirror_experiment(tuple(args.activation), args.task, epochs=args.epochs, out=args.out,
@@ -146,9 +140,7 @@ def register(subparsers) -> None:
     """Add ``numeric-check`` and ``experiment`` to a ``parser.add_subparsers()`` object."""
     n = subparsers.add_parser("numeric-check", help="numeric layerwise analysis of a float model (.json or .npz)")
     n.add_argument("model", help="model file: symeq-model/1 JSON (floats allowed) or .npz")
-    n.add_argument("--group", help="a built-in group overriding the file's (see `symeq groups`)")
-    n.add_argument("--group-output", type=group_output_arg, default="same",
-                   help="how --group acts on the output: 'same' (default) or k for the trivial action on R^k")
+    add_group_options(n)
     n.add_argument("--tol", type=float, default=1e-6, help="relative residual tolerance (default 1e-6)")
     n.add_argument("--max-tie-nodes", type=int, default=720, metavar="N",
                    help="node budget of the search over tied neurons (default 720; exit 3 when it runs out)")

@@ -26,6 +26,11 @@ rejected), 2 bad input or usage (including a size limit, named with the option t
 3 undetermined (including a time budget that ran out, or an engine that failed), 130 Ctrl-C
 (143 SIGTERM), 70 an internal error; see :mod:`symeq.errors`.
 
+Each command family is one module of this package (:mod:`symeq.cli.verify`, :mod:`symeq.cli.explain`,
+:mod:`symeq.cli.fibre`, :mod:`symeq.cli.hunt`, :mod:`symeq.cli.numeric`) with a ``register(subparsers)``
+function called from :func:`build_parser`; every command reads its model through
+:func:`symeq.cli.loader.load_model_args`.
+
 Budgets: every computing command has a default time budget (:data:`symeq.budget.DEFAULT_BUDGETS`)
 printed as its first line of output and changed with ``--timeout``; ``--memory GB`` caps each
 engine process (default 75 % of the RAM).  Engine processes never outlive symeq
@@ -35,211 +40,35 @@ engine process (default 75 % of the RAM).  Engine processes never outlive symeq
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
-from .cliargs import group_output_arg
-from .errors import InputError, SymeqError
-from .sizes import add_limit_options, apply_limit_options
+from ..cliargs import group_output_arg
+from ..errors import InputError, SymeqError
+from ..sizes import add_limit_options, apply_limit_options
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser", "group_output_arg", "ENGINE_COMMANDS", "LIMIT_COMMANDS", "OWN_DEADLINE"]
 
 
 def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _load(args):
-    from .examples import builtin_example
-    from .groups import builtin_group
-    from .io import load_model
-
-    if args.model is None:
-        model = builtin_example()
-        _progress(f"no model file given: using the built-in example ({model.name})")
-    else:
-        model = load_model(args.model)
-    if args.group is not None:
-        group = builtin_group(args.group, output=args.group_output)
-        model = model.with_group(group)
-    if model.group is None:
-        raise InputError("the model has no \"group\"; add one to the file or pass --group (see `symeq groups`)")
-    return model
-
-
-def cmd_verify(args) -> int:
-    from .io import write_json
-    from .theorem import verify
-
-    model = _load(args)
-    _progress(f"verifying {model.name}: widths {model.widths}, group {model.group.label}")
-    if args.identifiability:
-        from .fibre.cli import engine_notice
-
-        engine_notice("auto")  # at the start: a Gröbner step without a real engine falls back to sympy
-    v = verify(model, method=args.method, timeout=args.timeout, seed=args.seed, fibre_search=not args.no_fibre_search,
-               identifiability=args.identifiability, max_tie_nodes=args.max_tie_nodes)
-    if args.certificate:
-        write_json(v.certificate(), args.certificate)
-        _progress(f"certificate written to {args.certificate}")
-    if args.json:
-        print(json.dumps(v.to_json(), indent=1))
-    else:
-        print(v.report(matrix=args.matrix))
-    return v.exit_code
-
-
-def cmd_check(args) -> int:
-    from .check import CheckError, check_files
-
-    try:
-        report = check_files(args.certificate, args.model)
-    except CheckError as e:
-        raise InputError(str(e)) from None
-    if args.json:
-        print(json.dumps({"accepted": report.accepted, "verdict": report.verdict,
-                          "reasons": report.reasons, "checks": report.checks}, indent=1))
-    else:
-        print("\n".join(report.lines()))
-    return report.exit_code
-
-
-def _emit_model(data: dict, out) -> int:
-    """Write a model file atomically, or print it to stdout when no --out is given."""
-    from .io import write_json
-
-    if out:
-        write_json(data, out)
-        _progress(f"model written to {out}")
-    else:
-        print(json.dumps(data, indent=1))
-    return 0
-
-
-def cmd_example(args) -> int:
-    from .examples import builtin_example
-    from .io import model_to_json
-
-    data = model_to_json(builtin_example(scrambled=not args.unscrambled))
-    return _emit_model(data, args.out)
-
-
-def cmd_generate(args) -> int:
-    from .activations import activation_from_spec
-    from .groups import builtin_group
-    from .io import model_to_json
-    from .models import random_equivariant_model, scramble
-
-    group = builtin_group(args.group, output=args.group_output)
-    try:
-        spec = json.loads(args.activation) if args.activation.lstrip().startswith("{") else _activation_shorthand(args.activation)
-    except json.JSONDecodeError as e:
-        raise InputError(f"--activation: malformed JSON ({e.msg})") from None
-    act = activation_from_spec(spec, "--activation")
-    latent = args.latent or ["regular"]
-    model = random_equivariant_model(group, latent, act, rng=args.seed, bias=not args.no_bias)
-    if args.scramble:
-        model, _ = scramble(model, rng=args.seed + 1)
-        model.name += " (scrambled)"
-    data = model_to_json(model)
-    return _emit_model(data, args.out)
-
-
-def _activation_shorthand(text: str) -> dict:
-    """tanh3, tanh_series:5, sigmoid_series:3, monomial:2, relu, polynomial:0,1,1."""
-    name, _, arg = text.partition(":")
-    if name.startswith("tanh") and name[4:].isdigit():
-        return {"type": "tanh_series", "order": int(name[4:])}
-    if name in ("tanh", "tanh_series"):
-        return {"type": "tanh_series", "order": _int(arg or "3", text)}
-    if name in ("sigmoid", "sigmoid_series"):
-        return {"type": "sigmoid_series", "order": _int(arg or "3", text)}
-    if name == "monomial":
-        return {"type": "monomial", "degree": _int(arg or "2", text)}
-    if name == "relu":
-        return {"type": "relu"}
-    if name in ("polynomial", "poly"):
-        return {"type": "polynomial", "coeffs": arg.split(",")}
-    raise InputError(f"unknown activation {text!r}; use tanh3, sigmoid:5, monomial:2, relu, poly:0,1,1 or JSON")
-
-
-def _int(s: str, where: str) -> int:
-    try:
-        return int(s)
-    except ValueError:
-        raise InputError(f"expected an integer in {where!r}") from None
-
-
-def cmd_groups(args) -> int:
-    from .groups import BUILTIN_GROUPS
-
-    for desc in BUILTIN_GROUPS.values():
-        print(desc)
-    print("join factors with '*' for direct products, e.g. mirror:2x3*sign:1 acts on R^6 x R^1")
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from .version import __version__
+    from ..version import __version__
 
     p = argparse.ArgumentParser(prog="symeq", description="Exact verification that identifiable equivariant "
                                 "networks are layerwise equivariant (Theorem 4.1, arXiv 2601.21645).")
     p.add_argument("--version", action="version", version=f"symeq {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    v = sub.add_parser("verify", help="verify the conclusion of Theorem 4.1 for a model")
-    v.add_argument("model", nargs="?", help="model file (symeq-model/1 JSON); default: the built-in example")
-    v.add_argument("--group", help="a built-in group overriding the file's (see `symeq groups`)")
-    v.add_argument("--group-output", type=group_output_arg, default="same",
-                   help="how --group acts on the output: 'same' (default) or k for the trivial action on R^k")
-    v.add_argument("--certificate", metavar="OUT.json", help="write the certificate here")
-    v.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    v.add_argument("--method", default="auto", choices=["auto", "grid", "symbolic", "probabilistic"],
-                   help="how end-to-end equivariance is decided (default: auto)")
-    v.add_argument("--timeout", type=float, default=None, help="time budget in seconds (exit 3 past it)")
-    v.add_argument("--seed", type=int, default=0, help="seed of the random points (probabilistic method)")
-    v.add_argument("--max-tie-nodes", type=_positive_int("--max-tie-nodes"), default=100000, metavar="N",
-                   help="node budget of the search among neurons that tie as multisets (default 100000; "
-                        "running out is undetermined, never a refutation)")
-    v.add_argument("--identifiability", action="store_true",
-                   help="also decide identifiability at theta (tensor method, then fibre vs orbit by Groebner)")
-    v.add_argument("--no-fibre-search", action="store_true",
-                   help="do not search the fibre for a layerwise-equivariant theta' when none exists at theta")
-    v.add_argument("--matrix", action="store_true",
-                   help="also print every action as a dense matrix (default: cycle notation only)")
-    v.set_defaults(func=cmd_verify)
-
-    c = sub.add_parser("check", help="re-verify a certificate with the independent checker")
-    c.add_argument("certificate")
-    c.add_argument("model")
-    c.add_argument("--json", action="store_true")
-    c.set_defaults(func=cmd_check)
-
-    e = sub.add_parser("example", help="write the built-in example model")
-    e.add_argument("--out")
-    e.add_argument("--unscrambled", action="store_true", help="the model before scrambling")
-    e.set_defaults(func=cmd_example)
-
-    g = sub.add_parser("generate", help="a random layerwise-equivariant model")
-    g.add_argument("--group", required=True)
-    g.add_argument("--group-output", type=group_output_arg, default="same")
-    g.add_argument("--activation", default="tanh3")
-    g.add_argument("--latent", action="append", help="per hidden layer: regular[*m] or input[*m] (repeat)")
-    g.add_argument("--no-bias", action="store_true")
-    g.add_argument("--scramble", action="store_true")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--out")
-    g.set_defaults(func=cmd_generate)
-
-    s = sub.add_parser("groups", help="list the built-in groups")
-    s.set_defaults(func=cmd_groups)
-
     from .explain import register as register_explain
-    from .fibre.cli import register as register_fibre
-    from .numeric.cli import register as register_numeric
-    from .relu.cli import register as register_hunt
+    from .fibre import register as register_fibre
+    from .hunt import register as register_hunt
+    from .numeric import register as register_numeric
+    from .verify import register as register_verify
 
+    register_verify(sub)
     register_explain(sub)
     register_fibre(sub)
     register_hunt(sub)
@@ -260,19 +89,6 @@ ENGINE_COMMANDS = ("verify", "fibre", "explain")
 OWN_DEADLINE = ("verify", "fibre", "explain")
 
 
-def _positive_int(name: str):
-    """argparse type: a whole number >= 1."""
-    def parse(text: str) -> int:
-        try:
-            x = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} takes a whole number") from None
-        if x < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be at least 1")
-        return x
-    return parse
-
-
 def _positive(name: str, zero: bool = False):
     """argparse type: a finite number > 0 (>= 0 with ``zero``)."""
     def parse(text: str) -> float:
@@ -288,7 +104,7 @@ def _positive(name: str, zero: bool = False):
 
 def _add_budget_options(sub) -> None:
     """``--timeout`` on every command with a default budget that lacks one; ``--memory`` for engines."""
-    from .budget import DEFAULT_BUDGETS
+    from ..budget import DEFAULT_BUDGETS
 
     for name, sp in sub.choices.items():
         dests = {a.dest for a in sp._actions}
@@ -308,7 +124,7 @@ def _add_budget_options(sub) -> None:
 
 def _budget_line(args) -> float | None:
     """Print the budget as the first line of output; return it in seconds (None: no time budget)."""
-    from .budget import DEFAULT_BUDGETS
+    from ..budget import DEFAULT_BUDGETS
 
     cmd = args.command
     if cmd == "hunt":
@@ -348,8 +164,8 @@ def main(argv=None) -> int:
     import signal
     import threading
 
-    from . import procs
-    from .budget import Alarm, BudgetAlarm, alarm_grace
+    from .. import procs
+    from ..budget import Alarm, BudgetAlarm, alarm_grace
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -404,7 +220,3 @@ def main(argv=None) -> int:
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

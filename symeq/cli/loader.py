@@ -1,0 +1,80 @@
+"""The one loader every command uses: a model file (or the built-in example) and its group.
+
+A command that reads a model calls :func:`load_model_args` with its parsed arguments:
+
+* ``args.model`` is the model file; when it is ``None`` and the command allows it, the built-in
+  example (:func:`symeq.examples.builtin_example`) is used, with one line on stderr saying so;
+* ``--group SPEC`` (``args.group``) replaces the file's group by a built-in one acting on the
+  output as ``--group-output`` says (:func:`group_from_args`);
+* a model left without a group is an :class:`~symeq.errors.InputError` (exit 2) with
+  :data:`NO_GROUP`, unless the command does not need one.
+
+The float twin passes its own reader (``symeq.numeric.models.load_numeric_model``); everything
+else is shared.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..cliargs import group_output_arg
+from ..errors import InputError
+
+__all__ = ["NO_GROUP", "add_group_options", "group_from_args", "load_model_args"]
+
+NO_GROUP = "the model has no \"group\"; add one to the file or pass --group (see `symeq groups`)"
+
+
+def add_group_options(parser) -> None:
+    """``--group SPEC`` and ``--group-output same|k``: a built-in group overriding the file's."""
+    parser.add_argument("--group", help="a built-in group overriding the file's (see `symeq groups`)")
+    parser.add_argument("--group-output", type=group_output_arg, default="same",
+                        help="how --group acts on the output: 'same' (default) or k for the trivial action on R^k")
+
+
+def group_from_args(args):
+    """The built-in group of ``--group`` with its ``--group-output`` action, or ``None`` without ``--group``."""
+    if getattr(args, "group", None) is None:
+        return None
+    from ..groups import builtin_group
+
+    return builtin_group(args.group, output=getattr(args, "group_output", "same"))
+
+
+def load_model_args(args, *, read=None, builtin: bool = True, need_group: bool = True):
+    """The model of a command's arguments, with ``--group`` applied.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        with ``model`` (a path or ``None``) and, where the command has them, ``group`` and ``group_output``.
+    read : callable, optional
+        the reader of a model file (default :func:`symeq.io.load_model`).
+    builtin : bool
+        whether a missing ``model`` means the built-in example.
+    need_group : bool
+        whether a model without a group is an error (:data:`NO_GROUP`, exit 2).
+
+    Examples
+    --------
+    >>> import argparse
+    >>> model = load_model_args(argparse.Namespace(model=None, group="mirror:2x3", group_output="same"))
+    >>> model.group.label, model.widths
+    ('mirror 2x3x1', [6, 8, 6, 6])
+    """
+    path = getattr(args, "model", None)
+    if path is None and builtin:
+        from ..examples import builtin_example
+
+        model = builtin_example()
+        print(f"no model file given: using the built-in example ({model.name})", file=sys.stderr, flush=True)
+    else:
+        if read is None:
+            from ..io import load_model as read
+        model = read(path)
+    group = group_from_args(args)
+    if group is not None:
+        model = model.with_group(group)
+    if need_group and model.group is None:
+        raise InputError(NO_GROUP)
+    return model

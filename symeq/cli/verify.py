@@ -1,0 +1,204 @@
+"""``symeq verify``, ``check``, ``example``, ``generate`` and ``groups``: the exact path on the command line.
+
+``symeq verify [MODEL.json] [--group SPEC] [--certificate OUT.json] [--json]``
+    premise, derived actions, checks, verdict.  No MODEL: the built-in example.
+``symeq check CERT.json MODEL.json``
+    re-verify a certificate with the independent standard-library checker.
+``symeq example [--out FILE] [--unscrambled]``
+    write the built-in example model file.
+``symeq generate --group SPEC --activation SPEC --latent SPEC... [--scramble] [--out FILE]``
+    a random layerwise-equivariant model (for tests, teaching and benchmarks).
+``symeq groups``
+    list the built-in groups.
+
+:func:`register` adds the five commands to an ``argparse`` sub-parser collection (wired in
+:mod:`symeq.cli`); models are read by :func:`symeq.cli.loader.load_model_args`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..cliargs import group_output_arg
+from ..errors import InputError
+from .loader import add_group_options, group_from_args, load_model_args
+
+__all__ = ["register", "cmd_verify", "cmd_check", "cmd_example", "cmd_generate", "cmd_groups"]
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cmd_verify(args) -> int:
+    from ..io import write_json
+    from ..theorem import verify
+
+    model = load_model_args(args)
+    _progress(f"verifying {model.name}: widths {model.widths}, group {model.group.label}")
+    if args.identifiability:
+        from .fibre import engine_notice
+
+        engine_notice("auto")  # at the start: a Gröbner step without a real engine falls back to sympy
+    v = verify(model, method=args.method, timeout=args.timeout, seed=args.seed, fibre_search=not args.no_fibre_search,
+               identifiability=args.identifiability, max_tie_nodes=args.max_tie_nodes)
+    if args.certificate:
+        write_json(v.certificate(), args.certificate)
+        _progress(f"certificate written to {args.certificate}")
+    if args.json:
+        print(json.dumps(v.to_json(), indent=1))
+    else:
+        print(v.report(matrix=args.matrix))
+    return v.exit_code
+
+
+def cmd_check(args) -> int:
+    from ..check import CheckError, check_files
+
+    try:
+        report = check_files(args.certificate, args.model)
+    except CheckError as e:
+        raise InputError(str(e)) from None
+    if args.json:
+        print(json.dumps({"accepted": report.accepted, "verdict": report.verdict,
+                          "reasons": report.reasons, "checks": report.checks}, indent=1))
+    else:
+        print("\n".join(report.lines()))
+    return report.exit_code
+
+
+def _emit_model(data: dict, out) -> int:
+    """Write a model file atomically, or print it to stdout when no --out is given."""
+    from ..io import write_json
+
+    if out:
+        write_json(data, out)
+        _progress(f"model written to {out}")
+    else:
+        print(json.dumps(data, indent=1))
+    return 0
+
+
+def cmd_example(args) -> int:
+    from ..examples import builtin_example
+    from ..io import model_to_json
+
+    data = model_to_json(builtin_example(scrambled=not args.unscrambled))
+    return _emit_model(data, args.out)
+
+
+def cmd_generate(args) -> int:
+    from ..activations import activation_from_spec
+    from ..io import model_to_json
+    from ..models import random_equivariant_model, scramble
+
+    group = group_from_args(args)
+    try:
+        spec = json.loads(args.activation) if args.activation.lstrip().startswith("{") else _activation_shorthand(args.activation)
+    except json.JSONDecodeError as e:
+        raise InputError(f"--activation: malformed JSON ({e.msg})") from None
+    act = activation_from_spec(spec, "--activation")
+    latent = args.latent or ["regular"]
+    model = random_equivariant_model(group, latent, act, rng=args.seed, bias=not args.no_bias)
+    if args.scramble:
+        model, _ = scramble(model, rng=args.seed + 1)
+        model.name += " (scrambled)"
+    data = model_to_json(model)
+    return _emit_model(data, args.out)
+
+
+def _activation_shorthand(text: str) -> dict:
+    """tanh3, tanh_series:5, sigmoid_series:3, monomial:2, relu, polynomial:0,1,1."""
+    name, _, arg = text.partition(":")
+    if name.startswith("tanh") and name[4:].isdigit():
+        return {"type": "tanh_series", "order": int(name[4:])}
+    if name in ("tanh", "tanh_series"):
+        return {"type": "tanh_series", "order": _int(arg or "3", text)}
+    if name in ("sigmoid", "sigmoid_series"):
+        return {"type": "sigmoid_series", "order": _int(arg or "3", text)}
+    if name == "monomial":
+        return {"type": "monomial", "degree": _int(arg or "2", text)}
+    if name == "relu":
+        return {"type": "relu"}
+    if name in ("polynomial", "poly"):
+        return {"type": "polynomial", "coeffs": arg.split(",")}
+    raise InputError(f"unknown activation {text!r}; use tanh3, sigmoid:5, monomial:2, relu, poly:0,1,1 or JSON")
+
+
+def _int(s: str, where: str) -> int:
+    try:
+        return int(s)
+    except ValueError:
+        raise InputError(f"expected an integer in {where!r}") from None
+
+
+def cmd_groups(args) -> int:
+    from ..groups import BUILTIN_GROUPS
+
+    for desc in BUILTIN_GROUPS.values():
+        print(desc)
+    print("join factors with '*' for direct products, e.g. mirror:2x3*sign:1 acts on R^6 x R^1")
+    return 0
+
+
+def _positive_int(name: str):
+    """argparse type: a whole number >= 1."""
+    def parse(text: str) -> int:
+        try:
+            x = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} takes a whole number") from None
+        if x < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be at least 1")
+        return x
+    return parse
+
+
+def register(sub) -> None:
+    """Add ``verify``, ``check``, ``example``, ``generate`` and ``groups`` to an argparse subparsers object."""
+    v = sub.add_parser("verify", help="verify the conclusion of Theorem 4.1 for a model")
+    v.add_argument("model", nargs="?", help="model file (symeq-model/1 JSON); default: the built-in example")
+    add_group_options(v)
+    v.add_argument("--certificate", metavar="OUT.json", help="write the certificate here")
+    v.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    v.add_argument("--method", default="auto", choices=["auto", "grid", "symbolic", "probabilistic"],
+                   help="how end-to-end equivariance is decided (default: auto)")
+    v.add_argument("--timeout", type=float, default=None, help="time budget in seconds (exit 3 past it)")
+    v.add_argument("--seed", type=int, default=0, help="seed of the random points (probabilistic method)")
+    v.add_argument("--max-tie-nodes", type=_positive_int("--max-tie-nodes"), default=100000, metavar="N",
+                   help="node budget of the search among neurons that tie as multisets (default 100000; "
+                        "running out is undetermined, never a refutation)")
+    v.add_argument("--identifiability", action="store_true",
+                   help="also decide identifiability at theta (tensor method, then fibre vs orbit by Groebner)")
+    v.add_argument("--no-fibre-search", action="store_true",
+                   help="do not search the fibre for a layerwise-equivariant theta' when none exists at theta")
+    v.add_argument("--matrix", action="store_true",
+                   help="also print every action as a dense matrix (default: cycle notation only)")
+    v.set_defaults(func=cmd_verify)
+
+    c = sub.add_parser("check", help="re-verify a certificate with the independent checker")
+    c.add_argument("certificate")
+    c.add_argument("model")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_check)
+
+    e = sub.add_parser("example", help="write the built-in example model")
+    e.add_argument("--out")
+    e.add_argument("--unscrambled", action="store_true", help="the model before scrambling")
+    e.set_defaults(func=cmd_example)
+
+    g = sub.add_parser("generate", help="a random layerwise-equivariant model")
+    g.add_argument("--group", required=True)
+    g.add_argument("--group-output", type=group_output_arg, default="same")
+    g.add_argument("--activation", default="tanh3")
+    g.add_argument("--latent", action="append", help="per hidden layer: regular[*m] or input[*m] (repeat)")
+    g.add_argument("--no-bias", action="store_true")
+    g.add_argument("--scramble", action="store_true")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--out")
+    g.set_defaults(func=cmd_generate)
+
+    s = sub.add_parser("groups", help="list the built-in groups")
+    s.set_defaults(func=cmd_groups)
