@@ -41,14 +41,13 @@ the machine, its load average and versions, to ``OUT/hunt.json``.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import write_results
 
 CASES = [((2, 4, 2), "rot3", 1200), ((3, 8, 3), "shift:3", 1500), ((2, 4, 4, 2), "rot3", 120)]
 
@@ -123,20 +122,11 @@ def main(argv=None) -> int:
                  f"competed for the cores and the speed-ups are understated).")
     text = "\n".join(lines)
     print(text)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "hunt.md").write_text(text + "\n")
-    import flint
-
-    versions = {"python-flint": flint.__version__}
+    versions = {}
     if distributed is not None:
         versions["distributed"] = distributed.__version__
-    (out / "hunt.json").write_text(json.dumps({
-        "rows": rows, "quick": args.quick,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_before": load, "loadavg_after": load_after},
-        "versions": versions,
-        "date": datetime.datetime.now().isoformat(timespec="seconds")}, indent=1) + "\n")
+    write_results(args.out, "hunt", text, {"rows": rows, "quick": args.quick, "versions": versions,
+                                           "loadavg_before": load, "loadavg_after": load_after})
     return 0 if all(r["same"] for r in rows) else 1
 
 
