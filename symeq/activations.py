@@ -336,7 +336,7 @@ class Activation:
         sym = self.symmetry
         if sym in ("odd", "even", "odd-plus-constant"):
             return fmpq(rng.choice([1, -1]))
-        if sym == "monomial-plus-constant":  # the offset-free ones: scrambling keeps a bias-free model so
+        if sym == "monomial-plus-constant":  # the offset-free ones (scramble keeps bias-free models so)
             return fmpq(rng.choice([1, -1])) if self.degree % 2 == 0 else fmpq(1)
         if sym == "monomial":
             return fmpq(rng.choice([1, -1]) * rng.randint(1, 4), rng.randint(1, 3))

@@ -1297,6 +1297,10 @@ def check_identifiability(cert: dict, model: dict) -> CheckReport:
     report = CheckReport(None, str(verdict))
     if verdict not in ("identifiable", "not-identifiable"):
         raise CheckError(f"certificate: unknown identifiability verdict {_short(verdict)}")
+    if cert.get("method") == DEEP_METHOD:  # two hidden layers: the Jacobian-factor theorem (below)
+        _check_ident_deep(report, cert, n_in, layers)
+        report.accepted = not report.reasons
+        return report
     if len(layers) != 2 or not isinstance(layers[0], _Layer) or not isinstance(layers[0].act, tuple):
         report.reasons.append("the certificate covers one hidden dense layer with a polynomial activation")
         report.accepted = False
@@ -1499,6 +1503,123 @@ def _check_ident_witness(report, cert, K: _KProof, coeffs, d, bias, latent, b1) 
         return
     report.checks.append(f"neuron {j}: every root of the witness polynomial solves every equation and none is a latent "
                          "scaling: fibre points outside the orbit")
+
+
+# ----------------------------------------------------------------------------- deep: Jacobian factors
+# Two hidden layers, monomial activations c t^r (r >= 2; c (t - s)^r when the model has biases),
+# widths (n0, n, n, n3) with n0 >= n <= n3: if W_1, W_2, W_3 have rank n and every row j of W_2 has
+# >= 3 nonzero entries, or 2 with beta_j = b_2j - s_2 != 0, or 1 with beta_j = 0, the fibre is the
+# orbit (docs/identifiability.md, "Deep networks", where the theorem is proved).  Three hidden layers
+# (bias-free): the same for W_3's rows, and r_1^(|V_j| - 2) != r_2 for the rows of W_3 with >= 3
+# entries (V_j: the columns of W_2 reached).  The checker re-verifies every hypothesis from the model;
+# the theorem itself is the trusted part.
+
+DEEP_METHOD = "jacobian-factors"
+
+
+def _monomial_degree(act, bias: bool):
+    """(r, s) when the activation is c t^r (or c (t - s)^r, allowed with biases) with r >= 2, else None."""
+    if not isinstance(act, tuple) or len(act) < 3 or act[-1] == 0:
+        return None
+    d = len(act) - 1
+    s = -act[d - 1] / (d * act[d])
+    tau = [sum((act[m] * comb(m, j) * s ** (m - j) for m in range(j, d + 1)), Fraction(0)) for j in range(d)]
+    if any(t != 0 for t in tau) or (not bias and s != 0):
+        return None
+    return d, s
+
+
+def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> None:
+    if cert.get("verdict") != "identifiable":
+        report.reasons.append("a jacobian-factors certificate can only prove 'identifiable'")
+        return
+    hidden = len(layers) - 1
+    if hidden not in (2, 3) or not all(isinstance(l, _Layer) for l in layers) or layers[-1].act is not None:
+        report.reasons.append("a jacobian-factors certificate covers two or three hidden dense layers and an affine "
+                              "output")
+        return
+    widths = [n_in] + [len(l.weight) for l in layers]
+    if cert.get("widths") != widths:
+        report.reasons.append(f"certificate widths {_short(cert.get('widths'))} differ from the model's {widths}")
+        return
+    n = widths[1]
+    if any(w != n for w in widths[1:-1]) or widths[0] < n or widths[-1] < n:
+        report.reasons.append(f"widths {widths} are not (n0, n, ..., n, nL) with n0 >= n <= nL")
+        return
+    bias = any(x != 0 for l in layers for x in l.bias)
+    if hidden == 3 and bias:
+        report.reasons.append("three hidden layers are certified only without biases")
+        return
+    mono = [_monomial_degree(l.act, bias) for l in layers[:-1]]
+    if None in mono:
+        report.reasons.append("a hidden activation is not a monomial c t^r with r >= 2 (c (t - s)^r with biases)")
+        return
+    degs = [r for r, _ in mono]
+    if cert.get("degrees") != degs or not all(_is_int(r) for r in cert.get("degrees")):
+        report.reasons.append(f"certificate degrees {_short(cert.get('degrees'))} differ from the model's {degs}")
+        return
+    if cert.get("bias") is not bias:
+        report.reasons.append(f"certificate bias {_short(cert.get('bias'))} differs from the model's {bias}")
+        return
+    report.checks.append(f"{hidden} hidden layers, widths {widths}, {'biases' if bias else 'no biases'}, monomial "
+                         f"activations of degrees {degs}")
+    Ws = [[list(r) for r in l.weight] for l in layers]
+    proofs = _dict(cert.get("full_rank"), "full_rank")
+    mats = [(f"W{k}_columns", Ws[k - 1], f"W_{k}") for k in range(1, hidden + 1)]
+    mats.append((f"W{hidden + 1}_rows", [list(c) for c in zip(*Ws[hidden])], f"W_{hidden + 1}"))
+    if set(proofs) != {key for key, _, _ in mats}:
+        report.reasons.append(f"full_rank must prove exactly {[key for key, _, _ in mats]}")
+        return
+    for key, rows, what in mats:
+        cols = proofs.get(key)
+        if not isinstance(cols, list) or len(cols) != n or not all(_is_int(c) for c in cols) \
+                or len(set(cols)) != n or not all(0 <= c < len(rows[0]) for c in cols):
+            report.reasons.append(f"full_rank.{key} must list {n} distinct indices of {what}")
+            return
+        sub = _int_columns([[r[c] for c in cols] for r in rows])
+        if not _minor_nonzero(sub):
+            report.reasons.append(f"full_rank.{key}: the {n} x {n} minor of {what} at {cols} is zero")
+            return
+    report.checks.append(f"every weight matrix has rank {n} (nonzero {n} x {n} minors at the indices given)")
+    supports = [sum(1 for x in r if x != 0) for r in Ws[1]]
+    if cert.get("w2_row_supports") != supports:
+        report.reasons.append(f"w2_row_supports {_short(cert.get('w2_row_supports'))} differ from the model's "
+                              f"{supports}")
+        return
+    betas = [b - mono[1][1] for b in layers[1].bias]
+    listed = cert.get("w2_centred_biases")
+    if not isinstance(listed, list) or len(listed) != n or \
+            [parse_number(b, "w2_centred_biases") for b in listed] != betas:
+        report.reasons.append(f"w2_centred_biases {_short(listed)} are not b_2 - s_2 of the model")
+        return
+    bad = [j for j, (s, b) in enumerate(zip(supports, betas)) if s == 0 or (s == 2 and b == 0) or (s == 1 and b != 0)]
+    if bad:
+        report.reasons.append(f"rows {bad} of W_2: not >= 3 nonzero entries, 2 with b_2j != s_2, or 1 with b_2j = s_2")
+        return
+    report.checks.append("every row of W_2 has >= 3 nonzero entries, 2 with a bias off the centre or 1 with the bias "
+                         "at the centre: its pre-activation has no degree-1 factor but a first-layer pre-activation")
+    if hidden == 3:
+        sup3 = [sum(1 for x in r if x != 0) for r in Ws[2]]
+        spans = [len({c for i, x in enumerate(r) if x != 0 for c, y in enumerate(Ws[1][i]) if y != 0}) for r in Ws[2]]
+        if cert.get("w3_row_supports") != sup3 or cert.get("w3_row_spans") != spans:
+            report.reasons.append(f"w3_row_supports/w3_row_spans {_short(cert.get('w3_row_supports'))}/"
+                                  f"{_short(cert.get('w3_row_spans'))} differ from the model's {sup3}/{spans}")
+            return
+        bad = [j for j, (s, v) in enumerate(zip(sup3, spans))
+               if s in (0, 2) or (s >= 3 and degs[0] ** (v - 2) == degs[1])]
+        if bad:
+            report.reasons.append(f"rows {bad} of W_3: not 1 or >= 3 nonzero entries, or r_1^(|V_j| - 2) = r_2")
+            return
+        report.checks.append("every row of W_3 has 1 or >= 3 nonzero entries, and r_1^(|V_j| - 2) != r_2 for the "
+                             "latter (V_j: the first-layer neurons it reaches through W_2): no third-layer "
+                             "pre-activation has a linear factor but a first-layer pre-activation")
+    dim = hidden * n
+    if cert.get("orbit_size") is not None or not _is_int(cert.get("orbit_dimension")) \
+            or cert.get("orbit_dimension") != dim:
+        report.reasons.append(f"orbit: expected a torus of dimension {dim} (orbit_size null), got "
+                              f"{_short(cert.get('orbit_size'))}/{_short(cert.get('orbit_dimension'))}")
+        return
+    report.checks.append(f"fibre = orbit: a torus of dimension {dim} times S_{n}^{hidden} (Jacobian-factor theorem)")
 
 
 _check_action_certificate = check_certificate

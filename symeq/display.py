@@ -50,10 +50,6 @@ NEUTRAL = "#eeeeee"
 
 # -- the combinatorics: no plotting library needed -------------------------------------------
 
-def _is_heads(layer) -> bool:
-    return getattr(layer, "kind", "dense") == "heads"
-
-
 def neuron_moves(layer, M):
     """How an action moves the neurons of one column: a list of (source, target, factor).
 
@@ -62,7 +58,7 @@ def neuron_moves(layer, M):
     nodes are (token, head) pairs numbered t * H + h and the factor is the d_v x d_v block.
     Returns None when the action is not of that form (e.g. a rotation acting on the input).
     """
-    if layer is not None and _is_heads(layer):
+    if layer is not None and layer.kind == "heads":
         from .layers.attention import block_monomial_parts, factor_kron
 
         H, dv, T = layer.heads, layer.dv, layer.tokens
@@ -108,7 +104,10 @@ def network_columns(model, actions=None):
     ``actions[i][g]`` is rho_{i+1}(g) on hidden column i+1, as in
     :attr:`symeq.theorem.Verification.actions`; without it hidden columns carry no moves.
     """
+    from .theorem import latent_group_names
+
     chain = model.chain()
+    knames = latent_group_names(model)  # bias-free models: the offset-free groups (docs/theory.md)
     G = model.group
     ngen = len(G.generators) if G is not None else 0
     cols = []
@@ -123,15 +122,12 @@ def network_columns(model, actions=None):
         [a for a, _ in G.generators] if G is not None else [])
     for i, layer in enumerate(chain.layers[:-1]):
         mats = [actions[i][g] for g in range(ngen)] if actions else [None] * ngen
-        if _is_heads(layer):
+        if layer.kind == "heads":
             T, H = layer.tokens, layer.heads
             label = f"hidden {i + 1}: heads\n{T} tokens x {H} heads, $d_v$ = {layer.dv}"
             col(label, T * H, [f"{t}.{h}" for t in range(T) for h in range(H)], layer, mats)
         else:
-            spec = layer.activation.spec
-            arg = spec.get("order", spec.get("degree"))
-            name = spec["type"] + (f"({arg})" if arg is not None else "")
-            label = f"hidden {i + 1}: {name}\nK: {layer.activation.latent_group}"
+            label = f"hidden {i + 1}: {layer.hidden_label}\nK: {knames[i]}"
             col(label, layer.out_dim, [str(j) for j in range(layer.out_dim)], layer, mats)
     nL = chain.layers[-1].out_dim
     col(f"output $\\mathbb{{R}}^{{{nL}}}$", nL, [str(j) for j in range(nL)], None,
@@ -174,10 +170,10 @@ def _weight_edges(chain, columns):
     """Pairs (column, node, node') joined by a nonzero weight, for the faint background edges."""
     edges = set()
     for i, layer in enumerate(chain.layers):
-        if _is_heads(layer):
+        if layer.kind == "heads":
             continue  # attention mixes tokens through X A X^T: no per-weight picture
         prev = chain.layers[i - 1] if i > 0 else None
-        per_node = prev.dv if prev is not None and _is_heads(prev) else 1
+        per_node = prev.dv if prev is not None and prev.kind == "heads" else 1
         for r, row in enumerate(mat_rows(layer.weight)):
             for c, w in enumerate(row):
                 if w != 0:
@@ -273,7 +269,7 @@ def _draw(model, actions, title: str):
     fig.suptitle(title, fontsize=10)
     caption = ("colour: orbit of each neuron under the derived action (per column); arrow s \u2192 j: "
                "(\u03c1(g) y)_j = c y_s" if actions else "no derived action: hidden neurons uncoloured")
-    if actions and any(_is_heads(l) for l in chain.layers):
+    if actions and any(l.kind == "heads" for l in chain.layers):
         caption += "\nheads column: node t.h = head h of token t; an arrow carries a head's value space by an invertible block"
     fig.text(0.5, 0.895, caption, ha="center", fontsize=7, color="#444444")
     return fig

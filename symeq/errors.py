@@ -178,7 +178,8 @@ class OrbitLimit(LimitExceeded):
 
 
 class MemoryLimit(LimitExceeded):
-    """An engine child process ran into its address-space cap (``--memory``)."""
+    """The memory budget (``--memory``) is exceeded: an engine child ran into its address-space cap,
+    or an in-process expansion was estimated (before it started) to need more than the budget."""
 
     limit = "memory (GB)"
     option = "--memory"

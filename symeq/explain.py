@@ -360,27 +360,13 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + "." if text else ""
 
 
-def _layer_name(layer) -> str:
-    if getattr(layer, "kind", "dense") == "heads":
-        return f"attention heads ({layer.heads} heads, d_v = {layer.dv}, {layer.tokens} tokens)"
-    if layer.activation is None:
-        return "affine"
-    spec = layer.activation.spec
-    arg = spec.get("order", spec.get("degree"))
-    return spec["type"] + (f"({arg})" if arg is not None else "")
-
-
-def _latent_group(layer) -> str:
-    return layer.latent_group if getattr(layer, "kind", "dense") == "heads" else layer.activation.latent_group
-
-
 def _show_action(rep: Report, layer, index, gname: str, M, matrix: bool = False):
     """One derived action: its cycles (or P (x) R by tokens, heads and blocks), and its matrix
     only when asked (``matrix``)."""
     from .display import neuron_moves
 
     lhs = rho_of(index, gname) + mo("=")
-    if getattr(layer, "kind", "dense") == "heads":
+    if layer.kind == "heads":
         from .layers.attention import block_monomial_parts, factor_kron
         from .notation import format_cycles
 
@@ -425,9 +411,11 @@ def build_report(v, cert_name: str, model_name: str, picture: tuple, matrix: boo
     """The blocks of the report on a :class:`~symeq.theorem.Verification` (``matrix``: also
     every action as a matrix)."""
     from .display import network_columns
+    from .theorem import latent_group_names
 
     m, G, eq, d = v.model, v.group, v.equivariance, v.derivation
     chain = m.chain()
+    knames = latent_group_names(m)  # bias-free models: the offset-free groups (docs/theory.md)
     rep = Report()
     rep.h(1, f"symeq explain: {m.name}")
     rep.p(f"**Verdict: {v.verdict}** (exit code {v.exit_code}; {v.seconds:.2f} s). ",
@@ -443,14 +431,14 @@ def build_report(v, cert_name: str, model_name: str, picture: tuple, matrix: boo
     rows = []
     for i, layer in enumerate(chain.layers, 1):
         last = i == len(chain.layers)
-        if getattr(layer, "kind", "dense") == "heads":
+        if layer.kind == "heads":
             rows.append([str(i), "Y_h = (X A_h Xᵀ) X V_h for each head h", str(layer.out_dim),
-                         "lightning attention (no softmax)", layer.latent_group])
+                         "lightning attention (no softmax)", layer.latent_group_name])
         elif last:
             rows.append([str(i), "x ↦ W x + b (affine)", str(layer.out_dim), "none", "(output: acted on by G)"])
         else:
             rows.append([str(i), "x ↦ σ(W x + b)", str(layer.out_dim), [activation_math(layer.activation)],
-                         _latent_group(layer)])
+                         knames[i - 1]])
     rep.table(["layer", "map", "width", "activation", "latent group K_i"], rows)
 
     rep.h(2, "2. The group")
@@ -488,7 +476,7 @@ def build_report(v, cert_name: str, model_name: str, picture: tuple, matrix: boo
         else:
             rep.p("The actions below hold at θ', a parameter with the same widths and the same function as θ.")
         for i, layer in enumerate(m.layers, 1):
-            if getattr(layer, "kind", "dense") == "dense" and layer.weight.nrows() <= MAX_MATRIX \
+            if layer.kind == "dense" and layer.weight.nrows() <= MAX_MATRIX \
                     and layer.weight.ncols() <= MAX_MATRIX:
                 rep.math(Math(f"W'_{{{i}}} =", f"<msubsup><mi>W</mi><mn>{i}</mn><mo>′</mo></msubsup><mo>=</mo>")
                          + matrix_math(layer.weight) + Math(rf",\quad b'_{{{i}}} =",
@@ -509,7 +497,7 @@ def build_report(v, cert_name: str, model_name: str, picture: tuple, matrix: boo
         if d.found:
             for i, per_g in enumerate(d.actions):
                 layer = chain.layers[i]
-                rep.h(3, f"Hidden space {i + 1}: {_layer_name(layer)}, K = {_latent_group(layer)}")
+                rep.h(3, f"Hidden space {i + 1}: {layer.hidden_label}, K = {knames[i]}")
                 for gname, M in zip(G.names, per_g):
                     _show_action(rep, layer, i + 1, gname, M, matrix)
             orbits = _orbit_lines(network_columns(m.with_group(G), d.actions))

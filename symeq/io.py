@@ -203,7 +203,7 @@ def model_from_json(data, where: str = "model") -> Model:
 def layers_to_json(model: Model) -> list[dict]:
     out = []
     for l in model.layers:
-        if getattr(l, "kind", "dense") == "attention":
+        if l.kind == "attention":
             out.append({"type": "attention", "tokens": l.tokens, "heads": [
                 {"query": format_matrix(h.query), "key": format_matrix(h.key),
                  "value": format_matrix(h.value), "out": format_matrix(h.out)} for h in l.heads]})

@@ -10,16 +10,20 @@ How k(g) is found, layer by layer: with rho_{i-1}(g) known (rho_0 = rho_in), eac
 [W_i rho_{i-1}(g) | b_i] must equal, up to an admissible change of the pre-activation
 (alpha z + s(1 - alpha): signs for odd/even sigma, any nonzero alpha for monomials, positive
 alpha for ReLU), a row k of [W_i | b_i]; then rho_i(g) has the factor q(alpha) at (j, k).
-Rows are matched by hashing their canonical representatives (one per orbit of admissible
-scalings, computed in theta's column order so that both sides are comparable).  Where rows of
-theta tie (clones up to symmetry), tied neurons can only be told apart by their outgoing weights:
-the rows of the next layer are compared through keys invariant under permutations inside the tie
+The walk itself is written once, in :mod:`symeq.walk`, and shared with the float derivation
+(:func:`symeq.numeric.layerwise.derive_latent_actions_numeric`); this module supplies the exact
+row matchers.  Rows are matched by hashing their canonical representatives (one per orbit of
+admissible scalings, computed in theta's column order so that both sides are comparable):
+:class:`_ExactRows` for the chain walk (:class:`symeq.walk.ChainWalk`).  Where rows of theta tie
+(clones up to symmetry), tied neurons can only be told apart by their outgoing weights: the rows
+of the next layer are compared through keys invariant under permutations inside the tie
 classes, and the bijections are then read off the outgoing columns from the last layer down
-(:class:`_TieSearch`, polynomial in the widths); only rows that tie as multisets but not as
-vectors are searched, within a node budget.  The search is exhaustive unless capped, so "no
-partner" is a proof that no k(g) in prod K_i exists at theta, and a capped search is no proof.
-Every derived action is then *checked*, exactly: each layer is equivariant, and g ->
-rho_i(g) respects every relation of G (enumerated along the Cayley graph).
+(:class:`symeq.walk.TieWalk` over :class:`_ExactMatcher`, polynomial in the widths); only rows
+that tie as multisets but not as vectors are searched, within a node budget.  The search is
+exhaustive unless capped, so "no partner" is a proof that no k(g) in prod K_i exists at theta,
+and a capped search is no proof.  Every derived action is then *checked*, exactly: each layer is
+equivariant, and g -> rho_i(g) respects every relation of G (enumerated along the Cayley graph,
+:func:`symeq.walk.cayley_homomorphism`).
 
 Examples
 --------
@@ -37,16 +41,16 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from flint import fmpq, fmpq_mat
 
 from .activations import Activation
 from .budget import Deadline
-from .errors import GroupActionError, InputError
-from .groups import FiniteGroup, closure
+from .errors import GroupTooLarge, InputError
+from .groups import FiniteGroup
 from .models import Model
-from .numbers import mat_rows, monomial_matrix, monomial_parts
+from .numbers import identity, mat_key, mat_rows, monomial_matrix
+from .walk import ChainWalk, NoPartner, TieWalk, cayley_homomorphism
 
 __all__ = [
     "LayerCheck",
@@ -106,85 +110,11 @@ class Derivation:
 
 # -- exact layer check --------------------------------------------------------------------
 
-def _expand_affine(coeffs, alpha, beta) -> list:
-    """Coefficients of sigma(alpha t + beta) from those of sigma."""
-    out = [fmpq(0)] * len(coeffs)
-    power = [fmpq(1)]  # (alpha t + beta)^k
-    for k, c in enumerate(coeffs):
-        if k > 0:
-            nxt = [fmpq(0)] * (len(power) + 1)
-            for i, p in enumerate(power):
-                nxt[i] += p * beta
-                nxt[i + 1] += p * alpha
-            power = nxt
-        if c != 0:
-            for i, p in enumerate(power):
-                out[i] += c * p
-    return out
-
-
-def _neuron_relation(act: Activation, u, bu, v, bv, q, o=0) -> str | None:
-    """None if sigma(u.x + bu) = q sigma(v.x + bv) + o for all x, else the reason it fails."""
-    if all(x == 0 for x in v):
-        if any(x != 0 for x in u):
-            return "its partner has a zero incoming row but it does not"
-        return None if act(bu) == q * act(bv) + o else "constant outputs differ"
-    k = next(i for i, x in enumerate(v) if x != 0)
-    alpha = u[k] / v[k]
-    if any(a != alpha * b for a, b in zip(u, v)):
-        return "incoming rows are not proportional"
-    beta = bu - alpha * bv
-    if act.kind == "relu":
-        ok = alpha > 0 and beta == 0 and q == alpha and o == 0
-        return None if ok else f"relu(alpha t + beta) != q relu(t) for alpha={alpha}, beta={beta}, q={q}"
-    lhs = _expand_affine(list(act.coeffs), alpha, beta)
-    rhs = [q * c for c in act.coeffs]
-    rhs[0] += o
-    return None if lhs == rhs else f"sigma({alpha} t + {beta}) != {q} sigma(t) + {o}"
-
-
 def check_layer(layer, P: fmpq_mat, Q: fmpq_mat, c_in=None, c_out=None) -> tuple[bool, str]:
-    """Decide f(P x + c_in) = Q f(x) + c_out for all real x for one layer f, exactly.
-
-    The offsets c_in, c_out (default zero) carry the affine sign flips of activations that are
-    odd up to a constant (sigmoid series).  For an affine layer this is W P = Q W and
-    b + W c_in = Q b + c_out.  For sigma(W x + b) with Q monomial, row j reads
-    sigma(u.x + b'_j) = q sigma(v.x + b_k) + o_j with b' = b + W c_in; comparing leading forms
-    forces u = alpha v, and what remains is a univariate identity in t, checked coefficientwise
-    (ReLU: alpha > 0, b_j = alpha b_k, q = alpha, o = 0).  This is necessary and sufficient.
-    """
-    if getattr(layer, "kind", "dense") == "heads":
-        from .layers.attention import check_heads_layer
-
-        if c_in is not None or c_out is not None:
-            return False, "affine actions are not supported on attention heads"
-        return check_heads_layer(layer, P, Q)
-    W, b = layer.weight, list(layer.bias)
-    if c_in is not None:
-        b = [x + y for x, y in zip(b, (W * fmpq_mat(len(c_in), 1, list(c_in))).entries())]
-    if layer.activation is None:
-        if W * P != Q * W:
-            return False, "W rho_in != rho_out W"
-        bq = (Q * fmpq_mat(len(b), 1, list(layer.bias))).entries()
-        if c_out is not None:
-            bq = [x + y for x, y in zip(bq, c_out)]
-        if bq != b:
-            return False, "b + W c != rho_out b" if c_in is not None else "b != rho_out b"
-        return True, f"W rho(g) = rho'(g) W and b = rho'(g) b ({W.nrows()}x{W.ncols()})"
-    parts = monomial_parts(Q)
-    if parts is None:
-        return False, "the latent action is not a monomial matrix"
-    cols, vals = parts
-    U = mat_rows(W * P)
-    V = mat_rows(W)
-    base = layer.bias
-    for j, (k, q) in enumerate(zip(cols, vals)):
-        o = c_out[j] if c_out is not None else 0
-        why = _neuron_relation(layer.activation, U[j], b[j], V[k], base[k], q, o)
-        if why:
-            return False, f"neuron {j}: {why}"
-    kind = "rho'(g) sigma(W x + b) + c'" if c_out is not None and any(x != 0 for x in c_out) else "rho'(g) sigma(W x + b)"
-    return True, f"sigma(W rho(g) x + b) = {kind}, {W.nrows()} neurons, exactly"
+    """Decide f(P x + c_in) = Q f(x) + c_out for all real x for one layer f, exactly: the layer's
+    own check (``layer.check_action``, :class:`symeq.layers.base.Layer`; for dense layers see
+    :meth:`symeq.layers.dense.DenseLayer.check_action`)."""
+    return layer.check_action(P, Q, c_in, c_out)
 
 
 def affine_matrix(M: fmpq_mat, c) -> fmpq_mat:
@@ -218,14 +148,17 @@ def check_layerwise(model: Model, group: FiniteGroup, actions, deadline: Deadlin
             ok, detail = check_layer(layer, chain[i], chain[i + 1], offs[i], offs[i + 1])
             checks.append(LayerCheck(i + 1, group.names[gi], ok, detail))
     hidden = (lambda i, gi: affine_matrix(actions[i][gi], offsets[i][gi])) if offsets else (lambda i, gi: actions[i][gi])
-    gens = [tuple([A] + [hidden(i, gi) for i in range(L - 1)] + [B]) for gi, (A, B) in enumerate(group.generators)]
-    try:
-        els = closure(gens, max_order=group.max_order, names=group.names,
-                      what=["input"] + [f"the action on hidden layer {i + 1}" for i in range(L - 1)] + ["the output action"],
-                      deadline=deadline)
-        return checks, True, len(els), f"g -> rho_i(g) respects every relation of G (order {len(els)})"
-    except GroupActionError as e:
-        return checks, False, None, str(e)
+    latents = [[hidden(i, gi) for i in range(L - 1)] + [B] for gi, (A, B) in enumerate(group.generators)]
+    r = cayley_homomorphism([A for A, _ in group.generators], latents, compose=lambda a, b: a * b,
+                            identity=lambda a: identity(a.nrows()), key=mat_key,
+                            deviation=lambda x, y: 0 if x == y else 1, max_order=group.max_order,
+                            names=group.names, stop_at_first=True, deadline=deadline,
+                            what=[f"the action on hidden layer {i + 1}" for i in range(L - 1)] + ["the output action"])
+    if r.too_large:
+        raise GroupTooLarge(f"the group has more than {group.max_order} elements; raise max_order or use fewer generators")
+    if r.conflict is not None:
+        return checks, False, None, r.conflict
+    return checks, True, r.order, f"g -> rho_i(g) respects every relation of G (order {r.order})"
 
 
 # -- matching neurons ----------------------------------------------------------------------
@@ -276,103 +209,106 @@ def canonical_rows(rows, bias, act: Activation, affine: bool = False):
     return keys, scales
 
 
-@dataclass
-class _Search:
-    model: Model
-    A: fmpq_mat
-    B: fmpq_mat
-    deadline: Deadline
-    max_candidates: int
-    max_nodes: int = 100000
-    nodes: int = 0
-    capped: bool = False
-    ties: bool = False
-    failure: str | None = None
-    V: list = field(default_factory=list)
-    affine: bool = True  # offsets allowed: the model has biases to absorb them (docs/theory.md)
+def _partner_classes(keys: list, index: dict, li: int, up_to: str) -> dict:
+    """theta^g's neurons of hidden layer li grouped by key; each group needs as many in theta.
 
-    def __post_init__(self):
+    ``index`` maps theta's keys to its neurons; a group of another size leaves some neuron without
+    a partner (:class:`symeq.walk.NoPartner`, with ``up_to`` saying what the keys forget).
+    """
+    classes: dict = {}
+    for j, key in enumerate(keys):
+        classes.setdefault(key, []).append(j)
+    for key, js in classes.items():
+        ks = index.get(key, [])
+        if len(ks) != len(js):
+            raise NoPartner(
+                f"neuron {js[0]} of hidden layer {li + 1}, after the action on its input, has no partner: "
+                f"{len(js)} neuron(s) of theta^g but {len(ks)} of theta share its incoming weights and bias "
+                f"up to the activation's symmetry{up_to}")
+    return classes
+
+
+class _ExactRows:
+    """The exact row matcher of the chain walk (:class:`symeq.walk.ChainWalk`): canonical rows.
+
+    Rows of [W_i rho_{i-1}(g) | b_i + W_i c_{i-1}(g)] are hashed by their canonical
+    representatives and looked up among theta's.  Where no rows tie there is one action per
+    layer.  The walk goes this way for attention heads (:func:`symeq.layers.attention.match_heads`)
+    and for untied dense networks; it also stays the fallback for ties the tie walk refuses
+    (dead neurons under continuous scalings), where every bijection inside a class of equal rows
+    is enumerated within the node budget.
+    """
+
+    def __init__(self, model: Model, deadline: Deadline, affine: bool):
+        self.model, self.deadline, self.affine = model, deadline, affine
+        self.hidden = len(model.layers) - 1
+        self.ties = False  # some class of equal rows had more than one neuron (or heads tied)
         # theta's canonical rows per hidden layer do not depend on g: compute them once
         self.V = []
-        for l in self.model.layers[:-1]:
-            if getattr(l, "kind", "dense") == "heads":
+        for l in model.layers[:-1]:
+            if l.kind == "heads":
                 self.V.append(None)
                 continue
-            keys, scales = canonical_rows(mat_rows(l.weight), l.bias, l.activation, affine=self.affine)
+            keys, scales = canonical_rows(mat_rows(l.weight), l.bias, l.activation, affine=affine)
             index: dict = {}
             for k, key in enumerate(keys):
                 index.setdefault(key, []).append(k)
             self.V.append((keys, scales, index))
 
-    def _fail(self, msg: str) -> None:
-        if self.failure is None:
-            self.failure = msg
+    def tied_rows(self) -> bool:
+        """Whether two neurons of some hidden layer of theta have equal rows up to an admissible scaling."""
+        return any(v is not None and len(v[2]) < len(v[0]) for v in self.V)
 
-    def run(self) -> Iterator[tuple[list, list]]:
-        """Yield (actions, offsets) per hidden layer; offsets are None for linear actions."""
-        yield from self._layer(0, self.A, [], None, [])
-
-    def _layer(self, i: int, prev: fmpq_mat, acc: list, prev_off=None, acc_off=()) -> Iterator:
-        self.nodes += 1
-        if self.nodes > self.max_nodes:
-            self.capped = True
-            return
+    def tick(self) -> None:
         self.deadline.check("matching neurons")
-        layers = self.model.layers
-        layer = layers[i]
-        if i == len(layers) - 1:
-            ok, detail = check_layer(layer, prev, self.B, prev_off, None)
-            if ok:
-                yield acc, list(acc_off)
-            else:
-                self._fail(f"the last layer does not match after the hidden neurons were matched: {detail}")
-            return
-        if getattr(layer, "kind", "dense") == "heads":
+
+    def start(self, A: fmpq_mat) -> tuple:
+        self.ties = False
+        return A, None
+
+    def close(self, prev: tuple, B: fmpq_mat, acc: list) -> tuple[list, list]:
+        """(actions, offsets) per hidden layer if the last layer matches (offsets None: linear)."""
+        rho, off = prev
+        ok, detail = check_layer(self.model.layers[-1], rho, B, off, None)
+        if not ok:
+            raise NoPartner(f"the last layer does not match after the hidden neurons were matched: {detail}")
+        return [a for a, _ in acc], [o for _, o in acc]
+
+    def step(self, i: int, prev: tuple):
+        """The candidate (rho, offset) on hidden layer i + 1 given (rho, offset) on its input."""
+        layer = self.model.layers[i]
+        prev_rho, prev_off = prev
+        if layer.kind == "heads":
             from .layers.attention import match_heads
 
-            actions, why = match_heads(layer, prev)
+            actions, why = match_heads(layer, prev_rho)
             if why:
-                self._fail(f"attention heads: {why}")
-                if "INCONCLUSIVE" in why:
-                    self.capped = True  # not a proof that no k exists
+                raise NoPartner(f"attention heads: {why}", inconclusive="INCONCLUSIVE" in why)
             if len(actions) > 1:
                 self.ties = True
-            for rho in actions:
-                yield from self._layer(i + 1, rho, acc + [rho], None, list(acc_off) + [None])
-                if self.capped:
-                    return
-            return
+            return [((rho, None), (rho, None)) for rho in actions]
         act = layer.activation
-        U = mat_rows(layer.weight * prev)
+        U = mat_rows(layer.weight * prev_rho)
         bias = list(layer.bias)
         if prev_off is not None:  # an affine action y -> P y + c on the input: bias b + W c
             bias = [x + y for x, y in zip(bias, (layer.weight * fmpq_mat(len(prev_off), 1, list(prev_off))).entries())]
         ukeys, uscales = canonical_rows(U, bias, act, affine=self.affine)
         vkeys, vscales, index = self.V[i]
-        classes: dict = {}
-        for j, key in enumerate(ukeys):
-            classes.setdefault(key, []).append(j)
-        for key, js in classes.items():
-            ks = index.get(key, [])
-            if len(ks) != len(js):
-                j = js[0]
-                self._fail(
-                    f"neuron {j} of hidden layer {i + 1}, after the action on its input, has no partner: "
-                    f"{len(js)} neuron(s) of theta^g but {len(ks)} of theta share its incoming weights and bias "
-                    "up to the activation's symmetry"
-                )
-                return
+        classes = _partner_classes(ukeys, index, i, "")
         tied = [(js, index[key]) for key, js in classes.items() if len(js) > 1]
         if tied:
             self.ties = True
-        # Enumerate bijections inside each tie class (clones); without ties there is one.
-        choices = [list(itertools.permutations(ks)) for _, ks in tied]
         base = {js[0]: index[key][0] for key, js in classes.items() if len(js) == 1}
+        return self._bijections(act, len(U), base, tied, uscales, vscales)
+
+    @staticmethod
+    def _bijections(act, n: int, base: dict, tied: list, uscales, vscales):
+        """Every bijection inside the tie classes (clones), lazily; without ties there is one."""
+        choices = [list(itertools.permutations(ks)) for _, ks in tied]
         for combo in itertools.product(*choices):
             target = dict(base)
             for (js, _), ks in zip(tied, combo):
                 target.update(zip(js, ks))
-            n = len(U)
             cols, vals, offs = [0] * n, [fmpq(0)] * n, [fmpq(0)] * n
             for j in range(n):
                 k = target[j]
@@ -383,9 +319,7 @@ class _Search:
                 cols[j], (vals[j], offs[j]) = k, qo
             rho = monomial_matrix(cols, vals)
             off = offs if any(x != 0 for x in offs) else None
-            yield from self._layer(i + 1, rho, acc + [rho], off, list(acc_off) + [off])
-            if self.capped:
-                return
+            yield (rho, off), (rho, off)
 
 
 # -- tied neurons: a forward relaxation and a backward resolution (polynomial) --------------
@@ -417,20 +351,17 @@ class _LayerTies:
     stab: list
 
 
-class _TieSearch:
-    """Latent actions for networks with tied neurons, in polynomial time.
+class _ExactMatcher:
+    """The exact row matcher of the one walk (:class:`symeq.walk.TieWalk`), in polynomial time.
 
     Forward: the rows of hidden layer i+1 are compared through keys that are invariant under
     permutations inside the tie classes of layer i (per class the sorted multiset of the row's
     entries in that class's columns, after multiplying out the admissible scales of those neurons,
-    so that theta and theta^g are comparable); matching these keys is a necessary condition.
-    Backward: the last layer fixes rho_L = rho_out(g), so inside each class of the last hidden
-    layer the bijection is read off the outgoing columns (W_L rho_{L-1} = rho_out W_L, column by
-    column); then rho's pre-activation part on that layer is known and the layer below is resolved
-    the same way.  Neurons whose rows and columns agree are interchangeable: they are paired in
-    increasing order, which keeps g -> rho(g) a homomorphism.  Only neurons whose rows agree as
-    multisets but not as vectors, and whose columns cannot tell them apart, need a choice; those
-    choices are searched depth first within ``max_nodes``.  Every result is checked exactly by
+    so that theta and theta^g are comparable); equal keys are a necessary condition.
+    Backward (:meth:`pair`): inside each tie class the bijection is read off the outgoing
+    columns, exactly; neurons whose rows and columns agree are interchangeable and paired in
+    increasing order; rows that agree as multisets but not as vectors, with columns that cannot
+    tell them apart, are the walk's real choices.  Every result is checked exactly by
     :func:`check_layerwise` afterwards.
 
     Activations that are odd up to a constant (affine sign flips) are handled in centred
@@ -438,12 +369,10 @@ class _TieSearch:
     b + sigma(s) W 1 on both sides.  Exact entries are compared as (numerator, denominator) pairs.
     """
 
-    def __init__(self, model: Model, deadline: Deadline, affine: bool, max_nodes: int):
-        self.model, self.deadline, self.affine, self.max_nodes = model, deadline, affine, max_nodes
-        self.nodes = 0
-        self.capped = False
-        self.failure: str | None = None
+    def __init__(self, model: Model, deadline: Deadline, affine: bool):
+        self.model, self.deadline, self.affine = model, deadline, affine
         self.interchangeable = 0  # neurons paired among interchangeable clones
+        self.first_pq: list = []
         layers = model.layers
         self.L = len(layers)
         self.acts = [l.activation for l in layers[:-1]]
@@ -576,45 +505,47 @@ class _TieSearch:
             stabs.append(stab)
         return _LayerTies(keys, iotas, stabs)
 
-    # -- one generator -------------------------------------------------------------------------
-    def run(self, A: fmpq_mat, B: fmpq_mat) -> Iterator[tuple[list, list]]:
-        """Yield (actions, offsets) per hidden layer for one generator (A, B)."""
-        self.nodes, self.capped, self.failure, self.interchangeable = 0, False, None, 0
+    # -- the row matcher of the one walk (symeq.walk.TieWalk) ---------------------------------
+    @property
+    def hidden(self) -> int:
+        return self.L - 1
+
+    def tick(self) -> None:
+        self.deadline.check("matching tied neurons")
+
+    def forward(self, A: fmpq_mat) -> list:
+        """Step 1 of the walk: theta^g's tie classes and scales per hidden layer, by exact keys."""
+        self.interchangeable = 0
         fwd = []
         prev_cls, prev_fac, prev_modes = None, None, None
         first_rows = mat_rows(self.model.layers[0].weight * A)
-        first_pq = [[_pq(x) for x in r] for r in first_rows]
+        self.first_pq = [[_pq(x) for x in r] for r in first_rows]
         for li in range(self.L - 1):
             self.deadline.check("matching tied neurons")
             lt_v, index, cls_v, modes_v = self.theta[li]
             if li == 0:
-                lt = self._keys(0, first_rows, first_pq, list(range(A.ncols())), None, None)
+                lt = self._keys(0, first_rows, self.first_pq, list(range(A.ncols())), None, None)
             else:
                 lt = self._keys(li, self.rows[li], self.pq[li], prev_cls, prev_fac, prev_modes)
             cls_u: list = [None] * len(lt.keys)
-            members: dict = {}
-            for j, key in enumerate(lt.keys):
-                members.setdefault(key, []).append(j)
+            members = _partner_classes(lt.keys, index, li, " and up to the order of tied neurons in the layer before")
             for key, js in members.items():
-                ks = index.get(key, [])
-                if len(ks) != len(js):
-                    self.failure = (
-                        f"neuron {js[0]} of hidden layer {li + 1}, after the action on its input, has no partner: "
-                        f"{len(js)} neuron(s) of theta^g but {len(ks)} of theta share its incoming weights and bias "
-                        "up to the activation's symmetry and up to the order of tied neurons in the layer before")
-                    return
                 for j in js:
-                    cls_u[j] = cls_v[ks[0]]
+                    cls_u[j] = cls_v[index[key][0]]
             fwd.append((lt, cls_u))
             prev_cls, prev_fac, prev_modes = cls_u, [self._q(li, x) for x in lt.iota], modes_v
-        # backward: the last layer first
+        return fwd
+
+    def top(self, B: fmpq_mat, fwd) -> list:
+        """The last layer's columns after rho_out(g) (the walk goes backward from there)."""
         last = self.L - 1
         bt = fmpq_mat(len(self.btil[last]), 1, self.btil[last])
         if (B * bt).entries() != self.btil[last]:
-            self.failure = "the output bias is not invariant: b_L != rho_out(g) b_L (in centred coordinates)"
-            return
-        YT = [[_pq(x) for x in col] for col in zip(*mat_rows(B * self.model.layers[last].weight))]
-        yield from self._back(last - 1, YT, fwd, first_pq, [None] * (self.L - 1))
+            raise NoPartner("the output bias is not invariant: b_L != rho_out(g) b_L (in centred coordinates)")
+        return [[_pq(x) for x in col] for col in zip(*mat_rows(B * self.model.layers[last].weight))]
+
+    def result(self, acc: list) -> tuple[list, list]:
+        return [a for a, _ in acc], [o for _, o in acc]
 
     def _scaled(self, li: int, k: int, iota) -> tuple:
         """Row k of theta's layer li divided by the scale iota, as (p, q) pairs."""
@@ -624,16 +555,13 @@ class _TieSearch:
             return tuple((-p, q) for p, q in self.pq[li][k])
         return tuple(_pq(x / iota) for x in self.rows[li][k])
 
-    def _back(self, li: int, YT, fwd, first_pq, acc) -> Iterator:
-        """Resolve hidden layer li given YT, the columns of rho-pre(li+1) W_{li+1} as (p, q) pairs."""
-        self.nodes += 1
-        if self.nodes > self.max_nodes:
-            self.capped = True
-            return
-        self.deadline.check("matching tied neurons")
-        if li < 0:
-            yield [a for a, _ in acc], [o for _, o in acc]
-            return
+    def pair(self, li: int, YT, fwd) -> tuple[dict, list]:
+        """Step 2 on hidden layer li: pair neurons inside each tie class by their outgoing columns.
+
+        ``YT`` are the columns of rho-pre(li+1) W_{li+1} as (p, q) pairs.  Returns the forced
+        pairs {m: (k, sign)} and the real choices ``(items, types)`` for the walk's search.
+        """
+        first_pq = self.first_pq
         lt_u, cls_u = fwd[li]
         lt_v, index, cls_v, modes = self.theta[li]
         XT = self.pqT[li + 1]
@@ -663,7 +591,8 @@ class _TieSearch:
             by_class_u.setdefault(cls_u[m], []).append(m)
             by_class_v.setdefault(cls_v[m], []).append(m)
         # per class: groups of equal (normalised) outgoing columns, on both sides
-        options = []
+        base: dict = {}
+        choices = []
         for c, js in by_class_u.items():
             mode = modes[c]
             if len(js) == 1:  # a class of one: nothing to choose
@@ -671,13 +600,11 @@ class _TieSearch:
                 ku, su = col_key(XT[m], qu[m], mode)
                 kv, sv = col_key(YT[k], qv[k], mode)
                 if ku != kv:
-                    self.failure = self._col_failure(li, m, 0, 1)
-                    return
+                    raise NoPartner(self._col_failure(li, m, 0, 1))
                 if li == 0 and _div_pq(first_pq[m], lt_u.iota[m] * su) != self._scaled(0, k, lt_v.iota[k] * sv):
-                    self.failure = (f"hidden layer 1: neuron {m}'s incoming weights, after the action on the input, "
+                    raise NoPartner(f"hidden layer 1: neuron {m}'s incoming weights, after the action on the input, "
                                     f"are not an admissible multiple of those of its only partner {k}")
-                    return
-                options.append([[((m, su), (k, sv))]])
+                base[m] = (k, su * sv)
                 continue
             gu: dict = {}
             for m in js:
@@ -694,8 +621,7 @@ class _TieSearch:
             for key, mu in gu.items():
                 kv = gv.get(key, [])
                 if len(kv) != len(mu):
-                    self.failure = self._col_failure(li, mu[0][0], len(kv), len(mu))
-                    return
+                    raise NoPartner(self._col_failure(li, mu[0][0], len(kv), len(mu)))
                 # inside a group, neurons of theta whose normalised rows agree are interchangeable
                 # (the sign read off the column is part of the row the layer below sees)
                 types: dict = {}
@@ -704,44 +630,24 @@ class _TieSearch:
                 if len(types) == 1:
                     if len(mu) > 1:
                         self.interchangeable += len(mu)
-                    options.append([list(zip(sorted(mu), sorted(kv)))])
+                    for (m, sm), (k, sk) in zip(sorted(mu), sorted(kv)):
+                        base[m] = (k, sm * sk)
                 else:
-                    options.append((mu, [sorted(t) for t in types.values()]))
-        yield from self._assign(li, options, 0, {}, fwd, first_pq, acc, lt_u, lt_v)
+                    choices.append((sorted(mu), [sorted(t) for t in types.values()]))
+        return base, choices
 
     @staticmethod
     def _col_failure(li: int, m: int, have: int, need: int) -> str:
         return (f"hidden layer {li + 1}: neuron {m}'s outgoing weights, after the action on the next layer, "
                 f"match {have} neuron(s) of theta among those with its incoming weights, but {need} are needed")
 
-    def _assign(self, li, options, t, chosen, fwd, first_pq, acc, lt_u, lt_v):
-        """Go through the groups; a group with several row types branches over their assignments."""
-        while t < len(options) and isinstance(options[t], list):
-            chosen = dict(chosen) if t == 0 else chosen
-            for (m, sm), (k, sk) in options[t][0]:
-                chosen[m] = (k, sm * sk)
-            t += 1
-        if t == len(options):
-            yield from self._descend(li, chosen, fwd, first_pq, acc, lt_u, lt_v)
-            return
-        mu, types = options[t]
-        mu = sorted(mu)
-        for assignment in _multiset_assignments([len(ty) for ty in types], len(mu)):
-            self.nodes += 1
-            if self.nodes > self.max_nodes:
-                self.capped = True
-                return
-            nxt = dict(chosen)
-            used = [0] * len(types)
-            for (m, sm), ti in zip(mu, assignment):
-                k, sk = types[ti][used[ti]]
-                used[ti] += 1
-                nxt[m] = (k, sm * sk)
-            yield from self._assign(li, options, t + 1, nxt, fwd, first_pq, acc, lt_u, lt_v)
-            if self.capped:
-                return
-
-    def _descend(self, li, chosen, fwd, first_pq, acc, lt_u, lt_v):
+    def descend(self, li: int, base: dict, picks: list, fwd) -> tuple[tuple, list | None]:
+        """rho(li) from the completed pairing, and the columns of rho-pre(li) W_li for the layer below."""
+        chosen = dict(base)
+        for (m, sm), (k, sk) in picks:
+            chosen[m] = (k, sm * sk)
+        lt_u, _ = fwd[li]
+        lt_v = self.theta[li][0]
         n = len(chosen)
         s = self.acts[li].shift
         cols, vals, offs, alphas = [0] * n, [fmpq(0)] * n, [fmpq(0)] * n, [fmpq(0)] * n
@@ -749,20 +655,15 @@ class _TieSearch:
             alpha = lt_u.iota[m] * c / lt_v.iota[k]
             qo = self._qo(li, alpha)
             if qo is None:
-                self.failure = f"hidden layer {li + 1}: neuron {m} would need the inadmissible scaling {alpha}"
-                return
+                raise NoPartner(f"hidden layer {li + 1}: neuron {m} would need the inadmissible scaling {alpha}")
             if self.btil[li][m] - s != alpha * (self.btil[li][k] - s):
-                self.failure = f"hidden layer {li + 1}: the bias of neuron {m} does not match"
-                return
+                raise NoPartner(f"hidden layer {li + 1}: the bias of neuron {m} does not match")
             cols[m], alphas[m] = k, alpha
             vals[m], offs[m] = qo
         rho = monomial_matrix(cols, vals)
         off = offs if any(x != 0 for x in offs) else None
-        acc2 = list(acc)
-        acc2[li] = (rho, off)
         if li == 0:
-            yield from self._back(-1, None, fwd, first_pq, acc2)
-            return
+            return (rho, off), None
         # the columns of rho-pre(li) W_li: row m of it is alpha_m W_li[cols[m]]
         WT = self.pqT[li]
         if all(a == 1 or a == -1 for a in alphas):
@@ -771,7 +672,7 @@ class _TieSearch:
         else:
             R = self.rows[li]
             YT = [[_pq(alphas[m] * R[cols[m]][c]) for m in range(n)] for c in range(len(WT))]
-        yield from self._back(li - 1, YT, fwd, first_pq, acc2)
+        return (rho, off), YT
 
 
 def _div_pq(row, iota) -> tuple:
@@ -780,35 +681,6 @@ def _div_pq(row, iota) -> tuple:
     if iota == -1:
         return tuple((-p, q) for p, q in row)
     return tuple(_pq(fmpq(p, q) / iota) for p, q in row)
-
-
-def _multiset_assignments(sizes: list[int], n: int) -> Iterator[tuple]:
-    """Every sequence of n type indices using type t exactly sizes[t] times (distinct ones only)."""
-    left = list(sizes)
-    seq: list = []
-
-    def rec():
-        if len(seq) == n:
-            yield tuple(seq)
-            return
-        for t in range(len(left)):
-            if left[t]:
-                left[t] -= 1
-                seq.append(t)
-                yield from rec()
-                seq.pop()
-                left[t] += 1
-
-    yield from rec()
-
-
-def _has_ties(model: Model, affine: bool) -> bool:
-    """Whether two neurons of some hidden layer have equal rows up to an admissible scaling."""
-    for l in model.layers[:-1]:
-        keys, _ = canonical_rows(mat_rows(l.weight), l.bias, l.activation, affine=affine)
-        if len(set(keys)) < len(keys):
-            return True
-    return False
 
 
 def derive_latent_actions(
@@ -822,8 +694,11 @@ def derive_latent_actions(
 ) -> Derivation:
     """Derive rho_i(g) in K_i for every hidden layer and generator, and check them exactly.
 
+    The walk (:mod:`symeq.walk`, shared with the float derivation) runs over exact row matchers:
+    the tie walk with :class:`_ExactMatcher` where rows of theta tie, else (and through attention
+    heads, and for dead neurons under continuous scalings) the chain walk with :class:`_ExactRows`.
     Tied neurons (rows equal up to an admissible scaling) are resolved by their outgoing weights,
-    from the last layer down (see :class:`_TieSearch`): polynomial in the widths for clones; only
+    from the last layer down (see :mod:`symeq.walk`): polynomial in the widths for clones; only
     rows that agree as multisets but not as vectors, with columns that cannot tell them apart,
     are searched, within ``max_nodes``.  A search that runs out of nodes is reported as not
     exhaustive (never as a proof that no action exists).
@@ -862,12 +737,16 @@ def derive_latent_actions(
     method = "canonical matching"
     affine = absorbs_offsets(model)
     nodes: dict = {}
-    ties = None
-    if not model.has_attention and _has_ties(model, affine):
+    ties = matcher = None
+    rows = _ExactRows(model, deadline, affine)
+    if not model.has_attention and rows.tied_rows():
         try:
-            ties = _TieSearch(model, deadline, affine, max_nodes)
+            matcher = _ExactMatcher(model, deadline, affine)
+            ties = TieWalk(matcher, max_nodes)
         except _Unsupported:
-            ties = None  # dead neurons under continuous scalings: the bounded search below
+            # dead neurons under continuous scalings: the tie walk cannot read their scale off a row,
+            # so the chain walk below enumerates the bijections inside each tie class, within max_nodes
+            ties = None
     for gi, (A, B) in enumerate(group.generators):
         name = group.names[gi]
         search = None
@@ -882,19 +761,19 @@ def derive_latent_actions(
                 search = ties
                 method = ("canonical matching; tied (cloned) neurons resolved by their outgoing weights, layer by "
                           "layer from the last one, backtracking only over rows tied as multisets")
-                if ties.interchangeable:
+                if matcher.interchangeable:
                     # interchangeable clones: k(g) is not unique, one representative per orbit is kept
                     candidates[name] = max(len(found), 2)
             except _Unsupported:
                 found = []
         if search is None:
-            search = _Search(model, A, B, deadline, max_candidates, max_nodes=max_nodes, affine=affine)
-            for actions in search.run():
+            search = ChainWalk(rows, max_nodes)
+            for actions in search.run(A, B):
                 found.append(actions)
                 if len(found) >= max_candidates:
                     search.capped = True
                     break
-            if search.ties:
+            if rows.ties:
                 method = "canonical matching with backtracking over tied (cloned) neurons"
         if search.capped:
             exhaustive = False

@@ -5,6 +5,8 @@ A :class:`Model` is a list of :class:`DenseLayer` (the last one affine) with an 
 rational points (one point or a batch, the batch as an ``fmpq_mat`` with one column per point),
 expands into polynomials in the input (``fmpq_mpoly``), and can be generated at random
 *layerwise equivariant* for chosen latent representations, then hidden by :func:`scramble`.
+:class:`DenseLayer` is defined in :mod:`symeq.layers.dense` (with the other kinds of the Layer
+protocol, :mod:`symeq.layers.base`) and re-exported here.
 
 Examples
 --------
@@ -30,6 +32,9 @@ from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx
 from .activations import Activation
 from .errors import InputError, ShapeError
 from .groups import FiniteGroup
+from .layers.base import TOKEN_MIXING
+from .layers.dense import DenseLayer
+from .expand import expand_forward
 from .numbers import (
     as_fmpq,
     identity,
@@ -50,66 +55,6 @@ __all__ = [
     "scramble",
     "LatentElement",
 ]
-
-
-@dataclass(eq=False)
-class DenseLayer:
-    """x -> sigma(W x + b) with exact W (out x in) and b; sigma None means affine."""
-
-    weight: fmpq_mat
-    bias: list
-    activation: Activation | None = None
-    tokens: int | None = None  # set for token-wise layers after attention: weight = I_T (x) W
-
-    def __post_init__(self):
-        if not isinstance(self.weight, fmpq_mat):
-            self.weight = matrix(self.weight)
-        if self.bias is None:
-            self.bias = [fmpq(0)] * self.weight.nrows()
-        self.bias = [as_fmpq(b) for b in self.bias]
-        if len(self.bias) != self.weight.nrows():
-            raise ShapeError(f"bias has length {len(self.bias)}, weight has {self.weight.nrows()} rows")
-
-    @property
-    def in_dim(self) -> int:
-        return self.weight.ncols()
-
-    @property
-    def out_dim(self) -> int:
-        return self.weight.nrows()
-
-    def bias_matrix(self, npoints: int) -> fmpq_mat:
-        return fmpq_mat(self.out_dim, npoints, [b for b in self.bias for _ in range(npoints)])
-
-    def pre_activation(self, X: fmpq_mat) -> fmpq_mat:
-        return self.weight * X + self.bias_matrix(X.ncols())
-
-    def forward(self, X: fmpq_mat) -> fmpq_mat:
-        """Apply the layer to a batch (one column per point)."""
-        Z = self.pre_activation(X)
-        if self.activation is None:
-            return Z
-        sigma = self.activation
-        return fmpq_mat(Z.nrows(), Z.ncols(), [sigma(z) for z in Z.entries()])
-
-    def __call__(self, x: Sequence) -> list:
-        X = fmpq_mat(len(x), 1, [as_fmpq(v) for v in x])
-        return self.forward(X).entries()
-
-    def copy(self) -> "DenseLayer":
-        return DenseLayer(fmpq_mat(self.weight), list(self.bias), self.activation, self.tokens)
-
-    @property
-    def token_weight(self) -> fmpq_mat:
-        """The per-token weight W of a token-wise layer (its first diagonal block)."""
-        if self.tokens is None:
-            return self.weight
-        r, c = self.out_dim // self.tokens, self.in_dim // self.tokens
-        return fmpq_mat(r, c, [self.weight[i, j] for i in range(r) for j in range(c)])
-
-    @property
-    def token_bias(self) -> list:
-        return self.bias if self.tokens is None else self.bias[: self.out_dim // self.tokens]
 
 
 class LayeredShape:
@@ -180,18 +125,17 @@ class Model(LayeredShape):
 
     def __post_init__(self):
         def attention(i, layer, last) -> bool:
-            kind = getattr(layer, "kind", "dense")
-            if kind not in ("attention", "heads"):
+            if layer.kind not in TOKEN_MIXING:
                 return False
             if i != 1:
                 raise InputError(f"layer {i}: an attention layer must be the first layer")
-            if kind == "heads" and last:
+            if layer.kind == "heads" and last:
                 raise InputError("a heads layer needs an output layer after it")
             return True
 
         self.check_layers(attention)
         for i, layer in enumerate(self.layers[:-1], 1):
-            if getattr(layer, "kind", "dense") == "dense" and layer.activation.symmetry in ("affine", "constant"):
+            if layer.kind == "dense" and layer.activation.symmetry in ("affine", "constant"):
                 raise InputError(
                     f"hidden layer {i} has a {layer.activation.symmetry} activation: its latent symmetry group "
                     "is not a group of monomial matrices; use a polynomial of degree >= 2 or relu"
@@ -205,7 +149,7 @@ class Model(LayeredShape):
 
     @property
     def has_attention(self) -> bool:
-        return getattr(self.layers[0], "kind", "dense") in ("attention", "heads")
+        return self.layers[0].kind in TOKEN_MIXING
 
     @property
     def tokens(self) -> int | None:
@@ -216,7 +160,7 @@ class Model(LayeredShape):
         spaces, a latent space) and its output projection, which merges into the next token-wise
         layer (or is the last, affine layer).  For dense models the chain is the model itself."""
         first = self.layers[0]
-        if getattr(first, "kind", "dense") != "attention":
+        if first.kind != "attention":
             return self
         from .layers.attention import HeadsLayer, tokenwise
 
@@ -246,7 +190,7 @@ class Model(LayeredShape):
             raise InputError("only polynomial models have a degree")
         d = 1
         for l in self.layers:
-            if getattr(l, "kind", "dense") in ("attention", "heads"):
+            if l.kind in TOKEN_MIXING:
                 d *= 3
             elif l.activation is not None:
                 d *= l.activation.degree
@@ -278,18 +222,19 @@ class Model(LayeredShape):
         if ctx is None:
             ctx = fmpq_mpoly_ctx.get(("x", self.input_dim), "degrevlex")
         xs = list(ctx.gens())
+        input_terms = 1
         if input_matrix is not None:
-            xs = [sum((c * v for c, v in zip(row, xs) if c != 0), ctx.from_dict({})) for row in mat_rows(input_matrix)]
-        zero = ctx.from_dict({})
-        for l in self.layers:
-            new = []
-            for row, b in zip(mat_rows(l.weight), l.bias):
-                z = sum((c * v for c, v in zip(row, xs) if c != 0), zero) + b
-                if l.activation is not None:
-                    z = l.activation.compose(z, zero)
-                new.append(z)
-            xs = new
-        return xs
+            arows = mat_rows(input_matrix)
+            xs = [sum((c * v for c, v in zip(row, xs) if c != 0), ctx.from_dict({})) for row in arows]
+            input_terms = max([sum(1 for c in row if c != 0) for row in arows] + [1])
+        rows = [mat_rows(l.weight) for l in self.layers]
+        # the one forward expansion (symeq/expand.py), size-guarded before it starts
+        return expand_forward(self, ctx.from_dict({}), xs,
+                              lambda l, j, k: rows[l - 1][j][k] if rows[l - 1][j][k] != 0 else None,
+                              None if all(b == 0 for l in self.layers for b in l.bias) else
+                              (lambda l, j: self.layers[l - 1].bias[j] if self.layers[l - 1].bias[j] != 0 else None),
+                              what="expanding the model's polynomial map", input_terms=input_terms,
+                              hint="--method grid or probabilistic evaluate instead of expanding")
 
     # -- copies and display -----------------------------------------------------------------
     def copy(self, group=...) -> "Model":
@@ -305,8 +250,7 @@ class Model(LayeredShape):
         )
 
     def __repr__(self) -> str:
-        acts = ", ".join(l.activation.spec["type"] if l.activation is not None else getattr(l, "kind", "affine")
-                         for l in self.layers[:-1])
+        acts = ", ".join(l.activation.spec["type"] if l.activation is not None else l.kind for l in self.layers[:-1])
         return f"Model({self.name!r}, widths {self.widths}, activations [{acts}])"
 
     def _repr_latex_(self) -> str:
@@ -584,21 +528,42 @@ def scramble(model: Model, rng: random.Random | int | None = None) -> tuple[Mode
 
     Returns the scrambled model and k.
 
+    A bias-free model (every bias zero) stays bias-free.  Its K_i is the offset-free part
+    (docs/theory.md, the absorbed-constant rule): a neuron's scaling alpha moves its pre-activation
+    by s (1 - alpha), s the activation's centre, and an affine scaling adds an offset to the next
+    layer's bias.  So each alpha is kept only when ``activation.admissible(alpha)`` exists (no
+    offset) and s = 0 or alpha = 1; otherwise the neuron is only permuted (alpha = 1).  t + t^2
+    (s = -1/2), (t + 1)^2 and the sigmoid series' sign flips therefore leave a bias-free model
+    with permutations only.  Models with biases get every scaling :meth:`Activation.scale_choices`
+    draws.
+
     >>> from symeq.groups import mirror
-    >>> from symeq.activations import tanh_series
+    >>> from symeq.activations import tanh_series, polynomial
     >>> m = random_equivariant_model(mirror(1, 2), ["regular*2"], tanh_series(3), rng=0)
     >>> s, k = scramble(m, rng=5)
     >>> x = [fmpq(1, 3), fmpq(-2)]
     >>> s(x) == m(x)
     True
+    >>> m0 = Model(2, [DenseLayer([[1, 2], [3, -1]], [0, 0], polynomial([0, 1, 1])),
+    ...                DenseLayer([[2, -1]], [0], None)])
+    >>> s0, _ = scramble(m0, rng=1)
+    >>> all(b == 0 for layer in s0.layers for b in layer.bias), s0(x) == m0(x)
+    (True, True)
     """
     rng = rng if isinstance(rng, random.Random) else random.Random(rng)
+    bias_free = all(b == 0 for layer in model.layers for b in (getattr(layer, "bias", None) or []))
     perms, alphas = [], []
     for layer in model.layers[:-1]:
         n = layer.out_dim
         p = list(range(n))
         rng.shuffle(p)
         perms.append(p)
-        alphas.append([layer.activation.scale_choices(rng) for _ in range(n)])
+        act = layer.activation
+        scales = [act.scale_choices(rng) for _ in range(n)]
+        if bias_free:
+            # no bias to absorb s (1 - alpha) or an offset: keep the offset-free scalings only
+            scales = [a if a == 1 or (act.shift == 0 and act.admissible(a) is not None) else fmpq(1)
+                      for a in scales]
+        alphas.append(scales)
     k = LatentElement(perms, alphas)
     return apply_latent(model, k), k

@@ -18,7 +18,20 @@ limit                   what it bounds                         option           
 ``width``               neurons of one layer, a model's inputs ``--max-width``           100000
 ``monomials``           terms of one expansion (estimated)     ``--max-monomials``       250000
 ``orbit``               elements of the finite latent group    ``--max-orbit``           200000
+memory                  bytes of one expansion (estimated)     ``--memory GB``           75 % of RAM
 ======================  =====================================  ========================  =========
+
+The memory guard
+----------------
+A raised ``--max-monomials`` lets an expansion through that the machine cannot hold: the address
+space cap of :mod:`symeq.procs` covers engine child processes only, and the expansion runs inside
+symeq.  :func:`guard_expansion` therefore also estimates the bytes the expansion needs
+(:func:`expansion_bytes`, measured: a fibre ideal, whose generators are read through exponent
+dictionaries, costs up to about 93 bytes per term and variable of the ring at its peak, a
+numeric-weight expansion that stays inside flint about 7) and refuses it with
+:class:`~symeq.errors.MemoryLimit` (exit 2, like every size limit) when that exceeds the memory
+budget of :func:`symeq.procs.memory_cap` (``--memory GB``, default 75 % of the physical memory,
+lowered by an inherited ``ulimit -v``).
 
 The current limits live in :data:`LIMITS` (process-wide; the command line sets them from its
 ``--max-*`` options, a program can use :func:`limits` as a context manager).
@@ -52,11 +65,13 @@ import contextlib
 from dataclasses import dataclass, fields, replace
 from math import comb
 
-from .errors import DegreeLimit, LimitExceeded, MonomialLimit, OrbitLimit
+from .errors import DegreeLimit, LimitExceeded, MemoryLimit, MonomialLimit, OrbitLimit
+from .procs import memory_cap
 
 __all__ = ["Limits", "LIMITS", "limits", "set_limits", "monomials_upto", "power_terms", "activation_terms",
            "ExpansionSize", "expansion_size", "check_degree", "check_total_degree", "check_width", "check_monomials",
-           "check_orbit", "guard_expansion", "add_limit_options", "apply_limit_options"]
+           "check_orbit", "expansion_bytes", "check_memory", "guard_expansion", "add_limit_options",
+           "apply_limit_options"]
 
 
 @dataclass
@@ -258,10 +273,53 @@ def check_orbit(value: int, what: str) -> None:
         raise OrbitLimit(value=value, maximum=LIMITS.orbit, option=OPTIONS["orbit"], what=what)
 
 
+#: bytes per term of an expansion: (fixed part, per variable of the ring), for symbolic weights
+#: (a fibre ideal: flint's terms plus the exponent tuples its generators are read through;
+#: measured 43-93 bytes per term and variable at the peak on (3,3,3) ... (8,8,8) and (2,4,4,2)
+#: tanh_3/tanh_5 models) and numeric ones (flint only: 160-330 bytes per term with 10-60
+#: variables); the constants leave a margin above the largest measurement
+EXPANSION_BYTES = {True: (64, 112), False: (96, 8)}
+
+
+def expansion_bytes(est: ExpansionSize, symbolic: bool = True) -> int:
+    """Estimated peak bytes of building an expansion of size ``est`` in this process.
+
+    >>> est = ExpansionSize(max_terms=1000, total_terms=4000, degree=7, nvars=10)
+    >>> expansion_bytes(est), expansion_bytes(est, symbolic=False)
+    (4736000, 704000)
+    """
+    terms = max(est.max_terms, est.total_terms)
+    fixed, per_variable = EXPANSION_BYTES[bool(symbolic)]
+    return terms * (fixed + per_variable * est.nvars)
+
+
+def check_memory(nbytes: int, what: str, hint: str = "") -> None:
+    """Refuse an in-process computation estimated at more than the memory budget (:class:`MemoryLimit`, exit 2).
+
+    The budget is :func:`symeq.procs.memory_cap`: ``--memory GB`` when given, else 75 % of the
+    physical memory (and never above an inherited ``ulimit -v``); no budget, no check.
+
+    >>> check_memory(10**40, "expanding a polynomial")   # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symeq.errors.MemoryLimit: expanding a polynomial: about 9.31e+30 GB estimated > the memory budget of ... GB ...
+    """
+    cap = memory_cap()
+    if cap is None or nbytes <= cap:
+        return
+    gb, cap_gb = nbytes / 2**30, cap / 2**30
+    msg = (f"{what}: about {gb:.3g} GB estimated > the memory budget of {cap_gb:.3g} GB (--memory GB; "
+           f"default 75% of the RAM); lower {OPTIONS['monomials']}, use a smaller model, or raise it with "
+           "--memory GB" + (f" ({hint})" if hint else ""))
+    raise MemoryLimit(msg, value=round(gb, 3), maximum=round(cap_gb, 3), what=what)
+
+
 def guard_expansion(model, what: str, *, symbolic: bool, hint: str = "", **kw) -> ExpansionSize:
-    """Estimate ``model``'s expansion (:func:`expansion_size`) and refuse it past the monomial limit."""
+    """Estimate ``model``'s expansion (:func:`expansion_size`) and refuse it past the monomial limit
+    or past the memory budget (:func:`check_memory`), before any of it is built."""
     est = expansion_size(model, symbolic=symbolic, **kw)
     check_monomials(max(est.max_terms, est.total_terms), what, hint)
+    check_memory(expansion_bytes(est, symbolic), what, hint)
     return est
 
 

@@ -2,9 +2,14 @@
 
 A hidden neuron is *inactive* when its incoming row is zero (it outputs the constant sigma(b),
 which folds into the next layer's bias) or its outgoing column is zero (nothing sees it).  Two
-neurons are *clones* when their shifted pre-activation rows [w | b - s] agree up to an
-admissible scaling of the activation (e.g. up to sign for odd sigma): then the second outputs q
-times the first, and merging adds q times its outgoing column to the first's.  Removing and
+neurons are *clones* when their shifted pre-activation rows [w | b - s] agree up to a scaling
+alpha in the latent group (e.g. up to sign for odd sigma): then the second outputs q y + o for the
+first's output y, and merging adds q times its outgoing column to the first's and o times it to
+the next layer's bias.  Which alpha count follows the absorbed-constant rule (docs/theory.md):
+with biases the affine ones too (the sigmoid's sign flips, sigma(-t) = 1 - sigma(t); every
+alpha != 0 for t + t^2 = (t + 1/2)^2 - 1/4, whose scaled neuron outputs alpha^2 y plus a
+constant), the same K_i as the derivation and the fibre's orbit; in a bias-free model only the
+offset-free ones (no bias absorbs o, and the model stays bias-free).  Removing and
 merging gives the reduced parameter theta~ of a submodel with the same function (the maps
 alpha_i, alpha_i*, beta_i of the paper); theta is *weakly identifiable* when theta~ is
 identifiable.
@@ -42,7 +47,7 @@ from dataclasses import dataclass, field
 
 from flint import fmpq, fmpq_mat
 
-from .layerwise import canonical_rows
+from .layerwise import absorbs_offsets, canonical_rows
 from .models import DenseLayer, Model
 from .numbers import mat_rows, monomial_matrix, monomial_parts
 
@@ -72,8 +77,13 @@ class Reduction:
 
 
 def find_submodel_structure(model: Model) -> dict:
-    """Inactive neurons and clone classes of each hidden layer (original indices), without reducing."""
+    """Inactive neurons and clone classes of each hidden layer (original indices), without reducing.
+
+    Clones are taken up to the latent scalings of the absorbed-constant rule, as in
+    :func:`reduce_model`.
+    """
     out = {"inactive": [], "clones": []}
+    affine = absorbs_offsets(model)
     for i, layer in enumerate(model.layers[:-1]):
         rows = mat_rows(layer.weight)
         nxt = mat_rows(model.layers[i + 1].weight)
@@ -82,7 +92,7 @@ def find_submodel_structure(model: Model) -> dict:
                 out["inactive"].append((i + 1, j, "zero incoming row"))
             elif all(row[j] == 0 for row in nxt):
                 out["inactive"].append((i + 1, j, "zero outgoing column"))
-        keys, _ = canonical_rows(rows, layer.bias, layer.activation)
+        keys, _ = canonical_rows(rows, layer.bias, layer.activation, affine=affine)
         classes: dict = {}
         for j, k in enumerate(keys):
             if any(x != 0 for x in rows[j]):
@@ -92,7 +102,23 @@ def find_submodel_structure(model: Model) -> dict:
 
 
 def reduce_model(model: Model) -> Reduction:
-    """Remove inactive neurons and merge clones until none is left (same function)."""
+    """Remove inactive neurons and merge clones until none is left (same function).
+
+    Clones count up to the affine scalings when the model has biases (the absorbed-constant rule,
+    docs/theory.md): two t + t^2 neurons whose shifted rows differ by the factor 2 merge, the
+    constant going into the next bias.
+
+    >>> from symeq.activations import polynomial
+    >>> m = Model(2, [DenseLayer([[1, 2], [2, 4]], [1, fmpq(5, 2)], polynomial([0, 1, 1])),
+    ...               DenseLayer([[2, -1]], [1], None)])
+    >>> r = reduce_model(m)
+    >>> r.merged, r.model.widths
+    ([(1, 1, 0)], [2, 1, 1])
+    >>> x = [fmpq(1, 3), fmpq(-2)]
+    >>> r.model(x) == m(x)
+    True
+    """
+    affine = absorbs_offsets(model)
     layers = [(mat_rows(l.weight), list(l.bias), l.activation) for l in model.layers]
     # groups[i][j]: the original neurons (with factors q) that reduced neuron j of layer i stands for
     groups = [[[(j, fmpq(1))] for j in range(len(layers[i][0]))] for i in range(len(layers) - 1)]
@@ -126,13 +152,17 @@ def reduce_model(model: Model) -> Reduction:
             if changed:
                 break
             # 3. clones: equal canonical rows; neuron k outputs (scale_k / scale_j)-admissible q times j
-            keys, scales = canonical_rows(rows, bias, act)
+            keys, scales = canonical_rows(rows, bias, act, affine=affine)
             seen = {}
             for k, key in enumerate(keys):
                 if key in seen:
                     j = seen[key]
-                    q = act.admissible(scales[k] / scales[j])
+                    # shifted row k = alpha * shifted row j, so y_k = q y_j + o (o = 0 without biases)
+                    alpha = scales[k] / scales[j]
+                    q, o = act.affine_admissible(alpha) if affine else (act.admissible(alpha), fmpq(0))
                     nrows = [list(r) for r in nrows]
+                    if o != 0:
+                        nbias = [b + r[k] * o for b, r in zip(nbias, nrows)]
                     for r in nrows:
                         r[j] += q * r[k]
                     layers[i + 1] = (nrows, nbias, nact)

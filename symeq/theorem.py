@@ -30,15 +30,15 @@ from dataclasses import dataclass, field
 from .version import __version__
 from .budget import Deadline
 from .equivariance import EquivarianceResult, decide_equivariance
-from .errors import InputError
+from .errors import BudgetExceeded, InputError, LimitExceeded
 from .groups import FiniteGroup
 from .io import CERTIFICATE_FORMAT, layers_to_json
-from .layerwise import Derivation, derive_latent_actions
+from .layerwise import Derivation, absorbs_offsets, derive_latent_actions
 from .models import Model
 from .notation import format_cycles
 from .numbers import format_matrix, format_number, mat_rows, monomial_parts
 
-__all__ = ["Verification", "verify", "EXIT_CODES"]
+__all__ = ["Verification", "verify", "EXIT_CODES", "latent_group_names"]
 
 EXIT_CODES = {"layerwise-equivariant": 0, "not-equivariant": 1, "no-layerwise-parameter": 1, "undetermined": 3}
 
@@ -85,7 +85,12 @@ class Verification:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict]
+        code = EXIT_CODES[self.verdict]
+        # identifiability was asked for and a size limit stopped it: the premise is open, so the
+        # run as a whole is undetermined (3) although the layerwise conclusion was established
+        if code == 0 and self.identifiability.get("status") == "undetermined":
+            return EXIT_CODES["undetermined"]
+        return code
 
     @property
     def actions(self):
@@ -122,7 +127,7 @@ class Verification:
             "input_dim": self.model.input_dim,
             "group": self.group.to_json(),
             "parameters": {"layers": layers_to_json(self.model), "reparametrized": self.reparametrized},
-            "latent_groups": [_latent_group(l) for l in self.model.chain().layers[:-1]],
+            "latent_groups": latent_group_names(self.model),
             "latent_actions": None if self.actions is None else [
                 [format_matrix(m) if dense else action_to_json(layer, m) for m in per_g]
                 for layer, per_g in zip(self.model.chain().layers, self.actions)],
@@ -158,8 +163,9 @@ class Verification:
         m, G, eq = self.model, self.group, self.equivariance
         lines = [f"symeq verify: {m.name}"]
         chain = m.chain()
+        knames = latent_group_names(m)
         lines.append(f"  widths {m.widths}; hidden layers "
-                     + ", ".join(f"{_layer_label(l)} [K = {_latent_group(l)}]" for l in chain.layers[:-1]))
+                     + ", ".join(f"{l.hidden_label} [K = {k}]" for l, k in zip(chain.layers, knames)))
         lines.append(f"  group: {G.label}, generators {', '.join(G.names)}")
         lines.append("")
         lines.append("Premise: end-to-end equivariance f(rho_in(g) x) = rho_out(g) f(x)")
@@ -193,7 +199,7 @@ class Verification:
                 for i, per_g in enumerate(d.actions):
                     for gname, M in zip(G.names, per_g):
                         lines.extend(_describe_action(chain.layers[i], M, f"rho_{i + 1}({gname}) on hidden layer "
-                                                      f"{i + 1} ({_latent_group(chain.layers[i])})", matrix))
+                                                      f"{i + 1} ({knames[i]})", matrix))
                         offset = None if d.offsets is None else d.offsets[i][G.names.index(gname)]
                         if offset is not None and any(x != 0 for x in offset):
                             lines.append("    + offset " + ", ".join(f"{j + 1}: {x}" for j, x in enumerate(offset)
@@ -209,7 +215,8 @@ class Verification:
         for n in self.notes:
             lines.append(f"Note: {n}")
         lines.append("")
-        lines.append(f"Verdict: {self.verdict} (exit {self.exit_code}; {self.seconds:.2f} s)")
+        why = "; identifiability undetermined" if self.exit_code != EXIT_CODES[self.verdict] else ""
+        lines.append(f"Verdict: {self.verdict} (exit {self.exit_code}{why}; {self.seconds:.2f} s)")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -246,7 +253,7 @@ def action_to_json(layer, M) -> dict:
     >>> action_to_json(None, matrix([[0, -1], [1, 0]]))
     {'kind': 'monomial', 'source': [1, 0], 'factor': ['-1', '1']}
     """
-    if layer is not None and getattr(layer, "kind", "dense") == "heads":
+    if layer is not None and layer.kind == "heads":
         from .layers.attention import block_monomial_parts, factor_kron
 
         fac = factor_kron(M, layer.tokens, layer.heads * layer.dv)
@@ -263,8 +270,31 @@ def action_to_json(layer, M) -> dict:
     return {"kind": "dense", "matrix": format_matrix(M)}
 
 
-def _latent_group(layer) -> str:
-    return layer.latent_group if getattr(layer, "kind", "dense") == "heads" else layer.activation.latent_group
+def latent_group_names(model) -> list:
+    """The name of K_i for every hidden space of ``model``'s chain, by the absorbed-constant rule.
+
+    A model with biases has the whole latent group of each layer (the layer's
+    ``latent_group_name``); a bias-free model has its offset-free part (docs/theory.md, "The
+    absorbed-constant rule"; :meth:`symeq.activations.Activation.group_name` with ``bias=False``):
+    no bias absorbs an offset or the shift s (1 - alpha) of a pre-activation.  The certificate's
+    ``latent_groups`` and the reports use these names.
+
+    >>> from symeq.models import Model, DenseLayer
+    >>> from symeq.activations import polynomial
+    >>> layers = lambda b: [DenseLayer([[1, 2], [3, -1]], [b, 0], polynomial([0, 1, 1])),
+    ...                     DenseLayer([[2, -1]], [0], None)]
+    >>> latent_group_names(Model(2, layers(1)))
+    ['monomial matrices acting affinely (y -> q y + e (1 - q), e = sigma(s))']
+    >>> latent_group_names(Model(2, layers(0)))
+    ['permutations']
+    """
+    bias = absorbs_offsets(model)
+    names = []
+    for layer in model.chain().layers[:-1]:
+        # attention heads have no activation (and no offsets); a float activation names one group
+        offset_free = getattr(getattr(layer, "activation", None), "group_name", None)
+        names.append(layer.latent_group_name if bias or offset_free is None else offset_free(False))
+    return names
 
 
 def _dense_lines(M) -> list[str]:
@@ -290,14 +320,6 @@ def _describe_action(layer, M, title: str = "action", matrix: bool = False) -> l
 
 
 SMALL_MODEL_PARAMS = 200  # theta' is printed in full up to this many parameters (else with --matrix)
-
-
-def _layer_label(layer) -> str:
-    if getattr(layer, "kind", "dense") == "heads":
-        return f"attention heads ({layer.heads} heads, d_v = {layer.dv}, {layer.tokens} tokens)"
-    spec = layer.activation.spec
-    arg = spec.get("order", spec.get("degree"))
-    return spec["type"] + (f"({arg})" if arg is not None else "")
 
 
 def _try_submodel(model: Model, group: FiniteGroup, deadline: Deadline, max_candidates: int):
@@ -348,11 +370,12 @@ def _try_polynomial_fibre(model, group, deadline, enabled, eq, d, notes):
         from .layerwise import check_layerwise
 
         theta2 = fs.parameter.with_group(group)
-        checks, hom, order, msg = check_layerwise(theta2, group, fs.actions, deadline)
+        offsets = fs.offsets  # affine actions (absorbed-constant rule)
+        checks, hom, order, msg = check_layerwise(theta2, group, fs.actions, deadline, offsets)
         if not (all(c.holds for c in checks) and hom):
             raise AssertionError(f"fibre-wide search returned actions that fail their checks: {msg}")
         d2 = Derivation(True, fs.actions, checks, True, order, d.candidates, True, None,
-                        "fibre-wide search (Groebner basis per candidate action), re-parametrized")
+                        "fibre-wide search (Groebner basis per candidate action), re-parametrized", offsets=offsets)
         ident = {"status": "not-identifiable",
                  "detail": "no latent action at theta (theta^g is in the fibre but not in the orbit), "
                            "but theta' in the same fibre is layerwise equivariant"}
@@ -492,8 +515,38 @@ def verify(
     v = _verify(model, group, method=method, timeout=timeout, seed=seed, max_candidates=max_candidates,
                 fibre_search=fibre_search, max_tie_nodes=max_tie_nodes)
     if identifiability and v.verdict != "not-equivariant":
-        _decide_identifiability(v, model, timeout)
+        try:
+            _decide_identifiability(v, model, timeout)
+        except (LimitExceeded, BudgetExceeded) as e:
+            _identifiability_stopped(v, e, timeout)
     return v
+
+
+def _identifiability_stopped(v: Verification, e: LimitExceeded | BudgetExceeded, timeout: float | None) -> None:
+    """Record that a size guard (symeq/sizes.py) or the time budget stopped the identifiability decision.
+
+    The layerwise result stays as it was; the premise becomes ``"undetermined"`` (exit 3 through
+    :attr:`Verification.exit_code`), with the limit that stopped it and the option that raises it.
+    A status already decided before (an exhaustive search proving non-identifiability) is kept.
+    """
+    if isinstance(e, LimitExceeded):
+        limit = {"limit": e.limit, "value": e.value, "maximum": e.maximum, "option": e.option, "what": e.what}
+        why = "a size limit refused the computation before it started"
+    else:
+        limit = {"limit": "time (s)", "value": None, "maximum": timeout if timeout is not None else 60.0,
+                 "option": "--timeout", "what": None}
+        why = "the time budget ran out"
+    if v.identifiability.get("status") not in (None, "unknown"):
+        v.notes.append(f"identifiability: the further decision stopped: {why} ({e})")
+        return
+    option = limit["option"]
+    v.identifiability = {
+        "status": "undetermined",
+        "detail": f"not decided: {why} ({e})"
+                  + (f"; raise it with {option}" if option and option not in str(e) else ""),
+        "method": None,
+        "limit": limit,
+    }
 
 
 def _decide_identifiability(v: Verification, model: Model, timeout: float | None) -> None:
@@ -559,7 +612,11 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
         return
     c = compare_with_orbit(model.with_group(None), timeout=budget)
     if c.status == "unknown":
+        # asked for and not reached (budget, engine): the premise is open, so the run is
+        # undetermined (exit 3) although the layerwise conclusion stands
         v.notes.append(f"identifiability: undecided ({c.reason})")
+        v.identifiability = {"status": "undetermined", "method": "groebner", "engine": c.engine,
+                             "detail": f"not decided: {c.reason} (tensor method {t.status}: {t.condition})"}
         return
     previous = v.identifiability.get("status")
     v.identifiability = {

@@ -206,9 +206,11 @@ def test_builtin_example_fibre_under_4gb(tmp_path, cmd):
 # -- without a real Gröbner engine the fallback is announced at the start --------------------------
 
 def test_fibre_without_engine_says_so_first(tmp_path, capsys, monkeypatch):
-    from symeq.fibre import engines
+    import importlib
 
-    monkeypatch.setattr(engines, "available_engines", lambda: ["flint", "sympy"])
+    # the package, not the function symeq.fibre.groebner that symeq.fibre re-exports under the same name
+    registry = importlib.import_module("symeq.fibre.groebner")
+    monkeypatch.setattr(registry, "available_engines", lambda: ["flint", "sympy"])
     data = _two_layer({"type": "monomial", "degree": 3})  # bias-free (2,2,1) t^3: a tiny ideal
     data["layers"][0].update(weight=[["1", "2"], ["3", "-1"]], bias=None)
     data["layers"][1].update(weight=[["2", "-1"]])
@@ -230,6 +232,16 @@ def test_fibre_search_equations_guarded():
     m = Model(2, [DenseLayer(matrix([["3/5", "4/5"], ["4/5", "-3/5"]]), None, monomial(2)),
                   DenseLayer(matrix([[1, 1]]), None, None)], G)
     with limits(monomials=2):
-        with pytest.raises(MonomialLimit, match="candidate action"):
+        # the premise (f's expansion) is guarded first, by the one forward expansion
+        with pytest.raises(MonomialLimit, match="polynomial map"):
             search_fibre(m, engine="sympy", timeout=30)
+        # past the premise, each candidate action's equations are guarded before they are built
+        import symeq.fibre.search as fs
+        saved = fs._equivariant
+        fs._equivariant = lambda model, group: None
+        try:
+            with pytest.raises(MonomialLimit, match="candidate action"):
+                search_fibre(m, engine="sympy", timeout=30)
+        finally:
+            fs._equivariant = saved
     assert search_fibre(m, engine="sympy", timeout=30).verdict

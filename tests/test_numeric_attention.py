@@ -29,7 +29,7 @@ def test_lightning_matches_exact(exact):
 
 
 def test_softmax_is_token_permutation_equivariant(exact):
-    layer = NumericAttention.from_exact(exact.layers[0], kind="softmax")
+    layer = NumericAttention.from_exact(exact.layers[0], scoring="softmax")
     X = np.random.default_rng(2).normal(size=(4, 4, 2))
     perm = [2, 0, 3, 1]
     P = np.eye(4)[perm]
@@ -58,4 +58,4 @@ def test_bad_numeric_attention():
     with pytest.raises(InputError, match="NaN"):
         NumericAttention(2, [np.full((2, 2), np.nan)], [np.eye(2)], [np.eye(2)], [np.eye(2)])
     with pytest.raises(InputError):
-        NumericAttention(2, [np.eye(2)], [np.eye(2)], [np.eye(2)], [np.eye(2)], kind="cosine")
+        NumericAttention(2, [np.eye(2)], [np.eye(2)], [np.eye(2)], [np.eye(2)], scoring="cosine")

@@ -117,7 +117,8 @@ def _add_budget_options(sub) -> None:
                     a.help = f"time budget in seconds (default {DEFAULT_BUDGETS[name]:g}; exit 3 past it)"
         if name in ENGINE_COMMANDS and "memory" not in dests:
             sp.add_argument("--memory", type=_positive("--memory"), default=None, metavar="GB",
-                            help="address-space cap of each engine process in GB (default: 75%% of the RAM)")
+                            help="memory budget in GB: the address-space cap of each engine process and the largest "
+                                 "in-process expansion (default: 75%% of the RAM)")
         if name in LIMIT_COMMANDS:  # size guards checked before the work starts (symeq.sizes)
             add_limit_options(sp, [k for k in LIMIT_COMMANDS[name] if f"max_{k}" not in dests])
 

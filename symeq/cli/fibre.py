@@ -159,13 +159,12 @@ def _fibre(args) -> int:
 
 def engine_notice(engine: str) -> None:
     """Say at the start when the Gröbner step would fall back to sympy (no real engine installed)."""
-    from ..fibre.engines import GIAC_INSTALL, MSOLVE_INSTALL, SINGULAR_INSTALL, available_engines
-    from ..fibre.groebner import ENGINES
+    from ..fibre.groebner import ENGINES, available_engines
 
     # a real engine: any registered one but the python fallbacks that auto may pick or race
     real = {name for name, e in ENGINES.items() if name not in ("sympy", "flint")}
     if engine == "auto" and not set(available_engines()) & real:
-        pkgs = " ".join(c.split()[-1] for c in (SINGULAR_INSTALL, GIAC_INSTALL, MSOLVE_INSTALL))
+        pkgs = " ".join(ENGINES[e].install.split()[-1] for e in ("singular", "giac", "msolve"))
         print("note: no Gröbner engine installed (Singular, giac, msolve, Macaulay2): a Gröbner step falls back "
               "to sympy, which is slow beyond tiny ideals and stops at the time budget; install one with "
               f"`pip install --no-deps {pkgs}`", file=sys.stderr, flush=True)
@@ -207,7 +206,7 @@ def _tensor_text(d: dict) -> str:
 
 def register(subparsers) -> None:
     """Add the ``fibre`` command to an argparse subparsers object."""
-    from ..fibre.engines import ENGINES
+    from ..fibre.groebner import ENGINES
 
     f = subparsers.add_parser("fibre", help="decide identifiability of a model's parameter (fibre vs orbit)")
     f.add_argument("model", help="model file (symeq-model/1 JSON) with a polynomial activation")

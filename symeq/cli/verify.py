@@ -51,6 +51,9 @@ def cmd_verify(args) -> int:
         print(json.dumps(v.to_json(), indent=1))
     else:
         print(v.report(matrix=args.matrix))
+    if v.identifiability.get("status") == "undetermined":
+        # the layerwise result is on stdout; say on stderr why the run exits 3
+        _progress(f"identifiability undetermined: {v.identifiability['detail']}")
     return v.exit_code
 
 

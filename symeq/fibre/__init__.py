@@ -11,8 +11,8 @@
 """
 
 from .ideal import FibreIdeal, GaugeFix, fibre_ideal, parameter_names, parameter_values
-from .engines import (GroebnerResult, available_engines, best_exact_engine, groebner, monomial_dimension,
-                      standard_monomials)
+from .groebner import (GroebnerResult, available_engines, best_exact_engine, groebner, monomial_dimension,
+                       standard_monomials)
 from .orbit import (FibreComparison, StructuralDecision, compare_with_orbit, gauge_completeness, latent_orbit,
                     structural_decision)
 from .witness import FibrePoint, line_in_fibre, slice_points, tangent_directions, zero_dimensional_points

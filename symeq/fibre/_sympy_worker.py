@@ -37,7 +37,8 @@ def main() -> None:  # pragma: no cover - exercised through engines in a child p
     _own_limits()
     from flint import fmpq
 
-    from symeq.fibre.engines import _flint_groebner, _sympy_groebner
+    from symeq.fibre.groebner.flint_engine import _flint_groebner
+    from symeq.fibre.groebner.sympy_engine import _sympy_groebner
 
     req = json.load(sys.stdin)
     polys = [{tuple(e): fmpq(int(p), int(q)) for e, p, q in poly} for poly in req["polys"]]

@@ -1,4 +1,9 @@
-"""Gröbner engines: the import surface of :mod:`symeq.fibre.groebner` (kept for existing imports).
+"""Gröbner engines: the compatibility surface of :mod:`symeq.fibre.groebner` for users' imports.
+
+symeq's own modules import :mod:`symeq.fibre.groebner` directly; this module only re-exports its
+names (and a few private helpers that existing scripts and tests use) so that
+``from symeq.fibre.engines import groebner`` keeps working.  New code should import from
+:mod:`symeq.fibre.groebner`.
 
 The engines live in the package :mod:`symeq.fibre.groebner`, one module per engine behind one
 interface (:class:`~symeq.fibre.groebner.base.Engine`) and a registry

@@ -56,7 +56,7 @@ from flint import fmpq, fmpq_mpoly_ctx
 
 from ..errors import InputError
 from ..numbers import mat_rows
-from ..sizes import guard_expansion
+from ..expand import expand_forward
 
 __all__ = ["FibreIdeal", "GaugeFix", "fibre_ideal", "parameter_names", "parameter_values", "dead_neurons",
            "safe_gauge_entries"]
@@ -327,6 +327,12 @@ def _resolve_bias(model, bias) -> bool:
     raise InputError(f"bias must be 'auto', True or False, got {bias!r}")
 
 
+# f(x; theta') with every parameter an unknown has a number of monomials that grows like C(t + d - 1, d)
+# per layer: symeq.expand refuses it (symeq.sizes) before expanding, with these words
+_WHAT = "building the fibre ideal (expanding f(x; theta') in the unknowns)"
+_HINT = "too large for a Gröbner basis"
+
+
 def fibre_ideal(model, *, gauge: str = "auto", bias="auto", deadline=None) -> FibreIdeal:
     """The ideal of the fibre of ``model``'s parameter theta, gauge-fixed.
 
@@ -370,10 +376,6 @@ def fibre_ideal(model, *, gauge: str = "auto", bias="auto", deadline=None) -> Fi
     if not model.is_polynomial:
         raise InputError("the fibre ideal needs a polynomial model (ReLU fibres are handled by symeq.relu)")
     use_bias = _resolve_bias(model, bias)
-    # size first: f(x; theta') with every parameter an unknown has a number of monomials that grows
-    # like C(t + d - 1, d) per layer; an unguarded expansion exhausts memory inside FLINT
-    guard_expansion(model, "building the fibre ideal (expanding f(x; theta') in the unknowns)", symbolic=True,
-                    bias=use_bias, hint="too large for a Gröbner basis")
     fixes, notes, ungauged = _gauge(model, use_bias, gauge)
     fixed = {g.name: g.value for g in fixes if not g.form}
     names = parameter_names(model, use_bias)
@@ -395,29 +397,22 @@ def fibre_ideal(model, *, gauge: str = "auto", bias="auto", deadline=None) -> Fi
             return var[name]
         return zero + (fixed[name] if name in fixed else constant)
 
-    def forward(symbolic: bool):
-        cur = xs
-        for l, layer in enumerate(model.layers, 1):
-            rows = mat_rows(layer.weight)
-            new = []
-            for i, row in enumerate(rows):
-                if deadline is not None:
-                    deadline.check("expanding the fibre ideal")
-                if symbolic:
-                    z = sum((entry(f"w{l}_{i}_{j}", 0) * cur[j] for j in range(len(row))), zero)
-                    if use_bias:
-                        z = z + entry(f"b{l}_{i}", 0)
-                else:
-                    z = sum((c * cur[j] for j, c in enumerate(row) if c != 0), zero)
-                    if use_bias:
-                        z = z + layer.bias[i]
-                if layer.activation is not None:
-                    z = layer.activation.compose(z, zero, deadline)
-                new.append(z)
-            cur = new
-        return cur
+    rows = [mat_rows(layer.weight) for layer in model.layers]
 
-    diffs = [a - b for a, b in zip(forward(True), forward(False))]
+    def theta_weight(l, i, j):
+        c = rows[l - 1][i][j]
+        return c if c != 0 else None
+
+    def theta_bias(l, i):
+        c = model.layers[l - 1].bias[i]
+        return c if c != 0 else None
+
+    new = expand_forward(model, zero, xs, lambda l, i, j: entry(f"w{l}_{i}_{j}", 0),
+                         (lambda l, i: entry(f"b{l}_{i}", 0)) if use_bias else None, deadline=deadline,
+                         what=_WHAT, symbolic=True, hint=_HINT)
+    old = expand_forward(model, zero, xs, theta_weight, theta_bias if use_bias else None, deadline=deadline,
+                         what="expanding f(x; theta)")
+    diffs = [a - b for a, b in zip(new, old)]
     small = fmpq_mpoly_ctx.get(tuple(unknowns), "degrevlex") if unknowns else None
     collected: dict = {}
     for k, d in enumerate(diffs):

@@ -68,7 +68,7 @@ from flint import fmpq
 from ..budget import Deadline
 from ..errors import BudgetExceeded, EngineFailed, InputError, OrbitLimit
 from ..sizes import check_orbit
-from .engines import GroebnerResult, best_exact_engine, groebner, hermite_counts
+from .groebner import GroebnerResult, best_exact_engine, groebner, hermite_counts
 from .ideal import FibreIdeal, _needs_gauge, fibre_ideal, offsets_into, safe_gauge_entries
 
 __all__ = ["FibreComparison", "compare_with_orbit", "latent_orbit", "MAX_GROUP_ELEMENTS", "StructuralDecision",
@@ -441,7 +441,7 @@ def compare_with_orbit(model, *, engine: str = "auto", timeout: float | None = N
     Parameters
     ----------
     model : a polynomial :class:`~symeq.models.Model`; theta is its parameter
-    engine : Gröbner engine ("auto", "sympy", "msolve"; see :func:`~symeq.fibre.engines.groebner`)
+    engine : Gröbner engine ("auto", "sympy", "msolve"; see :func:`~symeq.fibre.groebner.groebner`)
     timeout : seconds for the Gröbner computation; past it the status is "unknown"
     bias : as in :func:`~symeq.fibre.ideal.fibre_ideal`
     check_radical : when the finite fibre has more points with multiplicity than the orbit, count

@@ -18,14 +18,20 @@ The search
    so G must be small (at most ``MAX_GROUP_ORDER`` elements).
 2. **Pre- and post-activation actions.**  The candidate is the *pre-activation* action rho^_i (a signed
    permutation matrix; z -> -z means z - s -> -(z - s) for an activation centred at its shift s).  The
-   post-activation action rho_i, the one :func:`symeq.layerwise.check_layerwise` checks and that
-   ``actions`` returns, has entry q(alpha) = ``activation.admissible(alpha)``: rho = rho^ for generic
-   and odd sigma and odd monomials t^d, rho = |rho^| for even sigma and even monomials.
-   Which K_i: permutations for generic sigma (and odd up to a constant); signed pre-activation
-   permutations for odd, even and monomial sigma when theta' has biases or sigma is centred at 0.
+   post-activation action, the one :func:`symeq.layerwise.check_layerwise` checks and that
+   ``actions`` (and ``offsets``) return, is y -> rho_i y + o_i with (q, o) =
+   ``activation.affine_admissible(alpha)`` per entry: rho = rho^ for generic and odd sigma and odd
+   monomials t^d, rho = |rho^| for even sigma and even monomials, and an offset o = (1 - q) sigma(s)
+   for the activations that are odd or monomial only *up to a constant* (sigmoid series, 1 + t^3,
+   (t + 1)^3 - 1).
+   Which K_i: the rule of the orbit and the gauge (docs/theory.md, the absorbed-constant rule).  A
+   neuron gets signed candidates when alpha = -1 is one of its latent scalings
+   (``Activation.finite_scalings``): with biases also the affine sign flips, whose offsets the next
+   bias absorbs; without biases only offset-free ones at centre 0.  Otherwise permutations.
 3. **Linear space.**  theta' is layerwise equivariant for the candidate exactly when
-   W_i rho_{i-1}(g) = rho^_i(g) W_i and b_i - s_i 1 = rho^_i(g)(b_i - s_i 1) for the generators g
-   (rho_0 = rho_in), and W_L rho_{L-1}(g) = rho_out(g) W_L, b_L = rho_out(g) b_L.  The solutions are
+   W_i rho_{i-1}(g) = rho^_i(g) W_i and b~_i - rho^_i(g) b~_i + W_i o_{i-1}(g) = 0 with
+   b~_i = b_i - s_i 1 for the generators g (rho_0 = rho_in, o_0 = 0), and W_L rho_{L-1}(g) = rho_out(g) W_L,
+   b_L - rho_out(g) b_L + W_L o_{L-1}(g) = 0: linear in (W_i, b~_i), which offsets couple.  The solutions are
    parametrised exactly (one rational nullspace per connected block of entries) by unknowns
    t_0, t_1, ...; each block meets one orbit of neurons, which is what makes the gauge below diagonal.
 4. **One Gröbner computation per candidate.**  Substituting the parametrisation into the coefficients
@@ -41,16 +47,20 @@ The search
    verified without trusting any engine: ``check_layerwise`` for the actions and equality of the
    expanded polynomial maps of theta' and theta.
 6. **No real point.**  When a candidate is nonempty over C but no rational point is found, symeq tries
-   to prove it has no *real* point: for monomial layers the scalings lambda_O (one per orbit O of
+   to prove it has no *real* point: for layers with continuous scalings (monomials, and monomials up
+   to a constant with biases, e.g. t + t^2 = (t + 1/2)^2 - 1/4, whose scalings
+   z -> alpha (z + 1/2) - 1/2 act affinely) the scalings lambda_O (one per orbit O of
    neurons; they commute with the action) are gauged by charts that cover every real point:
    t = 1 for each incoming unknown t of O (real lambda = 1/t), or all incoming unknowns of O zero
    (inactive neurons; their outgoing unknowns are then set to 0, which changes neither f nor
    equivariance).  Each chart must be empty over C or finite with no real point by Hermite's trace
-   form (:func:`~symeq.fibre.engines.hermite_counts`, exact over Q).
+   form (:func:`~symeq.fibre.groebner.hermite_counts`, exact over Q).
 
 Why signed permutations suffice for monomial activations
 --------------------------------------------------------
-For sigma = c (t - s)^d the latent group is the monomial matrices (nonzero scalings x| S_n).
+For sigma = c (t - s)^d the latent group is the monomial matrices (nonzero scalings x| S_n); for
+sigma = c (t - s)^d + e with biases the same group acts affinely (the argument below is about the
+pre-activations u = z - s, on which it acts linearly, and D is again a latent scaling).
 Let rho^ : G -> (R^*)^n x| S_n be a pre-activation action of a finite G.  Taking absolute values is a
 homomorphism, |rho^(g)| = Lambda_g P_g with Lambda_g positive diagonal, and
 Lambda_{gh} = Lambda_g (P_g Lambda_h P_g^-1) (a multiplicative cocycle).  With the positive diagonal
@@ -80,7 +90,7 @@ Field
 -----
 Gröbner bases are over Q (sympy, Singular, giac, flint: ``field = "QQ"``) or modulo primes (msolve:
 its label, e.g. "modular (2 primes agree)"; ``engine="auto"`` runs an exact engine beside msolve and
-keeps the exact answer when it comes in time, see :func:`~symeq.fibre.engines.groebner`); "empty"
+keeps the exact answer when it comes in time, see :func:`~symeq.fibre.groebner.groebner`); "empty"
 means no point over C, and :attr:`FibreSearch.exact` says whether every emptiness used is exact.  Points returned are rational and verified exactly.  "no real point" is over R
 (Hermite's signature, exact).
 
@@ -116,10 +126,9 @@ from ..budget import Deadline
 from ..errors import BudgetExceeded, EngineFailed, InputError
 from ..groups.table import GroupTable
 from ..numbers import format_matrix, mat_rows, monomial_matrix, monomial_parts, nullspace
-from ..sizes import guard_expansion
-from . import engines as _engines
-from .engines import groebner, hermite_counts, standard_monomials
-from .engines import _grevlex_key, _normal_form  # shared exact reduction modulo a Groebner basis
+from ..expand import expand_forward
+from .groebner import ENGINES, best_exact_engine, groebner, hermite_counts, standard_monomials
+from .groebner.normal import _grevlex_key, _normal_form  # shared exact reduction modulo a Groebner basis
 from .ideal import _resolve_bias
 
 __all__ = ["FibreSearch", "Candidate", "search_fibre", "MAX_GROUP_ORDER", "DEFAULT_MAX_CANDIDATES"]
@@ -156,6 +165,9 @@ class Candidate:
     dimension : dimension over C of the (ungauged) intersection, -1 when empty, None when unknown
     field : "QQ" (exact), msolve's modular label, "R" (Hermite), or None
     engine, seconds : the Gröbner engine of the main computation and the time spent on this candidate
+    offsets : ``offsets[i][g]``, the constant part o of the affine post-activation action
+        y -> post[i][g] y + o (a list, absorbed by the next bias; docs/theory.md), or None when every
+        action is linear
     """
 
     index: int
@@ -169,12 +181,16 @@ class Candidate:
     field: str | None = None
     engine: str | None = None
     seconds: float = 0.0
+    offsets: list | None = None
 
     def to_json(self) -> dict:
-        return {"index": self.index, "label": self.label, "linear_dimension": self.linear_dimension,
-                "outcome": self.outcome, "detail": self.detail, "dimension": self.dimension,
-                "field": self.field, "engine": self.engine, "seconds": round(self.seconds, 4),
-                "post_actions": [[format_matrix(M) for M in layer] for layer in self.post]}
+        out = {"index": self.index, "label": self.label, "linear_dimension": self.linear_dimension,
+               "outcome": self.outcome, "detail": self.detail, "dimension": self.dimension,
+               "field": self.field, "engine": self.engine, "seconds": round(self.seconds, 4),
+               "post_actions": [[format_matrix(M) for M in layer] for layer in self.post]}
+        if self.offsets is not None:
+            out["post_offsets"] = [[[str(c) for c in o] for o in layer] for layer in self.offsets]
+        return out
 
 
 @dataclass
@@ -191,6 +207,8 @@ class FibreSearch:
     parameter : theta' as a :class:`~symeq.models.Model` (with the group), or None
     actions : ``actions[i][g]`` post-activation action of generator g on hidden layer i+1 (monomial
         matrices, as :func:`symeq.layerwise.derive_latent_actions` returns them), or None
+    offsets : ``offsets[i][g]``, the constant parts of affine actions y -> actions[i][g] y + o (lists;
+        offsets of the "-plus-constant" activations, absorbed by the next bias), or None when linear
     candidates : every :class:`Candidate` enumerated, with its outcome
     proof : lines of the argument (the candidates and their Gröbner bases for a negative verdict)
     field_notes : over which field each statement holds
@@ -213,6 +231,7 @@ class FibreSearch:
     engine: str = ""
     seconds: float = 0.0
     candidate: Candidate | None = None
+    offsets: list | None = None
 
     @property
     def exit_code(self) -> int:
@@ -237,7 +256,8 @@ class FibreSearch:
                 "seconds": round(self.seconds, 4), "proof": list(self.proof), "field_notes": list(self.field_notes),
                 "candidates": [c.to_json() for c in self.candidates],
                 "parameter": model_to_json(self.parameter) if self.parameter is not None else None,
-                "actions": [[format_matrix(M) for M in layer] for layer in self.actions] if self.actions else None}
+                "actions": [[format_matrix(M) for M in layer] for layer in self.actions] if self.actions else None,
+                "offsets": [[[str(c) for c in o] for o in layer] for layer in self.offsets] if self.offsets else None}
 
     def __str__(self) -> str:
         return self.report()
@@ -340,23 +360,39 @@ def _layer_options(pieces: list[_Piece], n: int) -> list[list[_Piece]]:
 
 
 def _signed(act, bias: bool) -> bool:
-    # c (t - s)^d + e with d even searches its exact signs like an even sigma (its continuous affine
-    # scalings, docs/theory.md, are not searched here)
-    even_plus = act.symmetry == "monomial-plus-constant" and act.degree % 2 == 0
-    return (act.symmetry in ("odd", "even", "monomial") or even_plus) and (bias or act.shift == 0)
+    """Whether hidden neurons of ``act`` are searched with pre-activation signs.
+
+    The rule of the orbit and the gauge (docs/theory.md, the absorbed-constant rule): the sign flip
+    alpha = -1 is a latent scaling of ``act`` -- with biases, an affine one whose offset the next bias
+    absorbs (sigmoid series, 1 + t^3, (t + 1)^3 - 1); without biases only an offset-free one at
+    centre 0.  Continuous classes (monomials, and monomials up to a constant with biases) are
+    searched through their signs too (module docstring: a positive latent scaling conjugates any
+    finite action into the signed permutations).
+    """
+    return act.kind != "relu" and fmpq(-1) in act.finite_scalings(bias)
 
 
-def _post(pre: fmpq_mat, act) -> fmpq_mat:
+def _post(pre: fmpq_mat, act, bias: bool) -> tuple[fmpq_mat, list | None]:
+    """(rho, o): the post-activation action y -> rho y + o of the pre-activation action ``pre``.
+
+    u -> P u on u = z - s (P[j, k] = +-1) gives y_j = sigma(s + P[j, k] u_k) = q y_k + o with
+    (q, o) = ``act.affine_admissible(P[j, k])`` (offsets only with biases; ``o`` is None when 0).
+    """
     cols, vals = monomial_parts(pre)
-    return monomial_matrix(cols, [act.admissible(v) for v in vals])
+    qo = [act.affine_admissible(v) if bias else (act.admissible(v), fmpq(0)) for v in vals]
+    offsets = [o for _, o in qo]
+    return monomial_matrix(cols, [q for q, _ in qo]), (offsets if any(o != 0 for o in offsets) else None)
 
 
 def _kind_name(act, bias: bool) -> str:
     if not _signed(act, bias):
         return "permutations"
-    if act.symmetry == "monomial":
-        return "monomial matrices (searched: signed pre-activation permutations, see the module docstring)"
-    return "signed permutations" if act.symmetry == "odd" else "permutations (pre-activation signs)"
+    affine = " acting affinely, offsets absorbed by the next bias" if act.symmetry.endswith("plus-constant") else ""
+    if act.continuous(bias):
+        return f"monomial matrices{affine} (searched: signed pre-activation permutations, see the module docstring)"
+    if act.symmetry in ("odd", "odd-plus-constant"):
+        return "signed permutations" + affine
+    return "permutations (pre-activation signs)"
 
 
 # -- the linear space of layerwise-equivariant parameters ---------------------------------------------
@@ -383,11 +419,17 @@ def _components(entries: list, rows: list[dict]) -> list[tuple[list, list]]:
     return list(comps.values())
 
 
-def _space(model, group, pre, post, bias: bool):
-    """(tvars, offsets, consistent): theta' = offsets + sum_t t * vec_t over the equivariant space."""
+def _space(model, group, pre, post, bias: bool, post_offsets=None):
+    """(tvars, offsets, consistent): theta' = offsets + sum_t t * vec_t over the equivariant space.
+
+    ``post_offsets[i][g]``: the offsets o of the affine post-activation action y -> rho y + o on hidden
+    layer i + 1 (None: 0).  The next layer absorbs them in its bias: with b~ = b - s 1 the layer is
+    equivariant when W rho = S W and b~ - S b~ + W o = 0, linear in (W, b~) together.
+    """
     L = model.depth
     tvars, offsets = [], {}
     prev = [A for A, _ in group.generators]
+    prev_off = [None] * len(prev)
     for l, layer in enumerate(model.layers, 1):
         nout, nin = layer.out_dim, layer.in_dim
         if l < L:
@@ -414,17 +456,27 @@ def _space(model, group, pre, post, bias: bool):
         blocks.append(("w", [(l, "w", j, k) for j in range(nout) for k in range(nin)], wrows))
         if bias:
             brows = []
-            for Sg in S:
+            for Sg, o in zip(S, prev_off):
                 for j in range(nout):
                     r = {(l, "b", j, 0): fmpq(1)}
                     for m in range(nout):
                         if Sg[j, m] != 0:
                             key = (l, "b", m, 0)
                             r[key] = r.get(key, fmpq(0)) - Sg[j, m]
+                    for k in range(nin if o is not None else 0):
+                        if o[k] != 0:  # W o: the previous layer's offsets, absorbed by this bias
+                            key = (l, "w", j, k)
+                            r[key] = r.get(key, fmpq(0)) + o[k]
                     r = {e: c for e, c in r.items() if c != 0}
                     if r:
                         brows.append(r)
-            blocks.append(("b", [(l, "b", j, 0) for j in range(nout)], brows))
+            bentries = [(l, "b", j, 0) for j in range(nout)]
+            if any(o is not None for o in prev_off):
+                # the offsets couple weights and biases: one block, solved together
+                kind, wentries, _ = blocks.pop()
+                blocks.append((kind, wentries + bentries, wrows + brows))
+            else:
+                blocks.append(("b", bentries, brows))
             if s != 0:
                 for j in range(nout):
                     offsets[(l, "b", j, 0)] = s
@@ -446,36 +498,16 @@ def _space(model, group, pre, post, bias: bool):
                     basis = [[fmpq(1) if i == k else fmpq(0) for i in range(len(comp))] for k in range(len(comp))]
                 for v in basis:
                     vec = {e: c for e, c in zip(comp, v) if c != 0}
-                    tvars.append(_TVar(f"t{len(tvars)}", l, kind, frozenset(e[2] for e in vec),
-                                       frozenset(e[3] for e in vec) if kind == "w" else frozenset(), vec))
+                    wcols = frozenset(e[3] for e in vec if e[1] == "w")
+                    tvars.append(_TVar(f"t{len(tvars)}", l, "w" if wcols else "b", frozenset(e[2] for e in vec),
+                                       wcols, vec))
         if l < L:
             prev = post[l - 1]
+            prev_off = post_offsets[l - 1] if post_offsets else [None] * len(prev)
     return tvars, offsets, True
 
 
 # -- the polynomial system ------------------------------------------------------------------------
-
-def _forward(model, ctx, xs, weight, bias_of, use_bias: bool):
-    zero = ctx.from_dict({})
-    cur = list(xs)
-    for l, layer in enumerate(model.layers, 1):
-        new = []
-        for j in range(layer.out_dim):
-            z = zero
-            for k in range(layer.in_dim):
-                w = weight(l, j, k)
-                if w is not None:
-                    z = z + w * cur[k]
-            if use_bias:
-                b = bias_of(l, j)
-                if b is not None:
-                    z = z + b
-            if layer.activation is not None:
-                z = layer.activation.compose(z, zero)
-            new.append(z)
-        cur = new
-    return cur
-
 
 def _system(model, tvars, offsets, use_bias: bool):
     """(ctx over the t unknowns, generators as fmpq_mpoly): the fibre equations on the linear space."""
@@ -490,10 +522,6 @@ def _system(model, tvars, offsets, use_bias: bool):
             lin[e] = lin[e] + c * g if e in lin else c * g
     for e, c in offsets.items():
         lin[e] = lin[e] + c if e in lin else big.from_dict({}) + c
-    # size first: every entry is a linear form in the t unknowns (symeq.sizes bounds the expansion)
-    guard_expansion(model, "building the fibre equations of a candidate action", symbolic=True, bias=use_bias,
-                    nvars=n + len(names), weight_terms=max((len(p.to_dict()) for p in lin.values()), default=1),
-                    hint="too large for a Gröbner basis")
     rows = [mat_rows(layer.weight) for layer in model.layers]
 
     def w_new(l, j, k):
@@ -510,8 +538,13 @@ def _system(model, tvars, offsets, use_bias: bool):
         v = model.layers[l - 1].bias[j]
         return v if v != 0 else None
 
-    new = _forward(model, big, xs, w_new, b_new, use_bias)
-    old = _forward(model, big, xs, w_old, b_old, use_bias)
+    # every entry of theta' is a linear form in the t unknowns: symeq.expand bounds the expansion first
+    zero = big.from_dict({})
+    new = expand_forward(model, zero, xs, w_new, b_new if use_bias else None,
+                         what="building the fibre equations of a candidate action", symbolic=True,
+                         nvars=n + len(names), weight_terms=max((len(p.to_dict()) for p in lin.values()), default=1),
+                         hint="too large for a Gröbner basis")
+    old = expand_forward(model, zero, xs, w_old, b_old if use_bias else None, what="expanding f(x; theta)")
     small = fmpq_mpoly_ctx.get(tuple(names) if names else ("_t",), "degrevlex")
     collected: dict = {}
     for k, (a, b) in enumerate(zip(new, old)):
@@ -751,13 +784,13 @@ def _build(model, group, tvars, offsets, values, use_bias: bool):
     return Model(model.input_dim, layers, group, model.name + " (fibre-wide re-parametrization)", dict(model.meta))
 
 
-def _verify(model, theta2, group, actions, deadline) -> tuple[bool, str]:
+def _verify(model, theta2, group, actions, deadline, offsets=None) -> tuple[bool, str]:
     from ..layerwise import check_layerwise
 
     if theta2.polynomial_map() != model.polynomial_map():
         return False, "f(.; theta') != f(.; theta)"
     # not interrupted by the budget: cheap, and a found theta' should not be lost at the last step
-    checks, hom, _, msg = check_layerwise(theta2, group, actions, None)
+    checks, hom, _, msg = check_layerwise(theta2, group, actions, None, offsets)
     bad = [c for c in checks if not c.holds]
     if bad:
         return False, f"layer {bad[0].layer}, generator {bad[0].generator}: {bad[0].detail}"
@@ -782,11 +815,18 @@ def _equivariant(model, group) -> str | None:
 
 
 def _torus(model, tvars, use_bias: bool, post) -> list[tuple[list, list]]:
-    """(incoming unknowns, outgoing unknowns) of each orbit of neurons with continuous scalings."""
+    """(incoming unknowns, outgoing unknowns) of each orbit of neurons with continuous scalings.
+
+    Continuous as in the orbit (``Activation.continuous``): monomials, and monomials up to a constant
+    with biases, whose scalings z -> alpha (z - s) + s act affinely (docs/theory.md).  The outgoing
+    unknowns are set to 0 in the chart of an inactive orbit; when the previous offsets couple the
+    next layer's weights with its biases (a mixed unknown) that is not a pure change of weights, so
+    they are left free there (the chart may then stay undecided, never wrong).
+    """
     out = []
     for l, layer in enumerate(model.layers[:-1], 1):
         act = layer.activation
-        if act.symmetry != "monomial" or not _signed(act, use_bias):
+        if not act.continuous(use_bias) or not _signed(act, use_bias):
             continue
         n = layer.out_dim
         parent = list(range(n))
@@ -807,7 +847,9 @@ def _torus(model, tvars, use_bias: bool, post) -> list[tuple[list, list]]:
             orbits.setdefault(r, set()).add(j)
         for O in orbits.values():
             inc = [t.name for t in tvars if t.layer == l and t.rows and t.rows <= O]
-            outg = [t.name for t in tvars if t.layer == l + 1 and t.kind == "w" and t.cols and t.cols <= O]
+            nxt = [t for t in tvars if t.layer == l + 1]
+            mixed = any(t.kind == "w" and any(e[1] == "b" for e in t.vec) for t in nxt)
+            outg = [] if mixed else [t.name for t in nxt if t.kind == "w" and t.cols and t.cols <= O]
             out.append((inc, outg))
     return out
 
@@ -863,9 +905,9 @@ def search_fibre(model, group=None, *, engine: str = "auto", timeout: float | No
         Defaults to ``model.group``; at most ``MAX_GROUP_ORDER`` elements.
     engine : {"auto", "sympy", "msolve", ...}
         Engine of the one Gröbner computation per candidate (any name
-        :func:`~symeq.fibre.engines.groebner` accepts; ``"auto"``: an exact engine beside msolve).
+        :func:`~symeq.fibre.groebner.groebner` accepts; ``"auto"``: an exact engine beside msolve).
         Exact bases, needed to solve finite systems and for Hermite's form, come from ``engine``
-        when it is exact, else from :func:`~symeq.fibre.engines.best_exact_engine`.
+        when it is exact, else from :func:`~symeq.fibre.groebner.best_exact_engine`.
     timeout : float, optional
         Seconds for the whole search; past it the verdict is "undetermined" (engines killed, no
         process left behind).
@@ -926,12 +968,12 @@ def search_fibre(model, group=None, *, engine: str = "auto", timeout: float | No
     if not model.is_polynomial or model.has_attention:
         raise InputError("the fibre-wide search handles polynomial dense models (ReLU: symeq.relu.fibre; "
                          "attention: not supported)")
-    known = tuple(getattr(_engines, "ENGINES", ("sympy", "msolve")))
+    known = tuple(ENGINES)
     if engine != "auto" and engine not in known:
         raise InputError(f"unknown Gröbner engine {engine!r}; known: auto, {', '.join(known)}")
     main_engine = engine
-    exact_engine = engine if engine in ("sympy", "flint", "singular", "singular-std", "giac") else \
-        getattr(_engines, "best_exact_engine", lambda: "sympy")()
+    # an exact engine of the registry serves for finite systems and Hermite's form; msolve and auto need one beside
+    exact_engine = engine if engine != "auto" and ENGINES[engine].exact else best_exact_engine()
     use_bias = _resolve_bias(model, bias)
     rng = random.Random(seed)
     res = FibreSearch("undetermined", engine=main_engine)
@@ -953,7 +995,7 @@ def search_fibre(model, group=None, *, engine: str = "auto", timeout: float | No
         if check_theta or model.depth == 1:
             d = derive_latent_actions(model, group, deadline=deadline)
             if d.found:
-                res.parameter, res.actions = model, d.actions
+                res.parameter, res.actions, res.offsets = model, d.actions, d.offsets
                 res.proof.append("theta itself is layerwise equivariant (latent actions derived and checked exactly)")
                 res.field_notes.append("exact: layer checks over Q")
                 return finish("layerwise-parameter")
@@ -981,14 +1023,20 @@ def search_fibre(model, group=None, *, engine: str = "auto", timeout: float | No
         built = []
         for idx, combo in enumerate(itertools.islice(itertools.product(*options), max_candidates)):
             deadline.check("building candidate actions")
-            pre, post, labels = [], [], []
+            pre, post, offs, labels = [], [], [], []
             for l, (layer, opt) in enumerate(zip(hidden, combo), 1):
                 P = [_block_diag([p.gens[g] for p in opt]) for g in range(len(group.generators))]
                 pre.append(P)
-                post.append([_post(M, layer.activation) for M in P])
+                ro = [_post(M, layer.activation, use_bias) for M in P]
+                post.append([r for r, _ in ro])
+                offs.append([o for _, o in ro])
                 labels.append(f"layer {l}: " + " + ".join(p.label for p in opt))
+            affine = any(o is not None for layer in offs for o in layer)
             cand = Candidate(idx, "; ".join(labels), pre, post)
-            tvars, offsets, ok = _space(model, group, pre, post, use_bias)
+            if affine:
+                cand.offsets = [[o if o is not None else [fmpq(0)] * M.nrows() for o, M in zip(lo, lp)]
+                                for lo, lp in zip(offs, post)]
+            tvars, offsets, ok = _space(model, group, pre, post, use_bias, offs)
             cand.linear_dimension = len(tvars) if ok else -1
             if candidate_filter is not None and not candidate_filter(cand):
                 res.exhaustive = False
@@ -1041,10 +1089,15 @@ def _field_notes(res: FibreSearch, model, use_bias: bool) -> None:
     if any(c.outcome == "no-real-point" for c in res.candidates):
         notes.append("'no-real-point': over R, by Hermite's trace form on gauge charts covering every real point")
     acts = [l.activation for l in model.layers[:-1]]
-    if any(a.symmetry == "monomial" and _signed(a, use_bias) for a in acts):
-        notes.append("monomial activations: candidates are signed pre-activation permutations; every finite group "
+    if any(a.continuous(use_bias) and _signed(a, use_bias) for a in acts):
+        notes.append("monomial activations (and monomials up to a constant with biases, whose scalings act "
+                     "affinely): candidates are signed pre-activation permutations; every finite group "
                      "of real monomial matrices is conjugate to one by a positive latent scaling, so the negative "
                      "statements cover every real theta' (over C, complex scalings are not covered)")
+    if any((a.symmetry == "odd-plus-constant" or (a.symmetry == "monomial-plus-constant" and a.degree % 2))
+           and _signed(a, use_bias) for a in acts):
+        notes.append("activations up to a constant: sign flips act affinely, y -> q y + o, and the next layer's "
+                     "bias absorbs o (the absorbed-constant rule of docs/theory.md)")
     if any(a.symmetry in ("even", "monomial", "monomial-plus-constant") and a.degree % 2 == 0
            and _signed(a, use_bias) for a in acts):
         notes.append("even activations: only homomorphic pre-activation sign patterns are searched (exhaustive "
@@ -1104,13 +1157,13 @@ def _examine(model, group, cand, tvars, offsets, ok, use_bias, main_engine, exac
                 cand.detail += f"; no decision over R: {why}"
             return cand.outcome
     theta2 = _build(model, group, tvars, offsets, values, use_bias)
-    ok2, msg = _verify(model, theta2, group, cand.post, deadline)
+    ok2, msg = _verify(model, theta2, group, cand.post, deadline, cand.offsets)
     if not ok2:  # pragma: no cover - a bug: the point solves the system of an exact parametrisation
         cand.outcome, cand.detail = "nonempty", f"a point was found but failed its exact verification: {msg}"
         return cand.outcome
     cand.outcome, cand.field = "point", "QQ"
     cand.detail = f"rational theta' found and verified: {msg}"
-    res.parameter, res.actions = theta2, cand.post
+    res.parameter, res.actions, res.offsets = theta2, cand.post, cand.offsets
     return "found"
 
 

@@ -30,9 +30,10 @@ sigma(t) = sum_m a_m t^m of degree d >= 2, deciding identifiability at theta is 
    satisfies *all* the per-neuron equations is a fibre point outside the orbit whatever Kruskal
    says: an exact witness of non-identifiability.
 
-Only one hidden layer is covered.  Deep networks (localisation to 2-layer blocks, Usevich,
-Borsoi, Derand & Clausel, *Identifiability of deep polynomial neural networks*, arXiv 2506.17093,
-NeurIPS 2025) are reported as not applicable, and :func:`decide` falls back to Groebner bases.
+Deep networks go to :mod:`symeq.fibre.deep`: a Jacobian-factor certificate for two hidden layers
+(monomial activations, with or without biases, widths (n0, n, n, n3) with n0 >= n <= n3;
+docs/identifiability.md, "Deep networks").  Every other deep model is reported as not applicable, with the hypothesis that
+failed, and :func:`decide` falls back to Groebner bases.
 
 Examples
 --------
@@ -57,6 +58,7 @@ from flint import fmpq, fmpq_poly, nmod_mat
 from ..budget import Deadline
 from ..errors import BudgetExceeded, InputError
 from ..numbers import mat_rows
+from .deep import deep_decision
 from .ideal import _needs_gauge, _resolve_bias
 from .orbit import _scalings, compare_with_orbit
 
@@ -451,9 +453,15 @@ def tensor_identifiability(model, *, timeout: float | None = None, certificate: 
     layers = model.layers
     if getattr(model, "has_attention", False) or any(type(l).__name__ != "DenseLayer" for l in layers):
         return na("dense layers", "the tensor method covers dense layers only")
+    if len(layers) > 2:
+        # deep networks: the Jacobian-factor certificate (symeq/fibre/deep.py), two hidden layers
+        try:
+            status, reason, cond, fields = deep_decision(model, deadline=deadline, certificate=certificate, fmt=FORMAT)
+        except BudgetExceeded as e:
+            return TensorDecision("unknown", f"budget exceeded: {e}", "budget", seconds=time.perf_counter() - t0)
+        return TensorDecision(status, reason, cond, seconds=time.perf_counter() - t0, **fields)
     if len(layers) != 2:
-        return na("one hidden layer", f"{len(layers) - 1} hidden layers: the tensor method covers one hidden layer "
-                  "(localisation of deep networks to 2-layer blocks is not implemented); use Gröbner")
+        return na("one hidden layer", f"{len(layers) - 1} hidden layers: the tensor method needs a hidden layer")
     act = layers[0].activation
     if act is None or not act.is_polynomial:
         return na("polynomial activation", "the tensor method needs a polynomial activation")

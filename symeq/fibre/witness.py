@@ -26,7 +26,7 @@ points of the fibre that are not in the finite orbit.
 Examples
 --------
 >>> from flint import fmpq
->>> from symeq.fibre.engines import groebner
+>>> from symeq.fibre.groebner import groebner
 >>> x2_2 = {(2, 0): fmpq(1), (0, 0): fmpq(-2)}          # x^2 = 2
 >>> y_x = {(0, 1): fmpq(1), (1, 0): fmpq(-1)}            # y = x
 >>> r = groebner((["x", "y"], [x2_2, y_x]), engine="sympy")
@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from flint import fmpq, fmpq_mat, fmpq_poly
 
 from ..numbers import nullspace
-from .engines import _normal_form, multiplication_matrices, trace_form
+from .groebner import multiplication_matrices, trace_form
+from .groebner.normal import _normal_form
 
 __all__ = ["FibrePoint", "zero_dimensional_points", "tangent_directions", "line_in_fibre", "slice_points",
            "independent_variables", "MAX_POINT_DEGREE"]
@@ -281,7 +282,7 @@ def slice_points(ideal, result, *, engine: str, timeout: float | None, offsets=(
     was found (no independent set, budget, or the slice is empty or not finite).
     """
     from ..errors import BudgetExceeded
-    from .engines import groebner
+    from .groebner import groebner
 
     n = len(ideal.variables)
     S = independent_variables(result.leading_monomials, n, result.dimension)

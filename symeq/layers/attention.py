@@ -26,15 +26,18 @@ Models, generators, submodels and dimension counts of attention live in :mod:`sy
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from flint import fmpq, fmpq_mat
+from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx
 
 from ..errors import InputError, ShapeError
 from ..numbers import identity, kron, mat_rows, matrix
+from ..sizes import check_monomials, monomials_upto
 
 __all__ = [
     "Head",
     "AttentionLayer",
+    "HeadsShape",
     "HeadsLayer",
     "factor_kron",
     "tokenwise",
@@ -117,14 +120,25 @@ def _head_outputs(X: fmpq_mat, A_list, V_list) -> list[fmpq_mat]:
     return [(X * A * XT) * (X * V) for A, V in zip(A_list, V_list)]
 
 
+def _linear(coeffs, xs, zero):
+    """sum_j coeffs[j] xs[j], skipping zero coefficients (xs: fmpq or fmpq_mpoly entries)."""
+    return sum((c * x for c, x in zip(coeffs, xs) if c != 0), zero)
+
+
 @dataclass(eq=False)
 class AttentionLayer:
-    """Lightning multi-head attention on ``tokens`` tokens (flattened input T*d, output T*d_out)."""
+    """Lightning multi-head attention on ``tokens`` tokens (flattened input T*d, output T*d_out).
+
+    Implements :class:`symeq.layers.base.Layer` (kind ``"attention"``); in a model's chain it splits
+    into a :class:`HeadsLayer` and a token-wise dense layer (``symeq.models.Model.chain``).
+    """
+
+    kind: ClassVar[str] = "attention"
+    scoring: ClassVar[str] = "lightning"
 
     tokens: int
     heads: list
     activation: object = None
-    kind: str = "attention"
 
     def __post_init__(self):
         if not isinstance(self.tokens, int) or self.tokens < 1:
@@ -185,25 +199,90 @@ class AttentionLayer:
         return AttentionLayer(self.tokens, [Head(fmpq_mat(h.query), fmpq_mat(h.key), fmpq_mat(h.value), fmpq_mat(h.out))
                                             for h in self.heads])
 
+    @property
+    def hidden_label(self) -> str:
+        return f"lightning attention ({len(self.heads)} heads, d_v = {self.dv}, {self.tokens} tokens)"
 
-@dataclass(eq=False)
-class HeadsLayer:
-    """The first layer of the chain: X -> [Y_1 ... Y_H], Y_h = (X A_h X^T) X V_h (flattened)."""
+    @property
+    def label(self) -> str:
+        return f"attention {self.in_dim}->{self.out_dim} ({len(self.heads)} heads, d_v = {self.dv}, {self.tokens} tokens)"
 
-    tokens: int
-    scores: list
-    values: list
-    activation: object = None
-    kind: str = "heads"
-    latent_group: str = LATENT_GROUP
+    @property
+    def latent_group_name(self) -> str:
+        """The group of the value spaces inside the layer (the hidden space of its chain)."""
+        return LATENT_GROUP
+
+    def _forward_entries(self, x: list, zero) -> list:
+        """f at one point given as a flat list of scalars (``fmpq`` or ``fmpq_mpoly``), the
+        formula of :meth:`forward` written out entrywise so that it also expands polynomials."""
+        T, d, do = self.tokens, self.d, self.d_out
+        X = [x[t * d:(t + 1) * d] for t in range(T)]
+        out = [[zero] * do for _ in range(T)]
+        for h in self.heads:
+            A, VO = mat_rows(h.scores.transpose()), mat_rows((h.value * h.out).transpose())
+            XA = [[_linear(col, X[t], zero) for col in A] for t in range(T)]       # (X A)[t]
+            XVO = [[_linear(col, X[s], zero) for col in VO] for s in range(T)]    # (X V O)[s]
+            for t in range(T):
+                S = [_linear(XA[t], X[s], zero) for s in range(T)]               # (X A X^T)[t, s]
+                for k in range(do):
+                    out[t][k] += _linear(S, [XVO[s][k] for s in range(T)], zero)
+        return [v for row in out for v in row]
+
+    def check_action(self, P_in: fmpq_mat, Q_out: fmpq_mat, c_in=None, c_out=None) -> tuple[bool, str]:
+        """Decide f(P_in x + c_in) = Q_out f(x) + c_out for all real x, exactly.
+
+        f is a cubic polynomial map, so both sides are expanded as polynomials in the T*d inputs
+        (``fmpq_mpoly``) and compared: necessary and sufficient, for any matrices P_in, Q_out.
+        The expansion is refused before it starts when it would exceed the monomial limit
+        (:func:`symeq.sizes.check_monomials`).
+
+        >>> from symeq.numbers import identity
+        >>> layer = AttentionLayer(2, [Head([[1]], [[1]], [[1]], [[1]])])
+        >>> swap = matrix([[0, 1], [1, 0]])
+        >>> layer.check_action(swap, swap)[0], layer.check_action(swap, identity(2))[0]
+        (True, False)
+        """
+        n, m = self.in_dim, self.out_dim
+        if (P_in.nrows(), P_in.ncols()) != (n, n) or (Q_out.nrows(), Q_out.ncols()) != (m, m):
+            raise ShapeError(f"an action on a {n}->{m} attention layer needs {n}x{n} and {m}x{m} matrices, got "
+                             f"{P_in.nrows()}x{P_in.ncols()} and {Q_out.nrows()}x{Q_out.ncols()}")
+        # each output entry is a cubic in n variables: at most C(n + 3, 3) terms, m of them per side
+        check_monomials(2 * m * monomials_upto(n, 3), "checking an action on an attention layer")
+        ctx = fmpq_mpoly_ctx.get(("x", n), "degrevlex")
+        xs, zero = list(ctx.gens()), ctx.from_dict({})
+        y = [_linear(row, xs, zero) + (c_in[i] if c_in is not None else 0) for i, row in enumerate(mat_rows(P_in))]
+        lhs = self._forward_entries(y, zero)
+        fx = self._forward_entries(xs, zero)
+        for i, row in enumerate(mat_rows(Q_out)):
+            rhs = _linear(row, fx, zero) + (c_out[i] if c_out is not None else 0)
+            if lhs[i] != rhs:
+                return False, f"output {i}: f(P x + c)_i and (Q f(x) + c')_i differ as polynomials"
+        return True, f"f(P x + c) = Q f(x) + c' as cubic polynomials in the {n} inputs ({len(self.heads)} heads), exactly"
+
+
+def _rows(M) -> int:
+    """Rows of a matrix stored exactly (``fmpq_mat``) or as floats (numpy)."""
+    return M.nrows() if isinstance(M, fmpq_mat) else M.shape[0]
+
+
+def _cols(M) -> int:
+    return M.ncols() if isinstance(M, fmpq_mat) else M.shape[1]
+
+
+class HeadsShape:
+    """The shapes and names of a heads layer, read from its stored ``tokens``, ``scores`` (the
+    d x d matrices A_h) and ``values`` (d x d_v): shared by the exact :class:`HeadsLayer` and the
+    float ``symeq.numeric.attention.NumericHeads``."""
+
+    kind: ClassVar[str] = "heads"
 
     @property
     def d(self) -> int:
-        return self.scores[0].nrows()
+        return _rows(self.scores[0])
 
     @property
     def dv(self) -> int:
-        return self.values[0].ncols()
+        return _cols(self.values[0])
 
     @property
     def heads(self) -> int:
@@ -216,6 +295,40 @@ class HeadsLayer:
     @property
     def out_dim(self) -> int:
         return self.tokens * self.heads * self.dv
+
+    @property
+    def hidden_label(self) -> str:
+        return f"attention heads ({self.heads} heads, d_v = {self.dv}, {self.tokens} tokens)"
+
+    @property
+    def label(self) -> str:
+        return f"{self.scoring} heads {self.in_dim}->{self.out_dim} ({self.heads} heads, d_v = {self.dv}, {self.tokens} tokens)"
+
+    @property
+    def latent_group_name(self) -> str:
+        return LATENT_GROUP
+
+
+@dataclass(eq=False)
+class HeadsLayer(HeadsShape):
+    """The first layer of the chain: X -> [Y_1 ... Y_H], Y_h = (X A_h X^T) X V_h (flattened).
+
+    Implements :class:`symeq.layers.base.Layer` (kind ``"heads"``).
+    """
+
+    scoring: ClassVar[str] = "lightning"
+
+    tokens: int
+    scores: list
+    values: list
+    activation: object = None
+
+    def check_action(self, P_in: fmpq_mat, Q_out: fmpq_mat, c_in=None, c_out=None) -> tuple[bool, str]:
+        """f(P_in x) = Q_out f(x) for Q_out = P (x) R block monomial (:func:`check_heads_layer`,
+        a sufficient condition); affine actions (offsets) are not supported on heads."""
+        if c_in is not None or c_out is not None:
+            return False, "affine actions are not supported on attention heads"
+        return check_heads_layer(self, P_in, Q_out)
 
     def forward(self, Xb: fmpq_mat) -> fmpq_mat:
         T, d, H, dv = self.tokens, self.d, self.heads, self.dv

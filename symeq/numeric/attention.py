@@ -32,10 +32,12 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import InputError
+from ..layers.attention import LATENT_GROUP, HeadsShape
 
 __all__ = ["NumericAttention", "NumericHeads", "value_space_action", "factor_kron_numeric", "match_heads_numeric"]
 
@@ -46,18 +48,23 @@ def _f(M) -> np.ndarray:
 
 @dataclass
 class NumericAttention:
-    """Multi-head attention on ``tokens`` tokens; ``kind`` is "lightning" or "softmax"."""
+    """Multi-head attention on ``tokens`` tokens; ``scoring`` is "lightning" or "softmax".
+
+    A float layer of kind ``"attention"`` (:class:`symeq.layers.base.LayerBase`).
+    """
+
+    kind: ClassVar[str] = "attention"
 
     tokens: int
     query: list
     key: list
     value: list
     out: list
-    kind: str = "lightning"
+    scoring: str = "lightning"
 
     def __post_init__(self):
-        if self.kind not in ("lightning", "softmax"):
-            raise InputError(f"attention kind must be 'lightning' or 'softmax', got {self.kind!r}")
+        if self.scoring not in ("lightning", "softmax"):
+            raise InputError(f"attention scoring must be 'lightning' or 'softmax', got {self.scoring!r}")
         for name in ("query", "key", "value", "out"):
             mats = [np.asarray(m, dtype=float) for m in getattr(self, name)]
             if any(not np.all(np.isfinite(m)) for m in mats):
@@ -69,9 +76,9 @@ class NumericAttention:
                 raise InputError(f"head {h}: query/key (d x d_k), value (d x d_v), out (d_v x d_out) shapes do not fit")
 
     @classmethod
-    def from_exact(cls, layer, kind: str = "lightning") -> "NumericAttention":
+    def from_exact(cls, layer, scoring: str = "lightning") -> "NumericAttention":
         return cls(layer.tokens, [_f(h.query) for h in layer.heads], [_f(h.key) for h in layer.heads],
-                   [_f(h.value) for h in layer.heads], [_f(h.out) for h in layer.heads], kind)
+                   [_f(h.value) for h in layer.heads], [_f(h.out) for h in layer.heads], scoring)
 
     activation = None  # a layer of a NumericModel: no pointwise activation after it
 
@@ -92,6 +99,20 @@ class NumericAttention:
         return self.tokens * self.d_out
 
     @property
+    def hidden_label(self) -> str:
+        return f"{self.scoring} attention ({len(self.query)} heads, d_v = {self.value[0].shape[1]}, {self.tokens} tokens)"
+
+    @property
+    def label(self) -> str:
+        return (f"{self.scoring} attention {self.in_dim}->{self.out_dim} ({len(self.query)} heads, "
+                f"d_v = {self.value[0].shape[1]}, {self.tokens} tokens)")
+
+    @property
+    def latent_group_name(self) -> str:
+        """The group of the value spaces inside the layer (the hidden space of its chain)."""
+        return LATENT_GROUP
+
+    @property
     def n_params(self) -> int:
         return sum(m.size for name in ("query", "key", "value", "out") for m in getattr(self, name))
 
@@ -101,12 +122,12 @@ class NumericAttention:
 
     def copy(self) -> "NumericAttention":
         return NumericAttention(self.tokens, [m.copy() for m in self.query], [m.copy() for m in self.key],
-                                [m.copy() for m in self.value], [m.copy() for m in self.out], self.kind)
+                                [m.copy() for m in self.value], [m.copy() for m in self.out], self.scoring)
 
     def heads_layer(self) -> "NumericHeads":
         """The first layer of the chain: the value spaces (see :func:`symeq.models.Model.chain`)."""
         return NumericHeads(self.tokens, [q @ k.T for q, k in zip(self.query, self.key)], list(self.value),
-                            self.kind, self.query[0].shape[1])
+                            self.scoring, self.query[0].shape[1])
 
     def out_stack(self) -> np.ndarray:
         """O stacked over heads (H d_v x d_out)."""
@@ -123,7 +144,7 @@ class NumericAttention:
     def scores(self, X: np.ndarray, h: int) -> np.ndarray:
         A = self.query[h] @ self.key[h].T
         S = np.einsum("ntc,cd,nsd->nts", X, A, X)
-        if self.kind == "softmax":
+        if self.scoring == "softmax":
             S = S / np.sqrt(self.query[h].shape[1])
             S = np.exp(S - S.max(axis=-1, keepdims=True))
             S = S / S.sum(axis=-1, keepdims=True)
@@ -159,43 +180,24 @@ def _assign(cost: np.ndarray) -> list:
 
 
 @dataclass
-class NumericHeads:
+class NumericHeads(HeadsShape):
     """X -> [Y_1 ... Y_H] with Y_h = S_h(X) X V_h (flattened t * H d_v + h d_v + j, as the exact
-    :class:`symeq.attention.HeadsLayer`); S_h the lightning scores X A_h X^T or their softmax."""
+    :class:`symeq.attention.HeadsLayer`); S_h the lightning scores X A_h X^T or their softmax
+    (``scoring``).  Shapes and names come from :class:`symeq.layers.attention.HeadsShape`."""
 
     tokens: int
     scores: list
     values: list
-    kind: str = "lightning"
+    scoring: str = "lightning"
     dk: int = 1
     activation = None
-
-    @property
-    def d(self) -> int:
-        return self.scores[0].shape[0]
-
-    @property
-    def dv(self) -> int:
-        return self.values[0].shape[1]
-
-    @property
-    def heads(self) -> int:
-        return len(self.scores)
-
-    @property
-    def in_dim(self) -> int:
-        return self.tokens * self.d
-
-    @property
-    def out_dim(self) -> int:
-        return self.tokens * self.heads * self.dv
 
     def forward(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=float).reshape(-1, self.tokens, self.d)
         outs = []
         for A, V in zip(self.scores, self.values):
             S = np.einsum("ntc,cd,nsd->nts", X, A, X)
-            if self.kind == "softmax":
+            if self.scoring == "softmax":
                 S = S / np.sqrt(self.dk)
                 S = np.exp(S - S.max(axis=-1, keepdims=True))
                 S = S / S.sum(axis=-1, keepdims=True)
@@ -248,7 +250,7 @@ def match_heads_numeric(layer: NumericHeads, P_in: np.ndarray):
         nh = max(np.linalg.norm(At[h]), 1e-300)
         for k in range(H):
             Ak = layer.scores[k]
-            if layer.kind != "softmax":  # lightning scores are trilinear: a scalar moves into V
+            if layer.scoring != "softmax":  # lightning scores are trilinear: a scalar moves into V
                 lam[h, k] = float(np.sum(At[h] * Ak) / max(np.sum(Ak * Ak), 1e-300))
             cost[h, k] = np.linalg.norm(At[h] - lam[h, k] * Ak) / nh
     perm = _assign(cost)

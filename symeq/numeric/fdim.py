@@ -14,9 +14,21 @@ activation            dim K
 odd (tanh, tanh_k)    0  (signed permutations: finite)
 generic, even, gelu,  0  (permutations: finite)
 sigmoid
-monomial t^d          one nonzero scaling per hidden neuron: sum of hidden widths
+monomial t^d,         one nonzero scaling per hidden neuron: sum of hidden widths
+(t - s)^d
+monomial up to a      one nonzero scaling per hidden neuron (z -> alpha (z - s) + s; the
+constant, t + t^2,    output's constant e (1 - alpha^d) is absorbed by the next bias):
+1 + t^3               sum of hidden widths
 relu                  one positive scaling per hidden neuron: sum of hidden widths
 ====================  ===============================================================
+
+The parameter space here always has biases (a float layer without a bias gets zeros, which are
+parameters of the Jacobian), so dim K is that of the latent groups *with* biases: the absorbed-
+constant rule of docs/theory.md, as in the exact fibre (:mod:`symeq.fibre.ideal` gauge-fixes one
+entry of each neuron that ``Activation.continuous(bias=True)`` makes continuous, and
+:mod:`symeq.fibre.orbit` compares the gauge-fixed fibre with the orbit).  The classes and
+their tangent directions are read off :class:`~symeq.numeric.models.Scalings`, itself read off the
+exact activation.
 
 For a polynomial network the image lies in the space of polynomial maps of degree <= D, so the
 expected rank is also at most ``n_out * binom(n_0 + D, D)`` (the neurovariety is then *filling*:

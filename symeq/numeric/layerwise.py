@@ -20,11 +20,11 @@ Two views of the same question, "does G act on every hidden layer, through K_i?"
    case and keeps width 4096 fast), and rho_i(g)[j, k] = q(alpha_j).  Cloned neurons (rows equal
    up to K_i within the tolerance, looked for only where a margin shows a tie and the plain
    matching fails) make the assignment ambiguous: they are resolved by their outgoing weights,
-   from the last layer down (:class:`_NumericTies`, the twin of the exact path's
-   ``_TieSearch``); only rows that tie as multisets, with columns that cannot tell them apart,
-   are searched, within ``max_tie_variants`` nodes, and running out is ``undetermined``.  The
-   last layer is checked
-   by |W_L rho_{L-1} - rho_out W_L| / |W_L| and the same for b_L.  What is reported is residuals
+   from the last layer down (:class:`symeq.walk.TieWalk`, the same walk as the exact path's,
+   over the float row matcher :class:`_FloatMatcher`); only rows that tie as multisets, with
+   columns that cannot tell them apart, are searched, within ``max_tie_variants`` nodes, and
+   running out is ``undetermined``.  The last layer is checked by
+   |W_L rho_{L-1} - rho_out W_L| / |W_L| and the same for b_L.  What is reported is residuals
    and the *margin* (second-best cost minus best cost, smallest over neurons): a match is only as
    trustworthy as its margin is large compared with the residual.  Nothing is called "verified".
 
@@ -58,8 +58,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from .attention import NumericHeads, match_heads_numeric
+from .attention import match_heads_numeric
 from .models import NumericGroup, NumericModel, Scalings, _as_group
+from ..walk import ChainWalk, TieWalk, cayley_homomorphism
 from .monomial import MonomialAction, as_action, left_multiply, right_multiply
 
 __all__ = [
@@ -303,32 +304,74 @@ def _latent_action(act, pi: np.ndarray, alpha: np.ndarray) -> MonomialAction:
     return MonomialAction(pi, act.scalings.q(alpha), act.scalings.offset(alpha) if act.scalings.affine else None)
 
 
-def _heads_chain(layer: NumericHeads, prev, rest):
-    """One step of the walk on an attention heads layer: match the heads, then walk on."""
-    rho, rel, margin, why = match_heads_numeric(layer, prev.to_dense() if isinstance(prev, MonomialAction) else prev)
-    if why:  # the input action is not of the form the heads layer allows: a question not posed
-        raise InputError(f"attention heads: {why}")
-    worst, chain, res = rest(as_action(rho))
-    how = f"{layer.heads} heads matched by linear assignment on their score matrices, values by least squares"
-    return max(worst, float(rel.max())), [as_action(rho)] + chain, \
-        [(float(rel.max()), float(np.median(rel)), margin, how)] + res
+class _FloatRows:
+    """The float row matcher of the chain walk (:class:`symeq.walk.ChainWalk`).
 
+    Each step matches the rows of [W_i rho_{i-1}(g) | b_i + W_i c_{i-1}(g) - s] to theta's by
+    linear assignment (:func:`_match_layer`) and records (max residual, median residual, margin,
+    method); attention heads are matched by :func:`symeq.numeric.attention.match_heads_numeric`.
+    ``close`` adds the last layer's residual: the result is (worst residual, chain, records).
+    """
 
-def _tie_groups(V: np.ndarray, act, tol: float) -> list[np.ndarray]:
-    """Groups of rows of V equal up to an admissible scaling (cloned neurons), of size >= 2."""
-    n = V.shape[0]
-    if n < 2:
-        return []
-    vn = np.sqrt(np.maximum(np.einsum("ij,ij->i", V, V), 1e-300))
-    close = _row_distances(V, V, act) <= tol * vn[:, None]
-    close = close & close.T
-    seen, groups = np.zeros(n, bool), []
-    for j in np.flatnonzero(close.sum(axis=1) > 1):
-        if not seen[j]:
-            grp = np.flatnonzero(close[j])
-            seen[grp] = True
-            groups.append(grp)
-    return groups
+    def __init__(self, model: NumericModel):
+        self.model = model
+        self.hidden = model.depth - 1
+        # theta's shifted rows do not depend on g: build them once
+        self.V = [None if l.kind == "heads" else np.hstack([l.weight, (l.bias - l.activation.shift)[:, None]])
+                  for l in model.layers[:-1]]
+
+    def tick(self) -> None:
+        pass  # one node per layer: the float chain never branches
+
+    def start(self, A):
+        return as_action(A)
+
+    def step(self, i: int, prev) -> list:
+        layer = self.model.layers[i]
+        if layer.kind == "heads":
+            rho, rel, margin, why = match_heads_numeric(layer, prev.to_dense() if isinstance(prev, MonomialAction)
+                                                        else prev)
+            if why:  # the input action is not of the form the heads layer allows: a question not posed
+                raise InputError(f"attention heads: {why}")
+            how = f"{layer.heads} heads matched by linear assignment on their score matrices, values by least squares"
+            rho = as_action(rho)
+            return [((rho, (float(rel.max()), float(np.median(rel)), margin, how)), rho)]
+        act = layer.activation
+        U = np.hstack([right_multiply(layer.weight, prev), (_input_bias(layer, prev) - act.shift)[:, None]])
+        pi, alpha, rel, margin = _match_layer(U, self.V[i], act)
+        rho = _latent_action(act, pi, alpha)
+        how = f"{act.latent_group}, linear assignment"
+        return [((rho, (float(rel.max()), float(np.median(rel)), margin, how)), rho)]
+
+    def close(self, prev, B, acc: list) -> tuple:
+        res = [r for _, r in acc]
+        return max([self.last_residual(prev, B)] + [r[0] for r in res]), [a for a, _ in acc], res
+
+    def last_residual(self, prev, B) -> float:
+        """|W_L rho_{L-1} - rho_out W_L| / |W_L| and the same for b_L: the last-layer check, in floats."""
+        last = self.model.layers[-1]
+        Bm = as_action(B)
+        lhs = right_multiply(last.weight, prev)
+        rhs = left_multiply(Bm, last.weight)
+        rb = left_multiply(Bm, last.bias[:, None])[:, 0]
+        scale = max(np.linalg.norm(last.weight), 1e-300)
+        res_w = np.linalg.norm(lhs - rhs) / scale
+        res_b = np.linalg.norm(_input_bias(last, prev) - rb) / max(np.linalg.norm(last.bias), scale)
+        return float(max(res_w, res_b))
+
+    def evaluate(self, A, pis, margins, B, how) -> tuple:
+        """(worst residual, chain, layer records) of given permutations per hidden layer (a tie walk result)."""
+        prev, chain, res, worst = as_action(A), [], [], 0.0
+        for i, pi in enumerate(pis):
+            act = self.model.layers[i].activation
+            U = np.hstack([right_multiply(self.model.layers[i].weight, prev),
+                           (_input_bias(self.model.layers[i], prev) - act.shift)[:, None]])
+            alpha, rel = _fit(U, self.V[i], pi, act)
+            prev = _latent_action(act, pi, alpha)
+            chain.append(prev)
+            res.append((float(rel.max()), float(np.median(rel)), margins[i], f"{act.latent_group}, {how}"))
+            worst = max(worst, float(rel.max()))
+        return max(worst, self.last_residual(prev, B)), chain, res
 
 
 def _deviation(x, y) -> float:
@@ -345,48 +388,26 @@ def _deviation(x, y) -> float:
 def _homomorphism_error(group: NumericGroup, chains: list) -> tuple[float, int]:
     """Max deviation of g -> (rho_i(g))_i from respecting the relations of G.
 
-    BFS over words on the input matrices; two words reaching the same input element must give
-    the same latent actions (compared entrywise with their offsets, a permutation mismatch counts
-    as 1; dense actions, e.g. on attention value spaces, entrywise).
+    The walk's Cayley search (:func:`symeq.walk.cayley_homomorphism`) over words on the input
+    matrices; two words reaching the same input element must give the same latent actions
+    (compared entrywise with their offsets, a permutation mismatch counts as 1; dense actions,
+    e.g. on attention value spaces, entrywise).  Past ``group.max_order`` elements: infinity.
     """
-    gens = [as_action(a) for a, _ in group.generators]
-    first = gens[0]
 
     def identity(a):
         return MonomialAction.identity(a.n) if isinstance(a, MonomialAction) else np.eye(a.shape[0])
-
-    ident = identity(first)
-    L = len(chains[0])
-    start = (ident, [identity(a) for a in chains[0]])
 
     def key(m):
         if isinstance(m, MonomialAction):
             return m.cols.tobytes() + np.round(m.vals, 6).tobytes()
         return NumericGroup._key(m, 1e-9)
 
-    seen = {key(start[0]): start[1]}
-    frontier = [start]
-    worst = 0.0
-    while frontier:
-        nxt = []
-        for m, lat in frontier:
-            for gi, a in enumerate(gens):
-                m2 = m @ a
-                lat2 = [lat[i] @ chains[gi][i] for i in range(L)]
-                k = key(m2)
-                if k in seen:
-                    for x, y in zip(seen[k], lat2):
-                        worst = max(worst, _deviation(x, y))
-                else:
-                    seen[k] = lat2
-                    nxt.append((m2, lat2))
-                    if len(seen) > group.max_order:
-                        return float("inf"), len(seen)
-        frontier = nxt
-    return worst, len(seen)
+    r = cayley_homomorphism([as_action(a) for a, _ in group.generators], chains, compose=lambda a, b: a @ b,
+                            identity=identity, key=key, deviation=_deviation, max_order=group.max_order)
+    return (float("inf") if r.too_large else float(r.worst)), r.order
 
 
-# -- tied neurons: forward relaxation, backward resolution (the twin of symeq.layerwise._TieSearch)
+# -- tied neurons: the float row matcher of the one walk (symeq.walk)
 
 def _dist_one(U: np.ndarray, V: np.ndarray) -> np.ndarray:
     """|u_j - v_k| for all pairs of rows."""
@@ -454,49 +475,31 @@ def _clusters(C: np.ndarray, tol: float) -> list[np.ndarray]:
     return out
 
 
-def _multiset_orders(sizes: list, n: int):
-    """Every sequence of n type indices using type t exactly sizes[t] times."""
-    left, seq = list(sizes), []
-
-    def rec():
-        if len(seq) == n:
-            yield tuple(seq)
-            return
-        for t in range(len(left)):
-            if left[t]:
-                left[t] -= 1
-                seq.append(t)
-                yield from rec()
-                seq.pop()
-                left[t] += 1
-
-    yield from rec()
-
-
-class _NumericTies:
-    """Float twin of :class:`symeq.layerwise._TieSearch` for a dense chain: polynomial in the widths.
+class _FloatMatcher:
+    """The float row matcher of the one walk (:class:`symeq.walk.TieWalk`) for a dense chain.
 
     Forward: rows are matched by linear assignment on rows made invariant under permutations
     inside the tie groups of the layer before (entries sorted per group, after multiplying out
-    the admissible scales), which fixes each neuron's tie group and scale.  Backward: rho_out(g)
-    is known, so inside each tie group of the last hidden layer the targets are assigned by
-    linear assignment on the outgoing columns (W_L rho_{L-1} = rho_out W_L); then the layer
-    below.  Interchangeable neurons (rows and columns equal within ``tol``) are paired in
-    increasing order, which keeps g -> rho(g) a homomorphism.  Rows that agree only as
-    multisets, with columns that cannot tell them apart, are choices, searched within
-    ``max_nodes``.  :meth:`run` yields the permutations per hidden layer, best guess first.
+    the admissible scales), which fixes each neuron's tie group and scale.  Backward
+    (:meth:`pair`): inside each tie group the targets are assigned by linear assignment on the
+    outgoing columns (W_{i+1} rho_i = rho_{i+1} W_{i+1}); interchangeable neurons (rows and
+    columns equal within ``tol``) are paired in increasing order, which keeps g -> rho(g) a
+    homomorphism; rows that agree only as multisets, with columns that cannot tell them apart,
+    are the walk's real choices.  The walk yields the permutations per hidden layer, best guess
+    first.
     """
 
-    def __init__(self, model, tol: float, max_nodes: int):
-        self.model, self.tol, self.max_nodes = model, tol, max_nodes
+    def __init__(self, model, tol: float):
+        self.model, self.tol = model, tol
         self.L = model.depth
+        self.hidden = self.L - 1
         self.acts = [l.activation for l in model.layers[:-1]]
         self.W = [l.weight for l in model.layers]
         self.btil = []  # centred biases b + c0 W 1 (c0 = sigma(s) where sign flips are affine)
         for li, l in enumerate(model.layers):
             c0 = self.acts[li - 1].scalings.constant if li > 0 else 0.0
             self.btil.append(l.bias + c0 * l.weight.sum(axis=1) if c0 else l.bias)
-        self.nodes, self.capped, self.choices = 0, False, 0
+        self.choices = 0
         self.theta = []  # per hidden layer: invariant rows, tie groups, scales
         groups, qv = [], None
         for li in range(self.L - 1):
@@ -519,9 +522,12 @@ class _NumericTies:
     def tie_groups(self) -> int:
         return sum(len(t[1]) for t in self.theta)
 
-    def run(self, A, B):
-        """Yield candidate permutations (one array per hidden layer) for the generator (A, B)."""
-        self.nodes, self.capped, self.choices = 0, False, 0
+    def tick(self) -> None:
+        pass  # the float walk is bounded by its node budget alone
+
+    def forward(self, A) -> list:
+        """Step 1 of the walk: each neuron's tie group and scale, by linear assignment."""
+        self.choices = 0
         fwd = []
         prev_pi, prev_qu = None, None
         for li in range(self.L - 1):
@@ -541,17 +547,16 @@ class _NumericTies:
             iota_u = np.array([_fit_scale(FUp[m], FUm[m], FV[pi[m]], cls) for m in range(len(pi))]) * iota_v[pi]
             fwd.append((pi, iota_u))
             prev_pi, prev_qu = pi, self.acts[li].scalings.q(iota_u)
-        Y = left_multiply(as_action(B), self.W[-1])
-        yield from self._back(self.L - 2, Y, fwd, [None] * (self.L - 1))
+        return fwd
 
-    def _back(self, li, Y, fwd, acc):
-        self.nodes += 1
-        if self.nodes > self.max_nodes:
-            self.capped = True
-            return
-        if li < 0:
-            yield list(acc)
-            return
+    def top(self, B, fwd) -> np.ndarray:
+        return left_multiply(as_action(B), self.W[-1])
+
+    def result(self, acc: list) -> list:
+        return list(acc)
+
+    def pair(self, li: int, Y, fwd):
+        """Step 2 on hidden layer li: targets inside each tie group by assignment on outgoing columns."""
         FV, tie, iota_v = self.theta[li]
         pi0, iota_u = fwd[li]
         act = self.acts[li]
@@ -572,38 +577,29 @@ class _NumericTies:
                 if len(rows) == 1:  # assignment is a bijection onto grp: len(mine) == len(ks)
                     pi[mine] = ks
                 else:
-                    choices.append((mine, [ks[r] for r in rows]))
+                    choices.append((list(mine), [list(ks[r]) for r in rows]))
         self.choices += len(choices)
-        yield from self._choose(li, choices, 0, pi, fwd, acc, iota_u, iota_v)
+        return pi, choices
 
-    def _choose(self, li, choices, t, pi, fwd, acc, iota_u, iota_v):
-        if t == len(choices):
-            act = self.acts[li]
-            alpha = act.scalings.snap(iota_u / iota_v[pi])
-            acc = list(acc)
-            acc[li] = pi
-            Y = None if li == 0 else alpha[:, None] * self.W[li][pi]
-            yield from self._back(li - 1, Y, fwd, acc)
-            return
-        mine, types = choices[t]
-        for order in _multiset_orders([len(ty) for ty in types], len(mine)):
-            self.nodes += 1
-            if self.nodes > self.max_nodes:
-                self.capped = True
-                return
-            alt = pi.copy()
-            used = [0] * len(types)
-            for m, ti in zip(mine, order):
-                alt[m] = types[ti][used[ti]]
-                used[ti] += 1
-            yield from self._choose(li, choices, t + 1, alt, fwd, acc, iota_u, iota_v)
-            if self.capped:
-                return
+    def descend(self, li: int, pi, picks: list, fwd):
+        """The permutation of hidden layer li, and theta's rows below in theta^g's order."""
+        if picks:
+            pi = pi.copy()
+            for m, k in picks:
+                pi[m] = k
+        _, iota_u = fwd[li]
+        iota_v = self.theta[li][2]
+        alpha = self.acts[li].scalings.snap(iota_u / iota_v[pi])
+        return pi, (None if li == 0 else alpha[:, None] * self.W[li][pi])
 
 
 def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float = DEFAULT_TOL,
                                   check_homomorphism: bool = True, max_tie_variants: int = 720) -> NumericDerivation:
     """Derive rho_i(g) in K_i for every hidden layer and generator of a float model.
+
+    The walk is the exact path's (:mod:`symeq.walk`) over float row matchers: the chain walk with
+    :class:`_FloatRows` (linear assignment, residuals, margins) first; where a small margin shows
+    tied neurons and the chain misses the tolerance, the tie walk with :class:`_FloatMatcher`.
 
     Parameters
     ----------
@@ -612,8 +608,8 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
     tol : relative residual up to which a layer counts as equivariant through K_i
     max_tie_variants : node budget for tied neurons.  Cloned neurons (rows of a layer equal up
         to K_i within ``tol``) make the linear assignment ambiguous; they are resolved by their
-        outgoing weights from the last layer down (:class:`_NumericTies`, polynomial in the
-        widths), and only rows that agree as multisets but not as vectors, with columns that
+        outgoing weights from the last layer down (:class:`symeq.walk.TieWalk`, polynomial in
+        the widths), and only rows that agree as multisets but not as vectors, with columns that
         cannot tell them apart, are searched, within this many nodes.  A search that runs out
         is reported as ``undetermined`` (never as "not within tolerance").
 
@@ -634,71 +630,29 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
     model = model.chain()  # attention: heads (value spaces) + merged output projection
     residuals, chains = [], []
     L = model.depth
-    # theta's shifted rows do not depend on g: build them once
-    V = []
-    for l in model.layers[:-1]:
-        V.append(None if isinstance(l, NumericHeads) else np.hstack([l.weight, (l.bias - l.activation.shift)[:, None]]))
-    def last_residual(prev, B):
-        last = model.layers[-1]
-        Bm = as_action(B)
-        lhs = right_multiply(last.weight, prev)
-        rhs = left_multiply(Bm, last.weight)
-        rb = left_multiply(Bm, last.bias[:, None])[:, 0]
-        scale = max(np.linalg.norm(last.weight), 1e-300)
-        res_w = np.linalg.norm(lhs - rhs) / scale
-        res_b = np.linalg.norm(_input_bias(last, prev) - rb) / max(np.linalg.norm(last.bias), scale)
-        return float(max(res_w, res_b))
-
-    def best_chain(i, prev, B):
-        """(worst residual, chain, layer residuals) from layer i on, trying tie variants depth first."""
-        if i == L - 1:
-            return last_residual(prev, B), [], []
-        layer = model.layers[i]
-        if isinstance(layer, NumericHeads):
-            return _heads_chain(layer, prev, lambda rho: best_chain(i + 1, rho, B))
-        act = layer.activation
-        U = np.hstack([right_multiply(layer.weight, prev), (_input_bias(layer, prev) - act.shift)[:, None]])
-        pi, alpha, rel, margin = _match_layer(U, V[i], act)
-        rho = _latent_action(act, pi, alpha)
-        worst, chain, res = best_chain(i + 1, rho, B)
-        how = f"{act.latent_group}, linear assignment"
-        return max(worst, float(rel.max())), [rho] + chain, \
-            [(float(rel.max()), float(np.median(rel)), margin, how)] + res
-
-    def evaluate(A, pis, margins, B, how):
-        """(worst residual, chain, layer residuals) of given permutations per hidden layer."""
-        prev, chain, res, worst = as_action(A), [], [], 0.0
-        for i, pi in enumerate(pis):
-            layer = model.layers[i]
-            act = layer.activation
-            U = np.hstack([right_multiply(layer.weight, prev), (_input_bias(layer, prev) - act.shift)[:, None]])
-            alpha, rel = _fit(U, V[i], pi, act)
-            prev = _latent_action(act, pi, alpha)
-            chain.append(prev)
-            res.append((float(rel.max()), float(np.median(rel)), margins[i], f"{act.latent_group}, {how}"))
-            worst = max(worst, float(rel.max()))
-        return max(worst, last_residual(prev, B)), chain, res
-
+    rows = _FloatRows(model)
+    chain_walk = ChainWalk(rows, max_nodes=L)  # one node per layer: it never branches
     ties = None
     undetermined = []
     tie_notes = []
 
     for gi, (A, B) in enumerate(group.generators):
         name = group.names[gi]
-        worst, chain, res = best_chain(0, as_action(A), B)
+        ((worst, chain, res),) = list(chain_walk.run(A, B))
         if worst > tol and any(r[2] is not None and r[2] <= 10 * tol for r in res) and \
-                not any(isinstance(l, NumericHeads) for l in model.layers):
+                not any(l.kind == "heads" for l in model.layers):
             # (near) tied neurons: resolve them by their outgoing weights instead
             if ties is None:
-                ties = _NumericTies(model, tol, max_tie_variants)
+                matcher = _FloatMatcher(model, tol)
+                ties = TieWalk(matcher, max_tie_variants)
             margins = [r[2] for r in res]
             best = None
             tried = 0
             for pis in ties.run(A, B):
                 tried += 1
-                how = (f"tie groups resolved by outgoing weights ({ties.tie_groups} groups, "
+                how = (f"tie groups resolved by outgoing weights ({matcher.tie_groups} groups, "
                        f"{tried} candidate(s) evaluated)")
-                cand = evaluate(A, pis, margins, B, how)
+                cand = rows.evaluate(A, pis, margins, B, how)
                 if best is None or cand[0] < best[0]:
                     best = cand
                 if best[0] <= tol:
@@ -709,12 +663,12 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
                 undetermined.append(f"generator {name}: the search over tied neurons ran out of its budget of "
                                     f"{max_tie_variants} nodes (max_tie_variants) before a matching within tolerance "
                                     f"was found; best max residual {worst:.3g}")
-            tie_notes.append(f"generator {name}: {ties.tie_groups} tie group(s) resolved by their outgoing weights "
-                             f"({ties.nodes} search nodes, {ties.choices} real choice(s), {tried} candidate(s) "
+            tie_notes.append(f"generator {name}: {matcher.tie_groups} tie group(s) resolved by their outgoing weights "
+                             f"({ties.nodes} search nodes, {matcher.choices} real choice(s), {tried} candidate(s) "
                              "evaluated)")
         for i, (mx, med, margin, how) in enumerate(res):
             residuals.append(LayerResidual(i + 1, name, mx, med, margin, how))
-        r_last = last_residual(chain[-1] if chain else as_action(A), B)
+        r_last = rows.last_residual(chain[-1] if chain else as_action(A), B)
         residuals.append(LayerResidual(L, name, r_last, r_last, None, "|W rho - rho_out W| / |W| and the same for b"))
         chains.append(chain)
     hom, order = (None, None)

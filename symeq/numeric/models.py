@@ -47,12 +47,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
 
 from ..activations import LATENT_GROUPS, relu as _exact_relu
 from ..errors import EngineMissing, InputError, ShapeError
+from ..layers.base import TOKEN_MIXING
 from ..models import LayeredShape
 from .attention import NumericAttention, NumericHeads
 
@@ -440,7 +441,12 @@ def _as_group(group) -> NumericGroup | None:
 
 @dataclass(eq=False)
 class NumericDenseLayer:
-    """x -> sigma(W x + b) with float W (out x in) and b; sigma None means affine."""
+    """x -> sigma(W x + b) with float W (out x in) and b; sigma None means affine.
+
+    A float layer of kind ``"dense"`` (:class:`symeq.layers.base.LayerBase`).
+    """
+
+    kind: ClassVar[str] = "dense"
 
     weight: np.ndarray
     bias: np.ndarray | None = None
@@ -464,6 +470,22 @@ class NumericDenseLayer:
     @property
     def out_dim(self) -> int:
         return self.weight.shape[0]
+
+    @property
+    def hidden_label(self) -> str:
+        if self.activation is None:
+            return "affine"
+        spec = self.activation.spec
+        arg = spec.get("order", spec.get("degree"))
+        return spec.get("type", self.activation.name) + (f"({arg})" if arg is not None else "")
+
+    @property
+    def label(self) -> str:
+        return f"dense {self.in_dim}->{self.out_dim} {self.hidden_label}"
+
+    @property
+    def latent_group_name(self) -> str | None:
+        return None if self.activation is None else self.activation.latent_group
 
     def pre_activation(self, X: np.ndarray) -> np.ndarray:
         return X @ self.weight.T + self.bias
@@ -496,11 +518,11 @@ class NumericModel(LayeredShape):
 
     def __post_init__(self):
         def attention(i, layer, last) -> bool:
-            if not isinstance(layer, (NumericAttention, NumericHeads)):
+            if layer.kind not in TOKEN_MIXING:
                 return False
             if i != 1:
                 raise InputError(f"layer {i}: an attention layer must be the first layer")
-            if isinstance(layer, NumericHeads) and last:
+            if layer.kind == "heads" and last:
                 raise InputError("a heads layer needs an output layer after it")
             return True
 
@@ -511,7 +533,7 @@ class NumericModel(LayeredShape):
 
     @property
     def has_attention(self) -> bool:
-        return isinstance(self.layers[0], (NumericAttention, NumericHeads))
+        return self.layers[0].kind in TOKEN_MIXING
 
     @property
     def n_params(self) -> int:
@@ -616,8 +638,8 @@ class NumericModel(LayeredShape):
         return seq.to(device) if device is not None else seq
 
     def __repr__(self) -> str:
-        acts = ", ".join(f"{l.kind} attention" if isinstance(l, NumericAttention) else
-                         "heads" if isinstance(l, NumericHeads) else l.activation.spec.get("type", l.activation.name)
+        acts = ", ".join(f"{l.scoring} attention" if isinstance(l, NumericAttention) else
+                         "heads" if l.kind == "heads" else l.activation.spec.get("type", l.activation.name)
                          for l in self.layers[:-1])
         return f"NumericModel({self.name!r}, widths {self.widths}, activations [{acts}])"
 
@@ -637,16 +659,15 @@ def from_exact(model, group=...) -> NumericModel:
     """
     layers = []
     for l in model.layers:
-        kind = getattr(l, "kind", "dense")
-        if kind == "attention":
+        if l.kind == "attention":
             layers.append(NumericAttention.from_exact(l))
-        elif kind == "heads":
+        elif l.kind == "heads":
             layers.append(NumericHeads(l.tokens, [to_float_matrix(a) for a in l.scores],
                                        [to_float_matrix(v) for v in l.values]))
         else:
             layers.append(NumericDenseLayer(to_float_matrix(l.weight), np.array([_fq(b) for b in l.bias]),
                                             None if l.activation is None else activation_from_exact(l.activation),
-                                            getattr(l, "tokens", None)))
+                                            l.tokens))
     g = model.group if group is ... else group
     return NumericModel(model.input_dim, layers, None if g is None else _as_group(g), model.name, {})
 

@@ -1,0 +1,261 @@
+"""Identifiability of networks with two or three hidden layers: the Jacobian-factor certificate.
+
+:mod:`symeq.fibre.tensor` decides one hidden layer by Kruskal's theorem.  For deeper networks the
+block-by-block route is unsound as it stands: f = G o h = G' o h' relates neither h' to h nor G' to G,
+and the image of the lower layers need not be Zariski-dense.  This module proves identifiability
+for one class of deep networks by a different argument (docs/identifiability.md, "Deep networks"),
+which never assumes h' = h:
+
+**Theorem.**  Let f(x) = W_3 s_2(W_2 s_1(W_1 x + b_1) + b_2) + b_3 with s_i(t) = c_i (t - e_i)^(r_i),
+r_i >= 2, widths (n_0, n, n, n_3) with n_0 >= n <= n_3, and either no biases at all (then e_i = 0 and
+the fibre is taken among bias-free parameters) or biases (any e_i).  Write beta_j = b_2j - e_2.  If
+rank W_1 = rank W_2 = rank W_3 = n and every row j of W_2 has at least three nonzero entries, or two
+with beta_j != 0, or one with beta_j = 0, then every theta' with the same function is k . theta for
+exactly one k in K = K_1 x K_2 (monomial matrices): theta is identifiable, and the fibre is the
+orbit, a torus of dimension 2n times (n!)^2 permutations.
+
+*Proof sketch.*  (1) By the chain rule and Cauchy-Binet, the gcd of the n x n minors of the Jacobian
+of f is, up to a constant, prod_j l_j^(r_1 - 1) prod_j g_j^(r_2 - 1) (l_j = w_j . x + b_1j - e_1 the
+first pre-activations around the centre, g_j = second ones minus e_2); the same holds for any
+theta' with the same f, and forces W'_1, W'_2, W'_3 to have rank n.  (2) In affine coordinates z
+with z_j = l_j, g_j = c_1 sum_i (W_2)_ji z_i^(r_1) + beta_j: with one term and beta_j = 0 its only
+degree-1 factor is a z_i; with three terms, or two and beta_j != 0, its homogenisation is a smooth
+Fermat form in >= 3 variables, hence irreducible, with no degree-1 factor.  By unique
+factorisation the degree-1 factors of the gcd are exactly the n forms l_j, and those of theta' are
+n pairwise non-proportional ones among them: (W'_1, b'_1 - e_1) = P D (W_1, b_1 - e_1).  (3) Then
+s_1(W'_1 x + b'_1) = P D^(r_1) s_1(W_1 x + b_1), which is onto C^n, so the one-hidden-layer nets
+agree as polynomial maps; the same factor argument pins (W'_2, b'_2) and then (W'_3, b'_3).  (4)
+Rows of W_1, W_2 are nonzero and pairwise non-proportional, so k is unique (and real when theta' is).
+
+**Three hidden layers** (no biases, widths (n_0, n, n, n, n_4)): the same holds if every weight
+matrix has rank n, every row of W_2 and of W_3 has one or at least three nonzero entries, and for
+every row j of W_3 with at least three, r_1^(|V_j| - 2) != r_2, where V_j is the set of columns of
+W_2 that the rows selected by row j reach.  Step (2) then also needs the linear factors of the third
+pre-activations h_j(z) = G_j(z_1^(r_1), ..., z_n^(r_1)): if a linear form a with s >= 2 variables
+divided h_j, so would every a(zeta z) (zeta_i^(r_1) = 1, h_j is invariant), and their product, the
+norm N_a(z) = N~_a(z^(r_1)) of degree r_1^(s-2) in y = z^(r_1), would divide G_j as a polynomial in y.
+G_j = sum_i (W_3)_ji c (W_2 y)_i^(r_2) is a diagonal form in W_2 y, irreducible for >= 3 terms, so
+N~_a = const G_j: same variables (s = |V_j|) and same degree (r_1^(s-2) = r_2), excluded.  One term:
+G_j = c (W_2 y)_i^(r_2), whose linear factors are those of a second pre-activation.  After step (3)
+the remaining network has two hidden layers.
+
+Everything is exact: three full-rank certificates (an n x n minor nonzero modulo a prime proves it
+nonzero over Q), a count of zeros in the rows of W_2 and the centred biases beta_j.  Two entries in a
+bias-free row of W_2 (every bias-free (2, 2, 2, .) network with a full W_2), activations other than
+c (t - e)^r (tanh/sigmoid series, t + t^2, ...), unequal hidden widths, n_0 < n, n_3 < n, three
+hidden layers with biases and four or more hidden layers are *not applicable*: the reason says which hypothesis failed, and
+:func:`symeq.fibre.tensor.decide` falls back to Gröbner bases.
+
+The theorem is proved in this project (the proof in full: docs/identifiability.md).  It is related
+to, but does not rely on, the localisation principle of Usevich, Borsoi, Dérand & Clausel,
+*Identifiability of deep polynomial neural networks* (arXiv 2506.17093, NeurIPS 2025), which is a
+statement about generic parameters.
+
+Examples
+--------
+>>> from symeq.models import Model, DenseLayer
+>>> from symeq.activations import monomial
+>>> W1 = [[1, 2, -1], [2, -1, 1], [1, 1, 3]]
+>>> W2 = [[1, -2, 1], [2, 1, -1], [-1, 1, 2]]
+>>> m = Model(3, [DenseLayer(W1, [0, 0, 0], monomial(2)), DenseLayer(W2, [0, 0, 0], monomial(2)),
+...               DenseLayer([[1, 1, -2], [2, -1, 1]], [0, 0], None)])
+>>> deep_decision(m)[0]          # n_3 = 2 < n = 3 outputs
+'not-applicable'
+"""
+
+from __future__ import annotations
+
+import math
+
+from flint import fmpq, fmpq_mat, nmod_mat
+
+from ..budget import Deadline
+from ..numbers import mat_rows
+from .ideal import _resolve_bias
+
+__all__ = ["METHOD", "deep_decision", "MAX_WIDTH", "MAX_ENTRIES"]
+
+#: the ``method`` of the certificate (inside ``symeq-identifiability/1``), checked by :mod:`symeq.check`
+METHOD = "jacobian-factors"
+#: size guards, checked before any work starts
+MAX_WIDTH = 1024
+MAX_ENTRIES = 4_000_000
+#: primes for modular ranks: full rank modulo p proves full rank over Q (never the converse)
+_PRIMES = (2305843009213693951, 4611686018427387847)
+_WHERE = "docs/identifiability.md, 'Deep networks'"
+#: exact (non-modular) rank only below this many entries: a rank deficient modulo two 61-bit primes
+#: is almost always deficient over Q too, and a large exact elimination could outlive the budget
+_EXACT_ENTRIES = 40_000
+
+
+def _integral_rows(rows):
+    """Rows scaled to integers (a nonzero row scaling keeps every minor's zeroness)."""
+    out = []
+    for r in rows:
+        den = 1
+        for x in r:
+            q = int(fmpq(x).q)
+            den = den * q // math.gcd(den, q)
+        out.append([int(fmpq(x).p) * (den // int(fmpq(x).q)) for x in r])
+    return out
+
+
+def _independent_columns(rows, k: int, deadline):
+    """k columns of the integer matrix ``rows`` (k rows) with a nonzero k x k minor, or None.
+
+    Found modulo a prime (a nonzero minor modulo p is nonzero over Q), else, for small matrices
+    only (flint's exact elimination cannot be interrupted), by exact elimination over Q."""
+    ncols = len(rows[0]) if rows else 0
+    if k == 0 or ncols < k:
+        return None
+    for p in _PRIMES:
+        deadline.check("computing a modular rank")
+        E, rank = nmod_mat(k, ncols, [x % p for r in rows for x in r], p).rref()
+        if rank == k:
+            return [next(c for c in range(ncols) if int(E[i, c]) != 0) for i in range(k)]
+    if k * ncols > _EXACT_ENTRIES:
+        return None
+    deadline.check("computing an exact rank")
+    E, rank = fmpq_mat(k, ncols, [x for r in rows for x in r]).rref()
+    if rank == k:
+        return [next(c for c in range(ncols) if E[i, c] != 0) for i in range(k)]
+    return None
+
+
+def _monomial_exponent(act, bias: bool):
+    """r when ``act`` is c (t - s)^r with r >= 2 (s = 0 unless the model has biases, which absorb it),
+    else None."""
+    if act is None or not act.is_polynomial or act.degree < 2 or act.symmetry != "monomial":
+        return None
+    if not bias and (act.shift != 0 or any(c != 0 for c in act.coeffs[:-1])):
+        return None
+    return act.degree
+
+
+def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool = True, fmt: str = ""):
+    """The Jacobian-factor decision for a dense model with two or more hidden layers.
+
+    Parameters
+    ----------
+    model : :class:`~symeq.models.Model` with dense layers only (checked by the caller)
+    deadline : :class:`~symeq.budget.Deadline`; past it :class:`~symeq.errors.BudgetExceeded` is raised
+    certificate : build the certificate
+    fmt : the certificate's ``format`` (``symeq-identifiability/1``, given by :mod:`symeq.fibre.tensor`)
+
+    Returns
+    -------
+    (status, reason, condition, fields)
+        status "identifiable" or "not-applicable" (never "not-identifiable": a failed hypothesis
+        says nothing about identifiability); ``fields`` are the remaining
+        :class:`~symeq.fibre.tensor.TensorDecision` attributes (orbit dimension, certificate).
+
+    Examples
+    --------
+    Four hidden layers are beyond the theorem:
+
+    >>> from symeq.models import Model, DenseLayer
+    >>> from symeq.activations import monomial
+    >>> I = [[1, 0], [0, 1]]
+    >>> m = Model(2, [DenseLayer(I, [0, 0], monomial(2)) for _ in range(4)] + [DenseLayer(I, [0, 0], None)])
+    >>> status, reason, condition, _ = deep_decision(m)
+    >>> status, condition
+    ('not-applicable', 'two or three hidden layers')
+    """
+    deadline = deadline or Deadline(None)
+    layers = model.layers
+    hidden = len(layers) - 1
+
+    def na(cond, reason):
+        return "not-applicable", reason + f" ({_WHERE}); use Gröbner bases", cond, {}
+
+    if hidden not in (2, 3):
+        return na("two or three hidden layers", f"{hidden} hidden layers: symeq certifies deep networks with two "
+                  "hidden layers (with or without biases) or three (bias-free); with more, the linear factors of "
+                  "the deeper pre-activations are not certified")
+    bias = _resolve_bias(model, "auto")
+    h = f"{hidden} hidden layers"
+    if hidden == 3 and bias:
+        return na("three hidden layers: no biases", f"{h} with biases: the certificate covers three hidden layers "
+                  "only without biases (the norm argument for the third layer needs homogeneous forms)")
+    exps = []
+    for i in range(hidden):
+        r = _monomial_exponent(layers[i].activation, bias)
+        if r is None:
+            return na("monomial activations", f"{h}; hidden layer {i + 1} has activation "
+                      f"{layers[i].activation!r}, not a monomial c t^r with r >= 2 ({'or c (t - s)^r ' if bias else ''}"
+                      "the certificate needs s(d t) = d^r s(t) and s' = c r t^(r-1); tanh/sigmoid series and other "
+                      "polynomials are not covered)")
+        exps.append(r)
+    ws = list(model.widths)
+    n, n0, nL = ws[1], ws[0], ws[-1]
+    if any(w != n for w in ws[1:-1]) or n0 < n or nL < n:
+        return na("widths (n0, n, ..., n, nL), n0 >= n <= nL", f"{h} of widths {ws}: the certificate needs equal "
+                  "hidden widths n and at least n inputs and n outputs (otherwise the Jacobian has rank < n or its "
+                  "minors are sums, not products)")
+    if n > MAX_WIDTH or n * (n0 + (hidden - 1) * n + nL) > MAX_ENTRIES:
+        return na("size guard", f"{h} of width {n}: beyond the size guard ({MAX_WIDTH} neurons, {MAX_ENTRIES} weights)")
+    Ws = [mat_rows(l.weight) for l in layers]
+    # zero patterns first: they are free, and they name the hypothesis users most often miss.
+    # beta_j = b_2j - s_2 is the constant of neuron j's pre-activation around the activation's centre
+    s2 = layers[1].activation.shift if bias else fmpq(0)
+    betas = [fmpq(b) - s2 for b in layers[1].bias] if bias else [fmpq(0)] * n
+    supports = {k: [sum(1 for x in row if x != 0) for row in Ws[k - 1]] for k in range(2, hidden + 1)}
+    for k, sup in supports.items():
+        for j, s in enumerate(sup):
+            beta = betas[j] if k == 2 else fmpq(0)
+            if s == 0:
+                return na("hidden weights of rank n", f"{h}; row {j} of W_{k} is zero (an inactive neuron in hidden "
+                          f"layer {k}; submodels remove it)")
+            if s == 2 and beta == 0:
+                return na(f"rows of W_{k}: 1 or >= 3 nonzero entries" + (" (2 with a bias off the centre)" if bias
+                                                                        else ""),
+                          f"{h}; row {j} of W_{k} has exactly two nonzero entries"
+                          f"{' and its bias is the centre of the activation' if bias else ''}, so its pre-activation "
+                          f"u z_a^r + v z_b^r splits into {exps[k - 2]} linear factors besides the layer below's, and "
+                          f"the Jacobian's factors do not single out W_{k - 1}")
+            if s == 1 and beta != 0:
+                return na("rows of W_2: one nonzero entry only with a bias at the centre",
+                          f"{h}; row {j} of W_2 has one nonzero entry and a bias off the activation's centre "
+                          f"(b - s = {beta}), so its pre-activation u z^r + beta splits into {exps[0]} parallel "
+                          "factors besides the first layer's, and the Jacobian's factors do not single out W_1")
+    spans = None
+    if hidden == 3:
+        # a linear factor a of a third-layer pre-activation with >= 2 variables would make the norm
+        # prod_zeta a(zeta z), a polynomial of degree r_1^(s-2) in s variables y = z^(r_1), divide the
+        # irreducible diagonal form G_j(y) (r_2-th powers of W_2's rows), so G_j would *be* that norm:
+        # impossible when G_j's number of variables |V_j| has r_1^(|V_j| - 2) != r_2
+        spans = []
+        for j, row in enumerate(Ws[2]):
+            cols = {c for i, x in enumerate(row) if x != 0 for c, y in enumerate(Ws[1][i]) if y != 0}
+            spans.append(len(cols))
+            if supports[3][j] >= 3 and exps[0] ** (len(cols) - 2) == exps[1]:
+                return na("third layer: r_1^(|V_j| - 2) != r_2", f"{h}; row {j} of W_3 reaches {len(cols)} first-layer "
+                          f"neurons through W_2 and r_1^{len(cols) - 2} = r_2 = {exps[1]}: its pre-activation could be "
+                          "a norm form with linear factors in several variables, which is not excluded")
+    proofs = {}
+    mats = [(f"W{k}_columns", Ws[k - 1], f"W_{k}") for k in range(1, hidden + 1)]
+    mats.append((f"W{hidden + 1}_rows", [list(c) for c in zip(*Ws[hidden])], f"W_{hidden + 1}"))
+    for name, rows, what in mats:
+        cols = _independent_columns(_integral_rows(rows), n, deadline)
+        if cols is None:
+            return na("weights of rank n", f"{h}; {what} is not of rank {n} (or not certified: deficient modulo two "
+                      "61-bit primes); clones or inactive neurons make a rank drop, and submodels remove them")
+        proofs[name] = cols
+    dim = hidden * n
+    monos = ", ".join(f"t^{r}" for r in exps)
+    cond = (f"Jacobian factors ({h}, {'biases' if bias else 'no biases'}, monomials {monos}): every weight matrix "
+            f"of rank {n}; every row of W_2{' and W_3' if hidden == 3 else ''} has 1 or >= 3 nonzero entries"
+            + (" (or 2 with a bias off the centre; 1 only with the bias at the centre)" if bias else "")
+            + ("; r_1^(|V_j| - 2) != r_2 for the rows of W_3" if hidden == 3 else ""))
+    reason = (f"fibre = orbit over C: the degree-1 factors of the Jacobian's maximal minors are the first layer's "
+              f"pre-activations, which pins the first layer, and the rest follows layer by layer up to monomial "
+              f"matrices; orbit a torus of dimension {dim} (x S_{n}^{hidden})")
+    cert = None
+    if certificate:
+        cert = {"format": fmt, "method": METHOD, "verdict": "identifiable", "widths": ws,
+                "degrees": exps, "bias": bias, "full_rank": proofs, "w2_row_supports": supports[2],
+                "w2_centred_biases": [str(b) for b in betas],
+                "orbit_size": None, "orbit_dimension": dim}
+        if hidden == 3:
+            cert.update({"w3_row_supports": supports[3], "w3_row_spans": spans})
+    return "identifiable", reason, cond, {"orbit_dimension": dim, "fibre_dimension": 0, "certificate": cert}
