@@ -10,7 +10,8 @@ Three parts, one run (docs/identifiability.md; the method is symeq/fibre/tensor.
 2. **Widths.**  The tensor method alone on tanh_series(3) with biases at (n, n, n) for n = 4 ... 64
    (random rational θ), a scalar-output case (n, n, 1), a deep tanh case (not applicable: deep
    networks are certified only with two hidden layers, no biases and monomial activations) and deep
-   bias-free t² cases (n, n, n, n) decided by the Jacobian-factor certificate (symeq/fibre/deep.py).
+   bias-free t² cases (n, n, n, n) and (16,16,16,16,16) decided by the Jacobian-factor certificate
+   (symeq/fibre/deep.py).
    Each row also times the independent checker (``symeq check``) on the certificate.
 3. **Growth.**  The slope of log(time) against log(width) between successive widths.
 
@@ -153,6 +154,7 @@ def widths(args) -> list[dict]:
     cases.append(((4, 4, 4, 2), "deep (4,4,4,2), tanh3 + bias"))
     deep = [(n, n, n, n) for n in ([4, 16] if args.quick else [4, 16, 64])]
     cases += [(a, f"deep ({a[0]},{a[0]},{a[0]},{a[0]}), t² bias-free") for a in deep]
+    cases.append(((16,) * 5, "deep (16,16,16,16,16) three hidden layers, t² bias-free"))
     for arch, label in cases:
         deep_t2 = "t² bias-free" in label
         m = random_deep_monomial(arch, seed=sum(arch)) if deep_t2 else random_model(arch, seed=sum(arch))

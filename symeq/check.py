@@ -1506,9 +1506,10 @@ def _check_ident_witness(report, cert, K: _KProof, coeffs, d, bias, latent, b1) 
 
 
 # ----------------------------------------------------------------------------- deep: Jacobian factors
-# Two hidden layers, monomial activations c t^r (r >= 2; c (t - s)^r when the model has biases),
-# widths (n0, n, n, n3) with n0 >= n <= n3: if W_1, W_2, W_3 have rank n and every row j of W_2 has
-# >= 3 nonzero entries, or 2 with beta_j = b_2j - s_2 != 0, or 1 with beta_j = 0, the fibre is the
+# Two hidden layers, monomial activations c t^r (r >= 2; c (t - s)^r + kappa when the model has
+# biases), widths (n0, n, n, n3) with n0 >= n <= n3: if W_1, W_2, W_3 have rank n and every row j of
+# W_2 has >= 3 nonzero entries, or 2 with beta_j = b_2j + kappa_1 (row sum) - s_2 != 0, or 1 with
+# beta_j = 0, the fibre is the
 # orbit (docs/identifiability.md, "Deep networks", where the theorem is proved).  Three hidden layers
 # (bias-free): the same for W_3's rows, and r_1^(|V_j| - 2) != r_2 for the rows of W_3 with >= 3
 # entries (V_j: the columns of W_2 reached).  The checker re-verifies every hypothesis from the model;
@@ -1518,15 +1519,16 @@ DEEP_METHOD = "jacobian-factors"
 
 
 def _monomial_degree(act, bias: bool):
-    """(r, s) when the activation is c t^r (or c (t - s)^r, allowed with biases) with r >= 2, else None."""
+    """(r, s, kappa) when the activation is c t^r with r >= 2 -- or, with biases (which absorb s and
+    kappa), c (t - s)^r + kappa -- else None."""
     if not isinstance(act, tuple) or len(act) < 3 or act[-1] == 0:
         return None
     d = len(act) - 1
     s = -act[d - 1] / (d * act[d])
     tau = [sum((act[m] * comb(m, j) * s ** (m - j) for m in range(j, d + 1)), Fraction(0)) for j in range(d)]
-    if any(t != 0 for t in tau) or (not bias and s != 0):
+    if any(t != 0 for t in tau[1:]) or (not bias and (s != 0 or tau[0] != 0)):
         return None
-    return d, s
+    return d, s, tau[0]
 
 
 def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> None:
@@ -1554,7 +1556,7 @@ def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> Non
     if None in mono:
         report.reasons.append("a hidden activation is not a monomial c t^r with r >= 2 (c (t - s)^r with biases)")
         return
-    degs = [r for r, _ in mono]
+    degs = [r for r, _, _ in mono]
     if cert.get("degrees") != degs or not all(_is_int(r) for r in cert.get("degrees")):
         report.reasons.append(f"certificate degrees {_short(cert.get('degrees'))} differ from the model's {degs}")
         return
@@ -1586,11 +1588,12 @@ def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> Non
         report.reasons.append(f"w2_row_supports {_short(cert.get('w2_row_supports'))} differ from the model's "
                               f"{supports}")
         return
-    betas = [b - mono[1][1] for b in layers[1].bias]
+    # sigma_1's constant kappa_1 reaches layer 2 through W_2: beta_j = b_2j + kappa_1 (row sum) - s_2
+    betas = [b + mono[0][2] * sum(row, Fraction(0)) - mono[1][1] for b, row in zip(layers[1].bias, Ws[1])]
     listed = cert.get("w2_centred_biases")
     if not isinstance(listed, list) or len(listed) != n or \
             [parse_number(b, "w2_centred_biases") for b in listed] != betas:
-        report.reasons.append(f"w2_centred_biases {_short(listed)} are not b_2 - s_2 of the model")
+        report.reasons.append(f"w2_centred_biases {_short(listed)} are not b_2 + kappa_1 W_2 1 - s_2 of the model")
         return
     bad = [j for j, (s, b) in enumerate(zip(supports, betas)) if s == 0 or (s == 2 and b == 0) or (s == 1 and b != 0)]
     if bad:

@@ -41,9 +41,33 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from .errors import InputError
+from .numbers import mat_rows
 from .sizes import guard_expansion
 
-__all__ = ["expand_forward"]
+__all__ = ["expand_forward", "theta_entries"]
+
+
+def theta_entries(model) -> tuple[Callable, Callable | None]:
+    """theta's own weights and biases as the callbacks of :func:`expand_forward` (zeros skipped).
+
+    The bias callback is ``None`` for a bias-free theta (every bias zero).
+
+    >>> from symeq.models import Model, DenseLayer
+    >>> w, b = theta_entries(Model(2, [DenseLayer([[0, 3]], [0], None)]))
+    >>> w(1, 0, 0), w(1, 0, 1), b
+    (None, 3, None)
+    """
+    rows = [mat_rows(layer.weight) for layer in model.layers]
+
+    def weight(l, j, k):
+        c = rows[l - 1][j][k]
+        return c if c != 0 else None
+
+    def bias(l, j):
+        c = model.layers[l - 1].bias[j]
+        return c if c != 0 else None
+
+    return weight, (None if all(c == 0 for layer in model.layers for c in layer.bias) else bias)
 
 
 def expand_forward(model, zero, inputs: Sequence, weight: Callable, bias: Callable | None = None, *,

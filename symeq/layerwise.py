@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 
 from flint import fmpq, fmpq_mat
 
-from .activations import Activation
 from .budget import Deadline
 from .errors import GroupTooLarge, InputError
 from .groups import FiniteGroup
+from .layers.dense import _partner_classes, canonical_rows  # canonical_rows: re-exported (submodels, tests)
 from .models import Model
 from .numbers import identity, mat_key, mat_rows, monomial_matrix
 from .walk import ChainWalk, NoPartner, TieWalk, cayley_homomorphism
@@ -59,6 +59,7 @@ __all__ = [
     "check_layer",
     "check_layerwise",
     "adjoint_parameters",
+    "canonical_rows",
 ]
 
 
@@ -188,52 +189,14 @@ def absorbs_offsets(model) -> bool:
     return any(b != 0 for layer in model.layers for b in (getattr(layer, "bias", None) or []))
 
 
-def canonical_rows(rows, bias, act: Activation, affine: bool = False):
-    """Canonical keys of the shifted pre-activation rows [w | b - s] and their scales.
-
-    Row j equals ``scale[j] * key[j]``; two rows are related by an admissible scaling alpha
-    exactly when their keys agree, and then alpha is the ratio of their scales.  With
-    ``affine=True`` the affine sign flips of odd-plus-constant activations count too.
-    """
-    s = act.shift
-    keys, scales = [], []
-    for r, b in zip(rows, bias):
-        vec = list(r) + [b - s]
-        c = act.affine_canonical_scale(vec) if affine else act.canonical_scale(vec)
-        # (numerator, denominator) pairs hash ~5x faster than fmpq (whose hash goes through Fraction)
-        if c == 1:
-            keys.append(tuple((int(x.p), int(x.q)) for x in vec))
-        else:
-            keys.append(tuple((int(y.p), int(y.q)) for y in (x / c for x in vec)))
-        scales.append(c)
-    return keys, scales
-
-
-def _partner_classes(keys: list, index: dict, li: int, up_to: str) -> dict:
-    """theta^g's neurons of hidden layer li grouped by key; each group needs as many in theta.
-
-    ``index`` maps theta's keys to its neurons; a group of another size leaves some neuron without
-    a partner (:class:`symeq.walk.NoPartner`, with ``up_to`` saying what the keys forget).
-    """
-    classes: dict = {}
-    for j, key in enumerate(keys):
-        classes.setdefault(key, []).append(j)
-    for key, js in classes.items():
-        ks = index.get(key, [])
-        if len(ks) != len(js):
-            raise NoPartner(
-                f"neuron {js[0]} of hidden layer {li + 1}, after the action on its input, has no partner: "
-                f"{len(js)} neuron(s) of theta^g but {len(ks)} of theta share its incoming weights and bias "
-                f"up to the activation's symmetry{up_to}")
-    return classes
-
-
 class _ExactRows:
     """The exact row matcher of the chain walk (:class:`symeq.walk.ChainWalk`): canonical rows.
 
-    Rows of [W_i rho_{i-1}(g) | b_i + W_i c_{i-1}(g)] are hashed by their canonical
-    representatives and looked up among theta's.  Where no rows tie there is one action per
-    layer.  The walk goes this way for attention heads (:func:`symeq.layers.attention.match_heads`)
+    Each step is the layer's own matching of actions
+    (:meth:`symeq.layers.base.Layer.match_action`, with theta's side computed once by
+    ``match_reference``): for a dense layer, rows of [W_i rho_{i-1}(g) | b_i + W_i c_{i-1}(g)] are
+    hashed by their canonical representatives and looked up among theta's.  Where no rows tie there
+    is one action per layer.  The walk goes this way for attention heads (:func:`symeq.layers.attention.match_heads`)
     and for untied dense networks; it also stays the fallback for ties the tie walk refuses
     (dead neurons under continuous scalings), where every bijection inside a class of equal rows
     is enumerated within the node budget.
@@ -243,20 +206,12 @@ class _ExactRows:
         self.model, self.deadline, self.affine = model, deadline, affine
         self.hidden = len(model.layers) - 1
         self.ties = False  # some class of equal rows had more than one neuron (or heads tied)
-        # theta's canonical rows per hidden layer do not depend on g: compute them once
-        self.V = []
-        for l in model.layers[:-1]:
-            if l.kind == "heads":
-                self.V.append(None)
-                continue
-            keys, scales = canonical_rows(mat_rows(l.weight), l.bias, l.activation, affine=affine)
-            index: dict = {}
-            for k, key in enumerate(keys):
-                index.setdefault(key, []).append(k)
-            self.V.append((keys, scales, index))
+        # theta's side of the matching per hidden layer does not depend on g: compute it once
+        self.V = [layer.match_reference(affine) for layer in model.layers[:-1]]
 
     def tied_rows(self) -> bool:
-        """Whether two neurons of some hidden layer of theta have equal rows up to an admissible scaling."""
+        """Whether two neurons of some hidden dense layer of theta have equal rows up to an admissible scaling
+        (a dense layer's reference is (keys, scales, index), :meth:`symeq.layers.dense.DenseLayer.match_reference`)."""
         return any(v is not None and len(v[2]) < len(v[0]) for v in self.V)
 
     def tick(self) -> None:
@@ -275,51 +230,14 @@ class _ExactRows:
         return [a for a, _ in acc], [o for _, o in acc]
 
     def step(self, i: int, prev: tuple):
-        """The candidate (rho, offset) on hidden layer i + 1 given (rho, offset) on its input."""
-        layer = self.model.layers[i]
+        """The candidate (rho, offset) on hidden layer i + 1 given (rho, offset) on its input: the
+        layer's own matching of actions (:meth:`symeq.layers.base.Layer.match_action`)."""
         prev_rho, prev_off = prev
-        if layer.kind == "heads":
-            from .layers.attention import match_heads
-
-            actions, why = match_heads(layer, prev_rho)
-            if why:
-                raise NoPartner(f"attention heads: {why}", inconclusive="INCONCLUSIVE" in why)
-            if len(actions) > 1:
-                self.ties = True
-            return [((rho, None), (rho, None)) for rho in actions]
-        act = layer.activation
-        U = mat_rows(layer.weight * prev_rho)
-        bias = list(layer.bias)
-        if prev_off is not None:  # an affine action y -> P y + c on the input: bias b + W c
-            bias = [x + y for x, y in zip(bias, (layer.weight * fmpq_mat(len(prev_off), 1, list(prev_off))).entries())]
-        ukeys, uscales = canonical_rows(U, bias, act, affine=self.affine)
-        vkeys, vscales, index = self.V[i]
-        classes = _partner_classes(ukeys, index, i, "")
-        tied = [(js, index[key]) for key, js in classes.items() if len(js) > 1]
+        tied, candidates = self.model.layers[i].match_action(prev_rho, prev_off, reference=self.V[i],
+                                                             affine=self.affine, li=i)
         if tied:
             self.ties = True
-        base = {js[0]: index[key][0] for key, js in classes.items() if len(js) == 1}
-        return self._bijections(act, len(U), base, tied, uscales, vscales)
-
-    @staticmethod
-    def _bijections(act, n: int, base: dict, tied: list, uscales, vscales):
-        """Every bijection inside the tie classes (clones), lazily; without ties there is one."""
-        choices = [list(itertools.permutations(ks)) for _, ks in tied]
-        for combo in itertools.product(*choices):
-            target = dict(base)
-            for (js, _), ks in zip(tied, combo):
-                target.update(zip(js, ks))
-            cols, vals, offs = [0] * n, [fmpq(0)] * n, [fmpq(0)] * n
-            for j in range(n):
-                k = target[j]
-                alpha = uscales[j] / vscales[k]
-                qo = act.affine_admissible(alpha)
-                if qo is None:  # cannot happen for keys built from admissible scales
-                    raise AssertionError("inadmissible scale between equal canonical keys")
-                cols[j], (vals[j], offs[j]) = k, qo
-            rho = monomial_matrix(cols, vals)
-            off = offs if any(x != 0 for x in offs) else None
-            yield (rho, off), (rho, off)
+        return ((c, c) for c in candidates)
 
 
 # -- tied neurons: a forward relaxation and a backward resolution (polynomial) --------------

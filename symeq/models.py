@@ -34,7 +34,7 @@ from .errors import InputError, ShapeError
 from .groups import FiniteGroup
 from .layers.base import TOKEN_MIXING
 from .layers.dense import DenseLayer
-from .expand import expand_forward
+from .expand import expand_forward, theta_entries
 from .numbers import (
     as_fmpq,
     identity,
@@ -227,12 +227,9 @@ class Model(LayeredShape):
             arows = mat_rows(input_matrix)
             xs = [sum((c * v for c, v in zip(row, xs) if c != 0), ctx.from_dict({})) for row in arows]
             input_terms = max([sum(1 for c in row if c != 0) for row in arows] + [1])
-        rows = [mat_rows(l.weight) for l in self.layers]
         # the one forward expansion (symeq/expand.py), size-guarded before it starts
-        return expand_forward(self, ctx.from_dict({}), xs,
-                              lambda l, j, k: rows[l - 1][j][k] if rows[l - 1][j][k] != 0 else None,
-                              None if all(b == 0 for l in self.layers for b in l.bias) else
-                              (lambda l, j: self.layers[l - 1].bias[j] if self.layers[l - 1].bias[j] != 0 else None),
+        weight, bias = theta_entries(self)
+        return expand_forward(self, ctx.from_dict({}), xs, weight, bias,
                               what="expanding the model's polynomial map", input_terms=input_terms,
                               hint="--method grid or probabilistic evaluate instead of expanding")
 

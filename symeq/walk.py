@@ -41,22 +41,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from .groups.core import _word  # words in the generators, written as the group closure writes them
+from .layers.base import NoPartner  # raised by the layers' matching of actions; re-exported here
 
 __all__ = ["RowMatcher", "ChainMatcher", "NoPartner", "TieWalk", "ChainWalk", "multiset_assignments", "CayleyResult",
            "cayley_homomorphism"]
-
-
-class NoPartner(Exception):
-    """Raised by a row matcher when a neuron of theta^g has no partner in theta (a failure, not a proof
-    of anything unless the walk was exhaustive); the message says which neuron and why.
-
-    ``inconclusive=True``: the matcher could not decide (e.g. a degenerate attention head), so the
-    walk counts as capped, never as a proof that no action exists.
-    """
-
-    def __init__(self, message: str, inconclusive: bool = False):
-        super().__init__(message)
-        self.inconclusive = inconclusive
 
 
 class RowMatcher(Protocol):

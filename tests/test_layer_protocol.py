@@ -319,3 +319,218 @@ def test_the_kind_lookup_finder_finds_one(tmp_path):
     f = tmp_path / "x.py"
     f.write_text('def f(layer):\n    return getattr(layer, "kind", "dense") == "heads"\n')
     assert _kind_lookups(f) == [2]
+
+
+# -- the matching of actions: match_reference / match_action --------------------------------
+
+def _shared_dense(act, n=4, denom=4, seed=7, bias="1/4"):
+    """A dense layer whose rows are the n cyclic shifts of one rounded row: weights shared by the
+    regular representation of the cyclic group C_n (as a user builds a C_n-equivariant layer)."""
+    rng = np.random.default_rng(seed)
+    w = [fmpq(int(round(x * denom)), denom) for x in rng.standard_normal(n)]
+    W = matrix([[w[(c - r) % n] for c in range(n)] for r in range(n)])
+    return DenseLayer(W, [fmpq(1, 4) if bias == "1/4" else fmpq(0)] * n, act)
+
+
+def _float_layers():
+    from symeq.numeric.models import from_exact
+
+    exact = random_equivariant_attention(rng=0, dense=[tanh_series(3)])
+    n = from_exact(exact)
+    return list(n.layers) + [n.chain().layers[0]]
+
+
+def test_match_action_is_part_of_the_protocol_for_every_layer_class():
+    floats = _float_layers()
+    for layer in list(_exact_layers().values()) + floats:
+        assert callable(layer.match_action) and callable(layer.match_reference), type(layer)
+    assert {type(l).__name__ for l in floats} == {"NumericAttention", "NumericDenseLayer", "NumericHeads"}
+
+    class NoMatching:   # every other member of the protocol, but no matching of actions
+        kind = "dense"
+        in_dim = out_dim = 1
+        label = hidden_label = "x"
+        latent_group_name = None
+
+        def forward(self, X):
+            return X
+
+        def check_action(self, P_in, Q_out, c_in=None, c_out=None):
+            return True, ""
+
+    assert not isinstance(NoMatching(), Layer) and not isinstance(NoMatching(), LayerBase)
+    NoMatching.match_reference = lambda self, affine=False: None
+    NoMatching.match_action = lambda self, P_in, c_in=None, **kw: (False, iter(()))
+    assert isinstance(NoMatching(), Layer)
+
+
+def test_no_partner_lives_in_the_layer_protocol_and_the_walk_re_exports_it():
+    from symeq.layers.base import NoPartner
+    from symeq.walk import NoPartner as WalkNoPartner
+
+    assert WalkNoPartner is NoPartner
+
+
+def test_dense_match_action_finds_the_known_permutation_of_a_group_shared_layer():
+    layer = _shared_dense(tanh_series(3))
+    n = layer.in_dim
+    for step in range(1, n):
+        P = _channel_shift(n, step)
+        # the permutation of the rows, found independently: the one shift with W P = Q W
+        known = [Q for Q in (_channel_shift(n, s) for s in range(n)) if Q * layer.weight == layer.weight * P]
+        assert len(known) == 1
+        tied, candidates = layer.match_action(P, reference=layer.match_reference())
+        candidates = list(candidates)
+        assert not tied and len(candidates) == 1
+        rho, offset = candidates[0]
+        assert rho == known[0] and offset is None
+        assert layer.check_action(P, rho)[0] and _agrees_pointwise(layer, P, rho)
+        # without a precomputed reference the layer computes its own
+        assert [r for r, _ in layer.match_action(P)[1]] == known
+
+
+def test_dense_match_action_rejects_a_wrong_input_action():
+    from symeq.layers.base import NoPartner
+
+    layer = _shared_dense(tanh_series(3))
+    swap = permutation_matrix([1, 0, 2, 3])   # not in C_4: the rows of W P are no rows of W
+    assert not any(layer.check_action(swap, Q)[0] for Q in (_channel_shift(4, s) for s in range(4)))
+    with pytest.raises(NoPartner, match="hidden layer 3") as err:
+        layer.match_action(swap, li=2)
+    assert not err.value.inconclusive   # a proof that no partner exists, not a capped search
+    with pytest.raises(ShapeError):
+        layer.match_action(identity(3))
+    from symeq.errors import InputError
+
+    with pytest.raises(InputError, match="affine"):
+        _rounded_dense(None).match_action(identity(3))
+
+
+def test_dense_match_action_enumerates_clones_that_rounding_made_equal():
+    """Two neurons whose weights differ by less than the rounding grid tie after rounding: both
+    bijections of the clone pair are candidates, and each one is a valid action."""
+    W = np.array([[0.501, -0.249], [0.499, -0.251], [1.25, 0.75]])
+    Wr = matrix([[fmpq(int(round(x * 4)), 4) for x in row] for row in W])
+    layer = DenseLayer(Wr, ["1/4", "1/4", "-1/2"], tanh_series(3))
+    tied, candidates = layer.match_action(identity(2))
+    candidates = list(candidates)
+    assert tied and len(candidates) == 2
+    assert {tuple(r.entries()) for r, _ in candidates} == {tuple(identity(3).entries()),
+                                                           tuple(permutation_matrix([1, 0, 2]).entries())}
+    assert all(layer.check_action(identity(2), r)[0] for r, _ in candidates)
+
+
+def test_dense_match_action_affine_sign_flips_carry_offsets():
+    """sigmoid(-t) = 1 - sigmoid(t): with affine actions allowed, x -> -x is matched by y -> -y + 1."""
+    from symeq.layers.base import NoPartner
+
+    layer = _rounded_dense(sigmoid_series(3), seed=3, bias=False)
+    P = -identity(layer.in_dim)
+    with pytest.raises(NoPartner):
+        layer.match_action(P, affine=False)
+    tied, candidates = layer.match_action(P, affine=True, reference=layer.match_reference(affine=True))
+    [(rho, offset)] = list(candidates)
+    assert not tied and offset is not None and any(x != 0 for x in offset)
+    assert layer.check_action(P, rho, None, offset)[0] and _agrees_pointwise(layer, P, rho, None, offset)
+
+
+def test_float_dense_match_action_agrees_with_the_exact_one_on_a_torch_layer():
+    torch = pytest.importorskip("torch")
+    from symeq.numeric.models import from_torch
+
+    exact = _shared_dense(tanh_series(3))
+    lin, out = torch.nn.Linear(4, 4).double(), torch.nn.Linear(4, 1).double()
+    with torch.no_grad():   # the user copies the group-shared weights into torch
+        lin.weight.copy_(torch.tensor([[float(x) for x in row] for row in exact.weight.tolist()], dtype=torch.float64))
+        lin.bias.fill_(0.25)
+    layer = from_torch(torch.nn.Sequential(lin, torch.nn.Tanh(), out)).layers[0]
+    for step in range(4):
+        P = _channel_shift(4, step)
+        _, [(rho_exact, _)] = exact.match_action(P)
+        tied, [(rho, (worst, median, margin, how))] = layer.match_action(np.array(P.tolist(), dtype=float),
+                                                                          reference=layer.match_reference())
+        assert not tied
+        assert np.array_equal(rho.to_dense(), np.array(rho_exact.tolist(), dtype=float))
+        assert worst < 1e-12 and median <= worst and margin > 0.1 and "linear assignment" in how
+    swap = np.eye(4)[[1, 0, 2, 3]]
+    _, [(_, (worst, *_))] = layer.match_action(swap)
+    assert worst > 1e-3   # a float match reports its error; it does not decide
+
+
+def test_heads_match_action_agrees_with_match_heads():
+    from symeq.layers.base import NoPartner
+
+    model = random_equivariant_attention(rng=0, dense=[tanh_series(3)])
+    heads = model.chain().layers[0]
+    assert heads.match_reference() is None
+    for P_in, _ in model.group.generators:
+        actions, failure = match_heads(heads, P_in)
+        tied, candidates = heads.match_action(P_in)
+        got = list(candidates)
+        assert failure is None and [r for r, _ in got] == actions and all(o is None for _, o in got)
+        assert tied == (len(actions) > 1)
+    P_in = model.group.generators[0][0]
+    bad = permutation_matrix([1, 0] + list(range(2, heads.in_dim)))   # not a token permutation (x) channels
+    assert match_heads(heads, bad)[1] is not None
+    with pytest.raises(NoPartner, match="attention heads") as err:
+        heads.match_action(bad)
+    assert not err.value.inconclusive
+    with pytest.raises(NoPartner, match="affine") as err:
+        heads.match_action(P_in, [fmpq(1)] + [fmpq(0)] * (heads.in_dim - 1))
+    assert err.value.inconclusive
+
+
+def test_numeric_heads_match_action_agrees_with_match_heads_numeric():
+    from symeq.errors import InputError
+    from symeq.numeric.attention import match_heads_numeric
+    from symeq.numeric.models import from_exact
+    from symeq.numeric.monomial import MonomialAction
+
+    model = from_exact(random_equivariant_attention(rng=0, dense=[tanh_series(3)]))
+    heads = model.chain().layers[0]
+    for P_in, _ in model.group.generators:
+        rho, rel, margin, why = match_heads_numeric(heads, P_in)
+        tied, [(got, (worst, median, m, how))] = heads.match_action(P_in)
+        assert why is None and not tied
+        assert np.array_equal(got.to_dense() if isinstance(got, MonomialAction) else got, rho)
+        assert (worst, median, m) == (float(rel.max()), float(np.median(rel)), margin) and "heads" in how
+        assert worst < 1e-9
+    bad = np.eye(heads.in_dim)[[1, 0] + list(range(2, heads.in_dim))]
+    with pytest.raises(InputError, match="attention heads"):
+        heads.match_action(bad)
+
+
+def test_whole_attention_layers_are_matched_through_their_chain():
+    from symeq.errors import InputError
+
+    exact = _exact_layers()["attention"]
+    with pytest.raises(InputError, match="chain"):
+        exact.match_action(identity(exact.in_dim))
+    numeric = _float_layers()[0]
+    assert numeric.kind == "attention"
+    with pytest.raises(InputError, match="chain"):
+        numeric.match_action(np.eye(numeric.in_dim))
+
+
+def _kind_attributes(func: ast.FunctionDef) -> list[int]:
+    """Lines in a function that read ``.kind`` (a layer kind told apart)."""
+    return [n.lineno for n in ast.walk(func) if isinstance(n, ast.Attribute) and n.attr == "kind"]
+
+
+def _method(path: Path, cls: str, name: str) -> ast.FunctionDef:
+    tree = ast.parse(path.read_text())
+    c = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    return next(n for n in c.body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+@pytest.mark.parametrize("rel, cls", [("symeq/layerwise.py", "_ExactRows"), ("symeq/numeric/layerwise.py", "_FloatRows")])
+def test_chain_matchers_do_not_tell_layer_kinds_apart(rel, cls):
+    for name in ("__init__", "step"):
+        method = _method(ROOT / rel, cls, name)
+        assert not _kind_attributes(method), f"{rel}: {cls}.{name} reads layer.kind; call layer.match_action"
+    assert "match_action" in ast.unparse(_method(ROOT / rel, cls, "step"))
+
+
+def test_the_kind_attribute_finder_finds_one():
+    f = ast.parse('def step(self, i, prev):\n    if self.layers[i].kind == "heads":\n        return 1\n').body[0]
+    assert _kind_attributes(f) == [2]

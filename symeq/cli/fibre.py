@@ -9,7 +9,8 @@
     "orbit_size", "status", "field", "engine", "seconds", ...); ``--out`` writes it atomically.
 
 ``--method auto|tensor|groebner`` (default auto): the tensor method (Kruskal certificates for one
-hidden layer, :mod:`symeq.fibre.tensor`, docs/identifiability.md) first, the Gröbner comparison above
+hidden layer, :mod:`symeq.fibre.tensor`; Jacobian-factor certificates for some deep monomial
+networks, :mod:`symeq.fibre.deep`; docs/identifiability.md) first, the Gröbner comparison above
 where it is not applicable.  The JSON says which decided ("method") and by which condition
 ("condition").  ``--certificate CERT.json`` writes the ``symeq-identifiability/1`` certificate of a
 tensor verdict, for ``symeq check CERT.json MODEL.json``.
@@ -190,12 +191,15 @@ def _emit(args, d: dict, text: str, code: int) -> int:
 
 
 def _tensor_text(d: dict) -> str:
-    lines = [f"method: tensor (Kruskal's theorem and per-neuron systems), {d['seconds']:.3g} s",
-             f"condition: {d['condition']}"]
+    deep = str(d.get("condition", "")).lower().startswith("jacobian")  # symeq.fibre.deep
+    how = ("the Jacobian-factor certificate for deep networks" if deep
+           else "Kruskal's theorem and per-neuron systems")
+    lines = [f"method: tensor ({how}), {d['seconds']:.3g} s", f"condition: {d['condition']}"]
     if d.get("orbit_size") is not None:
         lines.append(f"orbit size: {d['orbit_size']}")
     elif d["status"] == "identifiable":
-        lines.append(f"orbit: S_n x a torus of dimension {d['orbit_dimension']}")
+        perms = "a product of symmetric groups S_n, one per hidden layer," if deep else "S_n"
+        lines.append(f"orbit: {perms} x a torus of dimension {d['orbit_dimension']}")
     if d.get("fibre_points") is not None:
         lines.append(f"fibre: {d['fibre_points']} points over C")
     lines.append(f"verdict: {d['status']} -- {d['reason']}")
@@ -215,7 +219,8 @@ def register(subparsers) -> None:
     f.add_argument("--timeout", "--budget", dest="timeout", type=float, default=None,
                    help="time budget in seconds (exit 3 past it)")
     f.add_argument("--method", default="auto", choices=("auto", "tensor", "groebner"),
-                   help="tensor: Kruskal certificates (one hidden layer); groebner: the fibre ideal; "
+                   help="tensor: structural certificates (Kruskal for one hidden layer, Jacobian factors "
+                        "for some deep monomial networks); groebner: the fibre ideal; "
                         "auto (default): tensor first, Gröbner where it does not apply")
     f.add_argument("--certificate", metavar="CERT.json",
                    help="write the symeq-identifiability/1 certificate (tensor method) for `symeq check`")

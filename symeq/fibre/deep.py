@@ -6,9 +6,10 @@ and the image of the lower layers need not be Zariski-dense.  This module proves
 for one class of deep networks by a different argument (docs/identifiability.md, "Deep networks"),
 which never assumes h' = h:
 
-**Theorem.**  Let f(x) = W_3 s_2(W_2 s_1(W_1 x + b_1) + b_2) + b_3 with s_i(t) = c_i (t - e_i)^(r_i),
-r_i >= 2, widths (n_0, n, n, n_3) with n_0 >= n <= n_3, and either no biases at all (then e_i = 0 and
-the fibre is taken among bias-free parameters) or biases (any e_i).  Write beta_j = b_2j - e_2.  If
+**Theorem.**  Let f(x) = W_3 s_2(W_2 s_1(W_1 x + b_1) + b_2) + b_3 with s_i(t) = c_i (t - e_i)^(r_i)
++ k_i, r_i >= 2, widths (n_0, n, n, n_3) with n_0 >= n <= n_3, and either no biases at all (then
+e_i = k_i = 0 and the fibre is taken among bias-free parameters) or biases (any e_i, k_i: the next
+bias absorbs k_i).  Write beta_j = b_2j + k_1 (row sum j of W_2) - e_2.  If
 rank W_1 = rank W_2 = rank W_3 = n and every row j of W_2 has at least three nonzero entries, or two
 with beta_j != 0, or one with beta_j = 0, then every theta' with the same function is k . theta for
 exactly one k in K = K_1 x K_2 (monomial matrices): theta is identifiable, and the fibre is the
@@ -39,12 +40,12 @@ N~_a = const G_j: same variables (s = |V_j|) and same degree (r_1^(s-2) = r_2), 
 G_j = c (W_2 y)_i^(r_2), whose linear factors are those of a second pre-activation.  After step (3)
 the remaining network has two hidden layers.
 
-Everything is exact: three full-rank certificates (an n x n minor nonzero modulo a prime proves it
-nonzero over Q), a count of zeros in the rows of W_2 and the centred biases beta_j.  Two entries in a
-bias-free row of W_2 (every bias-free (2, 2, 2, .) network with a full W_2), activations other than
-c (t - e)^r (tanh/sigmoid series, t + t^2, ...), unequal hidden widths, n_0 < n, n_3 < n, three
-hidden layers with biases and four or more hidden layers are *not applicable*: the reason says which hypothesis failed, and
-:func:`symeq.fibre.tensor.decide` falls back to Gröbner bases.
+Everything is exact: full-rank certificates (an n x n minor nonzero modulo a prime proves it nonzero
+over Q), counts of zeros in the rows of W_2 (and W_3) and the centred biases beta_j.  Two entries in
+a bias-free row of W_2 (every bias-free (2, 2, 2, .) network with a full W_2), activations other than
+c (t - e)^r + k (tanh/sigmoid series, generic polynomials; t + t^2 without biases), unequal hidden widths, n_0 < n, n_L < n, three
+hidden layers with biases and four or more hidden layers are *not applicable*: the reason says
+which hypothesis failed, and :func:`symeq.fibre.tensor.decide` falls back to Gröbner bases.
 
 The theorem is proved in this project (the proof in full: docs/identifiability.md).  It is related
 to, but does not rely on, the localisation principle of Usevich, Borsoi, Dérand & Clausel,
@@ -123,9 +124,11 @@ def _independent_columns(rows, k: int, deadline):
 
 
 def _monomial_exponent(act, bias: bool):
-    """r when ``act`` is c (t - s)^r with r >= 2 (s = 0 unless the model has biases, which absorb it),
-    else None."""
-    if act is None or not act.is_polynomial or act.degree < 2 or act.symmetry != "monomial":
+    """r when ``act`` is c t^r with r >= 2, or, when the model has biases (which absorb the shift e and
+    the constant kappa), c (t - e)^r + kappa; else None."""
+    if act is None or not act.is_polynomial or act.degree < 2:
+        return None
+    if act.symmetry != "monomial" and not (bias and act.symmetry == "monomial-plus-constant"):
         return None
     if not bias and (act.shift != 0 or any(c != 0 for c in act.coeffs[:-1])):
         return None
@@ -197,8 +200,12 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
     Ws = [mat_rows(l.weight) for l in layers]
     # zero patterns first: they are free, and they name the hypothesis users most often miss.
     # beta_j = b_2j - s_2 is the constant of neuron j's pre-activation around the activation's centre
+    # (with sigma_1 = c (t - e_1)^r + kappa_1 the constant kappa_1 enters through W_2: beta_j also gets
+    # kappa_1 times the row sum)
     s2 = layers[1].activation.shift if bias else fmpq(0)
-    betas = [fmpq(b) - s2 for b in layers[1].bias] if bias else [fmpq(0)] * n
+    kappa1 = layers[0].activation(layers[0].activation.shift) if bias else fmpq(0)
+    betas = ([fmpq(b) + kappa1 * sum(row, fmpq(0)) - s2 for b, row in zip(layers[1].bias, Ws[1])] if bias
+             else [fmpq(0)] * n)
     supports = {k: [sum(1 for x in row if x != 0) for row in Ws[k - 1]] for k in range(2, hidden + 1)}
     for k, sup in supports.items():
         for j, s in enumerate(sup):
@@ -210,13 +217,14 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
                 return na(f"rows of W_{k}: 1 or >= 3 nonzero entries" + (" (2 with a bias off the centre)" if bias
                                                                         else ""),
                           f"{h}; row {j} of W_{k} has exactly two nonzero entries"
-                          f"{' and its bias is the centre of the activation' if bias else ''}, so its pre-activation "
+                          f"{' and its centred bias b_2j + kappa_1 (row sum) - e_2 is 0' if bias else ''}, so its "
+                          "pre-activation "
                           f"u z_a^r + v z_b^r splits into {exps[k - 2]} linear factors besides the layer below's, and "
                           f"the Jacobian's factors do not single out W_{k - 1}")
             if s == 1 and beta != 0:
                 return na("rows of W_2: one nonzero entry only with a bias at the centre",
-                          f"{h}; row {j} of W_2 has one nonzero entry and a bias off the activation's centre "
-                          f"(b - s = {beta}), so its pre-activation u z^r + beta splits into {exps[0]} parallel "
+                          f"{h}; row {j} of W_2 has one nonzero entry and a centred bias beta = {beta} != 0, so its "
+                          f"pre-activation u z^r + beta splits into {exps[0]} parallel "
                           "factors besides the first layer's, and the Jacobian's factors do not single out W_1")
     spans = None
     if hidden == 3:

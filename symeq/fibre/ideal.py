@@ -56,7 +56,7 @@ from flint import fmpq, fmpq_mpoly_ctx
 
 from ..errors import InputError
 from ..numbers import mat_rows
-from ..expand import expand_forward
+from ..expand import expand_forward, theta_entries
 
 __all__ = ["FibreIdeal", "GaugeFix", "fibre_ideal", "parameter_names", "parameter_values", "dead_neurons",
            "safe_gauge_entries"]
@@ -397,19 +397,10 @@ def fibre_ideal(model, *, gauge: str = "auto", bias="auto", deadline=None) -> Fi
             return var[name]
         return zero + (fixed[name] if name in fixed else constant)
 
-    rows = [mat_rows(layer.weight) for layer in model.layers]
-
-    def theta_weight(l, i, j):
-        c = rows[l - 1][i][j]
-        return c if c != 0 else None
-
-    def theta_bias(l, i):
-        c = model.layers[l - 1].bias[i]
-        return c if c != 0 else None
-
     new = expand_forward(model, zero, xs, lambda l, i, j: entry(f"w{l}_{i}_{j}", 0),
                          (lambda l, i: entry(f"b{l}_{i}", 0)) if use_bias else None, deadline=deadline,
                          what=_WHAT, symbolic=True, hint=_HINT)
+    theta_weight, theta_bias = theta_entries(model)
     old = expand_forward(model, zero, xs, theta_weight, theta_bias if use_bias else None, deadline=deadline,
                          what="expanding f(x; theta)")
     diffs = [a - b for a, b in zip(new, old)]

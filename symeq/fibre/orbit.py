@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from flint import fmpq
 
 from ..budget import Deadline
-from ..errors import BudgetExceeded, EngineFailed, InputError, OrbitLimit
+from ..errors import BudgetExceeded, EngineFailed, InputError, MemoryLimit, OrbitLimit
 from ..sizes import check_orbit
 from .groebner import GroebnerResult, best_exact_engine, groebner, hermite_counts
 from .ideal import FibreIdeal, _needs_gauge, fibre_ideal, offsets_into, safe_gauge_entries
@@ -658,6 +658,8 @@ def gauge_completeness(model, ideal: FibreIdeal, *, engine: str = "auto", timeou
             r = groebner((names, polys + extra), engine=engine, timeout=left, want_basis=False)
         except BudgetExceeded:
             return None, "budget exceeded while checking points outside the gauge slice"
+        except MemoryLimit as e:  # the slice's answer stands; only the completion is left open
+            return None, f"the engine ran into the memory budget while checking points outside the gauge slice ({e})"
         if r.dimension >= 0:
             where = f"{fix.name} = {'s' if fix.name.startswith('b') and not fix.form else 0}"
             if _orbit_avoids_zero(model, ideal, fix):

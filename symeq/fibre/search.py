@@ -125,8 +125,8 @@ from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx, fmpq_poly
 from ..budget import Deadline
 from ..errors import BudgetExceeded, EngineFailed, InputError
 from ..groups.table import GroupTable
-from ..numbers import format_matrix, mat_rows, monomial_matrix, monomial_parts, nullspace
-from ..expand import expand_forward
+from ..numbers import format_matrix, monomial_matrix, monomial_parts, nullspace
+from ..expand import expand_forward, theta_entries
 from .groebner import ENGINES, best_exact_engine, groebner, hermite_counts, standard_monomials
 from .groebner.normal import _grevlex_key, _normal_form  # shared exact reduction modulo a Groebner basis
 from .ideal import _resolve_bias
@@ -522,7 +522,6 @@ def _system(model, tvars, offsets, use_bias: bool):
             lin[e] = lin[e] + c * g if e in lin else c * g
     for e, c in offsets.items():
         lin[e] = lin[e] + c if e in lin else big.from_dict({}) + c
-    rows = [mat_rows(layer.weight) for layer in model.layers]
 
     def w_new(l, j, k):
         return lin.get((l, "w", j, k))
@@ -530,13 +529,7 @@ def _system(model, tvars, offsets, use_bias: bool):
     def b_new(l, j):
         return lin.get((l, "b", j, 0))
 
-    def w_old(l, j, k):
-        v = rows[l - 1][j][k]
-        return v if v != 0 else None
-
-    def b_old(l, j):
-        v = model.layers[l - 1].bias[j]
-        return v if v != 0 else None
+    w_old, b_old = theta_entries(model)
 
     # every entry of theta' is a linear form in the t unknowns: symeq.expand bounds the expansion first
     zero = big.from_dict({})

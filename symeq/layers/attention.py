@@ -33,6 +33,7 @@ from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx
 from ..errors import InputError, ShapeError
 from ..numbers import identity, kron, mat_rows, matrix
 from ..sizes import check_monomials, monomials_upto
+from .base import NoPartner
 
 __all__ = [
     "Head",
@@ -259,6 +260,17 @@ class AttentionLayer:
                 return False, f"output {i}: f(P x + c)_i and (Q f(x) + c')_i differ as polynomials"
         return True, f"f(P x + c) = Q f(x) + c' as cubic polynomials in the {n} inputs ({len(self.heads)} heads), exactly"
 
+    def match_reference(self, affine: bool = False) -> None:
+        """Nothing: a whole attention layer is matched through its chain (see :meth:`match_action`)."""
+        return None
+
+    def match_action(self, P_in: fmpq_mat, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
+        """Not matched as a whole: its latent space is the heads' value spaces, so the derivation
+        matches the model's chain (``symeq.models.Model.chain``: :meth:`HeadsLayer.match_action`,
+        then the token-wise dense layer); this raises :class:`~symeq.errors.InputError` saying so."""
+        raise InputError("an attention layer is matched through its chain (Model.chain): the heads layer, "
+                         "then the token-wise dense layer; match those layers instead")
+
 
 def _rows(M) -> int:
     """Rows of a matrix stored exactly (``fmpq_mat``) or as floats (numpy)."""
@@ -308,6 +320,10 @@ class HeadsShape:
     def latent_group_name(self) -> str:
         return LATENT_GROUP
 
+    def match_reference(self, affine: bool = False) -> None:
+        """Nothing to precompute: heads are matched by their score matrices per generator."""
+        return None
+
 
 @dataclass(eq=False)
 class HeadsLayer(HeadsShape):
@@ -329,6 +345,27 @@ class HeadsLayer(HeadsShape):
         if c_in is not None or c_out is not None:
             return False, "affine actions are not supported on attention heads"
         return check_heads_layer(self, P_in, Q_out)
+
+    def match_action(self, P_in: fmpq_mat, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
+        """The candidate actions (P (x) R, None) on the value spaces given P_in on the tokens
+        (:func:`match_heads`): ``(tied, candidates)``, tied when heads tie (several candidates).
+
+        Raises :class:`~symeq.layers.base.NoPartner` when no head matching exists, inconclusive
+        where :func:`match_heads` could not decide (a degenerate head) or the input action is
+        affine (not supported on heads).
+
+        >>> layer = HeadsLayer(2, [matrix([[1]])], [matrix([[1]])])
+        >>> tied, cands = layer.match_action(matrix([[0, 1], [1, 0]]))
+        >>> tied, [(rho.entries(), off) for rho, off in cands]
+        (False, [([0, 1, 1, 0], None)])
+        """
+        if c_in is not None and any(x != 0 for x in c_in):
+            raise NoPartner("attention heads: affine actions (offsets) are not supported on attention heads",
+                            inconclusive=True)
+        actions, why = match_heads(self, P_in)
+        if why:
+            raise NoPartner(f"attention heads: {why}", inconclusive="INCONCLUSIVE" in why)
+        return len(actions) > 1, iter([(rho, None) for rho in actions])
 
     def forward(self, Xb: fmpq_mat) -> fmpq_mat:
         T, d, H, dv = self.tokens, self.d, self.heads, self.dv

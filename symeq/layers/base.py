@@ -26,7 +26,18 @@ a new kind of layer is one new file in ``symeq/layers/`` (see ``docs/architectur
 ``check_action(P_in, Q_out, c_in=None, c_out=None)``
     exact layers only: decide f(P_in x + c_in) = Q_out f(x) + c_out for all real x, returning
     ``(holds, detail)``.  Float layers have no such check: a float result reports its error
-    (``symeq.numeric``), it never decides.
+    (``symeq.numeric``), it never decides;
+``match_reference(affine=False)``
+    what theta's layer contributes to the matching of actions, computed once per derivation by
+    the row matcher of the chain walk (exact dense: canonical keys, scales and their index; float
+    dense: the shifted rows [W | b - s]; heads: None);
+``match_action(P_in, c_in=None, *, reference=None, affine=False, li=0)``
+    the matching of actions: given the action y -> P_in y + c_in of theta^g on the layer's input,
+    the candidate actions on its output, as ``(tied, candidates)`` (``tied``: more than one
+    candidate is possible, clones or tied heads).  Exact layers yield ``(rho, offset)`` lazily;
+    float layers return a list of ``(rho, record)`` with the record (max residual, median
+    residual, margin, how).  No partner raises :class:`NoPartner`; ``li`` only names the hidden
+    layer in messages.  The walk over the layers (``symeq.walk``) needs nothing else of a layer.
 
 :class:`LayerBase` is the part shared by exact and float layers, :class:`Layer` the exact one.
 Both are ``runtime_checkable`` protocols, so ``isinstance(layer, Layer)`` tests that the members
@@ -45,13 +56,29 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-__all__ = ["KINDS", "TOKEN_MIXING", "LayerBase", "Layer"]
+__all__ = ["KINDS", "TOKEN_MIXING", "NoPartner", "LayerBase", "Layer", "DenseNames"]
 
 KINDS = ("dense", "attention", "heads")
 """The layer kinds symeq knows, as ``layer.kind`` spells them."""
 
 TOKEN_MIXING = frozenset({"attention", "heads"})
 """Kinds that mix tokens: allowed only as a model's first layer (the chain splits them)."""
+
+
+class NoPartner(Exception):
+    """Raised by a row matcher when a neuron of theta^g has no partner in theta (a failure, not a proof
+    of anything unless the walk was exhaustive); the message says which neuron and why.
+
+    ``inconclusive=True``: the matcher could not decide (e.g. a degenerate attention head), so the
+    walk counts as capped, never as a proof that no action exists.
+
+    >>> NoPartner("neuron 0 of hidden layer 1 has no partner", inconclusive=True).inconclusive
+    True
+    """
+
+    def __init__(self, message: str, inconclusive: bool = False):
+        super().__init__(message)
+        self.inconclusive = inconclusive
 
 
 @runtime_checkable
@@ -77,9 +104,27 @@ class LayerBase(Protocol):
     @property
     def latent_group_name(self) -> str | None: ...
 
+    def match_reference(self, affine: bool = False) -> Any: ...
+
+    def match_action(self, P_in: Any, c_in: Any = None, *, reference: Any = None, affine: bool = False,
+                     li: int = 0) -> tuple[bool, Any]: ...
+
 
 @runtime_checkable
 class Layer(LayerBase, Protocol):
-    """An exact layer: the members of :class:`LayerBase` and the exact check of an action."""
+    """An exact layer: the members of :class:`LayerBase` (the matching of actions included) and the
+    exact check of an action."""
 
     def check_action(self, P_in: Any, Q_out: Any, c_in: Any = None, c_out: Any = None) -> tuple[bool, str]: ...
+
+
+class DenseNames:
+    """The names a dense layer (exact or float) gives itself, from ``hidden_label`` and ``activation``."""
+
+    @property
+    def label(self) -> str:
+        return f"dense {self.in_dim}->{self.out_dim} {self.hidden_label}"
+
+    @property
+    def latent_group_name(self) -> str | None:
+        return None if self.activation is None else self.activation.latent_group

@@ -26,16 +26,18 @@ Examples
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import ClassVar, Sequence
+from typing import ClassVar, Iterator, Sequence
 
 from flint import fmpq, fmpq_mat
 
 from ..activations import Activation
-from ..errors import ShapeError
-from ..numbers import as_fmpq, mat_rows, matrix, monomial_parts
+from ..errors import InputError, ShapeError
+from ..numbers import as_fmpq, mat_rows, matrix, monomial_matrix, monomial_parts
+from .base import DenseNames, NoPartner
 
-__all__ = ["DenseLayer", "activation_label", "expand_affine", "neuron_relation"]
+__all__ = ["DenseLayer", "activation_label", "canonical_rows", "expand_affine", "neuron_relation"]
 
 
 def activation_label(activation: Activation | None) -> str:
@@ -93,8 +95,73 @@ def neuron_relation(act: Activation, u, bu, v, bv, q, o=0) -> str | None:
     return None if lhs == rhs else f"sigma({alpha} t + {beta}) != {q} sigma(t) + {o}"
 
 
+def canonical_rows(rows, bias, act: Activation, affine: bool = False):
+    """Canonical keys of the shifted pre-activation rows [w | b - s] and their scales.
+
+    Row j equals ``scale[j] * key[j]``; two rows are related by an admissible scaling alpha
+    exactly when their keys agree, and then alpha is the ratio of their scales.  With
+    ``affine=True`` the affine sign flips of odd-plus-constant activations count too.
+
+    >>> from symeq.activations import tanh_series
+    >>> keys, scales = canonical_rows([[fmpq(1), fmpq(2)], [fmpq(-1), fmpq(-2)]], [0, 0], tanh_series(3))
+    >>> keys[0] == keys[1], scales[0] / scales[1]
+    (True, -1)
+    """
+    s = act.shift
+    keys, scales = [], []
+    for r, b in zip(rows, bias):
+        vec = list(r) + [b - s]
+        c = act.affine_canonical_scale(vec) if affine else act.canonical_scale(vec)
+        # (numerator, denominator) pairs hash ~5x faster than fmpq (whose hash goes through Fraction)
+        if c == 1:
+            keys.append(tuple((int(x.p), int(x.q)) for x in vec))
+        else:
+            keys.append(tuple((int(y.p), int(y.q)) for y in (x / c for x in vec)))
+        scales.append(c)
+    return keys, scales
+
+
+def _partner_classes(keys: list, index: dict, li: int, up_to: str) -> dict:
+    """theta^g's neurons of hidden layer li grouped by key; each group needs as many in theta.
+
+    ``index`` maps theta's keys to its neurons; a group of another size leaves some neuron without
+    a partner (:class:`symeq.layers.base.NoPartner`, with ``up_to`` saying what the keys forget).
+    """
+    classes: dict = {}
+    for j, key in enumerate(keys):
+        classes.setdefault(key, []).append(j)
+    for key, js in classes.items():
+        ks = index.get(key, [])
+        if len(ks) != len(js):
+            raise NoPartner(
+                f"neuron {js[0]} of hidden layer {li + 1}, after the action on its input, has no partner: "
+                f"{len(js)} neuron(s) of theta^g but {len(ks)} of theta share its incoming weights and bias "
+                f"up to the activation's symmetry{up_to}")
+    return classes
+
+
+def _bijections(act: Activation, n: int, base: dict, tied: list, uscales, vscales) -> Iterator[tuple]:
+    """Every (rho, offset) from a bijection inside the tie classes (clones), lazily; without ties
+    there is one.  ``base`` maps the untied neurons of theta^g to theta's, ``tied`` lists the
+    classes (neurons of theta^g, neurons of theta)."""
+    choices = [list(itertools.permutations(ks)) for _, ks in tied]
+    for combo in itertools.product(*choices):
+        target = dict(base)
+        for (js, _), ks in zip(tied, combo):
+            target.update(zip(js, ks))
+        cols, vals, offs = [0] * n, [fmpq(0)] * n, [fmpq(0)] * n
+        for j in range(n):
+            k = target[j]
+            alpha = uscales[j] / vscales[k]
+            qo = act.affine_admissible(alpha)
+            if qo is None:  # cannot happen for keys built from admissible scales
+                raise AssertionError("inadmissible scale between equal canonical keys")
+            cols[j], (vals[j], offs[j]) = k, qo
+        yield monomial_matrix(cols, vals), (offs if any(x != 0 for x in offs) else None)
+
+
 @dataclass(eq=False)
-class DenseLayer:
+class DenseLayer(DenseNames):
     """x -> sigma(W x + b) with exact W (out x in) and b; sigma None means affine.
 
     Implements :class:`symeq.layers.base.Layer` (kind ``"dense"``).
@@ -127,14 +194,6 @@ class DenseLayer:
     @property
     def hidden_label(self) -> str:
         return activation_label(self.activation)
-
-    @property
-    def label(self) -> str:
-        return f"dense {self.in_dim}->{self.out_dim} {self.hidden_label}"
-
-    @property
-    def latent_group_name(self) -> str | None:
-        return None if self.activation is None else self.activation.latent_group
 
     def bias_matrix(self, npoints: int) -> fmpq_mat:
         return fmpq_mat(self.out_dim, npoints, [b for b in self.bias for _ in range(npoints)])
@@ -216,3 +275,59 @@ class DenseLayer:
         form = ("rho'(g) sigma(W x + b) + c'" if c_out is not None and any(x != 0 for x in c_out)
                 else "rho'(g) sigma(W x + b)")
         return True, f"sigma(W rho(g) x + b) = {form}, {W.nrows()} neurons, exactly"
+
+    def match_reference(self, affine: bool = False):
+        """theta's side of the matching: (canonical keys, scales, {key: [neurons]}) of its rows
+        [W | b - s] (:func:`canonical_rows`); None for an affine layer (nothing to match)."""
+        if self.activation is None:
+            return None
+        keys, scales = canonical_rows(mat_rows(self.weight), self.bias, self.activation, affine=affine)
+        index: dict = {}
+        for k, key in enumerate(keys):
+            index.setdefault(key, []).append(k)
+        return keys, scales, index
+
+    def match_action(self, P_in: fmpq_mat, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
+        """The candidate actions (rho, offset) on the layer's output given y -> P_in y + c_in on its input.
+
+        Row j of [W P_in | b + W c_in] must equal, up to an admissible scaling alpha_j (an affine
+        sign flip too when ``affine``), a row k of theta's [W | b]; then rho has q(alpha_j) at
+        (j, k) and the offset o(alpha_j).  Rows are compared by their canonical keys
+        (:func:`canonical_rows`); ``reference`` is :meth:`match_reference` (computed here if None).
+
+        Returns
+        -------
+        (tied, candidates) : ``tied`` when some class of equal rows has several neurons (clones);
+            ``candidates`` yields every (rho, offset) from a bijection inside those classes, lazily
+            (offset None: linear).
+
+        Raises
+        ------
+        NoPartner : a row of theta^g has no partner in theta (``li`` names the hidden layer).
+
+        Examples
+        --------
+        >>> from symeq.activations import tanh_series
+        >>> layer = DenseLayer([[1, 2], [2, 1]], [1, 1], tanh_series(3))
+        >>> tied, cands = layer.match_action(matrix([[0, 1], [1, 0]]))
+        >>> tied, [rho.entries() for rho, _ in cands]
+        (False, [[0, 1, 1, 0]])
+        """
+        if self.activation is None:
+            raise InputError("an affine layer's output is acted on by the group itself: check the action "
+                             "(check_action), there is nothing to match")
+        n = self.in_dim
+        if (P_in.nrows(), P_in.ncols()) != (n, n):
+            raise ShapeError(f"an action on the input of a {n}->{self.out_dim} dense layer needs a {n}x{n} matrix, "
+                             f"got {P_in.nrows()}x{P_in.ncols()}")
+        act = self.activation
+        U = mat_rows(self.weight * P_in)
+        bias = list(self.bias)
+        if c_in is not None:  # an affine action y -> P y + c on the input: bias b + W c
+            bias = [x + y for x, y in zip(bias, (self.weight * fmpq_mat(len(c_in), 1, list(c_in))).entries())]
+        ukeys, uscales = canonical_rows(U, bias, act, affine=affine)
+        vkeys, vscales, index = reference if reference is not None else self.match_reference(affine)
+        classes = _partner_classes(ukeys, index, li, "")
+        tied = [(js, index[key]) for key, js in classes.items() if len(js) > 1]
+        base = {js[0]: index[key][0] for key, js in classes.items() if len(js) == 1}
+        return bool(tied), _bijections(act, len(U), base, tied, uscales, vscales)

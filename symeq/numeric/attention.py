@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..layers.attention import LATENT_GROUP, HeadsShape
+from .monomial import MonomialAction, as_action
 
 __all__ = ["NumericAttention", "NumericHeads", "value_space_action", "factor_kron_numeric", "match_heads_numeric"]
 
@@ -119,6 +120,17 @@ class NumericAttention:
     def forward(self, X: np.ndarray) -> np.ndarray:
         """Apply the layer to a batch of flattened inputs (one row per point)."""
         return self(X)
+
+    def match_reference(self, affine: bool = False) -> None:
+        """Nothing: a whole attention layer is matched through its chain (see :meth:`match_action`)."""
+        return None
+
+    def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
+        """Not matched as a whole: the derivation matches the model's chain (``NumericModel.chain``:
+        :meth:`NumericHeads.match_action`, then the token-wise dense layer); raises
+        :class:`~symeq.errors.InputError` saying so."""
+        raise InputError("an attention layer is matched through its chain (NumericModel.chain): the heads "
+                         "layer, then the token-wise dense layer; match those layers instead")
 
     def copy(self) -> "NumericAttention":
         return NumericAttention(self.tokens, [m.copy() for m in self.query], [m.copy() for m in self.key],
@@ -203,6 +215,26 @@ class NumericHeads(HeadsShape):
                 S = S / S.sum(axis=-1, keepdims=True)
             outs.append(S @ (X @ V))
         return np.concatenate(outs, axis=-1).reshape(X.shape[0], -1)
+
+    def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
+        """The value-space action P (x) R given P_in = P (x) C on the tokens
+        (:func:`match_heads_numeric`), with its record: ``(False, [(rho, (max residual, median
+        residual, margin, how))])``.  One candidate: a float match does not enumerate tied heads.
+
+        Raises :class:`~symeq.errors.InputError` when P_in is not of the form P (x) C (the
+        question is not posed for this layer), as the float derivation always has.
+
+        >>> layer = NumericHeads(2, [np.eye(1)], [np.eye(1)])
+        >>> _, [(rho, rec)] = layer.match_action(np.array([[0.0, 1.0], [1.0, 0.0]]))
+        >>> rho.cols.tolist(), rec[0] < 1e-12
+        ([1, 0], True)
+        """
+        P = P_in.to_dense() if isinstance(P_in, MonomialAction) else P_in
+        rho, rel, margin, why = match_heads_numeric(self, P)
+        if why:  # the input action is not of the form the heads layer allows: a question not posed
+            raise InputError(f"attention heads: {why}")
+        how = f"{self.heads} heads matched by linear assignment on their score matrices, values by least squares"
+        return False, [(as_action(rho), (float(rel.max()), float(np.median(rel)), margin, how))]
 
 
 def factor_kron_numeric(M: np.ndarray, T: int, d: int, tol: float = 1e-9):

@@ -58,9 +58,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from .attention import match_heads_numeric
-from .models import NumericGroup, NumericModel, Scalings, _as_group
+from .models import NumericGroup, NumericModel, _as_group
 from ..walk import ChainWalk, TieWalk, cayley_homomorphism
+from .match import _fit, _input_bias, _latent_action, linear_assignment  # linear_assignment: re-exported
 from .monomial import MonomialAction, as_action, left_multiply, right_multiply
 
 __all__ = [
@@ -76,41 +76,6 @@ __all__ = [
 ]
 
 DEFAULT_TOL = 1e-6
-
-
-# -- linear assignment -------------------------------------------------------------------------
-
-def linear_assignment(cost: np.ndarray) -> np.ndarray:
-    """The permutation pi minimising sum_j cost[j, pi(j)] (scipy's LAPJV), as an array.
-
-    When the row-wise argmin is already a bijection it is optimal and is returned directly.
-    Without scipy, a greedy assignment is used (optimal only for clear-cut costs) and a
-    warning says so.
-
-    >>> linear_assignment(np.array([[1.0, 0.0], [0.0, 1.0]])).tolist()
-    [1, 0]
-    """
-    arg = cost.argmin(axis=1)
-    if np.unique(arg).shape[0] == arg.shape[0]:
-        return arg
-    try:
-        from scipy.optimize import linear_sum_assignment
-    except ImportError:
-        import warnings
-
-        warnings.warn("scipy is not installed: greedy assignment (install symeq[numeric] for the optimal one)")
-        n = cost.shape[0]
-        order = np.argsort(cost, axis=None)
-        pi, used_r, used_c = np.full(n, -1), np.zeros(n, bool), np.zeros(n, bool)
-        for flat in order:
-            r, c = divmod(int(flat), n)
-            if not used_r[r] and not used_c[c]:
-                pi[r], used_r[r], used_c[c] = c, True, True
-        return pi
-    rows, cols = linear_sum_assignment(cost)
-    pi = np.empty(cost.shape[0], dtype=np.int64)
-    pi[rows] = cols
-    return pi
 
 
 # -- derivation from the weights ---------------------------------------------------------------
@@ -228,97 +193,23 @@ def _action_json(a) -> dict:
     return out
 
 
-def _match_layer(U: np.ndarray, V: np.ndarray, act, chunk: int = 2048):
-    """Match rows of U to rows of V up to the activation's admissible scalings.
-
-    Returns (pi, alpha, rel, margin): U_j ~ alpha_j V_pi(j), rel[j] the relative residual.
-    """
-    un = np.sqrt(np.maximum(np.einsum("ij,ij->i", U, U), 1e-300))
-    cost = _row_distances(U, V, act) / un[:, None]
-    pi = linear_assignment(cost)
-    alpha, rel = _fit(U, V, pi, act)
-    if cost.shape[1] > 1:
-        part = np.partition(cost, 1, axis=1)[:, :2]
-        margin = float(np.min(part[:, 1] - part[:, 0]))
-    else:
-        margin = float("inf")
-    return pi, alpha, rel, margin
-
-
-def _alpha_class(act) -> str:
-    """Which alpha are admissible ("one", "sign", "positive", "nonzero"), from the activation's
-    :class:`~symeq.numeric.models.Scalings` (read off the exact activation where there is one)."""
-    sc = act if isinstance(act, Scalings) else getattr(act, "scalings", None)
-    if sc is None:
-        raise TypeError(f"expected a NumericActivation or Scalings, got {act!r}")
-    return sc.alphas
-
-
-def _row_distances(U: np.ndarray, V: np.ndarray, act) -> np.ndarray:
-    """min over admissible alpha of |U_j - alpha V_k|, for all pairs (j, k)."""
-    cls = _alpha_class(act)
-    un2 = np.einsum("ij,ij->i", U, U)
-    vn2 = np.einsum("ij,ij->i", V, V)
-    G = U @ V.T
-    if cls == "sign":
-        d2 = un2[:, None] + vn2[None, :] - 2.0 * np.abs(G)
-    elif cls in ("nonzero", "positive"):
-        proj = G * G / np.maximum(vn2, 1e-300)[None, :]
-        if cls == "positive":
-            proj = np.where(G > 0, proj, 0.0)
-        d2 = un2[:, None] - proj
-    else:  # alpha = 1 only
-        d2 = un2[:, None] + vn2[None, :] - 2.0 * G
-    return np.sqrt(np.maximum(d2, 0.0))
-
-
-def _fit(U: np.ndarray, V: np.ndarray, pi: np.ndarray, act):
-    """The admissible scalings alpha_j and relative residuals for the matching U_j ~ alpha_j V_pi(j)."""
-    cls = _alpha_class(act)
-    Vp = V[pi]
-    g = np.einsum("ij,ij->i", U, Vp)
-    if cls == "sign":
-        alpha = np.where(g >= 0, 1.0, -1.0)
-    elif cls in ("nonzero", "positive"):
-        alpha = g / np.maximum(np.einsum("ij,ij->i", Vp, Vp), 1e-300)
-        if cls == "positive":  # the best alpha >= 0; 0 is the limit, not admissible (below)
-            alpha = np.maximum(alpha, 0.0)
-    else:
-        alpha = np.ones(U.shape[0])
-    un = np.sqrt(np.maximum(np.einsum("ij,ij->i", U, U), 1e-300))
-    rel = np.linalg.norm(U - alpha[:, None] * Vp, axis=1) / un
-    # no admissible alpha fits (ReLU rows pointing apart): the residual |U_j| / |U_j| = 1 says so;
-    # alpha = 1 stands in so that the later layers are still matched and reported
-    return np.where(alpha == 0.0, 1.0, alpha), rel
-
-
-def _input_bias(layer, prev) -> np.ndarray:
-    """b + W c when the action on the layer's input is affine (y -> rho y + c), else b."""
-    off = getattr(prev, "offset", None)
-    return layer.bias if off is None else layer.bias + layer.weight @ off
-
-
-def _latent_action(act, pi: np.ndarray, alpha: np.ndarray) -> MonomialAction:
-    """rho_i(g) from the matching U_j ~ alpha_j V_pi(j): entry q(alpha_j) at (j, pi(j)), and the
-    offsets o(alpha_j) of affine sign flips (NaN entries where alpha_j is not admissible)."""
-    return MonomialAction(pi, act.scalings.q(alpha), act.scalings.offset(alpha) if act.scalings.affine else None)
-
-
 class _FloatRows:
     """The float row matcher of the chain walk (:class:`symeq.walk.ChainWalk`).
 
-    Each step matches the rows of [W_i rho_{i-1}(g) | b_i + W_i c_{i-1}(g) - s] to theta's by
-    linear assignment (:func:`_match_layer`) and records (max residual, median residual, margin,
-    method); attention heads are matched by :func:`symeq.numeric.attention.match_heads_numeric`.
+    Each step is the layer's own matching of actions (``match_action``, with theta's side computed
+    once by ``match_reference``): a dense layer matches the rows of
+    [W_i rho_{i-1}(g) | b_i + W_i c_{i-1}(g) - s] to theta's by linear assignment
+    (:func:`symeq.numeric.match._match_layer`), attention heads by
+    :func:`symeq.numeric.attention.match_heads_numeric`; each records (max residual, median
+    residual, margin, method).
     ``close`` adds the last layer's residual: the result is (worst residual, chain, records).
     """
 
     def __init__(self, model: NumericModel):
         self.model = model
         self.hidden = model.depth - 1
-        # theta's shifted rows do not depend on g: build them once
-        self.V = [None if l.kind == "heads" else np.hstack([l.weight, (l.bias - l.activation.shift)[:, None]])
-                  for l in model.layers[:-1]]
+        # theta's side of the matching (dense: the shifted rows) does not depend on g: build it once
+        self.V = [layer.match_reference() for layer in model.layers[:-1]]
 
     def tick(self) -> None:
         pass  # one node per layer: the float chain never branches
@@ -327,21 +218,11 @@ class _FloatRows:
         return as_action(A)
 
     def step(self, i: int, prev) -> list:
-        layer = self.model.layers[i]
-        if layer.kind == "heads":
-            rho, rel, margin, why = match_heads_numeric(layer, prev.to_dense() if isinstance(prev, MonomialAction)
-                                                        else prev)
-            if why:  # the input action is not of the form the heads layer allows: a question not posed
-                raise InputError(f"attention heads: {why}")
-            how = f"{layer.heads} heads matched by linear assignment on their score matrices, values by least squares"
-            rho = as_action(rho)
-            return [((rho, (float(rel.max()), float(np.median(rel)), margin, how)), rho)]
-        act = layer.activation
-        U = np.hstack([right_multiply(layer.weight, prev), (_input_bias(layer, prev) - act.shift)[:, None]])
-        pi, alpha, rel, margin = _match_layer(U, self.V[i], act)
-        rho = _latent_action(act, pi, alpha)
-        how = f"{act.latent_group}, linear assignment"
-        return [((rho, (float(rel.max()), float(np.median(rel)), margin, how)), rho)]
+        """The candidate (rho, record) on hidden layer i + 1: the layer's own matching of actions
+        (``match_action`` of :class:`~symeq.numeric.models.NumericDenseLayer` or
+        :class:`~symeq.numeric.attention.NumericHeads`)."""
+        _, candidates = self.model.layers[i].match_action(prev, reference=self.V[i], li=i)
+        return [((rho, record), rho) for rho, record in candidates]
 
     def close(self, prev, B, acc: list) -> tuple:
         res = [r for _, r in acc]

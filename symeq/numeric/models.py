@@ -53,9 +53,11 @@ import numpy as np
 
 from ..activations import LATENT_GROUPS, relu as _exact_relu
 from ..errors import EngineMissing, InputError, ShapeError
-from ..layers.base import TOKEN_MIXING
+from ..layers.base import TOKEN_MIXING, DenseNames
 from ..models import LayeredShape
 from .attention import NumericAttention, NumericHeads
+from .match import _input_bias, _latent_action, _match_layer
+from .monomial import right_multiply, to_float_matrix  # to_float_matrix: re-exported (it lives below models)
 
 __all__ = [
     "Scalings",
@@ -73,15 +75,6 @@ __all__ = [
     "from_torch",
     "to_float_matrix",
 ]
-
-
-
-def to_float_matrix(m) -> np.ndarray:
-    """An ``fmpq_mat`` (or nested list / array) as a float64 array."""
-    if hasattr(m, "nrows") and hasattr(m, "entries"):
-        vals = [int(q.p) / int(q.q) for q in m.entries()]
-        return np.array(vals, dtype=np.float64).reshape(m.nrows(), m.ncols())
-    return np.asarray(m, dtype=np.float64)
 
 
 def _fq(q) -> float:
@@ -440,7 +433,7 @@ def _as_group(group) -> NumericGroup | None:
 # -- layers and models ---------------------------------------------------------------------
 
 @dataclass(eq=False)
-class NumericDenseLayer:
+class NumericDenseLayer(DenseNames):
     """x -> sigma(W x + b) with float W (out x in) and b; sigma None means affine.
 
     A float layer of kind ``"dense"`` (:class:`symeq.layers.base.LayerBase`).
@@ -479,14 +472,6 @@ class NumericDenseLayer:
         arg = spec.get("order", spec.get("degree"))
         return spec.get("type", self.activation.name) + (f"({arg})" if arg is not None else "")
 
-    @property
-    def label(self) -> str:
-        return f"dense {self.in_dim}->{self.out_dim} {self.hidden_label}"
-
-    @property
-    def latent_group_name(self) -> str | None:
-        return None if self.activation is None else self.activation.latent_group
-
     def pre_activation(self, X: np.ndarray) -> np.ndarray:
         return X @ self.weight.T + self.bias
 
@@ -497,6 +482,43 @@ class NumericDenseLayer:
 
     def copy(self) -> "NumericDenseLayer":
         return NumericDenseLayer(self.weight.copy(), self.bias.copy(), self.activation, self.tokens)
+
+    def match_reference(self, affine: bool = False) -> np.ndarray | None:
+        """theta's shifted rows [W | b - s] (None for an affine layer: nothing to match)."""
+        if self.activation is None:
+            return None
+        return np.hstack([self.weight, (self.bias - self.activation.shift)[:, None]])
+
+    def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
+        """The action on the layer's output given y -> P_in y + c_in on its input, with its record.
+
+        Rows of [W P_in | b + W c_in - s] are matched to theta's [W | b - s] up to admissible
+        scalings by linear assignment (:func:`symeq.numeric.match._match_layer`); rho has
+        q(alpha_j) at (j, pi(j)) and the offsets of affine sign flips.  ``c_in`` defaults to the
+        offset P_in carries (``MonomialAction.offset``); ``reference`` is :meth:`match_reference`.
+        Affine sign flips are always read off the activation's scalings, so ``affine`` is unused.
+
+        Returns
+        -------
+        (False, [(rho, (max residual, median residual, margin, how))]) : one candidate; how far it
+            is from exact is the record's business (a float match decides nothing).
+
+        Examples
+        --------
+        >>> layer = NumericDenseLayer(np.array([[1.0, 2.0], [2.0, 1.0]]), np.ones(2), numeric_activation("tanh"))
+        >>> _, [(rho, rec)] = layer.match_action(np.array([[0.0, 1.0], [1.0, 0.0]]))
+        >>> rho.cols.tolist(), rec[0] < 1e-12
+        ([1, 0], True)
+        """
+        act = self.activation
+        if act is None:
+            raise InputError("an affine layer's output is acted on by the group itself: there is nothing to match")
+        V = self.match_reference() if reference is None else reference
+        bias = _input_bias(self, P_in) if c_in is None else self.bias + self.weight @ np.asarray(c_in, dtype=np.float64)
+        U = np.hstack([right_multiply(self.weight, P_in), (bias - act.shift)[:, None]])
+        pi, alpha, rel, margin = _match_layer(U, V, act)
+        rho = _latent_action(act, pi, alpha)
+        return False, [(rho, (float(rel.max()), float(np.median(rel)), margin, f"{act.latent_group}, linear assignment"))]
 
     @property
     def token_weight(self) -> np.ndarray:

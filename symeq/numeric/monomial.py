@@ -126,13 +126,23 @@ class MonomialAction:
         return f"MonomialAction(n={self.n}, {self.kind()})"
 
 
+def to_float_matrix(m) -> np.ndarray:
+    """An ``fmpq_mat`` (or nested list / array) as a float64 array.
+
+    >>> to_float_matrix([[1, 2]]).tolist()
+    [[1.0, 2.0]]
+    """
+    if hasattr(m, "nrows") and hasattr(m, "entries"):
+        vals = [int(q.p) / int(q.q) for q in m.entries()]
+        return np.array(vals, dtype=np.float64).reshape(m.nrows(), m.ncols())
+    return np.asarray(m, dtype=np.float64)
+
+
 def as_action(m):
     """A MonomialAction if ``m`` is (or stores) a monomial matrix, else the dense float array."""
     if isinstance(m, MonomialAction):
         return m
     if hasattr(m, "nrows"):
-        from .models import to_float_matrix
-
         m = to_float_matrix(m)
     mono = MonomialAction.from_dense(m)
     return mono if mono is not None else np.asarray(m, dtype=np.float64)
