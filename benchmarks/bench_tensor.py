@@ -8,10 +8,10 @@ Three parts, one run (docs/identifiability.md; the method is symeq/fibre/tensor.
    msolve that settles within ``--case-timeout``; msolve answers modulo primes and is labelled) runs
    ``compare_with_orbit`` on the same model; verdicts and point counts must agree.
 2. **Widths.**  The tensor method alone on tanh_series(3) with biases at (n, n, n) for n = 4 ... 64
-   (random rational θ), a scalar-output case (n, n, 1), a deep tanh case (not applicable: deep
-   networks are certified only with two hidden layers, no biases and monomial activations) and deep
-   bias-free t² cases (n, n, n, n) and (16,16,16,16,16) decided by the Jacobian-factor certificate
-   (symeq/fibre/deep.py).
+   (random rational θ), a scalar-output case (n, n, 1), a deep tanh case (not applicable: the
+   Jacobian-factor certificate needs at least n outputs) and deep
+   bias-free t² cases (n, n, n, n) and (16,16,16,16,16), and deep tanh_series(3) cases with biases
+   (n, n, n, n), decided by the Jacobian-factor certificate (symeq/fibre/deep.py).
    Each row also times the independent checker (``symeq check``) on the certificate.
 3. **Growth.**  The slope of log(time) against log(width) between successive widths.
 
@@ -154,6 +154,9 @@ def widths(args) -> list[dict]:
     cases.append(((4, 4, 4, 2), "deep (4,4,4,2), tanh3 + bias"))
     deep = [(n, n, n, n) for n in ([4, 16] if args.quick else [4, 16, 64])]
     cases += [(a, f"deep ({a[0]},{a[0]},{a[0]},{a[0]}), t² bias-free") for a in deep]
+    # general activations (docs/identifiability.md, "Deep networks, general activations"): random
+    # nonzero weights give every row of W_2 n >= 3 entries; the fibre is the finite orbit (n! 2^n)^2
+    cases += [(a, f"deep ({a[0]},{a[0]},{a[0]},{a[0]}) tanh_series(3) with biases") for a in deep]
     cases.append(((16,) * 5, "deep (16,16,16,16,16) three hidden layers, t² bias-free"))
     for arch, label in cases:
         deep_t2 = "t² bias-free" in label

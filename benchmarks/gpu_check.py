@@ -22,12 +22,23 @@ Exit 0 when every comparison agrees, 1 when one does not, 2 when the device is n
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import write_results  # noqa: E402
+
+LINES: list = []
+
+
+def say(text: str) -> None:
+    """Print a result line and keep it for the Markdown results file."""
+    print(text)
+    LINES.append(text)
 
 
 def main(argv=None) -> int:
@@ -72,7 +83,7 @@ def main(argv=None) -> int:
     res["products_rel_diff"] = float(max(np.abs(JV_t - JV).max() / np.abs(JV).max(),
                                          np.abs(JTJV_t - JTJV).max() / np.abs(JTJV).max()))
     ok &= res["products_rel_diff"] < 1e-10
-    print(f"1. J V and J^T J V, torch on {a.device} vs numpy: relative difference {res['products_rel_diff']:.2g}")
+    say(f"1. J V and J^T J V, torch on {a.device} vs numpy: relative difference {res['products_rel_diff']:.2g}")
 
     # 2. functional dimension, matrix-free
     big = net([8, 32, 32, 8] if a.quick else [32, 256, 256, 128, 32])
@@ -80,7 +91,7 @@ def main(argv=None) -> int:
         r = functional_dimension(big, rng=1, method="krylov", backend=backend, device=a.device)
         res[f"fdim_{backend}"] = {"rank": r.rank, "expected": r.expected, "seconds": r.seconds,
                                   "iterations": r.details["iterations"], "backend": r.backend}
-        print(f"2. functional dimension ({big.n_params} parameters), {r.backend}: {r.rank} of {r.expected}, "
+        say(f"2. functional dimension ({big.n_params} parameters), {r.backend}: {r.rank} of {r.expected}, "
               f"{r.seconds:.1f} s, {r.details['iterations']} iterations")
     ok &= res["fdim_torch"]["rank"] == res["fdim_numpy"]["rank"] == res["fdim_numpy"]["expected"]
 
@@ -92,14 +103,13 @@ def main(argv=None) -> int:
     res["training"] = {"seconds": time.perf_counter() - t, "device": run.training.get("device"),
                        "layer1_horizontal_error": run.errors["f_1, horizontal"]}
     ok &= run.training.get("device", "").startswith(a.device.split(":")[0])
-    print(f"3. autoencoder trained on {run.training.get('device')} in {res['training']['seconds']:.1f} s; "
+    say(f"3. autoencoder trained on {run.training.get('device')} in {res['training']['seconds']:.1f} s; "
           f"layer-1 horizontal error {run.errors['f_1, horizontal']:.3g}")
 
     res["all_agree"] = bool(ok)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_check.json").write_text(json.dumps(res, indent=1) + "\n")
-    print("all comparisons agree" if ok else "A COMPARISON DISAGREES (see gpu_check.json)")
+    say("all comparisons agree" if ok else "A COMPARISON DISAGREES (see gpu_check.json)")
+    # the shared results writer: gpu_check.md, and gpu_check.json with the machine's metadata block
+    write_results(a.out, "gpu_check", "\n".join(LINES), res)
     return 0 if ok else 1
 
 

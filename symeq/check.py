@@ -34,10 +34,11 @@ composes sparse matrices: the whole check takes time about linear in the number 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from fractions import Fraction
 from functools import lru_cache
 from math import comb
@@ -700,10 +701,45 @@ def _action(value, n: int, where: str, layer, sparse_format: bool):
     raise CheckError(f"{where}: unknown action kind {_short(kind)} (monomial, block-monomial or dense)")
 
 
+def _canonical(x):
+    """theta as this checker reads it, as nested tuples of strings (labels left out): what the digest hashes."""
+    if is_dataclass(x):
+        return tuple((f.name, _canonical(getattr(x, f.name))) for f in fields(x) if f.compare)
+    if isinstance(x, (tuple, list)):
+        return tuple(_canonical(v) for v in x)
+    return None if x is None else str(x)
+
+
+def layers_digest(layers_json, input_dim: int) -> str:
+    """SHA-256 of a model's parameters as this checker reads them (exact entries and activations).
+
+    A certificate of a large model carries this digest instead of a copy of theta
+    (``parameters.layers_sha256``); the checker recomputes it from the model file it is given, so
+    the certificate stays bound to exactly that theta (docs/certificates.md).
+
+    >>> a = layers_digest([{"type": "dense", "weight": [["1/2"]], "bias": None, "activation": None}], 1)
+    >>> a == layers_digest([{"type": "dense", "weight": [["0.5"]], "bias": [0], "activation": None}], 1)
+    True
+    """
+    return _layers_digest(_layers(layers_json, input_dim, "parameters"))
+
+
+def _layers_digest(layers) -> str:
+    return hashlib.sha256(repr(_canonical(list(layers))).encode()).hexdigest()
+
+
 def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_Layer],
                      group: list, cap: int, sparse_format: bool = True) -> None:
     params = _dict(cert.get("parameters"), "certificate parameters")
-    theta2 = _layers(params.get("layers"), n_in, "certificate parameters")
+    digest = params.get("layers_sha256")
+    if digest is not None and digest != _layers_digest(layers):
+        report.reasons.append(f"{PARAMS_DIFFER}: the certificate's digest of theta (layers_sha256) is not the "
+                              f"model's (a certificate of another model, or a changed model file)")
+        return
+    if params.get("layers") is None and digest is not None and params.get("reparametrized") is not True:
+        theta2 = layers  # theta itself, bound to the model by the digest just checked
+    else:
+        theta2 = _layers(params.get("layers"), n_in, "certificate parameters")
     if theta2 != layers and params.get("reparametrized") is not True:
         report.reasons.append(f"{PARAMS_DIFFER} (and the certificate does not declare a re-parametrization)")
         return
@@ -1549,6 +1585,9 @@ def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> Non
         report.reasons.append(f"widths {widths} are not (n0, n, ..., n, nL) with n0 >= n <= nL")
         return
     bias = any(x != 0 for l in layers for x in l.bias)
+    if cert.get("activations") == "general":  # any polynomial activations, two hidden layers
+        _check_ident_deep_general(report, cert, n, bias, layers)
+        return
     if hidden == 3 and bias:
         report.reasons.append("three hidden layers are certified only without biases")
         return
@@ -1623,6 +1662,123 @@ def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> Non
                               f"{_short(cert.get('orbit_size'))}/{_short(cert.get('orbit_dimension'))}")
         return
     report.checks.append(f"fibre = orbit: a torus of dimension {dim} times S_{n}^{hidden} (Jacobian-factor theorem)")
+
+
+def _shifted_coeffs(act, lam: Fraction, c: Fraction) -> list:
+    """Coefficients of s(lam t + c) (Taylor expansion in Fractions)."""
+    d = len(act) - 1
+    return [sum((act[m] * comb(m, j) * lam ** j * c ** (m - j) for m in range(j, d + 1)), Fraction(0))
+            for j in range(d + 1)]
+
+
+def _deep_layer_scalings(act, bias: bool):
+    """(degree, centre, g, lambdas) of one hidden layer for the general Jacobian-factor theorem, or a
+    failure text: lambda^g = 1 with g = gcd{m - j : tau_j != 0, 1 <= j < m} (tau(u) = s(u + centre));
+    "all" for g = 0; without biases lambda = 1 only when the centre is nonzero."""
+    if not isinstance(act, tuple) or len(act) < 3 or act[-1] == 0:
+        return "a hidden activation is not a polynomial of degree >= 2"
+    m = len(act) - 1
+    mu = -act[m - 1] / (m * act[m])
+    tau = _shifted_coeffs(act, Fraction(1), mu)
+    g = 0
+    for j in range(1, m):
+        if tau[j] != 0:
+            g = gcd(g, m - j)
+    if g == 0:
+        if bias or (mu == 0 and tau[0] == 0):
+            return m, mu, g, "all"
+        return (m, mu, g, [Fraction(1)]) if mu != 0 else "a constant without biases"
+    if not bias and mu != 0:
+        return m, mu, g, [Fraction(1)]
+    if g >= 3:
+        return f"lambda^{g} = 1 has complex solutions"
+    lams = [Fraction(1), Fraction(-1)] if g == 2 else [Fraction(1)]
+    for lam in lams:
+        # the scaling is a symmetry: s(lam t + mu (1 - lam)) = lam^m s(t) + beta (beta = 0 without biases)
+        c = mu * (1 - lam)
+        lhs, alpha = _shifted_coeffs(act, lam, c), lam ** m
+        beta = lhs[0] - alpha * act[0]
+        if any(lhs[j] != alpha * act[j] for j in range(1, m + 1)) or (not bias and (c != 0 or beta != 0)):
+            return f"lambda = {lam} is not a symmetry of the activation{'' if bias else ' without biases'}"
+    return m, mu, g, lams
+
+
+def _check_ident_deep_general(report: CheckReport, cert: dict, n: int, bias: bool, layers) -> None:
+    """Two hidden layers with general polynomial activations (docs/identifiability.md, "Deep networks,
+    general activations"): the scalings per layer, the full ranks, >= 3 entries per row of W_2, the orbit."""
+    if len(layers) != 3:
+        report.reasons.append("a general-activation jacobian-factors certificate covers two hidden layers")
+        return
+    if cert.get("bias") is not bias:
+        report.reasons.append(f"certificate bias {_short(cert.get('bias'))} differs from the model's {bias}")
+        return
+    listed = cert.get("layers")
+    if not isinstance(listed, list) or len(listed) != 2:
+        report.reasons.append("layers must describe the two hidden layers")
+        return
+    lams = []
+    for i, (layer, entry) in enumerate(zip(layers, listed)):
+        got = _deep_layer_scalings(layer.act, bias)
+        if isinstance(got, str):
+            report.reasons.append(f"hidden layer {i + 1}: {got}")
+            return
+        m, mu, g, lam = got
+        entry = _dict(entry, f"layers[{i}]")
+        ok = (_is_int(entry.get("degree")) and entry.get("degree") == m and _is_int(entry.get("g"))
+              and entry.get("g") == g and isinstance(entry.get("centre"), str)
+              and parse_number(entry.get("centre"), "centre") == mu)
+        el = entry.get("lambdas")
+        if lam == "all":
+            ok = ok and el == "all"
+        else:
+            ok = ok and isinstance(el, list) and [parse_number(x, "lambda") for x in el] == lam
+        if not ok:
+            report.reasons.append(f"layers[{i}] {_short(entry)} differ from the recomputed degree {m}, centre {mu}, "
+                                  f"g = {g}, lambdas {lam if lam == 'all' else [str(x) for x in lam]}")
+            return
+        lams.append(lam)
+    report.checks.append("the scalings lambda that can occur (lambda^g = 1, offsets at the centres) are "
+                         f"{[l if l == 'all' else [str(x) for x in l] for l in lams]}, each a symmetry of its "
+                         "activation" + ("" if bias else " without offsets"))
+    Ws = [[list(r) for r in l.weight] for l in layers]
+    proofs = _dict(cert.get("full_rank"), "full_rank")
+    mats = [("W1_columns", Ws[0], "W_1"), ("W2_columns", Ws[1], "W_2"),
+            ("W3_rows", [list(c) for c in zip(*Ws[2])], "W_3")]
+    if set(proofs) != {key for key, _, _ in mats}:
+        report.reasons.append(f"full_rank must prove exactly {[key for key, _, _ in mats]}")
+        return
+    for key, rows, what in mats:
+        cols = proofs.get(key)
+        if not isinstance(cols, list) or len(cols) != n or not all(_is_int(c) for c in cols) \
+                or len(set(cols)) != n or not all(0 <= c < len(rows[0]) for c in cols):
+            report.reasons.append(f"full_rank.{key} must list {n} distinct indices of {what}")
+            return
+        if not _minor_nonzero(_int_columns([[r[c] for c in cols] for r in rows])):
+            report.reasons.append(f"full_rank.{key}: the {n} x {n} minor of {what} at {cols} is zero")
+            return
+    report.checks.append(f"every weight matrix has rank {n} (nonzero {n} x {n} minors at the indices given)")
+    supports = [sum(1 for x in r if x != 0) for r in Ws[1]]
+    if cert.get("w2_row_supports") != supports or min(supports) < 3:
+        report.reasons.append(f"w2_row_supports {_short(cert.get('w2_row_supports'))} (model: {supports}): every row "
+                              "of W_2 needs >= 3 nonzero entries")
+        return
+    report.checks.append("every row of W_2 has >= 3 nonzero entries: the top form of each second pre-activation is "
+                         "a smooth Fermat form, so it has no degree-1 factor")
+    continuous = sum(1 for l in lams if l == "all")
+    dim = n * continuous
+    size = None
+    if not continuous:
+        fact = 1
+        for k in range(2, n + 1):
+            fact *= k
+        size = fact * len(lams[0]) ** n * fact * len(lams[1]) ** n
+    if cert.get("orbit_size") != (None if size is None else str(size)) or cert.get("orbit_dimension") != dim \
+            or not _is_int(cert.get("orbit_dimension")):
+        report.reasons.append(f"orbit: expected size {size} and dimension {dim}, got "
+                              f"{_short(cert.get('orbit_size'))}/{_short(cert.get('orbit_dimension'))}")
+        return
+    report.checks.append("fibre = orbit (Jacobian-factor theorem, general activations): "
+                         + (f"{size} points" if size is not None else f"dimension {dim}"))
 
 
 _check_action_certificate = check_certificate

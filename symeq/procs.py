@@ -203,13 +203,50 @@ def spawn(cmd, *, stdin=subprocess.DEVNULL, stdout=None, stderr=None, env=None, 
     # long as the process (elsewhere the guardian alone covers it)
     pdeath = threading.current_thread() is threading.main_thread()
     pre = _preexec(os.getpid(), pdeath, cap, _prctl() if pdeath else None) if (pdeath or cap) else None
-    with _lock:
+    with _deferred_signals(), _lock:
         proc = subprocess.Popen(list(cmd), stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd,
                                 start_new_session=True, preexec_fn=pre)
         proc.memory_cap = cap  # for failure()
         _groups[proc.pid] = proc
         _tell_guardian(f"+{proc.pid}")
     return proc
+
+
+class _deferred_signals:
+    """Hold SIGINT/SIGTERM/SIGHUP while a child is forked and registered, then deliver them.
+
+    A Ctrl-C that lands between fork and registration would raise inside ``Popen`` and leave a
+    child nobody kills synchronously (only its death signal would, a moment after symeq is gone).
+    Python runs signal handlers in the main thread only, so there the handlers are swapped for one
+    that records the signal; elsewhere nothing can be deferred (the guardian covers that case).
+    """
+
+    SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
+
+    def __enter__(self):
+        self.old, self.pending = {}, []
+        if threading.current_thread() is threading.main_thread():
+            for s in self.SIGNALS:
+                try:
+                    self.old[s] = signal.signal(s, self._hold)
+                except (ValueError, OSError):  # pragma: no cover - not allowed here
+                    pass
+        return self
+
+    def _hold(self, signum, frame):
+        self.pending.append((signum, frame))
+
+    def __exit__(self, *exc):
+        for s, h in self.old.items():
+            signal.signal(s, h)
+        if self.pending:
+            signum, frame = self.pending[0]
+            h = self.old.get(signum)
+            if callable(h):
+                h(signum, frame)  # e.g. KeyboardInterrupt: now the child is registered and gets killed
+            elif h == signal.SIG_DFL:
+                os.kill(os.getpid(), signum)
+        return False
 
 
 def _forget(proc) -> None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from .version import __version__
 from .budget import Deadline
+from .check import layers_digest
 from .equivariance import EquivarianceResult, decide_equivariance
 from .errors import BudgetExceeded, InputError, LimitExceeded
 from .groups import FiniteGroup
@@ -126,7 +127,7 @@ class Verification:
             "identifiability": self.identifiability,
             "input_dim": self.model.input_dim,
             "group": self.group.to_json(),
-            "parameters": {"layers": layers_to_json(self.model), "reparametrized": self.reparametrized},
+            "parameters": self._parameters_json(),
             "latent_groups": latent_group_names(self.model),
             "latent_actions": None if self.actions is None else [
                 [format_matrix(m) if dense else action_to_json(layer, m) for m in per_g]
@@ -145,6 +146,18 @@ class Verification:
             "notes": self.notes,
             "versions": _versions(),
         }
+
+    def _parameters_json(self) -> dict:
+        """theta in the certificate: its digest always (binding the certificate to the model file);
+        a copy of the layers for a re-parametrized theta' and for models up to INLINE_PARAMETERS
+        parameters -- a large theta is only digested, the checker reads it from the model file."""
+        layers = layers_to_json(self.model)
+        if self.reparametrized:  # theta' differs from the model file: the checker needs it whole
+            return {"layers": layers, "reparametrized": True}
+        out = {"layers_sha256": layers_digest(layers, self.model.input_dim), "reparametrized": False}
+        if self.model.n_params <= INLINE_PARAMETERS:
+            out["layers"] = layers
+        return out
 
     def to_json(self) -> dict:
         """Everything as JSON (the CLI's ``--json`` output): the certificate plus timing."""
@@ -239,6 +252,8 @@ class Verification:
 
 
 DENSE_CERTIFICATE_FORMAT = "symeq-certificate/1"
+#: a certificate carries a copy of theta up to this many parameters, beyond only its digest
+INLINE_PARAMETERS = 20_000
 
 
 def action_to_json(layer, M) -> dict:

@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import pytest
 
-from symeq.activations import monomial, polynomial, tanh_series
+from symeq.activations import monomial, polynomial, sigmoid_series, tanh_series
 from symeq.check import check_certificate
 from symeq.errors import MemoryLimit, Undetermined
 from symeq.cli import main
@@ -111,8 +111,9 @@ def test_two_entries_in_a_row_of_w2_is_not_applicable():
 @pytest.mark.parametrize("what, model, phrase", [
     ("one entry and a bias", _net(2, [[[1, 2], [3, -1]], [[2, 0], [0, -3]], [[1, 2], [-1, 1]]],
                                   [monomial(2), monomial(2)], [[1, -1], [1, 0], [0, 1]]), "one nonzero entry"),
-    ("tanh", _net(3, C3, [tanh_series(3), tanh_series(3)]), "not a monomial"),
-    ("shifted monomial", _net(3, C3, [polynomial([1, 2, 1]), monomial(2)]), "not a monomial"),
+    ("tanh, three hidden layers", _net(3, C3 + [C3[0]], [tanh_series(3)] * 3), "not a monomial"),
+    ("tanh, W_2 row of two entries", _net(3, [C3[0], [[2, -1, 0], [-1, 3, 2], [3, 2, -1]], C3[2]],
+                                          [tanh_series(3)] * 2, [[1, 1, 1], [1, 1, 1], [0, 0, 0]]), "row 0 of W_2"),
     ("scalar output", _net(3, C3[:2] + [[[1, 2, 3]]], [monomial(2), monomial(2)]), "widths"),
     ("wider hidden layer", _net(2, [[[1, 2], [2, 1], [1, -1]], C3[1], C3[2]], [monomial(2), monomial(2)]), "widths"),
     ("three hidden layers, r_1^(3-2) = r_2", _net(3, C3 + [C3[0]], [monomial(2)] * 3), "r_1^1 = r_2"),
@@ -188,14 +189,16 @@ def test_biases_equivariant_network_is_identifiable():
     assert t.status == "identifiable", t.reason
     assert t.certificate["bias"] is True and t.certificate["w2_centred_biases"] == ["2", "2", "2"]
     assert _check(t, m).accepted is True
-    # the same certificate does not fit the bias-free network
+    # the same certificate does not fit the bias-free network, which the general-activation theorem
+    # decides: (t - 1)^2 without biases allows lambda = 1 only (the flip needs the bias 2), t^3 its torus
     free = _net(3, C3, [polynomial([1, -2, 1]), monomial(3)])
-    assert tensor_identifiability(free).status == "not-applicable"
+    tf = tensor_identifiability(free)
+    assert tf.status == "identifiable" and tf.orbit_dimension == 3 and tf.certificate["activations"] == "general"
     assert check_certificate(json.loads(json.dumps(t.certificate)),
                              json.loads(json.dumps(model_to_json(free)))).accepted is False
 
 
-def _jacobian_rank(m, points):
+def _jacobian_rank(m, points, with_bias=False):
     """Exact rank of d f(x_k; theta) / d theta over the given inputs (forward differentiation in Q).
 
     Equal to #parameters - dim(orbit) exactly when the fibre has no continuous family beyond the
@@ -225,7 +228,7 @@ def _jacobian_rank(m, points):
                     dv = [sum((k * c[k] * t ** (k - 1) for k in range(1, len(c))), fmpq(0)) * d for t, d in zip(z, dz)]
             cols.append(dv)
         rows += [[cols[p][o] for p in range(len(params))] for o in range(len(cols[0]))]
-    free = [p for p, (l, i, j) in enumerate(params) if j is not None]   # bias-free models: weights only
+    free = [p for p, (l, i, j) in enumerate(params) if with_bias or j is not None]   # bias-free: weights only
     M = fmpq_mat(len(rows), len(free), [rows[r][p] for r in range(len(rows)) for p in free])
     return M.rank(), len(free)
 
@@ -349,3 +352,149 @@ def test_agrees_with_groebner_full_rows():
     if c.degree is None:
         pytest.skip(f"Gröbner gave no degree within the budget: {c.status}")
     assert c.dimension == 0 and c.degree == c.orbit_size == 36
+
+
+# ----------------------------------------------------------------------------- general activations
+
+# C_3-equivariant with biases: circulant weights and constant bias vectors (C_3-invariant)
+C3_BIASES = [[1, 1, 1], [-1, -1, -1], [2, 2, 2]]
+CUBIC = polynomial([1, 2, -1, 1])     # t^3 - t^2 + 2t + 1: centre 1/3, odd about it up to a constant
+
+
+@pytest.mark.parametrize("name, act, bias, g, lambdas, size", [
+    ("tanh_series(3), biases", tanh_series(3), True, 2, ["1", "-1"], (6 * 8) ** 2),
+    ("tanh_series(5), biases", tanh_series(5), True, 2, ["1", "-1"], (6 * 8) ** 2),
+    ("tanh_series(3), no biases", tanh_series(3), False, 2, ["1", "-1"], (6 * 8) ** 2),
+    ("sigmoid_series(3), biases", sigmoid_series(3), True, 2, ["1", "-1"], (6 * 8) ** 2),
+    ("cubic, biases", CUBIC, True, 2, ["1", "-1"], (6 * 8) ** 2),
+    # without biases the flip about the centre 1/3 would need the bias 2/3: only permutations
+    ("cubic, no biases", CUBIC, False, 2, ["1"], 6 ** 2),
+    # s' = 4t^3 + 3t^2 + 2t + 1 centred has every lower term: g = 1, lambda = 1 only
+    ("1 + t + t^2 + t^3 + t^4, biases", polynomial([1, 1, 1, 1, 1]), True, 1, ["1"], 6 ** 2),
+])
+def test_general_activation_is_identifiable(name, act, bias, g, lambdas, size):
+    m = _net(3, C3, [act, act], C3_BIASES if bias else None)
+    t = tensor_identifiability(m)
+    assert t.status == "identifiable", (name, t.reason)
+    assert "general polynomial activations" in t.condition and t.orbit_size == size and t.orbit_dimension == 0
+    cert = t.certificate
+    assert [lay["g"] for lay in cert["layers"]] == [g, g] and cert["layers"][0]["lambdas"] == lambdas
+    r = _check(t, m)
+    assert r.accepted is True, (name, r.reasons)
+
+
+def test_general_mixed_with_monomial_layer():
+    # (t + 1)^2 without biases: the scaling would need the bias -(1 - lambda), so lambda = 1; t^2 on
+    # top keeps its torus: orbit of dimension 3
+    m = _net(3, C3, [polynomial([1, 2, 1]), monomial(2)])
+    t = tensor_identifiability(m)
+    assert t.status == "identifiable" and t.orbit_dimension == 3 and t.orbit_size is None, t.reason
+    assert t.certificate["layers"][1]["lambdas"] == "all"
+    assert _check(t, m).accepted is True
+
+
+@pytest.mark.parametrize("what, model, phrase", [
+    # s' = t^3 - 1: the cube roots of unity permute its roots, complex fibre points
+    ("g = 3", _net(3, C3, [polynomial([0, -1, 0, 0, Fraction(1, 4)]), tanh_series(3)], C3_BIASES),
+     "lambda^3 = 1 has complex solutions"),
+    # sigmoid without biases: the flip needs the offset 1 in the next bias
+    ("sigmoid, no biases", _net(3, C3, [sigmoid_series(3), tanh_series(3)]), "lambda = -1 occurs"),
+    ("clones", _net(3, [[[1, 2, -1], [1, 2, -1], [2, -1, 3]], C3[1], C3[2]], [tanh_series(3)] * 2, C3_BIASES),
+     "W_1 is not of rank 3"),
+    ("one entry", _net(3, [C3[0], [[2, 0, 0], [-1, 3, 2], [3, 2, -1]], C3[2]], [tanh_series(3)] * 2, C3_BIASES),
+     "row 0 of W_2 has 1 nonzero entry"),
+    ("narrow output", _net(3, C3[:2] + [[[1, 2, 3], [2, 1, 1]]], [tanh_series(3)] * 2, C3_BIASES[:2] + [[0, 0]]),
+     "widths"),
+])
+def test_general_activation_not_applicable(what, model, phrase):
+    t = tensor_identifiability(model)
+    assert t.status == "not-applicable", what
+    assert phrase in t.reason, (what, t.reason)
+
+
+def test_general_checker_rejects_tampering():
+    m = _net(3, C3, [tanh_series(3)] * 2, C3_BIASES)
+    t = tensor_identifiability(m)
+    assert _check(t, m).accepted is True
+    model = json.loads(json.dumps(model_to_json(m)))
+    base = json.loads(json.dumps(t.certificate))
+    edits = [
+        lambda c: c["layers"][0].update(lambdas=["1"]),           # drop the flip: a smaller orbit
+        lambda c: c["layers"][1].update(g=1),
+        lambda c: c["layers"][0].update(centre="1/3"),
+        lambda c: c.update(orbit_size="576"),
+        lambda c: c.update(orbit_size=None),
+        lambda c: c.update(w2_row_supports=[3, 3, 2]),
+        lambda c: c["full_rank"].update(W1_columns=[0, 1, 1]),
+        lambda c: c.update(bias=False),
+        lambda c: c.update(layers=c["layers"][:1]),
+    ]
+    for k, edit in enumerate(edits):
+        c = copy.deepcopy(base)
+        edit(c)
+        assert check_certificate(c, model).accepted is False, k
+    # the same certificate for a network whose W_2 has a row of two entries, or with sigma_1 changed to
+    # an activation with g = 3, is rejected by the recomputation
+    other = copy.deepcopy(model)
+    other["layers"][1]["weight"][0] = ["2", "-1", "0"]
+    assert check_certificate(copy.deepcopy(base), other).accepted is False
+    other = copy.deepcopy(model)
+    other["layers"][0]["activation"] = {"type": "polynomial", "coeffs": ["0", "-1", "0", "0", "1/4"]}
+    r = check_certificate(copy.deepcopy(base), other)
+    assert r.accepted is False and any("complex" in x for x in r.reasons), r.reasons
+
+
+def _round16(v):
+    """A trained float weight rounded to a multiple of 1/16 (exact from here on)."""
+    return Fraction(round(float(v) * 16), 16)
+
+
+def test_torch_tanh_series_with_biases(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+
+    class TanhSeries3(torch.nn.Module):   # how users write the degree-3 Taylor polynomial of tanh
+        def forward(self, x):
+            return x - x ** 3 / 3
+
+    torch.manual_seed(5)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), TanhSeries3(), torch.nn.Linear(3, 3), TanhSeries3(),
+                              torch.nn.Linear(3, 4))
+    lins = [net[0], net[2], net[4]]
+    Ws = [[[_round16(v) for v in row] for row in lin.weight.detach()] for lin in lins]
+    bs = [[_round16(v) for v in lin.bias.detach()] for lin in lins]
+    assert all(x != 0 for row in Ws[1] for x in row), "the seed must give a W_2 without zeros"
+    m = _net(4, Ws, [tanh_series(3)] * 2, bs)
+    x = torch.tensor([[0.5, -0.25, 1.0, 0.75]], dtype=torch.float64)
+    with torch.no_grad():   # the exact model is the rounded torch network
+        rounded = torch.nn.Sequential(*[torch.nn.Linear(a.in_features, a.out_features).double() for a in lins])
+        for lin, W, b in zip(rounded, Ws, bs):
+            lin.weight.copy_(torch.tensor([[float(v) for v in r] for r in W]))
+            lin.bias.copy_(torch.tensor([float(v) for v in b]))
+        y = rounded[2](TanhSeries3()(rounded[1](TanhSeries3()(rounded[0](x)))))
+    path, cpath = tmp_path / "m.json", tmp_path / "c.json"
+    save_model(m, path)
+    assert main(["fibre", str(path), "--method", "tensor", "--json", "--certificate", str(cpath)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "identifiable" and "general polynomial activations" in out["condition"]
+    assert main(["check", str(cpath), str(path)]) == 0
+    exact = m([Fraction(1, 2), Fraction(-1, 4), Fraction(1), Fraction(3, 4)])
+    assert max(abs(float(a) - float(b)) for a, b in zip(exact, y[0])) < 1e-9
+
+
+def test_general_fibre_is_finite_and_contains_the_orbit():
+    # independent necessary checks for tanh_series(3) with biases: the parameter Jacobian has full
+    # rank (no continuous family: the fibre is finite), and a random k in K_1 x K_2 (flips with their
+    # bias offsets, permutations) gives the same function and the same verdict
+    import random
+
+    from symeq.models import scramble
+
+    m = _net(3, C3, [tanh_series(3)] * 2, C3_BIASES)
+    rng = random.Random(7)
+    pts = [[Fraction(rng.randint(-5, 5), rng.randint(1, 3)) for _ in range(3)] for _ in range(20)]
+    rank, n_params = _jacobian_rank(m, pts, with_bias=True)
+    assert rank == n_params == 36
+    s, _ = scramble(m, rng=3)
+    assert all(s(x) == m(x) for x in pts[:5])
+    t = tensor_identifiability(s)
+    assert t.status == "identifiable" and t.orbit_size == tensor_identifiability(m).orbit_size

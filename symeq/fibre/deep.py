@@ -40,11 +40,23 @@ N~_a = const G_j: same variables (s = |V_j|) and same degree (r_1^(s-2) = r_2), 
 G_j = c (W_2 y)_i^(r_2), whose linear factors are those of a second pre-activation.  After step (3)
 the remaining network has two hidden layers.
 
+**General activations** (two hidden layers, any polynomials s_i of degree m_i >= 2, with biases or
+without any; :func:`_general_two_layers`): the degree-1 factors of the gcd are the l_j - t_k (t_k the
+roots of s_1'), provided every row of W_2 has >= 3 nonzero entries (H4'': the top form of g_j - s is
+a smooth Fermat form, so g_j - s is irreducible of degree m_1).  Matching these families gives
+l'_j = lambda l_i + c with s_1'(lambda t + c) = kappa s_1'(t), i.e. c = mu (1 - lambda) (mu the
+centre) and lambda^g = 1, g = gcd{m - j : tau_j != 0, 1 <= j < m} for tau(u) = s(u + mu) (g = 0: every
+lambda).  The real scalings must all be symmetries in symeq's latent group and g <= 2 (complex
+lambda would give complex fibre points); then the fibre is the orbit, of (n! |Lambda_1|^n)
+(n! |Lambda_2|^n) points when no layer has g = 0 (tanh/sigmoid series with biases: (n! 2^n)^2).
+
 Everything is exact: full-rank certificates (an n x n minor nonzero modulo a prime proves it nonzero
 over Q), counts of zeros in the rows of W_2 (and W_3) and the centred biases beta_j.  Two entries in
 a bias-free row of W_2 (every bias-free (2, 2, 2, .) network with a full W_2), activations other than
-c (t - e)^r + k (tanh/sigmoid series, generic polynomials; t + t^2 without biases), unequal hidden widths, n_0 < n, n_L < n, three
-hidden layers with biases and four or more hidden layers are *not applicable*: the reason says
+c (t - e)^r + k with three hidden layers, general activations with a row of W_2 of fewer than three
+entries, with g >= 3 or with a scaling outside the latent group (sigmoid without biases), unequal
+hidden widths, n_0 < n, n_L < n, three hidden layers with biases and four or more hidden layers are
+*not applicable*: the reason says
 which hypothesis failed, and :func:`symeq.fibre.tensor.decide` falls back to Gröbner bases.
 
 The theorem is proved in this project (the proof in full: docs/identifiability.md).  It is related
@@ -67,6 +79,7 @@ Examples
 from __future__ import annotations
 
 import math
+from functools import reduce
 
 from flint import fmpq, fmpq_mat, nmod_mat
 
@@ -74,13 +87,15 @@ from ..budget import Deadline
 from ..numbers import mat_rows
 from .ideal import _resolve_bias
 
-__all__ = ["METHOD", "deep_decision", "MAX_WIDTH", "MAX_ENTRIES"]
+__all__ = ["METHOD", "deep_decision", "MAX_WIDTH", "MAX_ENTRIES", "MAX_DEGREE"]
 
 #: the ``method`` of the certificate (inside ``symeq-identifiability/1``), checked by :mod:`symeq.check`
 METHOD = "jacobian-factors"
 #: size guards, checked before any work starts
 MAX_WIDTH = 1024
 MAX_ENTRIES = 4_000_000
+#: activation degree guard of the general path (its centring is a Taylor shift, O(d^2))
+MAX_DEGREE = 1000
 #: primes for modular ranks: full rank modulo p proves full rank over Q (never the converse)
 _PRIMES = (2305843009213693951, 4611686018427387847)
 _WHERE = "docs/identifiability.md, 'Deep networks'"
@@ -183,11 +198,13 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
     exps = []
     for i in range(hidden):
         r = _monomial_exponent(layers[i].activation, bias)
+        if r is None and hidden == 2:
+            return _general_two_layers(model, bias, deadline, certificate, fmt, na)
         if r is None:
             return na("monomial activations", f"{h}; hidden layer {i + 1} has activation "
                       f"{layers[i].activation!r}, not a monomial c t^r with r >= 2 ({'or c (t - s)^r ' if bias else ''}"
-                      "the certificate needs s(d t) = d^r s(t) and s' = c r t^(r-1); tanh/sigmoid series and other "
-                      "polynomials are not covered)")
+                      "with three hidden layers the certificate needs s(d t) = d^r s(t) and s' = c r t^(r-1); "
+                      "tanh/sigmoid series and other polynomials are covered with two hidden layers only)")
         exps.append(r)
     ws = list(model.widths)
     n, n0, nL = ws[1], ws[0], ws[-1]
@@ -267,3 +284,140 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
         if hidden == 3:
             cert.update({"w3_row_supports": supports[3], "w3_row_spans": spans})
     return "identifiable", reason, cond, {"orbit_dimension": dim, "fibre_dimension": 0, "certificate": cert}
+
+
+def _layer_scalings(act, bias: bool):
+    """The scalings lambda of one hidden layer's neurons that can occur in the fibre over C.
+
+    For theta' in the fibre every first pre-activation is l'_j = lambda l_i + c with
+    s'(lambda t + c) = kappa s'(t) (docs/identifiability.md, "Deep networks, general activations").
+    With u = t - mu (mu the centre of s, :attr:`~symeq.activations.Activation.shift`) and
+    tau(u) = s(u + mu): c = mu (1 - lambda) and lambda^(m - j) = 1 for every tau_j != 0, 1 <= j < m,
+    i.e. lambda^g = 1 with g the gcd of those m - j (g = 0: tau is a monomial plus a constant, every
+    lambda).  Without biases also c = 0 (so lambda = 1 when mu != 0) and the constant beta of
+    s(lambda t + c) = alpha s(t) + beta must vanish.
+
+    Returns
+    -------
+    (info, None) with info = {"degree", "centre", "g", "lambdas"} (``lambdas`` a list of fmpq or
+    "all"), or (None, reason) when a scaling that can occur is not in symeq's latent group.
+
+    >>> from symeq.activations import tanh_series, polynomial
+    >>> _layer_scalings(tanh_series(3), True)[0]["lambdas"]
+    [1, -1]
+    >>> _layer_scalings(polynomial([0, -1, 0, 0, "1/4"]), True)[1]     # s' = t^3 - 1: g = 3
+    'lambda^3 = 1 has complex solutions (s(t) = 1/4 t^4 - t, centre 0): complex fibre points outside the latent group'
+    """
+    if act is None or not act.is_polynomial or act.degree < 2:
+        return None, f"activation {act!r} is not a polynomial of degree >= 2"
+    m, mu = act.degree, act.shift
+    tau = act._reduced()
+    g = reduce(math.gcd, [m - j for j in range(1, m) if tau[j] != 0], 0)
+    name = f"s(t) = {_poly_text(act.coeffs)}, centre {mu}"
+    info = {"degree": m, "centre": mu, "g": g}
+    if g == 0:  # c (t - mu)^m + tau_0: every lambda, through the offset mu (1 - lambda) and beta
+        if bias or (mu == 0 and tau[0] == 0):
+            if not act.continuous(bias):
+                return None, f"every scaling occurs ({name}) but the latent group is {act.group_name(bias)}"
+            return dict(info, lambdas="all"), None
+        if mu != 0:
+            return dict(info, lambdas=[fmpq(1)]), None
+        return None, f"without biases the constant of {name} makes lambda^{m} = 1 scalings with an offset"
+    if not bias and mu != 0:
+        return dict(info, lambdas=[fmpq(1)]), None  # c = mu (1 - lambda) must be a zero bias
+    if g >= 3:
+        return None, (f"lambda^{g} = 1 has complex solutions ({name}): complex fibre points outside the latent "
+                      "group")
+    if g == 2:
+        ok = act.affine_admissible(-1) if bias else act.admissible(-1)
+        if ok is None:
+            return None, f"lambda = -1 occurs ({name}) but is not in the latent group {act.group_name(bias)}"
+        return dict(info, lambdas=[fmpq(1), fmpq(-1)]), None
+    return dict(info, lambdas=[fmpq(1)]), None
+
+
+def _poly_text(coeffs) -> str:
+    """'1/4 t^4 - t' for [0, -1, 0, 0, 1/4]."""
+    out = ""
+    for k in range(len(coeffs) - 1, -1, -1):
+        c = coeffs[k]
+        if c == 0:
+            continue
+        mag = -c if c < 0 else c
+        num = "" if (mag == 1 and k > 0) else str(mag) + (" " if k > 0 else "")
+        term = num + ("" if k == 0 else "t" if k == 1 else f"t^{k}")
+        out += (("-" if c < 0 else "") + term) if not out else ((" - " if c < 0 else " + ") + term)
+    return out or "0"
+
+
+def _general_two_layers(model, bias, deadline, certificate, fmt, na):
+    """Two hidden layers with any polynomial activations of degree >= 2 (some not c (t - e)^r + k).
+
+    Hypotheses (docs/identifiability.md, "Deep networks, general activations"): widths (n0, n, n, n3)
+    with n0 >= n <= n3, W_1, W_2, W_3 of rank n, every row of W_2 with >= 3 nonzero entries (H4''),
+    and for each layer the scalings that can occur (:func:`_layer_scalings`) in symeq's latent group.
+    """
+    layers = model.layers
+    h = "2 hidden layers"
+    ws = list(model.widths)
+    n, n0, nL = ws[1], ws[0], ws[-1]
+    if ws[2] != n or n0 < n or nL < n:
+        return na("widths (n0, n, n, nL), n0 >= n <= nL", f"{h} of widths {ws}: the certificate needs equal "
+                  "hidden widths n and at least n inputs and n outputs (otherwise the Jacobian has rank < n or its "
+                  "minors are sums, not products)")
+    if n > MAX_WIDTH or n * (n0 + n + nL) > MAX_ENTRIES or \
+            any(l.activation is not None and l.activation.is_polynomial and l.activation.degree > MAX_DEGREE
+                for l in layers[:2]):
+        return na("size guard", f"{h} of width {n}: beyond the size guard ({MAX_WIDTH} neurons, {MAX_ENTRIES} "
+                  f"weights, degree {MAX_DEGREE})")
+    infos = []
+    for i in range(2):
+        info, why = _layer_scalings(layers[i].activation, bias)
+        if info is None:
+            return na(f"hidden layer {i + 1}: scalings in the latent group",
+                      f"{h}; hidden layer {i + 1}: {why}")
+        infos.append(info)
+    Ws = [mat_rows(l.weight) for l in layers]
+    supports = [sum(1 for x in row if x != 0) for row in Ws[1]]
+    for j, s in enumerate(supports):
+        if s < 3:
+            return na("rows of W_2: >= 3 nonzero entries (H4'')",
+                      f"{h}; row {j} of W_2 has {s} nonzero entr{'y' if s == 1 else 'ies'}: with a non-monomial "
+                      "activation its pre-activation can have degree-1 factors besides the first layer's (only "
+                      ">= 3 entries make its top form a smooth Fermat form, irreducible)")
+    proofs = {}
+    mats = [("W1_columns", Ws[0], "W_1"), ("W2_columns", Ws[1], "W_2"),
+            ("W3_rows", [list(c) for c in zip(*Ws[2])], "W_3")]
+    for name, rows, what in mats:
+        cols = _independent_columns(_integral_rows(rows), n, deadline)
+        if cols is None:
+            return na("weights of rank n", f"{h}; {what} is not of rank {n} (or not certified: deficient modulo two "
+                      "61-bit primes); clones or inactive neurons make a rank drop, and submodels remove them")
+        proofs[name] = cols
+    continuous = [info["lambdas"] == "all" for info in infos]
+    dim = n * sum(continuous)
+    size = None
+    if not any(continuous):
+        # the stabiliser is trivial: the rows of [W_1 | b_1 - mu_1] and of the invertible W_2 are nonzero
+        # and pairwise non-proportional, so k . theta = theta forces k = 1
+        size = (math.factorial(n) * len(infos[0]["lambdas"]) ** n) * (math.factorial(n) * len(infos[1]["lambdas"]) ** n)
+    lam = ["all" if i["lambdas"] == "all" else "{" + ", ".join(map(str, i["lambdas"])) + "}" for i in infos]
+    cond = (f"Jacobian factors (2 hidden layers, {'biases' if bias else 'no biases'}, general polynomial "
+            f"activations): every weight matrix of rank {n}; every row of W_2 has >= 3 nonzero entries; the "
+            f"scalings lambda of layers 1, 2 ({lam[0]}, {lam[1]}; g = {infos[0]['g']}, {infos[1]['g']}) are in "
+            "the latent group")
+    reason = ("fibre = orbit over C: the degree-1 factors of the Jacobian's maximal minors are the first layer's "
+              "pre-activations minus the roots of s_1', which pins the first layer up to permutations and the "
+              "scalings lambda with s_1'(lambda t + c) ~ s_1'(t); the second layer follows the same way"
+              + (f"; the fibre has {size} points" if size is not None else f"; orbit of dimension {dim}"))
+    cert = None
+    if certificate:
+        cert = {"format": fmt, "method": METHOD, "verdict": "identifiable", "widths": ws, "bias": bias,
+                "activations": "general",
+                "layers": [{"degree": i["degree"], "centre": str(i["centre"]), "g": i["g"],
+                            "lambdas": "all" if i["lambdas"] == "all" else [str(x) for x in i["lambdas"]]}
+                           for i in infos],
+                "full_rank": proofs, "w2_row_supports": supports,
+                "orbit_size": None if size is None else str(size), "orbit_dimension": dim}
+    return "identifiable", reason, cond, {"orbit_dimension": dim, "fibre_dimension": 0, "orbit_size": size,
+                                          "certificate": cert}
