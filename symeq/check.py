@@ -1704,17 +1704,19 @@ def _deep_layer_scalings(act, bias: bool):
 
 
 def _check_ident_deep_general(report: CheckReport, cert: dict, n: int, bias: bool, layers) -> None:
-    """Two hidden layers with general polynomial activations (docs/identifiability.md, "Deep networks,
-    general activations"): the scalings per layer, the full ranks, >= 3 entries per row of W_2, the orbit."""
-    if len(layers) != 3:
-        report.reasons.append("a general-activation jacobian-factors certificate covers two hidden layers")
+    """Two or three hidden layers with general polynomial activations (docs/identifiability.md, "Deep
+    networks, general activations"): the scalings per layer, the full ranks, >= 3 entries per row of W_2
+    (and W_3), m_1^(|V_j| - 2) != m_2 for three hidden layers, the orbit."""
+    hidden = len(layers) - 1
+    if hidden not in (2, 3):
+        report.reasons.append("a general-activation jacobian-factors certificate covers two or three hidden layers")
         return
     if cert.get("bias") is not bias:
         report.reasons.append(f"certificate bias {_short(cert.get('bias'))} differs from the model's {bias}")
         return
     listed = cert.get("layers")
-    if not isinstance(listed, list) or len(listed) != 2:
-        report.reasons.append("layers must describe the two hidden layers")
+    if not isinstance(listed, list) or len(listed) != hidden:
+        report.reasons.append(f"layers must describe the {hidden} hidden layers")
         return
     lams = []
     for i, (layer, entry) in enumerate(zip(layers, listed)):
@@ -1742,8 +1744,8 @@ def _check_ident_deep_general(report: CheckReport, cert: dict, n: int, bias: boo
                          "activation" + ("" if bias else " without offsets"))
     Ws = [[list(r) for r in l.weight] for l in layers]
     proofs = _dict(cert.get("full_rank"), "full_rank")
-    mats = [("W1_columns", Ws[0], "W_1"), ("W2_columns", Ws[1], "W_2"),
-            ("W3_rows", [list(c) for c in zip(*Ws[2])], "W_3")]
+    mats = [(f"W{k}_columns", Ws[k - 1], f"W_{k}") for k in range(1, hidden + 1)]
+    mats.append((f"W{hidden + 1}_rows", [list(c) for c in zip(*Ws[hidden])], f"W_{hidden + 1}"))
     if set(proofs) != {key for key, _, _ in mats}:
         report.reasons.append(f"full_rank must prove exactly {[key for key, _, _ in mats]}")
         return
@@ -1764,6 +1766,20 @@ def _check_ident_deep_general(report: CheckReport, cert: dict, n: int, bias: boo
         return
     report.checks.append("every row of W_2 has >= 3 nonzero entries: the top form of each second pre-activation is "
                          "a smooth Fermat form, so it has no degree-1 factor")
+    if hidden == 3:
+        m1, m2 = len(layers[0].act) - 1, len(layers[1].act) - 1
+        sup3 = [sum(1 for x in r if x != 0) for r in Ws[2]]
+        spans = [len({c for i, x in enumerate(r) if x != 0 for c, y in enumerate(Ws[1][i]) if y != 0}) for r in Ws[2]]
+        if cert.get("w3_row_supports") != sup3 or cert.get("w3_row_spans") != spans:
+            report.reasons.append(f"w3_row_supports/w3_row_spans {_short(cert.get('w3_row_supports'))}/"
+                                  f"{_short(cert.get('w3_row_spans'))} differ from the model's {sup3}/{spans}")
+            return
+        bad = [j for j, (s, v) in enumerate(zip(sup3, spans)) if s < 3 or m1 ** (v - 2) == m2]
+        if bad:
+            report.reasons.append(f"rows {bad} of W_3: fewer than 3 nonzero entries, or m_1^(|V_j| - 2) = m_2")
+            return
+        report.checks.append("every row of W_3 has >= 3 nonzero entries and m_1^(|V_j| - 2) != m_2: the top form "
+                             "of each third pre-activation has no linear factor")
     continuous = sum(1 for l in lams if l == "all")
     dim = n * continuous
     size = None
@@ -1771,7 +1787,9 @@ def _check_ident_deep_general(report: CheckReport, cert: dict, n: int, bias: boo
         fact = 1
         for k in range(2, n + 1):
             fact *= k
-        size = fact * len(lams[0]) ** n * fact * len(lams[1]) ** n
+        size = 1
+        for lam in lams:
+            size *= fact * len(lam) ** n
     if cert.get("orbit_size") != (None if size is None else str(size)) or cert.get("orbit_dimension") != dim \
             or not _is_int(cert.get("orbit_dimension")):
         report.reasons.append(f"orbit: expected size {size} and dimension {dim}, got "

@@ -92,6 +92,17 @@ def set_memory_cap(gb: float | None) -> None:
     _cap_set = gb is not None
 
 
+def saved_memory_cap() -> tuple:
+    """The memory budget's setting, for :func:`restore_memory_cap`."""
+    return _cap, _cap_set
+
+
+def restore_memory_cap(saved: tuple) -> None:
+    """Put back a setting from :func:`saved_memory_cap`."""
+    global _cap, _cap_set
+    _cap, _cap_set = saved
+
+
 def memory_cap() -> int | None:
     """The address-space cap in bytes that :func:`spawn` gives each child (None: none)."""
     cap = _cap if _cap_set else default_memory_cap()

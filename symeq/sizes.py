@@ -337,10 +337,11 @@ def add_limit_options(parser, which=("degree", "total_degree", "width", "monomia
                             help=f"{helps[k]} (default {getattr(Limits, k)})")
 
 
-def apply_limit_options(args) -> None:
+def apply_limit_options(args) -> Limits:
     """Set :data:`LIMITS` from the parsed ``--max-*`` options; an option not given gets its default.
 
     Every limit is reset, so one command's options never leak into the next call of
-    :func:`symeq.cli.main` in the same process.
+    :func:`symeq.cli.main` in the same process; the previous limits are returned (``main`` puts
+    them back when the command ends).
     """
-    set_limits(**{k: getattr(args, f"max_{k}", None) or getattr(Limits, k) for k in OPTIONS})
+    return set_limits(**{k: getattr(args, f"max_{k}", None) or getattr(Limits, k) for k in OPTIONS})

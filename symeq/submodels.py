@@ -119,6 +119,8 @@ def reduce_model(model: Model) -> Reduction:
     True
     """
     affine = absorbs_offsets(model)
+    # a bias-free model stays bias-free: a dead neuron's constant sigma(0) != 0 has no bias to go to
+    bias_free = all(b == 0 for l in model.layers for b in l.bias)
     layers = [(mat_rows(l.weight), list(l.bias), l.activation) for l in model.layers]
     # groups[i][j]: the original neurons (with factors q) that reduced neuron j of layer i stands for
     groups = [[[(j, fmpq(1))] for j in range(len(layers[i][0]))] for i in range(len(layers) - 1)]
@@ -133,6 +135,8 @@ def reduce_model(model: Model) -> Reduction:
             for j in range(len(rows)):
                 if all(x == 0 for x in rows[j]) and len(rows) > 1:
                     c = act(bias[j])
+                    if bias_free and c != 0 and any(r[j] != 0 for r in nrows):
+                        continue  # kept: removing it would give the next layer a bias
                     nbias = [b + r[j] * c for b, r in zip(nbias, nrows)]
                     removed.extend((i + 1, o, "inactive (zero incoming row)") for o, _ in groups[i][j])
                     layers[i], layers[i + 1] = _drop(layers[i], layers[i + 1], j, nbias)

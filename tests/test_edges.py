@@ -325,3 +325,53 @@ def test_bias_free_models_merge_offset_free_clones_only():
     red = reduce_model(tanh)   # odd: the flip has no offset, a clone with or without biases
     assert red.merged == [(1, 1, 0)] and all(x == 0 for x in _biases(red.model))
     assert _same_function(red.model, tanh)
+
+
+def test_memory_option_does_not_leak_into_the_next_call(tmp_path):
+    """`--memory` sets the budget of its own call only: the next main() is back at the default."""
+    import contextlib
+    import io
+
+    from symeq import procs
+    from symeq.cli import main
+
+    from symeq.sizes import LIMITS
+
+    path = tmp_path / "m.json"
+    before, monomials = procs.memory_cap(), LIMITS.monomials
+    seen = []
+    real = procs.set_memory_cap
+
+    def spy(gb):
+        real(gb)
+        seen.append(procs.memory_cap())
+
+    procs.set_memory_cap = spy
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            main(["example", "--out", str(path)])
+            assert main(["fibre", str(path), "--memory", "1", "--max-monomials", "10"]) == 2
+            assert seen[-1] is not None and seen[-1] <= 2**30
+            main(["fibre", str(path), "--max-monomials", "10"])
+            assert seen[-1] == before
+    finally:
+        procs.set_memory_cap = real
+    # and the caller's own settings come back after each call
+    assert procs.memory_cap() == before and LIMITS.monomials == monomials
+
+
+def test_reduction_keeps_a_bias_free_model_bias_free():
+    """A dead sigmoid neuron of a bias-free model outputs sigma(0) = 1/2: there is no bias to fold it
+    into, so it is kept; a dead tanh neuron (sigma(0) = 0) is removed."""
+    from flint import fmpq
+
+    from symeq.activations import sigmoid_series, tanh_series
+    from symeq.submodels import reduce_model
+
+    x = [fmpq(1, 3), fmpq(2)]
+    for act, width in ((sigmoid_series(3), 3), (tanh_series(3), 2)):
+        m = Model(2, [DenseLayer([[1, 2], [0, 0], [2, -1]], None, act), DenseLayer([[1, 3, -1]], None, None)])
+        r = reduce_model(m)
+        assert r.model.widths == [2, width, 1]
+        assert all(b == 0 for layer in r.model.layers for b in layer.bias)
+        assert r.model(x) == m(x)

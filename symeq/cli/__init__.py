@@ -45,7 +45,7 @@ import sys
 
 from ..cliargs import group_output_arg
 from ..errors import InputError, SymeqError
-from ..sizes import add_limit_options, apply_limit_options
+from ..sizes import add_limit_options, apply_limit_options, set_limits
 
 __all__ = ["main", "build_parser", "group_output_arg", "ENGINE_COMMANDS", "LIMIT_COMMANDS", "OWN_DEADLINE"]
 
@@ -175,12 +175,12 @@ def main(argv=None) -> int:
         for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
             if sig is not None:
                 old[sig] = signal.signal(sig, _on_signal)
+    saved_limits, saved_cap = None, procs.saved_memory_cap()
     try:
         try:
             budget = _budget_line(args)
-            apply_limit_options(args)  # every limit: the given value or its default (no leak between calls)
-            if getattr(args, "memory", None) is not None:
-                procs.set_memory_cap(args.memory)
+            saved_limits = apply_limit_options(args)  # every limit: the given value or its default
+            procs.set_memory_cap(getattr(args, "memory", None))  # None: the default
             if budget is not None and args.command in ("verify", "explain") and args.timeout is None:
                 args.timeout = budget  # they stop themselves and report what they established
             # the backstop: exactly at the budget where the command has no deadline of its own
@@ -190,6 +190,10 @@ def main(argv=None) -> int:
                 return args.func(args)
         finally:
             procs.kill_all()
+            # the options hold for this call only: a caller's limits and memory budget come back
+            if saved_limits is not None:
+                set_limits(**vars(saved_limits))
+            procs.restore_memory_cap(saved_cap)
     except SymeqError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code

@@ -41,7 +41,7 @@ G_j = c (W_2 y)_i^(r_2), whose linear factors are those of a second pre-activati
 the remaining network has two hidden layers.
 
 **General activations** (two hidden layers, any polynomials s_i of degree m_i >= 2, with biases or
-without any; :func:`_general_two_layers`): the degree-1 factors of the gcd are the l_j - t_k (t_k the
+without any; :func:`_general_layers`): the degree-1 factors of the gcd are the l_j - t_k (t_k the
 roots of s_1'), provided every row of W_2 has >= 3 nonzero entries (H4'': the top form of g_j - s is
 a smooth Fermat form, so g_j - s is irreducible of degree m_1).  Matching these families gives
 l'_j = lambda l_i + c with s_1'(lambda t + c) = kappa s_1'(t), i.e. c = mu (1 - lambda) (mu the
@@ -49,14 +49,16 @@ centre) and lambda^g = 1, g = gcd{m - j : tau_j != 0, 1 <= j < m} for tau(u) = s
 lambda).  The real scalings must all be symmetries in symeq's latent group and g <= 2 (complex
 lambda would give complex fibre points); then the fibre is the orbit, of (n! |Lambda_1|^n)
 (n! |Lambda_2|^n) points when no layer has g = 0 (tanh/sigmoid series with biases: (n! 2^n)^2).
+With three hidden layers (biases or none) the same holds if also every row of W_3 has >= 3 nonzero
+entries and m_1^(|V_j| - 2) != m_2: the top form of a third pre-activation minus a constant is the
+bias-free monomial network's G_j(z^(m_1)), whose linear factors the norm argument above excludes.
 
 Everything is exact: full-rank certificates (an n x n minor nonzero modulo a prime proves it nonzero
 over Q), counts of zeros in the rows of W_2 (and W_3) and the centred biases beta_j.  Two entries in
-a bias-free row of W_2 (every bias-free (2, 2, 2, .) network with a full W_2), activations other than
-c (t - e)^r + k with three hidden layers, general activations with a row of W_2 of fewer than three
-entries, with g >= 3 or with a scaling outside the latent group (sigmoid without biases), unequal
-hidden widths, n_0 < n, n_L < n, three hidden layers with biases and four or more hidden layers are
-*not applicable*: the reason says
+a bias-free row of W_2 (every bias-free (2, 2, 2, .) network with a full W_2), general activations
+(or three hidden layers with biases) with a row of W_2 or W_3 of fewer than three entries, with
+g >= 3 or with a scaling outside the latent group (sigmoid without biases), unequal hidden widths,
+n_0 < n, n_L < n, and four or more hidden layers are *not applicable*: the reason says
 which hypothesis failed, and :func:`symeq.fibre.tensor.decide` falls back to Gröbner bases.
 
 The theorem is proved in this project (the proof in full: docs/identifiability.md).  It is related
@@ -188,18 +190,16 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
 
     if hidden not in (2, 3):
         return na("two or three hidden layers", f"{hidden} hidden layers: symeq certifies deep networks with two "
-                  "hidden layers (with or without biases) or three (bias-free); with more, the linear factors of "
+                  "or three hidden layers; with more, the linear factors of "
                   "the deeper pre-activations are not certified")
     bias = _resolve_bias(model, "auto")
     h = f"{hidden} hidden layers"
-    if hidden == 3 and bias:
-        return na("three hidden layers: no biases", f"{h} with biases: the certificate covers three hidden layers "
-                  "only without biases (the norm argument for the third layer needs homogeneous forms)")
+    if (hidden == 3 and bias) or any(_monomial_exponent(l.activation, bias) is None for l in layers[:-1]):
+        # general activations, and three hidden layers with biases: the top-form argument
+        return _general_layers(model, hidden, bias, deadline, certificate, fmt, na)
     exps = []
     for i in range(hidden):
         r = _monomial_exponent(layers[i].activation, bias)
-        if r is None and hidden == 2:
-            return _general_two_layers(model, bias, deadline, certificate, fmt, na)
         if r is None:
             return na("monomial activations", f"{h}; hidden layer {i + 1} has activation "
                       f"{layers[i].activation!r}, not a monomial c t^r with r >= 2 ({'or c (t - s)^r ' if bias else ''}"
@@ -350,44 +350,60 @@ def _poly_text(coeffs) -> str:
     return out or "0"
 
 
-def _general_two_layers(model, bias, deadline, certificate, fmt, na):
-    """Two hidden layers with any polynomial activations of degree >= 2 (some not c (t - e)^r + k).
+def _general_layers(model, hidden, bias, deadline, certificate, fmt, na):
+    """Two or three hidden layers with any polynomial activations of degree >= 2.
 
-    Hypotheses (docs/identifiability.md, "Deep networks, general activations"): widths (n0, n, n, n3)
-    with n0 >= n <= n3, W_1, W_2, W_3 of rank n, every row of W_2 with >= 3 nonzero entries (H4''),
-    and for each layer the scalings that can occur (:func:`_layer_scalings`) in symeq's latent group.
+    Hypotheses (docs/identifiability.md, "Deep networks, general activations"): widths
+    (n0, n, ..., n, nL) with n0 >= n <= nL, every weight matrix of rank n, every row of W_2 (and W_3)
+    with >= 3 nonzero entries (H4''), with three hidden layers m_1^(|V_j| - 2) != m_2 for every row j
+    of W_3 (H5 on the top forms), and for each layer the scalings that can occur
+    (:func:`_layer_scalings`) in symeq's latent group.
     """
     layers = model.layers
-    h = "2 hidden layers"
+    h = f"{hidden} hidden layers"
     ws = list(model.widths)
     n, n0, nL = ws[1], ws[0], ws[-1]
-    if ws[2] != n or n0 < n or nL < n:
-        return na("widths (n0, n, n, nL), n0 >= n <= nL", f"{h} of widths {ws}: the certificate needs equal "
+    if any(w != n for w in ws[1:-1]) or n0 < n or nL < n:
+        return na("widths (n0, n, ..., n, nL), n0 >= n <= nL", f"{h} of widths {ws}: the certificate needs equal "
                   "hidden widths n and at least n inputs and n outputs (otherwise the Jacobian has rank < n or its "
                   "minors are sums, not products)")
-    if n > MAX_WIDTH or n * (n0 + n + nL) > MAX_ENTRIES or \
+    if n > MAX_WIDTH or n * (n0 + (hidden - 1) * n + nL) > MAX_ENTRIES or \
             any(l.activation is not None and l.activation.is_polynomial and l.activation.degree > MAX_DEGREE
-                for l in layers[:2]):
+                for l in layers[:-1]):
         return na("size guard", f"{h} of width {n}: beyond the size guard ({MAX_WIDTH} neurons, {MAX_ENTRIES} "
                   f"weights, degree {MAX_DEGREE})")
     infos = []
-    for i in range(2):
+    for i in range(hidden):
         info, why = _layer_scalings(layers[i].activation, bias)
         if info is None:
-            return na(f"hidden layer {i + 1}: scalings in the latent group",
-                      f"{h}; hidden layer {i + 1}: {why}")
+            return na(f"hidden layer {i + 1}: scalings in the latent group", f"{h}; hidden layer {i + 1}: {why}")
         infos.append(info)
     Ws = [mat_rows(l.weight) for l in layers]
-    supports = [sum(1 for x in row if x != 0) for row in Ws[1]]
-    for j, s in enumerate(supports):
-        if s < 3:
-            return na("rows of W_2: >= 3 nonzero entries (H4'')",
-                      f"{h}; row {j} of W_2 has {s} nonzero entr{'y' if s == 1 else 'ies'}: with a non-monomial "
-                      "activation its pre-activation can have degree-1 factors besides the first layer's (only "
-                      ">= 3 entries make its top form a smooth Fermat form, irreducible)")
+    supports = {k: [sum(1 for x in row if x != 0) for row in Ws[k - 1]] for k in range(2, hidden + 1)}
+    for k, sup in supports.items():
+        for j, s in enumerate(sup):
+            if s < 3:
+                return na(f"rows of W_{k}: >= 3 nonzero entries (H4'')",
+                          f"{h}; row {j} of W_{k} has {s} nonzero entr{'y' if s == 1 else 'ies'}: with general "
+                          "activations its pre-activation can have degree-1 factors besides the first layer's "
+                          "(only >= 3 entries make its top form a smooth Fermat form, irreducible)")
+    spans = None
+    if hidden == 3:
+        # the top form of a third pre-activation minus a constant is the monomial network's
+        # G_j(z^(m_1)); a linear factor in >= 2 variables would make the norm of degree m_1^(s-2) in
+        # y = z^(m_1) equal the irreducible G_j, impossible when m_1^(|V_j| - 2) != m_2
+        m1, m2 = infos[0]["degree"], infos[1]["degree"]
+        spans = []
+        for j, row in enumerate(Ws[2]):
+            v = len({c for i, x in enumerate(row) if x != 0 for c, y in enumerate(Ws[1][i]) if y != 0})
+            spans.append(v)
+            if m1 ** (v - 2) == m2:
+                return na("third layer: m_1^(|V_j| - 2) != m_2 (H5)", f"{h}; row {j} of W_3 reaches {v} first-layer "
+                          f"neurons through W_2 and m_1^{v - 2} = m_2 = {m2}: the top form of its pre-activation "
+                          "could be a norm form with linear factors in several variables, which is not excluded")
     proofs = {}
-    mats = [("W1_columns", Ws[0], "W_1"), ("W2_columns", Ws[1], "W_2"),
-            ("W3_rows", [list(c) for c in zip(*Ws[2])], "W_3")]
+    mats = [(f"W{k}_columns", Ws[k - 1], f"W_{k}") for k in range(1, hidden + 1)]
+    mats.append((f"W{hidden + 1}_rows", [list(c) for c in zip(*Ws[hidden])], f"W_{hidden + 1}"))
     for name, rows, what in mats:
         cols = _independent_columns(_integral_rows(rows), n, deadline)
         if cols is None:
@@ -398,17 +414,21 @@ def _general_two_layers(model, bias, deadline, certificate, fmt, na):
     dim = n * sum(continuous)
     size = None
     if not any(continuous):
-        # the stabiliser is trivial: the rows of [W_1 | b_1 - mu_1] and of the invertible W_2 are nonzero
-        # and pairwise non-proportional, so k . theta = theta forces k = 1
-        size = (math.factorial(n) * len(infos[0]["lambdas"]) ** n) * (math.factorial(n) * len(infos[1]["lambdas"]) ** n)
+        # the stabiliser is trivial: the rows of [W_1 | b_1 - mu_1] and of the invertible W_2 (W_3) are
+        # nonzero and pairwise non-proportional, so k . theta = theta forces k = 1
+        size = 1
+        for info in infos:
+            size *= math.factorial(n) * len(info["lambdas"]) ** n
     lam = ["all" if i["lambdas"] == "all" else "{" + ", ".join(map(str, i["lambdas"])) + "}" for i in infos]
-    cond = (f"Jacobian factors (2 hidden layers, {'biases' if bias else 'no biases'}, general polynomial "
-            f"activations): every weight matrix of rank {n}; every row of W_2 has >= 3 nonzero entries; the "
-            f"scalings lambda of layers 1, 2 ({lam[0]}, {lam[1]}; g = {infos[0]['g']}, {infos[1]['g']}) are in "
-            "the latent group")
+    gs = ", ".join(str(i["g"]) for i in infos)
+    rows_text = "W_2 and W_3" if hidden == 3 else "W_2"
+    cond = (f"Jacobian factors ({h}, {'biases' if bias else 'no biases'}, general polynomial activations): every "
+            f"weight matrix of rank {n}; every row of {rows_text} has >= 3 nonzero entries"
+            + ("; m_1^(|V_j| - 2) != m_2 for the rows of W_3" if hidden == 3 else "")
+            + f"; the scalings lambda of the hidden layers ({', '.join(lam)}; g = {gs}) are in the latent group")
     reason = ("fibre = orbit over C: the degree-1 factors of the Jacobian's maximal minors are the first layer's "
               "pre-activations minus the roots of s_1', which pins the first layer up to permutations and the "
-              "scalings lambda with s_1'(lambda t + c) ~ s_1'(t); the second layer follows the same way"
+              "scalings lambda with s_1'(lambda t + c) ~ s_1'(t); the next layers follow the same way"
               + (f"; the fibre has {size} points" if size is not None else f"; orbit of dimension {dim}"))
     cert = None
     if certificate:
@@ -417,7 +437,9 @@ def _general_two_layers(model, bias, deadline, certificate, fmt, na):
                 "layers": [{"degree": i["degree"], "centre": str(i["centre"]), "g": i["g"],
                             "lambdas": "all" if i["lambdas"] == "all" else [str(x) for x in i["lambdas"]]}
                            for i in infos],
-                "full_rank": proofs, "w2_row_supports": supports,
+                "full_rank": proofs, "w2_row_supports": supports[2],
                 "orbit_size": None if size is None else str(size), "orbit_dimension": dim}
+        if hidden == 3:
+            cert.update({"w3_row_supports": supports[3], "w3_row_spans": spans})
     return "identifiable", reason, cond, {"orbit_dimension": dim, "fibre_dimension": 0, "orbit_size": size,
                                           "certificate": cert}
