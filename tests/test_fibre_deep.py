@@ -550,9 +550,10 @@ def test_general_three_hidden_layers_not_applicable():
 @pytest.mark.needs_engine("msolve")
 def test_general_agrees_with_groebner_when_it_answers():
     # (3,3,3,3) t + t^2 without biases and full rows: the general path (lambda = 1 only: the flip needs
-    # the bias -1) says the fibre is the 36-point orbit (3!)^2.  On the 2-core development machine
-    # msolve did not finish within 330 s (nor tanh_series(3); with biases the fibre ideal exceeds the
-    # monomial guard), so this skips there; on a larger machine it is the cross-check.
+    # the bias -1) says the fibre is the 36-point orbit (3!)^2.  msolve agrees: dimension 0, degree 36,
+    # in 240 s on an idle 2-core machine (330 s was not enough while other jobs ran: then it skips).
+    # tanh_series(3) here is beyond msolve (2304 points), and with biases the fibre ideal exceeds the
+    # monomial guard.
     m = _net(3, [[[1, 2, -1], [2, -1, 1], [1, 1, 3]], [[1, -2, 1], [2, 1, -1], [-1, 1, 2]],
                  [[1, 1, -2], [2, -1, 1], [1, 3, 1]]], [polynomial([0, 1, 1])] * 2)
     t = tensor_identifiability(m)
@@ -565,3 +566,31 @@ def test_general_agrees_with_groebner_when_it_answers():
     if c.degree is None:
         pytest.skip(f"Gröbner gave no degree within the budget: {c.status}")
     assert c.dimension == 0 and c.degree == c.orbit_size == 36
+
+
+def test_general_jacobian_determinant_factors():
+    # step 2 of the theorem, seen independently of deep.py: for (3,3,3,3) tanh_series(3) with biases
+    # (square Jacobian) det Df = det W_3 det W_2 det W_1 prod (1 - l_j^2) prod (1 - g_j^2); factored over
+    # Q its degree-1 factors are exactly the six l_j -+ 1 and the rest are irreducible cubics g_j -+ 1
+    from flint import fmpq, fmpq_mpoly_ctx
+
+    ctx = fmpq_mpoly_ctx.get(("x0", "x1", "x2"), "lex")
+    x, zero = ctx.gens(), ctx.from_dict({})
+    act = tanh_series(3)
+    v = list(x)
+    for k, W in enumerate(C3):
+        z = [sum((fmpq(W[i][j]) * v[j] for j in range(3)), zero) + C3_BIASES[k][i] for i in range(3)]
+        v = [act.compose(t, zero) for t in z] if k < 2 else z
+        if k == 0:
+            firsts = z
+    J = [[fi.derivative(i) for i in range(3)] for fi in v]
+    det = (J[0][0] * (J[1][1] * J[2][2] - J[1][2] * J[2][1]) - J[0][1] * (J[1][0] * J[2][2] - J[1][2] * J[2][0])
+           + J[0][2] * (J[1][0] * J[2][1] - J[1][1] * J[2][0]))
+    factors = [p for p, e in det.factor()[1] for _ in range(e)]
+    assert sorted(p.total_degree() for p in factors) == [1] * 6 + [3] * 6
+
+    def monic(p):
+        q = p * (1 / p.coeffs()[0])
+        return tuple(zip(q.monoms(), q.coeffs()))
+
+    assert {monic(p) for p in factors if p.total_degree() == 1} == {monic(l - r) for l in firsts for r in (1, -1)}
