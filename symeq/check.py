@@ -1567,6 +1567,38 @@ def _monomial_degree(act, bias: bool):
     return d, s, tau[0]
 
 
+def _deep_full_rank(report: CheckReport, cert: dict, Ws: list, hidden: int, n: int) -> bool:
+    """Every weight matrix of a deep certificate has rank n: a nonzero n x n minor at the columns
+    (first ``hidden`` matrices) or rows (the last) the certificate names, recomputed here."""
+    proofs = _dict(cert.get("full_rank"), "full_rank")
+    mats = [(f"W{k}_columns", Ws[k - 1], f"W_{k}") for k in range(1, hidden + 1)]
+    mats.append((f"W{hidden + 1}_rows", [list(c) for c in zip(*Ws[hidden])], f"W_{hidden + 1}"))
+    if set(proofs) != {key for key, _, _ in mats}:
+        report.reasons.append(f"full_rank must prove exactly {[key for key, _, _ in mats]}")
+        return False
+    for key, rows, what in mats:
+        cols = proofs.get(key)
+        if not isinstance(cols, list) or len(cols) != n or not all(_is_int(c) for c in cols) \
+                or len(set(cols)) != n or not all(0 <= c < len(rows[0]) for c in cols):
+            report.reasons.append(f"full_rank.{key} must list {n} distinct indices of {what}")
+            return False
+        if not _minor_nonzero(_int_columns([[r[c] for c in cols] for r in rows])):
+            report.reasons.append(f"full_rank.{key}: the {n} x {n} minor of {what} at {cols} is zero")
+            return False
+    return True
+
+
+def _deep_w3_rows(report: CheckReport, cert: dict, Ws: list):
+    """(supports, spans) of W_3's rows, recomputed and compared with the certificate's (None: differ)."""
+    sup3 = [sum(1 for x in r if x != 0) for r in Ws[2]]
+    spans = [len({c for i, x in enumerate(r) if x != 0 for c, y in enumerate(Ws[1][i]) if y != 0}) for r in Ws[2]]
+    if cert.get("w3_row_supports") != sup3 or cert.get("w3_row_spans") != spans:
+        report.reasons.append(f"w3_row_supports/w3_row_spans {_short(cert.get('w3_row_supports'))}/"
+                              f"{_short(cert.get('w3_row_spans'))} differ from the model's {sup3}/{spans}")
+        return None
+    return sup3, spans
+
+
 def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> None:
     if cert.get("verdict") != "identifiable":
         report.reasons.append("a jacobian-factors certificate can only prove 'identifiable'")
@@ -1605,22 +1637,8 @@ def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> Non
     report.checks.append(f"{hidden} hidden layers, widths {widths}, {'biases' if bias else 'no biases'}, monomial "
                          f"activations of degrees {degs}")
     Ws = [[list(r) for r in l.weight] for l in layers]
-    proofs = _dict(cert.get("full_rank"), "full_rank")
-    mats = [(f"W{k}_columns", Ws[k - 1], f"W_{k}") for k in range(1, hidden + 1)]
-    mats.append((f"W{hidden + 1}_rows", [list(c) for c in zip(*Ws[hidden])], f"W_{hidden + 1}"))
-    if set(proofs) != {key for key, _, _ in mats}:
-        report.reasons.append(f"full_rank must prove exactly {[key for key, _, _ in mats]}")
+    if not _deep_full_rank(report, cert, Ws, hidden, n):
         return
-    for key, rows, what in mats:
-        cols = proofs.get(key)
-        if not isinstance(cols, list) or len(cols) != n or not all(_is_int(c) for c in cols) \
-                or len(set(cols)) != n or not all(0 <= c < len(rows[0]) for c in cols):
-            report.reasons.append(f"full_rank.{key} must list {n} distinct indices of {what}")
-            return
-        sub = _int_columns([[r[c] for c in cols] for r in rows])
-        if not _minor_nonzero(sub):
-            report.reasons.append(f"full_rank.{key}: the {n} x {n} minor of {what} at {cols} is zero")
-            return
     report.checks.append(f"every weight matrix has rank {n} (nonzero {n} x {n} minors at the indices given)")
     supports = [sum(1 for x in r if x != 0) for r in Ws[1]]
     if cert.get("w2_row_supports") != supports:
@@ -1641,12 +1659,10 @@ def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> Non
     report.checks.append("every row of W_2 has >= 3 nonzero entries, 2 with a bias off the centre or 1 with the bias "
                          "at the centre: its pre-activation has no degree-1 factor but a first-layer pre-activation")
     if hidden == 3:
-        sup3 = [sum(1 for x in r if x != 0) for r in Ws[2]]
-        spans = [len({c for i, x in enumerate(r) if x != 0 for c, y in enumerate(Ws[1][i]) if y != 0}) for r in Ws[2]]
-        if cert.get("w3_row_supports") != sup3 or cert.get("w3_row_spans") != spans:
-            report.reasons.append(f"w3_row_supports/w3_row_spans {_short(cert.get('w3_row_supports'))}/"
-                                  f"{_short(cert.get('w3_row_spans'))} differ from the model's {sup3}/{spans}")
+        rows3 = _deep_w3_rows(report, cert, Ws)
+        if rows3 is None:
             return
+        sup3, spans = rows3
         bad = [j for j, (s, v) in enumerate(zip(sup3, spans))
                if s in (0, 2) or (s >= 3 and degs[0] ** (v - 2) == degs[1])]
         if bad:
@@ -1743,21 +1759,8 @@ def _check_ident_deep_general(report: CheckReport, cert: dict, n: int, bias: boo
                          f"{[l if l == 'all' else [str(x) for x in l] for l in lams]}, each a symmetry of its "
                          "activation" + ("" if bias else " without offsets"))
     Ws = [[list(r) for r in l.weight] for l in layers]
-    proofs = _dict(cert.get("full_rank"), "full_rank")
-    mats = [(f"W{k}_columns", Ws[k - 1], f"W_{k}") for k in range(1, hidden + 1)]
-    mats.append((f"W{hidden + 1}_rows", [list(c) for c in zip(*Ws[hidden])], f"W_{hidden + 1}"))
-    if set(proofs) != {key for key, _, _ in mats}:
-        report.reasons.append(f"full_rank must prove exactly {[key for key, _, _ in mats]}")
+    if not _deep_full_rank(report, cert, Ws, hidden, n):
         return
-    for key, rows, what in mats:
-        cols = proofs.get(key)
-        if not isinstance(cols, list) or len(cols) != n or not all(_is_int(c) for c in cols) \
-                or len(set(cols)) != n or not all(0 <= c < len(rows[0]) for c in cols):
-            report.reasons.append(f"full_rank.{key} must list {n} distinct indices of {what}")
-            return
-        if not _minor_nonzero(_int_columns([[r[c] for c in cols] for r in rows])):
-            report.reasons.append(f"full_rank.{key}: the {n} x {n} minor of {what} at {cols} is zero")
-            return
     report.checks.append(f"every weight matrix has rank {n} (nonzero {n} x {n} minors at the indices given)")
     supports = [sum(1 for x in r if x != 0) for r in Ws[1]]
     if cert.get("w2_row_supports") != supports or min(supports) < 3:
@@ -1768,12 +1771,10 @@ def _check_ident_deep_general(report: CheckReport, cert: dict, n: int, bias: boo
                          "a smooth Fermat form, so it has no degree-1 factor")
     if hidden == 3:
         m1, m2 = len(layers[0].act) - 1, len(layers[1].act) - 1
-        sup3 = [sum(1 for x in r if x != 0) for r in Ws[2]]
-        spans = [len({c for i, x in enumerate(r) if x != 0 for c, y in enumerate(Ws[1][i]) if y != 0}) for r in Ws[2]]
-        if cert.get("w3_row_supports") != sup3 or cert.get("w3_row_spans") != spans:
-            report.reasons.append(f"w3_row_supports/w3_row_spans {_short(cert.get('w3_row_supports'))}/"
-                                  f"{_short(cert.get('w3_row_spans'))} differ from the model's {sup3}/{spans}")
+        rows3 = _deep_w3_rows(report, cert, Ws)
+        if rows3 is None:
             return
+        sup3, spans = rows3
         bad = [j for j, (s, v) in enumerate(zip(sup3, spans)) if s < 3 or m1 ** (v - 2) == m2]
         if bad:
             report.reasons.append(f"rows {bad} of W_3: fewer than 3 nonzero entries, or m_1^(|V_j| - 2) = m_2")

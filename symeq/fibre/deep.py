@@ -152,6 +152,28 @@ def _monomial_exponent(act, bias: bool):
     return act.degree
 
 
+def _rank_proofs(Ws: list, hidden: int, n: int, deadline) -> tuple[dict | None, str | None]:
+    """Indices proving every weight matrix has rank n: n independent columns of W_1..W_hidden and n
+    independent rows of the last one (certified modulo primes), or (None, why) for the first matrix
+    that is not certified."""
+    proofs = {}
+    mats = [(f"W{k}_columns", Ws[k - 1], f"W_{k}") for k in range(1, hidden + 1)]
+    mats.append((f"W{hidden + 1}_rows", [list(c) for c in zip(*Ws[hidden])], f"W_{hidden + 1}"))
+    for name, rows, what in mats:
+        cols = _independent_columns(_integral_rows(rows), n, deadline)
+        if cols is None:
+            return None, (f"{what} is not of rank {n} (or not certified: deficient modulo two 61-bit primes); "
+                          "clones or inactive neurons make a rank drop, and submodels remove them")
+        proofs[name] = cols
+    return proofs, None
+
+
+def _third_layer_spans(Ws: list) -> list[int]:
+    """|V_j| for each row j of W_3: the first-layer neurons it reaches through W_2."""
+    return [len({c for i, x in enumerate(row) if x != 0 for c, y in enumerate(Ws[1][i]) if y != 0})
+            for row in Ws[2]]
+
+
 def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool = True, fmt: str = ""):
     """The Jacobian-factor decision for a dense model with two or more hidden layers.
 
@@ -249,23 +271,15 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
         # prod_zeta a(zeta z), a polynomial of degree r_1^(s-2) in s variables y = z^(r_1), divide the
         # irreducible diagonal form G_j(y) (r_2-th powers of W_2's rows), so G_j would *be* that norm:
         # impossible when G_j's number of variables |V_j| has r_1^(|V_j| - 2) != r_2
-        spans = []
-        for j, row in enumerate(Ws[2]):
-            cols = {c for i, x in enumerate(row) if x != 0 for c, y in enumerate(Ws[1][i]) if y != 0}
-            spans.append(len(cols))
-            if supports[3][j] >= 3 and exps[0] ** (len(cols) - 2) == exps[1]:
-                return na("third layer: r_1^(|V_j| - 2) != r_2", f"{h}; row {j} of W_3 reaches {len(cols)} first-layer "
-                          f"neurons through W_2 and r_1^{len(cols) - 2} = r_2 = {exps[1]}: its pre-activation could be "
+        spans = _third_layer_spans(Ws)
+        for j, v in enumerate(spans):
+            if supports[3][j] >= 3 and exps[0] ** (v - 2) == exps[1]:
+                return na("third layer: r_1^(|V_j| - 2) != r_2", f"{h}; row {j} of W_3 reaches {v} first-layer "
+                          f"neurons through W_2 and r_1^{v - 2} = r_2 = {exps[1]}: its pre-activation could be "
                           "a norm form with linear factors in several variables, which is not excluded")
-    proofs = {}
-    mats = [(f"W{k}_columns", Ws[k - 1], f"W_{k}") for k in range(1, hidden + 1)]
-    mats.append((f"W{hidden + 1}_rows", [list(c) for c in zip(*Ws[hidden])], f"W_{hidden + 1}"))
-    for name, rows, what in mats:
-        cols = _independent_columns(_integral_rows(rows), n, deadline)
-        if cols is None:
-            return na("weights of rank n", f"{h}; {what} is not of rank {n} (or not certified: deficient modulo two "
-                      "61-bit primes); clones or inactive neurons make a rank drop, and submodels remove them")
-        proofs[name] = cols
+    proofs, why = _rank_proofs(Ws, hidden, n, deadline)
+    if proofs is None:
+        return na("weights of rank n", f"{h}; {why}")
     dim = hidden * n
     monos = ", ".join(f"t^{r}" for r in exps)
     cond = (f"Jacobian factors ({h}, {'biases' if bias else 'no biases'}, monomials {monos}): every weight matrix "
@@ -393,23 +407,15 @@ def _general_layers(model, hidden, bias, deadline, certificate, fmt, na):
         # G_j(z^(m_1)); a linear factor in >= 2 variables would make the norm of degree m_1^(s-2) in
         # y = z^(m_1) equal the irreducible G_j, impossible when m_1^(|V_j| - 2) != m_2
         m1, m2 = infos[0]["degree"], infos[1]["degree"]
-        spans = []
-        for j, row in enumerate(Ws[2]):
-            v = len({c for i, x in enumerate(row) if x != 0 for c, y in enumerate(Ws[1][i]) if y != 0})
-            spans.append(v)
+        spans = _third_layer_spans(Ws)
+        for j, v in enumerate(spans):
             if m1 ** (v - 2) == m2:
                 return na("third layer: m_1^(|V_j| - 2) != m_2 (H5)", f"{h}; row {j} of W_3 reaches {v} first-layer "
                           f"neurons through W_2 and m_1^{v - 2} = m_2 = {m2}: the top form of its pre-activation "
                           "could be a norm form with linear factors in several variables, which is not excluded")
-    proofs = {}
-    mats = [(f"W{k}_columns", Ws[k - 1], f"W_{k}") for k in range(1, hidden + 1)]
-    mats.append((f"W{hidden + 1}_rows", [list(c) for c in zip(*Ws[hidden])], f"W_{hidden + 1}"))
-    for name, rows, what in mats:
-        cols = _independent_columns(_integral_rows(rows), n, deadline)
-        if cols is None:
-            return na("weights of rank n", f"{h}; {what} is not of rank {n} (or not certified: deficient modulo two "
-                      "61-bit primes); clones or inactive neurons make a rank drop, and submodels remove them")
-        proofs[name] = cols
+    proofs, why = _rank_proofs(Ws, hidden, n, deadline)
+    if proofs is None:
+        return na("weights of rank n", f"{h}; {why}")
     continuous = [info["lambdas"] == "all" for info in infos]
     dim = n * sum(continuous)
     size = None
