@@ -61,11 +61,11 @@ class LayeredShape:
     """Shape bookkeeping shared by the exact :class:`Model` and the numeric twin
     (``input_dim`` and ``layers`` with ``in_dim``/``out_dim``)."""
 
-    def check_layers(self, handled=None) -> None:
+    def check_layers(self) -> None:
         """The layer chain: at least one layer, sizes that match, only the last layer affine.
 
-        ``handled(i, layer, last)`` may take a layer kind over (return True: the activation rules
-        are skipped for it), e.g. attention in the exact model.
+        A token-mixing layer (attention, heads: ``TOKEN_MIXING`` of :mod:`symeq.layers.base`) has no
+        activation rules; it must be the first layer, and a heads layer needs a layer after it.
         """
         if not self.layers:
             raise InputError("a model needs at least one layer")
@@ -75,7 +75,11 @@ class LayeredShape:
                 raise ShapeError(f"layer {i} expects inputs of size {layer.in_dim}, but the previous size is {n}")
             last = i == len(self.layers)
             n = layer.out_dim
-            if handled is not None and handled(i, layer, last):
+            if layer.kind in TOKEN_MIXING:
+                if i != 1:
+                    raise InputError(f"layer {i}: an attention layer must be the first layer")
+                if layer.kind == "heads" and last:
+                    raise InputError("a heads layer needs an output layer after it")
                 continue
             if last and layer.activation is not None:
                 raise InputError(f"layer {i} is the last layer and must be affine (activation null)")
@@ -124,16 +128,7 @@ class Model(LayeredShape):
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        def attention(i, layer, last) -> bool:
-            if layer.kind not in TOKEN_MIXING:
-                return False
-            if i != 1:
-                raise InputError(f"layer {i}: an attention layer must be the first layer")
-            if layer.kind == "heads" and last:
-                raise InputError("a heads layer needs an output layer after it")
-            return True
-
-        self.check_layers(attention)
+        self.check_layers()
         for i, layer in enumerate(self.layers[:-1], 1):
             if layer.kind == "dense" and layer.activation.symmetry in ("affine", "constant"):
                 raise InputError(

@@ -1,40 +1,28 @@
 """The ``symeq`` command line.
 
-Commands
---------
-``symeq verify [MODEL.json] [--group SPEC] [--certificate OUT.json] [--json]``
-    premise, derived actions, checks, verdict.  No MODEL: the built-in example.
-``symeq check CERT.json MODEL.json``
-    re-verify a certificate with the independent standard-library checker.
-``symeq example [--out FILE] [--unscrambled]``
-    write the built-in example model file.
-``symeq generate --group SPEC --activation SPEC --latent SPEC... [--scramble] [--out FILE]``
-    a random layerwise-equivariant model (for tests, teaching and benchmarks).
-``symeq groups``
-    list the built-in groups.
-``symeq numeric-check MODEL`` / ``symeq experiment mirror --activation tanh gelu``
-    the float twin: layerwise analysis of real-size trained networks, the paper's experiment.
-``symeq explain [MODEL.json] [--out DIR]``
-    a step-by-step report (Markdown and self-contained HTML with MathML) and a picture.
-``symeq fibre MODEL.json [--engine auto|sympy|flint|singular|giac|msolve] [--timeout S]``
-    identifiability at theta: the fibre ideal's dimension and degree against the orbit, with a witness.
-``symeq hunt --arch 2,4,2 --group rot3 --out results.jsonl [--workers N | --scheduler tcp://...]``
-    search for equivariant ReLU networks with no layerwise-equivariant parameter (resumable).
+Commands, one module each (each module's docstring gives the full usage):
+
+* :mod:`symeq.cli.verify` -- ``verify``, ``check``, ``example``, ``generate``, ``groups``: the exact
+  path (premise, derived actions, checks, verdict, certificate) and its independent checker;
+* :mod:`symeq.cli.explain` -- ``explain``: a step-by-step report (Markdown, HTML) with a picture;
+* :mod:`symeq.cli.fibre` -- ``fibre``: identifiability at theta (tensor or Jacobian-factor
+  certificates, else the fibre ideal against the orbit, with a witness);
+* :mod:`symeq.cli.hunt` -- ``hunt``: the resumable search for ReLU counterexamples;
+* :mod:`symeq.cli.numeric` -- ``numeric-check``, ``experiment``: the float twin for real-size
+  trained networks and the paper's experiment.
 
 Exit codes: 0 conclusion established (or certificate accepted), 1 refuted (or certificate
 rejected), 2 bad input or usage (including a size limit, named with the option that raises it),
 3 undetermined (including a time budget that ran out, or an engine that failed), 130 Ctrl-C
 (143 SIGTERM), 70 an internal error; see :mod:`symeq.errors`.
 
-Each command family is one module of this package (:mod:`symeq.cli.verify`, :mod:`symeq.cli.explain`,
-:mod:`symeq.cli.fibre`, :mod:`symeq.cli.hunt`, :mod:`symeq.cli.numeric`) with a ``register(subparsers)``
-function called from :func:`build_parser`; every command reads its model through
-:func:`symeq.cli.loader.load_model_args`.
+Each module has a ``register(subparsers)`` function called from :func:`build_parser`; every
+command reads its model through :func:`symeq.cli.loader.load_model_args`.
 
 Budgets: every computing command has a default time budget (:data:`symeq.budget.DEFAULT_BUDGETS`)
 printed as its first line of output and changed with ``--timeout``; ``--memory GB`` caps each
-engine process (default 75 % of the RAM).  Engine processes never outlive symeq
-(:mod:`symeq.procs`).
+engine process and the largest in-process expansion (default 75 % of the RAM).  Engine processes
+never outlive symeq (:mod:`symeq.procs`).
 """
 
 from __future__ import annotations

@@ -216,26 +216,22 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
                   "the deeper pre-activations are not certified")
     bias = _resolve_bias(model, "auto")
     h = f"{hidden} hidden layers"
-    if (hidden == 3 and bias) or any(_monomial_exponent(l.activation, bias) is None for l in layers[:-1]):
-        # general activations, and three hidden layers with biases: the top-form argument
-        return _general_layers(model, hidden, bias, deadline, certificate, fmt, na)
-    exps = []
-    for i in range(hidden):
-        r = _monomial_exponent(layers[i].activation, bias)
-        if r is None:
-            return na("monomial activations", f"{h}; hidden layer {i + 1} has activation "
-                      f"{layers[i].activation!r}, not a monomial c t^r with r >= 2 ({'or c (t - s)^r ' if bias else ''}"
-                      "with three hidden layers the certificate needs s(d t) = d^r s(t) and s' = c r t^(r-1); "
-                      "tanh/sigmoid series and other polynomials are covered with two hidden layers only)")
-        exps.append(r)
+    # shape and size first, for both arguments: free, and checked before any work
     ws = list(model.widths)
     n, n0, nL = ws[1], ws[0], ws[-1]
     if any(w != n for w in ws[1:-1]) or n0 < n or nL < n:
         return na("widths (n0, n, ..., n, nL), n0 >= n <= nL", f"{h} of widths {ws}: the certificate needs equal "
                   "hidden widths n and at least n inputs and n outputs (otherwise the Jacobian has rank < n or its "
                   "minors are sums, not products)")
-    if n > MAX_WIDTH or n * (n0 + (hidden - 1) * n + nL) > MAX_ENTRIES:
-        return na("size guard", f"{h} of width {n}: beyond the size guard ({MAX_WIDTH} neurons, {MAX_ENTRIES} weights)")
+    if n > MAX_WIDTH or n * (n0 + (hidden - 1) * n + nL) > MAX_ENTRIES or \
+            any(l.activation is not None and l.activation.is_polynomial and l.activation.degree > MAX_DEGREE
+                for l in layers[:-1]):
+        return na("size guard", f"{h} of width {n}: beyond the size guard ({MAX_WIDTH} neurons, {MAX_ENTRIES} "
+                  f"weights, degree {MAX_DEGREE})")
+    exps = [_monomial_exponent(l.activation, bias) for l in layers[:-1]]
+    if (hidden == 3 and bias) or None in exps:
+        # general activations, and three hidden layers with biases: the top-form argument
+        return _general_layers(model, hidden, bias, deadline, certificate, fmt, na)
     Ws = [mat_rows(l.weight) for l in layers]
     # zero patterns first: they are free, and they name the hypothesis users most often miss.
     # beta_j = b_2j - s_2 is the constant of neuron j's pre-activation around the activation's centre
@@ -375,17 +371,8 @@ def _general_layers(model, hidden, bias, deadline, certificate, fmt, na):
     """
     layers = model.layers
     h = f"{hidden} hidden layers"
-    ws = list(model.widths)
-    n, n0, nL = ws[1], ws[0], ws[-1]
-    if any(w != n for w in ws[1:-1]) or n0 < n or nL < n:
-        return na("widths (n0, n, ..., n, nL), n0 >= n <= nL", f"{h} of widths {ws}: the certificate needs equal "
-                  "hidden widths n and at least n inputs and n outputs (otherwise the Jacobian has rank < n or its "
-                  "minors are sums, not products)")
-    if n > MAX_WIDTH or n * (n0 + (hidden - 1) * n + nL) > MAX_ENTRIES or \
-            any(l.activation is not None and l.activation.is_polynomial and l.activation.degree > MAX_DEGREE
-                for l in layers[:-1]):
-        return na("size guard", f"{h} of width {n}: beyond the size guard ({MAX_WIDTH} neurons, {MAX_ENTRIES} "
-                  f"weights, degree {MAX_DEGREE})")
+    ws = list(model.widths)  # checked by deep_decision: (n0, n, ..., n, nL)
+    n = ws[1]
     infos = []
     for i in range(hidden):
         info, why = _layer_scalings(layers[i].activation, bias)

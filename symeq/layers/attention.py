@@ -38,6 +38,7 @@ from .base import NoPartner
 __all__ = [
     "Head",
     "AttentionLayer",
+    "AttentionShape",
     "HeadsShape",
     "HeadsLayer",
     "factor_kron",
@@ -126,15 +127,35 @@ def _linear(coeffs, xs, zero):
     return sum((c * x for c, x in zip(coeffs, xs) if c != 0), zero)
 
 
+class AttentionShape:
+    """The dimensions and latent group of a whole attention layer, from its ``tokens``, ``d`` (the
+    token width) and ``d_out``: shared by the exact :class:`AttentionLayer` and the float
+    ``symeq.numeric.attention.NumericAttention``."""
+
+    kind: ClassVar[str] = "attention"
+
+    @property
+    def in_dim(self) -> int:
+        return self.tokens * self.d
+
+    @property
+    def out_dim(self) -> int:
+        return self.tokens * self.d_out
+
+    @property
+    def latent_group_name(self) -> str:
+        """The group of the value spaces inside the layer (the hidden space of its chain)."""
+        return LATENT_GROUP
+
+
 @dataclass(eq=False)
-class AttentionLayer:
+class AttentionLayer(AttentionShape):
     """Lightning multi-head attention on ``tokens`` tokens (flattened input T*d, output T*d_out).
 
     Implements :class:`symeq.layers.base.Layer` (kind ``"attention"``); in a model's chain it splits
     into a :class:`HeadsLayer` and a token-wise dense layer (``symeq.models.Model.chain``).
     """
 
-    kind: ClassVar[str] = "attention"
     scoring: ClassVar[str] = "lightning"
 
     tokens: int
@@ -163,14 +184,6 @@ class AttentionLayer:
     @property
     def d_out(self) -> int:
         return self.heads[0].out.ncols()
-
-    @property
-    def in_dim(self) -> int:
-        return self.tokens * self.d
-
-    @property
-    def out_dim(self) -> int:
-        return self.tokens * self.d_out
 
     @property
     def n_params(self) -> int:
@@ -207,11 +220,6 @@ class AttentionLayer:
     @property
     def label(self) -> str:
         return f"attention {self.in_dim}->{self.out_dim} ({len(self.heads)} heads, d_v = {self.dv}, {self.tokens} tokens)"
-
-    @property
-    def latent_group_name(self) -> str:
-        """The group of the value spaces inside the layer (the hidden space of its chain)."""
-        return LATENT_GROUP
 
     def _forward_entries(self, x: list, zero) -> list:
         """f at one point given as a flat list of scalars (``fmpq`` or ``fmpq_mpoly``), the

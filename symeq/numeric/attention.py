@@ -32,12 +32,11 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
 from ..errors import InputError
-from ..layers.attention import LATENT_GROUP, HeadsShape
+from ..layers.attention import AttentionShape, HeadsShape
 from .monomial import MonomialAction, as_action
 
 __all__ = ["NumericAttention", "NumericHeads", "value_space_action", "factor_kron_numeric", "match_heads_numeric"]
@@ -48,13 +47,11 @@ def _f(M) -> np.ndarray:
 
 
 @dataclass
-class NumericAttention:
+class NumericAttention(AttentionShape):
     """Multi-head attention on ``tokens`` tokens; ``scoring`` is "lightning" or "softmax".
 
     A float layer of kind ``"attention"`` (:class:`symeq.layers.base.LayerBase`).
     """
-
-    kind: ClassVar[str] = "attention"
 
     tokens: int
     query: list
@@ -92,14 +89,6 @@ class NumericAttention:
         return self.out[0].shape[1]
 
     @property
-    def in_dim(self) -> int:
-        return self.tokens * self.d
-
-    @property
-    def out_dim(self) -> int:
-        return self.tokens * self.d_out
-
-    @property
     def hidden_label(self) -> str:
         return f"{self.scoring} attention ({len(self.query)} heads, d_v = {self.value[0].shape[1]}, {self.tokens} tokens)"
 
@@ -107,11 +96,6 @@ class NumericAttention:
     def label(self) -> str:
         return (f"{self.scoring} attention {self.in_dim}->{self.out_dim} ({len(self.query)} heads, "
                 f"d_v = {self.value[0].shape[1]}, {self.tokens} tokens)")
-
-    @property
-    def latent_group_name(self) -> str:
-        """The group of the value spaces inside the layer (the hidden space of its chain)."""
-        return LATENT_GROUP
 
     @property
     def n_params(self) -> int:

@@ -539,16 +539,7 @@ class NumericModel(LayeredShape):
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        def attention(i, layer, last) -> bool:
-            if layer.kind not in TOKEN_MIXING:
-                return False
-            if i != 1:
-                raise InputError(f"layer {i}: an attention layer must be the first layer")
-            if layer.kind == "heads" and last:
-                raise InputError("a heads layer needs an output layer after it")
-            return True
-
-        self.check_layers(attention)
+        self.check_layers()
         self.group = _as_group(self.group)
         if self.group is not None:
             self.check_group(self.group)
