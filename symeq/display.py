@@ -101,6 +101,9 @@ def network_columns(model, actions=None):
     """The columns of the picture: a list of dicts with the column's label, node count, node
     labels, and per generator the moves (None where the action is unknown or not monomial).
 
+    Node labels number neurons from 1 (``"1"``, ``"2"``, ...; heads ``"token.head"`` from ``1.1``),
+    as all text output does; ``moves`` and ``orbits`` hold 0-based indices into ``nodes``.
+
     ``actions[i][g]`` is rho_{i+1}(g) on hidden column i+1, as in
     :attr:`symeq.theorem.Verification.actions`; without it hidden columns carry no moves.
     """
@@ -118,19 +121,19 @@ def network_columns(model, actions=None):
                      "orbits": orbits_of(n, moves) if any(m is not None for m in moves) else None})
 
     n0 = chain.layers[0].in_dim
-    col(f"input $\\mathbb{{R}}^{{{n0}}}$", n0, [str(j) for j in range(n0)], None,
+    col(f"input $\\mathbb{{R}}^{{{n0}}}$", n0, [str(j + 1) for j in range(n0)], None,
         [a for a, _ in G.generators] if G is not None else [])
     for i, layer in enumerate(chain.layers[:-1]):
         mats = [actions[i][g] for g in range(ngen)] if actions else [None] * ngen
         if layer.kind == "heads":
             T, H = layer.tokens, layer.heads
             label = f"hidden {i + 1}: heads\n{T} tokens x {H} heads, $d_v$ = {layer.dv}"
-            col(label, T * H, [f"{t}.{h}" for t in range(T) for h in range(H)], layer, mats)
+            col(label, T * H, [f"{t + 1}.{h + 1}" for t in range(T) for h in range(H)], layer, mats)
         else:
             label = f"hidden {i + 1}: {layer.hidden_label}\nK: {knames[i]}"
-            col(label, layer.out_dim, [str(j) for j in range(layer.out_dim)], layer, mats)
+            col(label, layer.out_dim, [str(j + 1) for j in range(layer.out_dim)], layer, mats)
     nL = chain.layers[-1].out_dim
-    col(f"output $\\mathbb{{R}}^{{{nL}}}$", nL, [str(j) for j in range(nL)], None,
+    col(f"output $\\mathbb{{R}}^{{{nL}}}$", nL, [str(j + 1) for j in range(nL)], None,
         [b for _, b in G.generators] if G is not None else [])
     return cols
 

@@ -42,11 +42,33 @@ def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+#: the end of ``symeq --help``: where to start, and what the exit codes mean
+START_HERE = """\
+where to start:
+  symeq verify                          the built-in example: premise, actions, checks, verdict
+  symeq example --out model.json        write that example as a model file to edit
+  symeq verify model.json --certificate cert.json
+  symeq check cert.json model.json      re-check the certificate independently
+  symeq explain model.json              a step-by-step report with a picture
+  symeq groups                          the built-in groups for --group
+  symeq COMMAND --help                  the options of one command
+
+exit codes:
+  0  established (verify: layerwise equivariant; fibre: identifiable) or accepted (check)
+  1  refuted (verify, numeric-check; fibre: not identifiable, with a witness) or rejected (check)
+  2  bad input or usage, including a size limit (named with the option that raises it)
+     and a certificate checked against another model
+  3  undetermined: a time budget ran out, an engine failed, or no method decides
+  130 / 143  interrupted (Ctrl-C / SIGTERM); 70 an internal error (please report it)
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ..version import __version__
 
     p = argparse.ArgumentParser(prog="symeq", description="Exact verification that identifiable equivariant "
-                                "networks are layerwise equivariant (Theorem 4.1, arXiv 2601.21645).")
+                                "networks are layerwise equivariant (Theorem 4.1, arXiv 2601.21645).",
+                                epilog=START_HERE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"symeq {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 

@@ -149,20 +149,22 @@ def register(subparsers) -> None:
     n.add_argument("--fdim", action="store_true", help="also the functional dimension (Jacobian rank)")
     n.add_argument("--fdim-method", choices=["auto", "dense", "krylov"], default="auto",
                    help="dense SVD (up to 2*10^4 parameters), matrix-free krylov (any size), or auto")
-    n.add_argument("--json", action="store_true")
+    n.add_argument("--json", action="store_true",
+                   help="print the result as JSON on stdout (every action in full; indices from 0)")
     n.set_defaults(func=cmd_numeric_check)
 
     e = subparsers.add_parser("experiment", help="the paper's mirror experiment (torch extra)")
     e.add_argument("which", choices=["mirror"], help="the experiment")
     e.add_argument("--activation", nargs="+", default=["tanh", "gelu"], choices=["tanh", "gelu", "relu", "poly"],
                    help="first-layer activations to compare (default: tanh gelu)")
-    e.add_argument("--task", default="autoencoder", choices=["autoencoder", "classifier"])
+    e.add_argument("--task", default="autoencoder", choices=["autoencoder", "classifier"],
+                   help="what the networks are trained for (default: autoencoder)")
     e.add_argument("--epochs", type=int, default=None,
                    help="training epochs (default: the task's setting, 300 for the autoencoder, 600 for the classifier)")
     e.add_argument("--data", help="a data set .npz (x, optional y, shape) instead of scikit-learn's digits")
-    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--seed", type=int, default=0, help="random seed of the training (default 0)")
     e.add_argument("--device", default="cpu", help="torch device for training: cpu (default), cuda, or auto")
     e.add_argument("--out", help="directory for table.md, results.json and PNG figures")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
-    e.add_argument("--json", action="store_true")
+    e.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     e.set_defaults(func=cmd_experiment)

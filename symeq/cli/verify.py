@@ -93,16 +93,12 @@ def cmd_example(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from ..activations import activation_from_spec
+    from ..activations import activation_from_text
     from ..io import model_to_json
     from ..models import random_equivariant_model, scramble
 
     group = group_from_args(args)
-    try:
-        spec = json.loads(args.activation) if args.activation.lstrip().startswith("{") else _activation_shorthand(args.activation)
-    except json.JSONDecodeError as e:
-        raise InputError(f"--activation: malformed JSON ({e.msg})") from None
-    act = activation_from_spec(spec, "--activation")
+    act = activation_from_text(args.activation, "--activation")
     latent = args.latent or ["regular"]
     model = random_equivariant_model(group, latent, act, rng=args.seed, bias=not args.no_bias)
     if args.scramble:
@@ -138,11 +134,12 @@ def _int(s: str, where: str) -> int:
 
 
 def cmd_groups(args) -> int:
-    from ..groups import BUILTIN_GROUPS
+    from ..groups.builtins import BUILTIN_GROUPS, GROUP_ALIASES
 
     for desc in BUILTIN_GROUPS.values():
         print(desc)
     print("join factors with '*' for direct products, e.g. mirror:2x3*sign:1 acts on R^6 x R^1")
+    print("older spellings accepted: " + ", ".join(f"{a} = {c}" for a, c in GROUP_ALIASES.items()))
     return 0
 
 
@@ -181,26 +178,39 @@ def register(sub) -> None:
                    help="also print every action as a dense matrix (default: cycle notation only)")
     v.set_defaults(func=cmd_verify)
 
-    c = sub.add_parser("check", help="re-verify a certificate with the independent checker")
-    c.add_argument("certificate")
-    c.add_argument("model")
-    c.add_argument("--json", action="store_true")
+    c = sub.add_parser("check", help="re-verify a certificate with the independent checker",
+                       description="Re-verify a certificate against its model with the standard-library checker "
+                                   "(symeq/check.py; also `python -m symeq.check CERT MODEL`). Exit 0 accepted, "
+                                   "1 rejected, 2 malformed input or a certificate of another model, 3 nothing "
+                                   "verifiable.")
+    c.add_argument("certificate", metavar="CERT", help="certificate file (symeq-certificate/2 or symeq-identifiability/1)")
+    c.add_argument("model", metavar="MODEL", help="the model file the certificate is about (symeq-model/1)")
+    c.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     c.set_defaults(func=cmd_check)
 
     e = sub.add_parser("example", help="write the built-in example model")
-    e.add_argument("--out")
+    e.add_argument("--out", metavar="FILE", help="write the model here (default: print it on stdout)")
     e.add_argument("--unscrambled", action="store_true", help="the model before scrambling")
     e.set_defaults(func=cmd_example)
 
     g = sub.add_parser("generate", help="a random layerwise-equivariant model")
-    g.add_argument("--group", required=True)
-    g.add_argument("--group-output", type=group_output_arg, default="same")
-    g.add_argument("--activation", default="tanh3")
-    g.add_argument("--latent", action="append", help="per hidden layer: regular[*m] or input[*m] (repeat)")
-    g.add_argument("--no-bias", action="store_true")
-    g.add_argument("--scramble", action="store_true")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--out")
+    g.add_argument("--group", required=True, metavar="SPEC",
+                   help="a built-in group, e.g. mirror:2x3 or rot:3 (see `symeq groups`)")
+    g.add_argument("--group-output", type=group_output_arg, default="same",
+                   help="how the group acts on the output: 'same' (default) or k for the trivial action on R^k")
+    g.add_argument("--activation", default="tanh_series:3", metavar="SPEC",
+                   help="the hidden layers' activation: a name such as tanh (the real tanh), sigmoid, gelu, "
+                        "leaky_relu:1/10, tanh_series:3 (its Taylor polynomial; old spelling tanh3), "
+                        "sigmoid_series:3, monomial:2, relu or polynomial:0,1,1, or a JSON activation object "
+                        "(default: %(default)s)")
+    g.add_argument("--latent", action="append", metavar="REP",
+                   help="per hidden layer: regular[*m] or input[*m] (repeat once per hidden layer; default: one "
+                        "regular layer)")
+    g.add_argument("--no-bias", action="store_true", help="a model without biases (every bias zero)")
+    g.add_argument("--scramble", action="store_true",
+                   help="hide the structure: permute and rescale the hidden neurons by a random element of K_i")
+    g.add_argument("--seed", type=int, default=0, help="seed of the random weights (and of --scramble); default 0")
+    g.add_argument("--out", metavar="FILE", help="write the model here (default: print it on stdout)")
     g.set_defaults(func=cmd_generate)
 
     s = sub.add_parser("groups", help="list the built-in groups")

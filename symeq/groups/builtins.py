@@ -15,7 +15,8 @@ from ..numbers import identity, matrix
 from .core import FiniteGroup, direct_product, output_matrix as _output, permutation_matrix
 
 __all__ = ["mirror", "vertical_mirror", "cyclic_shift", "symmetric_group", "global_sign", "dihedral",
-           "image_rotation", "plane_rotation", "PLANE_ROTATIONS", "builtin_group", "BUILTIN_GROUPS"]
+           "image_rotation", "plane_rotation", "PLANE_ROTATIONS", "builtin_group", "BUILTIN_GROUPS",
+           "GROUP_ALIASES", "canonical_spec"]
 
 
 def _image_perm(h: int, w: int, c: int, f) -> list[int]:
@@ -109,7 +110,7 @@ def plane_rotation(order: int, output="same") -> FiniteGroup:
     if order not in PLANE_ROTATIONS:
         raise InputError(f"rot:N takes N in 2, 3, 4, 6 (rational plane rotations), got {order}")
     R = matrix(PLANE_ROTATIONS[order])
-    return FiniteGroup([(R, _output(R, output, "plane rotation"))], ["r"], label=f"rot{order} on R^2")
+    return FiniteGroup([(R, _output(R, output, "plane rotation"))], ["r"], label=f"rot:{order} on R^2")
 
 
 def _ints(text: str, n: int, what: str) -> list[int]:
@@ -136,14 +137,54 @@ BUILTIN_GROUPS = {
 }
 
 
+#: older spellings still accepted, each with the canonical spec it stands for (``symeq groups``
+#: lists the canonical names; :func:`canonical_spec` rewrites an alias)
+GROUP_ALIASES = {f"rot{n}": f"rot:{n}" for n in PLANE_ROTATIONS}
+
+
+def canonical_spec(spec: str) -> str:
+    """The canonical spelling of a group spec: every alias factor replaced (``rot3`` -> ``rot:3``).
+
+    Names are not checked here (:func:`builtin_group` does that); surrounding spaces are dropped.
+
+    >>> canonical_spec("rot3")
+    'rot:3'
+    >>> canonical_spec("sign:2 * rot6")
+    'sign:2*rot:6'
+    """
+    parts = [p.strip() for p in str(spec).split("*")]
+    return "*".join(GROUP_ALIASES.get(p, p) for p in parts)
+
+
+def unknown_group(name: str, spec: str) -> InputError:
+    """The error for an unknown group name: the closest known names, not the whole catalogue."""
+    from ..check import close_names
+
+    known = list(BUILTIN_GROUPS) + list(GROUP_ALIASES)
+    close = close_names(name, known)
+    close = list(dict.fromkeys(GROUP_ALIASES.get(c, c) for c in close))  # an alias shows as its canonical name
+    hint = (f"did you mean {' or '.join(repr(c) for c in close)}?" if close
+            else "known: " + ", ".join(BUILTIN_GROUPS))
+    where = f" in {spec!r}" if spec != name else ""
+    return InputError(f"unknown built-in group {name!r}{where}; {hint} (`symeq groups` lists them with their sizes)")
+
+
 def builtin_group(spec: str, output="same") -> FiniteGroup:
     """A built-in group from a short spec such as ``"mirror:2x3"``; join factors with ``*``.
+
+    Older spellings (:data:`GROUP_ALIASES`, e.g. ``rot3`` for ``rot:3``) are accepted; an unknown
+    name is an :class:`~symeq.errors.InputError` naming the closest known ones.
 
     >>> builtin_group("mirror:2x3").input_dim
     6
     >>> builtin_group("sign:2*shift:3").order()
     6
+    >>> builtin_group("rot3").order() == builtin_group("rot:3").order() == 3
+    True
     """
+    if not isinstance(spec, str) or not spec.strip():
+        raise InputError("a group spec is empty; `symeq groups` lists the built-in groups")
+    spec = canonical_spec(spec)
     if "*" in spec:
         parts = [builtin_group(p, output) for p in spec.split("*")]
         g = parts[0]
@@ -178,4 +219,4 @@ def builtin_group(spec: str, output="same") -> FiniteGroup:
     if name in ("shift", "sym", "sign"):
         (n,) = _ints(args, (1,), name)
         return {"shift": cyclic_shift, "sym": symmetric_group, "sign": global_sign}[name](n, output=output)
-    raise InputError(f"unknown built-in group {spec!r}; known: " + "; ".join(BUILTIN_GROUPS.values()))
+    raise unknown_group(name, spec)
