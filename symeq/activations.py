@@ -1,7 +1,13 @@
 """Activation functions and the latent symmetry group K each one implies.
 
-An activation is either an exact polynomial (given by coefficients, a monomial, or a Taylor
-polynomial of tanh or the logistic sigmoid computed exactly) or the exact ReLU.  Its latent
+An activation is an exact polynomial (given by coefficients, a monomial, or a Taylor
+polynomial of tanh or the logistic sigmoid computed exactly), the exact ReLU, or one of the
+real (transcendental or piecewise linear) activations of :data:`REAL_ACTIVATIONS`: ``tanh``,
+``sigmoid``, ``gelu``, ``silu``, ``softplus``, ``elu``, ``leaky_relu`` and ``erf`` (kind
+``"real"``).  A real activation is never evaluated in floats on the exact path: its layers are
+proved by the identity table :data:`REAL_SYMMETRIES` (every (alpha, beta, q, c) with
+sigma(alpha t + beta) = q sigma(t) + c, proved complete in docs/theory.md, "Real activations"),
+and a refutation is a ball-arithmetic witness (:mod:`symeq.realfun`).  Its latent
 group K acts on a layer's neurons: a permutation together with, for each neuron, an affine
 change of the pre-activation ``z -> alpha z + beta`` that multiplies the post-activation by a
 factor ``q``, i.e. ``sigma(alpha t + beta) = q sigma(t)`` for all t.  Which ``alpha`` are
@@ -52,6 +58,10 @@ Examples
 [1/2, 1/4, 0, -1/48, 0, 1/480]
 >>> relu().latent_group
 'positive monomial matrices'
+>>> real("tanh").symmetry, real("sigmoid").latent_group, real("gelu").latent_group
+('odd', 'signed permutations acting affinely (sign flips y -> 2 sigma(s) - y)', 'permutations')
+>>> activation_from_spec("tanh3").to_spec()      # an old spelling of the Taylor polynomial
+{'type': 'tanh_series', 'order': 3}
 """
 
 from __future__ import annotations
@@ -60,7 +70,8 @@ from dataclasses import dataclass, field
 
 from flint import fmpq, fmpq_poly
 
-from .errors import InputError
+from .check import REAL_SYMMETRY_TABLE as _REAL_TABLE, check_keys, close_names
+from .errors import InputError, NotExactError
 from .numbers import format_number, parse_number
 from .sizes import check_degree
 
@@ -71,8 +82,13 @@ __all__ = [
     "tanh_series",
     "sigmoid_series",
     "relu",
+    "real",
     "activation_from_spec",
+    "activation_from_text",
     "tanh_taylor",
+    "REAL_ACTIVATIONS",
+    "REAL_SYMMETRIES",
+    "ACTIVATION_NAMES",
 ]
 
 LATENT_GROUPS = {
@@ -86,6 +102,34 @@ LATENT_GROUPS = {
     "affine": "general linear (linear activation)",
     "constant": "none (constant activation)",
 }
+
+
+#: The real activations (kind ``"real"``): name -> (symmetry class, definition).  The symmetry
+#: class is one of :attr:`Activation.symmetry`'s, so the derivation treats tanh like any odd
+#: activation, the sigmoid like the sigmoid series (affine sign flips) and leaky ReLU like ReLU
+#: (positive scalings).  The complete symmetry tables are :data:`REAL_SYMMETRIES`.
+REAL_ACTIVATIONS = {
+    "tanh": ("odd", "tanh(t)"),
+    "sigmoid": ("odd-plus-constant", "1 / (1 + exp(-t)), the logistic sigmoid"),
+    "gelu": ("generic", "t Phi(t) = t (1 + erf(t / sqrt 2)) / 2; with \"approximate\": \"tanh\": "
+                        "t (1 + tanh(sqrt(2 / pi) (t + 0.044715 t^3))) / 2"),
+    "silu": ("generic", "t sigmoid(t) (also called swish)"),
+    "softplus": ("generic", "log(1 + exp(t))"),
+    "elu": ("generic", "t for t > 0, alpha (exp(t) - 1) for t <= 0 (\"alpha\": a nonzero rational, default 1)"),
+    "leaky_relu": ("relu", "t for t > 0, slope t for t <= 0 (\"slope\": a rational other than 1 and -1, "
+                           "default 1/100)"),
+    "erf": ("odd", "erf(t) = (2 / sqrt pi) int_0^t exp(-u^2) du"),
+}
+
+#: Every symmetry (alpha, beta, q, c) with sigma(alpha t + beta) = q sigma(t) + c for all real t,
+#: of each real activation (the proofs that the tables are complete: docs/theory.md, "Real
+#: activations"); ``"positive"`` is leaky ReLU's family alpha > 0, beta = 0, q = alpha, c = 0.
+#: The table lives in the standalone checker (:data:`symeq.check.REAL_SYMMETRY_TABLE`), so that
+#: symeq, its float twin and the checker read one definition.
+REAL_SYMMETRIES = _REAL_TABLE
+
+#: Every activation name of model files (``"type"``), one spelling each.
+ACTIVATION_NAMES = ("polynomial", "monomial", "tanh_series", "sigmoid_series", "relu") + tuple(REAL_ACTIVATIONS)
 
 
 def tanh_taylor(order: int) -> list[fmpq]:
@@ -109,11 +153,11 @@ def _trim(coeffs: list[fmpq]) -> list[fmpq]:
 
 @dataclass(frozen=True, eq=False)
 class Activation:
-    """An exact activation: a polynomial with rational coefficients, or ReLU.
+    """An exact activation: a polynomial with rational coefficients, ReLU, or a real activation.
 
     Attributes
     ----------
-    kind : "polynomial" or "relu"
+    kind : "polynomial", "relu" or "real" (:data:`REAL_ACTIVATIONS`)
     coeffs : coefficients from degree 0 up (polynomials only)
     spec : the JSON description it was built from (kept for files and certificates)
     """
@@ -126,7 +170,58 @@ class Activation:
     def __call__(self, t):
         if self.kind == "relu":
             return t if t > 0 else fmpq(0)
+        if self.kind == "real":
+            return self._exact_value(fmpq(t))
         return self.compose(t, fmpq(0))
+
+    def _exact_value(self, t: fmpq) -> fmpq:
+        """sigma(t) for a real activation where it is rational (at 0; leaky ReLU everywhere;
+        ELU for t >= 0); elsewhere the value is irrational and :class:`NotExactError` is raised
+        (balls: :mod:`symeq.realfun`)."""
+        name = self.name
+        if name == "leaky_relu":
+            return t if t > 0 else fmpq(self.spec["slope"]) * t
+        if name == "elu" and t >= 0:
+            return t
+        if t == 0 and name != "softplus":
+            return fmpq(1, 2) if name == "sigmoid" else fmpq(0)
+        raise NotExactError(f"{name}({format_number(t)}) is irrational: the exact path proves {name} layers by "
+                            "their symmetry identities and refutes with ball arithmetic, it never evaluates "
+                            f"{name} in floats")
+
+    @property
+    def name(self) -> str:
+        """The canonical name (the spec's ``"type"``)."""
+        return self.spec.get("type", self.kind)
+
+    @property
+    def is_real(self) -> bool:
+        """A real (non-polynomial) activation of :data:`REAL_ACTIVATIONS`."""
+        return self.kind == "real"
+
+    @property
+    def piecewise_linear(self) -> bool:
+        """ReLU and leaky ReLU: exact on rationals, the linear-region machinery applies."""
+        return self.kind == "relu" or self.name == "leaky_relu"
+
+    def symmetry_holds(self, alpha, beta, q, c=0) -> bool:
+        """Whether sigma(alpha t + beta) = q sigma(t) + c for every real t (real activations).
+
+        Decided by the complete table :data:`REAL_SYMMETRIES` (docs/theory.md, "Real
+        activations"), so the answer is exact for rational alpha, beta, q, c.
+
+        >>> real("tanh").symmetry_holds(-1, 0, -1), real("sigmoid").symmetry_holds(-1, 0, -1, 1)
+        (True, True)
+        >>> real("gelu").symmetry_holds(-1, 0, 1), real("leaky_relu").symmetry_holds(3, 0, 3)
+        (False, True)
+        """
+        if self.kind != "real":
+            raise InputError("symmetry_holds is for real activations; polynomials compare coefficients")
+        alpha, beta, q, c = fmpq(alpha), fmpq(beta), fmpq(q), fmpq(c)
+        table = REAL_SYMMETRIES[self.name]
+        if table == "positive":
+            return alpha > 0 and beta == 0 and q == alpha and c == 0
+        return any((alpha, beta, q, c) == tuple(fmpq(x) for x in row) for row in table)
 
     def compose(self, z, zero, deadline=None):
         """sigma(z) by Horner's rule for z in any ring (numbers, fmpq_mpoly) whose zero is ``zero``.
@@ -145,8 +240,8 @@ class Activation:
 
     @property
     def degree(self) -> int | None:
-        """Polynomial degree (None for ReLU)."""
-        return None if self.kind == "relu" else len(self.coeffs) - 1
+        """Polynomial degree (None for ReLU and the real activations)."""
+        return None if self.kind != "polynomial" else len(self.coeffs) - 1
 
     @property
     def is_polynomial(self) -> bool:
@@ -155,8 +250,8 @@ class Activation:
     # -- symmetry ---------------------------------------------------------------------------
     @property
     def shift(self) -> fmpq:
-        """The point s with sigma(t) = tau(t - s) and tau free of its degree d-1 term."""
-        if self.kind == "relu":
+        """The point s with sigma(t) = tau(t - s) and tau free of its degree d-1 term (0 off polynomials)."""
+        if self.kind != "polynomial":
             return fmpq(0)
         d = self.degree
         if d is None or d < 2:
@@ -184,6 +279,8 @@ class Activation:
         """
         if self.kind == "relu":
             return "relu"
+        if self.kind == "real":
+            return REAL_ACTIVATIONS[self.name][0]
         d = self.degree
         if d == 0:
             return "constant"
@@ -251,7 +348,7 @@ class Activation:
         >>> polynomial([0, 0, 1]).finite_scalings(False)    # t^2 is continuous; its finite part is +-1
         [1, -1]
         """
-        if self.kind == "relu":
+        if self.symmetry == "relu":
             return [fmpq(1)]
         if not bias and self.shift != 0:
             return [fmpq(1)]
@@ -354,6 +451,8 @@ class Activation:
     def latex(self, var: str = "t") -> str:
         if self.kind == "relu":
             return rf"\max(0, {var})"
+        if self.kind == "real":
+            return _REAL_LATEX[self.name](var, self.spec)
         import sympy
 
         t = sympy.Symbol(var)
@@ -411,28 +510,177 @@ def relu() -> Activation:
     return Activation("relu", (), {"type": "relu"})
 
 
-_MAKERS = {
-    "polynomial": lambda s: polynomial(s.get("coeffs", [])),
-    "monomial": lambda s: monomial(s.get("degree")),
-    "tanh_series": lambda s: tanh_series(s.get("order")),
-    "sigmoid_series": lambda s: sigmoid_series(s.get("order")),
-    "relu": lambda s: relu(),
+def real(name: str, **params) -> Activation:
+    """A real activation of :data:`REAL_ACTIVATIONS` by its canonical name.
+
+    ``gelu`` takes ``approximate="none"`` (default, the erf form) or ``"tanh"``; ``elu`` takes
+    ``alpha`` (a nonzero rational, default 1); ``leaky_relu`` takes ``slope`` (a rational other
+    than 1 and -1, default 1/100).
+
+    >>> real("leaky_relu").to_spec()
+    {'type': 'leaky_relu', 'slope': '1/100'}
+    >>> real("leaky_relu", slope="1/5")(fmpq(-2))
+    -2/5
+    >>> real("gelu", approximate="tanh").to_spec()
+    {'type': 'gelu', 'approximate': 'tanh'}
+    """
+    if name not in REAL_ACTIVATIONS:
+        close = close_names(name, ACTIVATION_NAMES)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise InputError(f"unknown real activation {name!r}{hint}; real ones: {', '.join(REAL_ACTIVATIONS)}")
+    spec = {"type": name}
+    allowed = {"gelu": ("approximate",), "elu": ("alpha",), "leaky_relu": ("slope",)}.get(name, ())
+    for key in params:
+        if key not in allowed:
+            raise InputError(f"{name} takes no parameter {key!r}" + (f"; it takes {', '.join(allowed)}" if allowed else ""))
+    if name == "gelu":
+        approx = params.get("approximate", "none")
+        if approx not in ("none", "tanh"):
+            raise InputError(f"gelu \"approximate\" is \"none\" (the erf form) or \"tanh\", got {approx!r}")
+        if approx == "tanh":
+            spec["approximate"] = "tanh"
+    elif name == "elu":
+        alpha = parse_number(params.get("alpha", "1"), "elu alpha")
+        if alpha == 0:
+            raise InputError("elu alpha must be nonzero (alpha = 0 is relu: use {\"type\": \"relu\"})")
+        spec["alpha"] = format_number(alpha)
+    elif name == "leaky_relu":
+        slope = parse_number(params.get("slope", "1/100"), "leaky_relu slope")
+        if slope == 1:
+            raise InputError("leaky_relu slope 1 is the identity: a linear layer (omit the activation)")
+        if slope == -1:
+            raise InputError("leaky_relu slope -1 is |t|, whose latent group (all nonzero scalings with q = |alpha|) "
+                             "symeq does not model; use another slope")
+        spec["slope"] = format_number(slope)
+    return Activation("real", (), spec)
+
+
+def _latex_gelu(v, spec):
+    if spec.get("approximate") == "tanh":
+        return rf"\tfrac{{{v}}}{{2}}\bigl(1 + \tanh(\sqrt{{2/\pi}}\,({v} + 0.044715\,{v}^3))\bigr)"
+    return rf"{v}\,\Phi({v})"
+
+
+_REAL_LATEX = {
+    "tanh": lambda v, s: rf"\tanh({v})",
+    "sigmoid": lambda v, s: rf"\frac{{1}}{{1 + e^{{-{v}}}}}",
+    "gelu": _latex_gelu,
+    "silu": lambda v, s: rf"\frac{{{v}}}{{1 + e^{{-{v}}}}}",
+    "softplus": lambda v, s: rf"\log(1 + e^{{{v}}})",
+    "elu": lambda v, s: rf"\begin{{cases}} {v} & {v} > 0 \\ {s['alpha']}\,(e^{{{v}}} - 1) & {v} \le 0 \end{{cases}}",
+    "leaky_relu": lambda v, s: rf"\max({v}, {s['slope']}\,{v})" if fmpq(s["slope"]) < 1 else
+    rf"\min({v}, {s['slope']}\,{v})",
+    "erf": lambda v, s: rf"\operatorname{{erf}}({v})",
 }
+
+# name -> (allowed keys besides "type", required ones, maker)
+_MAKERS = {
+    "polynomial": (("coeffs",), ("coeffs",), lambda s: polynomial(s["coeffs"])),
+    "monomial": (("degree",), ("degree",), lambda s: monomial(s["degree"])),
+    "tanh_series": (("order",), ("order",), lambda s: tanh_series(s["order"])),
+    "sigmoid_series": (("order",), ("order",), lambda s: sigmoid_series(s["order"])),
+    "relu": ((), (), lambda s: relu()),
+    "gelu": (("approximate",), (), lambda s: real("gelu", **{k: v for k, v in s.items() if k != "type"})),
+    "elu": (("alpha",), (), lambda s: real("elu", **{k: v for k, v in s.items() if k != "type"})),
+    "leaky_relu": (("slope",), (), lambda s: real("leaky_relu", **{k: v for k, v in s.items() if k != "type"})),
+}
+for _name in REAL_ACTIVATIONS:
+    _MAKERS.setdefault(_name, ((), (), lambda s, _n=_name: real(_n)))
+
+#: Old and alternative spellings of a ``"type"``: accepted, and written back in the canonical one.
+ALIASES = {"logistic": "sigmoid", "swish": "silu", "leakyrelu": "leaky_relu", "leaky-relu": "leaky_relu",
+           "taylor_tanh": "tanh_series", "poly": "polynomial"}
+
+
+def _alias_spec(name: str):
+    """A spec for a shorthand name: ``tanh3`` -> tanh_series order 3, ``sigmoid5`` -> sigmoid_series
+    order 5, ``tanh_series:3``, ``monomial:2``, ``polynomial:0,1,1``, or an alias; None if unknown."""
+    base, sep, arg = name.partition(":")
+    for series in ("tanh", "sigmoid"):
+        if base.startswith(series) and base[len(series):].isdigit():
+            return {"type": f"{series}_series", "order": int(base[len(series):])}
+    base = ALIASES.get(base, base)
+    if not sep:
+        return {"type": base} if base in _MAKERS and not _MAKERS[base][1] else None
+    if base in ("tanh_series", "sigmoid_series", "monomial"):
+        key = "degree" if base == "monomial" else "order"
+        try:
+            return {"type": base, key: int(arg)}
+        except ValueError:
+            raise InputError(f"expected an integer after ':' in {name!r}") from None
+    if base == "polynomial":
+        return {"type": "polynomial", "coeffs": arg.split(",")}
+    if base in ("elu", "leaky_relu"):
+        return {"type": base, "alpha" if base == "elu" else "slope": arg}
+    if base == "gelu":
+        return {"type": "gelu", "approximate": arg}
+    return None
+
+
+def activation_from_text(text: str, where: str = "--activation") -> Activation:
+    """An activation from the command line: a name, a shorthand or a JSON object.
+
+    ``tanh`` is the real tanh; its Taylor polynomials are ``tanh_series:3`` (old spelling
+    ``tanh3``), likewise ``sigmoid`` and ``sigmoid_series:5``; ``monomial:2``,
+    ``polynomial:0,1,1``, ``leaky_relu:1/10``, ``elu:2``, ``gelu:tanh``.
+
+    >>> activation_from_text("tanh").to_spec(), activation_from_text("tanh3").to_spec()
+    ({'type': 'tanh'}, {'type': 'tanh_series', 'order': 3})
+    >>> activation_from_text("leaky_relu:1/10").to_spec()
+    {'type': 'leaky_relu', 'slope': '1/10'}
+    """
+    import json
+
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{where}: malformed JSON ({e.msg})") from None
+        return activation_from_spec(spec, where)
+    spec = _alias_spec(text)
+    if spec is None:
+        close = close_names(text.partition(":")[0], list(_MAKERS) + list(ALIASES))
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise InputError(f"{where}: unknown activation {text!r}{hint}; names: {', '.join(ACTIVATION_NAMES)} "
+                         "(tanh_series:3, monomial:2, polynomial:0,1,1, leaky_relu:1/10 take an argument), or JSON")
+    return activation_from_spec(spec, where)
 
 
 def activation_from_spec(spec, where: str = "activation") -> Activation | None:
-    """Build an activation from its JSON description (None stays None: an affine layer)."""
+    """Build an activation from its JSON description (None stays None: an affine layer).
+
+    Read strictly: an unknown ``"type"`` is refused with the closest names, an unknown key with
+    the keys allowed there (:func:`symeq.check.check_keys`); a string is a name or a shorthand
+    (``"tanh"``, ``"tanh3"``).
+
+    >>> activation_from_spec({"type": "tanh", "order": 3})
+    Traceback (most recent call last):
+    ...
+    symeq.errors.InputError: activation: unknown key "order"; allowed here: "type"
+    >>> activation_from_spec({"type": "tahn"})
+    Traceback (most recent call last):
+    ...
+    symeq.errors.InputError: unknown activation type 'tahn' at activation (did you mean tanh?); known: polynomial, monomial, tanh_series, sigmoid_series, relu, tanh, sigmoid, gelu, silu, softplus, elu, leaky_relu, erf
+    """
     if spec is None:
         return None
     if isinstance(spec, str):
-        spec = {"type": spec}
+        alias = _alias_spec(spec)
+        spec = alias if alias is not None else {"type": spec}
     if not isinstance(spec, dict) or not isinstance(spec.get("type"), str):
         raise InputError(f"{where} must be an object with a \"type\" (a string), got {str(spec)[:200]}")
-    maker = _MAKERS.get(spec["type"])
-    if maker is None:
-        raise InputError(
-            f"unknown activation type {spec['type']!r} at {where}; known: {', '.join(sorted(_MAKERS))}"
-        )
+    name = spec["type"]
+    if name not in _MAKERS and name in ALIASES:
+        spec = dict(spec, type=ALIASES[name])
+        name = spec["type"]
+    entry = _MAKERS.get(name)
+    if entry is None:
+        close = close_names(name, list(_MAKERS) + list(ALIASES))
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise InputError(f"unknown activation type {name!r} at {where}{hint}; known: {', '.join(ACTIVATION_NAMES)}")
+    allowed, required, maker = entry
+    check_keys(spec, where, ("type",) + allowed, required, error=InputError)
     try:
         return maker(spec)
     except InputError as e:

@@ -273,6 +273,23 @@ def _count(value, where: str, minimum: int, maximum: int | None = None) -> int:
     return value
 
 
+# ----------------------------------------------------------------------------- schemas
+# The keys allowed in each object of the files read here, and the required ones (``check_keys``).
+# A model file as symeq.io reads it (conv2d layers are not read by this checker); "bias" is required
+# on dense layers (null: no bias), so that a misspelt key cannot turn into a zero bias.
+MODEL_KEYS = (("format", "name", "input_dim", "layers", "group"), ("format", "input_dim", "layers"))
+DENSE_KEYS = (("type", "weight", "bias", "activation"), ("type", "weight", "bias"))
+ATTENTION_KEYS = (("type", "tokens", "heads"), ("type", "tokens", "heads"))
+HEAD_KEYS = (("query", "key", "value", "out"), ("query", "key", "value", "out"))
+GROUP_KEYS = (("label", "generators"), ("generators",))
+GENERATOR_KEYS = (("name", "input", "output"), ("input", "output"))
+
+
+def _path(where: str) -> str:
+    """The JSON path of a reader's place name: "certificate parameters" -> "certificate.parameters"."""
+    return where.replace(" ", ".")
+
+
 def tanh_series_coeffs(order: int) -> list[Fraction]:
     """Taylor coefficients a_0..a_order of tanh, from T' = 1 - T^2 (no typed-in constants).
 
@@ -330,17 +347,20 @@ def _layers(value, input_dim: int, where: str) -> list[_Layer]:
     for i, spec in enumerate(value, 1):
         name = f"{where} layer {i}"
         kind = _dict(spec, name).get("type")
+        at = f"{_path(where)}.layers[{i - 1}]"
         if kind == "attention" and i == 1:
-            att = _attention(spec, input_dim, name)
+            check_keys(spec, at, *ATTENTION_KEYS)
+            att = _attention(spec, input_dim, name, at)
             layers.append(att)
             tokens, width = att.tokens, att.d_out
             continue
         if kind != "dense":
             raise CheckError(f"{name}: unsupported layer type {_short(spec.get('type'))}")
+        check_keys(spec, at, *DENSE_KEYS)
         weight = _matrix(spec.get("weight"), f"{name} weight", cols=width)
         width = len(weight)
         bias = spec.get("bias")
-        bias = (Fraction(0),) * width if bias is None else _vector(bias, f"{name} bias", width)
+        bias = (Fraction(0),) * width if bias is None else _vector(bias, f"{name} bias", width)  # null: no bias
         act, label = _activation(spec.get("activation"), name)
         if i == len(value) and act is not None:
             raise CheckError(f"{name}: the last layer must be affine (activation null)")
@@ -352,7 +372,7 @@ def _layers(value, input_dim: int, where: str) -> list[_Layer]:
     return layers
 
 
-def _attention(spec: dict, input_dim: int, name: str) -> _Attention:
+def _attention(spec: dict, input_dim: int, name: str, at: str = "layers[0]") -> _Attention:
     tokens = _count(spec.get("tokens"), f"{name} tokens", 1)
     if input_dim % tokens:
         raise CheckError(f"{name}: input_dim {input_dim} is not a multiple of {tokens} tokens")
@@ -363,6 +383,7 @@ def _attention(spec: dict, input_dim: int, name: str) -> _Attention:
     parsed = []
     for h, hs in enumerate(heads):
         hs = _dict(hs, f"{name} head {h}")
+        check_keys(hs, f"{at}.heads[{h}]", *HEAD_KEYS)
         q = _matrix(hs.get("query"), f"{name} head {h} query", rows=d)
         k = _matrix(hs.get("key"), f"{name} head {h} key", rows=d, cols=len(q[0]))
         v = _matrix(hs.get("value"), f"{name} head {h} value", rows=d)
@@ -399,17 +420,21 @@ def _chain(layers: list) -> list:
 
 
 def _group(value, n_in: int, n_out: int, where: str) -> list[tuple[Matrix, Matrix]]:
-    gens = _dict(value, where).get("generators")
+    check_keys(_dict(value, where), _path(where), *GROUP_KEYS)
+    gens = value.get("generators")
     if not isinstance(gens, list):
         raise CheckError(f"{where}: 'generators' must be a list")
-    return [(_matrix(_dict(g, f"{where} generator {k}").get("input"), f"{where} generator {k} input",
-                     n_in, n_in),
-             _matrix(g.get("output"), f"{where} generator {k} output", n_out, n_out))
-            for k, g in enumerate(gens)]
+    out = []
+    for k, g in enumerate(gens):
+        check_keys(_dict(g, f"{where} generator {k}"), f"{_path(where)}.generators[{k}]", *GENERATOR_KEYS)
+        out.append((_matrix(g.get("input"), f"{where} generator {k} input", n_in, n_in),
+                    _matrix(g.get("output"), f"{where} generator {k} output", n_out, n_out)))
+    return out
 
 
 def _model(model) -> tuple[int, list[_Layer], list | None]:
-    if _dict(model, "model").get("format") != MODEL_FORMAT:
+    check_keys(_dict(model, "model"), "model", *MODEL_KEYS)
+    if model.get("format") != MODEL_FORMAT:
         raise CheckError(f"model: format must be {MODEL_FORMAT!r}, got {_short(model.get('format'))}")
     n_in = _count(model.get("input_dim"), "model input_dim", 1)
     layers = _layers(model.get("layers"), n_in, "model")
@@ -1836,6 +1861,25 @@ def _check_ident_deep_general(report: CheckReport, cert: dict, n: int, bias: boo
         return
     report.checks.append("fibre = orbit (Jacobian-factor theorem, general activations): "
                          + (f"{size} points" if size is not None else f"dimension {dim}"))
+
+
+# ----------------------------------------------------------------------------- real activations
+#
+# The identity table of the real activations (docs/theory.md, "Real activations", proves each row
+# list complete): every (alpha, beta, q, c) with sigma(alpha t + beta) = q sigma(t) + c for all real
+# t.  "positive" is leaky ReLU's family alpha > 0, beta = 0, q = alpha, c = 0.  symeq reads the same
+# table (symeq.activations.REAL_SYMMETRIES), so the derivation and this checker cannot disagree
+# about which identities exist; a row of the table is an identity of sigma, never a float check.
+REAL_SYMMETRY_TABLE = {
+    "tanh": ((1, 0, 1, 0), (-1, 0, -1, 0)),      # odd
+    "erf": ((1, 0, 1, 0), (-1, 0, -1, 0)),       # odd
+    "sigmoid": ((1, 0, 1, 0), (-1, 0, -1, 1)),   # sigma(-t) = 1 - sigma(t)
+    "gelu": ((1, 0, 1, 0),),                     # gelu(-t) = gelu(t) - t is not of this form
+    "silu": ((1, 0, 1, 0),),
+    "softplus": ((1, 0, 1, 0),),
+    "elu": ((1, 0, 1, 0),),
+    "leaky_relu": "positive",                    # positively homogeneous
+}
 
 
 _check_action_certificate = check_certificate

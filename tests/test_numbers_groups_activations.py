@@ -167,7 +167,7 @@ def test_admissible_is_a_symmetry(p, q, act):
     assert (factor is not None) == holds
 
 
-@pytest.mark.parametrize("spec", [{"type": "softplus"}, {"type": "tanh_series", "order": 4},
+@pytest.mark.parametrize("spec", [{"type": "softmax"}, {"type": "tanh_series", "order": 4},
                                   {"type": "monomial", "degree": 0}, {"kind": "relu"}])
 def test_bad_activation_specs(spec):
     from symeq.activations import activation_from_spec
@@ -186,3 +186,101 @@ def test_cayley_graph(spec):
     assert nx.is_strongly_connected(C)
     # every element has exactly one out-edge per distinct generator action
     assert all(C.out_degree(v) <= len(G.generators) for v in C)
+
+
+# -- real activations (issue 20) -------------------------------------------------------------------
+
+REAL_NAMES = ["tanh", "sigmoid", "gelu", "silu", "softplus", "elu", "leaky_relu", "erf"]
+
+
+@pytest.mark.parametrize("name", REAL_NAMES)
+def test_real_activation_spec_round_trip(name):
+    from symeq.activations import activation_from_spec
+
+    act = activation_from_spec({"type": name})
+    assert act.kind == "real" and act.name == name and act.to_spec()["type"] == name
+    again = activation_from_spec(act.to_spec())
+    assert again.to_spec() == act.to_spec() and again.symmetry == act.symmetry
+    assert act.degree is None and not act.is_polynomial and act.shift == 0
+
+
+@pytest.mark.parametrize("name,group", [("tanh", "signed permutations"), ("erf", "signed permutations"),
+                                        ("gelu", "permutations"), ("silu", "permutations"),
+                                        ("softplus", "permutations"), ("elu", "permutations"),
+                                        ("leaky_relu", "positive monomial matrices")])
+def test_real_latent_groups(name, group):
+    from symeq.activations import real
+
+    assert real(name).latent_group == group
+
+
+def test_real_symmetry_table_matches_admissible():
+    """admissible/affine_admissible (what the derivation uses) agree with the identity table."""
+    from symeq.activations import real
+
+    for name in REAL_NAMES:
+        act = real(name)
+        for alpha in (fmpq(1), fmpq(-1), fmpq(2), fmpq(1, 3)):
+            qo = act.affine_admissible(alpha)
+            in_table = any(act.symmetry_holds(alpha, 0, q, c) for q in (alpha, -alpha, 1, -1) for c in (0, 1))
+            assert (qo is not None) == in_table, (name, alpha)
+            if qo is not None:
+                assert act.symmetry_holds(alpha, 0, *qo)
+    assert real("sigmoid").affine_admissible(-1) == (-1, 1)
+    assert real("sigmoid").admissible(-1) is None
+    assert not real("tanh").symmetry_holds(-1, fmpq(1, 2), -1)
+
+
+def test_real_exact_values_only_where_rational():
+    from symeq.activations import real
+    from symeq.errors import NotExactError
+
+    assert real("sigmoid")(0) == fmpq(1, 2) and real("tanh")(0) == 0
+    assert real("leaky_relu", slope="1/10")(fmpq(-3)) == fmpq(-3, 10)
+    assert real("elu", alpha="2")(fmpq(5)) == 5
+    for name, t in [("tanh", 1), ("softplus", 0), ("elu", -1), ("gelu", fmpq(1, 2))]:
+        with pytest.raises(NotExactError):
+            real(name)(fmpq(t))
+
+
+@pytest.mark.parametrize("spec,msg", [
+    ({"type": "tanh", "order": 3}, 'unknown key "order"'),
+    ({"type": "tahn"}, "did you mean tanh"),
+    ({"type": "leaky_relu", "slop": "1/10"}, 'did you mean "slope"'),
+    ({"type": "leaky_relu", "slope": "1"}, "identity"),
+    ({"type": "leaky_relu", "slope": "-1"}, "|t|"),
+    ({"type": "elu", "alpha": "0"}, "nonzero"),
+    ({"type": "gelu", "approximate": "fast"}, "approximate"),
+    ({"type": "leaky_relu", "slope": 0.01}, ""),
+    ({"type": "tanh_series", "order": 3, "extra": 1}, 'unknown key "extra"'),
+    ({"type": "polynomial"}, 'missing key "coeffs"'),
+])
+def test_real_bad_specs(spec, msg):
+    from symeq.activations import activation_from_spec
+
+    with pytest.raises(InputError, match=None) as e:
+        activation_from_spec(spec)
+    assert msg in str(e.value)
+
+
+@pytest.mark.parametrize("text,spec", [
+    ("tanh", {"type": "tanh"}), ("tanh3", {"type": "tanh_series", "order": 3}),
+    ("tanh_series:5", {"type": "tanh_series", "order": 5}), ("sigmoid", {"type": "sigmoid"}),
+    ("sigmoid_series:3", {"type": "sigmoid_series", "order": 3}), ("logistic", {"type": "sigmoid"}),
+    ("swish", {"type": "silu"}), ("monomial:2", {"type": "monomial", "degree": 2}),
+    ("leaky_relu:1/10", {"type": "leaky_relu", "slope": "1/10"}), ("gelu:tanh", {"type": "gelu", "approximate": "tanh"}),
+    ('{"type": "elu", "alpha": "2"}', {"type": "elu", "alpha": "2"}),
+])
+def test_activation_text_one_spelling(text, spec):
+    from symeq.activations import activation_from_spec, activation_from_text
+
+    assert activation_from_text(text).to_spec() == spec
+    if not text.startswith("{"):
+        assert activation_from_spec(text).to_spec() == spec  # a string in a model file reads the same
+
+
+def test_activation_text_unknown_suggests():
+    from symeq.activations import activation_from_text
+
+    with pytest.raises(InputError, match="did you mean"):
+        activation_from_text("sigmod")
