@@ -1,15 +1,34 @@
-"""Two-dimensional convolutions as dense layers with shared weights.
+"""Two-dimensional convolutions as a layer kind of their own: kernels, never expanded.
 
 A convolution ``Conv2d(C_in, C_out, (kh, kw), stride, padding)`` on images of shape ``(C_in, H, W)``
-is the linear map whose matrix has one row per output pixel ``(o, y, x)`` and one column per input
-pixel ``(c, y', x')``, with entry ``K[o, c, y' - s*y + p, x' - s*x + p]`` where that index lies in the
-kernel, and 0 elsewhere (zero padding, cross-correlation as in torch).  Pixels are stored
-channel-major, then row-major (index ``(c*H + y)*W + x``), which is exactly torch's ``Flatten`` of a
-``(C, H, W)`` tensor and the pixel order of symeq's image groups (``docs/groups.md``).
+computes ``z[o, y, x] = sum_{c, i, j} K[o, c, i, j] in[c, s*y + i - p, s*x + j - p] + b[o]``
+(cross-correlation as in torch), where a position outside the image reads 0 (``padding_mode``
+``"zeros"``) or wraps around (``"circular"``).  Pixels are stored channel-major, then row-major
+(index ``(c*H + y)*W + x``), which is exactly torch's ``Flatten`` of a ``(C, H, W)`` tensor and the
+pixel order of symeq's image groups (``docs/groups.md``).
 
-The index map is written once and filled with whatever scalars the kernel holds: exact ``fmpq``
-for the exact reader (``{"type": "conv2d", ...}`` layers in model files), floats for the numeric
-twin (``symeq.numeric.from_torch`` of ``nn.Conv2d``).
+:class:`ConvLayer` (kind ``"conv2d"``) implements the Layer protocol (:mod:`symeq.layers.base`) on
+its kernels.  The group acts on a hidden space ``(C, H, W)`` by a :class:`ConvAction`, a channel
+action (a monomial matrix on the C channels) times a pixel permutation,
+``(M y)[c, p] = factor[c] * y[source[c], pixel[p]]``.  The pixel permutation of a layer's output
+follows from the one on its input and the geometry of the layer (:func:`grid_transform`,
+:meth:`ConvLayer.output_pixels`): a symmetry ``u -> R u + d`` of the input grid (quarter turns,
+mirrors, D4) maps the output grid the same way exactly when every reflected coordinate satisfies
+``(N + 2p - k) % s == 0`` (docs/conv.md); then ``conv_K(P y) = Pi' conv_{K'}(y)`` with the kernel
+``K'[o, source[c], R_k t] = factor[c] K[o, c, t]`` (``R_k``: R about the kernel's centre).
+Matching an action (:meth:`ConvLayer.match_action`) therefore compares the C_out transformed
+kernels with theta's, up to the activation's scalings, as a dense layer compares its rows; the
+exact check (:meth:`ConvLayer.check_action`) compares the kernel identities and, when they do not
+apply, decides neuron by neuron on the sparse rows of the convolution (linear in
+kernel size x channels^2 x pixels, never (C H W)^2).
+
+Flatten and a dense layer after a convolution are a convolution with a kernel covering the whole
+image (:meth:`ConvLayer.from_dense`), and global average pooling followed by a linear layer is one
+with a constant kernel (:func:`fold_average_pool`): the readers fold them, exactly.  Max pooling is
+refused (it is piecewise linear; not implemented).
+
+The dense expansion (:func:`dense_rows`, :meth:`ConvLayer.dense`) stays available to compare
+against in tests and for the dense-only algorithms (submodels, the fibre), within a size guard.
 
 Examples
 --------
@@ -18,15 +37,41 @@ Examples
 (2, 2)
 >>> dense_rows(spec, [[[[1, 2], [3, 4]]]], zero=0)[0]
 [1, 2, 0, 3, 4, 0, 0, 0, 0]
+>>> grid_transform(ConvAction.rot90_pixels(3), 3, 3)
+(0, -1, 1, 0)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar, Sequence
 
-from ..errors import InputError, ShapeError
+from flint import fmpq, fmpq_mat
 
-__all__ = ["ConvShape", "dense_rows", "conv_bias"]
+from ..activations import Activation
+from ..errors import InputError, LimitExceeded, ShapeError
+from ..numbers import as_fmpq, format_number, monomial_matrix, monomial_parts
+from .base import NoPartner
+
+__all__ = ["ConvShape", "dense_rows", "conv_bias", "ConvAction", "ConvLayer", "as_conv_action", "grid_transform",
+           "transform_pixels", "fold_average_pool", "PADDING_MODES", "DENSE_EXPANSION_LIMIT"]
+
+PADDING_MODES = ("zeros", "circular")
+
+DENSE_EXPANSION_LIMIT = 4_000_000
+"""At most this many entries (out_dim x in_dim) in a conv layer's dense expansion (``ConvLayer.weight``)."""
+
+# the 8 signed permutation matrices of the plane, row-major (a, b, c, d) = [[a, b], [c, d]]
+_PLANE = ((1, 0, 0, 1), (0, -1, 1, 0), (-1, 0, 0, -1), (0, 1, -1, 0),
+          (-1, 0, 0, 1), (1, 0, 0, -1), (0, 1, 1, 0), (0, -1, -1, 0))
+_NAMES = {(1, 0, 0, 1): "identity", (0, -1, 1, 0): "quarter turn clockwise", (-1, 0, 0, -1): "half turn",
+          (0, 1, -1, 0): "quarter turn counter-clockwise", (-1, 0, 0, 1): "vertical mirror (top-bottom)",
+          (1, 0, 0, -1): "mirror (left-right)", (0, 1, 1, 0): "transpose", (0, -1, -1, 0): "anti-transpose"}
+
+
+def _posint(v, name: str) -> None:
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise InputError(f"conv2d: {name} must be a positive integer, got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -41,14 +86,19 @@ class ConvShape:
     kw: int
     stride: int = 1
     padding: int = 0
+    padding_mode: str = "zeros"
 
     def __post_init__(self):
         for name in ("in_channels", "out_channels", "height", "width", "kh", "kw", "stride"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise InputError(f"conv2d: {name} must be a positive integer, got {v!r}")
+            _posint(getattr(self, name), name)
         if not isinstance(self.padding, int) or isinstance(self.padding, bool) or self.padding < 0:
             raise InputError(f"conv2d: padding must be a non-negative integer, got {self.padding!r}")
+        if self.padding_mode not in PADDING_MODES:
+            raise InputError(f"conv2d: padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, "
+                             f"got {self.padding_mode!r}")
+        if self.padding_mode == "circular" and self.padding > min(self.height, self.width):
+            raise InputError(f"conv2d: circular padding {self.padding} exceeds the image size "
+                             f"{self.height}x{self.width}")
         oh, ow = self.out_hw
         if oh < 1 or ow < 1:
             raise ShapeError(f"conv2d: a {self.kh}x{self.kw} kernel with padding {self.padding} does not fit "
@@ -69,6 +119,42 @@ class ConvShape:
         oh, ow = self.out_hw
         return self.out_channels * oh * ow
 
+    @property
+    def taps(self) -> int:
+        """Entries of one output channel's kernel: C_in x kh x kw."""
+        return self.in_channels * self.kh * self.kw
+
+    def sources(self) -> list[list[int]]:
+        """``src[t][q]``: the input index read by tap t = (c, i, j) at output pixel q, or -1 (padding).
+
+        Linear in taps x output pixels; the one index map of forward, checks and dense expansion."""
+        H, W, p, s = self.height, self.width, self.padding, self.stride
+        oh, ow = self.out_hw
+        circ = self.padding_mode == "circular"
+        out = []
+        for c in range(self.in_channels):
+            for i in range(self.kh):
+                for j in range(self.kw):
+                    row = []
+                    for y in range(oh):
+                        yy = s * y + i - p
+                        if circ:
+                            yy %= H
+                        elif not 0 <= yy < H:
+                            row.extend([-1] * ow)
+                            continue
+                        base = (c * H + yy) * W
+                        for x in range(ow):
+                            xx = s * x + j - p
+                            if circ:
+                                xx %= W
+                            elif not 0 <= xx < W:
+                                row.append(-1)
+                                continue
+                            row.append(base + xx)
+                    out.append(row)
+        return out
+
 
 def _check_kernel(spec: ConvShape, kernel) -> None:
     shape = (spec.out_channels, spec.in_channels, spec.kh, spec.kw)
@@ -81,31 +167,32 @@ def _check_kernel(spec: ConvShape, kernel) -> None:
                          f"{'x'.join(map(str, shape))}")
 
 
+def _flat_kernel(spec: ConvShape, kernel) -> list[list]:
+    """Kernel rows: one per output channel, taps in (c, i, j) order."""
+    _check_kernel(spec, kernel)
+    return [[kernel[o][c][i][j] for c in range(spec.in_channels) for i in range(spec.kh) for j in range(spec.kw)]
+            for o in range(spec.out_channels)]
+
+
 def dense_rows(spec: ConvShape, kernel, zero) -> list[list]:
     """The rows of the dense matrix of the convolution (``out_dim`` rows of length ``in_dim``).
 
     ``kernel[o][c][i][j]`` are the weights (any scalar type); ``zero`` fills the other entries.
+    With circular padding taps that wrap onto the same pixel add up.
     """
-    _check_kernel(spec, kernel)
-    H, W, p, s = spec.height, spec.width, spec.padding, spec.stride
-    oh, ow = spec.out_hw
+    rows_k = _flat_kernel(spec, kernel)
+    src = spec.sources()
+    npix = len(src[0]) if src else 0
     rows = []
     for o in range(spec.out_channels):
-        for y in range(oh):
-            for x in range(ow):
-                row = [zero] * spec.in_dim
-                for c in range(spec.in_channels):
-                    kc = kernel[o][c]
-                    for i in range(spec.kh):
-                        yy = s * y + i - p
-                        if not 0 <= yy < H:
-                            continue
-                        base = (c * H + yy) * W
-                        for j in range(spec.kw):
-                            xx = s * x + j - p
-                            if 0 <= xx < W:
-                                row[base + xx] = kc[i][j]
-                rows.append(row)
+        ko = rows_k[o]
+        for q in range(npix):
+            row = [zero] * spec.in_dim
+            for t, st in enumerate(src):
+                r = st[q]
+                if r >= 0:
+                    row[r] = row[r] + ko[t] if spec.padding_mode == "circular" else ko[t]
+            rows.append(row)
     return rows
 
 
@@ -115,3 +202,589 @@ def conv_bias(spec: ConvShape, bias) -> list:
         raise ShapeError(f"conv2d: bias has length {len(bias)}, expected out_channels = {spec.out_channels}")
     oh, ow = spec.out_hw
     return [b for b in bias for _ in range(oh * ow)]
+
+
+# -- the group on the pixel grid ----------------------------------------------------------------
+
+def transform_pixels(R: tuple, h: int, w: int) -> list[int] | None:
+    """The pixel permutation ``pixel[p]`` of the grid symmetry u -> R u + d of an h x w grid.
+
+    ``(M y)[p] = y[pixel[p]]`` with pixel(y, x) = R (y, x) + d, d chosen so that the grid maps to
+    itself; None if R swaps the axes of a non-square grid.
+
+    >>> transform_pixels((1, 0, 0, -1), 2, 3)   # left-right mirror
+    [2, 1, 0, 5, 4, 3]
+    """
+    a, b, c, d = R
+    if (b != 0) and h != w:
+        return None
+    d0 = (h - 1) if (a < 0 or b < 0) else 0
+    d1 = (w - 1) if (c < 0 or d < 0) else 0
+    out = []
+    for y in range(h):
+        for x in range(w):
+            yy, xx = a * y + b * x + d0, c * y + d * x + d1
+            out.append(yy * w + xx)
+    return out
+
+
+def grid_transform(pixels: Sequence[int], h: int, w: int) -> tuple | None:
+    """The plane symmetry R with ``transform_pixels(R, h, w) == pixels``, or None."""
+    pixels = list(pixels)
+    for R in _PLANE:
+        if transform_pixels(R, h, w) == pixels:
+            return R
+    return None
+
+
+@dataclass(frozen=True, eq=False)
+class ConvAction:
+    """A channel action times a pixel permutation on ``(C, H, W)``: the monomial matrix with
+    ``(M y)[c, p] = factor[c] * y[source[c], pixel[p]]`` (index ``c*H*W + p``).
+
+    Composition is ``*`` (as matrices), equality and :meth:`key` compare the factors; the sizes
+    are those of the whole space (``nrows()``), the storage is C + H W numbers.
+
+    >>> a = ConvAction((1, 0), (fmpq(1), fmpq(-1)), tuple(ConvAction.rot90_pixels(2)), (2, 2))
+    >>> (a * a * a * a) == a.identity(), a.nrows()
+    (True, 8)
+    """
+
+    source: tuple
+    factor: tuple
+    pixel: tuple
+    hw: tuple
+
+    @staticmethod
+    def rot90_pixels(n: int) -> list[int]:
+        """symeq's rot90 (clockwise) on an n x n grid as a pixel permutation."""
+        return transform_pixels((0, -1, 1, 0), n, n)
+
+    @property
+    def channels(self) -> int:
+        return len(self.source)
+
+    @property
+    def pixels(self) -> int:
+        return len(self.pixel)
+
+    def nrows(self) -> int:
+        return self.channels * self.pixels
+
+    ncols = nrows
+
+    def __mul__(self, other: "ConvAction") -> "ConvAction":
+        if not isinstance(other, ConvAction):
+            return NotImplemented
+        if (self.channels, self.pixels) != (other.channels, other.pixels):
+            raise ShapeError(f"cannot compose actions on {self.channels}x{self.hw} and {other.channels}x{other.hw}")
+        s, v = self.source, self.factor
+        return ConvAction(tuple(other.source[s[c]] for c in range(len(s))),
+                          tuple(v[c] * other.factor[s[c]] for c in range(len(s))),
+                          tuple(other.pixel[p] for p in self.pixel), self.hw)
+
+    def key(self) -> tuple:
+        return (self.hw, self.source, tuple((int(x.p), int(x.q)) if isinstance(x, fmpq) else x for x in self.factor),
+                self.pixel)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, ConvAction):
+            return self.key() == other.key()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def identity(self) -> "ConvAction":
+        one = fmpq(1) if not self.factor or isinstance(self.factor[0], fmpq) else 1.0
+        return ConvAction(tuple(range(self.channels)), (one,) * self.channels, tuple(range(self.pixels)), self.hw)
+
+    def monomial(self) -> tuple[list[int], list]:
+        """(column of each row's nonzero, its value) on the whole space, as :func:`symeq.numbers.monomial_parts`."""
+        P = self.pixels
+        cols = [self.source[c] * P + self.pixel[p] for c in range(self.channels) for p in range(P)]
+        vals = [self.factor[c] for c in range(self.channels) for _ in range(P)]
+        return cols, vals
+
+    def to_matrix(self) -> fmpq_mat:
+        """The dense matrix (size-guarded: for tests and small models)."""
+        n = self.nrows()
+        if n * n > DENSE_EXPANSION_LIMIT:
+            raise LimitExceeded(f"a {n}x{n} dense matrix of a conv action exceeds {DENSE_EXPANSION_LIMIT} entries; "
+                                "conv actions stay in their sparse form (channel action (x) pixel permutation)")
+        cols, vals = self.monomial()
+        return monomial_matrix(cols, [as_fmpq(v) for v in vals])
+
+    @property
+    def transform(self) -> tuple | None:
+        return grid_transform(self.pixel, *self.hw)
+
+    def describe(self) -> str:
+        R = self.transform
+        return _NAMES.get(R, "a pixel permutation that is no grid symmetry") if R is not None else \
+            "a pixel permutation that is no grid symmetry"
+
+    def to_json(self) -> dict:
+        """The sparse form: ``{"kind": "channel-pixel", "channels": {"source", "factor"}, "height", "width",
+        "pixels"}`` with ``(M y)[c, p] = factor[c] y[source[c], pixels[p]]``."""
+        return {"kind": "channel-pixel", "height": self.hw[0], "width": self.hw[1],
+                "channels": {"source": list(self.source), "factor": [format_number(as_fmpq(x)) for x in self.factor]},
+                "pixels": list(self.pixel)}
+
+
+def as_conv_action(M, channels: int, h: int, w: int) -> ConvAction | None:
+    """``M`` (an fmpq_mat, a :class:`ConvAction` or (cols, vals)) as a channel action times a pixel
+    permutation on ``(channels, h, w)``; None if it is not of that form."""
+    if isinstance(M, ConvAction):
+        return M if (M.channels, M.hw) == (channels, (h, w)) else None
+    if isinstance(M, tuple):
+        cols, vals = M
+    else:
+        if M.nrows() != channels * h * w:
+            return None
+        parts = monomial_parts(M)
+        if parts is None:
+            return None
+        cols, vals = parts
+    P = h * w
+    if len(cols) != channels * P:
+        return None
+    source, factor = [], []
+    pixel = [c % P for c in cols[:P]]
+    for c in range(channels):
+        sc = cols[c * P] // P
+        fc = vals[c * P]
+        for p in range(P):
+            i = c * P + p
+            if cols[i] != sc * P + pixel[p] or vals[i] != fc:
+                return None
+        source.append(sc)
+        factor.append(fc)
+    return ConvAction(tuple(source), tuple(factor), tuple(pixel), (h, w))
+
+
+# -- the layer ------------------------------------------------------------------------------------
+
+def activation_label(act) -> str:
+    from .dense import activation_label as label
+
+    return label(act)
+
+
+@dataclass(eq=False)
+class ConvLayer:
+    """x -> sigma(conv_K(x) + b) with exact kernels K (C_out x C_in x kh x kw) and per-channel bias b.
+
+    Implements :class:`symeq.layers.base.Layer` (kind ``"conv2d"``).  ``kernel`` is given as a
+    nested list; ``channel_bias`` has one entry per output channel (None: zero).  ``bias`` and
+    ``weight`` are the dense expansion (per neuron), the latter size-guarded
+    (:data:`DENSE_EXPANSION_LIMIT`).
+
+    >>> from symeq.activations import tanh_series
+    >>> layer = ConvLayer(ConvShape(1, 1, 3, 3, 3, 3, padding=1), [[[[0, 1, 0], [1, 2, 1], [0, 1, 0]]]], [1],
+    ...                   tanh_series(3))
+    >>> a = ConvAction((0,), (fmpq(1),), tuple(ConvAction.rot90_pixels(3)), (3, 3))
+    >>> layer.check_action(a, a)[0], layer.label
+    (True, 'conv2d 1x3x3->1x3x3 k3x3 s1 p1 tanh_series(3)')
+    """
+
+    kind: ClassVar[str] = "conv2d"
+
+    shape: ConvShape
+    kernel: list
+    channel_bias: list | None = None
+    activation: Activation | None = None
+
+    def __post_init__(self):
+        self.rows = [[as_fmpq(x) for x in r] for r in _flat_kernel(self.shape, self.kernel)]
+        self.kernel = [[[[self.rows[o][(c * self.shape.kh + i) * self.shape.kw + j] for j in range(self.shape.kw)]
+                         for i in range(self.shape.kh)] for c in range(self.shape.in_channels)]
+                       for o in range(self.shape.out_channels)]
+        if self.channel_bias is None:
+            self.channel_bias = [fmpq(0)] * self.shape.out_channels
+        if len(self.channel_bias) != self.shape.out_channels:
+            raise ShapeError(f"conv2d: bias has length {len(self.channel_bias)}, expected out_channels = "
+                             f"{self.shape.out_channels}")
+        self.channel_bias = [as_fmpq(b) for b in self.channel_bias]
+        self._src = None
+
+    # -- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_dense(cls, weight_rows, bias, activation, in_shape: tuple) -> "ConvLayer":
+        """A dense layer on (C, H, W) inputs (after a Flatten) as the convolution with one kernel
+        covering the whole image per neuron (output 1 x 1): the same function, exactly."""
+        C, H, W = in_shape
+        rows = [list(r) for r in weight_rows]
+        kernel = [[[[r[(c * H + y) * W + x] for x in range(W)] for y in range(H)] for c in range(C)] for r in rows]
+        return cls(ConvShape(C, len(rows), H, W, H, W), kernel, bias, activation)
+
+    @property
+    def in_shape(self) -> tuple:
+        return (self.shape.in_channels, self.shape.height, self.shape.width)
+
+    @property
+    def out_shape(self) -> tuple:
+        return (self.shape.out_channels,) + self.shape.out_hw
+
+    @property
+    def in_dim(self) -> int:
+        return self.shape.in_dim
+
+    @property
+    def out_dim(self) -> int:
+        return self.shape.out_dim
+
+    @property
+    def n_params(self) -> int:
+        return self.shape.out_channels * self.shape.taps + self.shape.out_channels
+
+    @property
+    def hidden_label(self) -> str:
+        return activation_label(self.activation)
+
+    @property
+    def label(self) -> str:
+        s = self.shape
+        C, H, W = self.in_shape
+        Co, oh, ow = self.out_shape
+        mode = "" if s.padding_mode == "zeros" else f" {s.padding_mode}"
+        return f"conv2d {C}x{H}x{W}->{Co}x{oh}x{ow} k{s.kh}x{s.kw} s{s.stride} p{s.padding}{mode} {self.hidden_label}"
+
+    @property
+    def latent_group_name(self) -> str | None:
+        return None if self.activation is None else self.activation.latent_group
+
+    @property
+    def sources(self) -> list[list[int]]:
+        if self._src is None:
+            self._src = self.shape.sources()
+        return self._src
+
+    @property
+    def bias(self) -> list:
+        """The dense bias (one entry per output neuron)."""
+        return conv_bias(self.shape, self.channel_bias)
+
+    @property
+    def weight(self) -> fmpq_mat:
+        """The dense expansion (size-guarded): for the dense-only algorithms and tests."""
+        return self.dense().weight
+
+    def dense(self):
+        """The same layer expanded to a :class:`symeq.layers.dense.DenseLayer` (size-guarded)."""
+        from .dense import DenseLayer
+
+        n = self.in_dim * self.out_dim
+        if n > DENSE_EXPANSION_LIMIT:
+            raise LimitExceeded(f"expanding the {self.label} layer to a dense {self.out_dim}x{self.in_dim} matrix "
+                                f"({n} entries) exceeds {DENSE_EXPANSION_LIMIT}; this step is written for dense "
+                                "layers only and is not available for convolutions at this size")
+        rows = dense_rows(self.shape, self.kernel, fmpq(0))
+        return DenseLayer(fmpq_mat(rows) if rows else fmpq_mat(0, self.in_dim), self.bias, self.activation)
+
+    def copy(self) -> "ConvLayer":
+        return ConvLayer(self.shape, self.kernel, list(self.channel_bias), self.activation)
+
+    def parameters_key(self) -> tuple:
+        return (self.shape, tuple(tuple(r) for r in self.rows), tuple(self.channel_bias))
+
+    # -- forward ------------------------------------------------------------------------------
+    def pre_activation(self, X: fmpq_mat) -> fmpq_mat:
+        """conv_K(X) + b on a batch (one column per point), by one exact matrix product K * patches."""
+        npts = X.ncols()
+        src = self.sources
+        xe = X.entries() + [fmpq(0)] * npts  # the padding reads the appended zeros
+        n = X.nrows()
+        if n != self.in_dim:
+            raise ShapeError(f"{self.label}: inputs of size {n}, expected {self.in_dim}")
+        ent = [xe[(r if r >= 0 else n) * npts + pt] for st in src for r in st for pt in range(npts)]
+        npix = len(src[0]) if src else 0
+        patches = fmpq_mat(len(src), npix * npts, ent)
+        K = fmpq_mat(self.shape.out_channels, self.shape.taps, [x for r in self.rows for x in r])
+        Z = (K * patches).entries()  # row o, column q*npts + pt: exactly (o*npix + q)*npts + pt
+        per = npix * npts
+        out = [z + self.channel_bias[i // per] for i, z in enumerate(Z)]
+        return fmpq_mat(self.out_dim, npts, out)
+
+    def forward(self, X: fmpq_mat) -> fmpq_mat:
+        """Apply the layer to a batch (one column per point)."""
+        Z = self.pre_activation(X)
+        if self.activation is None:
+            return Z
+        sigma = self.activation
+        return fmpq_mat(Z.nrows(), Z.ncols(), [sigma(z) for z in Z.entries()])
+
+    def __call__(self, x: Sequence) -> list:
+        return self.forward(fmpq_mat(len(x), 1, [as_fmpq(v) for v in x])).entries()
+
+    # -- the group on the grids -------------------------------------------------------------
+    def _in_action(self, M, what: str = "input") -> ConvAction:
+        a = as_conv_action(M, *self.in_shape)
+        if a is None:
+            raise InputError(f"{self.label}: the action on its {what} is not a channel action times a pixel "
+                             f"permutation of {self.in_shape[1]}x{self.in_shape[2]} images; conv2d layers need a "
+                             "group acting on images by (signed) permutations of channels and pixels")
+        return a
+
+    def output_pixels(self, R: tuple) -> tuple | None:
+        """The output grid's pixel permutation for the input grid symmetry R, or None where the
+        conv's geometry (stride, padding, size) breaks it: a reflected coordinate needs
+        ``(N + 2 p - k) % s == 0`` (docs/conv.md)."""
+        s = self.shape
+        a, b, c, d = R
+        if b != 0 and (s.height != s.width or s.kh != s.kw):
+            return None
+        dims = ((s.height, s.kh), (s.width, s.kw))
+        for row in ((a, b), (c, d)):
+            src = 0 if row[0] else 1  # the input coordinate this output coordinate reads
+            n, k = dims[src]
+            if row[src] < 0 and (n + 2 * s.padding - k) % s.stride:
+                return None
+        pix = transform_pixels(R, *s.out_hw)
+        return None if pix is None else tuple(pix)
+
+    def geometry_failure(self, R: tuple) -> str:
+        s = self.shape
+        return (f"{self.label}: the input grid's symmetry ({_NAMES.get(R, R)}) does not map this convolution's "
+                f"sampling grid onto itself (stride {s.stride}, padding {s.padding}, kernel {s.kh}x{s.kw} on "
+                f"{s.height}x{s.width} images: (N + 2p - k) = {s.height + 2 * s.padding - s.kh} is not a multiple "
+                "of the stride), so the layer cannot be equivariant for it")
+
+    def transformed_rows(self, P: ConvAction, R: tuple) -> list[list]:
+        """Kernel rows of theta^g's layer: K'[o, source[c], R_k t] = factor[c] K[o, c, t]."""
+        s = self.shape
+        kh, kw = s.kh, s.kw
+        a, b, c, d = R
+        e0 = (kh - 1) if (a < 0 or b < 0) else 0
+        e1 = (kw - 1) if (c < 0 or d < 0) else 0
+        # tap (c, i, j) -> (source[c], i', j')
+        perm = [0] * s.taps
+        for ci in range(s.in_channels):
+            for i in range(kh):
+                for j in range(kw):
+                    i2, j2 = a * i + b * j + e0, c * i + d * j + e1
+                    perm[(ci * kh + i) * kw + j] = (P.source[ci] * kh + i2) * kw + j2
+        fac = [P.factor[t // (kh * kw)] for t in range(s.taps)]
+        out = []
+        for r in self.rows:
+            row = [fmpq(0)] * s.taps
+            for t, x in enumerate(r):
+                if x != 0:
+                    row[perm[t]] = x * fac[t]
+            out.append(row)
+        return out
+
+    def _offset_bias(self, c_in) -> list:
+        """The per-channel bias b + conv_K(c) for a per-neuron input offset c (constant per channel and,
+        for zero padding, only with padding 0: then every output pixel sees the whole kernel)."""
+        b = list(self.channel_bias)
+        if c_in is None or all(x == 0 for x in c_in):
+            return b
+        C, H, W = self.in_shape
+        P = H * W
+        per = [c_in[c * P] for c in range(C)]
+        if any(c_in[c * P + p] != per[c] for c in range(C) for p in range(P)):
+            raise NoPartner(f"{self.label}: an input offset that is not constant on each channel", inconclusive=True)
+        if self.shape.padding and self.shape.padding_mode == "zeros":
+            raise NoPartner(f"{self.label}: affine latent actions (offsets of activations odd up to a constant) "
+                            "through a zero-padded convolution are not supported", inconclusive=True)
+        kk = self.shape.kh * self.shape.kw
+        return [bo + sum((x * per[t // kk] for t, x in enumerate(r) if x != 0), fmpq(0))
+                for bo, r in zip(b, self.rows)]
+
+    # -- matching -------------------------------------------------------------------------------
+    def match_reference(self, affine: bool = False):
+        """theta's side: (canonical keys, scales, {key: [channels]}) of its kernel rows [K_o | b_o - s]."""
+        from .dense import canonical_rows
+
+        if self.activation is None:
+            return None
+        keys, scales = canonical_rows(self.rows, self.channel_bias, self.activation, affine=affine)
+        index: dict = {}
+        for k, key in enumerate(keys):
+            index.setdefault(key, []).append(k)
+        return keys, scales, index
+
+    def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
+        """The candidate actions (ConvAction, offset) on the layer's output given y -> P_in y + c_in.
+
+        The pixel part is fixed by the geometry (:meth:`output_pixels`); the channel part matches
+        the transformed kernels of theta^g (:meth:`transformed_rows`) with theta's, up to the
+        activation's scalings (canonical keys, as :meth:`symeq.layers.dense.DenseLayer.match_action`
+        does with rows).  Returns ``(tied, candidates)``; raises :class:`NoPartner`.
+        """
+        from .dense import _bijections, _partner_classes, canonical_rows
+
+        if self.activation is None:
+            raise InputError("an affine layer's output is acted on by the group itself: check the action "
+                             "(check_action), there is nothing to match")
+        P = self._in_action(P_in)
+        R = P.transform
+        if R is None:
+            raise NoPartner(f"{self.label}: the pixel action on its input is not a symmetry of the "
+                            f"{P.hw[0]}x{P.hw[1]} grid", inconclusive=True)
+        pix = self.output_pixels(R)
+        if pix is None:
+            raise NoPartner(self.geometry_failure(R), inconclusive=True)
+        act = self.activation
+        U = self.transformed_rows(P, R)
+        bias = self._offset_bias(c_in)
+        ukeys, uscales = canonical_rows(U, bias, act, affine=affine)
+        vkeys, vscales, index = reference if reference is not None else self.match_reference(affine)
+        try:
+            classes = _partner_classes(ukeys, index, li, "")
+        except NoPartner as e:
+            raise NoPartner(f"{self.label} (hidden layer {li + 1}): an output channel of theta^g has no partner "
+                            f"among theta's channels ({e})") from None
+        tied = [(js, index[key]) for key, js in classes.items() if len(js) > 1]
+        base = {js[0]: index[key][0] for key, js in classes.items() if len(js) == 1}
+        oh, ow = self.shape.out_hw
+        npix = oh * ow
+
+        def wrap():
+            for rho, offs in _bijections(act, len(U), base, tied, uscales, vscales):
+                cols, vals = monomial_parts(rho)
+                a = ConvAction(tuple(cols), tuple(vals), pix, (oh, ow))
+                yield a, (None if offs is None else [o for o in offs for _ in range(npix)])
+
+        return bool(tied), wrap()
+
+    # -- the exact check ----------------------------------------------------------------------
+    def check_action(self, P_in, Q_out, c_in=None, c_out=None) -> tuple[bool, str]:
+        """Decide f(P_in x + c_in) = Q_out f(x) + c_out for all real x, exactly.
+
+        Fast path: P_in a grid symmetry times a channel action, Q_out with the output pixels the
+        geometry gives; then the identity is one relation per output channel between transformed
+        kernels (sufficient).  Otherwise, or when a kernel relation fails, the decision is made
+        neuron by neuron on the sparse rows (:meth:`_neuron_check`, necessary and sufficient, as the
+        dense check)."""
+        P = as_conv_action(P_in, *self.in_shape)
+        Q = as_conv_action(Q_out, *self.out_shape)
+        if P is not None and Q is not None and (c_in is None or self._offsets_fit(c_in)):
+            R = P.transform
+            pix = None if R is None else self.output_pixels(R)
+            if pix is not None and pix == Q.pixel:
+                why = self._kernel_check(P, R, Q, c_in, c_out)
+                if why is None:
+                    C = self.shape.out_channels
+                    form = "an affine map of the channels" if self.activation is None else "sigma(K' * x + b)"
+                    return True, (f"kernel identities K'[o] = q K[rho(o)] for {C} output channels (transformed "
+                                  f"by {P.describe()}), {form}, exactly")
+        return self._neuron_check(P_in, Q_out, c_in, c_out)
+
+    def _offsets_fit(self, c_in) -> bool:
+        try:
+            self._offset_bias(c_in)
+            return True
+        except NoPartner:
+            return False
+
+    def _kernel_check(self, P: ConvAction, R, Q: ConvAction, c_in, c_out) -> str | None:
+        from .dense import neuron_relation
+
+        U = self.transformed_rows(P, R)
+        bu = self._offset_bias(c_in)
+        npix = Q.pixels
+        for o in range(self.shape.out_channels):
+            k, q = Q.source[o], Q.factor[o]
+            off = [c_out[o * npix + p] for p in range(npix)] if c_out is not None else [0]
+            if any(x != off[0] for x in off):
+                return "an output offset that is not constant on a channel"
+            if self.activation is None:
+                if any(x != q * y for x, y in zip(U[o], self.rows[k])) or bu[o] != q * self.channel_bias[k] + off[0]:
+                    return f"channel {o}: K'[o] != q K[rho(o)] or b"
+                continue
+            why = neuron_relation(self.activation, U[o], bu[o], self.rows[k], self.channel_bias[k], q, off[0])
+            if why:
+                return f"channel {o}: {why}"
+        return None
+
+    def _neuron_check(self, P_in, Q_out, c_in, c_out) -> tuple[bool, str]:
+        """The decision neuron by neuron on sparse rows (cost: taps x output neurons)."""
+        from .dense import neuron_relation
+
+        n, m = self.in_dim, self.out_dim
+        pp = (P_in.monomial() if isinstance(P_in, ConvAction) else
+              monomial_parts(P_in) if isinstance(P_in, fmpq_mat) and P_in.nrows() == n else None)
+        if pp is None:
+            return False, f"{self.label}: the action on its input is not a monomial {n}x{n} matrix"
+        qq = (Q_out.monomial() if isinstance(Q_out, ConvAction) else
+              monomial_parts(Q_out) if isinstance(Q_out, fmpq_mat) and Q_out.nrows() == m else None)
+        if qq is None:
+            return False, f"{self.label}: the latent action on its output is not a monomial {m}x{m} matrix"
+        pcols, pvals = pp
+        qcols, qvals = qq
+        if len(pcols) != n or len(qcols) != m:
+            return False, f"{self.label}: actions of the wrong size"
+        src = self.sources
+        npix = len(src[0]) if src else 0
+        cin = None if c_in is None or all(x == 0 for x in c_in) else c_in
+
+        def row(j):
+            o, q = divmod(j, npix)
+            r = {}
+            for t, x in enumerate(self.rows[o]):
+                s = src[t][q]
+                if s >= 0 and x != 0:
+                    r[s] = r.get(s, fmpq(0)) + x
+            return r
+
+        act = self.activation
+        for j in range(m):
+            u = row(j)
+            bu = self.channel_bias[j // npix] + (sum((x * cin[s] for s, x in u.items()), fmpq(0)) if cin else 0)
+            u = {pcols[s]: x * pvals[s] for s, x in u.items()}  # row j of W P: column cols(s) gets W[j, s] vals(s)
+            k, qv = qcols[j], qvals[j]
+            v = row(k)
+            bv = self.channel_bias[k // npix]
+            o = c_out[j] if c_out is not None else 0
+            keys = sorted(set(u) | set(v))
+            uu = [u.get(x, fmpq(0)) for x in keys] or [fmpq(0)]
+            vv = [v.get(x, fmpq(0)) for x in keys] or [fmpq(0)]
+            if act is None:
+                if any(a != qv * b for a, b in zip(uu, vv)) or bu != qv * bv + o:
+                    return False, f"neuron {j}: W rho_in != rho_out W or the bias differs"
+                continue
+            why = neuron_relation(act, uu, bu, vv, bv, qv, o)
+            if why:
+                return False, f"neuron {j} (channel {j // npix}, pixel {j % npix}): {why}"
+        return True, f"sigma(W rho(g) x + b) = rho'(g) sigma(W x + b), {m} neurons on sparse rows, exactly"
+
+
+def fold_average_pool(kernel_size: int, stride: int | None, in_shape: tuple, next_layer: ConvLayer) -> ConvLayer:
+    """Average pooling (kernel k, stride s, no padding) followed by a convolution with padding 0 as
+    one convolution: kernel K'[v] = sum_{s t + u = v} K[t] / k^2, stride s * s_next.  Exact."""
+    k = kernel_size
+    sp = k if stride is None else stride
+    _posint(k, "pooling kernel_size")
+    _posint(sp, "pooling stride")
+    nx = next_layer.shape
+    if nx.padding != 0:
+        raise InputError("average pooling before a padded convolution is not supported (only padding 0 folds exactly)")
+    C, H, W = in_shape
+    ph, pw = (H - k) // sp + 1, (W - k) // sp + 1
+    if (nx.in_channels, nx.height, nx.width) != (C, ph, pw):
+        raise ShapeError(f"the layer after the average pooling expects {nx.in_channels}x{nx.height}x{nx.width}, "
+                         f"the pooling gives {C}x{ph}x{pw}")
+    kh2, kw2 = sp * (nx.kh - 1) + k, sp * (nx.kw - 1) + k
+    inv = fmpq(1, k * k)
+    kernel = []
+    for o in range(nx.out_channels):
+        ko = []
+        for c in range(C):
+            grid = [[fmpq(0)] * kw2 for _ in range(kh2)]
+            for ti in range(nx.kh):
+                for tj in range(nx.kw):
+                    w = next_layer.kernel[o][c][ti][tj]
+                    if w == 0:
+                        continue
+                    for ui in range(k):
+                        for uj in range(k):
+                            grid[sp * ti + ui][sp * tj + uj] += w * inv
+            ko.append(grid)
+        kernel.append(ko)
+    # the pooled grid must be covered the same way: rows beyond the last pooling window are unread
+    shape = ConvShape(C, nx.out_channels, H, W, kh2, kw2, stride=sp * nx.stride, padding=0)
+    if shape.out_hw != nx.out_hw:
+        raise ShapeError("average pooling folded into the next convolution changes the output size")
+    return ConvLayer(shape, kernel, list(next_layer.channel_bias), next_layer.activation)

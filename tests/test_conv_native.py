@@ -1,0 +1,184 @@
+"""The native conv2d layer kind (symeq.layers.conv.ConvLayer): kernels, never expanded.
+
+Everything is compared with the dense expansion (``ConvLayer.dense``), which stays the reference:
+forward, the geometry of the pixel action (conv_K(P y) = Pi' conv_K'(y)), and the exact check."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from flint import fmpq, fmpq_mat
+
+from symeq.activations import tanh_series
+from symeq.layers.base import Layer, NoPartner
+from symeq.layers.conv import (_PLANE, ConvAction, ConvLayer, ConvShape, as_conv_action, grid_transform,
+                               transform_pixels)
+
+
+def _rand_layer(rng, shape, act=None):
+    kernel = [[[[fmpq(rng.randint(-4, 4), 4) for _ in range(shape.kw)] for _ in range(shape.kh)]
+               for _ in range(shape.in_channels)] for _ in range(shape.out_channels)]
+    bias = [fmpq(rng.randint(-3, 3), 2) for _ in range(shape.out_channels)]
+    return ConvLayer(shape, kernel, bias, act)
+
+
+def _rand_channel_action(rng, C, R, h, w):
+    src = list(range(C))
+    rng.shuffle(src)
+    fac = [fmpq(rng.choice([-1, 1])) for _ in range(C)]
+    return ConvAction(tuple(src), tuple(fac), tuple(transform_pixels(R, h, w)), (h, w))
+
+
+GEOMETRIES = [  # (C_in, C_out, H, W, k, stride, padding, mode)
+    (2, 3, 5, 5, 3, 1, 1, "zeros"), (1, 2, 6, 6, 3, 1, 0, "zeros"), (2, 2, 7, 7, 3, 2, 1, "zeros"),
+    (2, 2, 5, 5, 3, 1, 1, "circular"), (1, 2, 4, 6, 3, 1, 1, "zeros"), (2, 1, 6, 6, 2, 2, 0, "zeros"),
+    (1, 2, 6, 6, 3, 2, 1, "zeros"), (2, 2, 4, 4, 3, 1, 2, "circular"),
+]
+
+
+@pytest.mark.parametrize("geom", GEOMETRIES)
+def test_forward_matches_dense_expansion(geom):
+    rng = random.Random(str(geom))
+    Ci, Co, H, W, k, s, p, mode = geom
+    layer = _rand_layer(rng, ConvShape(Ci, Co, H, W, k, k, s, p, mode), tanh_series(3))
+    X = fmpq_mat(layer.in_dim, 3, [fmpq(rng.randint(-5, 5), 3) for _ in range(layer.in_dim * 3)])
+    assert layer.forward(X) == layer.dense().forward(X)
+    assert isinstance(layer, Layer) and layer.kind == "conv2d"
+
+
+def test_forward_matches_torch_circular():
+    torch = pytest.importorskip("torch", reason="pip install 'symeq[torch]'")
+    import numpy as np
+
+    rng = random.Random(1)
+    layer = _rand_layer(rng, ConvShape(2, 3, 5, 6, 3, 3, 1, 2, "circular"))
+    conv = torch.nn.Conv2d(2, 3, 3, padding=2, padding_mode="circular").double()
+    with torch.no_grad():
+        conv.weight.copy_(torch.tensor([[[[float(x) for x in r] for r in c] for c in o] for o in layer.kernel]))
+        conv.bias.copy_(torch.tensor([float(b) for b in layer.channel_bias]))
+    x = np.random.default_rng(0).integers(-4, 5, size=(1, 2, 5, 6)).astype(float)
+    want = conv(torch.tensor(x)).detach().numpy().ravel()
+    got = layer.forward(fmpq_mat(layer.in_dim, 1, [fmpq(int(v)) for v in x.ravel()])).entries()
+    assert np.allclose([float(v) for v in got], want, atol=1e-12, rtol=0)
+
+
+def test_grid_transforms_are_the_plane_symmetries():
+    for R in _PLANE:
+        pix = transform_pixels(R, 4, 4)
+        assert sorted(pix) == list(range(16)) and grid_transform(pix, 4, 4) == R
+    assert transform_pixels((0, -1, 1, 0), 3, 4) is None  # a quarter turn of a non-square grid
+    # symeq's rot90 (docs/groups.md): the pixel at row r, column c moves to row c, column n-1-r
+    from symeq.groups import image_rotation
+    R = image_rotation(3).generators[0][0]
+    assert as_conv_action(R, 1, 3, 3).transform == (0, -1, 1, 0)
+
+
+@pytest.mark.parametrize("geom", GEOMETRIES)
+def test_pixel_geometry_identity_against_dense(geom):
+    """Where output_pixels says the geometry fits: W P = Pi' W' (W' the transformed kernels), on the dense
+    expansion; where it says it does not, the identity fails for a random kernel."""
+    rng = random.Random("g" + str(geom))
+    Ci, Co, H, W, k, s, p, mode = geom
+    layer = _rand_layer(rng, ConvShape(Ci, Co, H, W, k, k, s, p, mode))
+    oh, ow = layer.shape.out_hw
+    for R in _PLANE:
+        if transform_pixels(R, H, W) is None:
+            continue
+        P = _rand_channel_action(rng, Ci, R, H, W)
+        pix = layer.output_pixels(R)
+        if pix is None:
+            continue
+        U = layer.transformed_rows(P, R)
+        kern = [[[[U[o][(c * k + i) * k + j] for j in range(k)] for i in range(k)] for c in range(Ci)]
+                for o in range(Co)]
+        other = ConvLayer(layer.shape, kern, layer.channel_bias)
+        Pi = ConvAction(tuple(range(Co)), (fmpq(1),) * Co, pix, (oh, ow))
+        assert layer.weight * P.to_matrix() == Pi.to_matrix() * other.weight, (geom, R)
+
+
+def test_stride_two_on_even_image_breaks_rotation():
+    layer = _rand_layer(random.Random(0), ConvShape(1, 2, 6, 6, 3, 3, 2, 1), tanh_series(3))
+    assert layer.output_pixels((0, -1, 1, 0)) is None
+    assert layer.output_pixels((1, 0, 0, 1)) is not None
+    P = ConvAction((0,), (fmpq(1),), tuple(transform_pixels((0, -1, 1, 0), 6, 6)), (6, 6))
+    with pytest.raises(NoPartner, match="stride 2") as e:
+        layer.match_action(P)
+    assert e.value.inconclusive
+
+
+def _c4_layers(rng, K=2, N=5, act=tanh_series(3)):
+    """A lifting conv (1 -> 4K) and a group conv (4K -> 4K) built on C4's regular representation in
+    symeq's convention: the hidden action is (c, r, p) -> (c, r + 1, rot p) (channel 4c + r)."""
+    def rot(a, t):
+        for _ in range(t % 4):  # symeq's rot90: clockwise; new[i][j] = a[n-1-j][i]
+            n = len(a)
+            a = [[a[n - 1 - j][i] for j in range(n)] for i in range(n)]
+        return a
+
+    def rnd():
+        return [[fmpq(rng.randint(-4, 4), 4) for _ in range(3)] for _ in range(3)]
+    base1 = [rnd() for _ in range(K)]
+    base2 = [[[rnd() for _ in range(4)] for _ in range(K)] for _ in range(K)]
+    k1 = [[rot(base1[c], r)] for c in range(K) for r in range(4)]
+    k2 = [[rot(base2[c2][c][(r - r2) % 4], r2) for c in range(K) for r in range(4)] for c2 in range(K) for r2 in range(4)]
+    b1 = [fmpq(1 + c, 8) for c in range(K) for _ in range(4)]
+    b2 = [fmpq(-c, 4) for c in range(K) for _ in range(4)]
+    l1 = ConvLayer(ConvShape(1, 4 * K, N, N, 3, 3, 1, 1), k1, b1, act)
+    l2 = ConvLayer(ConvShape(4 * K, 4 * K, N, N, 3, 3, 1, 1), k2, b2, act)
+    return l1, l2
+
+
+def test_c4_match_and_check_against_dense():
+    rng = random.Random(3)
+    K, N = 2, 5
+    l1, l2 = _c4_layers(rng, K, N)
+    rot = tuple(transform_pixels((0, -1, 1, 0), N, N))
+    A = ConvAction((0,), (fmpq(1),), rot, (N, N))
+    tied, cands = l1.match_action(A)
+    (h1, off), = list(cands)
+    # channel (c, r) moves to (c, r + 1): (M y)[4c + r] reads y[4c + r - 1]
+    want = ConvAction(tuple(4 * c + (r - 1) % 4 for c in range(K) for r in range(4)), (fmpq(1),) * 4 * K, rot, (N, N))
+    assert not tied and off is None and h1 == want
+    assert l1.check_action(A, h1) == (True, l1.check_action(A, h1)[1])
+    (h2, _), = list(l2.match_action(h1)[1])
+    assert h2 == want
+    # the native check agrees with the dense check, for the right action and for wrong ones
+    d1, d2 = l1.dense(), l2.dense()
+    for P, Q, layer, dense in ((A, h1, l1, d1), (h1, h2, l2, d2), (A, h1 * h1, l1, d1), (h1, h1.identity(), l2, d2)):
+        assert layer.check_action(P, Q)[0] == dense.check_action(P.to_matrix(), Q.to_matrix())[0]
+    # a wrong pixel part goes to the sparse neuron check, which agrees with the dense one
+    bad = ConvAction(want.source, want.factor, tuple(range(N * N)), (N, N))
+    assert l1.check_action(A, bad)[0] is False is d1.check_action(A.to_matrix(), bad.to_matrix())[0]
+
+
+def test_neuron_check_agrees_with_dense_on_random_monomials():
+    rng = random.Random(7)
+    layer = _rand_layer(rng, ConvShape(1, 1, 3, 3, 3, 3, 1, 1), None)
+    # a kernel symmetric under every plane symmetry, with an invariant bias: affine layer, equivariant
+    sym = [[[[fmpq(1), fmpq(2), fmpq(1)], [fmpq(2), fmpq(5), fmpq(2)], [fmpq(1), fmpq(2), fmpq(1)]]]]
+    layer = ConvLayer(ConvShape(1, 1, 3, 3, 3, 3, 1, 1), sym, [fmpq(1)], None)
+    for R in _PLANE:
+        P = ConvAction((0,), (fmpq(1),), tuple(transform_pixels(R, 3, 3)), (3, 3))
+        assert layer.check_action(P, P)[0]
+        assert layer._neuron_check(P, P, None, None)[0]
+        assert layer.dense().check_action(P.to_matrix(), P.to_matrix())[0]
+    for _ in range(5):
+        perm = list(range(9))
+        rng.shuffle(perm)
+        P = ConvAction((0,), (fmpq(1),), tuple(perm), (3, 3))
+        Q = ConvAction((0,), (fmpq(1),), tuple(transform_pixels((0, -1, 1, 0), 3, 3)), (3, 3))
+        got = layer.check_action(P, Q)[0]
+        assert got == layer.dense().check_action(P.to_matrix(), Q.to_matrix())[0]
+
+
+def test_conv_action_algebra():
+    rng = random.Random(2)
+    for R1, R2 in itertools.product(_PLANE[:4], _PLANE[4:]):
+        a = _rand_channel_action(rng, 3, R1, 3, 3)
+        b = _rand_channel_action(rng, 3, R2, 3, 3)
+        assert (a * b).to_matrix() == a.to_matrix() * b.to_matrix()
+        assert as_conv_action(a.to_matrix(), 3, 3, 3) == a
+    assert as_conv_action(fmpq_mat([[0, 1], [1, 0]]), 1, 1, 2).pixel == (1, 0)
+    assert as_conv_action(fmpq_mat([[1, 1], [0, 1]]), 1, 1, 2) is None
