@@ -77,23 +77,32 @@ class CheckReport:
         Why the certificate was rejected (empty when accepted).
     checks : list of str
         Human-readable lines describing what was verified.
+    mismatch : bool
+        True when the certificate is about another model (its input dimension, group, theta or
+        theta's digest differ from the model file's): bad input, exit code 2, not a rejection of
+        the certificate's claims.
     """
 
     accepted: bool | None
     verdict: str
     reasons: list[str] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
+    mismatch: bool = False
 
     @property
     def exit_code(self) -> int:
-        """Process exit code: 0 accepted, 1 rejected, 3 nothing verifiable."""
+        """Process exit code: 0 accepted, 1 rejected, 2 a certificate of another model, 3 nothing verifiable."""
+        if self.mismatch:
+            return 2
         return 3 if self.accepted is None else (0 if self.accepted else 1)
 
     def lines(self) -> list[str]:
         """Return the report as printable lines."""
-        result = {True: "accepted", False: "rejected", None: "undetermined (nothing verified)"}
+        result = {True: "accepted", False: "rejected", None: "undetermined (nothing verified)"}[self.accepted]
+        if self.mismatch:
+            result = "not checked: the certificate is not about this model (exit 2; give the model it was written for)"
         return ([f"verdict: {self.verdict}"] + [f"checked: {c}" for c in self.checks]
-                + [f"REJECTED: {r}" for r in self.reasons] + [f"result: {result[self.accepted]}"])
+                + [f"REJECTED: {r}" for r in self.reasons] + [f"result: {result}"])
 
 
 @dataclass(frozen=True)
@@ -798,6 +807,7 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
     if digest is not None and digest != _layers_digest(layers):
         report.reasons.append(f"{PARAMS_DIFFER}: the certificate's digest of theta (layers_sha256) is not the "
                               f"model's (a certificate of another model, or a changed model file)")
+        report.mismatch = True
         return
     if params.get("layers") is None and digest is not None and params.get("reparametrized") is not True:
         theta2 = layers  # theta itself, bound to the model by the digest just checked
@@ -805,6 +815,9 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
         theta2 = _layers(params.get("layers"), n_in, "certificate parameters")
     if theta2 != layers and params.get("reparametrized") is not True:
         report.reasons.append(f"{PARAMS_DIFFER} (and the certificate does not declare a re-parametrization)")
+        # without a digest the copy of theta is what names the model; with a matching digest the
+        # copy contradicts the certificate's own digest: a tampered certificate (exit 1)
+        report.mismatch = digest is None
         return
     if theta2 != layers:
         why = _same_function_failure(layers, theta2, n_in)
@@ -1066,10 +1079,12 @@ def _check_theorem_certificate(cert: dict, model: dict, *, max_group_size: int =
     if cert_dim != n_in:
         report.reasons.append(f"certificate input_dim {cert_dim} differs from the model's {n_in}")
         report.accepted = False
+        report.mismatch = True
         return report
     group = _group(cert.get("group"), n_in, len(layers[-1].weight), "certificate group")
     if model_group is not None and model_group != group:
         report.reasons.append("the model's group differs from the certificate's")
+        report.mismatch = True
     elif model_group is not None:
         report.checks.append(f"group: the model's group equals the certificate's "
                              f"({len(group)} generators)")
@@ -1085,7 +1100,14 @@ def _check_theorem_certificate(cert: dict, model: dict, *, max_group_size: int =
     if expected:
         _check_layerwise(report, cert, n_in, layers, group, max_group_size, sparse_format)
     else:
-        _check_witness(report, eq, n_in, layers, group)
+        params = cert.get("parameters")
+        digest = params.get("layers_sha256") if isinstance(params, dict) else None
+        if digest is not None and digest != _layers_digest(layers):  # a witness for another model
+            report.reasons.append(f"{PARAMS_DIFFER}: the certificate's digest of theta (layers_sha256) is not the "
+                                  f"model's (a certificate of another model, or a changed model file)")
+            report.mismatch = True
+        else:
+            _check_witness(report, eq, n_in, layers, group)
     report.accepted = None if (getattr(report, "unverifiable", False) and not report.reasons) else not report.reasons
     return report
 
@@ -1108,9 +1130,38 @@ def _load(path: str, what: str):
         raise CheckError(f"{what} file {path} is not valid JSON: {exc}") from None
 
 
-def check_files(cert_path: str, model_path: str) -> CheckReport:
-    """Read a certificate and a model from JSON files and check them (see `check_certificate`)."""
-    return check_certificate(_load(cert_path, "certificate"), _load(model_path, "model"))
+def _argument_order(cert, model, cert_path: str, model_path: str, usage: str) -> None:
+    """Refuse a model given as CERT or a certificate given as MODEL, naming the mistake (exit 2)."""
+    def fmt(doc):
+        return doc.get("format") if isinstance(doc, dict) else None
+
+    # every symeq document but a model is taken for a certificate here (new kinds included)
+    is_cert = isinstance(fmt(model), str) and fmt(model).startswith("symeq-") and fmt(model) != MODEL_FORMAT
+    if fmt(cert) == MODEL_FORMAT and is_cert:
+        raise CheckError(f"{cert_path} is a model ({MODEL_FORMAT}) and {model_path} a certificate "
+                         f"({fmt(model)}): did you swap the arguments? {usage}")
+    if fmt(cert) == MODEL_FORMAT:
+        raise CheckError(f"{cert_path} is a model ({MODEL_FORMAT}), not a certificate: the certificate comes "
+                         f"first. {usage}")
+    if is_cert:
+        raise CheckError(f"{model_path} is a certificate ({fmt(model)}), not a model: the model comes second. "
+                         f"{usage}")
+
+
+def check_files(cert_path: str, model_path: str, usage: str = "usage: symeq check CERT MODEL",
+                before_check=None) -> CheckReport:
+    """Read a certificate and a model from JSON files and check them (see `check_certificate`).
+
+    Swapped arguments (a model as ``cert_path``, a certificate as ``model_path``) are a
+    :class:`CheckError` that says so and ends with ``usage``.  ``before_check`` (no arguments) is
+    called once both files are read and in order, before the check itself (symeq prints its
+    budget line there).
+    """
+    cert, model = _load(cert_path, "certificate"), _load(model_path, "model")
+    _argument_order(cert, model, cert_path, model_path, usage)
+    if before_check is not None:
+        before_check()
+    return check_certificate(cert, model)
 
 
 def main(argv=None) -> int:
@@ -1118,13 +1169,14 @@ def main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     usage = "usage: python -m symeq.check CERT MODEL"
     if args in (["-h"], ["--help"]):
-        print(usage + "\nexit codes: 0 accepted, 1 rejected, 2 malformed input, 3 nothing verifiable")
+        print(usage + "\nexit codes: 0 accepted, 1 rejected, 2 malformed input or a certificate of another model "
+              "(input size, group or theta differ), 3 nothing verifiable")
         return 0
     if len(args) != 2:
         print(f"{usage}\nerror: expected a certificate file and a model file", file=sys.stderr)
         return 2
     try:
-        report = check_files(*args)
+        report = check_files(*args, usage=usage)
     except CheckError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

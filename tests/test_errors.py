@@ -153,16 +153,25 @@ CHEAP = {
 
 
 @pytest.mark.parametrize("command", sorted(DEFAULT_BUDGETS))
-def test_every_command_shows_its_default_budget_first(capsys, command):
+def test_every_command_has_a_budget_and_bad_input_is_one_line(capsys, command):
+    """Every command takes --timeout; bad input is one error line, with no budget line before it
+    (the budget line comes after the argument and file checks: tests/test_cli_messages.py)."""
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     assert "timeout" in {a.dest for a in sub.choices[command]._actions}
     argv = CHEAP[command]
     if argv is None:
         return
-    cli.main(argv)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+
+
+@pytest.mark.parametrize("argv", [["verify"], ["generate", "--group", "mirror:1x2"]])
+def test_the_default_budget_line_comes_first_on_good_input(capsys, argv):
+    assert cli.main(argv) == 0
     first = capsys.readouterr().err.splitlines()[0]
-    assert first == f"symeq {command}: budget {DEFAULT_BUDGETS[command]:g} s (default; --timeout to change)"
+    assert first == f"symeq {argv[0]}: budget {DEFAULT_BUDGETS[argv[0]]:g} s (default; --timeout to change)"
 
 
 def test_hunt_shows_its_budget_first_and_a_finished_hunt_one_line(capsys, tmp_path):

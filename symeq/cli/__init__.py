@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"symeq {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
+    from .certify import register as register_certify
+    from .export import register as register_export
     from .explain import register as register_explain
     from .fibre import register as register_fibre
     from .hunt import register as register_hunt
@@ -83,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_fibre(sub)
     register_hunt(sub)
     register_numeric(sub)
+    register_certify(sub)
+    register_export(sub)
     _add_budget_options(sub)
     return p
 
@@ -92,6 +96,11 @@ LIMIT_COMMANDS = {"verify": ("degree", "total_degree", "width", "monomials", "or
                   "fibre": ("degree", "total_degree", "width", "monomials", "orbit"),
                   "explain": ("degree", "total_degree", "width", "monomials", "orbit"),
                   "generate": ("degree",), "numeric-check": ("degree", "width")}
+
+#: commands that print the budget line only after their arguments and input files are read (a
+#: missing file is one error line, with no banner before it): they read their input through
+#: :func:`symeq.cli.loader.load_model_args` or call :func:`symeq.cli.loader.announce_budget`
+BANNER_AFTER_INPUT = ("verify", "explain", "fibre", "numeric-check", "check", "generate")
 
 #: commands whose engine child processes get the ``--memory`` cap
 ENGINE_COMMANDS = ("verify", "fibre", "explain")
@@ -134,7 +143,9 @@ def _add_budget_options(sub) -> None:
 
 
 def _budget_line(args) -> float | None:
-    """Print the budget as the first line of output; return it in seconds (None: no time budget)."""
+    """The budget line (printed first, or after the input checks: :data:`BANNER_AFTER_INPUT`); its seconds.
+
+    Returns None where the command has no time budget."""
     from ..budget import DEFAULT_BUDGETS
 
     cmd = args.command
@@ -152,7 +163,11 @@ def _budget_line(args) -> float | None:
     if t is not None and not (t >= 0 and t != float("inf")):  # 0: undetermined at once (exit 3)
         raise InputError("--timeout must be a non-negative number of seconds")
     budget = t if t is not None else DEFAULT_BUDGETS[cmd]
-    _progress(f"symeq {cmd}: budget {budget:g} s ({'--timeout' if t is not None else 'default; --timeout to change'})")
+    line = f"symeq {cmd}: budget {budget:g} s ({'--timeout' if t is not None else 'default; --timeout to change'})"
+    if cmd in BANNER_AFTER_INPUT:
+        args.budget_banner = line  # printed by symeq.cli.loader.announce_budget once the input is read
+    else:
+        _progress(line)
     return budget
 
 
@@ -177,6 +192,7 @@ def main(argv=None) -> int:
 
     from .. import procs
     from ..budget import Alarm, BudgetAlarm, alarm_grace
+    from .loader import announce_budget
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -205,9 +221,12 @@ def main(argv=None) -> int:
                 set_limits(**vars(saved_limits))
             procs.restore_memory_cap(saved_cap)
     except SymeqError as e:
+        if e.exit_code == 3:  # a budget that ran out is named after the budget line
+            announce_budget(args)
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
     except BudgetAlarm as e:
+        announce_budget(args)
         print(f"error: {e.message}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:

@@ -20,7 +20,7 @@ import sys
 from ..cliargs import group_output_arg
 from ..errors import InputError
 
-__all__ = ["NO_GROUP", "add_group_options", "group_from_args", "load_model_args"]
+__all__ = ["NO_GROUP", "add_group_options", "announce_budget", "group_from_args", "load_model_args"]
 
 NO_GROUP = "the model has no \"group\"; add one to the file or pass --group (see `symeq groups`)"
 
@@ -30,6 +30,18 @@ def add_group_options(parser) -> None:
     parser.add_argument("--group", help="a built-in group overriding the file's (see `symeq groups`)")
     parser.add_argument("--group-output", type=group_output_arg, default="same",
                         help="how --group acts on the output: 'same' (default) or k for the trivial action on R^k")
+
+
+def announce_budget(args) -> None:
+    """Print the command's pending budget line (set by :func:`symeq.cli.main`), once.
+
+    Called when the arguments and input files have been checked, so that bad input is one error
+    line with no banner before it; a second call prints nothing.
+    """
+    line = getattr(args, "budget_banner", None)
+    if line:
+        print(line, file=sys.stderr, flush=True)
+        args.budget_banner = None
 
 
 def group_from_args(args):
@@ -66,15 +78,18 @@ def load_model_args(args, *, read=None, builtin: bool = True, need_group: bool =
     if path is None and builtin:
         from ..examples import builtin_example
 
+        group = group_from_args(args)  # a bad --group is reported before the budget line
+        announce_budget(args)
         model = builtin_example()
         print(f"no model file given: using the built-in example ({model.name})", file=sys.stderr, flush=True)
     else:
         if read is None:
             from ..io import load_model as read
         model = read(path)
-    group = group_from_args(args)
+        group = group_from_args(args)
     if group is not None:
         model = model.with_group(group)
     if need_group and model.group is None:
         raise InputError(NO_GROUP)
+    announce_budget(args)
     return model

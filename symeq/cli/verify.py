@@ -23,7 +23,7 @@ import sys
 
 from ..cliargs import group_output_arg
 from ..errors import InputError
-from .loader import add_group_options, group_from_args, load_model_args
+from .loader import add_group_options, announce_budget, group_from_args, load_model_args
 
 __all__ = ["register", "cmd_verify", "cmd_check", "cmd_example", "cmd_generate", "cmd_groups"]
 
@@ -58,17 +58,22 @@ def cmd_verify(args) -> int:
 
 
 def cmd_check(args) -> int:
+    """Exit 0 accepted, 1 rejected, 2 malformed or swapped files or a certificate of another model, 3 nothing verifiable."""
     from ..check import CheckError, check_files
 
-    try:
-        report = check_files(args.certificate, args.model)
+    try:  # the budget line comes once both files are read and in order: bad input is one error line
+        report = check_files(args.certificate, args.model, usage="usage: symeq check CERT MODEL",
+                             before_check=lambda: announce_budget(args))
     except CheckError as e:
         raise InputError(str(e)) from None
     if args.json:
-        print(json.dumps({"accepted": report.accepted, "verdict": report.verdict,
+        print(json.dumps({"accepted": report.accepted, "verdict": report.verdict, "mismatch": report.mismatch,
                           "reasons": report.reasons, "checks": report.checks}, indent=1))
     else:
         print("\n".join(report.lines()))
+    if report.mismatch:
+        _progress(f"error: {args.certificate} is not a certificate of the model {args.model}: "
+                  + "; ".join(report.reasons))
     return report.exit_code
 
 
@@ -99,6 +104,7 @@ def cmd_generate(args) -> int:
 
     group = group_from_args(args)
     act = activation_from_text(args.activation, "--activation")
+    announce_budget(args)
     latent = args.latent or ["regular"]
     model = random_equivariant_model(group, latent, act, rng=args.seed, bias=not args.no_bias)
     if args.scramble:

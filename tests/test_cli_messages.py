@@ -1,0 +1,134 @@
+"""Messages and exit codes of the command line (issue 18, parts 3-5).
+
+* ``symeq check`` / ``python -m symeq.check``: a certificate of another model is exit 2 (bad
+  input), a tampered certificate of the same model exit 1, swapped arguments are named;
+* the budget line comes after the argument and file checks;
+* group names: one canonical spelling, old ones as aliases, a short "did you mean";
+* text output numbers neurons from 1; long actions are wrapped or summarised.
+"""
+
+import copy
+import json
+
+import pytest
+
+from symeq import check as checker
+from symeq.cli import main
+from symeq.examples import builtin_example
+from symeq.io import model_to_json
+from symeq.theorem import verify
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("check")
+    m = builtin_example()
+    model = model_to_json(m)
+    cert = verify(m).certificate()
+    other = copy.deepcopy(model)
+    other["layers"][0]["weight"][0][0] = "12345"
+    tampered = copy.deepcopy(cert)
+    act = tampered["latent_actions"][0][0]
+    act["factor"][0] = "7/3" if act["factor"][0] != "7/3" else "5"
+    paths = {}
+    for name, doc in (("model", model), ("cert", cert), ("other", other), ("tampered", tampered)):
+        paths[name] = d / f"{name}.json"
+        paths[name].write_text(json.dumps(doc))
+    return {k: str(v) for k, v in paths.items()}
+
+
+def _both(argv):
+    """(exit code of `symeq check ...`, exit code of `python -m symeq.check ...`)."""
+    return main(["check", *argv]), checker.main(list(argv))
+
+
+def test_check_accepts_its_own_model(files, capsys):
+    assert _both([files["cert"], files["model"]]) == (0, 0)
+
+
+def test_check_against_another_model_is_exit_2(files, capsys):
+    assert _both([files["cert"], files["other"]]) == (2, 2)
+    cap = capsys.readouterr()
+    assert "not about this model" in cap.out and "digest" in cap.out
+    assert "is not a certificate of the model" in cap.err
+
+
+def test_a_tampered_certificate_of_the_same_model_is_still_exit_1(files, capsys):
+    assert _both([files["tampered"], files["model"]]) == (1, 1)
+    assert "result: rejected" in capsys.readouterr().out
+
+
+def test_swapped_arguments_are_named(files, capsys):
+    assert _both([files["model"], files["cert"]]) == (2, 2)
+    err = capsys.readouterr().err
+    assert err.count("did you swap the arguments?") == 2
+    assert "usage: symeq check CERT MODEL" in err and "usage: python -m symeq.check CERT MODEL" in err
+    assert "budget" not in err  # an argument error comes before the budget line
+    # a model twice, or a certificate twice: the message says which one is out of place
+    assert main(["check", files["model"], files["model"]]) == 2
+    assert "not a certificate: the certificate comes first" in capsys.readouterr().err
+    assert main(["check", files["cert"], files["cert"]]) == 2
+    assert "not a model: the model comes second" in capsys.readouterr().err
+
+
+def test_check_json_says_mismatch(files, capsys):
+    assert main(["check", files["cert"], files["other"], "--json"]) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert out["mismatch"] is True and out["accepted"] is False
+
+
+def test_another_group_or_input_size_is_a_mismatch(files):
+    cert = json.loads(open(files["cert"]).read())
+    model = json.loads(open(files["model"]).read())
+    bad = copy.deepcopy(model)
+    gen = bad["group"]["generators"][0]
+    gen["output"] = [[1 if i == j else 0 for j in range(len(gen["output"]))] for i in range(len(gen["output"]))]
+    r = checker.check_certificate(cert, bad)
+    assert r.mismatch and r.exit_code == 2
+    small = copy.deepcopy(cert)
+    small["input_dim"] = 5
+    r = checker.check_certificate(small, model)
+    assert r.mismatch and r.exit_code == 2
+
+
+@pytest.mark.parametrize("argv", [["verify", "missing.json"], ["explain", "missing.json"],
+                                  ["fibre", "missing.json"], ["numeric-check", "missing.json"],
+                                  ["check", "missing.json", "missing.json"], ["verify", "--group", "mirorr:2x3"],
+                                  ["generate", "--group", "nonsense"]])
+def test_bad_input_errors_before_any_budget_line(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+
+
+def test_group_aliases_and_canonical_names(capsys):
+    from symeq.groups import builtin_group
+    from symeq.groups.builtins import GROUP_ALIASES, canonical_spec
+
+    assert canonical_spec("rot3") == "rot:3" and canonical_spec("mirror:2x3*rot6") == "mirror:2x3*rot:6"
+    for alias, canon in GROUP_ALIASES.items():
+        a, b = builtin_group(alias), builtin_group(canon)
+        assert a.generators == b.generators and a.label == b.label
+    assert main(["generate", "--group", "rot3", "--latent", "regular"]) == 0
+    assert json.loads(capsys.readouterr().out)["format"] == "symeq-model/1"
+    assert main(["groups"]) == 0
+    out = capsys.readouterr().out
+    assert "rot:N" in out and "rot3 = rot:3" in out
+
+
+def test_an_unknown_group_suggests_the_closest_names_only(capsys):
+    assert main(["generate", "--group", "dihedal:3"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'dihedral'?" in err and len(err) < 200
+    assert main(["generate", "--group", "zzz"]) == 2
+    err = capsys.readouterr().err
+    assert "known: mirror, vmirror" in err and "HxW" not in err and len(err) < 250
+
+
+def test_orbits_number_neurons_from_one():
+    from symeq.display import network_columns
+
+    m = builtin_example()
+    cols = network_columns(m, verify(m).actions)
+    for col in cols:
+        assert col["nodes"][0] == "1" and col["nodes"][-1] == str(col["n"])
