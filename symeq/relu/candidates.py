@@ -571,7 +571,11 @@ def verify_candidate(arch, spec: str, seed: int, index: int, parents=(), minimis
             rec["minimised"] = {"recipe": r2, "model": _layers_json(lay2), "width": _width(lay2)}
             rec["certificate"] = certificate(lay2, spec)
         else:
+            lay2 = layers
             rec["certificate"] = certificate(layers, spec)
+        from .deep import exact_functional_dimension  # same level; deep builds on this module
+
+        rec["functional_dimension"] = exact_functional_dimension(lay2)
     elif mw["upper"] is not None and mw["upper"] <= N:
         rec["status"] = "layerwise-in-fibre"
     else:

@@ -4,8 +4,9 @@ architecture, and a picture of one find (its first-layer hyperplanes and the gro
 What is proven and what is evidence stays apart: ``counterexample`` (proven: no layerwise
 equivariant parameter of the same widths), ``no-action-at-theta`` / ``no-action-at-reduced``
 (proven: no action through prod K_i at theta / at the reduced submodel -- *candidates*, not
-counterexamples), and the functional dimension (numeric evidence of hidden symmetries,
-Grigsby-Lindsey-Rolnick 2023).  See :mod:`symeq.relu.deep`.
+counterexamples), and the functional dimension: an exact lower bound (:mod:`symeq.relu.fdim`;
+"locally identifiable" when it meets ``#params - dim T``), or, in files of older hunters, a float
+estimate labelled as evidence (Grigsby-Lindsey-Rolnick 2023).  See :mod:`symeq.relu.deep`.
 
 The picture is an SVG written by hand (no dependency), or, for other suffixes (``.png``,
 ``.pdf``), drawn with matplotlib when it is installed (else the SVG is written instead, with a
@@ -223,6 +224,37 @@ def _one_layer_lines(recs) -> list:
     return lines
 
 
+def _fdim_lines(recs) -> list:
+    """The functional dimension of the finds: exact (a proven lower bound, rank mod p; the value
+    itself when every region was sampled) and, for files of older hunters, the float estimate,
+    labelled as evidence."""
+    lines = []
+    ex = [r["functional_dimension"] for r in recs if "rank" in r.get("functional_dimension", {})]
+    if ex:
+        li = sum(1 for e in ex if e.get("locally_identifiable"))
+        short = [e for e in ex if e["rank"] < e["bound"]]
+        exact_short = sum(1 for e in short if e.get("exact"))
+        lines.append(f"    functional dimension (exact lower bound: Jacobian rank mod p at rational points off every "
+                     f"bent hyperplane): {len(ex)} finds")
+        lines.append(f"      locally identifiable (rank = #params - dim T, proven): {li}")
+        if short:
+            lines.append(f"      short of #params - dim T: {len(short)} ({exact_short} with the exact functional "
+                         f"dimension from every linear region: proven hidden symmetries or degenerate neurons)")
+        other = len(ex) - li - len(short)
+        if other:
+            lines.append(f"      rank = bound after removing neurons with zero weights and bias (no local claim): {other}")
+    und = sum(1 for r in recs if "undetermined" in r.get("functional_dimension", {}))
+    if und:
+        lines.append(f"      functional dimension not computed (size or region limit, or not differentiable): {und}")
+    ev = [r["evidence"]["functional_dimension"] for r in recs
+          if "rank" in r.get("evidence", {}).get("functional_dimension", {})]
+    if ev:
+        lines.append(f"    evidence (older hunt file, float rank): {sum(e['hidden_symmetry_evidence'] for e in ev)} of "
+                     f"{len(ev)} finds have functional dimension < #params - dim K (numeric evidence of hidden "
+                     f"symmetries, not a proof)")
+    return lines
+
+
 def _best(finds):
     return min(finds, key=lambda r: (_size(find_layers(r)), r["index"]))
 
@@ -255,11 +287,7 @@ def report(paths, picture=None) -> str:
             lines.append(f"  architecture {','.join(map(str, arch))}, group {spec}: {len(recs)} candidates")
             for s, v in sorted(st.items(), key=lambda kv: (list(PROVEN).index(kv[0]) if kv[0] in PROVEN else 99)):
                 lines.append(f"    {s:<22} {v:>6}  ({PROVEN.get(s, '')})")
-            ev = [r["evidence"]["functional_dimension"] for r in recs
-                  if "rank" in r.get("evidence", {}).get("functional_dimension", {})]
-            if ev:
-                lines.append(f"    evidence: {sum(e['hidden_symmetry_evidence'] for e in ev)} of {len(ev)} finds have "
-                             f"functional dimension < #params - dim K (numeric evidence of hidden symmetries, not a proof)")
+            lines += _fdim_lines(recs)
             if depth == 1:
                 lines += _one_layer_lines(recs)
             proven = [r for r in recs if r.get("status") == "counterexample" and "model" in r]
@@ -273,6 +301,9 @@ def report(paths, picture=None) -> str:
             lay = find_layers(best)
             lines.append(f"    smallest proven find: candidate {best['index']} ({best['kind']}), "
                          f"{_size(lay)[0]} active hidden neurons")
+            fd = best.get("functional_dimension", {})
+            if "summary" in fd:
+                lines.append(f"      functional dimension: {fd['summary']}")
             for i, (W, b, relu) in enumerate(lay):
                 lines.append(f"      layer {i + 1}{' (relu)' if relu else ''}: W = {[[str(x) for x in r] for r in W]}, "
                              f"b = {[str(x) for x in b]}")

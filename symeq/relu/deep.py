@@ -3,7 +3,7 @@
 For one hidden layer, :mod:`symeq.relu.fibre` decides whether *some* parameter of the same width
 is layerwise equivariant.  With depth, hidden symmetries beyond permutations and positive
 scalings become common (Grigsby, Lindsey, Rolnick 2023) and no such decision is known, so each
-candidate gets the strongest status that is *proven*, plus labelled numeric evidence:
+candidate gets the strongest status that is *proven*, plus its exact functional dimension:
 
 ``not-equivariant``
     a rational ``x`` with ``f(rho_in x) != rho_out f(x)`` (exact evaluation), or the exact region
@@ -31,10 +31,15 @@ candidate gets the strongest status that is *proven*, plus labelled numeric evid
 ``undetermined``
     a search was capped or a region limit was reached.
 
-Every equivariant candidate without an action also carries ``evidence.functional_dimension``:
-the numeric rank of the parameter Jacobian against ``#params - dim K`` (``dim K`` = number of
-hidden neurons, the positive scalings), with the singular values at the cut as its error.
-A rank below the bound is *evidence* of hidden symmetries, never a proof.
+Every equivariant candidate without an action also carries ``functional_dimension``: the exact
+rank of the parameter Jacobian (modulo a prime, at rational points off every bent hyperplane:
+:mod:`symeq.relu.fdim`), a *proven lower bound* of the functional dimension, against
+``#params - dim T`` (``dim T`` the computed dimension of the positive-scaling orbit).  When the two
+meet, theta is proven *locally identifiable* (up to positive rescaling); when every linear region
+was sampled the rank is the functional dimension itself, and a shortfall is hidden symmetry
+(explained where a reason is proven: inactive neurons, linear groups, clones).  The float
+estimate of older hunt files (``evidence.functional_dimension``, :func:`functional_dimension_evidence`)
+is still read by the report, labelled as evidence.
 
 The first-layer orbit bound (a proof for any depth, in a stated scope; docs/relu_hunt.md)
 -------------------------------------------------------------------------------------------
@@ -100,6 +105,7 @@ __all__ = [
     "same_function_deep",
     "first_layer_bound",
     "functional_dimension_evidence",
+    "exact_functional_dimension",
     "verify_deep_candidate",
     "classify_deep",
 ]
@@ -487,5 +493,19 @@ def classify_deep(layers, spec: str, seed: int = 0) -> dict:
     rec["first_layer_bound"] = bound
     if bound.get("holds"):
         rec["status"] = "counterexample"
-    rec["evidence"] = {"functional_dimension": functional_dimension_evidence(layers)}
+    rec["functional_dimension"] = exact_functional_dimension(layers)
     return rec
+
+
+def exact_functional_dimension(layers) -> dict:
+    """The exact functional dimension record of a find (:mod:`symeq.relu.fdim`): a proven lower
+    bound (rank mod p at rational points off every bent hyperplane), the functional dimension
+    itself when ``exact``, and ``locally_identifiable`` when it meets ``#params - dim T``; a
+    refusal (size guard, region limit, not differentiable) is recorded with its reason."""
+    from ..errors import SymeqError
+    from .fdim import relu_functional_dimension
+
+    try:
+        return relu_functional_dimension(layers, region_limit=REGION_LIMIT // 10).to_json()
+    except SymeqError as e:
+        return {"undetermined": str(e), "label": "exact functional dimension not computed"}

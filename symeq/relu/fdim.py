@@ -1,0 +1,843 @@
+"""The functional dimension of a ReLU (or leaky ReLU) network at theta, computed exactly.
+
+A piecewise-linear network is affine in ``x`` on each open linear region, and on a region with a
+fixed activation pattern the map ``theta -> f_theta(x)`` is a polynomial in theta.  So at a rational
+theta and a rational input ``x`` where *no hidden pre-activation is 0* (checked exactly), the
+Jacobian ``J(x) = d f_theta(x) / d theta`` exists and is a rational matrix: written with the
+output sensitivities ``G_l = d f / d z_l`` (``G_L = D_L``, ``G_l = G_{l+1} W_{l+1} D_l``, ``D_l``
+the diagonal of activation slopes at ``x``: 1 on the active side, 0 for ReLU or the slope ``a``
+of a leaky ReLU on the other), ``d f / d W_l[i, j] = G_l[:, i] h_{l-1}[j]`` and
+``d f / d b_l[i] = G_l[:, i]``.
+
+The rank of ``J`` stacked over a finite sample ``X`` is computed here *modulo a prime* ``p``
+(``nmod_mat``): a nonzero minor mod p is a nonzero minor over Q, so the rank mod p is a **proven
+lower bound** of the rank over Q, hence of the functional dimension (Grigsby, Lindsey and Rolnick
+2023: the supremum of that rank over finite samples).
+
+The upper bound is ``#params - dim T``, with ``T`` the tangent space at theta of the orbit of the
+positive rescalings (``sigma(alpha t) = alpha sigma(t)`` for ``alpha > 0``, ReLU and leaky ReLU
+alike): for hidden neuron ``(l, i)`` the direction multiplies row ``i`` of ``W_l`` and ``b_l[i]``
+by ``1 + t`` and column ``i`` of ``W_{l+1}`` by ``1 / (1 + t)``.  ``f_theta(x)`` is constant along
+these curves, so ``J T = 0`` at every ``x``.  ``dim T`` is *computed* (the rank of these
+directions), not assumed: a neuron with zero incoming weights, bias and outgoing weights gives
+the zero direction.
+
+**Local identifiability.**  When the rank on the sample reaches ``#params - dim T``, theta is
+locally identifiable up to positive rescaling: near theta every ``theta'`` with
+``f_theta'(X) = f_theta(X)`` (a fortiori with ``f_theta' = f_theta``) lies on the orbit of theta.
+Proof: no pre-activation at the points of ``X`` is 0, so the activation patterns at ``X`` stay
+fixed on a neighbourhood ``U`` of theta, and ``F: theta' -> f_theta'(X)`` is polynomial on ``U``.
+The rank of ``F`` is lower semicontinuous, and so is ``dim T(theta')``; with
+``rank F(theta') <= #params - dim T(theta')`` the rank is constant ``= #params - dim T(theta)`` on
+a smaller neighbourhood.  By the constant-rank theorem the fibre of ``F`` through theta is near
+theta a submanifold of dimension ``dim T(theta)``; it contains the orbit, an immersed submanifold
+of the same dimension, which is therefore open in it.  This is the condition of Bona-Pellissier,
+Bachoc and Malgouyres (NeurIPS 2022): fix one nonzero outgoing weight of every hidden neuron
+(this removes the scalings) and ask that the *reduced* Jacobian on ``X`` have full column rank
+``#params - #hidden``.  The two conditions are equivalent when ``dim T = #hidden`` (a kernel
+vector of the reduced Jacobian would be a combination of scaling directions vanishing on every
+fixed weight, and these force all coefficients to 0 from the last hidden layer back); both are
+computed and reported (:attr:`ReluFunctionalDimension.reduced`).
+
+**The samples.**  ``sample="regions"`` enumerates every open linear region
+(:func:`symeq.relu.regions.linear_regions`) and takes ``n + 1`` affinely independent rational
+points in each: ``J(x)`` is affine in ``x`` on a region, so these points span every row ``J``
+can have there, and the rank is then the functional dimension itself (``exact``: the supremum
+over the inputs where ``theta -> f_theta(x)`` is differentiable; a region on which some
+pre-activation is constant 0 has no such input and is skipped), unless it is only a lower bound
+mod p below the bound (then the rank over Q is computed when the matrix is small, or the
+explained kernel closes the gap).  ``sample="random"`` takes random rational points (each checked off every bent
+hyperplane) and gives a lower bound; ``"auto"`` starts random and enumerates regions when the
+bound is missed and the input dimension is small.
+
+**When the bound is missed**, the shortfall is explained where a reason is proven, each with
+explicit kernel directions ``E`` of ``J`` on the sample (checked: ``J E = 0``):
+
+* *inactive* neurons: a ReLU neuron on its zero side at every sample point (its incoming weights,
+  bias and outgoing weights have zero Jacobian columns); with ``sample="regions"`` it is dead on
+  all of ``R^n``;
+* *linear* groups: neurons of one layer on a fixed side at every sample point act linearly there,
+  and ``GL`` of the group acts on them (``|S|^2 - |S|`` directions beyond the scalings);
+* *clones*: neurons of one layer with ``(w_j, b_j) = c (w_i, b_i)``, ``c > 0``: their outgoing
+  columns trade, ``n_{l+1}`` directions per extra clone.
+
+``rank(T + E)`` bounds the rank on the sample from above: when ``rank J = #params - rank(T + E)``
+the shortfall is fully explained (and the rank on the sample exact); otherwise the rest is
+reported as unexplained (hidden symmetries, or a sample too small).
+
+Examples
+--------
+>>> net = [([[1, 2], [3, -1], [-2, 1]], [1, -1, 2], True), ([[1, -1, 2]], [0], False)]
+>>> r = relu_functional_dimension(net, sample="regions")
+>>> r.params, r.orbit_dim, r.bound, r.rank, r.exact, r.locally_identifiable
+(13, 3, 10, 10, True, True)
+>>> r.reduced["holds"]
+True
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+from flint import fmpq, fmpq_mat, nmod_mat
+
+from ..errors import InputError, LimitExceeded
+from .lp import as_fmpq
+
+__all__ = ["ReluFunctionalDimension", "relu_functional_dimension", "PRIMES", "MAX_PARAMS", "MAX_ENTRIES"]
+
+#: primes for the ranks (below 2^31, so that numpy int64 products of two residues cannot overflow)
+PRIMES = (2147483647, 2147483629, 2147483587)
+#: the size guard: parameters, and entries of one Jacobian block (raise with the keyword arguments)
+MAX_PARAMS = 6000
+MAX_ENTRIES = 8_000_000
+#: the rank over Q (fmpq_mat) is tried only below this many entries
+EXACT_Q_ENTRIES = 40_000
+_ZERO = fmpq(0)
+
+
+@dataclass
+class ReluFunctionalDimension:
+    """The exact functional-dimension result of :func:`relu_functional_dimension`.
+
+    Attributes
+    ----------
+    rank : int
+        A proven lower bound of the functional dimension: the rank of the Jacobian on the sample.
+    exact : bool
+        Whether ``rank`` is the functional dimension itself (it meets the upper bound, or every
+        linear region was sampled and the rank was computed over Q).
+    params, orbit_dim, bound : int
+        ``#params``, ``dim T`` (the positive-scaling orbit's tangent dimension, computed) and the
+        upper bound ``params - orbit_dim``.
+    hidden : int
+        Number of hidden (activated) neurons.
+    locally_identifiable : bool
+        ``rank == bound``: proven locally identifiable up to positive rescaling (module docstring).
+    reduced : dict
+        The Bona-Pellissier-Bachoc-Malgouyres condition: the fixed weights, the reduced rank and
+        whether it has full column rank.
+    shortfall : dict
+        ``bound - rank`` and its explanation (``causes``, ``explained``, ``unexplained``).
+    points, sample, regions, prime, method : as computed.
+    """
+
+    rank: int
+    exact: bool
+    params: int
+    orbit_dim: int
+    bound: int
+    hidden: int
+    points: int
+    sample: str
+    prime: int
+    regions: int | None = None
+    reduced: dict = field(default_factory=dict)
+    shortfall: dict = field(default_factory=dict)
+    skipped: int = 0
+    zero_neurons: list = field(default_factory=list)
+    method: str = ("exact Jacobian rank modulo a prime at rational points off every bent hyperplane "
+                   "(a proven lower bound of the functional dimension)")
+
+    @property
+    def locally_identifiable(self) -> bool:
+        """Proven locally identifiable (False: not proven).  With :attr:`zero_neurons` the rank is
+        that of theta without them, and theta itself is not a point where the map is smooth: no
+        local claim is made."""
+        return self.rank == self.bound and not self.zero_neurons
+
+    def summary(self) -> str:
+        """One line: the rank, what it proves, and the shortfall's explanation."""
+        what = "the functional dimension" if self.exact else "a proven lower bound of the functional dimension"
+        s = (f"exact Jacobian rank {self.rank} ({what}) against #params - dim T = {self.params} - "
+             f"{self.orbit_dim} = {self.bound}")
+        if self.zero_neurons:
+            s = (f"after removing {len(self.zero_neurons)} neuron(s) with zero incoming weights and bias (they "
+                 f"compute 0; theta -> f_theta is not differentiable at theta itself): " + s)
+            if self.rank == self.bound:
+                return s + " (no local claim at theta)"
+        if self.locally_identifiable:
+            return s + ": locally identifiable (up to positive rescaling)"
+        sf = self.shortfall
+        s += f": short by {self.bound - self.rank}"
+        if sf.get("causes"):
+            s += "; " + "; ".join(c["text"] for c in sf["causes"])
+        if sf.get("unexplained"):
+            why = ("hidden symmetries: kernel directions beyond the rescalings, inactive neurons, linear groups "
+                   "and clones" if self.exact else "hidden symmetries, or a sample too small")
+            s += f"; {sf['unexplained']} direction(s) unexplained ({why})"
+        return s
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "exact": self.exact, "params": self.params, "dim_T": self.orbit_dim,
+                "bound": self.bound, "hidden": self.hidden, "locally_identifiable": self.locally_identifiable,
+                "points": self.points, "sample": self.sample, "regions": self.regions, "prime": self.prime,
+                "skipped_points": self.skipped, "zero_neurons": [list(z) for z in self.zero_neurons],
+                "reduced": self.reduced, "shortfall": self.shortfall,
+                "method": self.method, "label": "exact lower bound (rank mod p), a proof",
+                "summary": self.summary()}
+
+
+# ----------------------------------------------------------------------------------------------
+# the network: plain layers with activation slopes
+# ----------------------------------------------------------------------------------------------
+
+
+def _slope_of(act, where: str):
+    """None for an affine layer, else the slope on the negative side (0 for ReLU)."""
+    if act is None or act is False:
+        return None
+    if act is True:
+        return _ZERO
+    if isinstance(act, dict):  # {"slope": ...}
+        act = act.get("slope")
+    a = as_fmpq(act)
+    if a < 0 or a == 1:
+        raise InputError(f"{where}: a leaky ReLU slope must be >= 0 and != 1 (positively homogeneous, not "
+                         f"linear), got {a}")
+    return a
+
+
+def network_slopes(model) -> list:
+    """``[(W rows, b, slope or None), ...]`` with fmpq entries from a Model or plain layers.
+
+    The third entry of a plain layer is ``False`` (affine), ``True`` (ReLU, slope 0) or a
+    rational slope (leaky ReLU ``t -> t`` for ``t > 0``, ``a t`` for ``t < 0``).  A model's
+    activations are asked for their slopes (:func:`activation_slope`), not their names.
+    """
+    if hasattr(model, "layers") and hasattr(model, "input_dim"):
+        from ..numbers import mat_rows
+
+        out = []
+        for i, l in enumerate(model.layers):
+            if getattr(l, "kind", "dense") != "dense":
+                raise InputError(f"layer {i} is {l.kind}: the exact piecewise-linear tools take dense layers")
+            out.append((mat_rows(l.weight), [as_fmpq(v) for v in l.bias],
+                        None if l.activation is None else activation_slope(l.activation, f"layer {i}")))
+        return out
+    out = []
+    for i, layer in enumerate(model):
+        try:
+            W, b, act = layer
+        except (TypeError, ValueError):
+            raise InputError(f"layer {i} must be a triple (W, b, relu or slope)") from None
+        out.append(([[as_fmpq(v) for v in r] for r in W], [as_fmpq(v) for v in b], _slope_of(act, f"layer {i}")))
+    return out
+
+
+def activation_slope(act, where: str = "activation"):
+    """The negative-side slope of a positively homogeneous piecewise-linear activation
+    (``sigma(t) = t`` for ``t > 0``, ``a t`` for ``t < 0``), asked from the activation itself:
+    ReLU gives 0, a leaky ReLU its ``slope``; anything else is refused (:class:`InputError`)."""
+    slopes = getattr(act, "pl_slopes", None)
+    if callable(slopes):
+        slopes = slopes()
+    if slopes is not None:
+        neg, pos = slopes
+        if as_fmpq(pos) != 1:
+            raise InputError(f"{where}: the piecewise-linear tools take activations with slope 1 for t > 0")
+        return _slope_of(neg, where)
+    if getattr(act, "kind", None) == "relu":
+        return _ZERO
+    spec = act.to_spec() if hasattr(act, "to_spec") else {}
+    if spec.get("type") == "leaky_relu" and "slope" in spec:
+        return _slope_of(spec["slope"], where)
+    raise InputError(f"{where}: {spec.get('type', act)!r} is not piecewise linear; the exact ReLU tools take "
+                     "relu and leaky_relu")
+
+
+def _check_shapes(layers) -> tuple[int, int]:
+    if not layers:
+        raise InputError("a network needs at least one layer")
+    n = len(layers[0][0][0]) if layers[0][0] else 0
+    prev = n
+    for i, (W, b, _) in enumerate(layers):
+        if not W or len(W) != len(b) or any(len(r) != prev for r in W):
+            raise InputError(f"layer {i}: W must be {len(b)} x {prev} with {len(b)} biases")
+        prev = len(W)
+    if n == 0:
+        raise InputError("the network has input dimension 0")
+    return n, prev
+
+
+# ----------------------------------------------------------------------------------------------
+# modular arithmetic in numpy (residues < 2^31, products < 2^62)
+# ----------------------------------------------------------------------------------------------
+
+
+def _mod(v: fmpq, p: int) -> int:
+    q = int(v.q)
+    if q % p == 0:
+        raise ZeroDivisionError
+    return int(v.p) * pow(q, -1, p) % p
+
+
+def _mm(A, B, p: int):
+    """``A @ B mod p`` for int64 residue arrays (B split into 16-bit halves: no overflow)."""
+    hi, lo = B >> 16, B & 0xFFFF
+    return ((A @ hi) % p * 65536 + (A @ lo) % p) % p
+
+
+# ----------------------------------------------------------------------------------------------
+# sample points
+# ----------------------------------------------------------------------------------------------
+
+
+def _exact_forward(layers, X):
+    """Exact pre-activations at the points ``X`` (columns): per activated layer the sign matrix
+    (+1 / -1), or None when some pre-activation is 0; returns ``(signs per layer, bad point set)``."""
+    n = len(X[0])
+    N = len(X)
+    H = fmpq_mat(n, N, [X[j][i] for i in range(n) for j in range(N)])
+    signs = []
+    bad = set()
+    for W, b, a in layers:
+        Wm = fmpq_mat(len(W), len(W[0]), [x for r in W for x in r])
+        Z = Wm * H
+        rows, cols = Z.nrows(), Z.ncols()
+        S = [[0] * cols for _ in range(rows)]
+        vals = []
+        for i in range(rows):
+            bi = b[i]
+            for j in range(cols):
+                z = Z[i, j] + bi
+                if a is not None:
+                    if z == 0:
+                        bad.add(j)
+                        S[i][j] = 0
+                        vals.append(_ZERO)
+                        continue
+                    if z > 0:
+                        S[i][j] = 1
+                    else:
+                        S[i][j] = -1
+                        z = z * a
+                vals.append(z)
+        signs.append(S if a is not None else None)
+        H = fmpq_mat(rows, cols, vals)
+    return signs, bad
+
+
+def _random_points(n: int, N: int, rng: random.Random, scale: int = 3) -> list:
+    out = []
+    for _ in range(N):
+        d = rng.randint(1, 9)
+        out.append([fmpq(rng.randint(-scale * 9 * d, scale * 9 * d), 9 * d) for _ in range(n)])
+    return out
+
+
+def _region_points(layers01, limit: int, deadline=None):
+    """``n + 1`` affinely independent rational points in every open linear region (their
+    pattern is the region's: each step keeps every region inequality strict)."""
+    from .regions import linear_regions
+
+    pts = []
+    count = 0
+    for region in linear_regions(layers01, limit=limit):
+        count += 1
+        if deadline is not None and count % 64 == 0:
+            deadline.check(f"sampling linear regions ({count} so far)")
+        x0 = list(region.point)
+        n = len(x0)
+        pts.append(x0)
+        slack = [(sum((a * x for a, x in zip(aa, x0)), _ZERO) + c, aa) for aa, c in region.inequalities]
+        for k in range(n):
+            eps = fmpq(1)
+            for s, aa in slack:
+                if aa[k] != 0:
+                    e = s / (2 * abs(aa[k]))
+                    if e < eps:
+                        eps = e
+            x = list(x0)
+            x[k] = x[k] + eps
+            pts.append(x)
+    return pts, count
+
+
+# ----------------------------------------------------------------------------------------------
+# the Jacobian mod p
+# ----------------------------------------------------------------------------------------------
+
+
+def _param_offsets(layers) -> list:
+    offs, k = [], 0
+    for W, b, _ in layers:
+        offs.append(k)
+        k += len(W) * len(W[0]) + len(b)
+    return offs + [k]
+
+
+def _jacobian_mod(layers, X, signs, p: int):
+    """The stacked Jacobian ``(N m) x P`` mod p (numpy int64) at the points ``X``."""
+    import numpy as np
+
+    N = len(X)
+    n = len(X[0])
+    Wp = [np.array([[_mod(x, p) for x in r] for r in W], dtype=np.int64) for W, _, _ in layers]
+    bp = [np.array([_mod(x, p) for x in b], dtype=np.int64) for _, b, _ in layers]
+    Hs = [np.array([[_mod(x, p) for x in pt] for pt in X], dtype=np.int64)]  # N x n_{l}
+    Ds = []
+    for li, (W, b, a) in enumerate(layers):
+        Z = (_mm(Hs[-1], Wp[li].T.copy(), p) + bp[li][None, :]) % p  # N x n_l
+        if a is None:
+            D = None
+            H = Z
+        else:
+            S = np.array(signs[li], dtype=np.int64).T  # N x n_l, entries +-1
+            D = np.where(S > 0, 1, _mod(a, p)).astype(np.int64)
+            H = Z * D % p
+        Ds.append(D)
+        Hs.append(H)
+    m = len(layers[-1][0])
+    L = len(layers)
+    # G_l : N x m x n_l, sensitivity of the output to z_l
+    G = np.zeros((N, m, m), dtype=np.int64)
+    G[:, np.arange(m), np.arange(m)] = 1
+    if Ds[-1] is not None:
+        G = G * Ds[-1][:, None, :] % p
+    P = _param_offsets(layers)[-1]
+    J = np.zeros((N, m, P), dtype=np.int64)
+    offs = _param_offsets(layers)
+    for li in range(L - 1, -1, -1):
+        nl, nprev = len(layers[li][0]), len(layers[li][0][0])
+        Hprev = Hs[li]  # N x nprev
+        blockW = G[:, :, :, None] * Hprev[:, None, None, :] % p  # N x m x nl x nprev
+        o = offs[li]
+        J[:, :, o:o + nl * nprev] = blockW.reshape(N, m, nl * nprev)
+        J[:, :, o + nl * nprev:o + nl * nprev + nl] = G
+        if li > 0:
+            G2 = _mm(G.reshape(N * m, nl), Wp[li], p).reshape(N, m, nprev)
+            Dprev = Ds[li - 1]
+            if Dprev is not None:
+                G2 = G2 * Dprev[:, None, :] % p
+            G = G2
+    return J.reshape(N * m, P)
+
+
+def _nmod(rows, ncols: int, p: int):
+    import numpy as np
+
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1, ncols)
+    return nmod_mat(rows.shape[0], ncols, [int(v) for v in rows.ravel()], p)
+
+
+def _rank_rows(rows, ncols: int, p: int) -> int:
+    if len(rows) == 0:
+        return 0
+    return _nmod(rows, ncols, p).rank()
+
+
+def _basis_rows(M, ncols: int, p: int):
+    """A row basis (numpy) of ``M`` mod p: the nonzero rows of its reduced echelon form."""
+    import numpy as np
+
+    if M.shape[0] == 0:
+        return M
+    R, r = _nmod(M, ncols, p).rref()
+    return np.array([[int(R[i, j]) for j in range(ncols)] for i in range(r)], dtype=np.int64).reshape(r, ncols)
+
+
+# ----------------------------------------------------------------------------------------------
+# symmetry directions and the explanation of a shortfall
+# ----------------------------------------------------------------------------------------------
+
+
+def _hidden(layers) -> list:
+    """The hidden neurons: those of activated layers before the last (an activated output layer
+    has no rescaling symmetry: its outputs are observed)."""
+    return [(li, i) for li, (W, _, a) in enumerate(layers[:-1]) if a is not None for i in range(len(W))]
+
+
+def _scaling_direction(layers, offs, li, i, P):
+    """The tangent of the positive rescaling of neuron (li, i): + its incoming row and bias, - its
+    outgoing column (none for an activated output layer)."""
+    v = [_ZERO] * P
+    W, b, _ = layers[li]
+    nprev = len(W[0])
+    o = offs[li]
+    for j in range(nprev):
+        v[o + i * nprev + j] = W[i][j]
+    v[o + len(W) * nprev + i] = b[i]
+    if li + 1 < len(layers):
+        W2 = layers[li + 1][0]
+        o2 = offs[li + 1]
+        for k in range(len(W2)):
+            v[o2 + k * len(W) + i] -= W2[k][i]
+    return v
+
+
+def _explain(layers, offs, signs, P, regions_sampled: bool) -> tuple[list, list]:
+    """Kernel directions of J on the sample with a proven reason: ``(causes, vectors)``."""
+    causes, vecs = [], []
+    L = len(layers)
+    where = "on all of R^n (every linear region sampled)" if regions_sampled else "at every sample point"
+    for li, (W, b, a) in enumerate(layers):
+        if a is None:
+            continue
+        nprev = len(W[0])
+        o = offs[li]
+        nxt = layers[li + 1][0] if li + 1 < L else None
+        dead, side = [], {}
+        for i, row in enumerate(signs[li]):
+            s = set(row)
+            if len(s) == 1:
+                side[i] = s.pop()
+                if side[i] < 0 and a == 0:
+                    dead.append(i)
+        for i in dead:
+            d = []
+            for j in range(nprev):
+                d.append(o + i * nprev + j)
+            d.append(o + len(W) * nprev + i)
+            if nxt is not None:
+                d += [offs[li + 1] + k * len(W) + i for k in range(len(nxt))]
+            for c in d:
+                v = [_ZERO] * P
+                v[c] = fmpq(1)
+                vecs.append(v)
+            causes.append({"cause": "inactive", "layer": li + 1, "neuron": i + 1,
+                           "text": f"neuron {i + 1} of hidden layer {li + 1} is inactive {where}"})
+        # groups of neurons on one fixed (non-zero-slope) side: linear on the sample, GL acts
+        lin = [i for i, s in side.items() if not (s < 0 and a == 0)]
+        if len(lin) >= 2 and nxt is not None:
+            for r in lin:
+                for c in lin:
+                    if r == c:
+                        continue
+                    # A = E_rc: delta W_l[r,:] = W_l[c,:], delta b_r = b_c,
+                    # delta W_{l+1}[:, S] = -W_{l+1}[:, S] D A D^-1: column c gets -W_{l+1}[:, r] d_r / d_c
+                    v = [_ZERO] * P
+                    for j in range(nprev):
+                        v[o + r * nprev + j] = W[c][j]
+                    v[o + len(W) * nprev + r] = b[c]
+                    dr = fmpq(1) if side[r] > 0 else a
+                    dc = fmpq(1) if side[c] > 0 else a
+                    for k in range(len(nxt)):
+                        v[offs[li + 1] + k * len(W) + c] -= nxt[k][r] * dr / dc
+                    vecs.append(v)
+            causes.append({"cause": "linear", "layer": li + 1, "neurons": [i + 1 for i in lin],
+                           "text": f"neurons {[i + 1 for i in lin]} of hidden layer {li + 1} stay on one side "
+                                   f"{where}: they act linearly and GL({len(lin)}) mixes them"})
+        # clones: (w_j, b_j) = c (w_i, b_i) with c > 0
+        if nxt is not None:
+            seen = {}
+            for i, row in enumerate(W):
+                vec = list(row) + [b[i]]
+                first = next((x for x in vec if x != 0), None)
+                if first is None:
+                    continue
+                key = tuple(x / abs(first) for x in vec)
+                if key in seen:
+                    i0 = seen[key]
+                    c = abs(first) / abs(next(x for x in list(W[i0]) + [b[i0]] if x != 0))
+                    if i0 in dead or i in dead:
+                        continue
+                    for k in range(len(nxt)):
+                        v = [_ZERO] * P
+                        v[offs[li + 1] + k * len(W) + i0] = c
+                        v[offs[li + 1] + k * len(W) + i] = fmpq(-1)
+                        vecs.append(v)
+                    # the outgoing columns parallel (col_i = lam col_i0): the incoming rows trade too,
+                    # since G_l[:, i] = lam G_l[:, i0] at every point (same side: c > 0)
+                    col0 = [nxt[k][i0] for k in range(len(nxt))]
+                    col1 = [nxt[k][i] for k in range(len(nxt))]
+                    k0 = next((k for k, x in enumerate(col0) if x != 0), None)
+                    if k0 is not None and all(col1[k] * col0[k0] == col0[k] * col1[k0] for k in range(len(nxt))):
+                        lam = col1[k0] / col0[k0]
+                        for j in range(nprev + 1):
+                            v = [_ZERO] * P
+                            c0 = o + i0 * nprev + j if j < nprev else o + len(W) * nprev + i0
+                            c1 = o + i * nprev + j if j < nprev else o + len(W) * nprev + i
+                            v[c0] = lam
+                            v[c1] = fmpq(-1)
+                            vecs.append(v)
+                    causes.append({"cause": "clone", "layer": li + 1, "neurons": [i0 + 1, i + 1],
+                                   "text": f"neurons {i0 + 1} and {i + 1} of hidden layer {li + 1} are clones "
+                                           f"((w, b) proportional with factor {c} > 0)"})
+                else:
+                    seen[key] = i
+    return causes, vecs
+
+
+# ----------------------------------------------------------------------------------------------
+# the public function
+# ----------------------------------------------------------------------------------------------
+
+
+def _layers01(layers):
+    """The layers for the region enumeration: bool for ReLU, the slope for a leaky ReLU."""
+    return [(W, b, False if a is None else (True if a == 0 else a)) for W, b, a in layers]
+
+
+def relu_functional_dimension(model, *, sample: str = "auto", points: int | None = None, seed: int = 0,
+                              region_limit: int = 2000, max_params: int = MAX_PARAMS,
+                              max_entries: int = MAX_ENTRIES, deadline=None) -> ReluFunctionalDimension:
+    """The functional dimension of a ReLU / leaky ReLU network at theta, exactly (module docstring).
+
+    Parameters
+    ----------
+    model : Model or list of (W, b, relu or slope)
+        The network at a rational theta.
+    sample : {"auto", "random", "regions"}
+        Where the Jacobian is taken (module docstring): ``"auto"`` takes random points, then (when
+        the bound is missed and the input dimension is at most 4) every linear region.
+    points : int, optional
+        Number of random points per batch (default: enough rows for ``#params`` plus a margin).
+    seed : int
+        Seed of the random points.
+    region_limit : int
+        At most this many linear regions are enumerated (past it ``"auto"`` keeps the random
+        sample; ``"regions"`` raises :class:`~symeq.relu.regions.RegionLimitExceeded`).
+    max_params, max_entries : int
+        The size guard, checked before any work: parameters, and entries of the Jacobian.
+    deadline : :class:`~symeq.budget.Deadline`, optional
+        Checked between the steps.
+
+    Returns
+    -------
+    ReluFunctionalDimension
+
+    Raises
+    ------
+    LimitExceeded
+        Past the size guard (before any work).
+    InputError
+        A layer that is not dense with a positively homogeneous piecewise-linear activation, or
+        a theta at which every sampled point has a zero hidden pre-activation (then theta ->
+        f_theta(x) is not differentiable and the functional dimension is not defined).
+    """
+    import numpy as np
+
+    from ..errors import RegionLimit
+    from ..sizes import check_memory
+
+    if sample not in ("auto", "random", "regions"):
+        raise InputError(f"sample must be auto, random or regions, got {sample!r}")
+    layers = network_slopes(model)
+    n, m = _check_shapes(layers)
+    layers, zero = _prune_zero_neurons(layers)
+    offs = _param_offsets(layers)
+    P = offs[-1]
+    if P > max_params:
+        raise LimitExceeded(limit="parameters", value=P, maximum=max_params, option="max_params",
+                            what="exact ReLU functional dimension")
+    hidden = _hidden(layers)
+    N = points if points is not None else -(-P // m) + 4
+    if N < 1:
+        raise InputError("points must be at least 1")
+    if 2 * N * m * P > max_entries:
+        raise LimitExceeded(limit="Jacobian entries", value=2 * N * m * P, maximum=max_entries,
+                            option="max_entries", what="exact ReLU functional dimension")
+    check_memory(2 * N * m * P * 120, "exact ReLU functional dimension (the Jacobian mod p)")
+
+    def check(what):
+        if deadline is not None:
+            deadline.check(what)
+
+    T = [_scaling_direction(layers, offs, li, i, P) for li, i in hidden]
+    for p in PRIMES:
+        try:
+            _mod_all(layers, T, p)
+        except ZeroDivisionError:
+            continue
+        break
+    else:
+        raise InputError(f"every prime of {PRIMES} divides a denominator of theta")
+    Tm = _rows_mod(T, p, P)
+    dimT = _rank_rows(Tm, P, p)
+    bound = P - dimT
+    rng = random.Random(f"symeq-relu-fdim:{seed}")
+
+    def jac(X):
+        """(kept points, their signs, J mod p, number of points dropped)."""
+        signs, bad = _exact_forward(layers, X)
+        keep = [j for j in range(len(X)) if j not in bad]
+        X = [X[j] for j in keep]
+        signs = [None if S is None else [[row[j] for j in keep] for row in S] for S in signs]
+        if not X:
+            return X, signs, np.zeros((0, P), dtype=np.int64), len(bad)
+        try:
+            return X, signs, _jacobian_mod(layers, X, signs, p), len(bad)
+        except ZeroDivisionError:  # pragma: no cover - points have denominators 9 d, d <= 9
+            raise InputError(f"a sample point's denominator is divisible by {p}") from None
+
+    # random points: one batch, and a second, wider one when the first misses the bound
+    best = None
+    mode = "random"
+    nregions = None
+    if sample in ("auto", "random"):
+        check("exact forward pass at the random sample points")
+        X, signs, J, skipped = jac(_random_points(n, N, rng))
+        rank = _rank_rows(J, P, p)
+        if rank < bound:
+            check("a second batch of random points")
+            X2, signs2, J2, sk2 = jac(_random_points(n, N, rng, scale=12))
+            X = X + X2
+            signs = [None if a is None else [r1 + r2 for r1, r2 in zip(a, b)] for a, b in zip(signs, signs2)]
+            J = np.vstack([J, J2])
+            skipped += sk2
+            rank = _rank_rows(J, P, p)
+        if X:
+            best = (X, signs, J, rank, skipped)
+    if sample == "regions" or (sample == "auto" and (best is None or best[3] < bound) and n <= 4):
+        check("enumerating the linear regions")
+        try:
+            Xr, nreg = _region_points(_layers01(layers), region_limit, deadline)
+        except RegionLimit:
+            if sample == "regions" or best is None:
+                raise
+            Xr = None
+        if Xr is not None and len(Xr) * m * P > max_entries:
+            if sample == "regions" or best is None:
+                raise LimitExceeded(limit="Jacobian entries", value=len(Xr) * m * P, maximum=max_entries,
+                                    option="max_entries", what="exact ReLU functional dimension (every region)")
+            Xr = None
+        if Xr is not None:
+            X, signs, J, skipped = jac(Xr)
+            check("rank of the Jacobian mod p on every region")
+            rank = _rank_rows(J, P, p)
+            if X and (best is None or rank >= best[3]):
+                best = (X, signs, J, rank, skipped)
+                mode, nregions = "regions", nreg
+    if best is None:
+        raise InputError("every sampled point has a hidden pre-activation equal to 0 (e.g. a neuron with zero "
+                         "incoming weights and bias): theta -> f_theta(x) is not differentiable there, so the "
+                         "functional dimension is not defined at this theta")
+    X, signs, J, rank, skipped = best
+    # points dropped in a region enumeration lie in regions where some pre-activation is
+    # constant 0: theta -> f_theta(x) is differentiable at no point of them, so they add nothing
+    regions_sampled = mode == "regions"
+    exact = rank == bound
+    if not exact and J.shape[0] * P <= EXACT_Q_ENTRIES:
+        check("rank of the Jacobian over Q")
+        rank = max(rank, _rank_over_q(layers, X, signs))
+        exact = rank == bound or regions_sampled
+    reduced = _reduced(layers, offs, hidden, J, P, p)
+    shortfall = {"size": bound - rank}
+    if rank < bound:
+        causes, E = _explain(layers, offs, signs, P, regions_sampled)
+        dimTE = dimT
+        if E:
+            Em = _rows_mod(E, p, P)
+            # every explaining direction is in the kernel on the sample: checked, not assumed
+            if np.any(_mm(J, Em.T.copy(), p)):  # pragma: no cover - an internal error, never hidden
+                raise RuntimeError("internal error: an explaining direction is not in the Jacobian's kernel")
+            dimTE = _rank_rows(np.vstack([Tm, Em]), P, p)
+        explained = dimTE - dimT
+        full = rank == P - dimTE
+        shortfall.update(causes=causes, explained=explained, unexplained=bound - rank - explained,
+                         fully_explained=full)
+        if full and regions_sampled:
+            exact = True  # rank_p <= rank_Q <= P - dim(T + E) <= P - rank_p(T + E) = rank_p
+    return ReluFunctionalDimension(rank=rank, exact=bool(exact), params=P, orbit_dim=dimT, bound=bound,
+                                   hidden=len(hidden), points=len(X), sample=mode, prime=p, regions=nregions,
+                                   reduced=reduced, shortfall=shortfall, skipped=skipped, zero_neurons=zero)
+
+
+def _prune_zero_neurons(layers):
+    """Remove hidden neurons with zero incoming weights and zero bias (repeatedly).
+
+    Their pre-activation is 0 at every input, where theta -> f_theta(x) is not differentiable, and
+    their output sigma(0) = 0 never reaches the next layer: removing them keeps the function.
+    Returns ``(layers, removed)`` with ``removed`` a list of ``(hidden layer, neuron)`` (1-based,
+    original numbering)."""
+    layers = [([list(r) for r in W], list(b), a) for W, b, a in layers]
+    names = [list(range(1, len(W) + 1)) for W, _, _ in layers]
+    removed = []
+    changed = True
+    while changed:
+        changed = False
+        for li in range(len(layers) - 1):
+            W, b, a = layers[li]
+            if a is None:
+                continue
+            zero = [i for i in range(len(W)) if b[i] == 0 and not any(W[i])]
+            if not zero or len(zero) == len(W):
+                continue  # a layer is never emptied: the network keeps its depth
+            keep = [i for i in range(len(W)) if i not in zero]
+            removed += [(li + 1, names[li][i]) for i in zero]
+            names[li] = [names[li][i] for i in keep]
+            layers[li] = ([W[i] for i in keep], [b[i] for i in keep], a)
+            W2, b2, a2 = layers[li + 1]
+            layers[li + 1] = ([[r[i] for i in keep] for r in W2], b2, a2)
+            changed = True
+    return layers, sorted(removed)
+
+
+def _mod_all(layers, T, p) -> None:
+    """Raise ZeroDivisionError when p divides a denominator of theta."""
+    for W, b, a in layers:
+        for r in W:
+            for x in r:
+                _mod(x, p)
+        for x in b:
+            _mod(x, p)
+        if a is not None:
+            _mod(a, p)
+
+
+def _rows_mod(rows, p, P):
+    import numpy as np
+
+    return np.array([[_mod(x, p) for x in v] for v in rows], dtype=np.int64).reshape(len(rows), P)
+
+
+def _rank_over_q(layers, X, signs) -> int:
+    """The rank over Q of the stacked Jacobian (small matrices only)."""
+    rows = []
+    for j, x in enumerate(X):
+        rows += _jacobian_q(layers, x, [None if S is None else [r[j] for r in S] for S in signs])
+    if not rows:
+        return 0
+    return fmpq_mat(len(rows), len(rows[0]), [v for r in rows for v in r]).rank()
+
+
+def _jacobian_q(layers, x, sg) -> list:
+    """The exact Jacobian (m rows of fmpq) at one point with its sign pattern ``sg``."""
+    hs = [list(x)]
+    ds = []
+    for (W, b, a), s in zip(layers, sg):
+        z = [sum((w * h for w, h in zip(r, hs[-1])), _ZERO) + bi for r, bi in zip(W, b)]
+        if a is None:
+            d = None
+        else:
+            d = [fmpq(1) if t > 0 else a for t in s]
+            z = [zi * di for zi, di in zip(z, d)]
+        ds.append(d)
+        hs.append(z)
+    m = len(layers[-1][0])
+    G = [[fmpq(1) if i == k else _ZERO for i in range(m)] for k in range(m)]
+    if ds[-1] is not None:
+        G = [[g * d for g, d in zip(row, ds[-1])] for row in G]
+    cols = []
+    for li in range(len(layers) - 1, -1, -1):
+        W = layers[li][0]
+        nl, nprev = len(W), len(W[0])
+        block = [[G[k][i] * hs[li][j] for i in range(nl) for j in range(nprev)] + [G[k][i] for i in range(nl)]
+                 for k in range(m)]
+        cols.insert(0, block)
+        if li > 0:
+            G2 = [[sum((G[k][i] * W[i][j] for i in range(nl)), _ZERO) for j in range(nprev)] for k in range(m)]
+            if ds[li - 1] is not None:
+                G2 = [[g * d for g, d in zip(row, ds[li - 1])] for row in G2]
+            G = G2
+    return [sum((blk[k] for blk in cols), []) for k in range(m)]
+
+
+def _reduced(layers, offs, hidden, J, P, p) -> dict:
+    """The reduced-Jacobian condition: one nonzero outgoing weight of each hidden neuron fixed."""
+    fixed = []
+    for li, i in hidden:
+        W2 = layers[li + 1][0]
+        k = next((k for k in range(len(W2)) if W2[k][i] != 0), None)
+        if k is None:
+            return {"holds": False, "reason": f"neuron {i + 1} of hidden layer {li + 1} has no nonzero outgoing "
+                                              "weight (degenerate: the condition does not apply)"}
+        fixed.append(offs[li + 1] + k * len(layers[li][0]) + i)
+    keep = [c for c in range(P) if c not in set(fixed)]
+    r = _rank_rows(J[:, keep], len(keep), p)
+    return {"holds": r == len(keep), "rank": r, "columns": len(keep),
+            "fixed": len(fixed), "condition": "Bona-Pellissier, Bachoc, Malgouyres 2022: one nonzero outgoing weight "
+                                              "per hidden neuron fixed, the reduced Jacobian has full column rank"}
