@@ -83,7 +83,7 @@ def perm_of(M) -> list[int] | None:
 
 
 def test_conv_shape_matches_torch_index_map():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]' (or pip install torch==2.13.0)")
     rng = np.random.default_rng(0)
     for stride, pad in ((1, 0), (1, 1), (2, 1), (2, 0)):
         conv = torch.nn.Conv2d(2, 3, (3, 2), stride=stride, padding=pad, bias=False).double()
@@ -121,7 +121,7 @@ def _torch_net(torch, k1, k2, lin):
 
 
 def test_torch_c4_conv_net_numeric_check_recovers_regular_representation(tmp_path, capsys):
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]' (or pip install torch==2.13.0)")
     from symeq.numeric.layerwise import derive_latent_actions_numeric
     from symeq.numeric.models import from_torch, save_npz
 

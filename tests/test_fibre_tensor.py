@@ -112,7 +112,7 @@ def test_verify_identifiability_weak_via_tensor_on_reduced_model():
 
 
 def test_torch_rounded_weights():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]' (or pip install torch==2.13.0)")
     torch.manual_seed(0)
     lin1, lin2 = torch.nn.Linear(5, 5), torch.nn.Linear(5, 3)
     rnd = lambda x: [[Fraction(round(float(v) * 8), 8) for v in row] for row in x]  # noqa: E731

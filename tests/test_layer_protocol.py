@@ -155,7 +155,7 @@ def test_every_float_layer_satisfies_the_float_protocol():
 
 
 def test_torch_conv_net_reads_into_dense_layers():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]' (or pip install torch==2.13.0)")
     from symeq.numeric.models import from_torch
 
     net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.Tanh(),
@@ -435,7 +435,7 @@ def test_dense_match_action_affine_sign_flips_carry_offsets():
 
 
 def test_float_dense_match_action_agrees_with_the_exact_one_on_a_torch_layer():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]' (or pip install torch==2.13.0)")
     from symeq.numeric.models import from_torch
 
     exact = _shared_dense(tanh_series(3))

@@ -167,7 +167,7 @@ def test_torch_sigmoid_network_with_flipped_neurons():
     hidden neurons flipped (z -> -z, so y -> 1 - y, which the next bias absorbs), as training or
     a re-parametrisation may leave it.  The numeric path finds the affine actions; a perturbed
     copy is not within tolerance."""
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]' (or pip install torch==2.13.0)")
     from symeq.numeric import from_torch
 
     rng = np.random.default_rng(3)

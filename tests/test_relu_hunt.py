@@ -267,7 +267,7 @@ def test_process_pool_gives_the_same_records(tmp_path):
 
 
 def test_dask_cluster_gives_the_same_records(tmp_path):
-    distributed = pytest.importorskip("distributed")
+    distributed = pytest.importorskip("distributed", reason="needs dask.distributed: pip install 'symeq[distributed]'")
     a, b = tmp_path / "pool.jsonl", tmp_path / "dask.jsonl"
     c, d = tmp_path / "deep.jsonl", tmp_path / "deep-dask.jsonl"
     hunt("2,4,2", "rot3", a, budget=40, workers=2, batch=16)
