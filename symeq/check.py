@@ -1443,6 +1443,8 @@ def check_identifiability(cert: dict, model: dict) -> CheckReport:
     R! times the product.  ``not-identifiable``: the witness solves every per-neuron equation, is
     not a latent scaling, and its neuron has no clone and is not dead.
     """
+    if isinstance(cert, dict) and cert.get("method") in CLASSICAL_METHODS:  # real tanh/sigmoid nets (below)
+        return check_classical(cert, model)
     n_in, layers, _ = _model(model)
     verdict = _dict(cert, "certificate").get("verdict")
     report = CheckReport(None, str(verdict))
@@ -1932,6 +1934,739 @@ REAL_SYMMETRY_TABLE = {
     "elu": ((1, 0, 1, 0),),
     "leaky_relu": "positive",                    # positively homogeneous
 }
+
+
+# ----------------------------------------------------------------------------- classical theorems: Sussmann, Fefferman
+# Real tanh and logistic-sigmoid networks (docs/identifiability.md, "Real activations: Sussmann and
+# Fefferman").  The theorems (Sussmann 1992, Fefferman 1994) are the trusted part.  The checker
+# re-reads the model on its own (dense layers and activation names only), recomputes every condition
+# with Fractions, and checks a Sussmann witness theta' by exact identities: the formal sums
+# b_2 + sum_j v_j sigma(w_j x + b_j) of theta and theta' are equal after tanh(-t) = -tanh(t) or
+# s(-t) = 1 - s(t), tanh(0) = 0 and s(0) = 1/2, so f_theta' = f_theta; and theta' is outside the
+# orbit because the multisets of the units' (w, b, v) up to sign differ (every signed permutation
+# and every affine flip keeps them).
+
+from math import factorial  # noqa: E402 - kept with this section (standard library)
+
+CLASSICAL_METHODS = ("sussmann", "fefferman")
+#: the activations with a theorem, and the group of theta's orbit
+CLASSICAL_GROUPS = {"tanh": "signed permutations", "sigmoid": "affine flips"}
+#: the conditions, in certificate order (symeq.fibre.classical writes these statements)
+CLASSICAL_STATEMENTS = {
+    "R1": "no hidden unit has all its outgoing weights zero",
+    "R2": "no hidden unit has all its incoming weights zero",
+    "R3": "no two hidden units have (w, b) = +-(w', b')",
+    "F1": "every bias is nonzero",
+    "F2": "the biases of a layer have pairwise distinct absolute values",
+    "F3": "every weight is nonzero",
+    "F4": "two weights leaving the same node: reduced ratio P/Q with Q > 100 D and |P| > 100 D, "
+          "D = max(D_{l-1}, D_l)",
+}
+CLASSICAL_CONDITIONS = {"sussmann": ("R1", "R2", "R3"), "fefferman": ("F1", "F2", "F3", "F4")}
+_CLASSICAL_COMMON = ("format", "method", "verdict", "activation", "widths", "layers_sha256", "conditions", "group")
+CLASSICAL_CERT_KEYS = {
+    "sussmann": (_CLASSICAL_COMMON + ("orbit_size", "orbit_formula", "witness"), _CLASSICAL_COMMON),
+    "fefferman": (_CLASSICAL_COMMON + ("orbit_size", "orbit_formula"),
+                  _CLASSICAL_COMMON + ("orbit_size", "orbit_formula")),
+}
+CONDITION_KEYS = (("name", "statement", "holds", "count", "failing"), ("name", "statement", "holds", "count", "failing"))
+WITNESS_KEYS = (("condition", "units", "sign", "changes", "output_bias_terms"),
+                ("condition", "units", "sign", "changes", "output_bias_terms"))
+CHANGE_KEYS = (("layer", "param", "index", "value"), ("layer", "param", "index", "value"))
+TERM_KEYS = (("coefficient", "at"), ("coefficient", "at"))
+#: failing entries a certificate lists per condition (the count is complete)
+CLASSICAL_LISTED = 20
+#: pairs of weights the checker examines for F4, and orbit sizes written out (bits)
+MAX_CLASSICAL_PAIRS = 5_000_000
+CLASSICAL_ORBIT_BITS = 3300
+
+
+def _classical_layers(model) -> tuple[int, list]:
+    """(n_in, [(W, b, activation name or None)]) of a model file's dense layers, read here."""
+    check_keys(_dict(model, "model"), "model", *MODEL_KEYS)
+    if model.get("format") != MODEL_FORMAT:
+        raise CheckError(f"model: format must be {MODEL_FORMAT!r}, got {_short(model.get('format'))}")
+    n_in = _count(model.get("input_dim"), "model input_dim", 1)
+    specs = model.get("layers")
+    if not isinstance(specs, list) or not specs:
+        raise CheckError("model: 'layers' must be a non-empty list")
+    out, width = [], n_in
+    for i, spec in enumerate(specs):
+        at = f"model.layers[{i}]"
+        if _dict(spec, at).get("type") != "dense":
+            raise CheckError(f"{at}: the classical theorems read dense layers only, got {_short(spec.get('type'))}")
+        check_keys(spec, at, *DENSE_KEYS)
+        W = _matrix(spec.get("weight"), f"{at} weight", cols=width)
+        width = len(W)
+        b = spec.get("bias")
+        b = (Fraction(0),) * width if b is None else _vector(b, f"{at} bias", width)
+        act = spec.get("activation")
+        if act is not None:
+            name = _dict(act, f"{at}.activation").get("type")
+            if name in CLASSICAL_GROUPS:
+                check_keys(act, f"{at}.activation", ("type",), ("type",))
+            else:  # kept by its full description: the certificate is then refused, not misread
+                name = json.dumps(act, sort_keys=True)
+            act = name
+        out.append((W, b, act))
+    return n_in, out
+
+
+def classical_digest(layers_json, input_dim: int) -> str:
+    """SHA-256 of a model's dense layers as the classical checker reads them (``layers_sha256``).
+
+    >>> a = classical_digest([{"type": "dense", "weight": [["1/2"]], "bias": None, "activation": {"type": "tanh"}},
+    ...                       {"type": "dense", "weight": [[1]], "bias": [0], "activation": None}], 1)
+    >>> a == classical_digest([{"type": "dense", "weight": [["0.5"]], "bias": [0], "activation": {"type": "tanh"}},
+    ...                        {"type": "dense", "weight": [[1]], "bias": None, "activation": None}], 1)
+    True
+    """
+    _, layers = _classical_layers({"format": MODEL_FORMAT, "input_dim": input_dim, "layers": layers_json})
+    canon = tuple((tuple(tuple(str(x) for x in r) for r in W), tuple(str(x) for x in b), a) for W, b, a in layers)
+    return hashlib.sha256(repr(canon).encode()).hexdigest()
+
+
+def _sign_class(vec) -> tuple[tuple, int]:
+    """(vec with its first nonzero entry made positive, the sign used)."""
+    for x in vec:
+        if x != 0:
+            return (tuple(vec), 1) if x > 0 else (tuple(-y for y in vec), -1)
+    return tuple(vec), 1
+
+
+def _sussmann_failures(W1, b1, W2) -> dict:
+    n, m = len(W1), len(W2)
+    first, r3 = {}, []
+    for j in range(n):
+        key, s = _sign_class(tuple(W1[j]) + (b1[j],))
+        if key in first:
+            r3.append([first[key][0], j, s * first[key][1]])
+        else:
+            first[key] = (j, s)
+    return {"R1": [j for j in range(n) if all(W2[i][j] == 0 for i in range(m))],
+            "R2": [j for j in range(n) if all(x == 0 for x in W1[j])], "R3": r3}
+
+
+def _sigmoid_as_tanh(layers) -> list:
+    """The tanh form of a logistic-sigmoid net (s(t) = (1 + tanh(t/2))/2, y_l = z_l / 2)."""
+    L, out = len(layers), []
+    for l, (W, b) in enumerate(layers, 1):
+        h = [sum(row, Fraction(0)) / 2 for row in W]
+        if l == 1:
+            out.append(([[x / 2 for x in r] for r in W], [x / 2 for x in b]))
+        elif l < L:
+            out.append(([[x / 4 for x in r] for r in W], [(x + y) / 2 for x, y in zip(b, h)]))
+        else:
+            out.append(([[x / 2 for x in r] for r in W], [x + y for x, y in zip(b, h)]))
+    return out
+
+
+def _fefferman_failures(layers, n_in: int) -> dict:
+    widths = [n_in] + [len(W) for W, _ in layers]
+    f = {"F1": [], "F2": [], "F3": [], "F4": []}
+    for l, (W, b) in enumerate(layers, 1):
+        bound = 100 * max(widths[l - 1], widths[l])
+        f["F1"] += [[l, j] for j, x in enumerate(b) if x == 0]
+        seen = {}
+        for j, x in enumerate(b):
+            if abs(x) in seen:
+                f["F2"].append([l, seen[abs(x)], j])
+            else:
+                seen[abs(x)] = j
+        f["F3"] += [[l, j, k] for j, row in enumerate(W) for k, x in enumerate(row) if x == 0]
+        for k in range(widths[l - 1]):
+            col = [row[k] for row in W]
+            for j in range(len(col)):
+                for j2 in range(j + 1, len(col)):
+                    if col[j] != 0 and col[j2] != 0:
+                        r = col[j] / col[j2]
+                        if r.denominator <= bound or abs(r.numerator) <= bound:
+                            f["F4"].append([l, k, j, j2, r.numerator, r.denominator])
+    return f
+
+
+def _check_conditions(report: CheckReport, cert: dict, method: str, failures: dict) -> None:
+    conds = cert.get("conditions")
+    names = CLASSICAL_CONDITIONS[method]
+    if not isinstance(conds, list) or len(conds) != len(names):
+        report.reasons.append(f"conditions must list {', '.join(names)}")
+        return
+    for i, (c, name) in enumerate(zip(conds, names)):
+        check_keys(_dict(c, f"conditions[{i}]"), f"certificate.conditions[{i}]", *CONDITION_KEYS)
+        fails = failures[name]
+        if c.get("name") != name or c.get("statement") != CLASSICAL_STATEMENTS[name]:
+            report.reasons.append(f"conditions[{i}] must be {name}: {CLASSICAL_STATEMENTS[name]}")
+        elif c.get("holds") is not (not fails) or c.get("count") != len(fails) or isinstance(c.get("count"), bool):
+            report.reasons.append(f"{name}: the model has {len(fails)} failing entr{'y' if len(fails) == 1 else 'ies'} "
+                                  f"(holds: {not fails}), the certificate says {_short(c.get('count'))} "
+                                  f"(holds: {_short(c.get('holds'))})")
+        elif c.get("failing") != fails[:CLASSICAL_LISTED]:
+            report.reasons.append(f"{name}: the failing entries listed are not the model's first "
+                                  f"{min(len(fails), CLASSICAL_LISTED)}")
+        else:
+            report.checks.append(f"{name} ({CLASSICAL_STATEMENTS[name]}): "
+                                 + ("holds" if not fails else f"fails ({len(fails)})"))
+
+
+def _check_orbit(report: CheckReport, cert: dict, hidden: list) -> None:
+    size = 1
+    for w in hidden:
+        size *= 2 ** w * factorial(w)
+    formula = " * ".join(f"2^{w} {w}!" for w in hidden)
+    written = str(size) if size.bit_length() < CLASSICAL_ORBIT_BITS else None
+    if cert.get("orbit_formula") != formula or cert.get("orbit_size") != written:
+        report.reasons.append(f"orbit size must be {formula}" + (f" = {written}" if written else ""))
+    else:
+        report.checks.append(f"orbit: {formula} points" + (f" = {written}" if written else ""))
+
+
+def _formal_sum(W1, b1, W2, b2, act: str, terms=()) -> dict:
+    """b_2 + sum_j v_j act(w_j x + b_j) + sum c act(a) as a formal sum (see the section comment)."""
+    m = len(b2)
+    out = {}
+
+    def add(key, vec, scale=1):
+        acc = out.setdefault(key, [Fraction(0)] * m)
+        for i in range(m):
+            acc[i] += scale * vec[i]
+
+    add((), b2)
+    units = [(tuple(W1[j]), b1[j], [W2[i][j] for i in range(m)]) for j in range(len(W1))]
+    for w, b, v in units + [(None, a, c) for c, a in terms]:
+        if w is None or not any(w):
+            if b == 0:
+                if act == "sigmoid":
+                    add((), v, Fraction(1, 2))
+                continue
+            key, s = ("c", abs(b)), (1 if b > 0 else -1)
+        else:
+            canon, s = _sign_class(w + (b,))
+            key = ("u", canon)
+        add(key, v, s if act == "tanh" else (1 if s == 1 else -1))
+        if act == "sigmoid" and s == -1:
+            add((), v)
+    return {k: tuple(c) for k, c in out.items() if k == () or any(c)}
+
+
+def _unit_multiset(W1, b1, W2) -> dict:
+    out = {}
+    for j in range(len(W1)):
+        key = _sign_class(tuple(W1[j]) + (b1[j],) + tuple(row[j] for row in W2))[0]
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def _check_sussmann_witness(report: CheckReport, wit, W1, b1, W2, b2, act: str, failures: dict) -> None:
+    check_keys(_dict(wit, "witness"), "certificate.witness", *WITNESS_KEYS)
+    cond, units, sign = wit.get("condition"), wit.get("units"), wit.get("sign")
+    n, m = len(W1), len(W2)
+    if not isinstance(units, list) or not all(_is_int(u) and 0 <= u < n for u in units):
+        report.reasons.append(f"witness units {_short(units)} are not hidden units 0..{n - 1}")
+        return
+    if cond in ("R1", "R2"):
+        ok = len(units) == 1 and units[0] in failures[cond] and sign is None
+        if ok and cond == "R2" and all(row[units[0]] == 0 for row in W2):
+            ok = False  # a constant unit without output weight is dead: the R1 witness applies
+    elif cond == "R3":
+        ok = (len(units) == 2 and units[0] != units[1] and sign in (1, -1) and not isinstance(sign, bool)
+              and all(sign * x == y for x, y in zip(tuple(W1[units[0]]) + (b1[units[0]],),
+                                                     tuple(W1[units[1]]) + (b1[units[1]],))))
+    else:
+        ok = False
+    if not ok:
+        report.reasons.append(f"witness: {_short(cond)} does not fail at units {_short(units)} (sign {_short(sign)})")
+        return
+    P = {(1, "weight"): [list(r) for r in W1], (1, "bias"): [list(b1)],
+         (2, "weight"): [list(r) for r in W2], (2, "bias"): [list(b2)]}
+    changes = wit.get("changes")
+    if not isinstance(changes, list):
+        raise CheckError("certificate.witness.changes: expected a list")
+    done = set()
+    for c, ch in enumerate(changes):
+        at = f"certificate.witness.changes[{c}]"
+        check_keys(_dict(ch, at), at, *CHANGE_KEYS)
+        target = P.get((ch.get("layer"), ch.get("param"))) if not isinstance(ch.get("layer"), bool) else None
+        idx = ch.get("index")
+        if target is None:
+            raise CheckError(f"{at}: layer must be 1 or 2 and param 'weight' or 'bias'")
+        want = 1 if ch["param"] == "bias" else 2
+        if not isinstance(idx, list) or len(idx) != want or not all(_is_int(i) for i in idx):
+            raise CheckError(f"{at}: index must be a list of {want} integer(s)")
+        r, col = (0, idx[0]) if want == 1 else (idx[0], idx[1])
+        if not (0 <= r < len(target) and 0 <= col < len(target[r])):
+            raise CheckError(f"{at}: index {idx} is outside the parameter")
+        value = parse_number(ch.get("value"), f"{at}.value")
+        where = (ch["layer"], ch["param"], r, col)
+        if where in done or value == target[r][col]:
+            report.reasons.append(f"witness: {at} changes nothing new (each entry of theta is changed at most once)")
+            return
+        done.add(where)
+        target[r][col] = value
+    terms = wit.get("output_bias_terms")
+    if not isinstance(terms, list):
+        raise CheckError("certificate.witness.output_bias_terms: expected a list")
+    parsed = []
+    for t, term in enumerate(terms):
+        at = f"certificate.witness.output_bias_terms[{t}]"
+        check_keys(_dict(term, at), at, *TERM_KEYS)
+        parsed.append((_vector(term.get("coefficient"), f"{at}.coefficient", m), parse_number(term.get("at"), f"{at}.at")))
+    W1p, b1p, W2p, b2p = P[(1, "weight")], P[(1, "bias")][0], P[(2, "weight")], P[(2, "bias")][0]
+    if _formal_sum(W1, b1, W2, b2, act) != _formal_sum(W1p, b1p, W2p, b2p, act, parsed):
+        report.reasons.append(f"witness: theta' does not have theta's function by the identities of {act}")
+        return
+    report.checks.append(f"witness: f_theta' = f_theta identically ({act} identities, {len(changes)} change(s), "
+                         f"{len(parsed)} constant(s) moved to the output bias)")
+    if _unit_multiset(W1, b1, W2) == _unit_multiset(W1p, b1p, W2p):
+        report.reasons.append("witness: theta' is not shown outside the orbit (its units equal theta's up to sign)")
+        return
+    report.checks.append(f"witness: theta' is outside the orbit (its units' (w, b, v) up to sign differ from theta's; "
+                         f"every one of the {CLASSICAL_GROUPS[act]} keeps them)")
+
+
+def check_classical(cert: dict, model: dict) -> CheckReport:
+    """Re-verify a ``symeq-identifiability/1`` certificate of method "sussmann" or "fefferman".
+
+    Sussmann (one hidden layer): R1-R3 recomputed; "identifiable" needs all three and the orbit
+    2^n n!; "not-identifiable" needs a failed condition and its witness theta', checked exactly
+    (same function by the activation's identities, outside the orbit).  Fefferman: F1-F4
+    recomputed on every layer (on the tanh form for the sigmoid); "identifiable" needs all four.
+    """
+    method = _dict(cert, "certificate").get("method")
+    if method not in CLASSICAL_METHODS:
+        raise CheckError(f"certificate: method must be one of {CLASSICAL_METHODS}, got {_short(method)}")
+    check_keys(cert, "certificate", *CLASSICAL_CERT_KEYS[method])
+    verdict = cert.get("verdict")
+    report = CheckReport(None, str(verdict))
+    allowed = ("identifiable", "not-identifiable") if method == "sussmann" else ("identifiable",)
+    if verdict not in allowed:
+        raise CheckError(f"certificate: a {method} certificate has verdict {' or '.join(allowed)}, got {_short(verdict)}")
+    n_in, layers = _classical_layers(model)
+    widths = [n_in] + [len(W) for W, _, _ in layers]
+    acts = {a for _, _, a in layers[:-1]}
+    act = next(iter(acts)) if len(acts) == 1 else None
+    if layers[-1][2] is not None or len(layers) < 2 or act not in CLASSICAL_GROUPS:
+        report.reasons.append("the classical theorems need hidden layers with one activation, tanh or sigmoid, "
+                              "and an affine output layer")
+    elif method == "sussmann" and len(layers) != 2:
+        report.reasons.append(f"Sussmann's theorem is about one hidden layer; the model has {len(layers) - 1}")
+    elif cert.get("activation") != act or cert.get("group") != CLASSICAL_GROUPS[act]:
+        report.reasons.append(f"activation/group {_short(cert.get('activation'))}/{_short(cert.get('group'))} differ "
+                              f"from the model's {act}/{CLASSICAL_GROUPS[act]}")
+    elif cert.get("widths") != widths:
+        report.reasons.append(f"certificate widths {_short(cert.get('widths'))} differ from the model's {widths}")
+    elif cert.get("layers_sha256") != classical_digest(model["layers"], n_in):
+        report.reasons.append(f"{PARAMS_DIFFER}: layers_sha256 is not the digest of the model's layers")
+    if report.reasons:
+        report.accepted = False
+        return report
+    report.checks.append(f"the model's layers: widths {widths}, {act} hidden layers (layers_sha256 matches)")
+    if method == "sussmann":
+        (W1, b1, _), (W2, b2, _) = layers
+        failures = _sussmann_failures(W1, b1, W2)
+    else:
+        pairs = sum(widths[l - 1] * widths[l] * (widths[l] - 1) // 2 for l in range(1, len(widths)))
+        if pairs > MAX_CLASSICAL_PAIRS:
+            raise CheckError(f"Fefferman's ratio condition: {pairs} pairs of weights exceed the checker's limit "
+                             f"{MAX_CLASSICAL_PAIRS}")
+        plain = [(W, b) for W, b, _ in layers]
+        failures = _fefferman_failures(_sigmoid_as_tanh(plain) if act == "sigmoid" else plain, n_in)
+        if act == "sigmoid":
+            report.checks.append("the conditions are read on the tanh form of the sigmoid net")
+    _check_conditions(report, cert, method, failures)
+    if report.reasons:
+        report.accepted = False
+        return report
+    irreducible = not any(failures.values())
+    if verdict == "identifiable":
+        if not irreducible:
+            report.reasons.append("verdict identifiable, but a condition fails")
+        elif cert.get("witness") is not None:
+            report.reasons.append("an identifiable certificate carries no witness")
+        else:
+            _check_orbit(report, cert, widths[1:-1])
+    elif irreducible:
+        report.reasons.append("verdict not-identifiable, but R1-R3 hold (irreducible: Sussmann says identifiable)")
+    elif "orbit_size" in cert or "orbit_formula" in cert:
+        report.reasons.append("a not-identifiable certificate states no orbit size")
+    else:
+        _check_sussmann_witness(report, cert.get("witness"), W1, b1, W2, b2, act, failures)
+    report.accepted = not report.reasons
+    return report
+
+
+@dataclass(frozen=True)
+class _Real:
+    """A real activation as the checker reads it: its name and its one parameter (or None)."""
+
+    name: str
+    param: object = None  # gelu: "tanh" or None; elu: alpha; leaky_relu: slope
+
+
+REAL_ACTIVATION_KEYS = {"gelu": ("type", "approximate"), "elu": ("type", "alpha"), "leaky_relu": ("type", "slope")}
+BALL_WITNESS_KEYS = (("kind", "generator", "generator_name", "x", "precision", "output", "enclosures"),
+                     ("kind", "generator", "x", "precision", "output", "enclosures"))
+MAX_BALL_PRECISION = 4096
+
+
+def _real_activation(spec: dict, where: str):
+    name = spec["type"]
+    check_keys(spec, f"{where} activation", REAL_ACTIVATION_KEYS.get(name, ("type",)), ("type",))
+    param = None
+    if name == "gelu":
+        param = spec.get("approximate", "none")
+        if param not in ("none", "tanh"):
+            raise CheckError(f"{where}: gelu approximate must be \"none\" or \"tanh\", got {_short(param)}")
+        param = None if param == "none" else "tanh"
+    elif name == "elu":
+        param = parse_number(spec.get("alpha", "1"), f"{where} elu alpha")
+        if param == 0:
+            raise CheckError(f"{where}: elu alpha must be nonzero")
+    elif name == "leaky_relu":
+        param = parse_number(spec.get("slope", "1/100"), f"{where} leaky_relu slope")
+        if param in (1, -1):
+            raise CheckError(f"{where}: leaky_relu slope must not be 1 or -1")
+    label = name + ("" if param is None else f"({param})")
+    return _Real(name, param), label
+
+
+def _positive_only(act) -> bool:
+    """Layers whose latent actions must be positive monomial matrices (leaky ReLU, like ReLU)."""
+    return isinstance(act, _Real) and REAL_SYMMETRY_TABLE[act.name] == "positive"
+
+
+def _real_exact(act: _Real, t: Fraction) -> Fraction:
+    """sigma(t) exactly where it is rational; refused elsewhere (balls: :func:`_real_interval`)."""
+    if act.name == "leaky_relu":
+        return t if t > 0 else act.param * t
+    if act.name == "elu" and t >= 0:
+        return t
+    if t == 0 and act.name != "softplus":
+        return Fraction(1, 2) if act.name == "sigmoid" else Fraction(0)
+    raise CheckError(f"{act.name}({t}) is irrational: an exact witness cannot be evaluated (a real-activation "
+                     "model is refuted by a ball witness, \"kind\": \"arb\")")
+
+
+def _real_holds(act: _Real, alpha, beta, q, c) -> bool:
+    """Whether (alpha, beta, q, c) is in the identity table of act (REAL_SYMMETRY_TABLE)."""
+    table = REAL_SYMMETRY_TABLE[act.name]
+    if table == "positive":
+        return alpha > 0 and beta == 0 and q == alpha and c == 0
+    return (alpha, beta, q, c) in {tuple(Fraction(x) for x in row) for row in table}
+
+
+def _real_neuron_failure(act: _Real, u, v, bj, bk, q, o) -> str | None:
+    """Why sigma(u.x + bj) == q sigma(v.x + bk) + o is not proved by the identity table, or None."""
+    if not any(v):
+        if any(u):
+            return "constant target neuron not matched"
+        # constants: a table identity with alpha bk + beta = bj proves it (alpha = +-1 covers the rows)
+        if any(_real_holds(act, a, bj - a * bk, q, o) for a in (Fraction(1), Fraction(-1))):
+            return None
+        return "constant target neuron: equality of the two constants is not proved by the identity table"
+    alpha = _ratio(u, v)
+    if alpha is None:
+        return "incoming weights are not parallel to the target neuron's"
+    beta = bj - alpha * bk
+    if _real_holds(act, alpha, beta, q, o):
+        return None
+    return f"{act.name}({alpha} t + {beta}) = {q} {act.name}(t) + {o} is not in its identity table"
+
+
+# -- rigorous interval evaluation (Fractions, outward rounding) --------------------------------
+#
+# An interval is a pair (lo, hi) of Fractions with lo <= value <= hi.  Every function below
+# returns bounds that are proved: Taylor series with an explicit remainder bound, alternating series
+# bounded by their first omitted term, and outward rounding to dyadic numbers of `bits` significant
+# bits (to keep the Fractions small).  Nothing is a float.
+
+def _round_down(x: Fraction, bits: int) -> Fraction:
+    """The largest number m 2^e <= x with m of about `bits` bits (x itself when 0)."""
+    if x == 0:
+        return x
+    n, d = x.numerator, x.denominator
+    e = n.bit_length() - d.bit_length() - bits if n > 0 else (-n).bit_length() - d.bit_length() - bits
+    if e >= 0:
+        return Fraction(n // (d << e) << e)
+    return Fraction((n << -e) // d, 1 << -e)
+
+
+def _round_up(x: Fraction, bits: int) -> Fraction:
+    return -_round_down(-x, bits)
+
+
+def _iv_round(a, bits):
+    return _round_down(a[0], bits), _round_up(a[1], bits)
+
+
+def _iv_mul(a, b):
+    ps = (a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1])
+    return min(ps), max(ps)
+
+
+def _iv_scale(c: Fraction, a):
+    return (c * a[0], c * a[1]) if c >= 0 else (c * a[1], c * a[0])
+
+
+def _exp_bounds(r: Fraction, bits: int):
+    """lo <= exp(r) <= hi: r / 2^s in [-1/2, 1/2], Taylor series with its tail bound, then s squarings."""
+    s = 0
+    while abs(r) > Fraction(1, 2) * 2 ** s:
+        s += 1
+    x = r / 2 ** s
+    wp = bits + s + 20
+    eps = Fraction(1, 1 << wp)
+    total, term, k = Fraction(1), Fraction(1), 0
+    while True:
+        k += 1
+        term = term * x / k
+        total += term
+        if abs(term) <= eps:
+            break
+    # tail: sum_{j > k} |x|^j / j! <= |term| sum_{i >= 1} (|x| / (k + 1))^i <= |term| (|x| <= 1/2)
+    lo, hi = _round_down(total - abs(term), wp), _round_up(total + abs(term), wp)
+    for _ in range(s):
+        lo, hi = _round_down(lo * lo, wp), _round_up(hi * hi, wp)
+    return lo, hi
+
+
+def _sqrt_bounds(q: Fraction, bits: int):
+    """lo <= sqrt(q) <= hi for q >= 0 (integer square roots of q 4^k)."""
+    from math import isqrt
+
+    k = bits + 8
+    n = q.numerator * 4 ** k
+    lo = isqrt(n // q.denominator)
+    return Fraction(lo, 2 ** k), Fraction(lo + 1, 2 ** k)
+
+
+def _atan_inv_bounds(m: int, bits: int):
+    """atan(1/m) for an integer m >= 2: an alternating series, between consecutive partial sums."""
+    eps = Fraction(1, 1 << (bits + 8))
+    total, k = Fraction(0), 0
+    while True:
+        term = Fraction(1, (2 * k + 1) * m ** (2 * k + 1))
+        if term < eps:
+            return (total - term, total) if k % 2 else (total, total + term)
+        total += term if k % 2 == 0 else -term
+        k += 1
+
+
+@lru_cache(maxsize=16)
+def _pi_bounds(bits: int):
+    """pi = 16 atan(1/5) - 4 atan(1/239) (Machin), with bounds."""
+    a, b = _atan_inv_bounds(5, bits + 8), _atan_inv_bounds(239, bits + 8)
+    return 16 * a[0] - 4 * b[1], 16 * a[1] - 4 * b[0]
+
+
+def _atanh_bounds(z: Fraction, bits: int):
+    """atanh(z) for 0 <= z <= 1/3: positive terms z^(2n+1)/(2n+1), tail <= next term / (1 - z^2)."""
+    eps = Fraction(1, 1 << (bits + 8))
+    total, n, p = Fraction(0), 0, z
+    while True:
+        term = p / (2 * n + 1)
+        if term < eps:
+            return total, total + term / (1 - z * z)
+        total += term
+        n += 1
+        p *= z * z
+
+
+@lru_cache(maxsize=16)
+def _log2_bounds(bits: int):
+    lo, hi = _atanh_bounds(Fraction(1, 3), bits + 8)  # log 2 = 2 atanh(1/3)
+    return 2 * lo, 2 * hi
+
+
+def _log_bounds(y: Fraction, bits: int):
+    """lo <= log(y) <= hi for y > 0: y = 2^k m with 1 <= m < 2, log m = 2 atanh((m - 1) / (m + 1))."""
+    k = y.numerator.bit_length() - y.denominator.bit_length()
+    m = y / Fraction(2) ** k
+    while m >= 2:
+        m, k = m / 2, k + 1
+    while m < 1:
+        m, k = m * 2, k - 1
+    wp = bits + abs(k).bit_length() + 8
+    z = _atanh_bounds((m - 1) / (m + 1), wp)
+    l2 = _iv_scale(Fraction(k), _log2_bounds(wp))
+    return 2 * z[0] + l2[0], 2 * z[1] + l2[1]
+
+
+def _erf_bounds(u: Fraction, bits: int):
+    """lo <= erf(u) <= hi: the alternating Maclaurin series (2/sqrt pi) sum (-1)^n u^(2n+1) / (n! (2n+1)),
+    past its largest term bounded by the first omitted one; for u >= 6, 1 - exp(-u^2) <= erf(u) <= 1."""
+    if u < 0:
+        lo, hi = _erf_bounds(-u, bits)
+        return -hi, -lo
+    if u == 0:
+        return Fraction(0), Fraction(0)
+    if u >= 6:  # erfc(u) <= exp(-u^2) / (u sqrt(pi)) <= exp(-u^2)
+        return 1 - _exp_bounds(-u * u, bits)[1], Fraction(1)
+    wp = bits + 16
+    eps = Fraction(1, 1 << wp)
+    total, n, p, fact = Fraction(0), 0, u, 1
+    u2 = u * u
+    while True:
+        term = p / (fact * (2 * n + 1))
+        if n > u2 + 1 and term < eps:
+            break  # from n > u^2 on the terms decrease: the tail is within one term
+        total += term if n % 2 == 0 else -term
+        n += 1
+        p *= u2
+        fact *= n
+    s = (total - term, total + term)
+    pi = _pi_bounds(wp)
+    root = (_sqrt_bounds(pi[0], wp)[0], _sqrt_bounds(pi[1], wp)[1])
+    c = (Fraction(2) / root[1], Fraction(2) / root[0])
+    lo, hi = _iv_mul(s, c)
+    return max(lo, Fraction(-1)), min(hi, Fraction(1))
+
+
+def _tanh_bounds(t: Fraction, bits: int):
+    """tanh(t) = 1 - 2 / (exp(2t) + 1), increasing in exp(2t)."""
+    lo, hi = _exp_bounds(2 * t, bits + 4)
+    return 1 - 2 / (lo + 1), 1 - 2 / (hi + 1)
+
+
+def _sigmoid_bounds(t: Fraction, bits: int):
+    lo, hi = _exp_bounds(-t, bits + 4)
+    return 1 / (1 + hi), 1 / (1 + lo)
+
+
+def _monotone(f, a, bits):
+    """f([lo, hi]) for an increasing f given by its bounds at a point."""
+    return f(a[0], bits)[0], f(a[1], bits)[1]
+
+
+def _hull_pieces(point, a):
+    """Enclosure of a function monotone on t <= 0 and on t >= 0: the hull at the ends (and 0)."""
+    pts = [point(a[0]), point(a[1])] + ([point(Fraction(0))] if a[0] < 0 < a[1] else [])
+    return min(p[0] for p in pts), max(p[1] for p in pts)
+
+
+def _real_interval(act: _Real, a, bits: int):
+    """An enclosure of act([a_lo, a_hi])."""
+    name = act.name
+    if name == "tanh":
+        return _monotone(_tanh_bounds, a, bits)
+    if name == "erf":
+        return _monotone(_erf_bounds, a, bits)
+    if name == "sigmoid":
+        return _monotone(_sigmoid_bounds, a, bits)
+    if name == "silu":
+        return _iv_mul(a, _monotone(_sigmoid_bounds, a, bits))
+    if name == "softplus":
+        return (_log_bounds(1 + _exp_bounds(a[0], bits + 4)[0], bits)[0],
+                _log_bounds(1 + _exp_bounds(a[1], bits + 4)[1], bits)[1])
+    if name == "gelu":
+        if act.param == "tanh":  # t (1 + tanh(sqrt(2 / pi) (t + c t^3))) / 2, with t + c t^3 increasing
+            c = Fraction(44715, 1000000)
+            p = (a[0] + c * a[0] ** 3, a[1] + c * a[1] ** 3)
+            pi = _pi_bounds(bits + 8)
+            k = (_sqrt_bounds(2 / pi[1], bits + 8)[0], _sqrt_bounds(2 / pi[0], bits + 8)[1])
+            v = _iv_round(_iv_mul(p, k), bits + 8)
+            th = _monotone(_tanh_bounds, v, bits)
+        else:  # t Phi(t), Phi(t) = (1 + erf(t / sqrt 2)) / 2 increasing
+            r = _sqrt_bounds(Fraction(1, 2), bits + 8)
+            v = _iv_round(_iv_mul(a, r), bits + 8)
+            th = _monotone(_erf_bounds, v, bits)
+        return _iv_mul(a, ((1 + th[0]) / 2, (1 + th[1]) / 2))
+    if name == "elu":
+        def point(t):
+            if t >= 0:
+                return t, t
+            e = _exp_bounds(t, bits + 4)
+            return _iv_scale(act.param, (e[0] - 1, e[1] - 1))
+        return _hull_pieces(point, a)
+    if name == "leaky_relu":
+        return _hull_pieces(lambda t: (_real_exact(act, t),) * 2, a)
+    raise CheckError(f"no interval evaluation for {name}")
+
+
+def _interval_apply(act, a, bits: int):
+    if act is None:
+        return a
+    if isinstance(act, _Real):
+        return _iv_round(_real_interval(act, a, bits), bits)
+    if act == "relu":
+        return max(a[0], Fraction(0)), max(a[1], Fraction(0))
+    if isinstance(act, tuple):  # a polynomial: interval Horner (a valid, if loose, enclosure)
+        acc = (act[-1], act[-1])
+        for c in reversed(act[:-1]):
+            acc = _iv_round(_iv_mul(acc, a), bits)
+            acc = (acc[0] + c, acc[1] + c)
+        return acc
+    raise CheckError(f"no interval evaluation for the layer activation {_short(act)}")
+
+
+def _interval_evaluate(layers: list, x, bits: int):
+    """An enclosure of f(x) for exact x: interval affine maps and activations, rounded outward."""
+    ys = [(v, v) for v in x]
+    for layer in layers:
+        if not isinstance(layer, _Layer):
+            raise CheckError("ball witnesses cover dense layers only")
+        out = []
+        for row, b in zip(layer.weight, layer.bias):
+            lo = hi = b
+            for w, (yl, yh) in zip(row, ys):
+                if w > 0:
+                    lo, hi = lo + w * yl, hi + w * yh
+                elif w < 0:
+                    lo, hi = lo + w * yh, hi + w * yl
+            out.append(_interval_apply(layer.act, _iv_round((lo, hi), bits), bits))
+        ys = out
+    return ys
+
+
+def _check_ball_witness(report: CheckReport, witness: dict, n_in: int, layers: list, group: list) -> None:
+    """A ball witness: the checker's own enclosure of some output of f(P x) - Q f(x) excludes 0.
+
+    The enclosures in the certificate are symeq's (arb); each must meet the checker's own (both
+    contain the true value), and the claimed output's must exclude 0, as must the checker's.
+    """
+    check_keys(witness, "certificate.equivariance.witness", *BALL_WITNESS_KEYS)
+    g = witness.get("generator")
+    if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < len(group):
+        raise CheckError(f"witness: generator must be an index below {len(group)}, got {_short(g)}")
+    x = _vector(witness.get("x"), "witness x", n_in)
+    prec = _count(witness.get("precision"), "witness precision", 2, MAX_BALL_PRECISION)
+    n_out = len(group[g][1])
+    j = _count(witness.get("output"), "witness output", 0, n_out - 1)
+    encl = witness.get("enclosures")
+    if not isinstance(encl, list) or len(encl) != n_out:
+        raise CheckError(f"witness: enclosures must list {n_out} intervals [lo, hi]")
+    claimed = [_vector(e, f"witness enclosures[{i}]", 2) for i, e in enumerate(encl)]
+    if any(lo > hi for lo, hi in claimed):
+        report.reasons.append("witness: an enclosure has lo > hi")
+        return
+    if claimed[j][0] <= 0 <= claimed[j][1]:
+        report.reasons.append(f"witness: the certificate's enclosure of output {j} contains 0: it proves nothing")
+        return
+    bits = prec + 32
+    p, q = group[g]
+    lhs = _interval_evaluate(layers, _matvec(p, x), bits)
+    fx = _interval_evaluate(layers, x, bits)
+    own = []
+    for i, row in enumerate(q):
+        lo, hi = lhs[i]
+        for c, (yl, yh) in zip(row, fx):
+            if c > 0:
+                lo, hi = lo - c * yh, hi - c * yl
+            elif c < 0:
+                lo, hi = lo - c * yl, hi - c * yh
+        own.append((lo, hi))
+    for i, ((lo, hi), (cl, ch)) in enumerate(zip(own, claimed)):
+        if hi < cl or ch < lo:
+            report.reasons.append(f"witness: the certificate's enclosure of output {i} [{cl}, {ch}] is disjoint from "
+                                  f"the checker's own [{_round_down(lo, 30)}, {_round_up(hi, 30)}]")
+            return
+    lo, hi = own[j]
+    report.checks.append(f"ball witness, generator {g}, x = {_fmt(x)}: output {j} of f(P x) - Q f(x) lies in "
+                         f"[{_round_down(lo, 30)}, {_round_up(hi, 30)}] (stdlib intervals at {bits} bits)")
+    if lo <= 0 <= hi:
+        report.reasons.append(f"witness: the checker's own enclosure of output {j} contains 0 at {bits} bits: the "
+                              "witness is not confirmed")
+    else:
+        report.checks.append(f"0 is outside it: the model is not equivariant under generator {g}")
 
 
 _check_action_certificate = check_certificate

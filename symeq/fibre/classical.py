@@ -1,0 +1,539 @@
+"""Identifiability of real tanh and logistic-sigmoid networks by the classical theorems.
+
+Two theorems decide identifiability at rational parameters theta without any polynomial
+algebra (docs/identifiability.md, "Real activations: Sussmann and Fefferman"):
+
+* **Sussmann 1992** (H. J. Sussmann, *Uniqueness of the weights for minimal feedforward nets with
+  a given input-output map*, Neural Networks 5 (1992) 589-593), one hidden layer of tanh units,
+  f(x) = W_2 tanh(W_1 x + b_1) + b_2.  theta is *irreducible* when
+
+  - (R1) no hidden unit has all its outgoing weights zero (column j of W_2 is nonzero);
+  - (R2) no hidden unit has all its incoming weights zero (row j of W_1 is nonzero);
+  - (R3) no two hidden units have (w_j, b_j) = +-(w_k, b_k).
+
+  An irreducible theta is identifiable: every theta' of the same widths with the same function is
+  a signed permutation of its hidden units, and these 2^n n! signed permutations give 2^n n!
+  distinct points (a trivial stabiliser, by R1-R3).  A reducible theta is *not* identifiable, and
+  symeq builds an exact witness: a second parameter theta' with the same function that is not in
+  the orbit, proved by the identities of the activation (tanh(-t) = -tanh(t)), never by floats.
+  The logistic sigmoid s(t) = (1 + tanh(t/2))/2 is conjugate to tanh by the affine bijection
+  (W_1, b_1, W_2, b_2) -> (W_1/2, b_1/2, W_2/2, b_2 + W_2 1/2) of parameters, which keeps R1-R3;
+  its orbit is the group of *affine flips* (w_j, b_j, v_j, b_2) -> (-w_j, -b_j, -v_j, b_2 + v_j)
+  with permutations, again 2^n n! points.
+* **Fefferman 1994** (C. Fefferman, *Reconstructing a neural net from its output*, Rev. Mat.
+  Iberoam. 10 (1994) 507-555), tanh at every layer, any depth.  Sufficient conditions, on every
+  layer l (widths D_0, ..., D_L):
+
+  - (F1) every bias is nonzero;
+  - (F2) the biases of a layer have pairwise distinct absolute values;
+  - (F3) every weight is nonzero;
+  - (F4) for two weights w_jk, w_j'k leaving the same node k (a column of W_l), the reduced ratio
+    P/Q = w_jk / w_j'k has Q > 100 D and |P| > 100 D, D = max(D_{l-1}, D_l).
+
+  symeq's last layer is affine; tanh is injective, so f_theta = f_theta' iff tanh o f_theta =
+  tanh o f_theta', and tanh o f is a Fefferman net whose last layer is (W_L, b_L): the conditions
+  are checked on *every* layer, the output layer included.  Fefferman's theorem compares two nets
+  that both satisfy the conditions; "identifiable" therefore means: every theta' satisfying
+  (F1)-(F4) with the same function is a signed permutation of the hidden nodes of theta (orbit
+  prod_l 2^{D_l} D_l! over the hidden layers).  A failed condition decides nothing: the status is
+  "undetermined", naming it.  A sigmoid net is mapped to its tanh form first (the parameter
+  bijection written out in :func:`sigmoid_to_tanh`).
+
+Every other activation (GELU, SiLU, softplus, ELU, erf, leaky ReLU, ReLU, polynomials) is "not
+applicable": no theorem of this module covers it.
+
+Examples
+--------
+>>> from types import SimpleNamespace as NS
+>>> from flint import fmpq
+>>> W1 = [[fmpq(1), fmpq(2)], [fmpq(-1), fmpq(3)]]
+>>> c = sussmann_conditions(W1, [fmpq(1), fmpq(0)], [[fmpq(1), fmpq(2)]])
+>>> [(x["name"], x["holds"]) for x in c]
+[('R1', True), ('R2', True), ('R3', True)]
+>>> c = sussmann_conditions(W1 + [[fmpq(-1), fmpq(-2)]], [fmpq(1), fmpq(0), fmpq(-1)],
+...                         [[fmpq(1), fmpq(2), fmpq(1)]])
+>>> c[2]["holds"], c[2]["failing"]
+(False, [[0, 2, -1]])
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from flint import fmpq
+
+from ..budget import Deadline
+from ..check import CLASSICAL_GROUPS as GROUPS
+from ..check import CLASSICAL_LISTED as MAX_LISTED
+from ..check import CLASSICAL_STATEMENTS as STATEMENTS
+from ..check import classical_digest
+from ..errors import BudgetExceeded
+from ..numbers import mat_rows
+
+__all__ = ["FORMAT", "ClassicalDecision", "classical_identifiability", "sussmann_conditions",
+           "sussmann_witness", "fefferman_conditions", "sigmoid_to_tanh", "same_function",
+           "in_orbit", "THEOREM_ACTIVATIONS", "MAX_PARAMETERS", "MAX_RATIO_PAIRS"]
+
+#: certificate format (shared with the tensor method), checked by :mod:`symeq.check`
+FORMAT = "symeq-identifiability/1"
+#: activations covered by a theorem here (``Activation.to_spec()["type"]``)
+THEOREM_ACTIVATIONS = ("tanh", "sigmoid")
+#: size guards, checked before any work starts
+MAX_PARAMETERS = 20_000_000
+#: pairs of weights in a column examined by Fefferman's ratio condition (F4)
+MAX_RATIO_PAIRS = 5_000_000
+#: an orbit size is written out in full up to this many decimal digits
+MAX_ORBIT_DIGITS = 1000
+
+
+@dataclass
+class ClassicalDecision:
+    """The verdict of Sussmann's or Fefferman's theorem at theta.
+
+    Same interface as :class:`symeq.fibre.tensor.TensorDecision`.
+
+    Attributes
+    ----------
+    status : "identifiable", "not-identifiable", "undetermined" or "not-applicable"
+    reason : one sentence
+    condition : which condition decided
+    method : "sussmann", "fefferman" or "classical" (not applicable before a theorem was chosen)
+    orbit_size : points of the orbit K . theta (identifiable), else None
+    conditions : each checked condition: name, statement, holds, failing entries (a list)
+    witness : the failed condition and theta' (not-identifiable)
+    certificate : a ``symeq-identifiability/1`` dict (identifiable / not-identifiable), else None
+    scope : the parameters the verdict is about
+    """
+
+    status: str
+    reason: str
+    condition: str
+    method: str = "classical"
+    orbit_size: int | None = None
+    orbit_dimension: int = 0
+    fibre_points: int | None = None
+    fibre_dimension: int | None = None
+    seconds: float = 0.0
+    certificate: dict | None = field(default=None, repr=False)
+    witness: dict | None = None
+    conditions: list = field(default_factory=list)
+    scope: str = ""
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict (an orbit size of more than 1000 digits as its formula)."""
+        return {"method": self.method, "engine": self.method, "field": "R", "exact": True,
+                "status": self.status, "reason": self.reason, "condition": self.condition,
+                "orbit_size": _orbit_json(self.orbit_size), "orbit_dimension": self.orbit_dimension,
+                "fibre_points": _orbit_json(self.fibre_points), "dimension": self.fibre_dimension,
+                "over": "R", "scope": self.scope, "seconds": round(self.seconds, 4),
+                "conditions": self.conditions, "witness": self.witness}
+
+
+def _orbit_json(n):
+    if n is None or n.bit_length() < 3.3 * MAX_ORBIT_DIGITS:
+        return n
+    return f"about 2^{n.bit_length() - 1}"
+
+
+def _q(x) -> str:
+    return str(fmpq(x))
+
+
+# ----------------------------------------------------------------------------- sign classes
+
+def _canon(vec: tuple) -> tuple[tuple, int]:
+    """(the sign-normalised vector, the sign s with vec = s * normalised): first nonzero entry > 0."""
+    for x in vec:
+        if x != 0:
+            return (vec, 1) if x > 0 else (tuple(-y for y in vec), -1)
+    return vec, 1
+
+
+def sussmann_conditions(W1, b1, W2, deadline: Deadline | None = None) -> list[dict]:
+    """Sussmann's irreducibility conditions R1-R3 on exact rows ``W1`` (n x n0), ``b1``, ``W2`` (m x n).
+
+    Each condition is ``{"name", "statement", "holds", "failing", "count"}``: R1 and R2 list the
+    failing units j (at most ``MAX_LISTED``), R3 the pairs ``[j, k, s]`` with
+    (w_k, b_k) = s (w_j, b_j), j the first unit of its class.
+    """
+    n = len(W1)
+    r1 = [j for j in range(n) if all(W2[i][j] == 0 for i in range(len(W2)))]
+    r2 = [j for j in range(n) if all(x == 0 for x in W1[j])]
+    first: dict = {}
+    r3 = []
+    for j in range(n):
+        if deadline is not None and j % 1024 == 0:
+            deadline.check("checking Sussmann's condition R3")
+        key, s = _canon(tuple(W1[j]) + (b1[j],))
+        if key in first:
+            j0, s0 = first[key]
+            r3.append([j0, j, s * s0])
+        else:
+            first[key] = (j, s)
+    return [_cond("R1", r1),
+            _cond("R2", r2),
+            _cond("R3", r3)]
+
+
+def _cond(name, failing) -> dict:
+    return {"name": name, "statement": STATEMENTS[name], "holds": not failing, "count": len(failing),
+            "failing": failing[:MAX_LISTED]}
+
+
+# ----------------------------------------------------------------------------- same function, orbit
+
+def _formal(W1, b1, W2, b2, act: str, terms=()) -> dict:
+    """f = b2 + sum_j v_j act(w_j x + b_j) (+ sum of ``terms`` c act(a)) as a formal sum.
+
+    Returns {key: coefficient vector} with key () for the rational part, ("u", canonical (w, b))
+    for a nonconstant unit and ("c", a) for a constant act(a), a > 0; uses act(-t) = -act(t)
+    (tanh) or act(-t) = 1 - act(t) (sigmoid), tanh(0) = 0 and sigmoid(0) = 1/2.  Two parameters
+    with equal formal sums have equal functions.
+    """
+    m = len(b2)
+    out: dict = {}
+
+    def add(key, vec, scale=1):
+        acc = out.setdefault(key, [fmpq(0)] * m)
+        for i in range(m):
+            acc[i] += scale * vec[i]
+
+    add((), b2)
+    units = [(tuple(W1[j]), b1[j], [W2[i][j] for i in range(m)]) for j in range(len(W1))]
+    units += [(None, a, c) for c, a in terms]
+    for w, b, v in units:
+        if w is None or all(x == 0 for x in w):  # a constant act(b)
+            if b == 0:
+                if act == "sigmoid":
+                    add((), v, fmpq(1, 2))
+                continue
+            key, s = ("c", b if b > 0 else -b), (1 if b > 0 else -1)
+        else:
+            canon, s = _canon(w + (b,))
+            key = ("u", canon)
+        if s == 1:
+            add(key, v)
+        elif act == "tanh":
+            add(key, v, -1)
+        else:  # sigmoid(-t) = 1 - sigmoid(t)
+            add(key, v, -1)
+            add((), v)
+    return {k: tuple(c) for k, c in out.items() if k == () or any(x != 0 for x in c)}
+
+
+def same_function(theta, theta2, act: str) -> bool:
+    """True when ``theta2`` = (W1, b1, W2, b2, terms) has theta's function by the identities of ``act``.
+
+    ``terms`` are extra constants c * act(a) in the output bias of theta2 (pairs (c, a)).
+    """
+    return _formal(*theta[:4], act) == _formal(*theta2[:4], act, theta2[4] if len(theta2) > 4 else ())
+
+
+def _unit_classes(W1, b1, W2) -> dict:
+    """The multiset of the units' (w, b, v) up to a sign of the whole triple (kept by K's flips)."""
+    m = len(W2)
+    out: dict = {}
+    for j in range(len(W1)):
+        key = _canon(tuple(W1[j]) + (b1[j],) + tuple(W2[i][j] for i in range(m)))[0]
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def in_orbit(theta, theta2) -> bool:
+    """False when ``theta2`` is certainly outside theta's orbit: their units' (w, b, v), taken up
+    to the sign of the whole triple, differ as multisets (every signed permutation, and every affine
+    flip, keeps that multiset).  True means only "not excluded by this test"."""
+    return _unit_classes(*theta[:3]) == _unit_classes(*theta2[:3])
+
+
+# ----------------------------------------------------------------------------- Sussmann witnesses
+
+def sussmann_witness(W1, b1, W2, b2, act: str, conditions: list[dict]) -> dict | None:
+    """theta' with theta's function outside its orbit, from the first failed condition (or None).
+
+    * R1 (unit j with v_j = 0): b'_j = b_j + 1 (+ 2 when b_j = -1/2): unit j contributes 0 anyway.
+    * R2 (unit j with w_j = 0, v_j != 0): v'_j = 0 and b'_2 = b_2 + v_j act(b_j), a constant
+      moved into the output bias (a real number, written as a term c act(a)).
+    * R3 (units j, k with (w_k, b_k) = s (w_j, b_j), R1 and R2 holding): all output weight moved
+      to j: v'_j = v_j + s v_k, v'_k = 0 (and b'_2 = b_2 + v_k for the sigmoid when s = -1).
+
+    Returns ``{"condition", "units", "changes", "output_bias_terms", "text"}``; ``changes`` lists
+    ``{"layer", "param", "index", "value"}`` (layers numbered from 1).
+    """
+    failed = {c["name"]: c for c in conditions if not c["holds"]}
+    m = len(W2)
+    changes, terms = [], []
+    if "R1" in failed:
+        j = failed["R1"]["failing"][0]
+        t = fmpq(2) if b1[j] == fmpq(-1, 2) else fmpq(1)
+        changes.append({"layer": 1, "param": "bias", "index": [j], "value": _q(b1[j] + t)})
+        cond, units = "R1", [j]
+        text = (f"hidden unit {j} has no outgoing weight (column {j} of W_2 is zero): changing its bias to "
+                f"{b1[j] + t} changes nothing in f")
+    elif "R2" in failed:
+        j = failed["R2"]["failing"][0]
+        v = [W2[i][j] for i in range(m)]
+        changes += [{"layer": 2, "param": "weight", "index": [i, j], "value": "0"} for i in range(m) if v[i] != 0]
+        terms.append({"coefficient": [_q(x) for x in v], "at": _q(b1[j])})
+        cond, units = "R2", [j]
+        text = (f"hidden unit {j} has no incoming weight: it adds the constant v_{j} {act}({b1[j]}); moving it "
+                f"into the output bias (b_2' = b_2 + v_{j} {act}({b1[j]})) and setting v_{j}' = 0 keeps f")
+    elif "R3" in failed:
+        j, k, s = failed["R3"]["failing"][0]
+        for i in range(m):
+            new_j = W2[i][j] + s * W2[i][k]
+            if new_j != W2[i][j]:
+                changes.append({"layer": 2, "param": "weight", "index": [i, j], "value": _q(new_j)})
+            if W2[i][k] != 0:
+                changes.append({"layer": 2, "param": "weight", "index": [i, k], "value": "0"})
+            if act == "sigmoid" and s == -1 and W2[i][k] != 0:
+                changes.append({"layer": 2, "param": "bias", "index": [i], "value": _q(b2[i] + W2[i][k])})
+        cond, units = "R3", [j, k]
+        text = (f"hidden units {j} and {k} are {'clones' if s == 1 else '+-clones'} ((w_{k}, b_{k}) = "
+                f"{'' if s == 1 else '-'}(w_{j}, b_{j})): moving all output weight of {k} to {j} keeps f")
+    else:
+        return None
+    return {"condition": cond, "units": units, "sign": failed["R3"]["failing"][0][2] if cond == "R3" else None,
+            "changes": changes, "output_bias_terms": terms, "text": text}
+
+
+def apply_changes(W1, b1, W2, b2, witness: dict):
+    """theta' = (W1', b1', W2', b2', terms) from theta and a witness of :func:`sussmann_witness`."""
+    P = {(1, "weight"): [list(r) for r in W1], (1, "bias"): [list(b1)],
+         (2, "weight"): [list(r) for r in W2], (2, "bias"): [list(b2)]}
+    for ch in witness["changes"]:
+        idx = ch["index"]
+        target = P[(ch["layer"], ch["param"])]
+        if ch["param"] == "bias":
+            target[0][idx[0]] = fmpq(ch["value"])
+        else:
+            target[idx[0]][idx[1]] = fmpq(ch["value"])
+    terms = [([fmpq(x) for x in t["coefficient"]], fmpq(t["at"])) for t in witness["output_bias_terms"]]
+    return P[(1, "weight")], P[(1, "bias")][0], P[(2, "weight")], P[(2, "bias")][0], terms
+
+
+# ----------------------------------------------------------------------------- Fefferman
+
+def sigmoid_to_tanh(layers):
+    """The tanh form of a logistic-sigmoid net: [(W, b)] -> [(W~, b~)] with the same function.
+
+    With s(t) = (1 + tanh(t/2))/2 and y_l = z_l / 2 for the hidden pre-activations z_l:
+    W~_1 = W_1/2, b~_1 = b_1/2; W~_l = W_l/4, b~_l = (b_l + W_l 1/2)/2 for 1 < l < L;
+    W~_L = W_L/2, b~_L = b_L + W_L 1/2.  An affine bijection of the parameters (its inverse is read
+    off), so theta is identifiable iff its tanh form is.
+
+    >>> from flint import fmpq
+    >>> sigmoid_to_tanh([([[fmpq(2)]], [fmpq(4)]), ([[fmpq(6)]], [fmpq(0)])])
+    [([[1]], [2]), ([[3]], [3])]
+    """
+    L = len(layers)
+    out = []
+    for l, (W, b) in enumerate(layers, 1):
+        half_sums = [sum(row, fmpq(0)) / 2 for row in W]
+        if l == 1:
+            out.append(([[x / 2 for x in row] for row in W], [x / 2 for x in b]))
+        elif l < L:
+            out.append(([[x / 4 for x in row] for row in W], [(x + h) / 2 for x, h in zip(b, half_sums)]))
+        else:
+            out.append(([[x / 2 for x in row] for row in W], [x + h for x, h in zip(b, half_sums)]))
+    if L == 1:
+        raise ValueError("a network with a hidden layer is needed")
+    return out
+
+
+def fefferman_conditions(layers, input_dim: int, deadline: Deadline | None = None) -> list[dict]:
+    """Fefferman's conditions F1-F4 on the tanh layers [(W_l rows, b_l)], l = 1 .. L.
+
+    Failing entries: F1 ``[l, j]``, F2 ``[l, j, j']`` (|b_j| = |b_j'|), F3 ``[l, j, k]``, F4
+    ``[l, k, j, j', P, Q]`` (w_jk / w_j'k = P/Q reduced, Q <= 100 D or |P| <= 100 D); layers
+    numbered from 1.
+    """
+    widths = [input_dim] + [len(W) for W, _ in layers]
+    f1, f2, f3, f4 = [], [], [], []
+    for l, (W, b) in enumerate(layers, 1):
+        D = max(widths[l - 1], widths[l])
+        f1 += [[l, j] for j, x in enumerate(b) if x == 0]
+        seen: dict = {}
+        for j, x in enumerate(b):
+            a = x if x >= 0 else -x
+            if a in seen:
+                f2.append([l, seen[a], j])
+            else:
+                seen[a] = j
+        f3 += [[l, j, k] for j, row in enumerate(W) for k, x in enumerate(row) if x == 0]
+        bound = 100 * D
+        for k in range(widths[l - 1]):
+            if deadline is not None:
+                deadline.check("checking Fefferman's ratio condition")
+            col = [W[j][k] for j in range(len(W))]
+            for j in range(len(col)):
+                if col[j] == 0:
+                    continue
+                for j2 in range(j + 1, len(col)):
+                    if col[j2] == 0:
+                        continue
+                    r = col[j] / col[j2]
+                    P, Q = int(r.p), int(r.q)
+                    if Q <= bound or abs(P) <= bound:
+                        f4.append([l, k, j, j2, P, Q])
+    return [_cond("F1", f1),
+            _cond("F2", f2),
+            _cond("F3", f3),
+            _cond("F4", f4)]
+
+
+# ----------------------------------------------------------------------------- the decision
+
+def _activation_name(layer) -> str | None:
+    act = layer.activation
+    if act is None:
+        return None
+    spec = act.to_spec()
+    return spec.get("type") if isinstance(spec, dict) else None
+
+
+def _orbit_text(n: int | None, widths) -> str:
+    return " * ".join(f"2^{w} {w}!" for w in widths)
+
+
+def classical_identifiability(model, *, timeout: float | None = None, certificate: bool = True) -> ClassicalDecision:
+    """Decide identifiability of ``model``'s theta by Sussmann 1992 (one hidden layer) or
+    Fefferman 1994 (deeper), for tanh and logistic-sigmoid networks.
+
+    Parameters
+    ----------
+    model : :class:`~symeq.models.Model` of dense layers, every hidden layer with the same
+        activation ("tanh" or "sigmoid"; anything else is "not-applicable")
+    timeout : seconds; past it the status is "undetermined"
+    certificate : build the ``symeq-identifiability/1`` certificate
+
+    Returns
+    -------
+    ClassicalDecision
+        Sussmann: "identifiable" (orbit 2^n n!) or "not-identifiable" (an exact witness).
+        Fefferman: "identifiable" (within the nets satisfying its conditions) or "undetermined"
+        (a sufficient condition fails: nothing is decided).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as NS
+    >>> from symeq.activations import tanh_series
+    >>> from symeq.models import Model, DenseLayer
+    >>> m = Model(2, [DenseLayer([[1, 2], [3, -1]], [1, -2], tanh_series(3)),
+    ...               DenseLayer([[2, -1]], [1], None)])
+    >>> classical_identifiability(m).status
+    'not-applicable'
+    """
+    t0 = time.perf_counter()
+    deadline = Deadline(timeout)
+
+    def done(status, reason, cond, method="classical", **kw):
+        return ClassicalDecision(status, reason, cond, method=method, seconds=time.perf_counter() - t0, **kw)
+
+    layers = list(model.layers)
+    if getattr(model, "has_attention", False) or any(l.kind != "dense" or getattr(l, "tokens", None)
+                                                     for l in layers):
+        return done("not-applicable", "Sussmann's and Fefferman's theorems are about dense layers",
+                    "dense layers")
+    if len(layers) < 2:
+        return done("not-applicable", "no hidden layer", "a hidden layer")
+    names = [_activation_name(l) for l in layers[:-1]]
+    if layers[-1].activation is not None:
+        return done("not-applicable", "the last layer must be affine", "affine output")
+    if len(set(names)) != 1:
+        return done("not-applicable", f"hidden activations {names} differ: the theorems need one activation "
+                    "(tanh, or the logistic sigmoid) at every hidden layer", "one activation")
+    act = names[0]
+    if act not in THEOREM_ACTIVATIONS:
+        return done("not-applicable", f"no identifiability theorem for the activation {act!r} is implemented "
+                    "(Sussmann 1992 and Fefferman 1994 are about tanh, and the logistic sigmoid follows from "
+                    "s(t) = (1 + tanh(t/2))/2; GELU, SiLU, softplus, ELU, erf, leaky ReLU and polynomials are not "
+                    "covered here)", "activation with a theorem")
+    n_params = sum(l.in_dim * l.out_dim + l.out_dim for l in layers)
+    if n_params > MAX_PARAMETERS:
+        return done("undetermined", f"{n_params} parameters: beyond the size guard ({MAX_PARAMETERS})", "size guard")
+    widths = [model.input_dim] + [l.out_dim for l in layers]
+    if len(layers) > 2:
+        pairs = sum(widths[l - 1] * widths[l] * (widths[l] - 1) // 2 for l in range(1, len(widths)))
+        if pairs > MAX_RATIO_PAIRS:
+            return done("undetermined", f"Fefferman's ratio condition needs {pairs} pairs of weights: beyond the "
+                        f"size guard ({MAX_RATIO_PAIRS})", "size guard", method="fefferman")
+    rows = [(mat_rows(l.weight), [fmpq(x) for x in l.bias]) for l in layers]
+    try:
+        if len(layers) == 2:
+            return _sussmann(model, rows, act, widths, deadline, done, certificate)
+        return _fefferman(model, rows, act, widths, deadline, done, certificate)
+    except BudgetExceeded as e:
+        return done("undetermined", f"budget exceeded: {e}", "budget",
+                    method="sussmann" if len(layers) == 2 else "fefferman")
+
+
+def _header(model, method, act, widths, verdict) -> dict:
+    from ..io import layers_to_json
+
+    return {"format": FORMAT, "method": method, "verdict": verdict, "activation": act, "widths": widths,
+            "layers_sha256": classical_digest(layers_to_json(model), model.input_dim)}
+
+
+def _orbit_fields(size: int, hidden) -> dict:
+    return {"orbit_size": str(size) if size.bit_length() < 3.3 * MAX_ORBIT_DIGITS else None,
+            "orbit_formula": _orbit_text(size, hidden)}
+
+
+def _sussmann(model, rows, act, widths, deadline, done, want_cert) -> ClassicalDecision:
+    (W1, b1), (W2, b2) = rows
+    n = len(W1)
+    conds = sussmann_conditions(W1, b1, W2, deadline)
+    scope = f"every real parameter of widths {widths}"
+    if all(c["holds"] for c in conds):
+        orbit = 2 ** n * math.factorial(n)
+        cert = None
+        if want_cert:
+            cert = dict(_header(model, "sussmann", act, widths, "identifiable"), conditions=conds,
+                        group=GROUPS[act], **_orbit_fields(orbit, [n]))
+        return done("identifiable", f"irreducible (R1-R3 hold): by Sussmann 1992 every parameter with the same "
+                    f"function is one of the {GROUPS[act]} of theta's {n} hidden units; orbit of 2^{n} {n}! points",
+                    "Sussmann: irreducible", method="sussmann", orbit_size=orbit, fibre_points=orbit,
+                    fibre_dimension=0, conditions=conds, certificate=cert, scope=scope)
+    wit = sussmann_witness(W1, b1, W2, b2, act, conds)
+    theta2 = apply_changes(W1, b1, W2, b2, wit)
+    # the witness is proved by the identities of the activation; a failure here is a bug in symeq
+    if not same_function((W1, b1, W2, b2), theta2, act) or in_orbit((W1, b1, W2), theta2):
+        raise AssertionError(f"Sussmann witness for {wit['condition']} is not a fibre point outside the orbit")
+    failed = [c["name"] for c in conds if not c["holds"]]
+    cert = None
+    if want_cert:
+        cert = dict(_header(model, "sussmann", act, widths, "not-identifiable"), conditions=conds,
+                    group=GROUPS[act], witness={k: v for k, v in wit.items() if k != "text"})
+    return done("not-identifiable", f"reducible ({', '.join(failed)} fail{'s' if len(failed) == 1 else ''}): "
+                + wit["text"] + "; theta' is outside the orbit (its units differ from theta's up to sign)",
+                f"Sussmann: {wit['condition']} fails", method="sussmann", conditions=conds, witness=wit,
+                certificate=cert, scope=scope)
+
+
+def _fefferman(model, rows, act, widths, deadline, done, want_cert) -> ClassicalDecision:
+    tanh_rows = sigmoid_to_tanh(rows) if act == "sigmoid" else rows
+    conds = fefferman_conditions(tanh_rows, widths[0], deadline)
+    form = "" if act == "tanh" else " (on the tanh form of the sigmoid net)"
+    scope = (f"the parameters of any widths satisfying Fefferman's conditions F1-F4{form}, every layer (the "
+             "output layer as tanh of it)")
+    failed = [c["name"] for c in conds if not c["holds"]]
+    if failed:
+        first = next(c for c in conds if not c["holds"])
+        return done("undetermined", f"Fefferman's sufficient condition{'s' if len(failed) > 1 else ''} "
+                    f"{', '.join(failed)} fail{'' if len(failed) > 1 else 's'}{form} ({first['count']} failing "
+                    f"entr{'y' if first['count'] == 1 else 'ies'} of {first['name']}, first {first['failing'][0]}): "
+                    "this decides nothing", f"Fefferman: {', '.join(failed)} fail", method="fefferman",
+                    conditions=conds, scope=scope)
+    hidden = widths[1:-1]
+    orbit = math.prod(2 ** w * math.factorial(w) for w in hidden)
+    cert = None
+    if want_cert:
+        cert = dict(_header(model, "fefferman", act, widths, "identifiable"), conditions=conds,
+                    group=GROUPS[act], **_orbit_fields(orbit, hidden))
+    return done("identifiable", f"F1-F4 hold on every layer{form}: by Fefferman 1994 every net satisfying them "
+                f"with the same function has widths {widths} and is one of the {GROUPS[act]} of theta's hidden "
+                f"nodes; orbit of {_orbit_text(orbit, hidden)} points", "Fefferman: F1-F4 hold", method="fefferman",
+                orbit_size=orbit, fibre_points=None, conditions=conds, certificate=cert, scope=scope)
