@@ -573,7 +573,7 @@ def verify_candidate(arch, spec: str, seed: int, index: int, parents=(), minimis
         else:
             lay2 = layers
             rec["certificate"] = certificate(layers, spec)
-        from .deep import exact_functional_dimension  # same level; deep builds on this module
+        from .fdim import exact_functional_dimension
 
         rec["functional_dimension"] = exact_functional_dimension(lay2)
     elif mw["upper"] is not None and mw["upper"] <= N:

@@ -89,6 +89,7 @@ from ..errors import InputError, LimitExceeded
 from ..numbers import format_matrix
 from . import regions as _regions
 from .canonical import plain_layers
+from .fdim import exact_functional_dimension
 from .candidates import (_group_info, _mutate, _q, _rng, _select_parent, build_layers, generate_candidate,
                    resolve_group, _GROUP_CACHE)
 
@@ -493,19 +494,6 @@ def classify_deep(layers, spec: str, seed: int = 0) -> dict:
     rec["first_layer_bound"] = bound
     if bound.get("holds"):
         rec["status"] = "counterexample"
-    rec["functional_dimension"] = exact_functional_dimension(layers)
+    rec["functional_dimension"] = exact_functional_dimension(layers, region_limit=REGION_LIMIT // 10)
     return rec
 
-
-def exact_functional_dimension(layers) -> dict:
-    """The exact functional dimension record of a find (:mod:`symeq.relu.fdim`): a proven lower
-    bound (rank mod p at rational points off every bent hyperplane), the functional dimension
-    itself when ``exact``, and ``locally_identifiable`` when it meets ``#params - dim T``; a
-    refusal (size guard, region limit, not differentiable) is recorded with its reason."""
-    from ..errors import SymeqError
-    from .fdim import relu_functional_dimension
-
-    try:
-        return relu_functional_dimension(layers, region_limit=REGION_LIMIT // 10).to_json()
-    except SymeqError as e:
-        return {"undetermined": str(e), "label": "exact functional dimension not computed"}

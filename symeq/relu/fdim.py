@@ -86,7 +86,8 @@ from flint import fmpq, fmpq_mat, nmod_mat
 from ..errors import InputError, LimitExceeded
 from .lp import as_fmpq
 
-__all__ = ["ReluFunctionalDimension", "relu_functional_dimension", "PRIMES", "MAX_PARAMS", "MAX_ENTRIES"]
+__all__ = ["ReluFunctionalDimension", "relu_functional_dimension", "exact_functional_dimension", "network_slopes",
+           "activation_slope", "PRIMES", "MAX_PARAMS", "MAX_ENTRIES"]
 
 #: primes for the ranks (below 2^31, so that numpy int64 products of two residues cannot overflow)
 PRIMES = (2147483647, 2147483629, 2147483587)
@@ -841,3 +842,15 @@ def _reduced(layers, offs, hidden, J, P, p) -> dict:
     return {"holds": r == len(keep), "rank": r, "columns": len(keep),
             "fixed": len(fixed), "condition": "Bona-Pellissier, Bachoc, Malgouyres 2022: one nonzero outgoing weight "
                                               "per hidden neuron fixed, the reduced Jacobian has full column rank"}
+
+
+def exact_functional_dimension(layers, region_limit: int = 2000) -> dict:
+    """The functional-dimension record of a hunt find: :meth:`ReluFunctionalDimension.to_json`,
+    or ``{"undetermined": reason}`` when a size guard, a region limit or a non-differentiable theta
+    stops it (recorded, never raised: the find's proven status does not depend on it)."""
+    from ..errors import SymeqError
+
+    try:
+        return relu_functional_dimension(layers, region_limit=region_limit).to_json()
+    except SymeqError as e:
+        return {"undetermined": str(e), "label": "exact functional dimension not computed"}
