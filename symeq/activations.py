@@ -204,6 +204,54 @@ class Activation:
         """ReLU and leaky ReLU: exact on rationals, the linear-region machinery applies."""
         return self.kind == "relu" or self.name == "leaky_relu"
 
+    def ball(self, x):
+        """sigma(x) for a ball ``x`` (``flint.arb``): a rigorous enclosure at the context's precision.
+
+        Used only to *refute* (a witness counts when a ball of f(g x) - g f(x) excludes 0); the
+        standalone checker recomputes every enclosure with its own stdlib interval arithmetic.
+
+        >>> from flint import arb
+        >>> real("tanh").ball(arb(0)).is_zero(), real("sigmoid").ball(arb(0)) == arb(1) / 2
+        (True, True)
+        >>> real("gelu").ball(arb(1)).overlaps(arb("0.8413447460685429"))
+        True
+        """
+        from flint import arb
+
+        if self.kind == "polynomial":
+            acc = arb(0)
+            for c in reversed(self.coeffs):
+                acc = acc * x + arb(c)
+            return acc
+        name = self.name
+        if name in ("relu", "leaky_relu", "elu"):
+            slope = arb(fmpq(self.spec["slope"])) if name == "leaky_relu" else arb(0)
+
+            def neg(y):
+                return arb(fmpq(self.spec["alpha"])) * y.expm1() if name == "elu" else slope * y
+
+            if x > 0:
+                return x
+            if x < 0:
+                return neg(x)
+            return x.union(neg(x))  # x contains 0: both branches (each enclosure contains its piece)
+        if name == "tanh":
+            return x.tanh()
+        if name == "erf":
+            return x.erf()
+        if name == "sigmoid":
+            return 1 / (1 + (-x).exp())
+        if name == "silu":
+            return x / (1 + (-x).exp())
+        if name == "softplus":
+            return x.exp().log1p()
+        if name == "gelu":
+            if self.spec.get("approximate") == "tanh":
+                k = (arb(2) / arb.pi()).sqrt()
+                return x / 2 * (1 + (k * (x + arb(fmpq(44715, 1000000)) * x * x * x)).tanh())
+            return x / 2 * (1 + (x / arb(2).sqrt()).erf())
+        raise AssertionError(name)
+
     def symmetry_holds(self, alpha, beta, q, c=0) -> bool:
         """Whether sigma(alpha t + beta) = q sigma(t) + c for every real t (real activations).
 
@@ -599,6 +647,8 @@ def _alias_spec(name: str):
     for series in ("tanh", "sigmoid"):
         if base.startswith(series) and base[len(series):].isdigit():
             return {"type": f"{series}_series", "order": int(base[len(series):])}
+    if sep and base in ("tanh", "sigmoid"):  # the old shorthand tanh:3, sigmoid:5 (Taylor polynomials)
+        base += "_series"
     base = ALIASES.get(base, base)
     if not sep:
         return {"type": base} if base in _MAKERS and not _MAKERS[base][1] else None
@@ -620,8 +670,8 @@ def _alias_spec(name: str):
 def activation_from_text(text: str, where: str = "--activation") -> Activation:
     """An activation from the command line: a name, a shorthand or a JSON object.
 
-    ``tanh`` is the real tanh; its Taylor polynomials are ``tanh_series:3`` (old spelling
-    ``tanh3``), likewise ``sigmoid`` and ``sigmoid_series:5``; ``monomial:2``,
+    ``tanh`` is the real tanh; its Taylor polynomials are ``tanh_series:3`` (old spellings
+    ``tanh3`` and ``tanh:3``), likewise ``sigmoid`` and ``sigmoid_series:5`` (``sigmoid:5``); ``monomial:2``,
     ``polynomial:0,1,1``, ``leaky_relu:1/10``, ``elu:2``, ``gelu:tanh``.
 
     >>> activation_from_text("tanh").to_spec(), activation_from_text("tanh3").to_spec()

@@ -284,7 +284,7 @@ def _count(value, where: str, minimum: int, maximum: int | None = None) -> int:
 
 # ----------------------------------------------------------------------------- schemas
 # The keys allowed in each object of the files read here, and the required ones (``check_keys``).
-# A model file as symeq.io reads it (conv2d layers are not read by this checker); "bias" is required
+# A model file as symeq.io reads it (conv2d layers: the conv section at the end); "bias" is required
 # on dense layers (null: no bias), so that a misspelt key cannot turn into a zero bias.
 MODEL_KEYS = (("format", "name", "input_dim", "layers", "group"), ("format", "input_dim", "layers"))
 DENSE_KEYS = (("type", "weight", "bias", "activation"), ("type", "weight", "bias"))
@@ -292,6 +292,25 @@ ATTENTION_KEYS = (("type", "tokens", "heads"), ("type", "tokens", "heads"))
 HEAD_KEYS = (("query", "key", "value", "out"), ("query", "key", "value", "out"))
 GROUP_KEYS = (("label", "generators"), ("generators",))
 GENERATOR_KEYS = (("name", "input", "output"), ("input", "output"))
+
+
+# A symeq-certificate/1 or /2 (symeq.theorem.Verification.certificate).  Every key the checker reads
+# for the certificate's verdict is required (a deleted key is refused, never read as absent: a missing
+# "latent_offsets" must not read as "no offsets"); "identifiability", "checks", "notes" and "versions"
+# are reports for people, not read here, and "seconds"/"exit_code" are what ``symeq verify --json`` adds.
+CERT_KEYS = ("format", "verdict", "theorem", "model_name", "equivariance", "identifiability", "input_dim",
+             "group", "parameters", "latent_groups", "latent_actions", "latent_offsets", "checks", "notes",
+             "versions", "seconds", "exit_code")
+CERT_REQUIRED = {"layerwise-equivariant": ("format", "verdict", "input_dim", "group", "parameters",
+                                           "latent_actions", "latent_offsets"),
+                 "not-equivariant": ("format", "verdict", "input_dim", "group", "equivariance")}
+EQUIVARIANCE_KEYS = ("holds", "method", "probabilistic", "error_bound", "points", "detail", "witness")
+EQ_WITNESS_KEYS = (("generator", "generator_name", "x", "f_of_gx", "g_of_fx"), ("generator", "x"))
+PARAMETER_KEYS = (("layers", "layers_sha256", "reparametrized"), ("reparametrized",))
+ACTION_KEYS = {"monomial": ("kind", "source", "factor"), "block-monomial": ("kind", "tokens", "heads", "blocks"),
+               "dense": ("kind", "matrix")}
+CHECKS_KEYS = (("layers", "homomorphism", "group_order", "candidates_per_generator", "derivation_method",
+                "failure"), ())
 
 
 def _path(where: str) -> str:
@@ -324,6 +343,8 @@ def _activation(spec, where: str) -> tuple[object, str]:
     if spec is None:
         return None, "affine"
     kind = _dict(spec, f"{where} activation").get("type")
+    if kind in REAL_SYMMETRY_TABLE:  # real activations: their own section below
+        return _real_activation(spec, where)
     if kind == "relu":
         return "relu", "relu"
     if kind == "tanh_series":
@@ -353,6 +374,7 @@ def _layers(value, input_dim: int, where: str) -> list[_Layer]:
     if not isinstance(value, list) or not value:
         raise CheckError(f"{where}: 'layers' must be a non-empty list")
     layers, width, tokens = [], input_dim, None
+    shape = None  # (C, H, W) after a conv2d layer (conv section below)
     for i, spec in enumerate(value, 1):
         name = f"{where} layer {i}"
         kind = _dict(spec, name).get("type")
@@ -362,6 +384,16 @@ def _layers(value, input_dim: int, where: str) -> list[_Layer]:
             att = _attention(spec, input_dim, name, at)
             layers.append(att)
             tokens, width = att.tokens, att.d_out
+            continue
+        if kind == "flatten":  # (C, H, W) is stored flattened already
+            check_keys(spec, at, ("type",), ("type",))
+            continue
+        if kind == "conv2d" or (kind == "dense" and shape is not None):
+            last = i == len(value)
+            conv = (_conv_layer(spec, shape, width, name, at, last) if kind == "conv2d"
+                    else _dense_after_conv(spec, shape, name, at, last))
+            layers.append(conv)
+            shape, width = conv.out_shape, conv.out_dim
             continue
         if kind != "dense":
             raise CheckError(f"{name}: unsupported layer type {_short(spec.get('type'))}")
@@ -449,7 +481,7 @@ def _model(model) -> tuple[int, list[_Layer], list | None]:
     layers = _layers(model.get("layers"), n_in, "model")
     group = model.get("group")
     if group is not None:
-        group = _group(group, n_in, len(layers[-1].weight), "model group")
+        group = _group(group, n_in, _out_dim(layers[-1]), "model group")
     return n_in, layers, group
 
 
@@ -563,6 +595,8 @@ def _poly(c, t: Fraction) -> Fraction:
 def _apply(act, t: Fraction) -> Fraction:
     if act is None:
         return t
+    if isinstance(act, _Real):
+        return _real_exact(act, t)
     return max(t, Fraction(0)) if act == "relu" else _poly(act, t)
 
 
@@ -591,6 +625,8 @@ def _evaluate(layers: list, x) -> tuple[Fraction, ...]:
         elif isinstance(layer, _Heads):
             ys = _head_outputs(layer, x)
             x = tuple(v for t in range(layer.tokens) for y in ys for v in y[t])
+        elif isinstance(layer, _Conv):
+            x = _conv_forward(layer, x)
         else:
             x = tuple(_apply(layer.act, y + b) for y, b in zip(_matvec(layer.weight, x), layer.bias))
     return x
@@ -630,6 +666,8 @@ def _monomial_failure(m: Sparse, relu: bool) -> str | None:
 
 def _neuron_failure(act, u, v, bj: Fraction, bk: Fraction, q: Fraction, o: Fraction = Fraction(0)) -> str | None:
     """Why sigma(u.x + bj) == q sigma(v.x + bk) + o fails for some real x, or None if it holds."""
+    if isinstance(act, _Real):
+        return _real_neuron_failure(act, u, v, bj, bk, q, o)
     if act == "relu":
         if o:
             return "a relu layer admits no offset"
@@ -744,6 +782,8 @@ def _action(value, n: int, where: str, layer, sparse_format: bool):
             return f"latent action must be {n} x {n}"
         return _sparse(m)
     kind = _dict(value, where).get("kind")
+    if isinstance(kind, str) and kind in ACTION_KEYS:
+        check_keys(value, where, ACTION_KEYS[kind], ACTION_KEYS[kind])
     if kind == "dense":
         m = _matrix(value.get("matrix"), f"{where} matrix")
         if len(m) != n or len(m[0]) != n:
@@ -803,6 +843,7 @@ def _layers_digest(layers) -> str:
 def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_Layer],
                      group: list, cap: int, sparse_format: bool = True) -> None:
     params = _dict(cert.get("parameters"), "certificate parameters")
+    check_keys(params, "certificate.parameters", *PARAMETER_KEYS)
     digest = params.get("layers_sha256")
     if digest is not None and digest != _layers_digest(layers):
         report.reasons.append(f"{PARAMS_DIFFER}: the certificate's digest of theta (layers_sha256) is not the "
@@ -835,6 +876,9 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
     else:
         report.checks.append(f"parameters: equal to the model's ({len(layers)} layers)")
     layers = _chain(layers)
+    if any(isinstance(layer, _Conv) for layer in layers):  # kernels, sparse channel-pixel actions
+        _check_conv_layerwise(report, cert, layers, group, cap)
+        return
     actions = cert.get("latent_actions")
     if not isinstance(actions, list) or len(actions) != len(layers) - 1:
         report.reasons.append(f"latent_actions must list one entry per hidden layer "
@@ -847,7 +891,7 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
             report.reasons.append(f"layer {i}: latent_actions must give one matrix per generator "
                                   f"({len(group)})")
             return
-        mats = [_action(m, n, f"latent_actions layer {i} generator {g}", layer, sparse_format)
+        mats = [_action(m, n, f"certificate.latent_actions[{i - 1}][{g}]", layer, sparse_format)
                 for g, m in enumerate(entry)]
         for g, m in enumerate(mats):
             if isinstance(m, str):
@@ -856,7 +900,7 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
             if isinstance(layer, _Heads):
                 why = _block_monomial_failure(m, layer)
             else:
-                why = _monomial_failure(m, layer.act == "relu")
+                why = _monomial_failure(m, layer.act == "relu" or _positive_only(layer.act))
             if why:
                 report.reasons.append(f"layer {i}, generator {g}: latent action {why}")
         rho.append(mats)
@@ -1003,6 +1047,8 @@ def _same_function_failure(layers, theta2, n_in: int) -> str | None:
         return "theta' has other widths"
     if [l.act for l in layers] != [l.act for l in theta2]:
         return "theta' has other activations"
+    if any(isinstance(l.act, _Real) for l in layers):
+        return "equality of functions with real activations is not re-verified by this checker version"
     if any(l.act == "relu" for l in layers):
         return "equality of ReLU functions is not re-verified by this checker version"
     size = _lattice_size(layers, n_in)
@@ -1020,7 +1066,11 @@ def _check_witness(report: CheckReport, eq: dict, n_in: int, layers: list[_Layer
     if witness is None:
         report.reasons.append("a not-equivariant certificate needs a witness")
         return
-    g = _dict(witness, "witness").get("generator")
+    if isinstance(witness, dict) and witness.get("kind") == "arb":  # real activations: a ball witness
+        _check_ball_witness(report, witness, n_in, layers, group)
+        return
+    check_keys(_dict(witness, "witness"), "certificate.equivariance.witness", *EQ_WITNESS_KEYS)
+    g = witness.get("generator")
     if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < len(group):
         raise CheckError(f"witness: generator must be an index below {len(group)}, got {_short(g)}")
     x = _vector(witness.get("x"), "witness x", n_in)
@@ -1070,6 +1120,15 @@ def check_certificate(cert: dict, model: dict, *, max_group_size: int = 10000) -
 def _check_theorem_certificate(cert: dict, model: dict, *, max_group_size: int = 10000) -> CheckReport:
     """The checker of ``symeq-certificate/1`` and ``/2`` (Theorem 4.1 at theta)."""
     n_in, layers, model_group = _model(model)
+    check_keys(cert, "certificate", CERT_KEYS, CERT_REQUIRED.get(cert.get("verdict"), ("format", "verdict"))
+               if isinstance(cert.get("verdict"), str) else ("format", "verdict"))
+    if cert.get("checks") is not None:
+        check_keys(_dict(cert["checks"], "certificate checks"), "certificate.checks", *CHECKS_KEYS)
+    params = cert.get("parameters")
+    if params is not None:  # used for layerwise-equivariant only, read strictly for every verdict
+        check_keys(_dict(params, "certificate parameters"), "certificate.parameters", *PARAMETER_KEYS)
+        if cert.get("verdict") != "layerwise-equivariant" and params.get("layers") is not None:
+            _layers(params["layers"], n_in, "certificate parameters")
     sparse_format = cert.get("format") == CERT_FORMAT
     verdict = cert.get("verdict")
     if verdict not in VERIFIABLE + UNVERIFIABLE:
@@ -1081,7 +1140,7 @@ def _check_theorem_certificate(cert: dict, model: dict, *, max_group_size: int =
         report.accepted = False
         report.mismatch = True
         return report
-    group = _group(cert.get("group"), n_in, len(layers[-1].weight), "certificate group")
+    group = _group(cert.get("group"), n_in, _out_dim(layers[-1]), "certificate group")
     if model_group is not None and model_group != group:
         report.reasons.append("the model's group differs from the certificate's")
         report.mismatch = True
@@ -1090,6 +1149,8 @@ def _check_theorem_certificate(cert: dict, model: dict, *, max_group_size: int =
                              f"({len(group)} generators)")
     eq = cert.get("equivariance")
     eq = {} if eq is None else _dict(eq, "certificate equivariance")
+    check_keys(eq, "certificate.equivariance", EQUIVARIANCE_KEYS,
+               ("witness",) if verdict == "not-equivariant" else ())
     if verdict in UNVERIFIABLE:
         report.checks.append(f"nothing this checker can re-verify: {verdict}")
         report.accepted = False if report.reasons else None
@@ -1196,6 +1257,34 @@ from itertools import combinations  # noqa: E402 - kept with this section (stand
 from math import gcd  # noqa: E402
 
 IDENTIFIABILITY_FORMAT = "symeq-identifiability/1"
+
+# The schemas of symeq-identifiability/1 (written by symeq.fibre.tensor and symeq.fibre.deep): every key
+# is required (each one is read), so a renamed or deleted key is refused rather than read as absent.
+_IDENT_HEADER = ("format", "widths", "degree", "bias", "rank_one_terms", "verdict")
+IDENT_KEYS = {"identifiable": _IDENT_HEADER + ("kruskal", "independence", "neurons", "orbit_size",
+                                               "orbit_dimension"),
+              "not-identifiable": _IDENT_HEADER + ("witness",)}
+_DEEP_COMMON = ("format", "method", "verdict", "widths", "bias", "full_rank", "w2_row_supports", "orbit_size",
+                "orbit_dimension")
+DEEP_KEYS = {"monomial": _DEEP_COMMON + ("degrees", "w2_centred_biases"),
+             "general": _DEEP_COMMON + ("activations", "layers")}
+DEEP_W3_KEYS = ("w3_row_supports", "w3_row_spans")  # three hidden layers
+DEEP_LAYER_KEYS = ("degree", "centre", "g", "lambdas")
+RANK_ONE_TERM_KEYS = ("neuron", "v", "w")
+KRUSKAL_KEYS = ("R", "reshaping", "k_lower", "modes")
+INDEPENDENCE_KEYS = ("degree", "proof")
+NEURON_KEYS = ("neuron", "b", "degrees", "polynomials", "gcd", "solutions", "latent")
+IDENT_WITNESS_KEYS = {"lambda": ("kind", "neuron", "degree", "polynomials", "text", "lambda", "bias"),
+                      "minimal_polynomial": ("kind", "neuron", "degree", "polynomials", "text",
+                                             "minimal_polynomial")}
+PROOF_KEYS = {"none": (), "full-column-rank": ("rows",), "khatri-rao": ("left", "right"), "all-minors": (),
+              "no-proportional-columns": ("pairs",), "nonzero-columns": ("rows",)}
+
+
+def _strict(obj, where: str, keys, optional=()) -> dict:
+    """check_keys with every key of ``keys`` required (``optional`` ones allowed besides)."""
+    check_keys(_dict(obj, where), where, tuple(keys) + tuple(optional), keys)
+    return obj
 
 
 def _is_int(x) -> bool:
@@ -1367,6 +1456,8 @@ class _KProof:
 
     def _bound(self, proof, factors: str, where: str) -> int:
         proof = _dict(proof, where)
+        if isinstance(proof.get("kind"), str) and proof["kind"] in PROOF_KEYS:
+            _strict(proof, where, ("factors", "kind", "k") + PROOF_KEYS[proof["kind"]])
         if proof.get("factors") != factors:
             raise CheckError(f"{where}: proof for {_short(proof.get('factors'))}, expected {factors}")
         kind, R = proof.get("kind"), self.R
@@ -1386,7 +1477,7 @@ class _KProof:
             lf, rf = left.get("factors"), right.get("factors")
             if not (isinstance(lf, str) and isinstance(rf, str) and lf and rf and lf + rf == factors):
                 raise CheckError(f"{where}: khatri-rao split {_short(lf)} + {_short(rf)} is not {factors}")
-            kl, kr = self.bound(left, lf, where + "/left"), self.bound(right, rf, where + "/right")
+            kl, kr = self.bound(left, lf, where + ".left"), self.bound(right, rf, where + ".right")
             if kl < 0 or kr < 0:
                 return -1
             return min(kl + kr - 1, R) if kl >= 1 and kr >= 1 else 0
@@ -1445,15 +1536,23 @@ def check_identifiability(cert: dict, model: dict) -> CheckReport:
     """
     if isinstance(cert, dict) and cert.get("method") in CLASSICAL_METHODS:  # real tanh/sigmoid nets (below)
         return check_classical(cert, model)
+    if isinstance(cert, dict) and cert.get("method") == JACOBIAN_METHOD:  # local identifiability (below)
+        return check_jacobian_rank(cert, model)
     n_in, layers, _ = _model(model)
     verdict = _dict(cert, "certificate").get("verdict")
     report = CheckReport(None, str(verdict))
     if verdict not in ("identifiable", "not-identifiable"):
         raise CheckError(f"certificate: unknown identifiability verdict {_short(verdict)}")
     if cert.get("method") == DEEP_METHOD:  # two hidden layers: the Jacobian-factor theorem (below)
+        kind = "general" if cert.get("activations") == "general" else "monomial"
+        _strict(cert, "certificate", DEEP_KEYS[kind] + (DEEP_W3_KEYS if len(layers) == 4 else ()))
+        for i, entry in enumerate(cert.get("layers") if kind == "general" and isinstance(cert.get("layers"), list)
+                                  else ()):
+            _strict(entry, f"certificate.layers[{i}]", DEEP_LAYER_KEYS)
         _check_ident_deep(report, cert, n_in, layers)
         report.accepted = not report.reasons
         return report
+    _strict(cert, "certificate", IDENT_KEYS[verdict])
     if len(layers) != 2 or not isinstance(layers[0], _Layer) or not isinstance(layers[0].act, tuple):
         report.reasons.append("the certificate covers one hidden dense layer with a polynomial activation")
         report.accepted = False
@@ -1477,7 +1576,7 @@ def check_identifiability(cert: dict, model: dict) -> CheckReport:
         report.reasons.append(f"rank_one_terms must list the model's {R} neurons")
     else:
         for j, t in enumerate(terms):
-            t = _dict(t, f"rank_one_terms[{j}]")
+            t = _strict(t, f"certificate.rank_one_terms[{j}]", RANK_ONE_TERM_KEYS)
             if not _is_int(t.get("neuron")) or t.get("neuron") != j or _vector(t.get("v"), f"term {j} v") != tuple(V[j]) \
                     or _vector(t.get("w"), f"term {j} w") != tuple(W[j]):
                 report.reasons.append(f"rank-one term {j} is not (column {j} of W_2, row {j} of W_1)")
@@ -1498,7 +1597,7 @@ def check_identifiability(cert: dict, model: dict) -> CheckReport:
 
 def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1) -> None:
     R = K.R
-    kr = _dict(cert.get("kruskal"), "kruskal")
+    kr = _strict(cert.get("kruskal"), "certificate.kruskal", KRUSKAL_KEYS)
     modes, proofs, claimed = kr.get("reshaping"), kr.get("modes"), kr.get("k_lower")
     if not (isinstance(modes, list) and len(modes) == 3 and all(isinstance(m, str) and m for m in modes)
             and isinstance(proofs, list) and len(proofs) == 3):
@@ -1511,7 +1610,7 @@ def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1)
             joined.count("W") != d or "V" in "".join(modes[1:]):
         report.reasons.append(f"reshaping {modes} is not V W^a | W^b | W^c with a + b + c = {d}")
         return
-    ks = [K.bound(p, m, f"kruskal mode {i}") for i, (p, m) in enumerate(zip(proofs, modes))]
+    ks = [K.bound(p, m, f"certificate.kruskal.modes[{i}]") for i, (p, m) in enumerate(zip(proofs, modes))]
     if any(k < 0 for k in ks):
         report.reasons.append(f"a k-rank proof fails (a minor or entry claimed nonzero is zero): bounds {ks}")
         return
@@ -1527,12 +1626,12 @@ def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1)
     indep = cert.get("independence")
     if not isinstance(indep, list):
         raise CheckError("independence must be a list")
-    for e in indep:
-        e = _dict(e, "independence entry")
+    for idx, e in enumerate(indep):
+        e = _strict(e, f"certificate.independence[{idx}]", INDEPENDENCE_KEYS)
         k = e.get("degree")
         if not (isinstance(k, int) and not isinstance(k, bool) and 0 <= k < d):
             raise CheckError(f"independence: bad degree {_short(k)}")
-        if K.bound(e.get("proof"), "V" + "W" * k, f"independence degree {k}") != R:
+        if K.bound(e.get("proof"), "V" + "W" * k, f"certificate.independence[{idx}].proof") != R:
             report.reasons.append(f"degree {k}: the terms v_j (x) w_j^{k} are not proved independent")
             return
         avail.add(k)
@@ -1546,7 +1645,7 @@ def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1)
     allowed = set(range(1, d - 1)) if bias else set(range(d))
     sizes = []
     for j, nd in enumerate(neurons):
-        nd = _dict(nd, f"neuron {j}")
+        nd = _strict(nd, f"certificate.neurons[{j}]", NEURON_KEYS)
         degs = nd.get("degrees")
         if not _is_int(nd.get("neuron")) or nd.get("neuron") != j or \
                 parse_number(nd.get("b"), f"neuron {j} b") != b1[j]:
@@ -1616,6 +1715,7 @@ def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1)
 
 def _check_ident_witness(report, cert, K: _KProof, coeffs, d, bias, latent, b1) -> None:
     w = _dict(cert.get("witness"), "witness")
+    _strict(w, "certificate.witness", IDENT_WITNESS_KEYS["lambda" if "lambda" in w else "minimal_polynomial"])
     j = w.get("neuron")
     if not (isinstance(j, int) and not isinstance(j, bool) and 0 <= j < K.R):
         raise CheckError(f"witness: bad neuron {_short(j)}")
@@ -1690,6 +1790,7 @@ def _deep_full_rank(report: CheckReport, cert: dict, Ws: list, hidden: int, n: i
     proofs = _dict(cert.get("full_rank"), "full_rank")
     mats = [(f"W{k}_columns", Ws[k - 1], f"W_{k}") for k in range(1, hidden + 1)]
     mats.append((f"W{hidden + 1}_rows", [list(c) for c in zip(*Ws[hidden])], f"W_{hidden + 1}"))
+    _strict(proofs, "certificate.full_rank", [key for key, _, _ in mats])
     if set(proofs) != {key for key, _, _ in mats}:
         report.reasons.append(f"full_rank must prove exactly {[key for key, _, _ in mats]}")
         return False
@@ -2294,6 +2395,381 @@ def check_classical(cert: dict, model: dict) -> CheckReport:
     return report
 
 
+@dataclass(frozen=True)
+class _Real:
+    """A real activation as the checker reads it: its name and its one parameter (or None)."""
+
+    name: str
+    param: object = None  # gelu: "tanh" or None; elu: alpha; leaky_relu: slope
+
+
+REAL_ACTIVATION_KEYS = {"gelu": ("type", "approximate"), "elu": ("type", "alpha"), "leaky_relu": ("type", "slope")}
+BALL_WITNESS_KEYS = (("kind", "generator", "generator_name", "x", "precision", "output", "enclosures"),
+                     ("kind", "generator", "x", "precision", "output", "enclosures"))
+MAX_BALL_PRECISION = 4096
+
+
+def _real_activation(spec: dict, where: str):
+    name = spec["type"]
+    check_keys(spec, f"{where} activation", REAL_ACTIVATION_KEYS.get(name, ("type",)), ("type",))
+    param = None
+    if name == "gelu":
+        param = spec.get("approximate", "none")
+        if param not in ("none", "tanh"):
+            raise CheckError(f"{where}: gelu approximate must be \"none\" or \"tanh\", got {_short(param)}")
+        param = None if param == "none" else "tanh"
+    elif name == "elu":
+        param = parse_number(spec.get("alpha", "1"), f"{where} elu alpha")
+        if param == 0:
+            raise CheckError(f"{where}: elu alpha must be nonzero")
+    elif name == "leaky_relu":
+        param = parse_number(spec.get("slope", "1/100"), f"{where} leaky_relu slope")
+        if param in (1, -1):
+            raise CheckError(f"{where}: leaky_relu slope must not be 1 or -1")
+    label = name + ("" if param is None else f"({param})")
+    return _Real(name, param), label
+
+
+def _positive_only(act) -> bool:
+    """Layers whose latent actions must be positive monomial matrices (leaky ReLU, like ReLU)."""
+    return isinstance(act, _Real) and REAL_SYMMETRY_TABLE[act.name] == "positive"
+
+
+def _real_exact(act: _Real, t: Fraction) -> Fraction:
+    """sigma(t) exactly where it is rational; refused elsewhere (balls: :func:`_real_interval`)."""
+    if act.name == "leaky_relu":
+        return t if t > 0 else act.param * t
+    if act.name == "elu" and t >= 0:
+        return t
+    if t == 0 and act.name != "softplus":
+        return Fraction(1, 2) if act.name == "sigmoid" else Fraction(0)
+    raise CheckError(f"{act.name}({t}) is irrational: an exact witness cannot be evaluated (a real-activation "
+                     "model is refuted by a ball witness, \"kind\": \"arb\")")
+
+
+def _real_holds(act: _Real, alpha, beta, q, c) -> bool:
+    """Whether (alpha, beta, q, c) is in the identity table of act (REAL_SYMMETRY_TABLE)."""
+    table = REAL_SYMMETRY_TABLE[act.name]
+    if table == "positive":
+        return alpha > 0 and beta == 0 and q == alpha and c == 0
+    return (alpha, beta, q, c) in {tuple(Fraction(x) for x in row) for row in table}
+
+
+def _real_neuron_failure(act: _Real, u, v, bj, bk, q, o) -> str | None:
+    """Why sigma(u.x + bj) == q sigma(v.x + bk) + o is not proved by the identity table, or None."""
+    if not any(v):
+        if any(u):
+            return "constant target neuron not matched"
+        # constants: a table identity with alpha bk + beta = bj proves it (alpha = +-1 covers the rows)
+        if any(_real_holds(act, a, bj - a * bk, q, o) for a in (Fraction(1), Fraction(-1))):
+            return None
+        return "constant target neuron: equality of the two constants is not proved by the identity table"
+    alpha = _ratio(u, v)
+    if alpha is None:
+        return "incoming weights are not parallel to the target neuron's"
+    beta = bj - alpha * bk
+    if _real_holds(act, alpha, beta, q, o):
+        return None
+    return f"{act.name}({alpha} t + {beta}) = {q} {act.name}(t) + {o} is not in its identity table"
+
+
+# -- rigorous interval evaluation (Fractions, outward rounding) --------------------------------
+#
+# An interval is a pair (lo, hi) of Fractions with lo <= value <= hi.  Every function below
+# returns bounds that are proved: Taylor series with an explicit remainder bound, alternating series
+# bounded by their first omitted term, and outward rounding to dyadic numbers of `bits` significant
+# bits (to keep the Fractions small).  Nothing is a float.
+
+def _round_down(x: Fraction, bits: int) -> Fraction:
+    """The largest number m 2^e <= x with m of about `bits` bits (x itself when 0)."""
+    if x == 0:
+        return x
+    n, d = x.numerator, x.denominator
+    e = n.bit_length() - d.bit_length() - bits if n > 0 else (-n).bit_length() - d.bit_length() - bits
+    if e >= 0:
+        return Fraction(n // (d << e) << e)
+    return Fraction((n << -e) // d, 1 << -e)
+
+
+def _round_up(x: Fraction, bits: int) -> Fraction:
+    return -_round_down(-x, bits)
+
+
+def _iv_round(a, bits):
+    return _round_down(a[0], bits), _round_up(a[1], bits)
+
+
+def _iv_mul(a, b):
+    ps = (a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1])
+    return min(ps), max(ps)
+
+
+def _iv_scale(c: Fraction, a):
+    return (c * a[0], c * a[1]) if c >= 0 else (c * a[1], c * a[0])
+
+
+def _exp_bounds(r: Fraction, bits: int):
+    """lo <= exp(r) <= hi: r / 2^s in [-1/2, 1/2], Taylor series with its tail bound, then s squarings."""
+    s = 0
+    while abs(r) > Fraction(1, 2) * 2 ** s:
+        s += 1
+    x = r / 2 ** s
+    wp = bits + s + 20
+    eps = Fraction(1, 1 << wp)
+    total, term, k = Fraction(1), Fraction(1), 0
+    while True:
+        k += 1
+        term = term * x / k
+        total += term
+        if abs(term) <= eps:
+            break
+    # tail: sum_{j > k} |x|^j / j! <= |term| sum_{i >= 1} (|x| / (k + 1))^i <= |term| (|x| <= 1/2)
+    lo, hi = _round_down(total - abs(term), wp), _round_up(total + abs(term), wp)
+    for _ in range(s):
+        lo, hi = _round_down(lo * lo, wp), _round_up(hi * hi, wp)
+    return lo, hi
+
+
+def _sqrt_bounds(q: Fraction, bits: int):
+    """lo <= sqrt(q) <= hi for q >= 0 (integer square roots of q 4^k)."""
+    from math import isqrt
+
+    k = bits + 8
+    n = q.numerator * 4 ** k
+    lo = isqrt(n // q.denominator)
+    return Fraction(lo, 2 ** k), Fraction(lo + 1, 2 ** k)
+
+
+def _atan_inv_bounds(m: int, bits: int):
+    """atan(1/m) for an integer m >= 2: an alternating series, between consecutive partial sums."""
+    eps = Fraction(1, 1 << (bits + 8))
+    total, k = Fraction(0), 0
+    while True:
+        term = Fraction(1, (2 * k + 1) * m ** (2 * k + 1))
+        if term < eps:
+            return (total - term, total) if k % 2 else (total, total + term)
+        total += term if k % 2 == 0 else -term
+        k += 1
+
+
+@lru_cache(maxsize=16)
+def _pi_bounds(bits: int):
+    """pi = 16 atan(1/5) - 4 atan(1/239) (Machin), with bounds."""
+    a, b = _atan_inv_bounds(5, bits + 8), _atan_inv_bounds(239, bits + 8)
+    return 16 * a[0] - 4 * b[1], 16 * a[1] - 4 * b[0]
+
+
+def _atanh_bounds(z: Fraction, bits: int):
+    """atanh(z) for 0 <= z <= 1/3: positive terms z^(2n+1)/(2n+1), tail <= next term / (1 - z^2)."""
+    eps = Fraction(1, 1 << (bits + 8))
+    total, n, p = Fraction(0), 0, z
+    while True:
+        term = p / (2 * n + 1)
+        if term < eps:
+            return total, total + term / (1 - z * z)
+        total += term
+        n += 1
+        p *= z * z
+
+
+@lru_cache(maxsize=16)
+def _log2_bounds(bits: int):
+    lo, hi = _atanh_bounds(Fraction(1, 3), bits + 8)  # log 2 = 2 atanh(1/3)
+    return 2 * lo, 2 * hi
+
+
+def _log_bounds(y: Fraction, bits: int):
+    """lo <= log(y) <= hi for y > 0: y = 2^k m with 1 <= m < 2, log m = 2 atanh((m - 1) / (m + 1))."""
+    k = y.numerator.bit_length() - y.denominator.bit_length()
+    m = y / Fraction(2) ** k
+    while m >= 2:
+        m, k = m / 2, k + 1
+    while m < 1:
+        m, k = m * 2, k - 1
+    wp = bits + abs(k).bit_length() + 8
+    z = _atanh_bounds((m - 1) / (m + 1), wp)
+    l2 = _iv_scale(Fraction(k), _log2_bounds(wp))
+    return 2 * z[0] + l2[0], 2 * z[1] + l2[1]
+
+
+def _erf_bounds(u: Fraction, bits: int):
+    """lo <= erf(u) <= hi: the alternating Maclaurin series (2/sqrt pi) sum (-1)^n u^(2n+1) / (n! (2n+1)),
+    past its largest term bounded by the first omitted one; for u >= 6, 1 - exp(-u^2) <= erf(u) <= 1."""
+    if u < 0:
+        lo, hi = _erf_bounds(-u, bits)
+        return -hi, -lo
+    if u == 0:
+        return Fraction(0), Fraction(0)
+    if u >= 6:  # erfc(u) <= exp(-u^2) / (u sqrt(pi)) <= exp(-u^2)
+        return 1 - _exp_bounds(-u * u, bits)[1], Fraction(1)
+    wp = bits + 16
+    eps = Fraction(1, 1 << wp)
+    total, n, p, fact = Fraction(0), 0, u, 1
+    u2 = u * u
+    while True:
+        term = p / (fact * (2 * n + 1))
+        if n > u2 + 1 and term < eps:
+            break  # from n > u^2 on the terms decrease: the tail is within one term
+        total += term if n % 2 == 0 else -term
+        n += 1
+        p *= u2
+        fact *= n
+    s = (total - term, total + term)
+    pi = _pi_bounds(wp)
+    root = (_sqrt_bounds(pi[0], wp)[0], _sqrt_bounds(pi[1], wp)[1])
+    c = (Fraction(2) / root[1], Fraction(2) / root[0])
+    lo, hi = _iv_mul(s, c)
+    return max(lo, Fraction(-1)), min(hi, Fraction(1))
+
+
+def _tanh_bounds(t: Fraction, bits: int):
+    """tanh(t) = 1 - 2 / (exp(2t) + 1), increasing in exp(2t)."""
+    lo, hi = _exp_bounds(2 * t, bits + 4)
+    return 1 - 2 / (lo + 1), 1 - 2 / (hi + 1)
+
+
+def _sigmoid_bounds(t: Fraction, bits: int):
+    lo, hi = _exp_bounds(-t, bits + 4)
+    return 1 / (1 + hi), 1 / (1 + lo)
+
+
+def _monotone(f, a, bits):
+    """f([lo, hi]) for an increasing f given by its bounds at a point."""
+    return f(a[0], bits)[0], f(a[1], bits)[1]
+
+
+def _hull_pieces(point, a):
+    """Enclosure of a function monotone on t <= 0 and on t >= 0: the hull at the ends (and 0)."""
+    pts = [point(a[0]), point(a[1])] + ([point(Fraction(0))] if a[0] < 0 < a[1] else [])
+    return min(p[0] for p in pts), max(p[1] for p in pts)
+
+
+def _real_interval(act: _Real, a, bits: int):
+    """An enclosure of act([a_lo, a_hi])."""
+    name = act.name
+    if name == "tanh":
+        return _monotone(_tanh_bounds, a, bits)
+    if name == "erf":
+        return _monotone(_erf_bounds, a, bits)
+    if name == "sigmoid":
+        return _monotone(_sigmoid_bounds, a, bits)
+    if name == "silu":
+        return _iv_mul(a, _monotone(_sigmoid_bounds, a, bits))
+    if name == "softplus":
+        return (_log_bounds(1 + _exp_bounds(a[0], bits + 4)[0], bits)[0],
+                _log_bounds(1 + _exp_bounds(a[1], bits + 4)[1], bits)[1])
+    if name == "gelu":
+        if act.param == "tanh":  # t (1 + tanh(sqrt(2 / pi) (t + c t^3))) / 2, with t + c t^3 increasing
+            c = Fraction(44715, 1000000)
+            p = (a[0] + c * a[0] ** 3, a[1] + c * a[1] ** 3)
+            pi = _pi_bounds(bits + 8)
+            k = (_sqrt_bounds(2 / pi[1], bits + 8)[0], _sqrt_bounds(2 / pi[0], bits + 8)[1])
+            v = _iv_round(_iv_mul(p, k), bits + 8)
+            th = _monotone(_tanh_bounds, v, bits)
+        else:  # t Phi(t), Phi(t) = (1 + erf(t / sqrt 2)) / 2 increasing
+            r = _sqrt_bounds(Fraction(1, 2), bits + 8)
+            v = _iv_round(_iv_mul(a, r), bits + 8)
+            th = _monotone(_erf_bounds, v, bits)
+        return _iv_mul(a, ((1 + th[0]) / 2, (1 + th[1]) / 2))
+    if name == "elu":
+        def point(t):
+            if t >= 0:
+                return t, t
+            e = _exp_bounds(t, bits + 4)
+            return _iv_scale(act.param, (e[0] - 1, e[1] - 1))
+        return _hull_pieces(point, a)
+    if name == "leaky_relu":
+        return _hull_pieces(lambda t: (_real_exact(act, t),) * 2, a)
+    raise CheckError(f"no interval evaluation for {name}")
+
+
+def _interval_apply(act, a, bits: int):
+    if act is None:
+        return a
+    if isinstance(act, _Real):
+        return _iv_round(_real_interval(act, a, bits), bits)
+    if act == "relu":
+        return max(a[0], Fraction(0)), max(a[1], Fraction(0))
+    if isinstance(act, tuple):  # a polynomial: interval Horner (a valid, if loose, enclosure)
+        acc = (act[-1], act[-1])
+        for c in reversed(act[:-1]):
+            acc = _iv_round(_iv_mul(acc, a), bits)
+            acc = (acc[0] + c, acc[1] + c)
+        return acc
+    raise CheckError(f"no interval evaluation for the layer activation {_short(act)}")
+
+
+def _interval_evaluate(layers: list, x, bits: int):
+    """An enclosure of f(x) for exact x: interval affine maps and activations, rounded outward."""
+    ys = [(v, v) for v in x]
+    for layer in layers:
+        if not isinstance(layer, _Layer):
+            raise CheckError("ball witnesses cover dense layers only")
+        out = []
+        for row, b in zip(layer.weight, layer.bias):
+            lo = hi = b
+            for w, (yl, yh) in zip(row, ys):
+                if w > 0:
+                    lo, hi = lo + w * yl, hi + w * yh
+                elif w < 0:
+                    lo, hi = lo + w * yh, hi + w * yl
+            out.append(_interval_apply(layer.act, _iv_round((lo, hi), bits), bits))
+        ys = out
+    return ys
+
+
+def _check_ball_witness(report: CheckReport, witness: dict, n_in: int, layers: list, group: list) -> None:
+    """A ball witness: the checker's own enclosure of some output of f(P x) - Q f(x) excludes 0.
+
+    The enclosures in the certificate are symeq's (arb); each must meet the checker's own (both
+    contain the true value), and the claimed output's must exclude 0, as must the checker's.
+    """
+    check_keys(witness, "certificate.equivariance.witness", *BALL_WITNESS_KEYS)
+    g = witness.get("generator")
+    if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < len(group):
+        raise CheckError(f"witness: generator must be an index below {len(group)}, got {_short(g)}")
+    x = _vector(witness.get("x"), "witness x", n_in)
+    prec = _count(witness.get("precision"), "witness precision", 2, MAX_BALL_PRECISION)
+    n_out = len(group[g][1])
+    j = _count(witness.get("output"), "witness output", 0, n_out - 1)
+    encl = witness.get("enclosures")
+    if not isinstance(encl, list) or len(encl) != n_out:
+        raise CheckError(f"witness: enclosures must list {n_out} intervals [lo, hi]")
+    claimed = [_vector(e, f"witness enclosures[{i}]", 2) for i, e in enumerate(encl)]
+    if any(lo > hi for lo, hi in claimed):
+        report.reasons.append("witness: an enclosure has lo > hi")
+        return
+    if claimed[j][0] <= 0 <= claimed[j][1]:
+        report.reasons.append(f"witness: the certificate's enclosure of output {j} contains 0: it proves nothing")
+        return
+    bits = prec + 32
+    p, q = group[g]
+    lhs = _interval_evaluate(layers, _matvec(p, x), bits)
+    fx = _interval_evaluate(layers, x, bits)
+    own = []
+    for i, row in enumerate(q):
+        lo, hi = lhs[i]
+        for c, (yl, yh) in zip(row, fx):
+            if c > 0:
+                lo, hi = lo - c * yh, hi - c * yl
+            elif c < 0:
+                lo, hi = lo - c * yl, hi - c * yh
+        own.append((lo, hi))
+    for i, ((lo, hi), (cl, ch)) in enumerate(zip(own, claimed)):
+        if hi < cl or ch < lo:
+            report.reasons.append(f"witness: the certificate's enclosure of output {i} [{cl}, {ch}] is disjoint from "
+                                  f"the checker's own [{_round_down(lo, 30)}, {_round_up(hi, 30)}]")
+            return
+    lo, hi = own[j]
+    report.checks.append(f"ball witness, generator {g}, x = {_fmt(x)}: output {j} of f(P x) - Q f(x) lies in "
+                         f"[{_round_down(lo, 30)}, {_round_up(hi, 30)}] (stdlib intervals at {bits} bits)")
+    if lo <= 0 <= hi:
+        report.reasons.append(f"witness: the checker's own enclosure of output {j} contains 0 at {bits} bits: the "
+                              "witness is not confirmed")
+    else:
+        report.checks.append(f"0 is outside it: the model is not equivariant under generator {g}")
+
+
 _check_action_certificate = check_certificate
 
 
@@ -2302,6 +2778,654 @@ def check_certificate(cert: dict, model: dict, **kwargs) -> CheckReport:  # noqa
     if isinstance(cert, dict) and cert.get("format") == IDENTIFIABILITY_FORMAT:
         return check_identifiability(cert, model)
     return _check_action_certificate(cert, model, **kwargs)
+
+
+# ----------------------------------------------------------------------------- conv2d layers (issue 19)
+# A conv2d layer is read and checked on its kernels, in time linear in taps x output pixels x
+# channels (never the (C H W)^2 dense matrix).  Its latent actions are "channel-pixel" actions
+# (M y)[c, p] = factor[c] y[source[c], pixels[p]] (docs/conv.md, docs/certificates.md).  The
+# geometry is re-derived here from the definitions, independently of symeq.layers.conv.
+
+CONV_KEYS = (("type", "kernel", "bias", "stride", "padding", "padding_mode", "input_shape", "activation",
+              "dilation", "groups"), ("type", "kernel", "bias"))
+CHANNEL_PIXEL_KEYS = (("kind", "height", "width", "channels", "pixels"), ("kind", "height", "width", "channels",
+                                                                           "pixels"))
+CHANNELS_KEYS = (("source", "factor"), ("source", "factor"))
+
+
+@dataclass(frozen=True)
+class _Conv:
+    """x -> act(conv_K(x) + b): kernel rows per output channel (taps in (c, i, j) order), per-channel bias."""
+
+    in_shape: tuple
+    kh: int
+    kw: int
+    stride: int
+    padding: int
+    mode: str
+    rows: tuple
+    bias: tuple
+    act: object
+    label: str = field(compare=False, default="conv2d")
+
+    @property
+    def out_hw(self) -> tuple:
+        _, h, w = self.in_shape
+        return ((h + 2 * self.padding - self.kh) // self.stride + 1, (w + 2 * self.padding - self.kw) // self.stride + 1)
+
+    @property
+    def out_shape(self) -> tuple:
+        return (len(self.rows),) + self.out_hw
+
+    @property
+    def out_dim(self) -> int:
+        c, h, w = self.out_shape
+        return c * h * w
+
+    def sources(self) -> list:
+        """src[t][q]: the input index tap t reads at output pixel q, or -1 (zero padding)."""
+        C, H, W = self.in_shape
+        oh, ow = self.out_hw
+        p, s = self.padding, self.stride
+        out = []
+        for c in range(C):
+            for i in range(self.kh):
+                for j in range(self.kw):
+                    row = []
+                    for y in range(oh):
+                        for x in range(ow):
+                            yy, xx = s * y + i - p, s * x + j - p
+                            if self.mode == "circular":
+                                yy, xx = yy % H, xx % W
+                            row.append((c * H + yy) * W + xx if 0 <= yy < H and 0 <= xx < W else -1)
+                    out.append(row)
+        return out
+
+
+def _out_dim(layer) -> int:
+    return layer.out_dim if isinstance(layer, _Conv) else len(layer.weight)
+
+
+def _conv_layer(spec: dict, shape, width: int, name: str, at: str, last: bool):
+    """A conv2d layer of a model file (shape: the (C, H, W) before it, or None)."""
+    check_keys(spec, at, *CONV_KEYS)
+    given = spec.get("input_shape")
+    if given is not None:
+        if not isinstance(given, list) or len(given) != 3:
+            raise CheckError(f"{name}: input_shape must be [channels, height, width]")
+        given = tuple(_count(v, f"{name} input_shape", 1) for v in given)
+        if shape is not None and given != shape:
+            raise CheckError(f"{name}: input_shape {list(given)} differs from the previous layer's {list(shape)}")
+        shape = given
+    if shape is None:
+        raise CheckError(f"{name}: a conv2d layer needs input_shape")
+    C, H, W = shape
+    if C * H * W != width:
+        raise CheckError(f"{name}: input_shape {list(shape)} has {C * H * W} entries, the input has {width}")
+    for key in ("dilation", "groups"):
+        if spec.get(key, 1) not in (1, [1, 1]):
+            raise CheckError(f"{name}: only {key} 1 is supported")
+    kernel = spec.get("kernel")
+    if not isinstance(kernel, list) or not kernel:
+        raise CheckError(f"{name}: kernel must be a nested list out_channels x in_channels x kh x kw")
+    mats = []
+    for o, ko in enumerate(kernel):
+        if not isinstance(ko, list) or len(ko) != C:
+            raise CheckError(f"{name}: kernel[{o}] must have {C} input channels")
+        mats.append([_matrix(kc, f"{name} kernel[{o}][{c}]") for c, kc in enumerate(ko)])
+    kh, kw = len(mats[0][0]), len(mats[0][0][0])
+    if any(len(m) != kh or any(len(r) != kw for r in m) for ko in mats for m in ko):
+        raise CheckError(f"{name}: every kernel must be {kh}x{kw}")
+    stride = _count(spec.get("stride", 1), f"{name} stride", 1)
+    padding = _count(spec.get("padding", 0), f"{name} padding", 0)
+    mode = spec.get("padding_mode", "zeros")
+    if mode not in ("zeros", "circular"):
+        raise CheckError(f"{name}: padding_mode must be 'zeros' or 'circular', got {_short(mode)}")
+    rows = tuple(tuple(m[i][j] for m in ko for i in range(kh) for j in range(kw)) for ko in mats)
+    bias = spec.get("bias")
+    bias = (Fraction(0),) * len(rows) if bias is None else _vector(bias, f"{name} bias", len(rows))
+    act, label = _activation(spec.get("activation"), name)
+    _check_hidden(act, last, name)
+    layer = _Conv(shape, kh, kw, stride, padding, mode, rows, bias, act, f"conv2d {label}")
+    if min(layer.out_hw) < 1:
+        raise CheckError(f"{name}: the kernel does not fit the padded image")
+    return layer
+
+
+def _check_hidden(act, last: bool, name: str) -> None:
+    if last and act is not None:
+        raise CheckError(f"{name}: the last layer must be affine (activation null)")
+    if not last and act is None:
+        raise CheckError(f"{name}: a hidden layer needs a non-null activation")
+
+
+def _dense_after_conv(spec: dict, shape, name: str, at: str, last: bool) -> _Conv:
+    """A dense layer after a convolution (and a flatten): the conv with a whole-image kernel."""
+    check_keys(spec, at, *DENSE_KEYS)
+    C, H, W = shape
+    weight = _matrix(spec.get("weight"), f"{name} weight", cols=C * H * W)
+    bias = spec.get("bias")
+    bias = (Fraction(0),) * len(weight) if bias is None else _vector(bias, f"{name} bias", len(weight))
+    act, label = _activation(spec.get("activation"), name)
+    _check_hidden(act, last, name)
+    return _Conv(shape, H, W, 1, 0, "zeros", weight, bias, act, f"conv2d (dense) {label}")
+
+
+def _conv_forward(layer: _Conv, x) -> tuple:
+    src = layer.sources()
+    npix = len(src[0])
+    out = []
+    for o, r in enumerate(layer.rows):
+        for q in range(npix):
+            z = layer.bias[o]
+            for t, w in enumerate(r):
+                s = src[t][q]
+                if w and s >= 0:
+                    z += w * x[s]
+            out.append(_apply(layer.act, z))
+    return tuple(out)
+
+
+def _as_channel_pixel(m: Matrix, shape) -> tuple | None:
+    """A dense group matrix as (source, factor, pixels) on (C, H, W), or None if it is not of that form."""
+    C, H, W = shape
+    P = H * W
+    cols, vals = [], []
+    for row in m:
+        nz = [(c, x) for c, x in enumerate(row) if x]
+        if len(nz) != 1:
+            return None
+        cols.append(nz[0][0])
+        vals.append(nz[0][1])
+    pix = tuple(c % P for c in cols[:P])
+    src, fac = [], []
+    for c in range(C):
+        sc, fc = cols[c * P] // P, vals[c * P]
+        if any(cols[c * P + p] != sc * P + pix[p] or vals[c * P + p] != fc for p in range(P)):
+            return None
+        src.append(sc)
+        fac.append(fc)
+    return tuple(src), tuple(fac), pix
+
+
+def _channel_pixel(value, shape, where: str) -> tuple:
+    check_keys(_dict(value, where), where, *CHANNEL_PIXEL_KEYS)
+    C, H, W = shape
+    if value.get("kind") != "channel-pixel":
+        raise CheckError(f"{where}: a conv2d layer's action must be of kind 'channel-pixel'")
+    if value.get("height") != H or value.get("width") != W:
+        raise CheckError(f"{where}: height and width must be {H} and {W}")
+    ch = value.get("channels")
+    check_keys(_dict(ch, f"{where}.channels"), f"{where}.channels", *CHANNELS_KEYS)
+    src = tuple(_indices(ch.get("source"), C, f"{where}.channels.source"))
+    fac = _vector(ch.get("factor"), f"{where}.channels.factor", C)
+    pix = tuple(_indices(value.get("pixels"), H * W, f"{where}.pixels"))
+    if len(set(src)) != C or len(set(pix)) != H * W:
+        raise CheckError(f"{where}: source and pixels must be permutations")
+    if any(f == 0 for f in fac):
+        raise CheckError(f"{where}: a factor is 0 (not invertible)")
+    return src, fac, pix
+
+
+_PLANE_MAPS = ((1, 0, 0, 1), (0, -1, 1, 0), (-1, 0, 0, -1), (0, 1, -1, 0),
+               (-1, 0, 0, 1), (1, 0, 0, -1), (0, 1, 1, 0), (0, -1, -1, 0))
+
+
+def _grid_pixels(R, h: int, w: int):
+    a, b, c, d = R
+    if b and h != w:
+        return None
+    d0 = h - 1 if (a < 0 or b < 0) else 0
+    d1 = w - 1 if (c < 0 or d < 0) else 0
+    return tuple((a * y + b * x + d0) * w + (c * y + d * x + d1) for y in range(h) for x in range(w))
+
+
+def _conv_failure(layer: _Conv, p: tuple, q: tuple) -> str | None:
+    """Why act(conv(P x)) == Q act(conv(x)) fails, or None: the kernel identities when P's pixels are a
+    grid symmetry R that the conv's geometry carries to Q's pixels; otherwise neuron by neuron."""
+    C, H, W = layer.in_shape
+    (ps, pf, pp), (qs, qf, qp) = p, q
+    oh, ow = layer.out_hw
+    for R in _PLANE_MAPS:
+        if _grid_pixels(R, H, W) != pp:
+            continue
+        a, b, c, d = R
+        fits = not b or (layer.kh == layer.kw)
+        for row in ((a, b), (c, d)):
+            src = 0 if row[0] else 1
+            n, k = ((H, layer.kh), (W, layer.kw))[src]
+            if row[src] < 0 and (n + 2 * layer.padding - k) % layer.stride:
+                fits = False
+        if not fits or _grid_pixels(R, oh, ow) != qp:
+            break
+        kh, kw = layer.kh, layer.kw
+        e0 = kh - 1 if (a < 0 or b < 0) else 0
+        e1 = kw - 1 if (c < 0 or d < 0) else 0
+        for o, r in enumerate(layer.rows):  # K'[o, source[c], R t] = factor[c] K[o, c, t]
+            u = [Fraction(0)] * len(r)
+            for t, x in enumerate(r):
+                ci, ij = divmod(t, kh * kw)
+                i, j = divmod(ij, kw)
+                u[(ps[ci] * kh + a * i + b * j + e0) * kw + c * i + d * j + e1] = x * pf[ci]
+            k, f = qs[o], qf[o]
+            if layer.act is None:
+                if any(x != f * y for x, y in zip(u, layer.rows[k])) or layer.bias[o] != f * layer.bias[k]:
+                    break
+            elif _neuron_failure(layer.act, u, layer.rows[k], layer.bias[o], layer.bias[k], f):
+                break
+        else:
+            return None
+        break
+    # the general decision on sparse rows (necessary and sufficient, linear in taps x neurons)
+    src = layer.sources()
+    npix = oh * ow
+    P = H * W
+    pcol = lambda s: ps[s // P] * P + pp[s % P]  # noqa: E731 - row s of P has factor pf[s // P] there
+    for j in range(layer.out_dim):
+        o, qq = divmod(j, npix)
+        k = qs[o] * npix + qp[qq]
+        rows = []
+        for n_, (oo, px) in ((j, (o, qq)), (k, divmod(k, npix))):
+            acc: dict = {}
+            for t, x in enumerate(layer.rows[oo]):
+                s = src[t][px]
+                if x and s >= 0:
+                    acc[s] = acc.get(s, 0) + x
+            rows.append(acc)
+        u = {pcol(s): x * pf[s // P] for s, x in rows[0].items()}
+        v = rows[1]
+        keys = sorted(set(u) | set(v)) or [0]
+        uu = [u.get(x, Fraction(0)) for x in keys]
+        vv = [v.get(x, Fraction(0)) for x in keys]
+        f = qf[o]
+        bj, bk = layer.bias[o], layer.bias[k // npix]
+        if layer.act is None:
+            if any(x != f * y for x, y in zip(uu, vv)) or bj != f * bk:
+                return f"neuron {j}: W P != Q W or b != Q b"
+            continue
+        why = _neuron_failure(layer.act, uu, vv, bj, bk, f)
+        if why:
+            return f"neuron {j} (channel {o}, pixel {qq}): {why}"
+    return None
+
+
+def _cp_mul(x: tuple, y: tuple) -> tuple:
+    (s1, f1, p1), (s2, f2, p2) = x, y
+    return (tuple(s2[s] for s in s1), tuple(a * f2[s] for a, s in zip(f1, s1)), tuple(p2[p] for p in p1))
+
+
+def _check_conv_layerwise(report: CheckReport, cert: dict, layers: list, group: list, cap: int) -> None:
+    """The layer checks and the homomorphism for a chain of conv2d layers (sparse channel-pixel actions)."""
+    if not all(isinstance(layer, _Conv) for layer in layers):
+        report.reasons.append("a chain mixing dense and conv2d layers is not checked by this checker")
+        return
+    actions = cert.get("latent_actions")
+    if not isinstance(actions, list) or len(actions) != len(layers) - 1:
+        report.reasons.append(f"latent_actions must list one entry per hidden layer ({len(layers) - 1})")
+        return
+    offsets = cert.get("latent_offsets")
+    if offsets is not None and any(any(_vector(c, "offset")) for e in offsets if isinstance(e, list) for c in e):
+        report.reasons.append("latent_offsets on conv2d layers are not supported by this checker")
+        return
+    rho = []
+    first = []
+    for g, (a, _) in enumerate(group):
+        cp = _as_channel_pixel(a, layers[0].in_shape)
+        if cp is None:
+            report.reasons.append(f"generator {g}: the input matrix is not a channel action times a pixel permutation")
+            return
+        first.append(cp)
+    rho.append(first)
+    for i, (entry, layer) in enumerate(zip(actions, layers), 1):
+        if not isinstance(entry, list) or len(entry) != len(group):
+            report.reasons.append(f"layer {i}: latent_actions must give one action per generator ({len(group)})")
+            return
+        mats = [_channel_pixel(m, layer.out_shape, f"certificate.latent_actions[{i - 1}][{g}]")
+                for g, m in enumerate(entry)]
+        if layer.act == "relu" and any(f <= 0 for m in mats for f in m[1]):
+            report.reasons.append(f"layer {i}: a relu layer needs positive factors")
+            return
+        rho.append(mats)
+    last = []
+    for g, (_, b) in enumerate(group):
+        cp = _as_channel_pixel(b, layers[-1].out_shape)
+        if cp is None:
+            report.reasons.append(f"generator {g}: the output matrix is not monomial on the output channels")
+            return
+        last.append(cp)
+    rho.append(last)
+    for g in range(len(group)):
+        for i, layer in enumerate(layers, 1):
+            why = _conv_failure(layer, rho[i - 1][g], rho[i][g])
+            if why:
+                report.reasons.append(f"layer {i}, generator {g}: {why}")
+            else:
+                report.checks.append(f"layer {i}, generator {g}: act(conv(P x)) = Q act(conv(x)) verified on the "
+                                     f"kernels ({layer.label}, {layer.out_dim} neurons)")
+    if report.reasons:
+        return
+    tuples = [tuple(rho[i][g] for i in range(len(rho))) for g in range(len(group))]
+    if not tuples:
+        report.checks.append("homomorphism: trivial group (no generators)")
+        return
+    ident = tuple((tuple(range(len(m[0]))), tuple(Fraction(1) for _ in m[1]), tuple(range(len(m[2]))))
+                  for m in tuples[0])
+    seen, frontier = {ident: None}, [ident]
+    while frontier:
+        nxt = []
+        for t in frontier:
+            for gen in tuples:
+                prod = tuple(_cp_mul(x, y) for x, y in zip(t, gen))
+                if prod not in seen:
+                    seen[prod] = None
+                    if len(seen) > max(cap, 1):
+                        report.reasons.append(f"homomorphism: the group generated by the actions has more than "
+                                              f"max_group_size={cap} elements")
+                        return
+                    nxt.append(prod)
+        frontier = nxt
+    by_input: dict = {}
+    for t in seen:
+        if by_input.setdefault(t[0], t) != t:
+            report.reasons.append("homomorphism: two group elements with the same input action act differently on "
+                                  "a latent space; the actions do not respect a relation of the group")
+            return
+    report.checks.append(f"homomorphism: group of order {len(seen)}, all {len(layers) - 1} latent actions consistent "
+                         "(channel-pixel actions composed on their factors)")
+
+
+# ----------------------------------------------------------------------------- local: Jacobian rank mod p
+#
+# ``"method": "jacobian-rank"`` (written by symeq/fibre/jacobian.py, docs/identifiability.md, "Local
+# identifiability"): the certificate names rational points x_1..x_N and r rows (point, output) of the
+# Jacobian J of theta -> (f_theta(x_1), ..., f_theta(x_N)).  The checker recomputes those rows modulo
+# p = 2^61 - 1 by reverse mode (its own reading of the model and of the parameter order: per layer W
+# row-major, then b when the model has a nonzero bias), eliminates them (rank r mod p: a nonzero r x r
+# minor, so rank over Q >= r), recomputes the orbit tangent of K's continuous part from the activations
+# (c (t - s)^d + e scalings), checks that it lies in the kernel of those rows and that r = P - its rank:
+# the two bounds rank_Q J <= P - dim K.theta meet, and theta is locally identifiable.
+
+JACOBIAN_METHOD = "jacobian-rank"
+JACOBIAN_PRIME = (1 << 61) - 1
+#: the checker's size limit: r^2 P (the elimination's slot operations), above it nothing is checked (exit 3)
+MAX_JACOBIAN_WORK = 8 * 10 ** 9
+JACOBIAN_KEYS = ("format", "method", "verdict", "widths", "bias", "layers_sha256", "prime", "seed", "parameters",
+                 "parameter_order", "points", "rows", "rank", "orbit_dimension", "orbit_generators")
+_SLOT = 128
+
+
+def _jac_mod(x: Fraction) -> int:
+    p = JACOBIAN_PRIME
+    if x.denominator % p == 0:
+        raise CheckError(f"the prime divides the denominator of {x}")
+    return x.numerator % p * pow(x.denominator, -1, p) % p
+
+
+def _jac_poly(coeffs, z: int) -> int:
+    acc = 0
+    for c in reversed(coeffs):
+        acc = (acc * z + c) % JACOBIAN_PRIME
+    return acc
+
+
+def _jac_rows(layers, bias: bool, point, outputs) -> list[list[int]]:
+    """The rows d f_k(x) / d theta mod p for the outputs k, by reverse mode (one forward pass)."""
+    p = JACOBIAN_PRIME
+    h = [_jac_mod(x) for x in point]
+    hs, ss, Ws = [], [], []
+    for layer in layers:
+        W = [[_jac_mod(x) for x in row] for row in layer.weight]
+        b = [_jac_mod(x) for x in layer.bias]
+        z = [(sum(w * v for w, v in zip(row, h)) + bj) % p for row, bj in zip(W, b)]
+        hs.append(h)
+        Ws.append(W)
+        if layer.act is None:
+            ss.append(None)
+            h = z
+        else:
+            c = [_jac_mod(x) for x in layer.act]
+            dc = [k * x % p for k, x in enumerate(c)][1:] or [0]
+            ss.append([_jac_poly(dc, zj) for zj in z])
+            h = [_jac_poly(c, zj) for zj in z]
+    out = []
+    for k in outputs:
+        delta = [int(i == k) for i in range(len(h))]
+        blocks = []
+        for i in range(len(layers) - 1, -1, -1):
+            if ss[i] is not None:
+                delta = [d * s % p for d, s in zip(delta, ss[i])]
+            hin = hs[i]
+            blk = [d * v % p for d in delta for v in hin]
+            if bias:
+                blk += delta
+            blocks.append(blk)
+            if i:
+                W = Ws[i]
+                delta = [sum(delta[a] * W[a][j] for a in range(len(W))) % p for j in range(len(hin))]
+        out.append([x for blk in reversed(blocks) for x in blk])
+    return out
+
+
+def _jac_pack(row) -> int:
+    x = 0
+    for v in reversed(row):
+        x = (x << _SLOT) | v
+    return x
+
+
+def _jac_rank(rows: list[list[int]], ncols: int) -> int:
+    """Rank modulo 2^61 - 1 of the rows by right-looking elimination on packed integers.
+
+    Each row is one Python integer with 128-bit slots, column 0 lowest: a row operation
+    row + (p - f) pivot is one multiplication and one addition of integers; the eliminated column
+    is shifted out; every 30 operations each slot is folded back below 2^62 (2^61 = 1 mod p), so no
+    slot overflows into the next.
+    """
+    p = JACOBIAN_PRIME
+    lo61 = sum(((1 << 61) - 1) << (_SLOT * i) for i in range(ncols))
+    lo67 = sum(((1 << 67) - 1) << (_SLOT * i) for i in range(ncols))
+    slot = (1 << _SLOT) - 1
+
+    def fold(x):
+        x = (x & lo61) + ((x >> 61) & lo67)
+        return (x & lo61) + ((x >> 61) & lo67)
+
+    live = [[_jac_pack(r), 0] for r in rows]
+    rank = 0
+    for _ in range(ncols):
+        if not live:
+            break
+        piv = None
+        for idx, (x, _n) in enumerate(live):
+            if (x & slot) % p:
+                piv = idx
+                break
+        if piv is not None:
+            pv = fold(live.pop(piv)[0])
+            inv = pow((pv & slot) % p, -1, p)
+            rank += 1
+            for item in live:
+                x = item[0]
+                f = (x & slot) % p
+                if f:
+                    x += (p - f * inv % p) * pv
+                    item[1] += 1
+                    if item[1] >= 30:
+                        x, item[1] = fold(x), 0
+                item[0] = x >> _SLOT
+        else:
+            for item in live:
+                item[0] >>= _SLOT
+    return rank
+
+
+def _jac_is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    small = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
+    for q in small:
+        if n % q == 0:
+            return n == q
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for a in small:  # deterministic below 3.3e24
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def _jac_continuous(coeffs, bias: bool):
+    """(s, d, e) when sigma = c (t - s)^d + e has every alpha != 0 as a latent scaling, else None."""
+    if not isinstance(coeffs, tuple) or len(coeffs) < 3:
+        return None
+    d = len(coeffs) - 1
+    s = -coeffs[d - 1] / (d * coeffs[d])
+    # the coefficients of sigma(u + s): binomial expansion
+    shifted = [sum(coeffs[j] * comb(j, k) * s ** (j - k) for j in range(k, d + 1)) for k in range(d + 1)]
+    if any(shifted[k] != 0 for k in range(1, d)):
+        return None
+    e = shifted[0]
+    if e != 0 and not bias:
+        return None
+    if not bias and s != 0:
+        return None
+    return s, d, e
+
+
+def _jac_tangents(layers, bias: bool, offs) -> list[dict]:
+    gens = []
+    for i, layer in enumerate(layers[:-1]):
+        cont = _jac_continuous(layer.act, bias)
+        if cont is None:
+            continue
+        s, d, e = cont
+        nxt = layers[i + 1]
+        nin = len(layer.weight[0])
+        for j, row in enumerate(layer.weight):
+            v = {}
+            for k, x in enumerate(row):
+                if x:
+                    v[offs[2 * i] + j * nin + k] = x
+            if bias and layer.bias[j] - s:
+                v[offs[2 * i + 1] + j] = layer.bias[j] - s
+            for k, nrow in enumerate(nxt.weight):
+                if nrow[j]:
+                    v[offs[2 * i + 2] + k * len(nrow) + j] = -d * nrow[j]
+                    if bias and e:
+                        v[offs[2 * i + 3] + k] = d * e * nrow[j]
+            gens.append(v)
+    return gens
+
+
+def check_jacobian_rank(cert: dict, model: dict) -> CheckReport:
+    """Re-verify a ``jacobian-rank`` certificate (local identifiability), standard library only.
+
+    Exit codes through the report: accepted 0, rejected 1, beyond the size limit
+    (:data:`MAX_JACOBIAN_WORK` slot operations r^2 P) 3 with nothing verified.
+    """
+    n_in, layers, _ = _model(model)
+    check_keys(_dict(cert, "certificate"), "certificate", JACOBIAN_KEYS, JACOBIAN_KEYS[:14], error=CheckError)
+    report = CheckReport(None, str(cert.get("verdict")))
+    if cert.get("verdict") != "locally-identifiable":
+        raise CheckError(f"certificate: a jacobian-rank certificate says \"locally-identifiable\", got "
+                         f"{_short(cert.get('verdict'))}")
+    if not all(isinstance(l, _Layer) and (l.act is None or isinstance(l.act, tuple)) for l in layers) \
+            or any("token-wise" in l.label for l in layers):
+        report.reasons.append("jacobian-rank certificates cover dense layers with polynomial activations")
+        report.accepted = False
+        return report
+    if cert.get("layers_sha256") != _layers_digest(layers):
+        report.reasons.append(f"{PARAMS_DIFFER}: the certificate's digest of theta (layers_sha256) is not the "
+                              "model's (a certificate of another model, or a changed model file)")
+        report.mismatch = True
+        report.accepted = False
+        return report
+    bias = any(x != 0 for l in layers for x in l.bias)
+    widths = [n_in] + [len(l.weight) for l in layers]
+    P = sum(len(l.weight) * len(l.weight[0]) + (len(l.weight) if bias else 0) for l in layers)
+    for key, want in (("widths", widths), ("bias", bias), ("parameters", P)):
+        if cert.get(key) != want or isinstance(cert.get(key), bool) != isinstance(want, bool):
+            report.reasons.append(f"certificate {key} {_short(cert.get(key))} differs from the model's {want}")
+    prime = cert.get("prime")
+    if prime != str(JACOBIAN_PRIME):
+        report.reasons.append(f"certificate prime {_short(prime)}: this format uses 2^61 - 1 = {JACOBIAN_PRIME}")
+    elif not _jac_is_prime(JACOBIAN_PRIME):  # pragma: no cover - a Mersenne prime
+        report.reasons.append("2^61 - 1 is not prime")
+    r = cert.get("rank")
+    if not _is_int(r) or isinstance(r, bool) or not 0 <= r <= P:
+        report.reasons.append(f"certificate rank {_short(r)} is not an integer in [0, {P}]")
+    if report.reasons:
+        report.accepted = False
+        return report
+    pts = cert.get("points")
+    if not isinstance(pts, list) or not pts:
+        raise CheckError("certificate points: expected a non-empty list of points")
+    K = widths[-1]
+    if len(pts) * n_in > 10 ** 7:
+        raise CheckError(f"certificate points: {len(pts)} points exceed the checker's limit")
+    points = [_vector(pt, f"certificate points[{i}]", n_in) for i, pt in enumerate(pts)]
+    rows = cert.get("rows")
+    if not isinstance(rows, list) or len(rows) != r or any(not _is_int(x) or isinstance(x, bool) for x in rows) \
+            or len(set(rows)) != len(rows) or any(not 0 <= x < len(points) * K for x in rows):
+        report.reasons.append(f"certificate rows must list {r} distinct rows (point * {K} + output) of the "
+                              f"{len(points) * K} rows of the Jacobian")
+        report.accepted = False
+        return report
+    work = r * r * P
+    if work > MAX_JACOBIAN_WORK:
+        report.reasons.append(f"beyond the checker's size limit: rank {r} and {P} parameters need r^2 P = {work:.3g} "
+                              f"slot operations > {MAX_JACOBIAN_WORK:.3g} (symeq.check.MAX_JACOBIAN_WORK); nothing "
+                              "was verified")
+        report.accepted = None
+        return report
+    offs, c = [], 0
+    for l in layers:
+        offs.append(c)
+        c += len(l.weight) * len(l.weight[0])
+        offs.append(c)
+        c += len(l.weight) if bias else 0
+    gens = _jac_tangents(layers, bias, offs)
+    tangent = [[0] * P for _ in gens]
+    for t, v in zip(tangent, gens):
+        for k, x in v.items():
+            t[k] = _jac_mod(x)
+    by_point: dict = {}
+    for x in rows:
+        by_point.setdefault(x // K, []).append(x % K)
+    J = []
+    for n in sorted(by_point):
+        J.extend(_jac_rows(layers, bias, points[n], sorted(by_point[n])))
+    p = JACOBIAN_PRIME
+    for g, t in enumerate(tangent):
+        if any(sum(a * b for a, b in zip(row, t)) % p for row in J):
+            report.reasons.append(f"orbit generator {g + 1} is not in the kernel of the Jacobian rows")
+            report.accepted = False
+            return report
+    dim = _jac_rank(tangent, P) if tangent else 0
+    if cert.get("orbit_dimension") != dim:
+        report.reasons.append(f"certificate orbit_dimension {_short(cert.get('orbit_dimension'))} differs from "
+                              f"the recomputed {dim}")
+    rank = _jac_rank(J, P)
+    if rank != r:
+        report.reasons.append(f"the {r} certified rows of the Jacobian have rank {rank} modulo 2^61 - 1, not {r}")
+    elif r != P - dim:
+        report.reasons.append(f"rank {r} != #params {P} - dim K.theta {dim}: not locally identifiable")
+    if not report.reasons:
+        report.checks.append(f"{r} rows of the Jacobian at {len(points)} rational points recomputed mod 2^61 - 1: "
+                             f"rank {r} (a nonzero {r} x {r} minor: rank over Q >= {r})")
+        report.checks.append(f"orbit tangent of K's continuous part: {len(gens)} generator(s) in the kernel, "
+                             f"dimension {dim}; rank = #params {P} - {dim}: locally identifiable (constant-rank "
+                             "theorem; the fibre far from theta is not examined)")
+    report.accepted = not report.reasons
+    return report
 
 
 if __name__ == "__main__":

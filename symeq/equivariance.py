@@ -16,6 +16,13 @@ polynomials of total degree at most D (the product of the activation degrees).  
 For ReLU models the decision is exact by linear-region enumeration (:mod:`symeq.relu.regions`).
 A failing check always returns a rational witness x, re-evaluated exactly.
 
+Models with real activations (tanh, sigmoid, GELU, ...; :data:`symeq.activations.REAL_ACTIVATIONS`)
+are not polynomials.  Their premise is proved *layers first* (:func:`layers_first`): when the
+derivation finds actions and every layer passes its exact identity check, the composition of
+equivariant layers is equivariant.  Refutation is by :func:`refute_with_balls`: a rational input x
+and a precision at which python-flint's arb ball of some output of f(g x) - g f(x) excludes 0
+(a :class:`BallWitness`).  Anything else is undetermined.
+
 Examples
 --------
 >>> from symeq.groups import global_sign
@@ -43,10 +50,11 @@ from .budget import Deadline
 from .errors import InputError
 from .groups import FiniteGroup
 from .models import Model
-from .numbers import format_vector
+from .numbers import format_number, format_vector, mat_rows
 from .sizes import guard_expansion
 
-__all__ = ["Witness", "EquivarianceResult", "decide_equivariance", "principal_lattice"]
+__all__ = ["Witness", "BallWitness", "EquivarianceResult", "decide_equivariance", "principal_lattice",
+           "layers_first", "refute_with_balls", "BALL_PRECISIONS"]
 
 DEFAULT_MAX_GRID = 20000
 DEFAULT_MAX_SYMBOLIC = 2000
@@ -68,10 +76,41 @@ class Witness:
 
 
 @dataclass
-class EquivarianceResult:
-    """The end-to-end verdict: holds, how it was decided, and a witness when it fails."""
+class BallWitness:
+    """A rational x where a ball of f(rho_in(g) x) - rho_out(g) f(x) excludes 0: a proof of failure.
 
-    holds: bool
+    ``enclosures[j] = (lo, hi)`` (exact dyadic rationals) encloses output j of the difference at
+    ``precision`` bits (python-flint's arb); ``output`` is one j with 0 outside [lo, hi].
+    """
+
+    generator: str
+    generator_index: int
+    x: list
+    precision: int
+    output: int
+    enclosures: list
+
+    def to_json(self) -> dict:
+        return {"kind": "arb", "generator": self.generator_index, "generator_name": self.generator,
+                "x": format_vector(self.x), "precision": self.precision, "output": self.output,
+                "enclosures": [[format_number(lo), format_number(hi)] for lo, hi in self.enclosures]}
+
+    def lines(self) -> list[str]:
+        lo, hi = self.enclosures[self.output]
+        return [f"  witness for generator {self.generator}: x = [{', '.join(map(str, self.x))}]",
+                f"    output {self.output + 1} of f(g x) - g f(x) lies in [{float(lo):.6g}, {float(hi):.6g}] "
+                f"(exact ends {lo} .. {hi}; arb balls at {self.precision} bits), which excludes 0"]
+
+
+@dataclass
+class EquivarianceResult:
+    """The end-to-end verdict: holds, how it was decided, and a witness when it fails.
+
+    ``holds`` is None when the premise could not be decided (real activations: no action found
+    and no ball witness; the verdict is then undetermined).
+    """
+
+    holds: bool | None
     method: str
     probabilistic: bool = False
     error_bound: fmpq | None = None
@@ -153,7 +192,8 @@ def decide_equivariance(
 
     Parameters
     ----------
-    model : the model (polynomial or ReLU activations)
+    model : the model (polynomial, ReLU or real activations; real ones: layers first, then ball
+        witnesses, ``holds=None`` when neither decides)
     group : defaults to ``model.group``
     method : "auto" (symbolic up to 2000 monomials, grid up to ``max_grid`` points, else probabilistic),
         "grid", "symbolic", "probabilistic"; ReLU models always use "relu-regions"
@@ -169,6 +209,14 @@ def decide_equivariance(
     model.check_group(group)
     group.validate()
     deadline = deadline or Deadline(None)
+    if _has_real(model):
+        # not a polynomial: layers first (a proof), else a ball witness (a proof of failure), else undecided
+        _, res = layers_first(model, group, deadline)
+        if res is None:
+            res = refute_with_balls(model, group, deadline=deadline, rng=rng)
+        return res if res is not None else EquivarianceResult(
+            None, "undetermined", detail="no layerwise action at theta and no refuting input found with arb balls "
+                                         f"(precisions up to {BALL_PRECISIONS[-1]} bits)")
     if model.has_relu:
         return _decide_relu(model, group, deadline)
     if not model.is_polynomial:
@@ -266,3 +314,132 @@ def _decide_relu(model: Model, group: FiniteGroup, deadline: Deadline) -> Equiva
     return EquivarianceResult(True, "relu-regions", points=total,
                               detail=f"h_g is identically zero on each of its {total} open linear regions "
                                      "(exact LP over Q); by continuity it vanishes everywhere: a proof")
+
+
+#: precisions (bits) tried in turn by :func:`refute_with_balls`
+BALL_PRECISIONS = (64, 128, 256, 512, 1024)
+
+
+def _has_real(model: Model) -> bool:
+    return any(getattr(l, "activation", None) is not None and l.activation.kind == "real" for l in model.layers)
+
+
+def layers_first(model: Model, group: FiniteGroup, deadline: Deadline, *, max_candidates: int = 64,
+                 max_nodes: int = 100000):
+    """Derive the latent actions before deciding the premise: (derivation, result or None).
+
+    When every layer passes its exact check (polynomial identities, the ReLU rule, or a real
+    activation's symmetry identity) and the actions form a homomorphism, f is equivariant: a
+    composition of equivariant maps is equivariant.  The result then says so (method
+    ``"layerwise"``); otherwise it is None and the derivation's failure is kept for the caller
+    (ReLU: the region enumeration may still refute or prove within the budget; real
+    activations: :func:`refute_with_balls`).
+    """
+    from .layerwise import derive_latent_actions
+
+    d = derive_latent_actions(model, group, max_candidates=max_candidates, deadline=deadline, max_nodes=max_nodes)
+    if not d.found:
+        return d, None
+    checks = len(d.layer_checks)
+    return d, EquivarianceResult(
+        True, "layerwise", detail=f"every layer is equivariant ({checks} exact layer checks: identities on (W, b) "
+                                  "and the activation's symmetry identity) and g -> rho_i(g) is a homomorphism; a "
+                                  "composition of equivariant layers is equivariant: a proof")
+
+
+def _ball_forward(model: Model, x: list):
+    """f(x) with every entry an arb ball (x exact rationals or balls)."""
+    from flint import arb
+
+    y = [v if isinstance(v, arb) else arb(v) for v in x]
+    for l in model.layers:
+        if l.kind != "dense":
+            raise InputError(f"ball evaluation covers dense layers only, not {l.kind}")
+        W = mat_rows(l.weight)
+        z = []
+        for row, b in zip(W, l.bias):
+            acc = arb(b)
+            for w, v in zip(row, y):
+                if w != 0:
+                    acc += arb(w) * v
+            z.append(acc)
+        y = z if l.activation is None else [l.activation.ball(t) for t in z]
+    return y
+
+
+def _ball_ends(b):
+    """Exact rational ends (lo, hi) of an arb ball."""
+    def exact(e):
+        m, k = e.man_exp()
+        return fmpq(int(m)) * (fmpq(2) ** int(k)) if k >= 0 else fmpq(int(m), 2 ** int(-k))
+    return exact(b.lower()), exact(b.upper())
+
+
+def _candidate_points(n: int, rng: random.Random, count: int) -> list:
+    """Rational test inputs: small integers and halves (cheap to re-evaluate), seeded."""
+    pts = []
+    for k in range(count):
+        den = 1 if k % 2 == 0 else 2
+        pts.append([fmpq(rng.randint(-4, 4), den) for _ in range(n)])
+    return pts
+
+
+def refute_with_balls(model: Model, group: FiniteGroup | None = None, *, deadline: Deadline | None = None,
+                      points: int = 8, precisions=BALL_PRECISIONS, rng=0) -> EquivarianceResult | None:
+    """Look for a rational x with f(g x) != g f(x), proved by arb balls; None if none was found.
+
+    For each precision of ``precisions`` in turn (while the budget lasts) and each generator, the
+    difference h_g(x) = f(rho_in(g) x) - rho_out(g) f(x) is evaluated with python-flint's arb
+    balls at ``points`` seeded rational inputs; a witness counts only when the ball of some output
+    excludes 0.  A difference that is exactly 0 (an equivariant f) never yields one.
+
+    Examples
+    --------
+    >>> from symeq.groups import global_sign
+    >>> from symeq.activations import real
+    >>> from symeq.models import DenseLayer, Model
+    >>> shifted = Model(1, [DenseLayer([[1]], [1], real("tanh")), DenseLayer([[2]], None)])
+    >>> r = refute_with_balls(shifted, global_sign(1))
+    >>> r.holds, r.method, r.witness.precision
+    (False, 'arb-witness', 64)
+    >>> odd = Model(1, [DenseLayer([[1]], None, real("tanh")), DenseLayer([[2]], None)])
+    >>> refute_with_balls(odd, global_sign(1)) is None
+    True
+    """
+    from flint import arb, ctx
+
+    group = group if group is not None else model.group
+    deadline = deadline or Deadline(None)
+    rng = rng if isinstance(rng, random.Random) else random.Random(rng)
+    n = model.input_dim
+    pts = _candidate_points(n, rng, points)
+    old = ctx.prec
+    tried = 0
+    try:
+        for prec in precisions:
+            ctx.prec = prec
+            for gi, (A, B) in enumerate(group.generators):
+                Ar, Br = mat_rows(A), mat_rows(B)
+                for x in pts:
+                    deadline.check(f"looking for a refuting input with arb balls ({prec} bits)")
+                    tried += 1
+                    gx = [sum((a * v for a, v in zip(row, x)), fmpq(0)) for row in Ar]
+                    lhs = _ball_forward(model, gx)
+                    fx = _ball_forward(model, x)
+                    diff = []
+                    for i, row in enumerate(Br):
+                        acc = lhs[i]
+                        for c, v in zip(row, fx):
+                            if c != 0:
+                                acc -= arb(c) * v
+                        diff.append(acc)
+                    hit = next((j for j, h in enumerate(diff) if not h.contains(0)), None)
+                    if hit is not None:
+                        w = BallWitness(group.names[gi], gi, x, prec, hit, [_ball_ends(h) for h in diff])
+                        return EquivarianceResult(
+                            False, "arb-witness", witness=w, points=tried,
+                            detail=f"at x = [{', '.join(map(str, x))}] the arb ball ({prec} bits) of output {hit + 1} "
+                                   f"of f(g x) - g f(x) excludes 0 (generator {group.names[gi]}): a proof of failure")
+    finally:
+        ctx.prec = old
+    return None

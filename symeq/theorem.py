@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from .version import __version__
 from .budget import Deadline
 from .check import layers_digest
-from .equivariance import EquivarianceResult, decide_equivariance
+from .equivariance import EquivarianceResult, _has_real, decide_equivariance, layers_first, refute_with_balls
 from .errors import BudgetExceeded, InputError, LimitExceeded
 from .groups import FiniteGroup
 from .io import CERTIFICATE_FORMAT, layers_to_json
@@ -182,8 +182,11 @@ class Verification:
         lines.append(f"  group: {G.label}, generators {', '.join(G.names)}")
         lines.append("")
         lines.append("Premise: end-to-end equivariance f(rho_in(g) x) = rho_out(g) f(x)")
-        lines.append(f"  {'holds' if eq.holds else 'FAILS'} ({eq.method}): {eq.detail}")
-        if eq.witness is not None:
+        lines.append(f"  {'UNDECIDED' if eq.holds is None else 'holds' if eq.holds else 'FAILS'} ({eq.method}): "
+                     f"{eq.detail}")
+        if eq.witness is not None and hasattr(eq.witness, "lines"):  # a ball witness (real activations)
+            lines.extend(eq.witness.lines())
+        elif eq.witness is not None:
             w = eq.witness
             lines.append(f"  witness for generator {w.generator}: x = [{', '.join(map(str, w.x))}]")
             lines.append(f"    f(g x) = [{', '.join(map(str, w.lhs))}]")
@@ -268,6 +271,8 @@ def action_to_json(layer, M) -> dict:
     >>> action_to_json(None, matrix([[0, -1], [1, 0]]))
     {'kind': 'monomial', 'source': [1, 0], 'factor': ['-1', '1']}
     """
+    if hasattr(M, "pixel"):  # a conv layer's action: channel action (x) pixel permutation (symeq.layers.conv)
+        return M.to_json()
     if layer is not None and layer.kind == "heads":
         from .layers.attention import block_monomial_parts, factor_kron
 
@@ -327,6 +332,10 @@ def _describe_action(layer, M, title: str = "action", matrix: bool = False) -> l
         for h, (k, B) in enumerate(zip(sparse["heads"], sparse["blocks"])):
             block = "[" + ", ".join("[" + ", ".join(row) + "]" for row in B) + "]"
             out.append(f"    head {h + 1} <- head {k + 1}, block {block}")
+    elif sparse["kind"] == "channel-pixel":  # conv layers (symeq.layers.conv.ConvAction)
+        out = [f"  {title}: channels {format_cycles(list(M.source), list(M.factor))} "
+               f"(x) pixels: {M.describe()} of the {sparse['height']}x{sparse['width']} grid"]
+        return out
     elif sparse["kind"] == "monomial":
         out = [f"  {title}: {format_cycles(*monomial_parts(M))}"]
     else:
@@ -662,12 +671,28 @@ def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search
     model.check_group(group)
     deadline = Deadline(timeout)
     group.validate()
-    eq = decide_equivariance(model, group, method=method, rng=seed, deadline=deadline)
     notes = []
+    pre = None
+    if _has_real(model) or model.has_relu:
+        # layers first: an exact check of every layer proves the premise without enumerating regions
+        # or evaluating sigma; regions (ReLU) and balls (real activations) only refute, within the budget
+        pre, proved = layers_first(model, group, deadline, max_candidates=max_candidates, max_nodes=max_tie_nodes)
+        if proved is not None:
+            uniq = "unique" if pre.unique else "not unique (tied neurons)"
+            ident = {"status": "unknown",
+                     "detail": f"k(g) with theta^g = k(g) theta found at theta, {uniq}; the fibre was not computed, "
+                               "so identifiability itself is not decided (the conclusion holds regardless)"}
+            notes.append("layers first: every layer was proved equivariant exactly, which proves end-to-end "
+                         "equivariance (a composition of equivariant layers is equivariant)")
+            return Verification("layerwise-equivariant", model, group, proved, pre, ident, notes, deadline.elapsed())
+    if _has_real(model):
+        return _verify_real_refute(model, group, deadline, pre, notes, seed)
+    eq = decide_equivariance(model, group, method=method, rng=seed, deadline=deadline)
     if not eq.holds:
         ident = {"status": "unknown", "detail": "not examined: the premise (end-to-end equivariance) fails"}
         return Verification("not-equivariant", model, group, eq, None, ident, notes, deadline.elapsed())
-    d = derive_latent_actions(model, group, max_candidates=max_candidates, deadline=deadline, max_nodes=max_tie_nodes)
+    d = pre if pre is not None else derive_latent_actions(model, group, max_candidates=max_candidates,
+                                                          deadline=deadline, max_nodes=max_tie_nodes)
     if d.found:
         uniq = "unique" if d.unique else "not unique (tied neurons)"
         ident = {"status": "unknown",
@@ -712,4 +737,31 @@ def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search
         ident = {"status": "unknown", "detail": "no latent action found at theta; identifiability not decided"}
     notes.append("the conclusion fails at theta itself, and the fibre-wide search did not decide whether a "
                  "re-parametrization theta' in the same fibre is layerwise equivariant")
+    return Verification("undetermined", model, group, eq, d, ident, notes, deadline.elapsed())
+
+
+def _verify_real_refute(model, group, deadline, d, notes, seed) -> Verification:
+    """Real activations without a layerwise action at theta: a ball witness refutes; else undetermined.
+
+    No fibre-wide search exists for real activations: a model whose f is equivariant while theta has
+    no action (non-identifiable) stays undetermined, with the reason.
+    """
+    why = d.failure if d is not None else "no derivation"
+    try:
+        eq = refute_with_balls(model, group, deadline=deadline, rng=seed)
+    except BudgetExceeded as e:
+        eq, stopped = None, f"; the time budget ran out while looking for a refuting input ({e})"
+    else:
+        stopped = ""
+    if eq is not None:
+        ident = {"status": "unknown", "detail": "not examined: the premise (end-to-end equivariance) fails"}
+        return Verification("not-equivariant", model, group, eq, None, ident, notes, deadline.elapsed())
+    from .equivariance import BALL_PRECISIONS
+
+    eq = EquivarianceResult(None, "undetermined",
+                            detail="not decided: no layerwise action exists at theta, and no input refuted "
+                                   f"equivariance with arb balls (precisions up to {BALL_PRECISIONS[-1]} bits){stopped}")
+    ident = {"status": "unknown", "detail": "not decided (real activations: the premise itself is open)"}
+    notes.append(f"undetermined: the derivation found no action at theta ({why}); f may still be equivariant "
+                 "(a non-identifiable theta), and symeq has no fibre-wide search for real activations")
     return Verification("undetermined", model, group, eq, d, ident, notes, deadline.elapsed())

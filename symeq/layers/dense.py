@@ -10,7 +10,9 @@ with weight I_T (x) W (``tokens`` set).
 :meth:`DenseLayer.check_action` decides f(P x + c_in) = Q f(x) + c_out for all real x exactly:
 for Q monomial, row j reads sigma(u.x + b'_j) = q sigma(v.x + b_k) + o_j, comparing leading forms
 forces u = alpha v, and what remains is a univariate identity in t, compared coefficientwise
-(ReLU: alpha > 0, b'_j = alpha b_k, q = alpha, o = 0).  This is necessary and sufficient.
+(ReLU: alpha > 0, b'_j = alpha b_k, q = alpha, o = 0; a real activation such as tanh: membership
+of (alpha, beta, q, o) in its complete symmetry table, docs/theory.md).  This is necessary and
+sufficient.
 
 Examples
 --------
@@ -76,16 +78,36 @@ def expand_affine(coeffs, alpha, beta) -> list:
 
 
 def neuron_relation(act: Activation, u, bu, v, bv, q, o=0) -> str | None:
-    """None if sigma(u.x + bu) = q sigma(v.x + bv) + o for all x, else the reason it fails."""
+    """None if sigma(u.x + bu) = q sigma(v.x + bv) + o for all x, else the reason it fails.
+
+    For a real activation (tanh, sigmoid, ...) the identity sigma(alpha t + beta) = q sigma(t) + o
+    is decided by its complete symmetry table (:meth:`symmetry_holds`), exactly: no evaluation.
+
+    >>> from symeq.activations import real
+    >>> u, v = [fmpq(-1), fmpq(-2)], [fmpq(1), fmpq(2)]
+    >>> neuron_relation(real("tanh"), u, 0, v, 0, -1) is None
+    True
+    >>> neuron_relation(real("sigmoid"), u, 1, v, -1, -1, 1) is None
+    True
+    >>> neuron_relation(real("gelu"), u, 0, v, 0, 1)
+    'gelu(-1 t + 0) = 1 gelu(t) + 0 is not an identity of gelu (its symmetry table: docs/theory.md)'
+    """
     if all(x == 0 for x in v):
         if any(x != 0 for x in u):
             return "its partner has a zero incoming row but it does not"
+        if act.kind == "real":
+            return _real_constant_relation(act, bu, bv, q, o)
         return None if act(bu) == q * act(bv) + o else "constant outputs differ"
     k = next(i for i, x in enumerate(v) if x != 0)
     alpha = u[k] / v[k]
     if any(a != alpha * b for a, b in zip(u, v)):
         return "incoming rows are not proportional"
     beta = bu - alpha * bv
+    if act.kind == "real":
+        if act.symmetry_holds(alpha, beta, q, o):
+            return None
+        return (f"{act.name}({alpha} t + {beta}) = {q} {act.name}(t) + {o} is not an identity of {act.name} "
+                "(its symmetry table: docs/theory.md)")
     if act.kind == "relu":
         ok = alpha > 0 and beta == 0 and q == alpha and o == 0
         return None if ok else f"relu(alpha t + beta) != q relu(t) for alpha={alpha}, beta={beta}, q={q}"
@@ -93,6 +115,19 @@ def neuron_relation(act: Activation, u, bu, v, bv, q, o=0) -> str | None:
     rhs = [q * c for c in act.coeffs]
     rhs[0] += o
     return None if lhs == rhs else f"sigma({alpha} t + {beta}) != {q} sigma(t) + {o}"
+
+
+def _real_constant_relation(act: Activation, bu, bv, q, o) -> str | None:
+    """sigma(bu) = q sigma(bv) + o for constants: proved by a table identity with alpha bv + beta = bu,
+    or by exact values where they are rational; otherwise not proved (reported as failing, which the
+    pipeline reads as "no action found", never as a refutation)."""
+    for alpha in (fmpq(1), fmpq(-1)):
+        if act.symmetry_holds(alpha, bu - alpha * bv, q, o):
+            return None
+    try:
+        return None if act(bu) == q * act(bv) + o else "constant outputs differ"
+    except InputError:
+        return f"constant outputs {act.name}({bu}) and {q} {act.name}({bv}) + {o}: equality not provable exactly"
 
 
 def canonical_rows(rows, bias, act: Activation, affine: bool = False):

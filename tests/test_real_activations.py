@@ -1,0 +1,260 @@
+"""Real activations, exactly (issue 20): layers proved by symmetry identities, refutations by
+arb balls, both re-verified by the standalone checker with its own stdlib interval arithmetic.
+
+The acceptance list: a scrambled real-tanh MLP equivariant under the mirror of 4x4 images
+verifies (exit 0) and ``symeq check`` accepts its certificate; the same for GELU (permutations)
+and the sigmoid (affine flips); the tanh network with one weight changed exits 1 with a ball
+witness that the checker re-verifies; tampering with every new certificate field is rejected.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from fractions import Fraction
+
+import pytest
+from flint import fmpq
+
+from symeq.activations import REAL_ACTIVATIONS, real
+from symeq.check import check_certificate
+from symeq.groups import builtin_group, global_sign
+from symeq.io import model_from_json, model_to_json
+from symeq.models import DenseLayer, Model, random_equivariant_model, scramble
+from symeq.theorem import verify
+
+MIRROR = builtin_group("mirror:4x4")
+
+
+def _net(name, latent=("regular*2", "regular"), seed=1, **params):
+    m = random_equivariant_model(MIRROR, list(latent), real(name, **params), rng=seed)
+    m2, _ = scramble(m, rng=seed + 1)
+    return m2
+
+
+def _roundtrip(cert):
+    return json.loads(json.dumps(cert))
+
+
+def _broken(model):
+    data = model_to_json(model)
+    w = data["layers"][0]["weight"]
+    w[0][0] = str(fmpq(w[0][0]) + fmpq(1, 3))
+    return data
+
+
+@pytest.mark.parametrize("name", sorted(REAL_ACTIVATIONS))
+def test_scrambled_real_mlp_verifies_and_checks(name):
+    m = _net(name)
+    v = verify(m)
+    assert v.verdict == "layerwise-equivariant" and v.exit_code == 0
+    assert v.equivariance.method == "layerwise" and v.equivariance.holds
+    cert = _roundtrip(v.certificate())
+    assert cert["equivariance"]["holds"] is True
+    r = check_certificate(cert, model_to_json(m))
+    assert r.accepted is True, r.reasons
+
+
+def test_tanh_actions_are_signed_and_sigmoid_affine():
+    """Scrambling flips signs: tanh actions have -1 factors, sigmoid actions carry offsets (1 - 2 y)."""
+    t = verify(_net("tanh", seed=5))
+    s = verify(_net("sigmoid", seed=5))
+    g = verify(_net("gelu", seed=5))
+    tf = [f for layer in t.certificate()["latent_actions"] for a in layer for f in a["factor"]]
+    assert "-1" in tf and t.certificate()["latent_offsets"] is None
+    sc = s.certificate()
+    assert sc["latent_offsets"] is not None and any(x != "0" for l in sc["latent_offsets"] for o in l for x in o)
+    gf = {f for layer in g.certificate()["latent_actions"] for a in layer for f in a["factor"]}
+    assert gf == {"1"}  # GELU: permutations only
+    assert g.certificate()["latent_groups"][0] == "permutations"
+
+
+@pytest.mark.parametrize("name", ["tanh", "gelu", "sigmoid", "softplus", "elu", "leaky_relu"])
+def test_one_weight_changed_is_refuted_by_a_ball_witness(name):
+    data = _broken(_net(name))
+    m = model_from_json(data)
+    v = verify(m)
+    assert v.verdict == "not-equivariant" and v.exit_code == 1
+    w = v.equivariance.witness
+    lo, hi = w.enclosures[w.output]
+    assert not lo <= 0 <= hi
+    cert = _roundtrip(v.certificate())
+    assert cert["equivariance"]["witness"]["kind"] == "arb"
+    r = check_certificate(cert, data)
+    assert r.accepted is True, r.reasons
+
+
+def _tanh_refutation():
+    data = _broken(_net("tanh"))
+    v = verify(model_from_json(data))
+    return _roundtrip(v.certificate()), data
+
+
+def _tamper_cases(cert):
+    w = cert["equivariance"]["witness"]
+    j = w["output"]
+    lo, hi = w["enclosures"][j]
+    other = next(i for i in range(len(w["enclosures"])) if i != j)
+    cases = {
+        "x": lambda w: w["x"].__setitem__(0, str(Fraction(w["x"][0]) + 7)),
+        "precision_huge": lambda w: w.__setitem__("precision", 10 ** 6),
+        "precision_bad": lambda w: w.__setitem__("precision", "64"),
+        "output_contains_zero": lambda w: w.__setitem__("output", next(
+            (i for i, (a, b) in enumerate(w["enclosures"]) if Fraction(a) <= 0 <= Fraction(b)), other)),
+        "output_out_of_range": lambda w: w.__setitem__("output", len(w["enclosures"])),
+        "enclosure_moved": lambda w: w["enclosures"].__setitem__(j, [str(-Fraction(hi) - 1), str(-Fraction(lo) - 1)]
+                                                                 if Fraction(lo) > 0 else
+                                                                 [str(-Fraction(hi) + 1), str(-Fraction(lo) + 1)]),
+        "enclosure_other_moved": lambda w: w["enclosures"].__setitem__(other, ["1000", "1001"]),
+        "enclosure_inverted": lambda w: w["enclosures"].__setitem__(j, [hi, lo]),
+        "enclosures_short": lambda w: w["enclosures"].pop(),
+        "generator": lambda w: w.__setitem__("generator", 1),
+        "kind": lambda w: w.__setitem__("kind", "ball"),
+        "unknown_key": lambda w: w.__setitem__("radius", "0"),
+        "missing_precision": lambda w: w.pop("precision"),
+    }
+    return cases
+
+
+@pytest.mark.parametrize("case", list(_tamper_cases({"equivariance": {"witness": {
+    "output": 0, "enclosures": [["1", "2"], ["3", "4"]]}}})))
+def test_tampered_ball_witness_is_rejected(case):
+    from symeq.check import CheckError
+
+    cert, data = _tanh_refutation()
+    bad = copy.deepcopy(cert)
+    _tamper_cases(cert)[case](bad["equivariance"]["witness"])
+    try:
+        r = check_certificate(bad, data)
+    except CheckError:
+        return  # malformed: exit 2
+    assert r.accepted is not True, (case, r.checks[-2:])
+
+
+def test_witness_precision_is_only_a_working_precision():
+    """The checker recomputes at precision + 32 bits with its own intervals: a lowered precision
+    field cannot make it accept anything false; the refutation is re-proved (or not) on its own."""
+    cert, data = _tanh_refutation()
+    bad = copy.deepcopy(cert)
+    bad["equivariance"]["witness"]["precision"] = 2
+    r = check_certificate(bad, data)
+    assert r.accepted is True and any("stdlib intervals at 34 bits" in c for c in r.checks)
+
+
+def test_tampered_real_activation_fields_are_rejected():
+    """The activation of a layer (its name and parameter) binds the certificate: changed in the
+    model file, the digest or the identity check refuses it."""
+    from symeq.check import CheckError
+
+    m = _net("leaky_relu")
+    cert = _roundtrip(verify(m).certificate())
+    for spec in ({"type": "leaky_relu", "slope": "1/7"}, {"type": "tanh"}, {"type": "elu"},
+                 {"type": "leaky_relu", "slope": "1/100", "alpha": "1"}):
+        data = model_to_json(m)
+        data["layers"][0]["activation"] = spec
+        try:
+            r = check_certificate(copy.deepcopy(cert), data)
+        except CheckError:
+            continue
+        assert r.accepted is not True, spec
+
+
+def test_tampered_layer_identity_is_rejected():
+    """A certificate whose action is changed (a sign flip where tanh needs none, or a sigmoid flip
+    without its offset) is rejected by the identity table."""
+    m = _net("sigmoid", seed=5)
+    cert = _roundtrip(verify(m).certificate())
+    bad = copy.deepcopy(cert)
+    bad["latent_offsets"] = None
+    assert check_certificate(bad, model_to_json(m)).accepted is not True
+    g = _net("gelu", seed=5)
+    cert = _roundtrip(verify(g).certificate())
+    bad = copy.deepcopy(cert)
+    bad["latent_actions"][0][0]["factor"][0] = "-1"
+    assert check_certificate(bad, model_to_json(g)).accepted is not True
+
+
+def test_undetermined_when_equivariant_without_action():
+    """Two GELU clones with outgoing weights 1 and -1: f = 0 is odd, but GELU has no sign flip, so
+    no action exists at theta, and no witness (the difference is exactly 0): undetermined, exit 3."""
+    layers = [DenseLayer([[1], [1]], [0, 0], real("gelu")), DenseLayer([[1, -1]], [0], None)]
+    v = verify(Model(1, layers, global_sign(1)), timeout=30)
+    assert v.verdict == "undetermined" and v.exit_code == 3
+    assert v.equivariance.holds is None and "arb" in v.equivariance.detail
+    cert = _roundtrip(v.certificate())
+    r = check_certificate(cert, model_to_json(Model(1, layers, global_sign(1))))
+    assert r.accepted is None
+
+
+@pytest.mark.parametrize("name", sorted(REAL_ACTIVATIONS))
+def test_checker_intervals_enclose_arb(name):
+    """The checker's stdlib intervals and flint's arb balls enclose the same values."""
+    from flint import arb, ctx
+
+    from symeq.check import _real_activation, _real_interval
+
+    act = real(name)
+    cact, _ = _real_activation(act.to_spec(), "test")
+    old = ctx.prec
+    ctx.prec = 128
+    try:
+        for t in [Fraction(-7, 2), Fraction(-1, 3), Fraction(0), Fraction(1, 7), Fraction(5, 2), Fraction(9)]:
+            lo, hi = _real_interval(cact, (t, t), 64)
+            assert lo <= hi and hi - lo < Fraction(1, 2 ** 40), (name, t)
+            b = act.ball(arb(fmpq(t.numerator, t.denominator)))
+            mid = b.mid().man_exp()
+            m, e = int(mid[0]), int(mid[1])
+            midq = Fraction(m) * Fraction(2) ** e
+            assert lo - Fraction(1, 2 ** 60) <= midq <= hi + Fraction(1, 2 ** 60), (name, t, float(lo), float(midq))
+    finally:
+        ctx.prec = old
+
+
+def test_checker_intervals_gelu_tanh_form():
+    from symeq.check import _real_activation, _real_interval
+
+    cact, _ = _real_activation({"type": "gelu", "approximate": "tanh"}, "test")
+    lo, hi = _real_interval(cact, (Fraction(1), Fraction(1)), 64)
+    ref = 0.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * (1 + 0.044715)))
+    assert float(lo) - 1e-12 <= ref <= float(hi) + 1e-12
+
+
+def test_cli_verify_and_check_real_tanh(tmp_path, capsys):
+    from symeq.cli import main
+
+    model = tmp_path / "tanh.json"
+    cert = tmp_path / "cert.json"
+    model.write_text(json.dumps(model_to_json(_net("tanh"))))
+    assert main(["verify", str(model), "--certificate", str(cert)]) == 0
+    assert main(["check", str(cert), str(model)]) == 0
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(_broken(_net("tanh"))))
+    cert2 = tmp_path / "cert2.json"
+    assert main(["verify", str(broken), "--certificate", str(cert2)]) == 1
+    assert main(["check", str(cert2), str(broken)]) == 0
+    out = capsys.readouterr().out
+    assert "excludes 0" in out
+
+
+def test_generate_activation_tanh_is_real(tmp_path):
+    from symeq.cli import main
+
+    out = tmp_path / "g.json"
+    assert main(["generate", "--group", "mirror:2x2", "--activation", "tanh", "--scramble", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["layers"][0]["activation"] == {"type": "tanh"}
+    out2 = tmp_path / "g3.json"
+    assert main(["generate", "--group", "mirror:2x2", "--activation", "tanh3", "--out", str(out2)]) == 0
+    assert json.loads(out2.read_text())["layers"][0]["activation"] == {"type": "tanh_series", "order": 3}
+
+
+def test_relu_layers_first():
+    """ReLU networks: layers first proves the premise without enumerating regions."""
+    from symeq.activations import relu
+
+    m = random_equivariant_model(MIRROR, ["regular*2"], relu(), rng=3)
+    m2, _ = scramble(m, rng=4)
+    v = verify(m2)
+    assert v.verdict == "layerwise-equivariant" and v.equivariance.method == "layerwise"
+    assert check_certificate(_roundtrip(v.certificate()), model_to_json(m2)).accepted is True
