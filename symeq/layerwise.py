@@ -148,10 +148,19 @@ def check_layerwise(model: Model, group: FiniteGroup, actions, deadline: Deadlin
                 deadline.check("checking layer equivariance")
             ok, detail = check_layer(layer, chain[i], chain[i + 1], offs[i], offs[i + 1])
             checks.append(LayerCheck(i + 1, group.names[gi], ok, detail))
+    conv = model.has_conv
+    if conv and offsets:
+        return checks, False, None, ("affine latent actions (offsets) on convolutions: the homomorphism check is not "
+                                     "implemented for them")
     hidden = (lambda i, gi: affine_matrix(actions[i][gi], offsets[i][gi])) if offsets else (lambda i, gi: actions[i][gi])
-    latents = [[hidden(i, gi) for i in range(L - 1)] + [B] for gi, (A, B) in enumerate(group.generators)]
-    r = cayley_homomorphism([A for A, _ in group.generators], latents, compose=lambda a, b: a * b,
-                            identity=lambda a: identity(a.nrows()), key=mat_key,
+    inputs = [A for A, _ in group.generators]
+    outputs = [B for _, B in group.generators]
+    if conv:  # channel action (x) pixel permutation: compose and compare in the sparse form (linear cost)
+        inputs = [_sparse(model.layers[0], A, "in") for A in inputs]
+        outputs = [_sparse(model.layers[-1], B, "out") for B in outputs]
+    latents = [[hidden(i, gi) for i in range(L - 1)] + [outputs[gi]] for gi in range(len(group.generators))]
+    r = cayley_homomorphism(inputs, latents, compose=lambda a, b: a * b,
+                            identity=_identity_like, key=_action_key,
                             deviation=lambda x, y: 0 if x == y else 1, max_order=group.max_order,
                             names=group.names, stop_at_first=True, deadline=deadline,
                             what=[f"the action on hidden layer {i + 1}" for i in range(L - 1)] + ["the output action"])
@@ -160,6 +169,24 @@ def check_layerwise(model: Model, group: FiniteGroup, actions, deadline: Deadlin
     if r.conflict is not None:
         return checks, False, None, r.conflict
     return checks, True, r.order, f"g -> rho_i(g) respects every relation of G (order {r.order})"
+
+
+def _sparse(layer, M, side: str):
+    """M as a :class:`symeq.layers.conv.ConvAction` on a conv layer's input or output, when it is one."""
+    if layer.kind != "conv2d":
+        return M
+    from .layers.conv import as_conv_action
+
+    a = as_conv_action(M, *(layer.in_shape if side == "in" else layer.out_shape))
+    return M if a is None else a
+
+
+def _identity_like(a):
+    return a.identity() if hasattr(a, "identity") and not isinstance(a, fmpq_mat) else identity(a.nrows())
+
+
+def _action_key(a):
+    return mat_key(a) if isinstance(a, fmpq_mat) else a.key()
 
 
 # -- matching neurons ----------------------------------------------------------------------
@@ -657,7 +684,7 @@ def derive_latent_actions(
     nodes: dict = {}
     ties = matcher = None
     rows = _ExactRows(model, deadline, affine)
-    if not model.has_attention and rows.tied_rows():
+    if not model.has_attention and not model.has_conv and rows.tied_rows():  # the tie walk reads dense rows
         try:
             matcher = _ExactMatcher(model, deadline, affine)
             ties = TieWalk(matcher, max_nodes)

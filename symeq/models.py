@@ -130,7 +130,7 @@ class Model(LayeredShape):
     def __post_init__(self):
         self.check_layers()
         for i, layer in enumerate(self.layers[:-1], 1):
-            if layer.kind == "dense" and layer.activation.symmetry in ("affine", "constant"):
+            if layer.kind in ("dense", "conv2d") and layer.activation.symmetry in ("affine", "constant"):
                 raise InputError(
                     f"hidden layer {i} has a {layer.activation.symmetry} activation: its latent symmetry group "
                     "is not a group of monomial matrices; use a polynomial of degree >= 2 or relu"
@@ -238,8 +238,17 @@ class Model(LayeredShape):
 
     def parameters_equal(self, other: "Model") -> bool:
         return self.widths == other.widths and all(
-            a.weight == b.weight and a.bias == b.bias for a, b in zip(self.layers, other.layers)
+            (a.parameters_key() == b.parameters_key()) if a.kind == b.kind == "conv2d"
+            else a.kind != "conv2d" != b.kind and a.weight == b.weight and a.bias == b.bias
+            for a, b in zip(self.layers, other.layers)
         )
+
+    @property
+    def has_conv(self) -> bool:
+        """Whether some layer is a native convolution (kind ``"conv2d"``): its actions are
+        :class:`symeq.layers.conv.ConvAction` (channel action (x) pixel permutation), and the
+        algorithms written for dense layers (tie walk, submodels, fibre) refuse it or expand it."""
+        return any(l.kind == "conv2d" for l in self.layers)
 
     def __repr__(self) -> str:
         acts = ", ".join(l.activation.spec["type"] if l.activation is not None else l.kind for l in self.layers[:-1])

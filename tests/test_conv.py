@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from symeq.cli import main
-from symeq.layers.conv import ConvShape, dense_rows
+from symeq.layers.conv import ConvAction, ConvShape, dense_rows
 from symeq.errors import InputError, ShapeError
 from symeq.groups import builtin_group, image_rotation
 from symeq.io import model_from_json
@@ -182,11 +182,36 @@ def test_exact_conv_file_verify_recovers_regular_representation(tmp_path, capsys
     v = symeq.verify(model)
     assert v.verdict == "layerwise-equivariant", v.report()
     want = hidden_action()
-    for layer in v.actions:
-        assert perm_of(layer[0]) == want
+    for layer in v.actions:   # sparse: channel action (x) pixel permutation
+        assert isinstance(layer[0], ConvAction) and perm_of(layer[0].to_matrix()) == want
+    # today's dense path (every conv expanded) and the native path agree
+    dense = dense_model(model)
+    vd = symeq.verify(dense)
+    assert vd.verdict == v.verdict
+    for a, b in zip(v.actions, vd.actions):
+        assert a[0].to_matrix() == b[0]
     path = tmp_path / "c4.json"
     path.write_text(json.dumps(data))
     assert main(["verify", str(path)]) == 0
+    cert = tmp_path / "c4.cert.json"
+    assert main(["verify", str(path), "--certificate", str(cert)]) == 0
+    assert json.loads(cert.read_text())["latent_actions"][0][0]["kind"] == "channel-pixel"
+    # the standalone checker reads the user's own conv2d file and checks the kernels
+    assert main(["check", str(cert), str(path)]) == 0
+    bad = json.loads(cert.read_text())
+    src = bad["latent_actions"][0][0]["channels"]["source"]
+    src[0], src[1] = src[1], src[0]
+    tampered = tmp_path / "bad.cert.json"
+    tampered.write_text(json.dumps(bad))
+    assert main(["check", str(tampered), str(path)]) == 1
+
+
+def dense_model(model):
+    """The model with every conv2d layer expanded to its dense layer (today's dense path, to compare with)."""
+    from symeq.models import Model
+
+    return Model(model.input_dim, [l.dense() if l.kind == "conv2d" else l for l in model.layers], model.group,
+                 model.name)
 
 
 def test_conv_file_errors(tmp_path):

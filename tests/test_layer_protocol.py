@@ -100,7 +100,7 @@ def test_every_exact_layer_satisfies_the_protocol(name):
     layer = _exact_layers()[name]
     assert isinstance(layer, Layer)
     _assert_kind_is_a_class_attribute(layer)
-    want = {"dense": "dense", "affine": "dense", "conv2d": "dense", "attention": "attention",
+    want = {"dense": "dense", "affine": "dense", "conv2d": "conv2d", "attention": "attention",
             "heads": "heads", "token-wise": "dense"}[name]
     assert layer.kind == want
     X = _rational_points(layer.in_dim)
@@ -118,7 +118,8 @@ def test_labels_and_latent_groups_say_the_mathematics():
     layers = _exact_layers()
     assert layers["dense"].label == "dense 3->4 tanh_series(3)"
     assert layers["dense"].latent_group_name == tanh_series(3).latent_group
-    assert layers["conv2d"].label == "dense 9->36 tanh_series(3)"   # a conv is a dense layer with shared weights
+    assert layers["conv2d"].label == "conv2d 9->36 (1x3x3->4x3x3, k3x3 s1 p1) tanh_series(3)"  # kernels, not expanded
+    assert layers["conv2d"].latent_group_name == tanh_series(3).latent_group
     heads = layers["heads"]
     assert heads.hidden_label == f"attention heads ({heads.heads} heads, d_v = {heads.dv}, {heads.tokens} tokens)"
     assert "GL(d_v)" in heads.latent_group_name

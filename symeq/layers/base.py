@@ -6,8 +6,9 @@ Section 2; ``docs/theory.md``).  The rest of symeq talks to a layer only through
 a new kind of layer is one new file in ``symeq/layers/`` (see ``docs/architecture.md``):
 
 ``kind``
-    a plain class attribute, one of :data:`KINDS`: ``"dense"`` (x -> sigma(W x + b), convolutions
-    included: they are dense layers with shared weights), ``"attention"`` (a whole lightning
+    a plain class attribute, one of :data:`KINDS`: ``"dense"`` (x -> sigma(W x + b)), ``"conv2d"``
+    (a convolution on its kernels, :mod:`symeq.layers.conv`; its actions are channel actions times
+    pixel permutations, :class:`symeq.layers.conv.ConvAction`), ``"attention"`` (a whole lightning
     attention layer) or ``"heads"`` (the value spaces of an attention layer, the first layer of a
     model's chain, see ``symeq.models.Model.chain``);
 ``in_dim``, ``out_dim``
@@ -58,7 +59,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 __all__ = ["KINDS", "TOKEN_MIXING", "NoPartner", "LayerBase", "Layer", "DenseNames"]
 
-KINDS = ("dense", "attention", "heads")
+KINDS = ("dense", "attention", "heads", "conv2d")
 """The layer kinds symeq knows, as ``layer.kind`` spells them."""
 
 TOKEN_MIXING = frozenset({"attention", "heads"})

@@ -385,7 +385,7 @@ class ConvLayer:
     ...                   tanh_series(3))
     >>> a = ConvAction((0,), (fmpq(1),), tuple(ConvAction.rot90_pixels(3)), (3, 3))
     >>> layer.check_action(a, a)[0], layer.label
-    (True, 'conv2d 1x3x3->1x3x3 k3x3 s1 p1 tanh_series(3)')
+    (True, 'conv2d 9->9 (1x3x3->1x3x3, k3x3 s1 p1) tanh_series(3)')
     """
 
     kind: ClassVar[str] = "conv2d"
@@ -448,7 +448,8 @@ class ConvLayer:
         C, H, W = self.in_shape
         Co, oh, ow = self.out_shape
         mode = "" if s.padding_mode == "zeros" else f" {s.padding_mode}"
-        return f"conv2d {C}x{H}x{W}->{Co}x{oh}x{ow} k{s.kh}x{s.kw} s{s.stride} p{s.padding}{mode} {self.hidden_label}"
+        return (f"conv2d {self.in_dim}->{self.out_dim} ({C}x{H}x{W}->{Co}x{oh}x{ow}, k{s.kh}x{s.kw} s{s.stride} "
+                f"p{s.padding}{mode}) {self.hidden_label}")
 
     @property
     def latent_group_name(self) -> str | None:
