@@ -29,6 +29,8 @@ _EXPORTS = {
     "load_model": "io", "save_model": "io", "model_from_json": "io", "model_to_json": "io",
     "check_certificate": "check", "matrix": "numbers", "fmpq": "numbers",
     "builtin_example": "examples",
+    "from_torch": "numeric.models", "certify": "certification", "Certification": "certification",
+    "load_onnx": "numeric.onnx_io", "export_onnx": "numeric.onnx_io",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__", "register_notebook_pictures"]

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from .activations import activation_from_spec
+from .check import check_keys
 from .errors import InputError, ShapeError
 from .groups import FiniteGroup
 from .models import DenseLayer, Model
@@ -24,10 +25,21 @@ from .numbers import fmpq, format_matrix, format_vector, mat_rows, matrix, parse
 from .sizes import check_total_degree, check_width
 
 __all__ = ["MODEL_FORMAT", "CERTIFICATE_FORMAT", "read_json", "write_json", "model_from_json",
-           "model_to_json", "layers_to_json", "load_model", "save_model"]
+           "model_to_json", "layers_to_json", "load_model", "save_model", "MODEL_KEYS", "DENSE_KEYS",
+           "ATTENTION_KEYS", "HEAD_KEYS"]
 
 MODEL_FORMAT = "symeq-model/1"
 CERTIFICATE_FORMAT = "symeq-certificate/2"  # sparse actions; symeq.check also reads /1 (dense)
+
+# The schema of a model file (docs/model-format.md): the keys allowed in each object, and the
+# required ones.  An unknown key is refused (exit 2) instead of ignored: a misspelt "biases" must
+# not silently become a bias-free layer.  "bias" is required on dense and conv2d layers; null means
+# no bias.
+MODEL_KEYS = (("format", "name", "input_dim", "layers", "group"), ("input_dim", "layers"))
+DENSE_KEYS = (("type", "weight", "bias", "activation"), ("weight", "bias"))
+ATTENTION_KEYS = (("type", "tokens", "heads"), ("type", "tokens", "heads"))
+HEAD_KEYS = (("query", "key", "value", "out"), ("query", "key", "value", "out"))
+FLATTEN_KEYS = (("type",), ("type",))
 
 
 def read_json(path) -> dict:
@@ -67,6 +79,8 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
         if not isinstance(spec, dict):
             raise InputError(f"{at} must be an object")
         kind = spec.get("type", "dense")
+        if kind == "flatten":
+            check_keys(spec, at, *FLATTEN_KEYS, error=InputError)
         if kind == "attention":
             if i != 0:
                 raise InputError(f"{at}: an attention layer must be the first layer")
@@ -87,8 +101,7 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
         shape = None
         if kind != "dense":
             raise InputError(f"{at}: unknown layer type {kind!r}; known: \"dense\", \"conv2d\", \"flatten\", \"attention\"")
-        if "weight" not in spec:
-            raise InputError(f"{at} has no \"weight\"")
+        check_keys(spec, at, *DENSE_KEYS, error=InputError)
         if isinstance(spec["weight"], list):  # size first: rows are neurons
             check_width(len(spec["weight"]) * (tokens or 1), f"{at}.weight (neurons)")
         W = parse_matrix(spec["weight"], f"{at}.weight", shape=(None, n))
@@ -148,6 +161,7 @@ def _conv2d_from_json(spec: dict, n: int, shape, at: str):
 def _attention_from_json(spec: dict, input_dim: int, at: str):
     from .layers.attention import AttentionLayer, Head
 
+    check_keys(spec, at, *ATTENTION_KEYS, error=InputError)
     T = spec.get("tokens")
     if not isinstance(T, int) or isinstance(T, bool) or T < 1:
         raise InputError(f"{at}: \"tokens\" must be a positive integer (the number of tokens T)")
@@ -159,8 +173,9 @@ def _attention_from_json(spec: dict, input_dim: int, at: str):
         raise InputError(f"{at}: \"heads\" must be a non-empty list of {{query, key, value, out}}")
     parsed = []
     for h, hs in enumerate(heads):
-        if not isinstance(hs, dict) or any(k not in hs for k in ("query", "key", "value", "out")):
-            raise InputError(f"{at}.heads[{h}] needs \"query\", \"key\", \"value\" and \"out\" matrices")
+        if not isinstance(hs, dict):
+            raise InputError(f"{at}.heads[{h}] must be an object with \"query\", \"key\", \"value\" and \"out\" matrices")
+        check_keys(hs, f"{at}.heads[{h}]", *HEAD_KEYS, error=InputError)
         q = parse_matrix(hs["query"], f"{at}.heads[{h}].query", shape=(d, None))
         k = parse_matrix(hs["key"], f"{at}.heads[{h}].key", shape=(d, q.ncols()))
         v = parse_matrix(hs["value"], f"{at}.heads[{h}].value", shape=(d, None))
@@ -176,6 +191,7 @@ def model_header(data, where: str = "model") -> int:
     """Check a model file's object, format and ``input_dim`` (exact and numeric readers); return n."""
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object")
+    check_keys(data, where, *MODEL_KEYS, error=InputError)
     fmt = data.get("format", MODEL_FORMAT)
     if fmt != MODEL_FORMAT:
         raise InputError(f"{where}: unsupported format {fmt!r}; expected {MODEL_FORMAT!r}")

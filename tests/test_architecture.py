@@ -22,7 +22,7 @@ LEVELS = [
     ["symeq.models", "symeq.io", "symeq.examples", "symeq.expand"],
     ["symeq.layerwise", "symeq.walk", "symeq.submodels", "symeq.attention"],
     ["symeq.equivariance", "symeq.fibre", "symeq.fibre.deep", "symeq.relu", "symeq.numeric"],
-    ["symeq.theorem"],
+    ["symeq.theorem", "symeq.certification"],
     ["symeq.explain", "symeq.display"],
     ["symeq.cli", "symeq.__main__", "symeq"],
 ]

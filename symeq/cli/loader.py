@@ -83,7 +83,13 @@ def load_model_args(args, *, read=None, builtin: bool = True, need_group: bool =
         model = builtin_example()
         print(f"no model file given: using the built-in example ({model.name})", file=sys.stderr, flush=True)
     else:
-        if read is None:
+        if read is None and str(path).lower().endswith(".onnx"):  # float weights: exact only when asked
+            if not getattr(args, "exact_floats", False):
+                raise InputError(f"{path}: an ONNX file holds float weights; `symeq certify {path} --group ...` finds "
+                                 "the nearest layerwise-equivariant network and certifies it, or --exact-floats reads "
+                                 "every weight as the exact dyadic rational it is")
+            from ..numeric.onnx_io import load_onnx_exact as read
+        elif read is None:
             from ..io import load_model as read
         model = read(path)
         group = group_from_args(args)

@@ -29,9 +29,9 @@ __all__ = ["register", "cmd_numeric_check", "cmd_experiment"]
 
 def cmd_numeric_check(args) -> int:
     from ..numeric.layerwise import derive_latent_actions_numeric, paper_metric
-    from ..numeric.models import load_numeric_model
+    from ..numeric.onnx_io import load_float_network
 
-    model = load_model_args(args, read=load_numeric_model, builtin=False)
+    model = load_model_args(args, read=load_float_network, builtin=False)
     if not args.tol > 0:
         raise InputError("--tol must be positive")
     print(f"numeric check of {args.model}: widths {model.widths}, group {model.group.label}", file=sys.stderr)
@@ -139,7 +139,7 @@ def cmd_experiment(args) -> int:
 def register(subparsers) -> None:
     """Add ``numeric-check`` and ``experiment`` to a ``parser.add_subparsers()`` object."""
     n = subparsers.add_parser("numeric-check", help="numeric layerwise analysis of a float model (.json or .npz)")
-    n.add_argument("model", help="model file: symeq-model/1 JSON (floats allowed) or .npz")
+    n.add_argument("model", help="model file: symeq-model/1 JSON (floats allowed), .npz or .onnx")
     add_group_options(n)
     n.add_argument("--tol", type=float, default=1e-6, help="relative residual tolerance (default 1e-6)")
     n.add_argument("--max-tie-nodes", type=int, default=720, metavar="N",

@@ -173,6 +173,8 @@ def register(sub) -> None:
                    help="how end-to-end equivariance is decided (default: auto)")
     v.add_argument("--timeout", type=float, default=None, help="time budget in seconds (exit 3 past it)")
     v.add_argument("--seed", type=int, default=0, help="seed of the random points (probabilistic method)")
+    v.add_argument("--exact-floats", action="store_true",
+                   help="read an .onnx model's float weights as the exact dyadic rationals they are (onnx extra)")
     v.add_argument("--max-tie-nodes", type=_positive_int("--max-tie-nodes"), default=100000, metavar="N",
                    help="node budget of the search among neurons that tie as multisets (default 100000; "
                         "running out is undetermined, never a refutation)")

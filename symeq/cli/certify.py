@@ -1,0 +1,105 @@
+"""``symeq certify``: from a float network to the nearest layerwise-equivariant one, with its certificate.
+
+``symeq certify NETWORK [--group G [--group-output same|k]] [--group-file G.json] --out MODEL.json
+--certificate CERT.json [--digits D] [--data X.npz] [--max-distance D] [--json]``
+
+NETWORK is ``.onnx`` (onnx extra), ``.npz`` (weight_i, bias_i, activations) or a symeq model file with
+float entries.  The group comes from ``--group``, from ``--group-file`` (a JSON file holding a model
+file's ``"group"`` object, or a whole model file whose group is used), or from the network file.
+The command recovers the actions, projects theta onto the layerwise-equivariant parameters
+exactly, verifies theta-bar with the exact pipeline, writes theta-bar as a model file (``--out``)
+and the certificate (``--certificate``; ``symeq check CERT MODEL`` re-checks it) and reports the
+distances first (:mod:`symeq.certification`, docs/certify.md).
+
+Exit codes: 0 certified, 1 certified but farther than ``--max-distance``, 2 bad input, 3
+undetermined (the time budget ``--timeout`` ran out, or the exact pipeline could not finish).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..errors import InputError
+from .loader import add_group_options, group_from_args
+
+__all__ = ["register", "cmd_certify"]
+
+DEFAULT_TIMEOUT = 600.0
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _group_file(path):
+    from ..groups import FiniteGroup
+    from ..io import read_json
+
+    data = read_json(path)
+    if isinstance(data, dict) and "generators" not in data and isinstance(data.get("group"), dict):
+        return FiniteGroup.from_json(data["group"], f"{path}.group")  # a whole model file: its group
+    return FiniteGroup.from_json(data, str(path))
+
+
+def cmd_certify(args) -> int:
+    from ..certification import certify
+    from ..io import model_to_json, write_json
+    from ..numeric.onnx_io import load_float_network
+
+    if args.digits is not None and not 1 <= args.digits <= 30:
+        raise InputError("--digits must be from 1 to 30")
+    if args.max_distance is not None and not args.max_distance >= 0:
+        raise InputError("--max-distance must be a non-negative number")
+    if args.timeout is not None and not args.timeout >= 0:
+        raise InputError("--timeout must be a non-negative number of seconds")
+    if args.group and args.group_file:
+        raise InputError("give the group by --group or by --group-file, not both")
+    network = load_float_network(args.network)
+    group = group_from_args(args)
+    if args.group_file:
+        group = _group_file(args.group_file)
+    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
+    _progress(f"symeq certify: budget {timeout:g} s for the exact verification "
+              f"({'--timeout' if args.timeout is not None else 'default; --timeout to change'})")
+    _progress(f"certifying {args.network}: widths {network.widths}")
+    c = certify(network, group, digits=args.digits, data=args.data, max_distance=args.max_distance, tol=args.tol,
+                timeout=timeout, noise_points=args.points, seed=args.seed)
+    if c.verification is not None and c.status != "undetermined":
+        if args.out:
+            write_json(model_to_json(c.model), args.out)
+            _progress(f"theta-bar written to {args.out}")
+        if args.certificate:
+            write_json(c.certificate(), args.certificate)
+            _progress(f"certificate written to {args.certificate} (check it: symeq check {args.certificate} "
+                      f"{args.out or 'MODEL.json'})")
+    if args.json:
+        print(json.dumps(c.to_json(), indent=1))
+    else:
+        print(c.report())
+    return c.exit_code
+
+
+def register(subparsers) -> None:
+    """Add ``certify`` to a ``parser.add_subparsers()`` object."""
+    c = subparsers.add_parser("certify", help="nearest layerwise-equivariant network to a float one (.onnx, .npz, "
+                                              ".json), proven exactly, with a certificate")
+    c.add_argument("network", help="the float network: .onnx (onnx extra), .npz or symeq-model/1 JSON with floats")
+    add_group_options(c)
+    c.add_argument("--group-file", metavar="G.json",
+                   help="the group as a model file's \"group\" object (or a model file whose group is used)")
+    c.add_argument("--out", metavar="MODEL.json", help="write theta-bar (exact rationals) as a model file")
+    c.add_argument("--certificate", metavar="CERT.json", help="write the certificate (symeq check CERT MODEL)")
+    c.add_argument("--digits", type=int, default=None, metavar="D",
+                   help="round theta to the grid 10^-D before the exact projection (default: three digits below "
+                        "the network's own deviation, at most 15)")
+    c.add_argument("--data", metavar="X.npz", help="data (arrays x, optional y labels): function distance and task loss")
+    c.add_argument("--max-distance", type=float, default=None, metavar="D",
+                   help="exit 1 when the largest relative layer distance is above D")
+    c.add_argument("--tol", type=float, default=1e-6, help="the float twin's tolerance (default 1e-6)")
+    c.add_argument("--points", type=int, default=2000, help="noise inputs for the function distance (default 2000)")
+    c.add_argument("--seed", type=int, default=0, help="seed of the noise inputs and the exact premise's points")
+    c.add_argument("--timeout", type=float, default=None,
+                   help=f"time budget in seconds of the exact verification (default {DEFAULT_TIMEOUT:g}; exit 3 past it)")
+    c.add_argument("--json", action="store_true", help="the report as JSON")
+    c.set_defaults(func=cmd_certify)

@@ -1,0 +1,45 @@
+"""``symeq export MODEL --onnx OUT.onnx [--float32]``: a model for torch (and every ONNX runtime).
+
+MODEL is a symeq model file (exact rationals, or floats), ``.npz`` or ``.onnx``; dense layers are
+written as ``Gemm`` nodes with float64 weights (``--float32``: float32), the activations as ONNX
+operators (GELU as the erf pattern, polynomials by Horner's rule): :func:`symeq.numeric.onnx_io.export_onnx`.
+Exact weights are rounded to the nearest float (float64 or float32).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import InputError
+
+__all__ = ["register", "cmd_export"]
+
+
+def cmd_export(args) -> int:
+    from ..numeric.onnx_io import export_onnx, load_float_network
+
+    if not args.onnx:
+        raise InputError("say where to write: --onnx OUT.onnx")
+    path = str(args.model)
+    if path.lower().endswith(".json"):
+        from ..io import load_model
+
+        try:
+            model = load_model(path)  # exact rationals
+        except InputError:
+            model = load_float_network(path)  # floats allowed
+    else:
+        model = load_float_network(path)
+    export_onnx(model, args.onnx, float32=args.float32)
+    print(f"{args.onnx}: ONNX written ({'float32' if args.float32 else 'float64'} weights, widths {model.widths})",
+          file=sys.stderr)
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add ``export`` to a ``parser.add_subparsers()`` object."""
+    e = subparsers.add_parser("export", help="write a model as ONNX (for torch and other runtimes; onnx extra)")
+    e.add_argument("model", help="a symeq model file (.json), .npz or .onnx")
+    e.add_argument("--onnx", metavar="OUT.onnx", help="the ONNX file to write")
+    e.add_argument("--float32", action="store_true", help="float32 weights (default float64)")
+    e.set_defaults(func=cmd_export)

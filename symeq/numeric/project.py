@@ -1,0 +1,348 @@
+"""The projection of a float network onto the layerwise-equivariant parameters, and the nearest action.
+
+For actions rho_i(g) in K_i (rho_0 = rho_in, rho_L = rho_out), the parameters theta-bar that are
+layerwise equivariant under them form a linear subspace: W_i rho_{i-1}(g) = rho_i(g) W_i and
+b_i = rho_i(g) b_i for every g (an odd activation commutes with signed permutations, any
+activation with permutations).  Its Reynolds operator
+
+    W_i -> (1/|G|) sum_g rho_i(g)^-1 W_i rho_{i-1}(g),     b_i -> (1/|G|) sum_g rho_i(g)^-1 b_i
+
+is the orthogonal projection onto it (signed permutations are orthogonal), so theta-bar is the
+nearest layerwise-equivariant parameter for these actions.  :func:`reynolds_exact` computes it in
+exact rationals after rounding theta to the grid 10^-D (rounding is odd and commutes with
+permutations, so a float network that is exactly equivariant stays so); :func:`reynolds_float`
+is its float twin, used for distances and for choosing D.
+
+Which actions?  :func:`nearest_involution_actions` answers for a group of order 2 {e, g}: by
+||theta - theta-bar||^2 = ||theta - g.theta||^2 / 4 the cost of rho_i(g) decomposes over its
+cycles, each neuron fixed (with a sign where K_i has signs) or paired with one other with a
+common sign, so the best rho_i(g) given its neighbours rho_{i-1}(g), rho_{i+1}(g) is a
+maximum-weight matching (``networkx.max_weight_matching``) on the gains
+2 |S_jk| - 2 |d_j| - 2 |d_k| of pairing j with k over fixing both (S, d from two Gram matrices).
+With one hidden layer this is the nearest homomorphism G -> K_1 exactly (up to float rounding of
+the costs); deeper, the layers are optimised in turn until none changes (each step optimal given
+its neighbours, the whole not proven nearest), and the report says which.
+
+Supported: actions that are signed permutations (permutations where the activation is not odd),
+input and output representations by signed permutations, activations with shift 0 and linear
+actions.  Scaled actions (ReLU's positive monomials, monomial activations) and affine ones
+(sigmoid's sign flips) are refused with a message.
+
+Examples
+--------
+>>> import numpy as np
+>>> from symeq.groups import mirror
+>>> from symeq.numeric.models import numeric_activation
+>>> from symeq.numeric.generate import random_equivariant_numeric
+>>> m = random_equivariant_numeric(mirror(2, 2), [6], numeric_activation("tanh"), rng=0)
+>>> noisy = m.perturbed(1e-4, rng=1)
+>>> acts = nearest_involution_actions(noisy, noisy.group)
+>>> proj = reynolds_float(noisy, element_actions(noisy.group, acts.actions))
+>>> d = layer_distances(noisy, proj)
+>>> bool(max(d) < 1e-3)
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError
+from .monomial import MonomialAction
+
+__all__ = ["Actions", "signed_permutation", "group_elements", "element_actions", "is_homomorphism",
+           "reynolds_float", "reynolds_exact", "layer_distances", "nearest_involution_actions", "trivial_actions",
+           "check_projectable", "MAX_FULL_MATCHING"]
+
+#: above this many positive-gain edges per layer the matching keeps each neuron's best partners only
+#: (then the result is labelled "best found, not proven nearest")
+MAX_FULL_MATCHING = 300_000
+
+
+@dataclass
+class Actions:
+    """Generator actions per hidden layer (``actions[i][g]``, MonomialAction) and how they were found."""
+
+    actions: list
+    method: str
+    proven_nearest: bool = False
+    notes: list = field(default_factory=list)
+
+
+def signed_permutation(M: np.ndarray, what: str) -> MonomialAction:
+    """A float matrix with entries 0 and +-1, one nonzero per row and column, as a MonomialAction."""
+    a = MonomialAction.from_dense(np.asarray(M, dtype=np.float64))
+    if a is None or not np.all(np.abs(a.vals) == 1.0):
+        raise InputError(f"{what} is not a signed permutation matrix; certify projects with groups acting by "
+                         "(signed) permutations of coordinates (image mirrors and rotations, shifts, tokens, signs)")
+    return a
+
+
+def _compose(a: MonomialAction, b: MonomialAction) -> MonomialAction:
+    return MonomialAction(b.cols[a.cols], a.vals * b.vals[a.cols])
+
+
+def _key(a: MonomialAction) -> bytes:
+    return a.cols.tobytes() + np.sign(a.vals).astype(np.int8).tobytes()
+
+
+def group_elements(group):
+    """Every element of a (numeric) group as a word in the generators, with its input and output actions.
+
+    Returns ``(words, ins, outs, index)``: ``ins[e]``, ``outs[e]`` MonomialActions of element e,
+    ``index`` maps an input action's key to its element (the input action is faithful, as symeq's
+    groups are given by their action on the input).
+    """
+    gin = [signed_permutation(a, f"the input matrix of generator {n}") for n, (a, _) in zip(group.names, group.generators)]
+    gout = [signed_permutation(b, f"the output matrix of generator {n}") for n, (_, b) in zip(group.names, group.generators)]
+    n_in, n_out = gin[0].n, gout[0].n
+    words, ins, outs = [()], [MonomialAction.identity(n_in)], [MonomialAction.identity(n_out)]
+    index = {_key(ins[0]): 0}
+    frontier = [0]
+    while frontier:
+        nxt = []
+        for e in frontier:
+            for gi in range(len(gin)):
+                a = _compose(ins[e], gin[gi])
+                k = _key(a)
+                if k not in index:
+                    if len(words) >= group.max_order:
+                        raise InputError(f"the group has more than {group.max_order} elements")
+                    index[k] = len(words)
+                    words.append(words[e] + (gi,))
+                    ins.append(a)
+                    outs.append(_compose(outs[e], gout[gi]))
+                    nxt.append(index[k])
+        frontier = nxt
+    return words, ins, outs, index
+
+
+def element_actions(group, gen_actions) -> list:
+    """Per element: the chain [rho_0(e), rho_1(e), ..., rho_{L-1}(e), rho_L(e)] (from words in the generators)."""
+    words, ins, outs, _ = group_elements(group)
+    out = []
+    for e, w in enumerate(words):
+        hidden = []
+        for acts in gen_actions:
+            a = MonomialAction.identity(acts[0].n)
+            for gi in w:
+                a = _compose(a, acts[gi])
+            hidden.append(a)
+        out.append([ins[e]] + hidden + [outs[e]])
+    return out
+
+
+def is_homomorphism(group, gen_actions) -> tuple[bool, str]:
+    """Whether generator actions extend to a homomorphism G -> prod K_i (exact comparison of signed
+    permutations along every edge of the Cayley graph), and where it fails."""
+    words, ins, outs, index = group_elements(group)
+    chains = element_actions(group, gen_actions)
+    for e in range(len(words)):
+        for gi in range(len(gen_actions[0]) if gen_actions else 0):
+            f = index[_key(_compose(ins[e], signed_permutation(group.generators[gi][0], "input")))]
+            for li, acts in enumerate(gen_actions, 1):
+                prod = _compose(chains[e][li], acts[gi])
+                if _key(prod) != _key(chains[f][li]):
+                    return False, (f"on hidden layer {li} the actions break a relation of the group "
+                                   f"(element {''.join(group.names[i] for i in words[e]) or 'e'} times "
+                                   f"{group.names[gi]})")
+    return True, ""
+
+
+def check_projectable(model) -> None:
+    """Refuse, before any work, the models whose actions the projection does not cover."""
+    if model.has_attention:
+        raise InputError("certify projects dense networks only; this one starts with attention")
+    for i, l in enumerate(model.layers[:-1], 1):
+        sc = l.activation.scalings
+        if sc.affine or l.activation.shift != 0.0:
+            raise InputError(f"hidden layer {i}: the activation {l.activation.spec} acts by affine maps (or is shifted); "
+                             "certify's projection covers linear actions (tanh, erf, odd series, gelu, silu, "
+                             "relu with permutations, polynomials without a shift)")
+
+
+def _signs_allowed(act) -> bool:
+    sc = act.scalings
+    return sc.alphas == "sign" and sc.flip is not None and sc.flip[0] == -1.0
+
+
+def _check_actions(model, chains) -> None:
+    for chain in chains:
+        for li, a in enumerate(chain[1:-1], 1):
+            if not np.all(np.abs(a.vals) == 1.0):
+                raise InputError(f"hidden layer {li}: the action has scale factors {a.kind()}; certify's projection "
+                                 "covers signed permutations (scaled actions: not yet)")
+            if np.any(a.vals < 0) and not _signs_allowed(model.layers[li - 1].activation):
+                raise InputError(f"hidden layer {li}: an action with signs, but the activation is not odd")
+
+
+def reynolds_float(model, chains) -> list:
+    """theta-bar in floats: per layer (W-bar, b-bar) for the element chains of :func:`element_actions`."""
+    _check_actions(model, chains)
+    G = len(chains)
+    out = []
+    for li, l in enumerate(model.layers):
+        W = np.zeros_like(l.weight)
+        b = np.zeros_like(l.bias)
+        for chain in chains:
+            P_in, P_out = chain[li], chain[li + 1]
+            inv = P_out.inverse()
+            W += inv.left(P_in.right(l.weight))
+            b += inv.left(l.bias[:, None])[:, 0]
+        out.append((W / G, b / G))
+    return out
+
+
+def _ints(x: np.ndarray, digits: int) -> np.ndarray:
+    """round(x * 10^D) as exact integers (object array of python ints when int64 could overflow)."""
+    scaled = np.rint(np.asarray(x, dtype=np.float64) * 10.0 ** digits)
+    if np.max(np.abs(scaled), initial=0.0) < 2.0 ** 52 / 1e4:
+        return scaled.astype(np.int64)
+    from fractions import Fraction
+
+    return np.array([round(Fraction(float(v)) * 10 ** digits) for v in np.asarray(x).ravel()],
+                    dtype=object).reshape(np.shape(x))
+
+
+def reynolds_exact(model, chains, digits: int):
+    """theta-bar exactly: theta rounded to the grid 10^-digits, then the Reynolds average in rationals.
+
+    Returns per layer ``(W-bar, b-bar, W-float, b-float)``: an ``fmpq_mat``, a list of ``fmpq`` and their
+    correctly rounded float64 values.  Signed
+    permutations act on the rounded integers by indexing and signs; the one division by
+    |G| 10^digits is exact.
+    """
+    from flint import fmpq, fmpq_mat
+
+    _check_actions(model, chains)
+    G = len(chains)
+    den = G * 10 ** digits
+    out = []
+    for li, l in enumerate(model.layers):
+        Wi = _ints(l.weight, digits)
+        bi = _ints(l.bias, digits)
+        W = np.zeros_like(Wi)
+        b = np.zeros_like(bi)
+        for chain in chains:
+            P_in, P_out = chain[li], chain[li + 1]
+            inv = P_out.inverse()
+            s_in = P_in.vals.astype(np.int64)
+            s_out = inv.vals.astype(np.int64)
+            right = np.empty_like(Wi)
+            right[:, P_in.cols] = Wi * s_in[None, :]          # W P_in
+            W = W + s_out[:, None] * right[inv.cols]           # P_out^-1 W P_in
+            b = b + s_out * bi[inv.cols]
+        Wq = fmpq_mat(W.shape[0], W.shape[1], [fmpq(int(v), den) for v in W.ravel()])
+        Wf = np.array([int(v) / den for v in W.ravel()]).reshape(W.shape)  # int / int: correctly rounded
+        out.append((Wq, [fmpq(int(v), den) for v in b], Wf, np.array([int(v) / den for v in b])))
+    return out
+
+
+def layer_distances(model, projected) -> list[float]:
+    """Per layer ||theta_i - theta-bar_i|| / ||theta_i|| (weights and bias together)."""
+    out = []
+    for l, (W, b) in zip(model.layers, projected):
+        num = np.sqrt(np.sum((l.weight - W) ** 2) + np.sum((l.bias - b) ** 2))
+        den = np.sqrt(np.sum(l.weight ** 2) + np.sum(l.bias ** 2))
+        out.append(float(num / den) if den > 0 else float(num))
+    return out
+
+
+def trivial_actions(model, group) -> list:
+    """rho_i(g) = identity on every hidden layer: always a homomorphism (the fallback candidate)."""
+    return [[MonomialAction.identity(w) for _ in group.generators] for w in model.widths[1:-1]]
+
+
+def _best_involution(S: np.ndarray, d: np.ndarray, signs: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The involution (pi, s) maximising sum over cycles: fixed j gains |d_j| (or d_j), a pair (j, k) |S_jk|.
+
+    Maximum-weight matching on the gains of pairing over fixing both; returns (cols, vals, exact).
+    """
+    import networkx as nx
+
+    n = d.shape[0]
+    fix = np.abs(d) if signs else d
+    pair = np.abs(S) if signs else S
+    gain = pair - fix[:, None] - fix[None, :]
+    iu, ju = np.triu_indices(n, 1)
+    g = gain[iu, ju]
+    pos = g > 1e-12 * max(1.0, float(np.max(np.abs(S), initial=0.0)))
+    exact = True
+    sel = np.flatnonzero(pos)
+    if sel.shape[0] > MAX_FULL_MATCHING:  # keep each neuron's 8 best partners: no longer proven
+        exact = False
+        keep = set()
+        gm = np.where(np.eye(n, dtype=bool), -np.inf, gain)
+        top = np.argsort(-gm, axis=1)[:, :8]
+        for j in range(n):
+            for k in top[j]:
+                if gm[j, k] > 0:
+                    keep.add((min(j, int(k)), max(j, int(k))))
+        edges = [(a, b, float(gain[a, b])) for a, b in keep]
+    else:
+        edges = [(int(iu[t]), int(ju[t]), float(g[t])) for t in sel]
+    graph = nx.Graph()
+    graph.add_nodes_from(range(n))
+    graph.add_weighted_edges_from(edges)
+    cols = np.arange(n)
+    vals = np.ones(n)
+    for a, b in nx.max_weight_matching(graph, maxcardinality=False):
+        cols[a], cols[b] = b, a
+        s = np.sign(S[a, b]) if signs and S[a, b] != 0 else 1.0
+        vals[a] = vals[b] = s
+    for j in range(n):
+        if cols[j] == j and signs and d[j] < 0:
+            vals[j] = -1.0
+    return cols, vals, exact
+
+
+def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20) -> Actions:
+    """The homomorphism {e, g} -> prod K_i whose projection is nearest to theta (a group of order 2).
+
+    ``start``: generator actions per hidden layer to start from (default: the identity).  One
+    hidden layer: the exact optimum.  Deeper: layers optimised in turn, each optimal given its
+    neighbours, until a sweep changes nothing (at most ``max_sweeps``).
+    """
+    if len(group.generators) != 1:
+        raise InputError("the matching search is for a group with one generator of order 2")
+    words, ins, outs, _ = group_elements(group)
+    if len(words) != 2:
+        raise InputError(f"the matching search is for a group of order 2; this one has order {len(words)}")
+    check_projectable(model)
+    hidden = model.depth - 1
+    rho = [ins[1]] + [start[i][0] if start is not None else MonomialAction.identity(w)
+                      for i, w in enumerate(model.widths[1:-1])] + [outs[1]]
+    exact = True
+    notes = []
+    sweeps = 0
+    for sweeps in range(1, max_sweeps + 1):
+        changed = False
+        for i in range(1, hidden + 1):
+            Wi, bi = model.layers[i - 1].weight, model.layers[i - 1].bias
+            Wn = model.layers[i].weight
+            Q, R = rho[i - 1], rho[i + 1]
+            V = np.hstack([Wi, bi[:, None]])
+            U = np.hstack([Q.right(Wi), bi[:, None]])
+            X = R.left(Wn)   # columns x_j
+            G1 = V @ U.T
+            G2 = Wn.T @ X    # G2[k, j] = y_k . x_j
+            S = G1 + G1.T + G2 + G2.T
+            d = np.diag(G1) + np.diag(G2)
+            cols, vals, ok = _best_involution(S, d, _signs_allowed(model.layers[i - 1].activation))
+            exact = exact and ok
+            new = MonomialAction(cols, vals)
+            if _key(new) != _key(rho[i]):
+                changed = True
+                rho[i] = new
+        if not changed or hidden == 1:
+            break
+    if hidden == 1 and exact:
+        method, proven = "maximum-weight matching (one hidden layer: the nearest homomorphism)", True
+    else:
+        method, proven = (f"maximum-weight matching per layer, layers in turn ({sweeps} sweep(s)); each layer's action "
+                          "is optimal given its neighbours: best found, not proven nearest"), False
+        if not exact:
+            notes.append(f"more than {MAX_FULL_MATCHING} candidate pairs on a layer: each neuron's 8 best partners only")
+    return Actions([[a] for a in rho[1:-1]], method, proven, notes)

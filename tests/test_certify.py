@@ -1,0 +1,201 @@
+"""symeq certify: float network -> nearest layerwise-equivariant theta-bar -> exact certificate.
+
+The acceptance cases of issue 22: a tanh (and GELU) MLP layerwise equivariant under the mirror
+of 4x4 images, perturbed by relative noise 1e-3, saved as .npz (and as .onnx exported by torch in
+tests/test_onnx.py), certifies with exit 0, a certificate that `symeq check` accepts, and a
+parameter distance within 3x the noise; a network far from equivariant still gets a certified
+theta-bar; the matching is the nearest involution (brute force on a small case).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from symeq.cli import main
+from symeq.groups import mirror
+from symeq.numeric.generate import random_equivariant_numeric, scramble_numeric
+from symeq.numeric.models import numeric_activation, save_npz
+from symeq.numeric.monomial import MonomialAction
+
+
+def noisy_mlp(act, noise=1e-3, widths=(16, 16), seed=0):
+    """A scrambled layerwise-equivariant MLP on 4x4 images with relative noise on every parameter."""
+    G = mirror(4, 4)
+    net = random_equivariant_numeric(G, list(widths), numeric_activation(act), rng=seed)
+    net, _ = scramble_numeric(net, rng=seed + 1)
+    th = net.parameters()
+    rng = np.random.default_rng(seed + 2)
+    return G, net, net.with_parameters(th * (1.0 + noise * rng.standard_normal(th.shape)))
+
+
+@pytest.mark.parametrize("act", ["tanh", "gelu", {"type": "tanh_series", "order": 3}])
+def test_noisy_mlp_npz_certifies_within_three_times_the_noise(tmp_path, capsys, act):
+    G, clean, noisy = noisy_mlp(act)
+    net = tmp_path / "net.npz"
+    save_npz(noisy, net)
+    out, cert = tmp_path / "bar.json", tmp_path / "cert.json"
+    code = main(["certify", str(net), "--group", "mirror:4x4", "--out", str(out), "--certificate", str(cert),
+                 "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0, report
+    assert report["status"] == "certified" and report["verdict"] == "layerwise-equivariant"
+    d = report["distances"]
+    assert len(d["parameters_per_layer"]) == 3
+    assert d["parameters_max"] <= 3e-3          # within 3x the relative noise 1e-3
+    assert d["parameters_max"] > 1e-5           # and not zero: theta-bar is not theta
+    assert d["function"]["noise"]["median"] < 1e-2
+    assert main(["check", str(cert), str(out)]) == 0
+    assert "accepted" in capsys.readouterr().out.lower()
+
+
+def test_certificate_is_for_the_written_model_only(tmp_path, capsys):
+    G, clean, noisy = noisy_mlp("tanh")
+    net = tmp_path / "net.npz"
+    save_npz(noisy, net)
+    out, cert = tmp_path / "bar.json", tmp_path / "cert.json"
+    assert main(["certify", str(net), "--group", "mirror:4x4", "--out", str(out), "--certificate", str(cert)]) == 0
+    text = capsys.readouterr().out
+    assert text.index("relative parameter distance") < text.index("certified")  # distances first
+    data = json.loads(out.read_text())
+    data["layers"][0]["weight"][0][0] = "12345/7"  # tamper with theta-bar
+    out.write_text(json.dumps(data))
+    assert main(["check", str(cert), str(out)]) != 0
+
+
+def test_max_distance_exit_1_and_text(tmp_path, capsys):
+    G, clean, noisy = noisy_mlp("tanh")
+    net = tmp_path / "net.npz"
+    save_npz(noisy, net)
+    code = main(["certify", str(net), "--group", "mirror:4x4", "--max-distance", "1e-6"])
+    text = capsys.readouterr().out
+    assert code == 1 and "above --max-distance" in text
+
+
+def test_far_network_still_certified_with_distances(tmp_path, capsys):
+    """Noise of the size of the weights: the float twin's actions are not a homomorphism (or miss the
+    tolerance by far), and the matching still gives a certified theta-bar with its distances."""
+    G, clean, noisy = noisy_mlp("tanh", noise=1.0, widths=(8,), seed=3)
+    from symeq.certification import certify
+
+    c = certify(noisy, G)
+    assert c.status == "certified"
+    assert c.verification.verdict == "layerwise-equivariant"
+    assert 0.05 < c.max_distance < 1.0
+    assert "matching" in c.method and c.proven_nearest  # one hidden layer: the nearest homomorphism
+    # theta-bar is exactly equivariant as a float network too, up to rounding
+    assert c.float_model.equivariance_error(rng=0) < 1e-9
+
+
+def test_deeper_far_network_labelled_not_proven(tmp_path):
+    G, clean, noisy = noisy_mlp("tanh", noise=1.0, widths=(8, 8), seed=4)
+    from symeq.certification import certify
+
+    c = certify(noisy, G)
+    assert c.status == "certified"
+    assert not c.proven_nearest and "not proven nearest" in c.report()
+
+
+def _brute_force_involution(model, layer_act_signs):
+    """min over all involutions rho_1(g) in K_1 of ||theta - theta-bar||^2 (one hidden layer)."""
+    from symeq.numeric.project import element_actions, reynolds_float
+
+    n = model.widths[1]
+    best = np.inf
+    for perm in itertools.permutations(range(n)):
+        if any(perm[perm[j]] != j for j in range(n)):
+            continue
+        for s in itertools.product([1, -1] if layer_act_signs else [1], repeat=n):
+            if any(s[j] != s[perm[j]] for j in range(n)):
+                continue
+            a = MonomialAction(np.array(perm), np.array(s, dtype=float))
+            proj = reynolds_float(model, element_actions(model.group, [[a]]))
+            best = min(best, sum(np.sum((l.weight - W) ** 2) + np.sum((l.bias - b) ** 2)
+                                 for l, (W, b) in zip(model.layers, proj)))
+    return best
+
+
+@pytest.mark.parametrize("act,signs", [("tanh", True), ("gelu", False)])
+def test_matching_is_the_nearest_involution_by_brute_force(act, signs):
+    from symeq.numeric.project import element_actions, nearest_involution_actions, reynolds_float
+
+    G = mirror(2, 2)
+    m = random_equivariant_numeric(G, [6], numeric_activation(act), rng=0)
+    for seed in (1, 2):
+        noisy = m.perturbed(0.7, rng=seed)
+        a = nearest_involution_actions(noisy, noisy.group)
+        assert a.proven_nearest
+        proj = reynolds_float(noisy, element_actions(noisy.group, a.actions))
+        found = sum(np.sum((l.weight - W) ** 2) + np.sum((l.bias - b) ** 2) for l, (W, b) in zip(noisy.layers, proj))
+        assert found == pytest.approx(_brute_force_involution(noisy, signs), rel=1e-12, abs=1e-12)
+
+
+def test_exactly_equivariant_float_network_projects_to_itself():
+    from symeq.certification import certify
+
+    G, clean, _ = noisy_mlp("tanh")
+    c = certify(clean, G)
+    assert c.status == "certified"
+    assert c.max_distance < 1e-11
+
+
+def test_data_distances_and_task_loss(tmp_path, capsys):
+    G, clean, noisy = noisy_mlp("tanh")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((50, 16))
+    np.savez(tmp_path / "data.npz", x=x)  # no labels, output = input dimension: autoencoder loss
+    save_npz(noisy, tmp_path / "net.npz")
+    assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:4x4", "--data", str(tmp_path / "data.npz"),
+                 "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["distances"]["function"]["data"]["points"] == 50
+    assert "reconstruction" in r["distances"]["task_loss"]["kind"]
+    np.savez(tmp_path / "bad.npz", x=x, Y=np.zeros(50))
+    assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:4x4", "--data", str(tmp_path / "bad.npz")]) == 2
+    assert 'unknown array "Y"' in capsys.readouterr().err
+
+
+def test_classifier_labels_give_cross_entropy():
+    from symeq.certification import certify
+    from symeq.groups import builtin_group
+
+    G = builtin_group("mirror:4x4", output=3)
+    net = random_equivariant_numeric(G, [8], numeric_activation("tanh"), rng=0).perturbed(1e-3, rng=1)
+    x = np.random.default_rng(0).standard_normal((40, 16))
+    y = np.arange(40) % 3
+    c = certify(net, G, data=(x, y))
+    assert c.status == "certified"
+    assert c.task_loss["kind"].startswith("cross-entropy") and 0 <= c.task_loss["accuracy_theta_bar"] <= 1
+
+
+def test_group_file_and_bad_input(tmp_path, capsys):
+    from symeq.groups import builtin_group
+
+    G, clean, noisy = noisy_mlp("tanh")
+    save_npz(noisy.with_group(None), tmp_path / "net.npz")  # no group in the file
+    (tmp_path / "g.json").write_text(json.dumps(builtin_group("mirror:4x4").to_json()))
+    assert main(["certify", str(tmp_path / "net.npz"), "--group-file", str(tmp_path / "g.json")]) == 0
+    capsys.readouterr()
+    assert main(["certify", str(tmp_path / "net.npz")]) == 2          # no group anywhere
+    assert "no group" in capsys.readouterr().err
+    assert main(["certify", str(tmp_path / "missing.npz"), "--group", "mirror:4x4"]) == 2
+    assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:4x4", "--digits", "0"]) == 2
+
+
+def test_timeout_zero_is_undetermined(tmp_path, capsys):
+    G, clean, noisy = noisy_mlp("tanh")
+    save_npz(noisy, tmp_path / "net.npz")
+    out = tmp_path / "bar.json"
+    assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:4x4", "--timeout", "0",
+                 "--out", str(out)]) == 3
+    assert "undetermined" in capsys.readouterr().out
+    assert not out.exists()
+
+
+def test_public_api_exports():
+    import symeq
+
+    assert callable(symeq.certify) and callable(symeq.from_torch)

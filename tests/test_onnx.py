@@ -1,0 +1,201 @@
+"""ONNX in and out (symeq/numeric/onnx_io.py), and certify on networks exported by torch.
+
+Needs the onnx extra (and torch for the export tests); skipped without them.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the ONNX tests need onnx: pip install 'symeq[onnx]'")
+
+from symeq.cli import main  # noqa: E402
+from symeq.groups import mirror  # noqa: E402
+from symeq.numeric.generate import random_equivariant_numeric, scramble_numeric  # noqa: E402
+from symeq.numeric.models import NumericDenseLayer, NumericModel, numeric_activation, save_npz  # noqa: E402
+from symeq.numeric.onnx_io import export_onnx, load_onnx  # noqa: E402
+
+
+def _torch():
+    return pytest.importorskip("torch", reason="exporting from torch needs torch: pip install 'symeq[numeric]'")
+
+
+def _export(torch, net, shape, path, opset=17):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, (torch.zeros(*shape, dtype=next(net.parameters()).dtype),), str(path), dynamo=False,
+                          opset_version=opset)
+
+
+def _mlp(acts, seed=0):
+    rng = np.random.default_rng(seed)
+    widths = [5, 4, 3, 2]
+    layers = [NumericDenseLayer(rng.standard_normal((widths[i + 1], widths[i])), rng.standard_normal(widths[i + 1]),
+                                None if i == len(widths) - 2 else numeric_activation(acts[i]))
+              for i in range(len(widths) - 1)]
+    return NumericModel(5, layers)
+
+
+@pytest.mark.parametrize("acts", [("tanh", "gelu"), ("sigmoid", "relu"),
+                                  ({"type": "polynomial", "coeffs": ["1/2", "1", "0", "-1/3"]}, "tanh")])
+@pytest.mark.parametrize("float32", [False, True])
+def test_export_read_back_with_onnx_reference_and_symeq(tmp_path, acts, float32):
+    from onnx.reference import ReferenceEvaluator
+
+    m = _mlp(acts)
+    p = tmp_path / "m.onnx"
+    export_onnx(m, p, float32=float32)
+    onnx.checker.check_model(onnx.load(str(p)))
+    x = np.random.default_rng(1).standard_normal((9, 5))
+    ref = ReferenceEvaluator(str(p)).run(None, {"x": x.astype(np.float32 if float32 else np.float64)})[0]
+    tol = 1e-5 if float32 else 1e-12
+    # onnx's reference Erf is not accurate to float64 (~1e-8): the reference run gets 1e-6
+    assert np.max(np.abs(ref - m(x))) < max(tol, 1e-6) * max(1.0, np.max(np.abs(m(x))))
+    back = load_onnx(p)
+    assert back.widths == m.widths
+    assert np.max(np.abs(back(x) - m(x))) < tol * max(1.0, np.max(np.abs(m(x))))
+
+
+def test_export_runs_in_torch(tmp_path):
+    torch = _torch()
+    m = _mlp(("tanh", "gelu"))
+    export_onnx(m, tmp_path / "m.onnx")
+    back = load_onnx(tmp_path / "m.onnx")
+    x = np.random.default_rng(2).standard_normal((7, 5))
+    with torch.no_grad():
+        y = back.to_torch()(torch.from_numpy(x)).numpy()
+    assert np.max(np.abs(y - m(x))) < 1e-12
+
+
+@pytest.mark.parametrize("opset", [17, 20])  # 17: the erf pattern for GELU; 20: the Gelu operator
+def test_torch_export_reads_as_from_torch(tmp_path, opset):
+    torch = _torch()
+    from symeq.numeric.models import from_torch
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.GELU(), torch.nn.Linear(4, 3), torch.nn.Tanh(),
+                              torch.nn.Linear(3, 2)).double()
+    _export(torch, net, (1, 5), tmp_path / "t.onnx", opset)
+    a, b = load_onnx(tmp_path / "t.onnx"), from_torch(net)
+    assert [l.activation.name if l.activation else None for l in a.layers] == ["gelu", "tanh", None]
+    for la, lb in zip(a.layers, b.layers):
+        assert np.array_equal(la.weight, lb.weight) and np.array_equal(la.bias, lb.bias)
+
+
+def test_torch_conv_export(tmp_path):
+    torch = _torch()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3, padding=1), torch.nn.Tanh(), torch.nn.Flatten(),
+                              torch.nn.Linear(32, 3)).double()
+    _export(torch, net, (1, 1, 4, 4), tmp_path / "c.onnx")
+    m = load_onnx(tmp_path / "c.onnx")
+    assert m.widths == [16, 32, 3]
+    x = np.random.default_rng(0).standard_normal((6, 16))
+    with torch.no_grad():
+        y = net(torch.from_numpy(x).reshape(6, 1, 4, 4)).numpy()
+    assert np.max(np.abs(m(x) - y)) < 1e-12
+
+
+def test_unsupported_operator_exits_2_and_names_it(tmp_path, capsys):
+    torch = _torch()
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Softmax(dim=1), torch.nn.Linear(3, 2))
+    _export(torch, net, (1, 4), tmp_path / "s.onnx")
+    assert main(["numeric-check", str(tmp_path / "s.onnx"), "--group", "global-sign:4"]) == 2
+    err = capsys.readouterr().err
+    assert "Softmax" in err and "node" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty"])
+def test_truncated_or_corrupted_onnx_exits_2(tmp_path, capsys, damage):
+    export_onnx(_mlp(("tanh", "tanh")), tmp_path / "m.onnx")
+    raw = (tmp_path / "m.onnx").read_bytes()
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes({"truncate": raw[:len(raw) // 3], "garbage": bytes(range(256)) * 4, "empty": b""}[damage])
+    for cmd in (["numeric-check", str(bad), "--group", "mirror:1x5"],
+                ["certify", str(bad), "--group", "mirror:1x5"]):
+        assert main(cmd) == 2
+        err = capsys.readouterr().err
+        assert "bad.onnx" in err and "Traceback" not in err
+
+
+def test_verify_reads_onnx_only_with_exact_floats(tmp_path, capsys):
+    from symeq.activations import tanh_series
+    from symeq.models import random_equivariant_model
+
+    G = mirror(2, 2)
+    exact = random_equivariant_model(G, ["regular*2"], tanh_series(3), rng=0)
+    export_onnx(exact, tmp_path / "e.onnx")  # small integers: exact in float64
+    assert main(["verify", str(tmp_path / "e.onnx"), "--group", "mirror:2x2"]) == 2
+    assert "--exact-floats" in capsys.readouterr().err
+    assert main(["verify", str(tmp_path / "e.onnx"), "--group", "mirror:2x2", "--exact-floats"]) == 0
+
+
+def test_export_command(tmp_path, capsys):
+    from symeq.examples import builtin_example
+    from symeq.io import save_model
+
+    save_model(builtin_example(), tmp_path / "m.json")
+    assert main(["export", str(tmp_path / "m.json"), "--onnx", str(tmp_path / "m.onnx")]) == 0
+    m = load_onnx(tmp_path / "m.onnx")
+    assert m.widths == builtin_example().widths
+    assert main(["export", str(tmp_path / "m.json")]) == 2
+
+
+@pytest.mark.parametrize("act,module", [("tanh", "Tanh"), ("gelu", "GELU")])
+def test_torch_exported_noisy_mlp_certifies(tmp_path, capsys, act, module):
+    """Issue 22 acceptance: the noisy mirror-equivariant MLP exported by torch certifies (exit 0),
+    `symeq check` accepts, distance within 3x the noise, and the .onnx gives the same result as the module."""
+    torch = _torch()
+    import symeq
+
+    G = mirror(4, 4)
+    net = random_equivariant_numeric(G, [16, 16], numeric_activation(act), rng=0)
+    net, _ = scramble_numeric(net, rng=1)
+    th = net.parameters()
+    noisy = net.with_parameters(th * (1.0 + 1e-3 * np.random.default_rng(2).standard_normal(th.shape)))
+    tnet = noisy.to_torch()
+    assert isinstance(tnet[1], getattr(torch.nn, module))
+    _export(torch, tnet, (1, 16), tmp_path / "net.onnx")
+    out, cert = tmp_path / "bar.json", tmp_path / "cert.json"
+    code = main(["certify", str(tmp_path / "net.onnx"), "--group", "mirror:4x4", "--out", str(out),
+                 "--certificate", str(cert), "--json"])
+    r = json.loads(capsys.readouterr().out)
+    assert code == 0 and r["status"] == "certified"
+    assert r["distances"]["parameters_max"] <= 3e-3
+    assert main(["check", str(cert), str(out)]) == 0
+    from_module = symeq.certify(tnet, G)
+    assert from_module.status == "certified"
+    assert from_module.layer_distances == pytest.approx(r["distances"]["parameters_per_layer"], rel=1e-12)
+    save_npz(noisy, tmp_path / "net.npz")
+    from_npz = symeq.certify(str(tmp_path / "net.npz"), G)
+    assert from_npz.layer_distances == pytest.approx(from_module.layer_distances, rel=1e-12)
+
+
+def test_escnn_style_conv_net_certifies_to_its_equivariant_neighbour():
+    """A conv net whose two channels are the mirror images of each other (the regular representation
+    of the mirror on channels), perturbed by float noise 1e-7, certifies at distance ~1e-7."""
+    torch = _torch()
+    import symeq
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(1, 2, 3, padding=1).double()
+    lin = torch.nn.Linear(32, 16).double()
+    P_in = np.eye(16)[np.array([r * 4 + (3 - c) for r in range(4) for c in range(4)])]
+    P_hid = np.kron(np.array([[0.0, 1.0], [1.0, 0.0]]), P_in)  # swap channels and mirror pixels
+    with torch.no_grad():
+        k = conv.weight[0, 0].clone()
+        conv.weight[1, 0] = torch.flip(k, dims=[1])  # channel 1 = the mirror image of channel 0
+        conv.bias[1] = conv.bias[0]
+        W = lin.weight.numpy()
+        lin.weight.copy_(torch.from_numpy((W + P_in.T @ W @ P_hid) / 2))
+        lin.bias.copy_(torch.from_numpy((lin.bias.numpy() + P_in.T @ lin.bias.numpy()) / 2))
+        for p in (conv.weight, conv.bias, lin.weight, lin.bias):
+            p.add_(1e-7 * torch.randn_like(p))
+    net = torch.nn.Sequential(conv, torch.nn.Tanh(), torch.nn.Flatten(), lin)
+    c = symeq.certify(net, mirror(4, 4), input_shape=(1, 4, 4))
+    assert c.status == "certified"
+    assert 1e-9 < c.max_distance < 1e-6
