@@ -74,6 +74,7 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
     n = input_dim
     tokens = None  # after an attention layer, dense layers act token-wise with per-token weights
     shape = None   # (C, H, W) of the current activations after a conv2d layer
+    pool = None    # a pending average pooling, folded into the next conv2d or dense layer
     for i, spec in enumerate(layers):
         at = f"{where}[{i}]"
         if not isinstance(spec, dict):
@@ -91,12 +92,13 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
             continue
         if kind == "flatten":  # (C, H, W) is stored flattened already (channel-major, row-major)
             continue
-        if kind == "conv2d":
+        if kind in IMAGE_KINDS or (kind == "dense" and shape is not None):
             if tokens is not None:
-                raise InputError(f"{at}: a conv2d layer cannot follow an attention layer")
-            layer, shape = _conv2d_from_json(spec, n, shape, at)
-            out.append(layer)
-            n = layer.out_dim
+                raise InputError(f"{at}: a {kind} layer cannot follow an attention layer")
+            layer, shape, pool = _conv2d_from_json(spec, n, shape, at, pool)
+            if layer is not None:
+                out.append(layer)
+                n = layer.out_dim
             continue
         shape = None
         if kind != "dense":
@@ -116,46 +118,121 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
             b = b if b is not None else [0] * W.nrows()
             out.append(DenseLayer(tokenwise(W, tokens), list(b) * tokens, act, tokens))
         n = W.nrows()
+    if pool is not None:
+        raise InputError(f"{where}: a pooling layer must be followed by a conv2d or dense layer (it is folded into it)")
     return out
 
 
-def _conv2d_from_json(spec: dict, n: int, shape, at: str):
-    """A ``conv2d`` layer: expanded to the dense layer with shared weights (see :mod:`symeq.layers.conv`)."""
-    from .layers.conv import ConvShape, conv_bias, dense_rows
+IMAGE_KINDS = ("conv2d", "avgpool2d", "global_avgpool", "maxpool2d", "group_maxpool")
+CONV_KEYS = (("type", "kernel", "bias", "stride", "padding", "padding_mode", "input_shape", "activation",
+              "dilation", "groups"), ("kernel", "bias"))
+AVGPOOL_KEYS = (("type", "kernel_size", "stride", "input_shape"), ("type", "kernel_size"))
+GLOBAL_POOL_KEYS = (("type", "input_shape"), ("type",))
 
+
+def _image_shape(spec: dict, n: int, shape, at: str) -> tuple:
     given = spec.get("input_shape")
     if given is not None:
         if (not isinstance(given, list) or len(given) != 3
                 or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in given)):
             raise InputError(f"{at}.input_shape must be [channels, height, width] (positive integers)")
         if shape is not None and tuple(given) != tuple(shape):
-            raise ShapeError(f"{at}.input_shape {given} differs from the previous conv2d's output shape {list(shape)}")
+            raise ShapeError(f"{at}.input_shape {given} differs from the previous layer's output shape {list(shape)}")
         shape = tuple(given)
     if shape is None:
-        raise InputError(f"{at}: a conv2d layer needs \"input_shape\": [channels, height, width]")
+        raise InputError(f"{at}: a {spec.get('type')} layer needs \"input_shape\": [channels, height, width]")
     C, H, W = shape
     if C * H * W != n:
         raise ShapeError(f"{at}.input_shape {[C, H, W]} has {C * H * W} entries, but the layer's input has {n}")
-    kernel = spec.get("kernel")
-    if (not isinstance(kernel, list) or not kernel or not isinstance(kernel[0], list) or not kernel[0]
-            or not isinstance(kernel[0][0], list) or not kernel[0][0] or not isinstance(kernel[0][0][0], list)):
-        raise InputError(f"{at}.kernel must be a nested list out_channels x in_channels x kh x kw")
-    conv = ConvShape(C, len(kernel), H, W, len(kernel[0][0]), len(kernel[0][0][0]),
-                     stride=spec.get("stride", 1), padding=spec.get("padding", 0))
-    parsed = []
-    for o, ko in enumerate(kernel):
-        if not isinstance(ko, list) or len(ko) != C:
-            raise ShapeError(f"{at}.kernel[{o}] must have {C} input channels")
-        parsed.append([[list(r) for r in mat_rows(parse_matrix(kc, f"{at}.kernel[{o}][{c}]", shape=(conv.kh, conv.kw)))]
-                       for c, kc in enumerate(ko)])
-    oh, ow = conv.out_hw
-    check_width(conv.out_channels * oh * ow, f"{at}: conv2d output (channels x height x width)")
-    W_dense = matrix(dense_rows(conv, parsed, fmpq(0)))
-    bias = spec.get("bias")
-    b = None if bias is None else conv_bias(conv, parse_vector(bias, f"{at}.bias", length=conv.out_channels))
-    act = activation_from_spec(spec.get("activation"), f"{at}.activation")
-    oh, ow = conv.out_hw
-    return DenseLayer(W_dense, b, act), (conv.out_channels, oh, ow)
+    return shape
+
+
+def _conv2d_from_json(spec: dict, n: int, shape, at: str, pool=None):
+    """A layer on images (``conv2d``, pooling, or a dense layer after a convolution) as a native
+    :class:`symeq.layers.conv.ConvLayer` (kernels kept, never expanded).
+
+    Returns ``(layer or None, output shape, pending pooling)``: average pooling is folded exactly
+    into the next layer (:func:`symeq.layers.conv.fold_average_pool`); a dense layer after a
+    convolution (after a ``flatten``) is the convolution with a whole-image kernel
+    (:meth:`ConvLayer.from_dense`); max pooling is refused.
+    """
+    from .layers.conv import ConvLayer, ConvShape, fold_average_pool
+
+    kind = spec.get("type", "dense")
+    if kind in ("maxpool2d", "group_maxpool"):
+        raise InputError(f"{at}: {kind} is piecewise linear and not supported on the exact path (max pooling "
+                         "and escnn's group pooling are refused; use average pooling, a global average pooling "
+                         "or an invariant linear readout)")
+    if pool is not None and pool[0] == "global" and kind != "dense":
+        raise InputError(f"{at}: a global average pooling must be followed by a dense layer")
+    if kind == "avgpool2d":
+        check_keys(spec, at, *AVGPOOL_KEYS, error=InputError)
+        shape = _image_shape(spec, n, shape, at)
+        k, st = spec.get("kernel_size"), spec.get("stride", spec.get("kernel_size"))
+        for name, v in (("kernel_size", k), ("stride", st)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise InputError(f"{at}.{name} must be a positive integer, got {v!r}")
+        if pool is not None:
+            raise InputError(f"{at}: two pooling layers in a row are not supported")
+        C, H, W = shape
+        if k > min(H, W):
+            raise ShapeError(f"{at}: a {k}x{k} pooling does not fit {H}x{W} images")
+        return None, (C, (H - k) // st + 1, (W - k) // st + 1), ("avg", k, st, shape)
+    if kind == "global_avgpool":
+        check_keys(spec, at, *GLOBAL_POOL_KEYS, error=InputError)
+        shape = _image_shape(spec, n, shape, at)
+        if pool is not None:
+            raise InputError(f"{at}: two pooling layers in a row are not supported")
+        return None, (shape[0], 1, 1), ("global", shape)
+    act = None
+    if kind == "dense":  # after a convolution: a whole-image kernel per neuron
+        check_keys(spec, at, *DENSE_KEYS, error=InputError)
+        C, H, W = shape
+        if isinstance(spec["weight"], list):
+            check_width(len(spec["weight"]), f"{at}.weight (neurons)")
+        Wm = parse_matrix(spec["weight"], f"{at}.weight", shape=(None, C * H * W))
+        bias = spec.get("bias")
+        b = None if bias is None else parse_vector(bias, f"{at}.bias", length=Wm.nrows())
+        act = activation_from_spec(spec.get("activation"), f"{at}.activation")
+        rows = mat_rows(Wm)
+        if pool is not None and pool[0] == "global":  # mean over pixels, then W: W[o, c] / (H W) at every pixel
+            C, H, W = pool[1]
+            rows = [[x / (H * W) for x in r for _ in range(H * W)] for r in rows]
+            shape, pool = pool[1], None
+        layer = ConvLayer.from_dense(rows, b, act, shape)
+    else:
+        check_keys(spec, at, *CONV_KEYS, error=InputError)
+        shape = _image_shape(spec, n, shape, at)
+        for name in ("dilation", "groups"):
+            v = spec.get(name, 1)
+            if v not in (1, [1, 1]):
+                raise InputError(f"{at}.{name} = {v!r}: only {name} 1 is supported for conv2d layers")
+        C, H, W = shape
+        kernel = spec.get("kernel")
+        if (not isinstance(kernel, list) or not kernel or not isinstance(kernel[0], list) or not kernel[0]
+                or not isinstance(kernel[0][0], list) or not kernel[0][0] or not isinstance(kernel[0][0][0], list)):
+            raise InputError(f"{at}.kernel must be a nested list out_channels x in_channels x kh x kw")
+        conv = ConvShape(C, len(kernel), H, W, len(kernel[0][0]), len(kernel[0][0][0]),
+                         stride=spec.get("stride", 1), padding=spec.get("padding", 0),
+                         padding_mode=spec.get("padding_mode", "zeros"))
+        oh, ow = conv.out_hw
+        check_width(conv.out_channels * oh * ow, f"{at}: conv2d output (channels x height x width)")
+        parsed = []
+        for o, ko in enumerate(kernel):
+            if not isinstance(ko, list) or len(ko) != C:
+                raise ShapeError(f"{at}.kernel[{o}] must have {C} input channels")
+            parsed.append([mat_rows(parse_matrix(kc, f"{at}.kernel[{o}][{c}]", shape=(conv.kh, conv.kw)))
+                           for c, kc in enumerate(ko)])
+        bias = spec.get("bias")
+        b = None if bias is None else parse_vector(bias, f"{at}.bias", length=conv.out_channels)
+        act = activation_from_spec(spec.get("activation"), f"{at}.activation")
+        layer = ConvLayer(conv, parsed, b, act)
+    if pool is not None:  # ("avg", k, stride, shape before pooling)
+        try:
+            layer = fold_average_pool(pool[1], pool[2], pool[3], layer)
+        except InputError as e:
+            raise InputError(f"{at}: {e}") from None
+    return layer, layer.out_shape, None
 
 
 def _attention_from_json(spec: dict, input_dim: int, at: str):
@@ -223,6 +300,14 @@ def layers_to_json(model: Model) -> list[dict]:
             out.append({"type": "attention", "tokens": l.tokens, "heads": [
                 {"query": format_matrix(h.query), "key": format_matrix(h.key),
                  "value": format_matrix(h.value), "out": format_matrix(h.out)} for h in l.heads]})
+            continue
+        if l.kind == "conv2d":
+            s = l.shape
+            out.append({"type": "conv2d", "input_shape": list(l.in_shape),
+                        "kernel": [[[format_vector(r) for r in kc] for kc in ko] for ko in l.kernel],
+                        "bias": format_vector(l.channel_bias), "stride": s.stride, "padding": s.padding,
+                        "padding_mode": s.padding_mode,
+                        "activation": None if l.activation is None else l.activation.to_spec()})
             continue
         out.append({
             "type": "dense",
