@@ -395,7 +395,8 @@ def _activation_name(layer) -> str | None:
 
 
 def _orbit_text(n: int | None, widths) -> str:
-    return " * ".join(f"2^{w} {w}!" for w in widths)
+    text = " * ".join(f"2^{w} {w}!" for w in widths)
+    return text + (f" = {n}" if n is not None and n.bit_length() < 100 else "")
 
 
 def classical_identifiability(model, *, timeout: float | None = None, certificate: bool = True) -> ClassicalDecision:
@@ -479,7 +480,7 @@ def _header(model, method, act, widths, verdict) -> dict:
 
 def _orbit_fields(size: int, hidden) -> dict:
     return {"orbit_size": str(size) if size.bit_length() < 3.3 * MAX_ORBIT_DIGITS else None,
-            "orbit_formula": _orbit_text(size, hidden)}
+            "orbit_formula": _orbit_text(None, hidden)}
 
 
 def _sussmann(model, rows, act, widths, deadline, done, want_cert) -> ClassicalDecision:
@@ -494,7 +495,7 @@ def _sussmann(model, rows, act, widths, deadline, done, want_cert) -> ClassicalD
             cert = dict(_header(model, "sussmann", act, widths, "identifiable"), conditions=conds,
                         group=GROUPS[act], **_orbit_fields(orbit, [n]))
         return done("identifiable", f"irreducible (R1-R3 hold): by Sussmann 1992 every parameter with the same "
-                    f"function is one of the {GROUPS[act]} of theta's {n} hidden units; orbit of 2^{n} {n}! points",
+                    f"function is one of the {GROUPS[act]} of theta's {n} hidden units; orbit of {_orbit_text(orbit, [n])} points",
                     "Sussmann: irreducible", method="sussmann", orbit_size=orbit, fibre_points=orbit,
                     fibre_dimension=0, conditions=conds, certificate=cert, scope=scope)
     wit = sussmann_witness(W1, b1, W2, b2, act, conds)
