@@ -2082,6 +2082,30 @@ MAX_CLASSICAL_PAIRS = 5_000_000
 CLASSICAL_ORBIT_BITS = 3300
 
 
+class _FirstFew:
+    """A failing list kept as its count and its first ``CLASSICAL_LISTED`` entries (bounded memory)."""
+
+    def __init__(self, items=()):
+        self.count, self.first = 0, []
+        self += items
+
+    def append(self, x) -> None:
+        self.count += 1
+        if len(self.first) < CLASSICAL_LISTED:
+            self.first.append(x)
+
+    def __iadd__(self, items):
+        for x in items:
+            self.append(x)
+        return self
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index):
+        return self.first[index]
+
+
 def _classical_layers(model) -> tuple[int, list]:
     """(n_in, [(W, b, activation name or None)]) of a model file's dense layers, read here."""
     check_keys(_dict(model, "model"), "model", *MODEL_KEYS)
@@ -2144,8 +2168,8 @@ def _sussmann_failures(W1, b1, W2) -> dict:
             r3.append([first[key][0], j, s * first[key][1]])
         else:
             first[key] = (j, s)
-    return {"R1": [j for j in range(n) if all(W2[i][j] == 0 for i in range(m))],
-            "R2": [j for j in range(n) if all(x == 0 for x in W1[j])], "R3": r3}
+    return {"R1": _FirstFew(j for j in range(n) if all(W2[i][j] == 0 for i in range(m))),
+            "R2": _FirstFew(j for j in range(n) if all(x == 0 for x in W1[j])), "R3": _FirstFew(r3)}
 
 
 def _sigmoid_as_tanh(layers) -> list:
@@ -2164,17 +2188,17 @@ def _sigmoid_as_tanh(layers) -> list:
 
 def _fefferman_failures(layers, n_in: int) -> dict:
     widths = [n_in] + [len(W) for W, _ in layers]
-    f = {"F1": [], "F2": [], "F3": [], "F4": []}
+    f = {"F1": _FirstFew(), "F2": _FirstFew(), "F3": _FirstFew(), "F4": _FirstFew()}
     for l, (W, b) in enumerate(layers, 1):
         bound = 100 * max(widths[l - 1], widths[l])
-        f["F1"] += [[l, j] for j, x in enumerate(b) if x == 0]
+        f["F1"] += ([l, j] for j, x in enumerate(b) if x == 0)
         seen = {}
         for j, x in enumerate(b):
             if abs(x) in seen:
                 f["F2"].append([l, seen[abs(x)], j])
             else:
                 seen[abs(x)] = j
-        f["F3"] += [[l, j, k] for j, row in enumerate(W) for k, x in enumerate(row) if x == 0]
+        f["F3"] += ([l, j, k] for j, row in enumerate(W) for k, x in enumerate(row) if x == 0)
         for k in range(widths[l - 1]):
             col = [row[k] for row in W]
             for j in range(len(col)):
@@ -2201,7 +2225,7 @@ def _check_conditions(report: CheckReport, cert: dict, method: str, failures: di
             report.reasons.append(f"{name}: the model has {len(fails)} failing entr{'y' if len(fails) == 1 else 'ies'} "
                                   f"(holds: {not fails}), the certificate says {_short(c.get('count'))} "
                                   f"(holds: {_short(c.get('holds'))})")
-        elif c.get("failing") != fails[:CLASSICAL_LISTED]:
+        elif c.get("failing") != list(fails[:CLASSICAL_LISTED]):
             report.reasons.append(f"{name}: the failing entries listed are not the model's first "
                                   f"{min(len(fails), CLASSICAL_LISTED)}")
         else:
@@ -2265,9 +2289,11 @@ def _check_sussmann_witness(report: CheckReport, wit, W1, b1, W2, b2, act: str, 
         report.reasons.append(f"witness units {_short(units)} are not hidden units 0..{n - 1}")
         return
     if cond in ("R1", "R2"):
-        ok = len(units) == 1 and units[0] in failures[cond] and sign is None
-        if ok and cond == "R2" and all(row[units[0]] == 0 for row in W2):
-            ok = False  # a constant unit without output weight is dead: the R1 witness applies
+        ok = len(units) == 1 and sign is None
+        if ok and cond == "R1":
+            ok = all(row[units[0]] == 0 for row in W2)
+        elif ok:  # R2; a constant unit without output weight is dead: the R1 witness applies
+            ok = not any(W1[units[0]]) and any(row[units[0]] for row in W2)
     elif cond == "R3":
         ok = (len(units) == 2 and units[0] != units[1] and sign in (1, -1) and not isinstance(sign, bool)
               and all(sign * x == y for x, y in zip(tuple(W1[units[0]]) + (b1[units[0]],),

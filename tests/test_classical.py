@@ -119,6 +119,20 @@ def test_reducible_units_give_exact_witnesses(act, case):
     assert r.accepted is True, r.reasons
 
 
+def test_many_failures_are_counted_and_the_first_listed():
+    n = 25  # 25 dead units: R1 fails 25 times, the certificate lists the first 20
+    W1 = [[j + 1, 2 * j + 3] for j in range(n + 1)]
+    b1 = [j + 1 for j in range(n + 1)]
+    m = _model(W1, b1, [[0] * n + [1]], [0])
+    d = classical_identifiability(m)
+    r1 = d.conditions[0]
+    assert r1["count"] == n and r1["failing"] == list(range(20)) and d.witness["units"] == [0]
+    assert _check(d, m).accepted is True
+    bad = json.loads(json.dumps(d.certificate))
+    bad["conditions"][0]["count"] = 20
+    assert check_certificate(bad, model_to_json(m)).accepted is False
+
+
 def test_condition_functions_on_rationals():
     from flint import fmpq
 

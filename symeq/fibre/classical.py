@@ -177,9 +177,29 @@ def sussmann_conditions(W1, b1, W2, deadline: Deadline | None = None) -> list[di
             _cond("R3", r3)]
 
 
+class _FirstFew:
+    """A failing list kept as its count and its first ``MAX_LISTED`` entries (bounded memory)."""
+
+    def __init__(self):
+        self.count, self.first = 0, []
+
+    def append(self, x) -> None:
+        self.count += 1
+        if len(self.first) < MAX_LISTED:
+            self.first.append(x)
+
+    def __iadd__(self, items):
+        for x in items:
+            self.append(x)
+        return self
+
+
 def _cond(name, failing) -> dict:
-    return {"name": name, "statement": STATEMENTS[name], "holds": not failing, "count": len(failing),
-            "failing": failing[:MAX_LISTED]}
+    if isinstance(failing, list):
+        failing, items = _FirstFew(), failing
+        failing += items
+    return {"name": name, "statement": STATEMENTS[name], "holds": failing.count == 0, "count": failing.count,
+            "failing": failing.first}
 
 
 # ----------------------------------------------------------------------------- same function, orbit
@@ -351,10 +371,10 @@ def fefferman_conditions(layers, input_dim: int, deadline: Deadline | None = Non
     numbered from 1.
     """
     widths = [input_dim] + [len(W) for W, _ in layers]
-    f1, f2, f3, f4 = [], [], [], []
+    f1, f2, f3, f4 = _FirstFew(), _FirstFew(), _FirstFew(), _FirstFew()
     for l, (W, b) in enumerate(layers, 1):
         D = max(widths[l - 1], widths[l])
-        f1 += [[l, j] for j, x in enumerate(b) if x == 0]
+        f1 += ([l, j] for j, x in enumerate(b) if x == 0)
         seen: dict = {}
         for j, x in enumerate(b):
             a = x if x >= 0 else -x
@@ -362,7 +382,7 @@ def fefferman_conditions(layers, input_dim: int, deadline: Deadline | None = Non
                 f2.append([l, seen[a], j])
             else:
                 seen[a] = j
-        f3 += [[l, j, k] for j, row in enumerate(W) for k, x in enumerate(row) if x == 0]
+        f3 += ([l, j, k] for j, row in enumerate(W) for k, x in enumerate(row) if x == 0)
         bound = 100 * D
         for k in range(widths[l - 1]):
             if deadline is not None:
