@@ -547,8 +547,8 @@ class _ExactMatcher:
                 if ku != kv:
                     raise NoPartner(self._col_failure(li, m, 0, 1))
                 if li == 0 and _div_pq(first_pq[m], lt_u.iota[m] * su) != self._scaled(0, k, lt_v.iota[k] * sv):
-                    raise NoPartner(f"hidden layer 1: neuron {m}'s incoming weights, after the action on the input, "
-                                    f"are not an admissible multiple of those of its only partner {k}")
+                    raise NoPartner(f"hidden layer 1: neuron {m + 1}'s incoming weights, after the action on the input, "
+                                    f"are not an admissible multiple of those of its only partner {k + 1}")
                 base[m] = (k, su * sv)
                 continue
             gu: dict = {}
@@ -583,7 +583,7 @@ class _ExactMatcher:
 
     @staticmethod
     def _col_failure(li: int, m: int, have: int, need: int) -> str:
-        return (f"hidden layer {li + 1}: neuron {m}'s outgoing weights, after the action on the next layer, "
+        return (f"hidden layer {li + 1}: neuron {m + 1}'s outgoing weights, after the action on the next layer, "
                 f"match {have} neuron(s) of theta among those with its incoming weights, but {need} are needed")
 
     def descend(self, li: int, base: dict, picks: list, fwd) -> tuple[tuple, list | None]:
@@ -600,9 +600,9 @@ class _ExactMatcher:
             alpha = lt_u.iota[m] * c / lt_v.iota[k]
             qo = self._qo(li, alpha)
             if qo is None:
-                raise NoPartner(f"hidden layer {li + 1}: neuron {m} would need the inadmissible scaling {alpha}")
+                raise NoPartner(f"hidden layer {li + 1}: neuron {m + 1} would need the inadmissible scaling {alpha}")
             if self.btil[li][m] - s != alpha * (self.btil[li][k] - s):
-                raise NoPartner(f"hidden layer {li + 1}: the bias of neuron {m} does not match")
+                raise NoPartner(f"hidden layer {li + 1}: the bias of neuron {m + 1} does not match")
             cols[m], alphas[m] = k, alpha
             vals[m], offs[m] = qo
         rho = monomial_matrix(cols, vals)

@@ -34,7 +34,10 @@ import re
 from .errors import InputError
 from .numbers import fmpq, monomial_parts
 
-__all__ = ["format_cycles", "parse_cycles", "matrix_cycles"]
+__all__ = ["format_cycles", "parse_cycles", "matrix_cycles", "wrap_cycles", "TEXT_WIDTH"]
+
+#: the longest line of an action in text output; longer cycle strings wrap (:func:`wrap_cycles`)
+TEXT_WIDTH = 100
 
 _ENTRY = re.compile(r"\s*([+-]?)(?:(\d+(?:/\d+)?)\s*[*·]\s*)?(\d+)\s*")
 
@@ -68,6 +71,55 @@ def format_cycles(source, factor) -> str:
             continue
         out.append("(" + " ".join(_label(j, factor[j]) for j in cycle) + ")")
     return "".join(out) or "()"
+
+
+def wrap_cycles(head: str, cycles: str, width: int = TEXT_WIDTH, max_lines: int = 6,
+                more: str = "--json gives them all") -> list[str]:
+    """Lines of at most ``width`` characters showing ``head`` followed by a cycle string.
+
+    Lines break between cycles (inside a cycle only when one cycle is longer than a line); the
+    continuation lines are indented under the first cycle.  When the action needs more than
+    ``max_lines`` lines, the last one says how many cycles were left out and where they are
+    (``more``).
+
+    >>> wrap_cycles("  rho: ", "(1 2)(3 4)(5 6)", width=18)
+    ['  rho: (1 2)(3 4)', '        (5 6)']
+    >>> wrap_cycles("rho: ", "".join(f"({2 * j + 1} {2 * j + 2})" for j in range(60)), width=40, max_lines=2)[-1]
+    '     ... 54 more cycles (--json gives them all)'
+    """
+    indent = " " * min(len(head), 12)
+    cycles_ = re.findall(r"\([^()]*\)", cycles) or [cycles]
+    lines, cur, fresh = [], head, True  # fresh: nothing written after the head or indent yet
+    complete = shown = 0  # cycles ended on the current line; cycles ended on lines already out
+
+    def flush():
+        nonlocal cur, fresh, complete, shown
+        lines.append(cur)
+        shown += complete
+        cur, fresh, complete = indent, True, 0
+        if len(lines) == max_lines - 1 and shown < len(cycles_):
+            left = len(cycles_) - shown
+            lines.append(f"{indent}... {left} more cycle{'s' if left != 1 else ''} ({more})")
+            return True
+        return False
+
+    for cyc in cycles_:
+        fits_a_line = len(indent) + len(cyc) <= width  # else it is broken, starting right here
+        if not fresh and len(cur) + len(cyc) > width and fits_a_line and flush():
+            return lines
+        if len(cur) + len(cyc) <= width:
+            cur, fresh = cur + cyc, False
+        else:  # one cycle longer than a line: break it between its neurons
+            for k, word in enumerate(cyc.split(" ")):
+                sep = " " if k else ""
+                if not fresh and len(cur) + len(sep) + len(word) > width:
+                    if flush():
+                        return lines
+                    sep = ""
+                cur, fresh = cur + sep + word, False
+        complete += 1
+    lines.append(cur)
+    return lines
 
 
 def matrix_cycles(M) -> str | None:

@@ -36,7 +36,7 @@ from .groups import FiniteGroup
 from .io import CERTIFICATE_FORMAT, layers_to_json
 from .layerwise import Derivation, absorbs_offsets, derive_latent_actions
 from .models import Model
-from .notation import format_cycles
+from .notation import format_cycles, wrap_cycles
 from .numbers import format_matrix, format_number, mat_rows, monomial_parts
 
 __all__ = ["Verification", "verify", "EXIT_CODES", "latent_group_names"]
@@ -336,8 +336,8 @@ def _describe_action(layer, M, title: str = "action", matrix: bool = False) -> l
         out = [f"  {title}: channels {format_cycles(list(M.source), list(M.factor))} "
                f"(x) pixels: {M.describe()} of the {sparse['height']}x{sparse['width']} grid"]
         return out
-    elif sparse["kind"] == "monomial":
-        out = [f"  {title}: {format_cycles(*monomial_parts(M))}"]
+    elif sparse["kind"] == "monomial":  # long actions wrap at 100 characters, summarised past 6 lines
+        out = wrap_cycles(f"  {title}: ", format_cycles(*monomial_parts(M)))
     else:
         return [f"  {title}: not monomial"] + _dense_lines(M)
     return out + (_dense_lines(M) if matrix else [])

@@ -132,3 +132,27 @@ def test_orbits_number_neurons_from_one():
     cols = network_columns(m, verify(m).actions)
     for col in cols:
         assert col["nodes"][0] == "1" and col["nodes"][-1] == str(col["n"])
+
+
+def test_long_actions_wrap_at_100_characters(tmp_path, capsys):
+    """A width-128 action (mirror of 8x8 images, two copies of the input representation): every
+    line of verify's and numeric-check's text stays within 100 characters; --json has it all."""
+    from symeq.activations import tanh_series
+    from symeq.groups import builtin_group
+    from symeq.models import random_equivariant_model, scramble
+
+    m = random_equivariant_model(builtin_group("mirror:8x8"), ["input*2"], tanh_series(3), rng=0)
+    m, _ = scramble(m, rng=1)
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps(model_to_json(m)))
+    for argv in (["verify", str(path)], ["numeric-check", str(path)]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out.splitlines()
+        at = next(i for i, x in enumerate(out) if x.startswith("  rho_1(mirror)"))
+        assert out[at + 1].startswith("     ") and out[at + 1].strip().startswith("(")
+        action_lines = [x for x in out if x.startswith("  rho_")
+                        or x.startswith("     ") and x.strip().startswith(("(", "... "))]
+        assert action_lines and max(len(x) for x in action_lines) <= 100, argv
+    assert main(["numeric-check", str(path), "--json"]) == 0
+    actions = json.loads(capsys.readouterr().out)["actions"]
+    assert len(actions[0]["source"]) == 128

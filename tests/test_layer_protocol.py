@@ -189,7 +189,7 @@ def test_dense_check_action_on_an_equivariant_layer():
     assert ok and "exactly" in detail and _agrees_pointwise(layer, swap, Q)
     wrong = permutation_matrix([0, 1, 2])
     ok, detail = layer.check_action(swap, wrong)
-    assert not ok and detail.startswith("neuron 0") and not _agrees_pointwise(layer, swap, wrong)
+    assert not ok and detail.startswith("neuron 1:") and not _agrees_pointwise(layer, swap, wrong)
     ok, detail = layer.check_action(swap, fmpq_mat(3, 3, [1] * 9))
     assert not ok and "monomial" in detail
     with pytest.raises(ShapeError):

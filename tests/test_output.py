@@ -1,6 +1,7 @@
 """Readable output: actions in cycle notation (symeq/notation.py), matrices only when asked,
 sparse --json, and numeric-check's recovered actions."""
 
+import itertools
 import json
 import random
 
@@ -73,8 +74,12 @@ def test_verify_output_at_width_96_is_small(wide_model, capsys):
     out = capsys.readouterr().out
     assert "Verdict: layerwise-equivariant" in out
     assert len(out.encode()) < 15_000, len(out.encode())  # was ~150 kB with dense matrices
-    line = next(x for x in out.splitlines() if x.startswith("  rho_1(rot90)"))
-    text = line.split(": ", 1)[1]
+    lines = out.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("  rho_1(rot90)"))
+    wrapped = [lines[at]] + list(itertools.takewhile(lambda x: x.startswith("    ") and x.strip().startswith("("),
+                                                     lines[at + 1:]))
+    assert len(wrapped) > 1 and all(len(x) <= 100 for x in wrapped)  # a long action wraps (symeq.notation)
+    text = wrapped[0].split(": ", 1)[1] + "".join(x.strip() for x in wrapped[1:])
     source, factor = parse_cycles(text, 96)
     assert sorted(source) == list(range(96)) and all(abs(c) == 1 for c in factor)
     # the dense matrices only when asked

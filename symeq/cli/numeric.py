@@ -70,7 +70,9 @@ def _action_line(a: dict) -> str:
     if n > MAX_TEXT_NEURONS:
         moved = sum(1 for j, s_ in enumerate(a["source"]) if s_ != j)
         return head + f"monomial on {n} neurons, {moved} moved (--json gives its cycles)"
-    return head + a["cycles"]
+    from ..notation import wrap_cycles
+
+    return "\n".join(wrap_cycles(head, a["cycles"]))  # lines of at most 100 characters
 
 
 def _factor_text(v: float):

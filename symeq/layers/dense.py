@@ -169,7 +169,7 @@ def _partner_classes(keys: list, index: dict, li: int, up_to: str) -> dict:
         ks = index.get(key, [])
         if len(ks) != len(js):
             raise NoPartner(
-                f"neuron {js[0]} of hidden layer {li + 1}, after the action on its input, has no partner: "
+                f"neuron {js[0] + 1} of hidden layer {li + 1}, after the action on its input, has no partner: "
                 f"{len(js)} neuron(s) of theta^g but {len(ks)} of theta share its incoming weights and bias "
                 f"up to the activation's symmetry{up_to}")
     return classes
@@ -306,7 +306,7 @@ class DenseLayer(DenseNames):
             o = c_out[j] if c_out is not None else 0
             why = neuron_relation(self.activation, U[j], b[j], V[k], base[k], q, o)
             if why:
-                return False, f"neuron {j}: {why}"
+                return False, f"neuron {j + 1}: {why}"  # numbered from 1, as all text output
         form = ("rho'(g) sigma(W x + b) + c'" if c_out is not None and any(x != 0 for x in c_out)
                 else "rho'(g) sigma(W x + b)")
         return True, f"sigma(W rho(g) x + b) = {form}, {W.nrows()} neurons, exactly"
