@@ -44,7 +44,6 @@ applicable": no theorem of this module covers it.
 
 Examples
 --------
->>> from types import SimpleNamespace as NS
 >>> from flint import fmpq
 >>> W1 = [[fmpq(1), fmpq(2)], [fmpq(-1), fmpq(3)]]
 >>> c = sussmann_conditions(W1, [fmpq(1), fmpq(0)], [[fmpq(1), fmpq(2)]])
@@ -123,7 +122,7 @@ class ClassicalDecision:
 
     def to_json(self) -> dict:
         """A JSON-ready dict (an orbit size of more than 1000 digits as its formula)."""
-        return {"method": self.method, "engine": self.method, "field": "R", "exact": True,
+        return {"method": self.method, "theorem": self.method, "engine": self.method, "field": "R", "exact": True,
                 "status": self.status, "reason": self.reason, "condition": self.condition,
                 "orbit_size": _orbit_json(self.orbit_size), "orbit_dimension": self.orbit_dimension,
                 "fibre_points": _orbit_json(self.fibre_points), "dimension": self.fibre_dimension,
@@ -439,13 +438,18 @@ def classical_identifiability(model, *, timeout: float | None = None, certificat
 
     Examples
     --------
-    >>> from types import SimpleNamespace as NS
-    >>> from symeq.activations import tanh_series
+    >>> from symeq.activations import real
     >>> from symeq.models import Model, DenseLayer
-    >>> m = Model(2, [DenseLayer([[1, 2], [3, -1]], [1, -2], tanh_series(3)),
+    >>> m = Model(2, [DenseLayer([[1, 2], [3, -1]], [1, -2], real("tanh")),
     ...               DenseLayer([[2, -1]], [1], None)])
-    >>> classical_identifiability(m).status
-    'not-applicable'
+    >>> d = classical_identifiability(m)
+    >>> d.status, d.method, d.orbit_size
+    ('identifiable', 'sussmann', 8)
+    >>> m = Model(2, [DenseLayer([[1, 2], [-1, -2]], [1, -1], real("tanh")),   # a +-clone pair
+    ...               DenseLayer([[2, -1]], [1], None)])
+    >>> d = classical_identifiability(m)
+    >>> d.status, d.witness["condition"], d.witness["changes"]
+    ('not-identifiable', 'R3', [{'layer': 2, 'param': 'weight', 'index': [0, 0], 'value': '3'}, {'layer': 2, 'param': 'weight', 'index': [0, 1], 'value': '0'}])
     """
     t0 = time.perf_counter()
     deadline = Deadline(timeout)
