@@ -17,7 +17,7 @@ import pytest
 from flint import fmpq, fmpq_mat
 
 import symeq
-from symeq.activations import monomial, polynomial, relu, sigmoid_series, tanh_series
+from symeq.activations import monomial, polynomial, real, relu, sigmoid_series, tanh_series
 from symeq.attention import random_equivariant_attention, scramble_attention
 from symeq.groups import cyclic_shift, image_rotation, mirror, symmetric_group
 from symeq.models import DenseLayer, LatentElement, Model, apply_latent, random_equivariant_model, scramble
@@ -37,6 +37,16 @@ DENSE_CASES = [
     ("tanh_series", tanh_series(3), "odd", symmetric_group(3), ["regular"]),
     ("sigmoid_series", sigmoid_series(5), "odd-plus-constant", mirror(2, 2), ["regular*2", "regular"]),
     ("relu", relu(), "relu", image_rotation(2), ["regular*2"]),
+    # the real activations (issue 20): exact by their symmetry identities, refuted by arb balls
+    ("real_tanh", real("tanh"), "odd", mirror(2, 2), ["regular*2", "regular"]),
+    ("real_erf", real("erf"), "odd", image_rotation(2), ["regular"]),
+    ("real_sigmoid", real("sigmoid"), "odd-plus-constant", mirror(2, 2), ["regular*2", "regular"]),
+    ("real_gelu", real("gelu"), "generic", mirror(2, 2), ["regular*2"]),
+    ("real_gelu_tanh", real("gelu", approximate="tanh"), "generic", cyclic_shift(3), ["regular"]),
+    ("real_silu", real("silu"), "generic", mirror(2, 2), ["regular"]),
+    ("real_softplus", real("softplus"), "generic", mirror(2, 2), ["regular"]),
+    ("real_elu", real("elu", alpha="3/2"), "generic", mirror(2, 2), ["regular"]),
+    ("real_leaky_relu", real("leaky_relu"), "relu", image_rotation(2), ["regular*2"]),
 ]
 CASES = [c[0] for c in DENSE_CASES] + ["attention"]
 
@@ -103,12 +113,13 @@ def test_exact_and_numeric_agree(case):
             else:  # attention value spaces: P (x) R with R block monomial
                 assert np.allclose(np.asarray(n), e, atol=1e-9), (i, gi)
     # affine actions: offsets exactly where the exact path has them, with the same values
-    if case in ("sigmoid_series", "monomial-plus-constant"):
+    affine_cases = ("sigmoid_series", "monomial-plus-constant", "real_sigmoid")
+    if case in affine_cases:
         assert ex.offsets is not None  # the case exercises them (its scramble flips or scales)
     if ex.offsets is None:
         assert d.offsets is None
     else:
-        assert d.offsets is not None and case in ("sigmoid_series", "monomial-plus-constant")
+        assert d.offsets is not None and case in affine_cases
         for i, per_g in enumerate(ex.offsets):
             for gi, c in enumerate(per_g):
                 assert np.allclose(d.offsets[i][gi], [_float(x) for x in c], atol=1e-12), (i, gi)
@@ -141,7 +152,9 @@ def test_sigmoid_proof_model_has_a_small_numeric_residual():
     assert all(r["equal"] for r in compare_with_exact(d, v.derivation, tol=1e-12))
 
 
-@pytest.mark.parametrize("spec", ["tanh", "sigmoid", "gelu", "relu", {"type": "sigmoid_series", "order": 5},
+@pytest.mark.parametrize("spec", ["tanh", "sigmoid", "gelu", "relu", "silu", "softplus", "erf",
+                                  {"type": "elu", "alpha": "2"}, {"type": "leaky_relu", "slope": "1/10"},
+                                  {"type": "gelu", "approximate": "tanh"}, {"type": "sigmoid_series", "order": 5},
                                   {"type": "polynomial", "coeffs": [-3, 5, -3, 1]},
                                   {"type": "polynomial", "coeffs": [0, 1, 1]}, {"type": "monomial", "degree": 2},
                                   {"type": "polynomial", "coeffs": [0, 1, 1, 0, 1]}], ids=str)
@@ -292,3 +305,14 @@ def test_functional_dimension_uses_the_same_scalings(spec):
     if continuous:
         J = jacobian(m, rng.standard_normal((60, 3)))
         assert np.abs(J @ Z).max() <= 1e-10 * np.abs(J).max()
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "gelu", "silu", "softplus", "elu", "leaky_relu", "erf"])
+def test_float_twin_reads_k_from_the_exact_definition(name):
+    """The float view of K of each real activation is read off the exact one (no second table)."""
+    from symeq.numeric.models import Scalings
+
+    act = real(name)
+    num = numeric_activation(act.to_spec())
+    assert num.scalings == Scalings.of_exact(act) and num.symmetry == act.symmetry
+    assert num.latent_group == act.latent_group and num.spec == act.to_spec()

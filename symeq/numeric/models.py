@@ -52,6 +52,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from ..activations import LATENT_GROUPS, relu as _exact_relu
+from ..check import check_keys
 from ..errors import EngineMissing, InputError, ShapeError
 from ..layers.base import TOKEN_MIXING, DenseNames
 from ..models import LayeredShape
@@ -226,7 +227,7 @@ class NumericActivation:
 
     Attributes
     ----------
-    name : "polynomial", "relu", "tanh", "gelu" or "sigmoid" (exact kinds keep their spec)
+    name : "polynomial", "relu" or a real activation's name ("tanh", "gelu", ...; its spec is kept)
     fn, prime : numpy functions sigma and sigma'
     symmetry : as :attr:`symeq.activations.Activation.symmetry`
     shift : s with sigma(t) = tau(t - s) (polynomials; 0 otherwise)
@@ -277,11 +278,18 @@ class NumericActivation:
         if self.name == "tanh":
             return torch.nn.Tanh()
         if self.name == "gelu":
-            return torch.nn.GELU()
+            return torch.nn.GELU(approximate=self.spec.get("approximate", "none"))
         if self.name == "sigmoid":
             return torch.nn.Sigmoid()
         if self.name == "relu":
             return torch.nn.ReLU()
+        real = {"silu": lambda: torch.nn.SiLU(), "softplus": lambda: torch.nn.Softplus(),
+                "elu": lambda: torch.nn.ELU(alpha=_fq(fmpq_of(self.spec["alpha"]))),
+                "leaky_relu": lambda: torch.nn.LeakyReLU(negative_slope=_fq(fmpq_of(self.spec["slope"])))}
+        if self.name in real:
+            return real[self.name]()
+        if self.name == "erf":
+            raise InputError("torch.nn has no erf module; symeq cannot build a torch network with erf")
         from .torch_backend import Polynomial
 
         return Polynomial(self.coeffs)
@@ -308,26 +316,68 @@ def _horner(coeffs):
 def activation_from_exact(act) -> NumericActivation:
     """The float twin of an exact :class:`~symeq.activations.Activation`."""
     if act.kind == "relu":
-        return numeric_activation("relu")
+        return NumericActivation("relu", lambda t: np.maximum(t, 0.0), lambda t: (t > 0).astype(np.float64),
+                                 "relu", spec={"type": "relu"}, scalings=Scalings.of_exact(act))
+    if act.kind == "real":
+        return _numeric_real(act)
     f, fp = _horner([_fq(c) for c in act.coeffs])
     return NumericActivation("polynomial", f, fp, act.symmetry, _fq(act.shift), act.degree,
                              tuple(_fq(c) for c in act.coeffs), dict(act.spec), Scalings.of_exact(act))
 
 
-# The activations without an exact twin.  Their scalings are the identities tanh(-t) = -tanh(t),
-# sigmoid(-t) = 1 - sigmoid(t) (both odd up to a constant, shift 0) and none for gelu (gelu(-t) =
-# gelu(t) - t); ReLU's come from the exact relu().  tests/test_parity.py checks each identity.
-_NUMERIC_ONLY = {
-    "tanh": lambda: NumericActivation("tanh", np.tanh, lambda t: 1.0 - np.tanh(t) ** 2, "odd", spec={"type": "tanh"},
-                                      scalings=Scalings("sign", (-1.0, 0.0))),
-    "gelu": lambda: NumericActivation("gelu", _gelu, _gelu_prime, "generic", spec={"type": "gelu"}),
-    "sigmoid": lambda: NumericActivation("sigmoid", _sigmoid, lambda t: _sigmoid(t) * (1.0 - _sigmoid(t)),
-                                         "odd-plus-constant", spec={"type": "sigmoid"},
-                                         scalings=Scalings("sign", (-1.0, 2.0 * float(_sigmoid(np.float64(0.0)))),
-                                                           constant=float(_sigmoid(np.float64(0.0))))),
-    "relu": lambda: NumericActivation("relu", lambda t: np.maximum(t, 0.0), lambda t: (t > 0).astype(np.float64),
-                                      "relu", spec={"type": "relu"}, scalings=Scalings.of_exact(_exact_relu())),
-}
+# The real activations (tanh, sigmoid, gelu, silu, softplus, elu, leaky_relu, erf) have exact twins
+# (symeq.activations.real): their scalings are read off the exact definition (Scalings.of_exact), so the
+# float path and the exact one share one table of symmetries; only sigma and sigma' are numpy here.
+# tests/test_parity.py checks each identity on sample points.
+
+def _softplus(t):
+    return np.logaddexp(0.0, t)
+
+
+def _real_float(spec: dict):
+    """(sigma, sigma') in numpy for a real activation's spec."""
+    name = spec["type"]
+    if name == "tanh":
+        return np.tanh, lambda t: 1.0 - np.tanh(t) ** 2
+    if name == "sigmoid":
+        return _sigmoid, lambda t: _sigmoid(t) * (1.0 - _sigmoid(t))
+    if name == "erf":
+        return _erf, lambda t: 2.0 / math.sqrt(math.pi) * np.exp(-t * t)
+    if name == "gelu" and spec.get("approximate") == "tanh":
+        k, c = math.sqrt(2.0 / math.pi), 0.044715
+
+        def f(t):
+            return 0.5 * t * (1.0 + np.tanh(k * (t + c * t ** 3)))
+
+        def fp(t):
+            th = np.tanh(k * (t + c * t ** 3))
+            return 0.5 * (1.0 + th) + 0.5 * t * (1.0 - th ** 2) * k * (1.0 + 3.0 * c * t * t)
+        return f, fp
+    if name == "gelu":
+        return _gelu, _gelu_prime
+    if name == "silu":
+        return (lambda t: t * _sigmoid(t)), (lambda t: _sigmoid(t) * (1.0 + t * (1.0 - _sigmoid(t))))
+    if name == "softplus":
+        return _softplus, _sigmoid
+    if name == "elu":
+        a = _fq(fmpq_of(spec["alpha"]))
+        return (lambda t: np.where(t > 0, t, a * np.expm1(np.minimum(t, 0.0)))), \
+            (lambda t: np.where(t > 0, 1.0, a * np.exp(np.minimum(t, 0.0))))
+    if name == "leaky_relu":
+        sl = _fq(fmpq_of(spec["slope"]))
+        return (lambda t: np.where(t > 0, t, sl * t)), (lambda t: np.where(t > 0, 1.0, sl))
+    raise AssertionError(name)
+
+
+def fmpq_of(text):
+    from ..numbers import parse_number
+
+    return parse_number(text, "activation parameter")
+
+
+def _numeric_real(act) -> NumericActivation:
+    f, fp = _real_float(act.spec)
+    return NumericActivation(act.name, f, fp, act.symmetry, spec=act.to_spec(), scalings=Scalings.of_exact(act))
 
 
 def numeric_activation(spec, where: str = "activation") -> NumericActivation | None:
@@ -342,15 +392,13 @@ def numeric_activation(spec, where: str = "activation") -> NumericActivation | N
         return None
     if isinstance(spec, str):
         spec = {"type": spec}
-    if isinstance(spec, dict) and spec.get("type") in _NUMERIC_ONLY:
-        return _NUMERIC_ONLY[spec["type"]]()
     from ..activations import activation_from_spec
 
     try:
         act = activation_from_spec(spec, where)
     except InputError as e:
-        raise InputError(f"{e}; numeric models also know tanh, gelu and sigmoid") from None
-    if act.kind != "relu" and act.symmetry in ("affine", "constant"):
+        raise InputError(str(e)) from None
+    if act.kind == "polynomial" and act.symmetry in ("affine", "constant"):
         raise InputError(f"{where}: a {act.symmetry} activation has no monomial latent group; "
                          "use a polynomial of degree >= 2, tanh, gelu, sigmoid or relu")
     return activation_from_exact(act)
@@ -727,6 +775,9 @@ def _float_matrix(rows, where: str, cols: int | None = None, vector: bool = Fals
 
 def _attention_from_json(spec: dict, input_dim: int, at: str) -> NumericAttention:
     """A (lightning) attention layer of the model file format, floats allowed (as :mod:`symeq.io`)."""
+    from ..io import ATTENTION_KEYS, HEAD_KEYS
+
+    check_keys(spec, at, *ATTENTION_KEYS, error=InputError)
     T = spec.get("tokens")
     if not isinstance(T, int) or isinstance(T, bool) or T < 1:
         raise InputError(f"{at}: \"tokens\" must be a positive integer (the number of tokens T)")
@@ -739,8 +790,9 @@ def _attention_from_json(spec: dict, input_dim: int, at: str) -> NumericAttentio
         raise InputError(f"{at}: \"heads\" must be a non-empty list of {{query, key, value, out}}")
     mats = {"query": [], "key": [], "value": [], "out": []}
     for h, hs in enumerate(heads):
-        if not isinstance(hs, dict) or any(k not in hs for k in mats):
-            raise InputError(f"{at}.heads[{h}] needs \"query\", \"key\", \"value\" and \"out\" matrices")
+        if not isinstance(hs, dict):
+            raise InputError(f"{at}.heads[{h}] must be an object with \"query\", \"key\", \"value\" and \"out\" matrices")
+        check_keys(hs, f"{at}.heads[{h}]", *HEAD_KEYS, error=InputError)
         for k in mats:
             m = _float_matrix(hs[k], f"{at}.heads[{h}].{k}")
             rows = mats["value"][-1].shape[1] if k == "out" else d
@@ -755,7 +807,8 @@ def _attention_from_json(spec: dict, input_dim: int, at: str) -> NumericAttentio
 
 def model_from_json(data, where: str = "model") -> NumericModel:
     """A numeric model from the ``symeq-model/1`` structure; floats and "p/q" strings allowed."""
-    from ..io import model_header
+    from ..groups.core import GENERATOR_KEYS, GROUP_KEYS
+    from ..io import DENSE_KEYS, model_header
 
     n = model_header(data, where)
     specs = data.get("layers")
@@ -772,11 +825,12 @@ def model_from_json(data, where: str = "model") -> NumericModel:
             layers.append(att)
             tokens, width = att.tokens, att.d_out
             continue
-        if not isinstance(spec, dict) or "weight" not in spec:
-            raise InputError(f"{at} must be an object with a \"weight\"")
+        if not isinstance(spec, dict):
+            raise InputError(f"{at} must be an object with a \"weight\" and a \"bias\"")
         if spec.get("type", "dense") != "dense":
             raise InputError(f"{at}: unknown layer type {spec.get('type')!r}; numeric models know \"dense\" and "
                              "\"attention\"")
+        check_keys(spec, at, *DENSE_KEYS, error=InputError)
         W = _float_matrix(spec["weight"], f"{at}.weight", cols=width)
         b = None if spec.get("bias") is None else _float_matrix(spec["bias"], f"{at}.bias", vector=True)
         if b is not None and b.shape[0] != W.shape[0]:
@@ -791,12 +845,15 @@ def model_from_json(data, where: str = "model") -> NumericModel:
     group = None
     if data.get("group") is not None:
         g = data["group"]
+        if isinstance(g, dict):
+            check_keys(g, f"{where}.group", *GROUP_KEYS, error=InputError)
         if not isinstance(g, dict) or not isinstance(g.get("generators"), list) or not g["generators"]:
             raise InputError(f"{where}.group must be an object with a non-empty list \"generators\"")
         gens, names = [], []
         for i, gen in enumerate(g["generators"]):
-            if not isinstance(gen, dict) or "input" not in gen or "output" not in gen:
+            if not isinstance(gen, dict):
                 raise InputError(f"{where}.group.generators[{i}] must have \"input\" and \"output\" matrices")
+            check_keys(gen, f"{where}.group.generators[{i}]", *GENERATOR_KEYS, error=InputError)
             gens.append((_float_matrix(gen["input"], f"{where}.group.generators[{i}].input"),
                          _float_matrix(gen["output"], f"{where}.group.generators[{i}].output")))
             names.append(str(gen.get("name", f"g{i}")))
@@ -826,7 +883,7 @@ def load_npz(path) -> NumericModel:
     """Load a model from an ``.npz`` archive.
 
     Layout: ``weight_0, bias_0, weight_1, ...`` (float arrays, layer i's weight of shape
-    out x in), ``activations`` (string array, one per layer, "none" for the last, e.g.
+    out x in; every ``bias_i`` is required, zeros for a layer without bias), ``activations`` (string array, one per layer, "none" for the last, e.g.
     ``["tanh", "gelu", "none"]`` or JSON specs such as ``'{"type": "tanh_series", "order": 3}'``),
     and optionally ``group_input_k, group_output_k`` for the generators.
     """
@@ -839,25 +896,47 @@ def load_npz(path) -> NumericModel:
         if "weight_0" not in files or "activations" not in files:
             raise InputError(f"{p}: an .npz model needs weight_0, bias_0, ... and activations; found {sorted(files)}")
         acts = [str(a) for a in z["activations"].reshape(-1)]
+        _check_npz_names(p, files, len(acts))
         layers = []
         for i, a in enumerate(acts):
-            if f"weight_{i}" not in files:
-                raise InputError(f"{p}: activations lists {len(acts)} layers but weight_{i} is missing")
+            if f"weight_{i}" not in files or f"bias_{i}" not in files:
+                missing = f"weight_{i}" if f"weight_{i}" not in files else f"bias_{i}"
+                raise InputError(f"{p}: activations lists {len(acts)} layers but {missing} is missing"
+                                 + (" (bias_i is required; zeros for a layer without bias)" if "bias" in missing else ""))
             spec = None if a.lower() in ("none", "null", "") else (json.loads(a) if a.lstrip().startswith("{") else a)
             try:
-                layers.append(NumericDenseLayer(z[f"weight_{i}"], z[f"bias_{i}"] if f"bias_{i}" in files else None,
+                layers.append(NumericDenseLayer(z[f"weight_{i}"], z[f"bias_{i}"],
                                                 numeric_activation(spec, f"{p}: activations[{i}]")))
             except InputError as e:
                 raise InputError(f"{p}: layer {i}: {e}") from None
         gens = []
         k = 0
         while f"group_input_{k}" in files:
+            if f"group_output_{k}" not in files:
+                raise InputError(f"{p}: group_input_{k} has no group_output_{k}")
             gens.append((z[f"group_input_{k}"], z[f"group_output_{k}"]))
             k += 1
         try:
             return NumericModel(layers[0].in_dim, layers, NumericGroup(gens) if gens else None, p.stem)
         except InputError as e:
             raise InputError(f"{p}: {e}") from None
+
+
+def _check_npz_names(p: Path, files, n_layers: int) -> None:
+    """Refuse an array name the .npz model layout does not have (a misspelt "biases_0" must not
+    become a zero bias), naming it with the closest allowed name."""
+    from ..check import close_names
+
+    n_gens = sum(1 for f in files if f.startswith("group_input_"))
+    allowed = (["activations"] + [f"{w}_{i}" for i in range(n_layers) for w in ("weight", "bias")]
+               + [f"group_{s}_{k}" for k in range(n_gens) for s in ("input", "output")])
+    for name in sorted(files):
+        if name not in allowed:
+            close = close_names(name, allowed + [f"group_{s}_{n_gens}" for s in ("input", "output")], 1)
+            hint = f' (did you mean "{close[0]}"?)' if close else ""
+            raise InputError(f'{p}: unknown array "{name}"{hint}; an .npz model holds "activations", '
+                             f'weight_i and bias_i for i < {n_layers} (one per entry of activations), and '
+                             'group_input_k with group_output_k for k = 0, 1, ...')
 
 
 def save_npz(model: NumericModel, path) -> None:
@@ -901,13 +980,31 @@ def _torch():
     return torch
 
 
-_TORCH_ACTS = {"Tanh": "tanh", "GELU": "gelu", "Sigmoid": "sigmoid", "ReLU": "relu"}
+_TORCH_ACTS = {"Tanh": "tanh", "GELU": "gelu", "Sigmoid": "sigmoid", "ReLU": "relu", "SiLU": "silu",
+               "Softplus": "softplus", "ELU": "elu", "LeakyReLU": "leaky_relu"}
+
+
+def _torch_activation_spec(mod, kind: str, idx: int) -> dict:
+    """The activation spec of a torch activation module (its parameters as rationals)."""
+    from fractions import Fraction
+
+    name = _TORCH_ACTS[kind]
+    if kind == "GELU":
+        return {"type": "gelu", "approximate": getattr(mod, "approximate", "none")}
+    if kind == "Softplus" and float(getattr(mod, "beta", 1.0)) != 1.0:
+        raise InputError(f"module {idx}: Softplus(beta={mod.beta}) is not supported; symeq reads beta = 1")
+    if kind == "ELU":
+        return {"type": "elu", "alpha": str(Fraction(float(mod.alpha)).limit_denominator(10 ** 6))}
+    if kind == "LeakyReLU":
+        return {"type": "leaky_relu", "slope": str(Fraction(float(mod.negative_slope)).limit_denominator(10 ** 6))}
+    return {"type": name}
 
 
 def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> NumericModel:
     """A numeric model from an ``nn.Sequential`` of ``Conv2d``, ``Flatten``, ``Linear`` and activations.
 
-    Known activations: Tanh, GELU (exact erf form), Sigmoid, ReLU, and symeq's Polynomial.
+    Known activations: Tanh, GELU (erf or tanh form), Sigmoid, ReLU, SiLU, Softplus (beta 1), ELU,
+    LeakyReLU (parameters read as rationals) and symeq's Polynomial.
     ``Conv2d`` (zero padding, any stride, no dilation or groups) becomes the dense layer with shared
     weights of :mod:`symeq.layers.conv`; it needs ``input_shape = (C, H, W)`` of the network's input (later
     convolutions follow the shapes).  ``Flatten`` is the identity on symeq's channel-major pixel order.
@@ -950,15 +1047,13 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
         elif kind in _TORCH_ACTS or kind == "Polynomial":
             if pending is None:
                 raise InputError(f"module {idx} ({kind}) is an activation without a Linear or Conv2d before it")
-            if kind == "GELU" and getattr(mod, "approximate", "none") != "none":
-                raise InputError(f"module {idx}: GELU(approximate={mod.approximate!r}) is not supported; use the erf form")
-            act = numeric_activation(_TORCH_ACTS[kind]) if kind != "Polynomial" else \
+            act = numeric_activation(_torch_activation_spec(mod, kind, idx)) if kind != "Polynomial" else \
                 numeric_activation({"type": "polynomial", "coeffs": [repr(float(c)) for c in mod.coeffs]})
             layers.append(NumericDenseLayer(*pending, act))
             pending = None
         else:
             raise InputError(f"module {idx} is a {kind}; symeq reads Sequentials of Conv2d, Flatten, Linear, "
-                             "Tanh, GELU, Sigmoid, ReLU")
+                             "Tanh, GELU, Sigmoid, ReLU, SiLU, Softplus, ELU, LeakyReLU")
     if pending is None:
         raise InputError("the Sequential must end with a Linear or Conv2d layer (the last layer is affine)")
     layers.append(NumericDenseLayer(*pending, None))
