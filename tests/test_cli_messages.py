@@ -156,3 +156,17 @@ def test_long_actions_wrap_at_100_characters(tmp_path, capsys):
     assert main(["numeric-check", str(path), "--json"]) == 0
     actions = json.loads(capsys.readouterr().out)["actions"]
     assert len(actions[0]["source"]) == 128
+
+
+def test_a_group_from_a_file_without_a_label_is_named_by_its_generators(tmp_path, capsys):
+    doc = {"format": "symeq-model/1", "input_dim": 2,
+           "layers": [{"type": "dense", "weight": [["1", "2"], ["2", "1"]], "bias": ["0", "0"],
+                       "activation": {"type": "tanh_series", "order": 3}},
+                      {"type": "dense", "weight": [["1", "1"]], "bias": ["0"], "activation": None}],
+           "group": {"generators": [{"input": [["0", "1"], ["1", "0"]], "output": [["1"]]}]}}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    assert main(["verify", str(path)]) == 0
+    cap = capsys.readouterr()
+    assert "group group" not in cap.err + cap.out
+    assert "group <g0>" in cap.err and "group: <g0>, generators g0" in cap.out

@@ -25,6 +25,7 @@ from typing import Sequence
 
 from flint import fmpq_mat
 
+from ..check import check_keys
 from ..errors import GroupActionError, GroupTooLarge, InputError, ShapeError
 from ..numbers import (
     block_diag,
@@ -252,16 +253,21 @@ class FiniteGroup:
 
     @classmethod
     def from_json(cls, data, where: str = "group") -> "FiniteGroup":
-        if not isinstance(data, dict) or not isinstance(data.get("generators"), list) or not data["generators"]:
+        if not isinstance(data, dict):
+            raise InputError(f"{where} must be an object with a non-empty list \"generators\"")
+        check_keys(data, where, *GROUP_KEYS, error=InputError)
+        if not isinstance(data["generators"], list) or not data["generators"]:
             raise InputError(f"{where} must be an object with a non-empty list \"generators\"")
         gens, names = [], []
         for i, g in enumerate(data["generators"]):
-            if not isinstance(g, dict) or "input" not in g or "output" not in g:
-                raise InputError(f"{where}.generators[{i}] must have \"input\" and \"output\" matrices")
+            if not isinstance(g, dict):
+                raise InputError(f"{where}.generators[{i}] must be an object with \"input\" and \"output\" matrices")
+            check_keys(g, f"{where}.generators[{i}]", *GENERATOR_KEYS, error=InputError)
             gens.append((parse_matrix(g["input"], f"{where}.generators[{i}].input"),
                          parse_matrix(g["output"], f"{where}.generators[{i}].output")))
             names.append(str(g.get("name", f"g{i}")))
-        return cls(gens, names, label=str(data.get("label", "group")))
+        # without a label the group is named by its generators, <g0, g1> (never "group group")
+        return cls(gens, names, label=str(data.get("label") or "<" + ", ".join(names) + ">"))
 
     def __repr__(self) -> str:
         return f"FiniteGroup({self.label!r}, {len(self.generators)} generators, input {self.input_dim}, output {self.output_dim})"
@@ -275,6 +281,11 @@ class FiniteGroup:
             B = sympy.Matrix([[sympy.Rational(int(x.p), int(x.q)) for x in r] for r in mat_rows(b)])
             parts.append(rf"\rho_{{in}}({n}) = {sympy.latex(A)},\ \rho_{{out}}({n}) = {sympy.latex(B)}")
         return "$" + r" \\ ".join(parts) + "$"
+
+
+#: the keys of a group object in a model file (allowed, required), and of each generator
+GROUP_KEYS = (("label", "generators"), ("generators",))
+GENERATOR_KEYS = (("name", "input", "output"), ("input", "output"))
 
 
 def output_matrix(rep_in: fmpq_mat, output, what: str) -> fmpq_mat:
