@@ -276,7 +276,8 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     from .numeric.models import NumericDenseLayer, NumericModel
     from .numeric.monomial import MonomialAction
     from .numeric.project import (check_projectable, group_elements, is_homomorphism, layer_distances,
-                                  nearest_involution_actions, reynolds_exact, reynolds_float, trivial_actions)
+                                  nearest_involution_actions, restrict_to_projectable, reynolds_exact, reynolds_float,
+                                  signs_allowed, trivial_actions)
     from .sizes import check_width
     from .theorem import verify
 
@@ -296,6 +297,12 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
             raise InputError(f"hidden layer {i}: no exact activation for {l.activation.spec}: {e}") from None
     words, _, _, _ = group_elements(ngroup)
     notes = []
+    sub = [i for i, l in enumerate(model.layers[:-1], 1)
+           if l.activation.scalings.alphas != "one" and not signs_allowed(l.activation)]
+    if sub:
+        notes.append(f"hidden layer(s) {sub}: K_i has scalings the projection does not use (ReLU's positive factors, "
+                     "sigmoid's affine flip, shifted or monomial activations); the actions searched are permutations, "
+                     "a subgroup of K_i, so a nearer layerwise-equivariant network through all of K_i may exist")
     candidates = []  # (max distance, total squared distance, method, proven, gen actions)
 
     def consider(gen_actions, method, proven):
@@ -309,8 +316,13 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     try:
         der = derive_latent_actions_numeric(model, tol=tol, max_tie_variants=720)
         acts = der.actions
-        ok_kind = all(isinstance(a, MonomialAction) and np.all(np.abs(a.vals) == 1.0) for per in acts for a in per)
+        ok_kind = all(isinstance(a, MonomialAction) for per in acts for a in per)
         if ok_kind:
+            acts, changed = restrict_to_projectable(model, acts)
+            if changed:
+                notes.append("the float twin's actions have scale factors or offsets the projection does not use "
+                             "(ReLU, sigmoid, shifted or monomial activations): their permutations (with signs where "
+                             "the activation is odd) are used, a subgroup of K_i")
             hom, why = is_homomorphism(ngroup, acts)
             if hom:
                 twin = acts
@@ -318,7 +330,7 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
             else:
                 notes.append(f"the float twin's actions are not a homomorphism: {why}")
         else:
-            notes.append("the float twin's actions are not signed permutations")
+            notes.append("the float twin's actions are not monomial (attention value spaces)")
     except InputError as e:
         notes.append(f"the float twin found no actions ({e})")
     if len(words) == 2 and len(ngroup.generators) == 1:

@@ -199,3 +199,16 @@ def test_public_api_exports():
     import symeq
 
     assert callable(symeq.certify) and callable(symeq.from_torch)
+
+
+@pytest.mark.parametrize("act", ["relu", "sigmoid"])
+def test_subgroup_of_k_for_relu_and_sigmoid_is_said(act):
+    """ReLU (positive scalings) and sigmoid (affine flips): permutations only, and the report says so."""
+    from symeq.certification import certify
+
+    G = mirror(4, 4)
+    net = random_equivariant_numeric(G, [8], numeric_activation(act), rng=0).perturbed(1e-4, rng=1)
+    c = certify(net, G)
+    assert c.status == "certified"
+    assert c.max_distance < 1e-2
+    assert any("subgroup of K_i" in n for n in c.notes)

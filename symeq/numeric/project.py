@@ -19,14 +19,19 @@ cycles, each neuron fixed (with a sign where K_i has signs) or paired with one o
 common sign, so the best rho_i(g) given its neighbours rho_{i-1}(g), rho_{i+1}(g) is a
 maximum-weight matching (``networkx.max_weight_matching``) on the gains
 2 |S_jk| - 2 |d_j| - 2 |d_k| of pairing j with k over fixing both (S, d from two Gram matrices).
+It is tried first as an assignment problem (scipy's LAPJV, weights |d_j| on the diagonal and
+|S_jk| / 2 off it): every involution is an assignment of the same weight, so an optimal assignment
+that happens to be an involution is the optimal involution, found in a fraction of the matching's
+time; otherwise the matching decides.
 With one hidden layer this is the nearest homomorphism G -> K_1 exactly (up to float rounding of
 the costs); deeper, the layers are optimised in turn until none changes (each step optimal given
 its neighbours, the whole not proven nearest), and the report says which.
 
-Supported: actions that are signed permutations (permutations where the activation is not odd),
-input and output representations by signed permutations, activations with shift 0 and linear
-actions.  Scaled actions (ReLU's positive monomials, monomial activations) and affine ones
-(sigmoid's sign flips) are refused with a message.
+Supported: input and output representations by signed permutations; hidden actions that are
+signed permutations where the activation is odd without shift (tanh, erf, odd series), and
+permutations for every other activation (:func:`signs_allowed`).  Permutations lie in every K_i,
+so the projection is always layerwise equivariant; for ReLU (positive scalings), sigmoid (affine
+sign flips) and monomial activations it searches that subgroup of K_i only, and says so.
 
 Examples
 --------
@@ -54,7 +59,7 @@ from .monomial import MonomialAction
 
 __all__ = ["Actions", "signed_permutation", "group_elements", "element_actions", "is_homomorphism",
            "reynolds_float", "reynolds_exact", "layer_distances", "nearest_involution_actions", "trivial_actions",
-           "check_projectable", "MAX_FULL_MATCHING"]
+           "check_projectable", "signs_allowed", "restrict_to_projectable", "MAX_FULL_MATCHING"]
 
 #: above this many positive-gain edges per layer the matching keeps each neuron's best partners only
 #: (then the result is labelled "best found, not proven nearest")
@@ -152,20 +157,36 @@ def is_homomorphism(group, gen_actions) -> tuple[bool, str]:
 
 
 def check_projectable(model) -> None:
-    """Refuse, before any work, the models whose actions the projection does not cover."""
-    if model.has_attention:
-        raise InputError("certify projects dense networks only; this one starts with attention")
-    for i, l in enumerate(model.layers[:-1], 1):
-        sc = l.activation.scalings
-        if sc.affine or l.activation.shift != 0.0:
-            raise InputError(f"hidden layer {i}: the activation {l.activation.spec} acts by affine maps (or is shifted); "
-                             "certify's projection covers linear actions (tanh, erf, odd series, gelu, silu, "
-                             "relu with permutations, polynomials without a shift)")
+    """Refuse, before any work, the models whose layers the projection does not cover."""
+    if model.has_attention or any(l.kind != "dense" for l in model.layers):
+        raise InputError("certify projects dense networks (convolutions as their dense expansion) only")
 
 
-def _signs_allowed(act) -> bool:
+def signs_allowed(act) -> bool:
+    """Whether -1 entries may appear in rho_i(g): an odd activation without shift (tanh, erf, odd series).
+
+    Every activation admits permutations (alpha = 1); the other scalings (ReLU's positive
+    factors, sigmoid's affine sign flip, shifted or monomial activations) are not used by the
+    projection, which then searches the permutations, a subgroup of K_i.
+    """
     sc = act.scalings
-    return sc.alphas == "sign" and sc.flip is not None and sc.flip[0] == -1.0
+    return sc.alphas == "sign" and sc.flip is not None and sc.flip[0] == -1.0 and sc.constant == 0.0 \
+        and act.shift == 0.0
+
+
+def restrict_to_projectable(model, gen_actions):
+    """The actions with their factors reduced to the signs the projection uses (+1 where no signs are
+    allowed) and affine offsets dropped; and whether anything changed."""
+    out, changed = [], False
+    for li, acts in enumerate(gen_actions):
+        signs = signs_allowed(model.layers[li].activation)
+        row = []
+        for a in acts:
+            vals = np.where(a.vals < 0, -1.0, 1.0) if signs else np.ones(a.n)
+            changed = changed or a.offset is not None or not np.array_equal(vals, a.vals)
+            row.append(MonomialAction(a.cols.copy(), vals))
+        out.append(row)
+    return out, changed
 
 
 def _check_actions(model, chains) -> None:
@@ -174,8 +195,10 @@ def _check_actions(model, chains) -> None:
             if not np.all(np.abs(a.vals) == 1.0):
                 raise InputError(f"hidden layer {li}: the action has scale factors {a.kind()}; certify's projection "
                                  "covers signed permutations (scaled actions: not yet)")
-            if np.any(a.vals < 0) and not _signs_allowed(model.layers[li - 1].activation):
-                raise InputError(f"hidden layer {li}: an action with signs, but the activation is not odd")
+            if np.any(a.vals < 0) and not signs_allowed(model.layers[li - 1].activation):
+                raise InputError(f"hidden layer {li}: an action with signs, but the activation is not odd (or shifted)")
+            if a.offset is not None:
+                raise InputError(f"hidden layer {li}: an affine action; the projection uses linear ones")
 
 
 def reynolds_float(model, chains) -> list:
@@ -258,17 +281,53 @@ def trivial_actions(model, group) -> list:
 def _best_involution(S: np.ndarray, d: np.ndarray, signs: bool) -> tuple[np.ndarray, np.ndarray, bool]:
     """The involution (pi, s) maximising sum over cycles: fixed j gains |d_j| (or d_j), a pair (j, k) |S_jk|.
 
-    Maximum-weight matching on the gains of pairing over fixing both; returns (cols, vals, exact).
+    First the assignment relaxation (:func:`_assignment_involution`: optimal whenever its optimum is
+    an involution), else the maximum-weight matching on the gains of pairing over fixing both
+    (:func:`_matching_involution`); returns (cols, vals, exact).
     """
     import networkx as nx
 
     n = d.shape[0]
     fix = np.abs(d) if signs else d
     pair = np.abs(S) if signs else S
+    lap = _assignment_involution(fix, pair)
+    cols, exact = lap if lap is not None else _matching_involution(fix, pair, n, nx)
+    vals = np.ones(n)
+    for j in range(n):
+        k = cols[j]
+        if signs and ((k == j and d[j] < 0) or (k != j and S[j, k] < 0)):
+            vals[j] = -1.0
+    return cols, vals, exact
+
+
+def _assignment_involution(fix, pair):
+    """The optimal assignment for weights fix on the diagonal and pair / 2 off it, when it is an involution.
+
+    Every involution is an assignment with the same weight, so an optimal assignment that is an
+    involution is an optimal involution (the assignment is a relaxation); scipy's LAPJV finds it in
+    O(n^3) with a small constant.  None when scipy is missing or the optimum has longer cycles.
+    """
+    try:
+        from scipy.optimize import linear_sum_assignment
+    except ImportError:
+        return None
+    n = fix.shape[0]
+    Wt = pair / 2.0
+    Wt[np.arange(n), np.arange(n)] = fix
+    rows, cols = linear_sum_assignment(Wt, maximize=True)
+    pi = np.empty(n, dtype=np.int64)
+    pi[rows] = cols
+    if not np.array_equal(pi[pi], np.arange(n)):
+        return None
+    return pi, True
+
+
+def _matching_involution(fix, pair, n, nx):
+    """Maximum-weight matching (networkx) on the gains of pairing over fixing: (cols, exact)."""
     gain = pair - fix[:, None] - fix[None, :]
     iu, ju = np.triu_indices(n, 1)
     g = gain[iu, ju]
-    pos = g > 1e-12 * max(1.0, float(np.max(np.abs(S), initial=0.0)))
+    pos = g > 1e-12 * max(1.0, float(np.max(np.abs(pair), initial=0.0)))
     exact = True
     sel = np.flatnonzero(pos)
     if sel.shape[0] > MAX_FULL_MATCHING:  # keep each neuron's 8 best partners: no longer proven
@@ -287,15 +346,9 @@ def _best_involution(S: np.ndarray, d: np.ndarray, signs: bool) -> tuple[np.ndar
     graph.add_nodes_from(range(n))
     graph.add_weighted_edges_from(edges)
     cols = np.arange(n)
-    vals = np.ones(n)
     for a, b in nx.max_weight_matching(graph, maxcardinality=False):
         cols[a], cols[b] = b, a
-        s = np.sign(S[a, b]) if signs and S[a, b] != 0 else 1.0
-        vals[a] = vals[b] = s
-    for j in range(n):
-        if cols[j] == j and signs and d[j] < 0:
-            vals[j] = -1.0
-    return cols, vals, exact
+    return cols, exact
 
 
 def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20) -> Actions:
@@ -330,7 +383,7 @@ def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20) -
             G2 = Wn.T @ X    # G2[k, j] = y_k . x_j
             S = G1 + G1.T + G2 + G2.T
             d = np.diag(G1) + np.diag(G2)
-            cols, vals, ok = _best_involution(S, d, _signs_allowed(model.layers[i - 1].activation))
+            cols, vals, ok = _best_involution(S, d, signs_allowed(model.layers[i - 1].activation))
             exact = exact and ok
             new = MonomialAction(cols, vals)
             if _key(new) != _key(rho[i]):
