@@ -511,7 +511,7 @@ def _sussmann(model, rows, act, widths, deadline, done, want_cert) -> ClassicalD
     (W1, b1), (W2, b2) = rows
     n = len(W1)
     conds = sussmann_conditions(W1, b1, W2, deadline)
-    scope = f"every real parameter of widths {widths}"
+    scope = f"every real parameter of widths {widths}, biases included (also where theta's biases are zero)"
     if all(c["holds"] for c in conds):
         orbit = 2 ** n * math.factorial(n)
         cert = None
