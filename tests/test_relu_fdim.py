@@ -165,6 +165,8 @@ def test_size_guard_and_bad_input():
         fdim([([[1.5]], [0], True), ([[1]], [0], False)])  # floats are refused
     with pytest.raises(InputError, match="slope"):
         fdim([([[1]], [0], F(-1)), ([[1]], [0], False)])
+    with pytest.raises(InputError, match="slope"):
+        fdim([([[1]], [0], F(1)), ([[1]], [0], False)])
     with pytest.raises(InputError, match="sample"):
         fdim(GENERIC, sample="grid")
 

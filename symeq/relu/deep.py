@@ -341,6 +341,10 @@ def first_layer_bound(layers, spec: str, limit: int = REGION_LIMIT) -> dict:
     G = resolve_group(spec)
     n = G.input_dim
     h1 = len(layers[0][0])
+    if any(r is not True and r is not False for _, _, r in layers):
+        # step 3 needs neurons facing away from the cone to be inactive far out; a leaky neuron is not
+        return {"holds": None, "scope": "leaky ReLU (the bound needs ReLU: a neuron facing away from a cone is "
+                                        "inactive far out only for ReLU)"}
     if n != 2:
         return {"holds": None, "scope": f"input dimension {n} (the bound needs 2)"}
     k, why = _cyclic_input_order(G)

@@ -195,9 +195,9 @@ def _slope_of(act, where: str):
     if isinstance(act, dict):  # {"slope": ...}
         act = act.get("slope")
     a = as_fmpq(act)
-    if a < 0 or a == 1:
-        raise InputError(f"{where}: a leaky ReLU slope must be >= 0 and != 1 (positively homogeneous, not "
-                         f"linear), got {a}")
+    if a == 1 or a == -1:
+        raise InputError(f"{where}: a leaky ReLU slope must be a rational other than 1 (linear) and -1 (|t|, "
+                         f"whose latent group is larger), got {a}")
     return a
 
 

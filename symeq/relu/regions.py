@@ -22,7 +22,11 @@ where ``W`` is a list of rows (lists of rationals), ``b`` a list of
 rationals, and ``relu`` a bool: layer ``i`` maps ``R^{n_{i-1}} -> R^{n_i}``
 by ``x -> max(0, W x + b)`` if ``relu`` else ``x -> W x + b``.  Entries may be
 ``fmpq``, ``int``, ``fractions.Fraction`` or strings like ``"1/3"``; floats
-are refused.
+are refused.  A leaky ReLU layer (``t -> t`` for ``t > 0``, ``a t`` for
+``t <= 0``) gives its slope ``a`` (a rational, not a bool) in place of
+``relu``: the regions are the cells of its activation patterns as for ReLU
+(the sign of each pre-activation), only the affine map on the negative side
+is ``a z`` instead of 0.  Slope 0 is ReLU; slope 1 (linear) is refused.
 
 Method.  Depth first, layer by layer: on the current region (an open
 polyhedron given by strict inequalities, with a known interior point) the
@@ -197,6 +201,7 @@ def _check_layers(layers) -> tuple[list, int, int]:
             raise InputError(f"layer {i} must be a triple (W, b, relu)") from None
         W = [[as_fmpq(v) for v in row] for row in W]
         b = [as_fmpq(v) for v in b]
+        relu = _activation_flag(relu, i)
         if len(W) != len(b):
             raise InputError(f"layer {i}: W has {len(W)} rows but b has {len(b)} entries")
         if not W:
@@ -208,9 +213,26 @@ def _check_layers(layers) -> tuple[list, int, int]:
             raise InputError(f"layer {i} expects input of size {width_in}, previous layer gives {n_prev}")
         if width_in == 0:
             raise InputError(f"layer {i} has input dimension 0")
-        out.append((W, b, bool(relu)))
+        out.append((W, b, relu))
         n_prev = len(W)
     return out, len(out[0][0][0]), len(out[-1][0])
+
+
+def _activation_flag(relu, i: int):
+    """``False`` (affine), ``True`` (ReLU) or a nonzero rational slope (leaky ReLU)."""
+    if relu is None or isinstance(relu, bool):
+        return bool(relu)
+    a = as_fmpq(relu)
+    if a == 0:
+        return True
+    if a == 1:
+        raise InputError(f"layer {i}: a leaky ReLU slope of 1 is the identity; make the layer affine instead")
+    return a
+
+
+def _negative_side(relu, t):
+    """The activation's value at a pre-activation ``t <= 0``: 0 for ReLU, ``a t`` for leaky ReLU."""
+    return _ZERO if relu is True else relu * t
 
 
 def _normalize(a: Sequence, c) -> tuple[list, fmpq, tuple]:
@@ -266,8 +288,8 @@ def evaluate(layers, x: Sequence) -> list:
         raise InputError(f"input has size {len(v)}, the network expects {n}")
     for W, b, relu in layers:
         v = [_dot(row, v) + bi for row, bi in zip(W, b)]
-        if relu:
-            v = [t if t > 0 else _ZERO for t in v]
+        if relu is not False:
+            v = [t if t > 0 else _negative_side(relu, t) for t in v]
     return v
 
 
@@ -428,7 +450,7 @@ def _enumerate(layers, n: int, extra: list, limit: int) -> Iterator[Region]:
             W, b, relu = layers[li]
             P = _matmul(W, A, n)
             q = [_dot(row, c) + bi for row, bi in zip(W, b)]
-            if relu:
+            if relu is not False:
                 info = [(_direction(p, qk) + (_normalize(p, qk)[:2],)) if any(p) else None
                         for p, qk in zip(P, q)]
                 stack.append(("neuron", li, P, q, info, 0, cons, bounds, x0, pattern, ()))
@@ -468,8 +490,13 @@ def _enumerate(layers, n: int, extra: list, limit: int) -> Iterator[Region]:
             signs += (here,)
             k += 1
         if k == len(P):
-            A = [P[i] if sgn else zero_row for i, sgn in enumerate(signs)]
-            c = [q[i] if sgn else _ZERO for i, sgn in enumerate(signs)]
+            slope = layers[li][2]
+            if slope is True:
+                A = [P[i] if sgn else zero_row for i, sgn in enumerate(signs)]
+                c = [q[i] if sgn else _ZERO for i, sgn in enumerate(signs)]
+            else:  # leaky ReLU: a z on the negative side
+                A = [P[i] if sgn else [slope * x for x in P[i]] for i, sgn in enumerate(signs)]
+                c = [q[i] if sgn else slope * q[i] for i, sgn in enumerate(signs)]
             stack.append(("layer", li + 1, A, c, cons, bounds, x0, pattern + (signs,)))
             continue
         # neuron k's hyperplane cuts the region: branch
