@@ -376,10 +376,11 @@ def _ball_ends(b):
 
 
 def _candidate_points(n: int, rng: random.Random, count: int) -> list:
-    """Rational test inputs: small integers and halves (cheap to re-evaluate), seeded."""
+    """Rational test inputs with small numerators and denominators 4 or 2 (entries in [-1, 1] or
+    [-2, 2]: saturating activations such as tanh keep differences visible there), seeded."""
     pts = []
     for k in range(count):
-        den = 1 if k % 2 == 0 else 2
+        den = 4 if k % 2 == 0 else 2
         pts.append([fmpq(rng.randint(-4, 4), den) for _ in range(n)])
     return pts
 
