@@ -73,7 +73,7 @@ from ..numbers import mat_rows
 
 __all__ = ["FORMAT", "ClassicalDecision", "classical_identifiability", "sussmann_conditions",
            "sussmann_witness", "fefferman_conditions", "sigmoid_to_tanh", "same_function",
-           "in_orbit", "THEOREM_ACTIVATIONS", "MAX_PARAMETERS", "MAX_RATIO_PAIRS"]
+           "in_orbit", "apply_changes", "THEOREM_ACTIVATIONS", "MAX_PARAMETERS", "MAX_RATIO_PAIRS"]
 
 #: certificate format (shared with the tensor method), checked by :mod:`symeq.check`
 FORMAT = "symeq-identifiability/1"
