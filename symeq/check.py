@@ -343,7 +343,7 @@ def _activation(spec, where: str) -> tuple[object, str]:
     if spec is None:
         return None, "affine"
     kind = _dict(spec, f"{where} activation").get("type")
-    if kind in REAL_SYMMETRY_TABLE:  # real activations: their own section below
+    if isinstance(kind, str) and kind in REAL_SYMMETRY_TABLE:  # real activations: their own section below
         return _real_activation(spec, where)
     if kind == "relu":
         return "relu", "relu"
