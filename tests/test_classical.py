@@ -357,3 +357,26 @@ def test_symeq_check_accepts_and_rejects(tmp_path, capsys):
     (tmp_path / "bad2.json").write_text(json.dumps(bad))
     assert main(["check", str(tmp_path / "bad2.json"), str(tmp_path / "m.json")]) == 2
     assert "surprise" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- symeq fibre (decide_identifiability)
+
+@pytest.mark.parametrize("theta, code", [(CLONE, 1), (PLAIN, 0)])
+def test_symeq_fibre_decides_by_sussmann_and_its_certificate_checks(tmp_path, capsys, theta, code):
+    pytest.importorskip("symeq.fibre.decide", reason="the identifiability dispatcher (symeq/fibre/decide.py)")
+    save_model(_model(*theta), tmp_path / "m.json")
+    assert main(["fibre", str(tmp_path / "m.json"), "--certificate", str(tmp_path / "c.json"), "--json"]) == code
+    out = json.loads(capsys.readouterr().out)
+    assert out["theorem"] == "sussmann" and out["status"] == ("not-identifiable" if code else "identifiable")
+    assert [c["name"] for c in out["conditions"]] == ["R1", "R2", "R3"]
+    assert json.loads((tmp_path / "c.json").read_text())["method"] == "sussmann"
+    assert main(["check", str(tmp_path / "c.json"), str(tmp_path / "m.json")]) == 0
+
+
+def test_symeq_fibre_deep_tanh_by_fefferman(tmp_path, capsys):
+    pytest.importorskip("symeq.fibre.decide", reason="the identifiability dispatcher (symeq/fibre/decide.py)")
+    save_model(_rounded_model([3, 5, 4, 2]), tmp_path / "m.json")
+    assert main(["fibre", str(tmp_path / "m.json"), "--certificate", str(tmp_path / "c.json"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["theorem"] == "fefferman" and out["status"] == "identifiable"
+    assert main(["check", str(tmp_path / "c.json"), str(tmp_path / "m.json")]) == 0
