@@ -170,3 +170,41 @@ def test_a_group_from_a_file_without_a_label_is_named_by_its_generators(tmp_path
     cap = capsys.readouterr()
     assert "group group" not in cap.err + cap.out
     assert "group <g0>" in cap.err and "group: <g0>, generators g0" in cap.out
+
+
+def _hide(monkeypatch, *modules):
+    """Make importlib.util.find_spec report ``modules`` as not installed."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None if name in modules else real(name, *a, **k))
+
+
+def test_a_missing_extra_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    from symeq.cli.loader import require_extra
+    from symeq.errors import EngineMissing
+
+    require_extra("json", "pip install json")  # present: nothing happens
+    _hide(monkeypatch, "distributed", "onnx")
+    with pytest.raises(EngineMissing, match=r"pip install 'symeq\[plot\]'"):
+        require_extra("distributed", "pip install 'symeq[plot]'")
+    out = tmp_path / "h.jsonl"
+    argv = ["hunt", "--arch", "2,4,2", "--group", "rot:3", "--budget", "2", "--out", str(out),
+            "--scheduler", "tcp://127.0.0.1:1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'symeq[distributed]'" in err and not out.exists()
+    assert main(["numeric-check", str(tmp_path / "net.onnx"), "--group", "mirror:1x2"]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'symeq[onnx]'" in err and "no such file" not in err
+
+
+def test_hunt_writes_the_canonical_group_name_and_resumes_an_alias(tmp_path, capsys):
+    out = tmp_path / "h.jsonl"
+    assert main(["hunt", "--arch", "2,4,2", "--group", "rot3", "--budget", "2", "--out", str(out)]) == 0
+    assert json.loads(out.read_text().splitlines()[0])["group"] == "rot:3"
+    old = tmp_path / "old.jsonl"  # a file started as rot3 resumes under either spelling
+    old.write_text(out.read_text().replace('"rot:3"', '"rot3"', 1))
+    assert main(["hunt", "--arch", "2,4,2", "--group", "rot:3", "--budget", "3", "--out", str(old)]) == 0
+    assert json.loads(old.read_text().splitlines()[0])["group"] == "rot3"
+    assert len(old.read_text().splitlines()) == 4

@@ -1,6 +1,6 @@
 """``symeq hunt``: the ReLU counterexample hunter on the command line.
 
-``symeq hunt --arch 2,4,2 --group rot3 [--budget N | --seconds S] [--workers N | --scheduler tcp://HOST:PORT] --out results.jsonl``
+``symeq hunt --arch 2,4,2 --group rot:3 [--budget N | --seconds S] [--workers N | --scheduler tcp://HOST:PORT] --out results.jsonl``
     run (or resume) a hunt; one JSON line per candidate, in index order, counterexamples with
     certificates.  ``--arch 2,4,4,2`` (two or more hidden layers) hunts deep networks with the
     statuses of :mod:`symeq.relu.deep`.  Resuming a finished hunt prints one line.
@@ -43,9 +43,30 @@ def _budget_first(args):
     return progress
 
 
+def _group_spelling(spec: str, out: str) -> str:
+    """The group's canonical spelling (``rot3`` -> ``rot:3``), or the one a file being resumed was started with.
+
+    A hunt file records its group as written; resuming it under an alias of the same group keeps
+    the file's spelling, so that the header still matches.
+    """
+    import json
+    from pathlib import Path
+
+    from ..groups.builtins import canonical_spec
+
+    canon = canonical_spec(spec)
+    try:
+        with open(Path(out), encoding="utf-8") as fh:
+            header = json.loads(fh.readline())
+        old = header.get("group") if isinstance(header, dict) else None
+    except (OSError, ValueError):
+        return canon
+    return old if isinstance(old, str) and canonical_spec(old) == canon else canon
+
+
 def cmd_hunt(args) -> int:
     from ..errors import InputError
-    from ..relu.hunt import HUNT_GROUPS, hunt, report
+    from ..relu.hunt import hunt, report
 
     if args.report:
         from pathlib import Path
@@ -57,11 +78,16 @@ def cmd_hunt(args) -> int:
         print(report(args.report, picture=picture))
         return 0
     if not args.arch or not args.group or not args.out:
-        raise InputError("symeq hunt needs --arch, --group and --out (or --report FILE); groups: "
-                         + ", ".join(HUNT_GROUPS) + " or any built-in spec (see `symeq groups`)")
+        raise InputError("symeq hunt needs --arch, --group and --out (or --report FILE); groups: the plane "
+                         "rotations rot:3, rot:4, rot:6 or any built-in spec (see `symeq groups`)")
+    group = _group_spelling(args.group, args.out)
     if args.workers < 1:
         raise InputError("--workers must be at least 1")
-    summary = hunt(args.arch, args.group, args.out, budget=args.budget, seconds=args.seconds,
+    if args.scheduler:  # before the hunt starts, not when its first unit is sent
+        from .loader import require_extra
+
+        require_extra("distributed", "pip install 'symeq[distributed]'", "--scheduler")
+    summary = hunt(args.arch, group, args.out, budget=args.budget, seconds=args.seconds,
                    workers=args.workers, scheduler=args.scheduler, seed=args.seed, lag=args.lag,
                    minimise_finds=not args.no_minimise, progress=_budget_first(args))
     if args.json:
@@ -81,7 +107,8 @@ def register(subparsers) -> None:
     """Add the ``hunt`` command to an argparse subparsers object."""
     h = subparsers.add_parser("hunt", help="search for equivariant ReLU networks with no layerwise-equivariant parameter")
     h.add_argument("--arch", help="n,h1,...,m: input, hidden ReLU widths, output; e.g. 2,4,2 or 2,4,4,2")
-    h.add_argument("--group", help="rot3, rot4, rot6 (rotations of R^2) or a built-in group spec")
+    h.add_argument("--group", metavar="SPEC", help="rot:3, rot:4, rot:6 (rotations of R^2) or any built-in group spec "
+                   "(see `symeq groups`; the older rot3 is accepted)")
     h.add_argument("--budget", type=int, default=None, help="number of candidates (indices 0..N-1)")
     h.add_argument("--seconds", type=float, default=None, help="stop after this many seconds (resumable)")
     h.add_argument("--workers", type=int, default=1, help="local worker processes (default 1: in-process)")

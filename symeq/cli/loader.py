@@ -20,7 +20,7 @@ import sys
 from ..cliargs import group_output_arg
 from ..errors import InputError
 
-__all__ = ["NO_GROUP", "add_group_options", "announce_budget", "group_from_args", "load_model_args"]
+__all__ = ["NO_GROUP", "add_group_options", "announce_budget", "group_from_args", "load_model_args", "require_extra"]
 
 NO_GROUP = "the model has no \"group\"; add one to the file or pass --group (see `symeq groups`)"
 
@@ -30,6 +30,31 @@ def add_group_options(parser) -> None:
     parser.add_argument("--group", help="a built-in group overriding the file's (see `symeq groups`)")
     parser.add_argument("--group-output", type=group_output_arg, default="same",
                         help="how --group acts on the output: 'same' (default) or k for the trivial action on R^k")
+
+
+def require_extra(module: str, install: str, what: str = "this command") -> None:
+    """Refuse at once (exit 2, with the install line) when an optional package is missing.
+
+    Called before any long work by a command that will need ``module`` (an extra such as
+    matplotlib, torch or onnx), so that a missing package is found in a second, not after
+    minutes of training or search.  Only the module's presence is checked; nothing is imported.
+
+    >>> require_extra("json", "pip install json")
+    >>> require_extra("no_such_module_xyz", "pip install 'symeq[plot]'", "drawing figures")
+    Traceback (most recent call last):
+    ...
+    symeq.errors.EngineMissing: drawing figures needs the no_such_module_xyz package, which is not installed: pip install 'symeq[plot]'
+    """
+    import importlib.util
+
+    from ..errors import EngineMissing
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a broken installation
+        found = False
+    if not found:
+        raise EngineMissing(f"{what} needs the {module} package, which is not installed: {install}")
 
 
 def announce_budget(args) -> None:

@@ -22,7 +22,7 @@ import json
 import sys
 
 from ..errors import InputError
-from .loader import add_group_options, load_model_args
+from .loader import add_group_options, load_model_args, require_extra
 
 __all__ = ["register", "cmd_numeric_check", "cmd_experiment"]
 
@@ -31,6 +31,8 @@ def cmd_numeric_check(args) -> int:
     from ..numeric.layerwise import derive_latent_actions_numeric, paper_metric
     from ..numeric.onnx_io import load_float_network
 
+    if str(args.model).lower().endswith(".onnx"):  # the reader needs the onnx extra: say so before reading
+        require_extra("onnx", "pip install 'symeq[onnx]'", f"reading {args.model}")
     model = load_model_args(args, read=load_float_network, builtin=False)
     if not args.tol > 0:
         raise InputError("--tol must be positive")
@@ -126,9 +128,11 @@ def cmd_experiment(args) -> int:
         from ..numeric.train import load_npz_dataset
 
         data = load_npz_dataset(args.data)
+    from ..certification import certify_mirror_run
+
     res = run_mirror_experiment(tuple(args.activation), args.task, epochs=args.epochs, out=args.out,
                                 seed=args.seed, data=data, progress=not args.quiet, figures=args.out is not None,
-                                device=args.device)
+                                device=args.device, certifier=certify_mirror_run)
     if args.json:
         print(json.dumps({k: v for k, v in res.items() if not k.startswith("_")}, indent=1))
     else:
