@@ -455,7 +455,13 @@ def build_report(v, cert_name: str, model_name: str, picture: tuple, matrix: boo
     rep.h(2, "3. Premise: end-to-end equivariance")
     rep.math(_premise())
     rep.p(f"**{'Holds' if eq.holds else 'Fails'}**, decided by the method `{v.end_to_end_method}`: {eq.detail}.")
-    if eq.witness is not None:
+    if eq.witness is not None and hasattr(eq.witness, "enclosures"):  # a ball witness (real activations)
+        w = eq.witness
+        lo, hi = w.enclosures[w.output]
+        rep.p(f"Witness for generator {w.generator}: at the rational point x = ({', '.join(map(str, w.x))}), output "
+              f"{w.output + 1} of f(ρ_in(g) x) − ρ_out(g) f(x) lies in [{float(lo):.6g}, {float(hi):.6g}] (arb balls "
+              f"at {w.precision} bits; exact ends in the certificate), which excludes 0.")
+    elif eq.witness is not None:
         w = eq.witness
         rep.p(f"Witness for generator {w.generator}: an exact rational point where the two sides differ:")
         rep.math(Math("x =", "<mi>x</mi><mo>=</mo>") + vector_math(w.x))

@@ -127,7 +127,7 @@ def _bad_inputs():
     flt = copy.deepcopy(m)
     flt["layers"][0]["weight"][0][0] = 0.5
     act = copy.deepcopy(m)
-    act["layers"][0]["activation"] = {"type": "softplus"}
+    act["layers"][0]["activation"] = {"type": "softmax"}
     notaction = copy.deepcopy(m)
     # input: the mirror (order 2); output: a 4-cycle (order 4) - not an action
     notaction["group"]["generators"][0]["output"] = [["0", "1", "0", "0"], ["0", "0", "1", "0"],

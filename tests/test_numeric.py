@@ -281,7 +281,7 @@ def test_json_floats_and_numeric_only_activations():
     (lambda d: d["layers"][0].__setitem__("weight", [[float("nan"), 1], [1, 1]]), "finite"),
     (lambda d: d["layers"][0].__setitem__("weight", [[1, 1, 1], [1, 1, 1]]), "shape"),
     (lambda d: d["layers"][0].__setitem__("bias", [1.0]), "length"),
-    (lambda d: d["layers"][0].__setitem__("activation", {"type": "swish"}), "unknown activation"),
+    (lambda d: d["layers"][0].__setitem__("activation", {"type": "softmax"}), "unknown activation"),
     (lambda d: d.__setitem__("format", "other/1"), "unsupported format"),
     (lambda d: d["layers"][1].__setitem__("weight", [["x", 1]]), "number"),
 ])
