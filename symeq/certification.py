@@ -43,7 +43,7 @@ import numpy as np
 
 from .errors import InputError, Undetermined
 
-__all__ = ["Certification", "certify", "exact_group_from_numeric", "DEFAULT_NOISE_POINTS"]
+__all__ = ["Certification", "certify", "certify_mirror_run", "exact_group_from_numeric", "DEFAULT_NOISE_POINTS"]
 
 DEFAULT_NOISE_POINTS = 2000
 
@@ -396,3 +396,24 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     cert.seconds = time.perf_counter() - t0
     return cert
 
+
+
+def certify_mirror_run(model, data, task: str, timeout: float = 600.0) -> dict:
+    """The certified nearest layerwise-equivariant network to a network of the mirror experiment
+    (:mod:`symeq.numeric.experiment`) under its horizontal mirror: distances, task loss, status.
+
+    The certification itself is under the key ``"_certification"`` (not JSON).
+    """
+    from .errors import SymeqError
+    from .numeric.experiment import mirror_group
+
+    group = mirror_group(data.shape, task, model.output_dim)
+    try:
+        c = certify(model, group, data=(data.x, data.y if task == "classifier" else None), timeout=timeout)
+    except SymeqError as e:
+        return {"status": "not certified", "reason": str(e)}
+    return {"status": c.status, "parameter_distance_per_layer": c.layer_distances,
+            "parameter_distance_max": c.max_distance, "function_distance": c.function_distance,
+            "task_loss": c.task_loss, "method": c.method, "proven_nearest": c.proven_nearest, "digits": c.digits,
+            "verdict": None if c.verification is None else c.verification.verdict, "notes": c.notes,
+            "seconds": round(c.seconds, 3), "_certification": c}

@@ -212,3 +212,37 @@ def test_subgroup_of_k_for_relu_and_sigmoid_is_said(act):
     assert c.status == "certified"
     assert c.max_distance < 1e-2
     assert any("subgroup of K_i" in n for n in c.notes)
+
+
+def test_mirror_experiment_saves_networks_and_certifies_them(tmp_path, monkeypatch, capsys):
+    """symeq experiment mirror (tiny: 2 epochs, narrow): the networks are saved (.npz, .onnx), each gets
+    a certified nearest layerwise-equivariant network whose certificate `symeq check` accepts, and a
+    missing matplotlib is said before training, with the table and results still written."""
+    pytest.importorskip("torch", reason="the experiment needs torch: pip install 'symeq[numeric]'")
+    pytest.importorskip("sklearn", reason="the digits need scikit-learn: pip install 'symeq[numeric]'")
+    import sys
+
+    from symeq.certification import certify_mirror_run
+    from symeq.numeric.experiment import run_mirror_experiment
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    res = run_mirror_experiment(("tanh", "gelu"), "autoencoder", epochs=2, out=tmp_path, progress=False,
+                                certifier=certify_mirror_run, widths=(8, 8, 8), n_fit=300, n_test=100)
+    assert "figures skipped" in capsys.readouterr().err and "figures_skipped" in res
+    assert (tmp_path / "table.md").is_file() and (tmp_path / "results.json").is_file()
+    assert "Certified nearest layerwise-equivariant network" in res["table"]
+    for act in ("tanh", "gelu"):
+        stem = tmp_path / f"net_{act}_autoencoder"
+        assert (tmp_path / f"{stem.name}.npz").is_file()
+        try:
+            import onnx  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            assert (tmp_path / f"{stem.name}.onnx").is_file()
+        run = next(r for r in res["runs"] if r["activation"] == act)
+        assert run["certified"]["status"] == "certified", run["certified"]
+        assert 0 < run["certified"]["parameter_distance_max"] < 2
+        assert run["certified"]["task_loss"]["kind"].startswith("reconstruction")
+        assert main(["check", f"{stem}_certificate.json", f"{stem}_certified.json"]) == 0
+    json.loads((tmp_path / "results.json").read_text())  # plain JSON

@@ -27,7 +27,8 @@ from .layerwise import paper_metric
 from .models import from_torch
 from .monomial import MonomialAction
 
-__all__ = ["PAPER_TABLE", "run_mirror", "run_mirror_experiment", "format_table", "filter_groups", "plot_filters"]
+__all__ = ["PAPER_TABLE", "run_mirror", "run_mirror_experiment", "format_table", "filter_groups", "plot_filters",
+           "mirror_group", "save_networks"]
 
 # Shahverdi et al. 2026, CIFAR10, MLP of depth 4: median relative error of the least-squares A_i
 PAPER_TABLE = {
@@ -73,12 +74,28 @@ class MirrorRun:
     action: MonomialAction  # projected layer-1 action of the horizontal mirror
     shape: tuple
     equivariance: dict = None  # end-to-end median relative equivariance error, per mirror and input kind
+    model: object = None       # the trained network (NumericModel, float64, with the horizontal mirror)
+    certified: dict = None     # the certified nearest layerwise-equivariant network (symeq.certification)
+    files: list = None         # the saved networks (.npz, .onnx)
 
     def to_json(self) -> dict:
         return {"activation": self.activation, "task": self.task, "dataset": self.dataset,
                 "errors": self.errors, "projected_errors": self.projected, "training": self.training,
                 "end_to_end_equivariance": self.equivariance,
-                "filter_groups": {k: len(v) for k, v in filter_groups(self.action).items()}}
+                "filter_groups": {k: len(v) for k, v in filter_groups(self.action).items()},
+                "certified": self.certified, "files": self.files}
+
+
+def mirror_group(shape, task: str, out_dim: int):
+    """The horizontal mirror as a float group: on the image input, on the output image (autoencoder)
+    or trivially on the logits (classifier)."""
+    from .models import NumericGroup
+    from .train import image_permutation
+
+    D = int(np.prod(shape))
+    H = np.eye(D)[image_permutation(shape, "horizontal")]
+    out = H if task == "autoencoder" else np.eye(out_dim)
+    return NumericGroup([(H, out)], ["mirror"], f"horizontal mirror {shape[0]}x{shape[1]}x{shape[2]}")
 
 
 def end_to_end_equivariance(net, data, task: str, kind: str, n: int = 4000, seed: int = 0) -> dict:
@@ -100,11 +117,14 @@ def end_to_end_equivariance(net, data, task: str, kind: str, n: int = 4000, seed
 
 def run_mirror(activation: str, task: str = "autoencoder", *, data=None, epochs: int | None = None, seed: int = 0,
                widths=DEFAULT_WIDTHS, n_fit: int = 6000, n_test: int = 4000, progress: bool = True,
-               **train_kw) -> MirrorRun:
+               certifier=None, **train_kw) -> MirrorRun:
     """Train one network and measure layers 1 and 2 (horizontal) and layer 1 (vertical control).
 
     Training settings default to :data:`TASK_DEFAULTS` for the task; ``train_kw`` overrides them
-    (any keyword of :func:`symeq.numeric.train.train_mlp`).
+    (any keyword of :func:`symeq.numeric.train.train_mlp`).  ``certifier(model, data, task)``, when
+    given, returns the certified nearest layerwise-equivariant network as a dict
+    (:func:`symeq.certification.certify_mirror_run`, passed in by the command line: the theorem
+    level sits above this one).
     """
     from .train import build_mlp, image_permutation, load_digits_dataset, train_mlp
 
@@ -130,8 +150,11 @@ def run_mirror(activation: str, task: str = "autoencoder", *, data=None, epochs:
     ver = paper_metric(model, [("vertical", V)], layers=[1], n_fit=n_fit, n_test=n_test, rng=seed + 1)
     errors = {ROWS[0]: hor[0].error, ROWS[1]: hor[1].error, ROWS[2]: ver[0].error}
     projected = {ROWS[0]: hor[0].projected_error, ROWS[1]: hor[1].projected_error, ROWS[2]: ver[0].projected_error}
-    return MirrorRun(activation, task, data.name, errors, projected, stats, model.layers[0].weight.copy(),
-                     hor[0].projected, data.shape, e2e)
+    run = MirrorRun(activation, task, data.name, errors, projected, stats, model.layers[0].weight.copy(),
+                    hor[0].projected, data.shape, e2e, model.with_group(mirror_group(data.shape, task, out_dim)))
+    if certifier is not None:
+        run.certified = certifier(run.model, data, task)
+    return run
 
 
 def format_table(runs: list[MirrorRun]) -> str:
@@ -159,12 +182,38 @@ def format_table(runs: list[MirrorRun]) -> str:
                 [f"{r.equivariance[kind]['noise']:.3f} / {r.equivariance[kind]['data']:.3f}" for r in runs] + \
                 ["" for _ in runs] + ["", ""]
             lines.append("| " + " | ".join(cells) + " |")
+    if any(r.certified for r in runs):
+        lines += ["", "Certified nearest layerwise-equivariant network theta-bar (symeq certify: actions by matching, "
+                  "exact projection, exact proof), per activation:", "",
+                  "| | " + " | ".join(acts) + " |", "|" + "---|" * (len(acts) + 1)]
+        lines += _certified_rows(runs)
     for r in runs:
         g = {k: len(v) for k, v in filter_groups(r.action).items()}
         lines.append(f"\n{r.activation}: layer-1 filters: {g['self-symmetric']} self-symmetric, "
                      f"{g['mirrored pairs']} in mirrored pairs, {g['negated pairs']} in negated pairs, "
                      f"{g['anti-symmetric']} anti-symmetric, {g['unpaired']} unpaired; training {json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in r.training.items()})}")
     return "\n".join(lines)
+
+
+def _certified_rows(runs) -> list[str]:
+    def cell(r, f):
+        c = r.certified
+        if not c:
+            return ""
+        if c.get("status") not in ("certified", "too far"):
+            return c.get("status", "") + (f" ({c['reason'][:60]})" if c.get("reason") else "")
+        return f(c)
+
+    rows = [("status", lambda c: f"{c['status']} ({c['verdict']})"),
+            ("parameter distance, per layer", lambda c: " / ".join(f"{d:.3f}" for d in c["parameter_distance_per_layer"])),
+            ("function distance, noise: median / max", lambda c: f"{c['function_distance']['noise']['median']:.3f} / "
+                                                                 f"{c['function_distance']['noise']['max']:.3f}"),
+            ("function distance, data: median / max", lambda c: f"{c['function_distance']['data']['median']:.3f} / "
+                                                                f"{c['function_distance']['data']['max']:.3f}"),
+            ("task loss theta -> theta-bar", lambda c: "" if not c["task_loss"] else
+             f"{c['task_loss']['theta']:.4f} -> {c['task_loss']['theta_bar']:.4f}"),
+            ("actions", lambda c: "nearest (proven)" if c["proven_nearest"] else "best found (not proven nearest)")]
+    return ["| " + name + " | " + " | ".join(cell(r, f) for r in runs) + " |" for name, f in rows]
 
 
 def filter_groups(action: MonomialAction) -> dict:
@@ -218,10 +267,54 @@ def plot_filters(run: MirrorRun, path) -> None:
     plt.close(fig)
 
 
+def _plain(obj):
+    """JSON-ready: drop the keys starting with "_" (live objects kept for Python callers)."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items() if not str(k).startswith("_")}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def save_networks(runs, out) -> list[str]:
+    """Every trained network as ``net_<activation>_<task>.npz`` and ``.onnx`` (onnx extra; skipped without it)."""
+    from .models import save_npz
+
+    outp = Path(out)
+    outp.mkdir(parents=True, exist_ok=True)
+    files = []
+    for r in runs:
+        stem = outp / f"net_{r.activation}_{r.task}"
+        save_npz(r.model, f"{stem}.npz")
+        r.files = [f"{stem}.npz"]
+        try:
+            from .onnx_io import export_onnx
+
+            export_onnx(r.model, f"{stem}.onnx")
+            r.files.append(f"{stem}.onnx")
+        except EngineMissing:
+            pass
+        if r.certified and r.certified.get("_certification") is not None \
+                and r.certified["_certification"].model is not None:
+            from ..io import model_to_json, write_json
+
+            write_json(model_to_json(r.certified["_certification"].model), f"{stem}_certified.json")
+            write_json(r.certified["_certification"].certificate(), f"{stem}_certificate.json")
+            r.files += [f"{stem}_certified.json", f"{stem}_certificate.json"]
+        files += r.files
+    return files
+
+
 def run_mirror_experiment(activations=("tanh", "gelu"), task: str = "autoencoder", *, epochs: int | None = None,
                           out=None, seed: int = 0, data=None, progress: bool = True, figures: bool = True,
-                          **train_kw) -> dict:
-    """Train and measure every activation; write ``table.md``, ``results.json`` and PNGs to ``out``."""
+                          certifier=None, **train_kw) -> dict:
+    """Train and measure every activation; write ``table.md``, ``results.json``, PNGs and the networks to ``out``.
+
+    Every trained network is saved (``net_<activation>_<task>.npz`` and ``.onnx``), and with a
+    ``certifier`` (see :func:`run_mirror`) also its certified nearest layerwise-equivariant network (``..._certified.json``,
+    ``..._certificate.json``: ``symeq check`` re-checks them); matplotlib is looked for before the
+    training starts, and without it the figures are skipped (said on stderr and in the results).
+    """
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -229,10 +322,26 @@ def run_mirror_experiment(activations=("tanh", "gelu"), task: str = "autoencoder
     for a in activations:
         if a not in ("tanh", "gelu", "relu", "poly"):
             raise InputError(f"unknown activation {a!r}; use tanh, gelu, relu or poly")
-    runs = [run_mirror(a, task, data=data, epochs=epochs, seed=seed, progress=progress, **train_kw)
-            for a in activations]
+    skipped = None
+    if out is not None and figures:  # checked before training, not after it
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            figures = False
+            skipped = "figures skipped: matplotlib is not installed (pip install 'symeq[plot]')"
+            import sys
+
+            print(skipped, file=sys.stderr, flush=True)
+    runs = [run_mirror(a, task, data=data, epochs=epochs, seed=seed, progress=progress, certifier=certifier,
+                       **train_kw) for a in activations]
+    files = []
+    if out is not None:
+        files = save_networks(runs, out)
     table = format_table(runs)
-    result = {"table": table, "runs": [r.to_json() for r in runs], "paper": {f"{k[0]}: {k[1]}": v for k, v in PAPER_TABLE.items()}}
+    result = {"table": table, "runs": [_plain(r.to_json()) for r in runs],
+              "paper": {f"{k[0]}: {k[1]}": v for k, v in PAPER_TABLE.items()}, "networks": files}
+    if skipped:
+        result["figures_skipped"] = skipped
     if out is not None:
         outp = Path(out)
         outp.mkdir(parents=True, exist_ok=True)
