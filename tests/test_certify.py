@@ -246,3 +246,32 @@ def test_mirror_experiment_saves_networks_and_certifies_them(tmp_path, monkeypat
         assert run["certified"]["task_loss"]["kind"].startswith("reconstruction")
         assert main(["check", f"{stem}_certificate.json", f"{stem}_certified.json"]) == 0
     json.loads((tmp_path / "results.json").read_text())  # plain JSON
+
+
+def test_larger_group_best_found_not_proven():
+    """The Klein four-group of both mirrors: a bounded search, labelled as such, still certified."""
+    from symeq.certification import certify
+    from symeq.groups import FiniteGroup, vertical_mirror
+
+    h, v = mirror(4, 4).generators[0], vertical_mirror(4, 4).generators[0]
+    G = FiniteGroup([h, v], ["h", "v"], "both mirrors of 4x4 images")
+    net = random_equivariant_numeric(G, [8], numeric_activation("tanh"), rng=0)
+    c = certify(net.perturbed(1e-3, rng=1), G)
+    assert c.status == "certified" and not c.proven_nearest
+    assert c.max_distance < 0.05
+    assert any("not proven nearest" in n for n in c.notes)
+    far = certify(net.perturbed(1.0, rng=2), G)
+    assert far.status == "certified" and {x["method"].split(" (")[0] for x in far.candidates} >= {"the trivial action"}
+
+
+def test_bench_certify_quick(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_certify.py"
+    proc = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path)], capture_output=True,
+                          text=True, timeout=300, cwd=script.parent)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads((tmp_path / "certify-quick.json").read_text())["rows"]
+    assert [r["status"] for r in rows] == ["certified", "certified"]
