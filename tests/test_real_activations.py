@@ -258,3 +258,18 @@ def test_relu_layers_first():
     v = verify(m2)
     assert v.verdict == "layerwise-equivariant" and v.equivariance.method == "layerwise"
     assert check_certificate(_roundtrip(v.certificate()), model_to_json(m2)).accepted is True
+
+
+def test_bench_real_quick(tmp_path):
+    """benchmarks/bench_real.py --quick runs and writes its table (real tanh against tanh_series)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_real.py"
+    proc = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path)], capture_output=True,
+                          text=True, timeout=120, cwd=script.parent)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads((tmp_path / "real.json").read_text())
+    assert {r["activation"] for r in res["rows"]} == {"tanh", "tanh_series(3)"}
+    assert all(r["accepted"] for r in res["rows"])
