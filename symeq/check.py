@@ -339,12 +339,18 @@ def sigmoid_series_coeffs(order: int) -> list[Fraction]:
     return coeffs
 
 
+POLYNOMIAL_ACTIVATION_KEYS = {"relu": ("type",), "tanh_series": ("type", "order"), "sigmoid_series": ("type", "order"),
+                              "monomial": ("type", "degree"), "polynomial": ("type", "coeffs")}
+
+
 def _activation(spec, where: str) -> tuple[object, str]:
     if spec is None:
         return None, "affine"
     kind = _dict(spec, f"{where} activation").get("type")
     if isinstance(kind, str) and kind in REAL_SYMMETRY_TABLE:  # real activations: their own section below
         return _real_activation(spec, where)
+    if isinstance(kind, str) and kind in POLYNOMIAL_ACTIVATION_KEYS:  # strict keys, as symeq.activations reads them
+        check_keys(spec, f"{where} activation", POLYNOMIAL_ACTIVATION_KEYS[kind], POLYNOMIAL_ACTIVATION_KEYS[kind])
     if kind == "relu":
         return "relu", "relu"
     if kind == "tanh_series":

@@ -4,7 +4,8 @@ verdict of the unmutated file, never a different verdict.
 
 The file kinds: dense models (one verified, one refuted), an attention model, a conv2d model, a
 model with a group (all of them carry one), a layerwise certificate, a not-equivariant
-certificate, an identifiability certificate, and the .npz model layout.  Models are judged by
+certificate, identifiability certificates (tensor: both verdicts; deep: Jacobian factors), and the
+.npz model layout.  Models are judged by
 ``symeq verify`` (``symeq.cli.main``), certificates by the standalone checker
 (``symeq.check.check_certificate``), all in-process.
 """
@@ -59,9 +60,9 @@ def _conv_model() -> dict:
 
 def _owned(p, key, o) -> bool:
     """Whether key ``key`` of object ``o`` at path ``p`` is read against a schema of this issue's
-    readers: not inside an activation spec (symeq/activations.py), not a conv2d layer's own keys
-    (its reader, apart from "bias"), not a report the checker does not read."""
-    if key == "activation" or (p == () and key in ("identifiability", "versions", "notes")) \
+    readers (activation specs included): not a conv2d layer's own keys (its reader, apart from
+    "bias"), not a report the checker does not read."""
+    if (p == () and key in ("identifiability", "versions", "notes")) \
             or (p == ("checks",) and key in ("layers", "candidates_per_generator")):
         return False
     return not (o.get("type") == "conv2d" and key != "bias")
@@ -141,6 +142,15 @@ def _certificates():
     m = Model(3, [DenseLayer([[1, 2, -1], [3, -1, 2], [1, 1, 4]], [1, -2, 3], polynomial([0, 1, 0, 1])),
                   DenseLayer([[2, -1, 1], [1, 1, -3], [0, 2, 5]], [0, 0, 0], None)])
     out["identifiable"] = (tensor_identifiability(m).certificate, model_to_json(m))
+    from symeq.activations import monomial
+
+    def circulant(row):  # C_3-equivariant, rank 3, every row with 3 nonzero entries
+        return [[row[(j - i) % 3] for j in range(3)] for i in range(3)]
+
+    m = Model(3, [DenseLayer(circulant([1, 2, -1]), [0] * 3, monomial(2)),
+                  DenseLayer(circulant([2, -1, 3]), [0] * 3, monomial(3)),
+                  DenseLayer(circulant([1, 1, -3]), [0] * 3, None)])
+    out["deep identifiable"] = (tensor_identifiability(m).certificate, model_to_json(m))
     return {k: json.loads(json.dumps(v)) for k, v in out.items()}
 
 
@@ -152,7 +162,7 @@ def _check_code(cert, model) -> int:
 
 
 @pytest.mark.parametrize("kind", ["layerwise", "layerwise dense /1", "not-equivariant", "not-identifiable",
-                                  "identifiable"])
+                                  "identifiable", "deep identifiable"])
 def test_every_key_mutation_of_a_certificate(kind):
     cert, model = _certificates()[kind]
     assert cert is not None, kind
@@ -248,3 +258,20 @@ def test_npz_data_set_names_are_strict(tmp_path):
     np.savez(p, x=np.zeros((3, 4)), lables=np.zeros(3))
     with pytest.raises(InputError, match='unknown array "lables"'):
         load_npz_dataset(p)
+
+
+def test_hunt_file_header_is_strict(tmp_path):
+    """A hunt file is read back (resume, --report): its header's keys are checked, so a misspelt
+    "seed" cannot make a resume continue a different candidate stream."""
+    from symeq.relu.hunt import hunt, report
+
+    out = tmp_path / "h.jsonl"
+    hunt("2,4,2", "rot3", out, budget=2)
+    lines = out.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["sed"] = header.pop("seed")
+    out.write_text("\n".join([json.dumps(header)] + lines[1:]) + "\n")
+    with pytest.raises(InputError, match='unknown key "sed" \\(did you mean "seed"\\?\\)'):
+        hunt("2,4,2", "rot3", out, budget=2)
+    with pytest.raises(InputError, match='header: unknown key "sed"'):
+        report(out)

@@ -34,6 +34,8 @@ from pathlib import Path
 
 from flint import fmpq, fmpq_mat
 
+from ..check import check_keys
+from ..errors import InputError
 from ..groups.builtins import PLANE_ROTATIONS
 from ..numbers import format_matrix, mat_rows, matrix, nullspace, parse_number
 from .canonical import canonical_form, hyperplane_key
@@ -583,6 +585,11 @@ def verify_candidate(arch, spec: str, seed: int, index: int, parents=(), minimis
     return rec
 
 
+#: the keys of a hunt file's header line (allowed, required); "batch": older hunters' name of "lag"
+HEADER_KEYS = (("type", "format", "arch", "group", "seed", "lag", "minimise", "batch"),
+               ("type", "format", "arch", "group", "seed"))
+
+
 def read_records(path) -> tuple[dict | None, list]:
     """(header, records) of a hunt file; a torn last line is ignored; duplicates (same index)
     keep the first occurrence."""
@@ -599,6 +606,8 @@ def read_records(path) -> tuple[dict | None, list]:
         except json.JSONDecodeError:
             continue
         if d.get("type") == "header":
+            if header is None:  # strict keys: a misspelt "seed" or "minimise" must not resume another hunt
+                check_keys(d, f"{p}: header", *HEADER_KEYS, error=InputError)
             header = header or d
         elif d.get("type") == "candidate" and d.get("index") not in seen:
             seen.add(d["index"])
