@@ -114,7 +114,9 @@ def expand_forward(model, zero, inputs: Sequence, weight: Callable, bias: Callab
     """
     layers = list(model.layers)
     for l, layer in enumerate(layers, 1):
-        if layer.kind != "dense":  # the Layer protocol's kind (symeq/layers/base.py)
+        # the Layer protocol's kind (symeq/layers/base.py); a conv2d layer expands through its dense
+        # weight (ConvLayer.weight, size-guarded), the expansion's own size guard comes first
+        if layer.kind not in ("dense", "conv2d"):
             raise InputError(f"layer {l} is not a dense layer ({layer.kind}): its symbolic expansion is not "
                              "implemented (attention: use the grid checks of symeq.equivariance)")
         act = layer.activation

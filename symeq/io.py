@@ -98,7 +98,7 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
             layer, shape, pool = _conv2d_from_json(spec, n, shape, at, pool)
             if layer is not None:
                 out.append(layer)
-                n = layer.out_dim
+            n = shape[0] * shape[1] * shape[2]  # after a pooling: the pooled size
             continue
         shape = None
         if kind != "dense":

@@ -173,8 +173,11 @@ def mat_rows(m: fmpq_mat) -> list[list[fmpq]]:
 
 
 def mat_key(m: fmpq_mat) -> tuple:
-    """A hashable key of an exact matrix (its shape and entries)."""
-    return (m.nrows(), m.ncols(), tuple(m.entries()))
+    """A hashable key of an exact matrix (its shape and entries): the integer numerators over the
+    common denominator (python ints hash ~10x faster than fmpq entries, which matters for the
+    784 x 784 pixel matrices of 28 x 28 images)."""
+    num, den = m.numer_denom()
+    return (m.nrows(), m.ncols(), int(den), tuple(int(x) for x in num.entries()))
 
 
 def monomial_parts(m: fmpq_mat) -> tuple[list[int], list[fmpq]] | None:

@@ -182,3 +182,140 @@ def test_conv_action_algebra():
         assert as_conv_action(a.to_matrix(), 3, 3, 3) == a
     assert as_conv_action(fmpq_mat([[0, 1], [1, 0]]), 1, 1, 2).pixel == (1, 0)
     assert as_conv_action(fmpq_mat([[1, 1], [0, 1]]), 1, 1, 2) is None
+
+
+# -- whole networks: escnn's convention, geometry that breaks equivariance, the model file -------------
+
+def _escnn_model(name, n=5, fields=1, hidden=2, seed=1):
+    from symeq.layers.conv_nets import regular_network
+    from symeq.models import Model
+
+    layers, group = regular_network(name, n, fields, hidden, tanh_series(3), rng=seed)
+    return Model(n * n, layers, group, f"{name} regular fields")
+
+
+@pytest.mark.parametrize("name, fields", [("C4", 2), ("D4", 1)])
+def test_escnn_style_networks_verify_with_the_regular_actions(name, fields):
+    """symeq's rot90 is escnn's rot^-1 = rot^3 (index 3), symeq's mirror escnn's flip (index 4, D4)."""
+    import symeq
+    from symeq.layers.conv_nets import regular_channel_action
+
+    model = _escnn_model(name, fields=fields)
+    v = symeq.verify(model)
+    assert v.verdict == "layerwise-equivariant", v.report()
+    escnn_element = {"rot90": 3, "mirror": 4}
+    for layer_actions in v.actions:
+        for gname, a in zip(v.group.names, layer_actions):
+            assert isinstance(a, ConvAction)
+            assert list(a.source) == regular_channel_action(name, fields, escnn_element[gname])
+            assert all(f == 1 for f in a.factor)
+            assert a.transform == ((0, -1, 1, 0) if gname == "rot90" else (1, 0, 0, -1))
+    # C4: escnn's regular channel r goes to r - 1 under symeq's rot90 ((M y)[r] reads y[r + 1])
+    if name == "C4":
+        assert list(v.actions[0][0].source[:4]) == [1, 2, 3, 0]
+
+
+def test_stride_two_on_an_even_image_is_not_equivariant_with_a_witness(tmp_path):
+    """A C4-symmetric lifting kernel with stride 2 on 4 x 4 images: the sampling grid is not symmetric,
+    f is not invariant, and verify says so with an exact witness (exit 1), which the checker confirms."""
+    import json
+    from symeq.cli import main
+    from symeq.io import model_to_json
+    from symeq.layers.conv_nets import regular_network
+    from symeq.models import Model
+
+    layers, group = regular_network("C4", 4, 1, 1, tanh_series(3), rng=2)
+    l1, readout = layers
+    strided = ConvLayer(ConvShape(1, 4, 4, 4, 3, 3, 2, 1), l1.kernel, l1.channel_bias, l1.activation)
+    assert strided.output_pixels((0, -1, 1, 0)) is None
+    row = [fmpq(1, 16)] * (4 * 4)
+    model = Model(16, [strided, ConvLayer.from_dense([row], [fmpq(0)], None, (4, 2, 2))], group, "stride 2")
+    path = tmp_path / "s2.json"
+    path.write_text(json.dumps(model_to_json(model)))
+    cert = tmp_path / "s2.cert.json"
+    assert main(["verify", str(path), "--certificate", str(cert)]) == 1
+    data = json.loads(cert.read_text())
+    assert data["verdict"] == "not-equivariant" and data["equivariance"]["witness"]["x"]
+    assert main(["check", str(cert), str(path)]) == 0
+    # the same network with stride 1 is invariant
+    ok = Model(16, layers, group)
+    import symeq
+    assert symeq.verify(ok).verdict == "layerwise-equivariant"
+
+
+def _file_with(layers_json, n=25, group="rot90:5"):
+    from symeq.groups import builtin_group
+
+    return {"format": "symeq-model/1", "name": "t", "input_dim": n, "layers": layers_json,
+            "group": None if group is None else builtin_group(group, output=1).to_json()}
+
+
+def test_model_file_round_trip_and_strict_keys(tmp_path):
+    import json
+    from symeq.cli import main
+    from symeq.errors import InputError
+    from symeq.io import model_from_json, model_to_json
+
+    model = _escnn_model("C4", hidden=1)
+    data = model_to_json(model)
+    assert [l["type"] for l in data["layers"]] == ["conv2d", "conv2d"]
+    back = model_from_json(data)
+    assert back.parameters_equal(model) and back.layers[0].kind == "conv2d"
+    for key, value, match in (("paddding", 1, 'unknown key "paddding"'), ("dilation", 2, "dilation"),
+                              ("groups", 2, "groups"), ("padding_mode", "reflect", "padding_mode")):
+        bad = json.loads(json.dumps(data))
+        bad["layers"][0][key] = value
+        with pytest.raises(InputError, match=match):
+            model_from_json(bad)
+        path = tmp_path / f"{key}.json"
+        path.write_text(json.dumps(bad))
+        assert main(["verify", str(path)]) == 2
+    bad = json.loads(json.dumps(data))
+    del bad["layers"][0]["bias"]
+    with pytest.raises(InputError, match="bias"):
+        model_from_json(bad)
+    bad = json.loads(json.dumps(data))
+    bad["layers"].insert(1, {"type": "maxpool2d", "kernel_size": 2})
+    with pytest.raises(InputError, match="max pooling"):
+        model_from_json(bad)
+
+
+def test_pooling_folds_exactly():
+    """conv -> avgpool2d -> conv (padding 0) and conv -> global_avgpool -> dense read as native conv layers
+    computing the same function as the pooling done by hand on the dense expansion."""
+    from symeq.io import model_from_json
+
+    rng = random.Random(5)
+    l1 = _rand_layer(rng, ConvShape(1, 2, 6, 6, 3, 3, 1, 1), tanh_series(3))
+    l2 = _rand_layer(rng, ConvShape(2, 1, 3, 3, 2, 2, 1, 0), None)
+
+    def js(l):
+        return [[[[str(x) for x in r] for r in kc] for kc in ko] for ko in l.kernel]
+    act = {"type": "tanh_series", "order": 3}
+    data = _file_with([
+        {"type": "conv2d", "input_shape": [1, 6, 6], "kernel": js(l1), "bias": [str(b) for b in l1.channel_bias],
+         "padding": 1, "activation": act},
+        {"type": "avgpool2d", "kernel_size": 2},
+        {"type": "conv2d", "kernel": js(l2), "bias": [str(b) for b in l2.channel_bias], "activation": None},
+    ], n=36, group=None)
+    model = model_from_json(data)
+    assert [l.kind for l in model.layers] == ["conv2d", "conv2d"] and model.layers[1].shape.stride == 2
+    X = fmpq_mat(36, 2, [fmpq(rng.randint(-3, 3), 2) for _ in range(72)])
+    H = l1.forward(X)
+    pooled = []  # 2 x 3 x 3 averages of 2 x 2 blocks, by hand
+    for c in range(2):
+        for y in range(3):
+            for x in range(3):
+                pooled.append([sum((H[c * 36 + (2 * y + i) * 6 + 2 * x + j, pt] for i in range(2) for j in range(2)),
+                                   fmpq(0)) / 4 for pt in range(2)])
+    P = fmpq_mat(18, 2, [v for row in pooled for v in row])
+    assert model.forward(X) == l2.forward(P)
+    gap = _file_with([
+        {"type": "conv2d", "input_shape": [1, 6, 6], "kernel": js(l1), "bias": [str(b) for b in l1.channel_bias],
+         "padding": 1, "activation": act},
+        {"type": "global_avgpool"}, {"type": "dense", "weight": [["1", "-1/2"]], "bias": ["1/4"], "activation": None},
+    ], n=36, group="rot90:6")
+    g = model_from_json(gap)
+    means = [sum((H[c * 36 + p, pt] for p in range(36)), fmpq(0)) / 36 for c in range(2) for pt in range(2)]
+    want = [means[pt] - means[2 + pt] / 2 + fmpq(1, 4) for pt in range(2)]
+    assert g.forward(X).entries() == want
