@@ -59,13 +59,10 @@ def _conv_model() -> dict:
 
 
 def _owned(p, key, o) -> bool:
-    """Whether key ``key`` of object ``o`` at path ``p`` is read against a schema of this issue's
-    readers (activation specs included): not a conv2d layer's own keys (its reader, apart from
-    "bias"), not a report the checker does not read."""
-    if (p == () and key in ("identifiability", "versions", "notes")) \
-            or (p == ("checks",) and key in ("layers", "candidates_per_generator")):
-        return False
-    return not (o.get("type") == "conv2d" and key != "bias")
+    """Whether key ``key`` of object ``o`` at path ``p`` is read against a schema (every object of
+    a model file and a certificate): not a report the checker does not read."""
+    return not ((p == () and key in ("identifiability", "versions", "notes"))
+                or (p == ("checks",) and key in ("layers", "candidates_per_generator")))
 
 
 def _mutations(obj):
@@ -98,7 +95,7 @@ def _mutations(obj):
             yield f"delete {'.'.join(map(str, p + (key,)))}", deleted, False
         added = copy.deepcopy(obj)
         at(added, p)[UNKNOWN] = 1
-        yield f"add {'.'.join(map(str, p + (UNKNOWN,)))}", added, owned and o.get("type") != "conv2d"
+        yield f"add {'.'.join(map(str, p + (UNKNOWN,)))}", added, owned
 
 
 def _verify_code(data, tmp_path, capsys) -> int:
@@ -131,7 +128,9 @@ def test_every_key_mutation_of_a_model_file(kind, tmp_path, capsys):
 def _certificates():
     dense = _swap_model(["1", "1"])
     refuted = _swap_model(["1", "2"])
+    conv = _conv_model()
     out = {"layerwise": (verify(model_from_json(dense)).certificate(), dense),
+           "conv2d layerwise": (verify(model_from_json(conv)).certificate(), conv),
            "layerwise dense /1": (verify(model_from_json(dense)).certificate(dense=True), dense),
            "not-equivariant": (verify(model_from_json(refuted)).certificate(), refuted)}
     from symeq.fibre.tensor import tensor_identifiability
@@ -161,7 +160,7 @@ def _check_code(cert, model) -> int:
         return 2
 
 
-@pytest.mark.parametrize("kind", ["layerwise", "layerwise dense /1", "not-equivariant", "not-identifiable",
+@pytest.mark.parametrize("kind", ["layerwise", "conv2d layerwise", "layerwise dense /1", "not-equivariant", "not-identifiable",
                                   "identifiable", "deep identifiable"])
 def test_every_key_mutation_of_a_certificate(kind):
     cert, model = _certificates()[kind]
