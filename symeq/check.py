@@ -2047,11 +2047,12 @@ REAL_SYMMETRY_TABLE = {
 # Real tanh and logistic-sigmoid networks (docs/identifiability.md, "Real activations: Sussmann and
 # Fefferman").  The theorems (Sussmann 1992, Fefferman 1994) are the trusted part.  The checker
 # re-reads the model on its own (dense layers and activation names only), recomputes every condition
-# with Fractions, and checks a Sussmann witness theta' by exact identities: the formal sums
-# b_2 + sum_j v_j sigma(w_j x + b_j) of theta and theta' are equal after tanh(-t) = -tanh(t) or
-# s(-t) = 1 - s(t), tanh(0) = 0 and s(0) = 1/2, so f_theta' = f_theta; and theta' is outside the
-# orbit because the multisets of the units' (w, b, v) up to sign differ (every signed permutation
-# and every affine flip keeps them).
+# with Fractions, and checks a witness theta' (a reducible hidden layer l) by exact identities: the
+# formal sums b_{l+1} + sum_j v_j sigma(w_j h + b_j) of theta and theta' (w_j rows of W_l, v_j columns
+# of W_{l+1}) are equal after tanh(-t) = -tanh(t) or s(-t) = 1 - s(t), tanh(0) = 0 and s(0) = 1/2,
+# so f_theta' = f_theta; and theta' is outside the orbit because a multiset that every element of K
+# keeps differs (|weights| per layer; |biases| per layer for tanh; with one hidden layer the units'
+# (w, b, v) up to sign).
 
 from math import factorial  # noqa: E402 - kept with this section (standard library)
 
@@ -2073,14 +2074,13 @@ CLASSICAL_CONDITIONS = {"sussmann": ("R1", "R2", "R3"), "fefferman": ("F1", "F2"
 _CLASSICAL_COMMON = ("format", "method", "verdict", "activation", "widths", "layers_sha256", "conditions", "group")
 CLASSICAL_CERT_KEYS = {
     "sussmann": (_CLASSICAL_COMMON + ("orbit_size", "orbit_formula", "witness"), _CLASSICAL_COMMON),
-    "fefferman": (_CLASSICAL_COMMON + ("orbit_size", "orbit_formula"),
-                  _CLASSICAL_COMMON + ("orbit_size", "orbit_formula")),
+    "fefferman": (_CLASSICAL_COMMON + ("orbit_size", "orbit_formula", "witness"), _CLASSICAL_COMMON),
 }
 CONDITION_KEYS = (("name", "statement", "holds", "count", "failing"), ("name", "statement", "holds", "count", "failing"))
-WITNESS_KEYS = (("condition", "units", "sign", "changes", "output_bias_terms"),
-                ("condition", "units", "sign", "changes", "output_bias_terms"))
+WITNESS_KEYS = (("condition", "layer", "units", "sign", "changes", "bias_terms"),
+                ("condition", "layer", "units", "sign", "changes", "bias_terms"))
 CHANGE_KEYS = (("layer", "param", "index", "value"), ("layer", "param", "index", "value"))
-TERM_KEYS = (("coefficient", "at"), ("coefficient", "at"))
+TERM_KEYS = (("layer", "coefficient", "at"), ("layer", "coefficient", "at"))
 #: failing entries a certificate lists per condition (the count is complete)
 CLASSICAL_LISTED = 20
 #: pairs of weights the checker examines for F4, and orbit sizes written out (bits)
@@ -2287,73 +2287,107 @@ def _unit_multiset(W1, b1, W2) -> dict:
     return out
 
 
-def _check_sussmann_witness(report: CheckReport, wit, W1, b1, W2, b2, act: str, failures: dict) -> None:
+def _abs_counts(values) -> dict:
+    out = {}
+    for x in values:
+        out[abs(x)] = out.get(abs(x), 0) + 1
+    return out
+
+
+def _orbit_invariants(layers, act: str, skip_bias=()) -> list:
+    """Multisets every element of K keeps: |weights| per layer; for tanh |biases| per layer (not
+    those of ``skip_bias``, where theta' has an irrational bias); with one hidden layer the units'
+    (w, b, v) up to the sign of the triple.  (Affine flips shift the next bias, so not for sigmoid.)"""
+    out = []
+    for i, (W, b) in enumerate(layers, 1):
+        out.append(_abs_counts(x for row in W for x in row))
+        out.append(_abs_counts(b) if act == "tanh" and i not in skip_bias else None)
+    if len(layers) == 2:
+        out.append(_unit_multiset(layers[0][0], layers[0][1], layers[1][0]))
+    return out
+
+
+def _check_reducibility_witness(report: CheckReport, wit, layers: list, act: str) -> None:
+    """A witness theta' at hidden layer l: the named condition fails there, theta' differs from theta
+    only in layers l and l + 1, the pre-activations of layer l + 1 are equal formal sums, and a
+    K-invariant multiset differs."""
     check_keys(_dict(wit, "witness"), "certificate.witness", *WITNESS_KEYS)
-    cond, units, sign = wit.get("condition"), wit.get("units"), wit.get("sign")
-    n, m = len(W1), len(W2)
+    cond, l, units, sign = wit.get("condition"), wit.get("layer"), wit.get("units"), wit.get("sign")
+    if not _is_int(l) or not 1 <= l < len(layers):
+        report.reasons.append(f"witness layer {_short(l)} is not a hidden layer 1..{len(layers) - 1}")
+        return
+    (W, b), (V, c) = layers[l - 1], layers[l]
+    n, m = len(W), len(V)
     if not isinstance(units, list) or not all(_is_int(u) and 0 <= u < n for u in units):
-        report.reasons.append(f"witness units {_short(units)} are not hidden units 0..{n - 1}")
+        report.reasons.append(f"witness units {_short(units)} are not units 0..{n - 1} of hidden layer {l}")
         return
     if cond in ("R1", "R2"):
         ok = len(units) == 1 and sign is None
         if ok and cond == "R1":
-            ok = all(row[units[0]] == 0 for row in W2)
+            ok = all(row[units[0]] == 0 for row in V)
         elif ok:  # R2; a constant unit without output weight is dead: the R1 witness applies
-            ok = not any(W1[units[0]]) and any(row[units[0]] for row in W2)
+            ok = not any(W[units[0]]) and any(row[units[0]] for row in V)
     elif cond == "R3":
         ok = (len(units) == 2 and units[0] != units[1] and sign in (1, -1) and not isinstance(sign, bool)
-              and all(sign * x == y for x, y in zip(tuple(W1[units[0]]) + (b1[units[0]],),
-                                                     tuple(W1[units[1]]) + (b1[units[1]],))))
+              and all(sign * x == y for x, y in zip(tuple(W[units[0]]) + (b[units[0]],),
+                                                     tuple(W[units[1]]) + (b[units[1]],))))
     else:
         ok = False
     if not ok:
-        report.reasons.append(f"witness: {_short(cond)} does not fail at units {_short(units)} (sign {_short(sign)})")
+        report.reasons.append(f"witness: {_short(cond)} does not fail at units {_short(units)} of hidden layer {l} "
+                              f"(sign {_short(sign)})")
         return
-    P = {(1, "weight"): [list(r) for r in W1], (1, "bias"): [list(b1)],
-         (2, "weight"): [list(r) for r in W2], (2, "bias"): [list(b2)]}
+    new = [([list(r) for r in Wi], [list(bi)]) for Wi, bi in layers]
     changes = wit.get("changes")
     if not isinstance(changes, list):
         raise CheckError("certificate.witness.changes: expected a list")
     done = set()
-    for c, ch in enumerate(changes):
-        at = f"certificate.witness.changes[{c}]"
+    for k, ch in enumerate(changes):
+        at = f"certificate.witness.changes[{k}]"
         check_keys(_dict(ch, at), at, *CHANGE_KEYS)
-        target = P.get((ch.get("layer"), ch.get("param"))) if not isinstance(ch.get("layer"), bool) else None
-        idx = ch.get("index")
-        if target is None:
-            raise CheckError(f"{at}: layer must be 1 or 2 and param 'weight' or 'bias'")
-        want = 1 if ch["param"] == "bias" else 2
+        layer, param, idx = ch.get("layer"), ch.get("param"), ch.get("index")
+        if layer not in (l, l + 1) or isinstance(layer, bool) or param not in ("weight", "bias"):
+            raise CheckError(f"{at}: layer must be {l} or {l + 1} (the witness's layer and the next) and param "
+                             "'weight' or 'bias'")
+        target = new[layer - 1][0] if param == "weight" else new[layer - 1][1]
+        want = 1 if param == "bias" else 2
         if not isinstance(idx, list) or len(idx) != want or not all(_is_int(i) for i in idx):
             raise CheckError(f"{at}: index must be a list of {want} integer(s)")
         r, col = (0, idx[0]) if want == 1 else (idx[0], idx[1])
         if not (0 <= r < len(target) and 0 <= col < len(target[r])):
             raise CheckError(f"{at}: index {idx} is outside the parameter")
         value = parse_number(ch.get("value"), f"{at}.value")
-        where = (ch["layer"], ch["param"], r, col)
+        where = (layer, param, r, col)
         if where in done or value == target[r][col]:
             report.reasons.append(f"witness: {at} changes nothing new (each entry of theta is changed at most once)")
             return
         done.add(where)
         target[r][col] = value
-    terms = wit.get("output_bias_terms")
+    terms = wit.get("bias_terms")
     if not isinstance(terms, list):
-        raise CheckError("certificate.witness.output_bias_terms: expected a list")
+        raise CheckError("certificate.witness.bias_terms: expected a list")
     parsed = []
     for t, term in enumerate(terms):
-        at = f"certificate.witness.output_bias_terms[{t}]"
+        at = f"certificate.witness.bias_terms[{t}]"
         check_keys(_dict(term, at), at, *TERM_KEYS)
+        if term.get("layer") != l + 1 or isinstance(term.get("layer"), bool):
+            raise CheckError(f"{at}: a constant moves into the next layer's bias, layer {l + 1}")
         parsed.append((_vector(term.get("coefficient"), f"{at}.coefficient", m), parse_number(term.get("at"), f"{at}.at")))
-    W1p, b1p, W2p, b2p = P[(1, "weight")], P[(1, "bias")][0], P[(2, "weight")], P[(2, "bias")][0]
-    if _formal_sum(W1, b1, W2, b2, act) != _formal_sum(W1p, b1p, W2p, b2p, act, parsed):
+    new = [(Wi, bi[0]) for Wi, bi in new]
+    (W2, b2), (V2, c2) = new[l - 1], new[l]
+    if _formal_sum(W, b, V, c, act) != _formal_sum(W2, b2, V2, c2, act, parsed):
         report.reasons.append(f"witness: theta' does not have theta's function by the identities of {act}")
         return
-    report.checks.append(f"witness: f_theta' = f_theta identically ({act} identities, {len(changes)} change(s), "
-                         f"{len(parsed)} constant(s) moved to the output bias)")
-    if _unit_multiset(W1, b1, W2) == _unit_multiset(W1p, b1p, W2p):
-        report.reasons.append("witness: theta' is not shown outside the orbit (its units equal theta's up to sign)")
+    report.checks.append(f"witness: f_theta' = f_theta identically (the pre-activations of layer {l + 1} are equal "
+                         f"formal sums by the {act} identities; {len(changes)} change(s), {len(parsed)} constant(s) "
+                         f"moved into the bias of layer {l + 1})")
+    skip = (l + 1,) if parsed else ()
+    if _orbit_invariants(layers, act, skip) == _orbit_invariants(new, act, skip):
+        report.reasons.append("witness: theta' is not shown outside the orbit (every K-invariant multiset checked "
+                              "equals theta's)")
         return
-    report.checks.append(f"witness: theta' is outside the orbit (its units' (w, b, v) up to sign differ from theta's; "
-                         f"every one of the {CLASSICAL_GROUPS[act]} keeps them)")
+    report.checks.append(f"witness: theta' is outside the orbit (a multiset that every one of the "
+                         f"{CLASSICAL_GROUPS[act]} keeps differs)")
 
 
 def check_classical(cert: dict, model: dict) -> CheckReport:
@@ -2362,7 +2396,8 @@ def check_classical(cert: dict, model: dict) -> CheckReport:
     Sussmann (one hidden layer): R1-R3 recomputed; "identifiable" needs all three and the orbit
     2^n n!; "not-identifiable" needs a failed condition and its witness theta', checked exactly
     (same function by the activation's identities, outside the orbit).  Fefferman: F1-F4
-    recomputed on every layer (on the tanh form for the sigmoid); "identifiable" needs all four.
+    recomputed on every layer (on the tanh form for the sigmoid); "identifiable" needs all four,
+    "not-identifiable" (tanh) a witness at a reducible hidden layer, checked like Sussmann's.
     """
     method = _dict(cert, "certificate").get("method")
     if method not in CLASSICAL_METHODS:
@@ -2370,9 +2405,8 @@ def check_classical(cert: dict, model: dict) -> CheckReport:
     check_keys(cert, "certificate", *CLASSICAL_CERT_KEYS[method])
     verdict = cert.get("verdict")
     report = CheckReport(None, str(verdict))
-    allowed = ("identifiable", "not-identifiable") if method == "sussmann" else ("identifiable",)
-    if verdict not in allowed:
-        raise CheckError(f"certificate: a {method} certificate has verdict {' or '.join(allowed)}, got {_short(verdict)}")
+    if verdict not in ("identifiable", "not-identifiable"):
+        raise CheckError(f"certificate: verdict must be identifiable or not-identifiable, got {_short(verdict)}")
     n_in, layers = _classical_layers(model)
     widths = [n_in] + [len(W) for W, _, _ in layers]
     acts = {a for _, _, a in layers[:-1]}
@@ -2418,11 +2452,14 @@ def check_classical(cert: dict, model: dict) -> CheckReport:
         else:
             _check_orbit(report, cert, widths[1:-1])
     elif irreducible:
-        report.reasons.append("verdict not-identifiable, but R1-R3 hold (irreducible: Sussmann says identifiable)")
+        report.reasons.append(f"verdict not-identifiable, but {', '.join(CLASSICAL_CONDITIONS[method])} hold "
+                              "(the theorem says identifiable)")
     elif "orbit_size" in cert or "orbit_formula" in cert:
         report.reasons.append("a not-identifiable certificate states no orbit size")
+    elif method == "fefferman" and act != "tanh":
+        report.reasons.append("a deep reducibility witness is read for tanh networks only")
     else:
-        _check_sussmann_witness(report, cert.get("witness"), W1, b1, W2, b2, act, failures)
+        _check_reducibility_witness(report, cert.get("witness"), [(W, b) for W, b, _ in layers], act)
     report.accepted = not report.reasons
     return report
 

@@ -35,19 +35,19 @@ PLAIN = ([[1, 2], [3, -1]], [1, -2], [[2, -1], [1, 1]], [1, 0])
 
 
 def _theta(m):
-    (l1, l2) = m.layers
-    return mat_rows(l1.weight), list(l1.bias), mat_rows(l2.weight), list(l2.bias)
+    return [(mat_rows(l.weight), list(l.bias)) for l in m.layers]
 
 
-def _float_f(theta, act, x):
-    """f at x in floats (a sanity check only: the proof is the exact identity)."""
-    W1, b1, W2, b2 = theta[:4]
-    terms = theta[4] if len(theta) > 4 else []
-    h = [ACT[act](sum(float(w) * xi for w, xi in zip(row, x)) + float(b)) for row, b in zip(W1, b1)]
-    out = [float(b2[i]) + sum(float(W2[i][j]) * h[j] for j in range(len(h))) for i in range(len(b2))]
-    for c, a in terms:
-        out = [o + float(ci) * ACT[act](float(a)) for o, ci in zip(out, c)]
-    return out
+def _float_f(theta, act, x, terms=(), layer=None):
+    """f at x in floats (a sanity check only: the proof is the exact identity); ``terms`` (c, a) are
+    added to the bias of layer ``layer + 1``."""
+    for l, (W, b) in enumerate(theta, 1):
+        z = [sum(float(w) * xi for w, xi in zip(row, x)) + float(bi) for row, bi in zip(W, b)]
+        if l == (layer or 0) + 1:
+            for c, a in terms:
+                z = [zi + float(ci) * ACT[act](float(a)) for zi, ci in zip(z, c)]
+        x = z if l == len(theta) else [ACT[act](t) for t in z]
+    return x
 
 
 def _check(d, m):
@@ -56,13 +56,14 @@ def _check(d, m):
 
 def _witness_is_exact(d, m, act):
     theta = _theta(m)
-    theta2 = apply_changes(*theta, d.witness)
-    assert same_function(theta, theta2, act)
-    assert not in_orbit(theta[:3], theta2)
+    layer = d.witness["layer"]
+    theta2, terms = apply_changes(theta, d.witness)
+    assert same_function(theta, theta2, act, layer, terms)
+    assert not in_orbit(theta, theta2, act, (layer + 1,) if terms else ())
     rng = random.Random(1)
     for _ in range(5):  # floats agree too (not the proof)
         x = [rng.uniform(-3, 3) for _ in range(m.input_dim)]
-        assert _float_f(theta2, act, x) == pytest.approx(_float_f(theta, act, x), abs=1e-12)
+        assert _float_f(theta2, act, x, terms, layer) == pytest.approx(_float_f(theta, act, x), abs=1e-12)
     return theta2
 
 
@@ -76,7 +77,7 @@ def test_clone_pair_is_not_identifiable_with_an_exact_witness(act):
     assert d.condition == "Sussmann: R3 fails"
     assert d.witness["condition"] == "R3" and d.witness["units"] == [0, 2] and d.witness["sign"] == -1
     theta2 = _witness_is_exact(d, m, act)
-    assert all(row[2] == 0 for row in theta2[2])  # all output weight moved to unit 0
+    assert all(row[2] == 0 for row in theta2[1][0])  # all output weight moved to unit 0
     assert [c["holds"] for c in d.conditions] == [True, True, False]
     assert _check(d, m).accepted is True
 
@@ -222,6 +223,34 @@ def test_failing_fefferman_condition_is_undetermined():
         assert cond in failed and cond in d.condition, what
 
 
+@pytest.mark.parametrize("case", ["clone", "dead", "constant", "constant-last"])
+def test_reducible_deep_tanh_net_is_not_identifiable_with_an_exact_witness(case):
+    m = _rounded_model([3, 4, 4, 2])
+    j = model_to_json(m)
+    L1, L2 = j["layers"][0], j["layers"][1]
+    if case == "clone":  # unit 3 of hidden layer 2 = -(unit 1)
+        L2["weight"][3] = [str(-Fraction(x)) for x in L2["weight"][1]]
+        L2["bias"][3] = str(-Fraction(L2["bias"][1]))
+    elif case == "dead":  # unit 2 of hidden layer 1 has no outgoing weight
+        for row in L2["weight"]:
+            row[2] = "0"
+    elif case == "constant":  # unit 0 of hidden layer 1 is constant: its tanh(b) moves into a hidden bias
+        L1["weight"][0] = ["0"] * 3
+    else:  # unit 1 of hidden layer 2 is constant: into the output bias
+        L2["weight"][1] = ["0"] * 4
+    from symeq.io import model_from_json
+
+    m = model_from_json(j)
+    d = classical_identifiability(m)
+    assert d.status == "not-identifiable" and d.method == "fefferman", d.reason
+    want = {"clone": ("R3", 2), "dead": ("R1", 1), "constant": ("R2", 1), "constant-last": ("R2", 2)}[case]
+    assert (d.witness["condition"], d.witness["layer"]) == want
+    assert any(not c["holds"] for c in d.conditions[:4])  # Fefferman's conditions fail too
+    _witness_is_exact(d, m, "tanh")
+    r = _check(d, m)
+    assert r.accepted is True, r.reasons
+
+
 def test_integer_weights_fail_f4_and_decide_nothing():
     m = Model(2, [DenseLayer([[1, 2], [3, -1]], [1, -2], real("tanh")),
                   DenseLayer([[2, -1], [1, 5]], [3, 4], real("tanh")), DenseLayer([[1, 1]], [1], None)])
@@ -300,6 +329,12 @@ def _all_certificates():
     for act in ("tanh", "sigmoid"):
         m = _rounded_model([2, 3, 3, 2], act, seed=5)
         out[f"fefferman-{act}"] = (classical_identifiability(m), m)
+    m = Model(2, [DenseLayer([[1, 2], [0, 0]], [1, "1/3"], real("tanh")),
+                  DenseLayer([[2, -1], [1, 1]], [1, 2], real("tanh")), DenseLayer([[1, 3]], [1], None)])
+    out["fefferman-constant"] = (classical_identifiability(m), m)
+    m = Model(2, [DenseLayer([[1, 2], [3, 1]], [1, 2], real("tanh")),
+                  DenseLayer([[2, -1], [-2, 1]], [1, -1], real("tanh")), DenseLayer([[1, 3]], [1], None)])
+    out["fefferman-clone"] = (classical_identifiability(m), m)
     return out
 
 

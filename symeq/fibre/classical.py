@@ -35,9 +35,11 @@ algebra (docs/identifiability.md, "Real activations: Sussmann and Fefferman"):
   are checked on *every* layer, the output layer included.  Fefferman's theorem compares two nets
   that both satisfy the conditions; "identifiable" therefore means: every theta' satisfying
   (F1)-(F4) with the same function is a signed permutation of the hidden nodes of theta (orbit
-  prod_l 2^{D_l} D_l! over the hidden layers).  A failed condition decides nothing: the status is
-  "undetermined", naming it.  A sigmoid net is mapped to its tanh form first (the parameter
-  bijection written out in :func:`sigmoid_to_tanh`).
+  prod_l 2^{D_l} D_l! over the hidden layers).  A sigmoid net is mapped to its tanh form first
+  (the parameter bijection written out in :func:`sigmoid_to_tanh`).  When a condition fails, a
+  *reducible* hidden layer of a tanh net (R1-R3 on its rows, biases and the next layer's columns)
+  still gives an exact witness, as for Sussmann: "not-identifiable".  Otherwise a failed condition
+  decides nothing: the status is "undetermined", naming it.
 
 Every other activation (GELU, SiLU, softplus, ELU, erf, leaky ReLU, ReLU, polynomials) is "not
 applicable": no theorem of this module covers it.
@@ -72,7 +74,7 @@ from ..errors import BudgetExceeded
 from ..numbers import mat_rows
 
 __all__ = ["FORMAT", "ClassicalDecision", "classical_identifiability", "sussmann_conditions",
-           "sussmann_witness", "fefferman_conditions", "sigmoid_to_tanh", "same_function",
+           "reducibility_witness", "fefferman_conditions", "sigmoid_to_tanh", "same_function",
            "in_orbit", "apply_changes", "THEOREM_ACTIVATIONS", "MAX_PARAMETERS", "MAX_RATIO_PAIRS"]
 
 #: certificate format (shared with the tensor method), checked by :mod:`symeq.check`
@@ -242,12 +244,21 @@ def _formal(W1, b1, W2, b2, act: str, terms=()) -> dict:
     return {k: tuple(c) for k, c in out.items() if k == () or any(x != 0 for x in c)}
 
 
-def same_function(theta, theta2, act: str) -> bool:
-    """True when ``theta2`` = (W1, b1, W2, b2, terms) has theta's function by the identities of ``act``.
+def same_function(theta, theta2, act: str, layer: int = 1, terms=()) -> bool:
+    """True when ``theta2`` has theta's function by the identities of ``act``.
 
-    ``terms`` are extra constants c * act(a) in the output bias of theta2 (pairs (c, a)).
+    ``theta`` and ``theta2`` are lists of layers ``(W rows, b)``; they may differ only in layers
+    ``layer`` (hidden) and ``layer + 1``, and ``terms`` are extra constants c * act(a) added to the
+    bias of layer ``layer + 1`` in theta2 (pairs (c, a)).  Then the pre-activations of layer
+    ``layer + 1`` are equal formal sums of act of layer ``layer``'s pre-activations, so everything
+    after them, f included, is equal.
     """
-    return _formal(*theta[:4], act) == _formal(*theta2[:4], act, theta2[4] if len(theta2) > 4 else ())
+    for i, (a, b) in enumerate(zip(theta, theta2), 1):
+        if i not in (layer, layer + 1) and (a[0] != b[0] or a[1] != b[1]):
+            return False
+    (W, b), (V, c) = theta[layer - 1], theta[layer]
+    (W2, b2), (V2, c2) = theta2[layer - 1], theta2[layer]
+    return _formal(W, b, V, c, act) == _formal(W2, b2, V2, c2, act, terms)
 
 
 def _unit_classes(W1, b1, W2) -> dict:
@@ -260,77 +271,116 @@ def _unit_classes(W1, b1, W2) -> dict:
     return out
 
 
-def in_orbit(theta, theta2) -> bool:
-    """False when ``theta2`` is certainly outside theta's orbit: their units' (w, b, v), taken up
-    to the sign of the whole triple, differ as multisets (every signed permutation, and every affine
-    flip, keeps that multiset).  True means only "not excluded by this test"."""
-    return _unit_classes(*theta[:3]) == _unit_classes(*theta2[:3])
+def _abs_multiset(values) -> dict:
+    out: dict = {}
+    for x in values:
+        a = x if x >= 0 else -x
+        out[a] = out.get(a, 0) + 1
+    return out
 
 
-# ----------------------------------------------------------------------------- Sussmann witnesses
+def _invariants(theta, act: str, skip_bias=()) -> list:
+    """Multisets that every element of K keeps: per layer the absolute values of the weights, for
+    tanh also of the biases (layers in ``skip_bias`` left out), and with one hidden layer the
+    units' (w, b, v) up to sign."""
+    out = []
+    for i, (W, b) in enumerate(theta, 1):
+        out.append(_abs_multiset(x for row in W for x in row))
+        out.append(_abs_multiset(b) if act == "tanh" and i not in skip_bias else None)
+    if len(theta) == 2:
+        out.append(_unit_classes(theta[0][0], theta[0][1], theta[1][0]))
+    return out
 
-def sussmann_witness(W1, b1, W2, b2, act: str, conditions: list[dict]) -> dict | None:
-    """theta' with theta's function outside its orbit, from the first failed condition (or None).
 
-    * R1 (unit j with v_j = 0): b'_j = b_j + 1 (+ 2 when b_j = -1/2): unit j contributes 0 anyway.
-    * R2 (unit j with w_j = 0, v_j != 0): v'_j = 0 and b'_2 = b_2 + v_j act(b_j), a constant
-      moved into the output bias (a real number, written as a term c act(a)).
-    * R3 (units j, k with (w_k, b_k) = s (w_j, b_j), R1 and R2 holding): all output weight moved
-      to j: v'_j = v_j + s v_k, v'_k = 0 (and b'_2 = b_2 + v_k for the sigmoid when s = -1).
+def in_orbit(theta, theta2, act: str = "tanh", skip_bias=()) -> bool:
+    """False when ``theta2`` is certainly outside theta's orbit: one of the K-invariant multisets of
+    :func:`_invariants` differs.  True means only "not excluded by this test"."""
+    return _invariants(theta, act, skip_bias) == _invariants(theta2, act, skip_bias)
 
-    Returns ``{"condition", "units", "changes", "output_bias_terms", "text"}``; ``changes`` lists
-    ``{"layer", "param", "index", "value"}`` (layers numbered from 1).
+
+# ----------------------------------------------------------------------------- witnesses
+
+def reducibility_witness(theta, act: str, layer: int, conditions: list[dict]) -> dict | None:
+    """theta' with theta's function outside its orbit, from the first failed condition R1-R3 of the
+    hidden layer ``layer`` (w_j the rows of W_layer, v_j the columns of W_{layer+1}), or None.
+
+    * R1 (v_j = 0): b'_j = b_j + 1 (+ 2 when b_j = -1/2): unit j contributes 0 anyway.
+    * R2 (w_j = 0, v_j != 0): v'_j = 0 and b'_{layer+1} = b_{layer+1} + v_j act(b_j), the constant
+      moved into the next bias (a real number, written as a term c act(a)).
+    * R3 ((w_k, b_k) = s (w_j, b_j), R1 and R2 holding): output weight t moved from k to j:
+      v'_j = v_j + s t, v'_k = v_k - t (and b'_{layer+1} = b_{layer+1} + t for the sigmoid when
+      s = -1); t = v_k (all of it) unless the orbit test needs another t.
+
+    Returns ``{"condition", "layer", "units", "sign", "changes", "bias_terms", "text"}``;
+    ``changes`` lists ``{"layer", "param", "index", "value"}`` (layers numbered from 1).
     """
     failed = {c["name"]: c for c in conditions if not c["holds"]}
-    m = len(W2)
-    changes, terms = [], []
+    (W, b), (V, c) = theta[layer - 1], theta[layer]
+    m, nxt = len(V), layer + 1
+    changes, terms, sign = [], [], None
     if "R1" in failed:
         j = failed["R1"]["failing"][0]
-        t = fmpq(2) if b1[j] == fmpq(-1, 2) else fmpq(1)
-        changes.append({"layer": 1, "param": "bias", "index": [j], "value": _q(b1[j] + t)})
+        t = fmpq(2) if b[j] == fmpq(-1, 2) else fmpq(1)
+        changes.append({"layer": layer, "param": "bias", "index": [j], "value": _q(b[j] + t)})
         cond, units = "R1", [j]
-        text = (f"hidden unit {j} has no outgoing weight (column {j} of W_2 is zero): changing its bias to "
-                f"{b1[j] + t} changes nothing in f")
+        text = (f"unit {j} of hidden layer {layer} has no outgoing weight: changing its bias to {b[j] + t} "
+                "changes nothing in f")
     elif "R2" in failed:
         j = failed["R2"]["failing"][0]
-        v = [W2[i][j] for i in range(m)]
-        changes += [{"layer": 2, "param": "weight", "index": [i, j], "value": "0"} for i in range(m) if v[i] != 0]
-        terms.append({"coefficient": [_q(x) for x in v], "at": _q(b1[j])})
+        v = [V[i][j] for i in range(m)]
+        changes += [{"layer": nxt, "param": "weight", "index": [i, j], "value": "0"} for i in range(m) if v[i] != 0]
+        terms.append({"layer": nxt, "coefficient": [_q(x) for x in v], "at": _q(b[j])})
         cond, units = "R2", [j]
-        text = (f"hidden unit {j} has no incoming weight: it adds the constant v_{j} {act}({b1[j]}); moving it "
-                f"into the output bias (b_2' = b_2 + v_{j} {act}({b1[j]})) and setting v_{j}' = 0 keeps f")
+        text = (f"unit {j} of hidden layer {layer} has no incoming weight: it adds the constant v_{j} {act}({b[j]}); "
+                f"moving it into the bias of layer {nxt} and setting v_{j}' = 0 keeps f")
     elif "R3" in failed:
-        j, k, s = failed["R3"]["failing"][0]
-        for i in range(m):
-            new_j = W2[i][j] + s * W2[i][k]
-            if new_j != W2[i][j]:
-                changes.append({"layer": 2, "param": "weight", "index": [i, j], "value": _q(new_j)})
-            if W2[i][k] != 0:
-                changes.append({"layer": 2, "param": "weight", "index": [i, k], "value": "0"})
-            if act == "sigmoid" and s == -1 and W2[i][k] != 0:
-                changes.append({"layer": 2, "param": "bias", "index": [i], "value": _q(b2[i] + W2[i][k])})
+        j, k, sign = failed["R3"]["failing"][0]
+        vk = [V[i][k] for i in range(m)]
+        e0 = [fmpq(1)] + [fmpq(0)] * (m - 1)
+        for t in (vk, [2 * x for x in vk], [x / 2 for x in vk], [x + y for x, y in zip(vk, e0)],
+                  [x - y for x, y in zip(vk, e0)]):
+            changes = []
+            for i in range(m):
+                if t[i] != 0:
+                    changes.append({"layer": nxt, "param": "weight", "index": [i, j], "value": _q(V[i][j] + sign * t[i])})
+                    changes.append({"layer": nxt, "param": "weight", "index": [i, k], "value": _q(V[i][k] - t[i])})
+                    if act == "sigmoid" and sign == -1:
+                        changes.append({"layer": nxt, "param": "bias", "index": [i], "value": _q(c[i] + t[i])})
+            wit = {"condition": "R3", "layer": layer, "units": [j, k], "sign": sign, "changes": changes,
+                   "bias_terms": []}
+            if not in_orbit(theta, apply_changes(theta, wit)[0], act):
+                break
+        else:
+            return None
         cond, units = "R3", [j, k]
-        text = (f"hidden units {j} and {k} are {'clones' if s == 1 else '+-clones'} ((w_{k}, b_{k}) = "
-                f"{'' if s == 1 else '-'}(w_{j}, b_{j})): moving all output weight of {k} to {j} keeps f")
+        text = (f"units {j} and {k} of hidden layer {layer} are {'clones' if sign == 1 else '+-clones'} "
+                f"((w_{k}, b_{k}) = {'' if sign == 1 else '-'}(w_{j}, b_{j})): moving output weight of {k} to {j} "
+                "keeps f")
     else:
         return None
-    return {"condition": cond, "units": units, "sign": failed["R3"]["failing"][0][2] if cond == "R3" else None,
-            "changes": changes, "output_bias_terms": terms, "text": text}
+    return {"condition": cond, "layer": layer, "units": units, "sign": sign, "changes": changes,
+            "bias_terms": terms, "text": text}
 
 
-def apply_changes(W1, b1, W2, b2, witness: dict):
-    """theta' = (W1', b1', W2', b2', terms) from theta and a witness of :func:`sussmann_witness`."""
-    P = {(1, "weight"): [list(r) for r in W1], (1, "bias"): [list(b1)],
-         (2, "weight"): [list(r) for r in W2], (2, "bias"): [list(b2)]}
+def apply_changes(theta, witness: dict):
+    """(theta', terms) from theta (a list of layers (W rows, b)) and a witness of
+    :func:`reducibility_witness`; ``terms`` are the pairs (c, a) added to the next layer's bias."""
+    layers = [([list(r) for r in W], list(b)) for W, b in theta]
     for ch in witness["changes"]:
+        W, b = layers[ch["layer"] - 1]
         idx = ch["index"]
-        target = P[(ch["layer"], ch["param"])]
         if ch["param"] == "bias":
-            target[0][idx[0]] = fmpq(ch["value"])
+            b[idx[0]] = fmpq(ch["value"])
         else:
-            target[idx[0]][idx[1]] = fmpq(ch["value"])
-    terms = [([fmpq(x) for x in t["coefficient"]], fmpq(t["at"])) for t in witness["output_bias_terms"]]
-    return P[(1, "weight")], P[(1, "bias")][0], P[(2, "weight")], P[(2, "bias")][0], terms
+            W[idx[0]][idx[1]] = fmpq(ch["value"])
+    terms = [([fmpq(x) for x in t["coefficient"]], fmpq(t["at"])) for t in witness["bias_terms"]]
+    return layers, terms
+
+
+def _proven_witness(theta, act: str, layer: int, wit: dict) -> bool:
+    theta2, terms = apply_changes(theta, wit)
+    skip = (layer + 1,) if terms else ()
+    return same_function(theta, theta2, act, layer, terms) and not in_orbit(theta, theta2, act, skip)
 
 
 # ----------------------------------------------------------------------------- Fefferman
@@ -433,8 +483,9 @@ def classical_identifiability(model, *, timeout: float | None = None, certificat
     -------
     ClassicalDecision
         Sussmann: "identifiable" (orbit 2^n n!) or "not-identifiable" (an exact witness).
-        Fefferman: "identifiable" (within the nets satisfying its conditions) or "undetermined"
-        (a sufficient condition fails: nothing is decided).
+        Fefferman: "identifiable" (within the nets satisfying its conditions), "not-identifiable"
+        (tanh, a reducible hidden layer: an exact witness) or "undetermined" (a sufficient
+        condition fails and no witness is known: nothing is decided).
 
     Examples
     --------
@@ -522,18 +573,17 @@ def _sussmann(model, rows, act, widths, deadline, done, want_cert) -> ClassicalD
                     f"function is one of the {GROUPS[act]} of theta's {n} hidden units; orbit of {_orbit_text(orbit, [n])} points",
                     "Sussmann: irreducible", method="sussmann", orbit_size=orbit, fibre_points=orbit,
                     fibre_dimension=0, conditions=conds, certificate=cert, scope=scope)
-    wit = sussmann_witness(W1, b1, W2, b2, act, conds)
-    theta2 = apply_changes(W1, b1, W2, b2, wit)
+    wit = reducibility_witness(rows, act, 1, conds)
     # the witness is proved by the identities of the activation; a failure here is a bug in symeq
-    if not same_function((W1, b1, W2, b2), theta2, act) or in_orbit((W1, b1, W2), theta2):
-        raise AssertionError(f"Sussmann witness for {wit['condition']} is not a fibre point outside the orbit")
+    if wit is None or not _proven_witness(rows, act, 1, wit):
+        raise AssertionError(f"no proven Sussmann witness for {[c['name'] for c in conds if not c['holds']]}")
     failed = [c["name"] for c in conds if not c["holds"]]
     cert = None
     if want_cert:
         cert = dict(_header(model, "sussmann", act, widths, "not-identifiable"), conditions=conds,
                     group=GROUPS[act], witness={k: v for k, v in wit.items() if k != "text"})
     return done("not-identifiable", f"reducible ({', '.join(failed)} fail{'s' if len(failed) == 1 else ''}): "
-                + wit["text"] + "; theta' is outside the orbit (its units differ from theta's up to sign)",
+                + wit["text"] + "; theta' is outside the orbit (a multiset that every element of K keeps differs)",
                 f"Sussmann: {wit['condition']} fails", method="sussmann", conditions=conds, witness=wit,
                 certificate=cert, scope=scope)
 
@@ -545,6 +595,25 @@ def _fefferman(model, rows, act, widths, deadline, done, want_cert) -> Classical
     scope = (f"the parameters of any widths satisfying Fefferman's conditions F1-F4{form}, every layer (the "
              "output layer as tanh of it)")
     failed = [c["name"] for c in conds if not c["holds"]]
+    if failed and act == "tanh":  # a reducible hidden layer gives an exact witness, as for Sussmann
+        for layer in range(1, len(rows)):
+            deadline.check("looking for a reducible hidden layer")
+            red = sussmann_conditions(rows[layer - 1][0], rows[layer - 1][1], rows[layer][0], deadline)
+            wit = reducibility_witness(rows, act, layer, red) if not all(c["holds"] for c in red) else None
+            if wit is None:
+                continue
+            if not _proven_witness(rows, act, layer, wit):  # pragma: no cover - a bug in symeq
+                raise AssertionError(f"reducibility witness at hidden layer {layer} is not proven")
+            cert = None
+            if want_cert:
+                cert = dict(_header(model, "fefferman", act, widths, "not-identifiable"), conditions=conds,
+                            group=GROUPS[act], witness={k: v for k, v in wit.items() if k != "text"})
+            return done("not-identifiable", f"hidden layer {layer} is reducible ({wit['condition']} fails there; "
+                        f"Fefferman's {', '.join(failed)} fail too): " + wit["text"] + "; theta' is outside the orbit "
+                        "(a multiset that every element of K keeps differs)",
+                        f"reducible hidden layer {layer}: {wit['condition']} fails", method="fefferman",
+                        conditions=conds + [dict(c, name=f"{c['name']}@{layer}") for c in red], witness=wit,
+                        certificate=cert, scope=f"every real parameter of widths {widths}")
     if failed:
         first = next(c for c in conds if not c["holds"])
         return done("undetermined", f"Fefferman's sufficient condition{'s' if len(failed) > 1 else ''} "
