@@ -38,10 +38,7 @@ def cmd_verify(args) -> int:
 
     model = load_model_args(args)
     _progress(f"verifying {model.name}: widths {model.widths}, group {model.group.label}")
-    if args.identifiability:
-        from .fibre import engine_notice
-
-        engine_notice("auto")  # at the start: a Gröbner step without a real engine falls back to sympy
+    # the Gröbner-engine note comes with the identifiability result, only when that step ran (issue 18)
     v = verify(model, method=args.method, timeout=args.timeout, seed=args.seed, fibre_search=not args.no_fibre_search,
                identifiability=args.identifiability, max_tie_nodes=args.max_tie_nodes)
     if args.certificate:
@@ -112,31 +109,6 @@ def cmd_generate(args) -> int:
         model.name += " (scrambled)"
     data = model_to_json(model)
     return _emit_model(data, args.out)
-
-
-def _activation_shorthand(text: str) -> dict:
-    """tanh3, tanh_series:5, sigmoid_series:3, monomial:2, relu, polynomial:0,1,1."""
-    name, _, arg = text.partition(":")
-    if name.startswith("tanh") and name[4:].isdigit():
-        return {"type": "tanh_series", "order": int(name[4:])}
-    if name in ("tanh", "tanh_series"):
-        return {"type": "tanh_series", "order": _int(arg or "3", text)}
-    if name in ("sigmoid", "sigmoid_series"):
-        return {"type": "sigmoid_series", "order": _int(arg or "3", text)}
-    if name == "monomial":
-        return {"type": "monomial", "degree": _int(arg or "2", text)}
-    if name == "relu":
-        return {"type": "relu"}
-    if name in ("polynomial", "poly"):
-        return {"type": "polynomial", "coeffs": arg.split(",")}
-    raise InputError(f"unknown activation {text!r}; use tanh3, sigmoid:5, monomial:2, relu, poly:0,1,1 or JSON")
-
-
-def _int(s: str, where: str) -> int:
-    try:
-        return int(s)
-    except ValueError:
-        raise InputError(f"expected an integer in {where!r}") from None
 
 
 def cmd_groups(args) -> int:
