@@ -351,11 +351,12 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     except InputError as e:
         notes.append(f"the float twin found no actions ({e})")
     if len(words) == 2 and len(ngroup.generators) == 1:
-        starts = [None] if twin is None else [twin, None]
-        for start in starts:
-            a = nearest_involution_actions(model, ngroup, start=start)
+        starts = [(None, "identity")] + ([(None, "forward"), (None, "backward")] if model.depth > 2 else [])
+        starts += [] if twin is None else [(twin, "identity")]
+        for start, init in starts:
+            a = nearest_involution_actions(model, ngroup, start=start, init=init)
             consider(a.actions, a.method, a.proven_nearest)
-            notes += a.notes
+            notes += [n for n in a.notes if n not in notes]
     else:
         consider(trivial_actions(model, ngroup), "the trivial action (always a homomorphism)", False)
         per = _per_generator_matching(model, ngroup)

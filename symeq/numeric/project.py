@@ -351,12 +351,36 @@ def _matching_involution(fix, pair, n, nx):
     return cols, exact
 
 
-def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20) -> Actions:
+def _layer_terms(model, rho, i, side: str = "both"):
+    """S and d of hidden layer i given its neighbours (``side``: "in" counts only W_i, "out" only W_{i+1})."""
+    Wi, bi = model.layers[i - 1].weight, model.layers[i - 1].bias
+    Wn = model.layers[i].weight
+    n = Wi.shape[0]
+    S, d = np.zeros((n, n)), np.zeros(n)
+    if side in ("both", "in"):
+        Q = rho[i - 1]
+        V = np.hstack([Wi, bi[:, None]])
+        U = np.hstack([Q.right(Wi), bi[:, None]])
+        G1 = V @ U.T
+        S += G1 + G1.T
+        d += np.diag(G1)
+    if side in ("both", "out"):
+        R = rho[i + 1]
+        G2 = Wn.T @ R.left(Wn)  # G2[k, j] = y_k . x_j
+        S += G2 + G2.T
+        d += np.diag(G2)
+    return S, d
+
+
+def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20, init: str = "identity") -> Actions:
     """The homomorphism {e, g} -> prod K_i whose projection is nearest to theta (a group of order 2).
 
-    ``start``: generator actions per hidden layer to start from (default: the identity).  One
-    hidden layer: the exact optimum.  Deeper: layers optimised in turn, each optimal given its
-    neighbours, until a sweep changes nothing (at most ``max_sweeps``).
+    ``start``: generator actions per hidden layer to start from; else ``init``: "identity", or
+    "forward" (each layer's nearest involution for its incoming weights alone, from the input up)
+    or "backward" (for its outgoing weights alone, from the output down).  One hidden layer: the
+    exact optimum whatever the start.  Deeper: layers optimised in turn, each optimal given its
+    neighbours, until a sweep changes nothing (at most ``max_sweeps``): a local optimum, which is
+    why callers try several starts.
     """
     if len(group.generators) != 1:
         raise InputError("the matching search is for a group with one generator of order 2")
@@ -370,19 +394,19 @@ def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20) -
     exact = True
     notes = []
     sweeps = 0
+    if start is None and init in ("forward", "backward") and hidden > 1:
+        order = range(1, hidden + 1) if init == "forward" else range(hidden, 0, -1)
+        for i in order:
+            S, d = _layer_terms(model, rho, i, "in" if init == "forward" else "out")
+            cols, vals, ok = _best_involution(S, d, signs_allowed(model.layers[i - 1].activation))
+            exact = exact and ok
+            rho[i] = MonomialAction(cols, vals)
+    elif init not in ("identity", "forward", "backward"):
+        raise InputError(f"unknown start {init!r}")
     for sweeps in range(1, max_sweeps + 1):
         changed = False
         for i in range(1, hidden + 1):
-            Wi, bi = model.layers[i - 1].weight, model.layers[i - 1].bias
-            Wn = model.layers[i].weight
-            Q, R = rho[i - 1], rho[i + 1]
-            V = np.hstack([Wi, bi[:, None]])
-            U = np.hstack([Q.right(Wi), bi[:, None]])
-            X = R.left(Wn)   # columns x_j
-            G1 = V @ U.T
-            G2 = Wn.T @ X    # G2[k, j] = y_k . x_j
-            S = G1 + G1.T + G2 + G2.T
-            d = np.diag(G1) + np.diag(G2)
+            S, d = _layer_terms(model, rho, i)
             cols, vals, ok = _best_involution(S, d, signs_allowed(model.layers[i - 1].activation))
             exact = exact and ok
             new = MonomialAction(cols, vals)
@@ -394,8 +418,9 @@ def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20) -
     if hidden == 1 and exact:
         method, proven = "maximum-weight matching (one hidden layer: the nearest homomorphism)", True
     else:
-        method, proven = (f"maximum-weight matching per layer, layers in turn ({sweeps} sweep(s)); each layer's action "
-                          "is optimal given its neighbours: best found, not proven nearest"), False
+        how = "from the given actions" if start is not None else f"start: {init}"
+        method, proven = (f"maximum-weight matching per layer, layers in turn ({how}, {sweeps} sweep(s)); each "
+                          "layer's action is optimal given its neighbours: best found, not proven nearest"), False
         if not exact:
             notes.append(f"more than {MAX_FULL_MATCHING} candidate pairs on a layer: each neuron's 8 best partners only")
     return Actions([[a] for a in rho[1:-1]], method, proven, notes)
