@@ -18,6 +18,14 @@ What it re-verifies
 ``not-equivariant``
     The witness ``x`` satisfies ``f(P x) != Q f(x)``, with the model evaluated exactly.
 
+Real activations (tanh, sigmoid, gelu, silu, softplus, elu, leaky_relu, erf) are never evaluated
+exactly: a layer is proved by the identity table ``REAL_SYMMETRY_TABLE`` (every (alpha, beta, q, c)
+with sigma(alpha t + beta) = q sigma(t) + c; docs/theory.md, "Real activations"), and a refutation
+is a ball witness (``"kind": "arb"``: x, a precision and symeq's enclosures of f(P x) - Q f(x)),
+which this checker re-proves with its own interval arithmetic on Fractions (series with explicit
+remainder bounds, outward rounding): some output's enclosure must exclude 0, and every enclosure of
+the certificate must meet the checker's own.
+
 The verdicts ``undetermined`` and ``no-layerwise-parameter`` claim nothing that can be re-verified
 (exit code 3). Layers are numbered from 1 (``f_1 .. f_L``); generators, rows and neurons from 0, as
 in the JSON arrays.
@@ -109,7 +117,7 @@ class CheckReport:
 class _Layer:
     weight: Matrix
     bias: tuple[Fraction, ...]
-    act: object  # None (affine), "relu", or a tuple of polynomial coefficients c_0 .. c_d
+    act: object  # None (affine), "relu", a tuple of polynomial coefficients c_0 .. c_d, or a _Real
     label: str = field(compare=False)
 
 
@@ -1273,7 +1281,8 @@ IDENT_KEYS = {"identifiable": _IDENT_HEADER + ("kruskal", "independence", "neuro
 _DEEP_COMMON = ("format", "method", "verdict", "widths", "bias", "full_rank", "w2_row_supports", "orbit_size",
                 "orbit_dimension")
 DEEP_KEYS = {"monomial": _DEEP_COMMON + ("degrees", "w2_centred_biases"),
-             "general": _DEEP_COMMON + ("activations", "layers")}
+             "general": _DEEP_COMMON + ("activations", "layers"),
+             "widening": _DEEP_COMMON + ("degrees", "w2_centred_biases", "top")}
 DEEP_W3_KEYS = ("w3_row_supports", "w3_row_spans")  # three hidden layers
 DEEP_LAYER_KEYS = ("degree", "centre", "g", "lambdas")
 RANK_ONE_TERM_KEYS = ("neuron", "v", "w")
@@ -1550,7 +1559,8 @@ def check_identifiability(cert: dict, model: dict) -> CheckReport:
     if verdict not in ("identifiable", "not-identifiable"):
         raise CheckError(f"certificate: unknown identifiability verdict {_short(verdict)}")
     if cert.get("method") == DEEP_METHOD:  # two hidden layers: the Jacobian-factor theorem (below)
-        kind = "general" if cert.get("activations") == "general" else "monomial"
+        kind = ("general" if cert.get("activations") == "general" else "widening" if "top" in cert
+                else "monomial")
         _strict(cert, "certificate", DEEP_KEYS[kind] + (DEEP_W3_KEYS if len(layers) == 4 else ()))
         for i, entry in enumerate(cert.get("layers") if kind == "general" and isinstance(cert.get("layers"), list)
                                   else ()):
@@ -1837,6 +1847,9 @@ def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> Non
         report.reasons.append(f"certificate widths {_short(cert.get('widths'))} differ from the model's {widths}")
         return
     n = widths[1]
+    if "top" in cert:  # two hidden layers widening n < n2 <= n3
+        _check_ident_deep_widening(report, cert, widths, layers)
+        return
     if any(w != n for w in widths[1:-1]) or widths[0] < n or widths[-1] < n:
         report.reasons.append(f"widths {widths} are not (n0, n, ..., n, nL) with n0 >= n <= nL")
         return
@@ -1902,6 +1915,86 @@ def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> Non
                               f"{_short(cert.get('orbit_size'))}/{_short(cert.get('orbit_dimension'))}")
         return
     report.checks.append(f"fibre = orbit: a torus of dimension {dim} times S_{n}^{hidden} (Jacobian-factor theorem)")
+
+
+def _check_ident_deep_widening(report: CheckReport, cert: dict, widths: list, layers) -> None:
+    """Two hidden layers widening, widths (n0, n, n2, n3) with n0 >= n < n2 <= n3, monomial activations
+    (docs/identifiability.md, "Deep networks, a widening second layer"): rank W_1 = rank W_2 = n and
+    rank W_3 = n2 (nonzero minors at the indices given), the rows of W_2 as for equal widths, and the
+    top block u -> W_3 s_2(W_2 u + b_2 + kappa_1 W_2 1) + b_3 identifiable by its own one-hidden-layer
+    certificate, re-checked here against the top block built from the model."""
+    n0, n, n2, n3 = widths if len(widths) == 4 else (0, 1, 0, 0)
+    if len(layers) != 3 or not (n0 >= n < n2 <= n3):
+        report.reasons.append(f"a widening certificate covers two hidden layers of widths (n0, n, n2, n3) with "
+                              f"n0 >= n < n2 <= n3, not {widths}")
+        return
+    bias = any(x != 0 for l in layers for x in l.bias)
+    mono = [_monomial_degree(l.act, bias) for l in layers[:-1]]
+    if None in mono:
+        report.reasons.append("a hidden activation is not a monomial c t^r with r >= 2 (c (t - s)^r with biases)")
+        return
+    degs = [r for r, _, _ in mono]
+    if cert.get("degrees") != degs or cert.get("bias") is not bias:
+        report.reasons.append(f"certificate degrees/bias {_short(cert.get('degrees'))}/{_short(cert.get('bias'))} "
+                              f"differ from the model's {degs}/{bias}")
+        return
+    Ws = [[list(r) for r in l.weight] for l in layers]
+    proofs = _dict(cert.get("full_rank"), "full_rank")
+    _strict(proofs, "certificate.full_rank", ["W1_columns", "W2_rows", "W3_rows"])
+    for key, rows, k, what in (("W1_columns", Ws[0], n, "W_1"), ("W2_rows", [list(c) for c in zip(*Ws[1])], n, "W_2"),
+                               ("W3_rows", [list(c) for c in zip(*Ws[2])], n2, "W_3")):
+        idx = proofs.get(key)
+        if not isinstance(idx, list) or len(idx) != k or not all(_is_int(c) for c in idx) or len(set(idx)) != k \
+                or not all(0 <= c < len(rows[0]) for c in idx):
+            report.reasons.append(f"full_rank.{key} must list {k} distinct indices of {what}")
+            return
+        if not _minor_nonzero(_int_columns([[r[c] for c in idx] for r in rows])):
+            report.reasons.append(f"full_rank.{key}: the {k} x {k} minor of {what} at {idx} is zero")
+            return
+    report.checks.append(f"rank W_1 = rank W_2 = {n} and rank W_3 = {n2} (nonzero minors at the indices given): "
+                         "W_3 is injective")
+    supports = [sum(1 for x in r if x != 0) for r in Ws[1]]
+    kappa1 = mono[0][2]
+    betas = [b + kappa1 * sum(row, Fraction(0)) - mono[1][1] for b, row in zip(layers[1].bias, Ws[1])]
+    listed = cert.get("w2_centred_biases")
+    if cert.get("w2_row_supports") != supports or not isinstance(listed, list) or len(listed) != n2 or \
+            [parse_number(b, "w2_centred_biases") for b in listed] != betas:
+        report.reasons.append("w2_row_supports / w2_centred_biases differ from the model's")
+        return
+    bad = [j for j, (s, b) in enumerate(zip(supports, betas)) if s == 0 or (s == 2 and b == 0) or (s == 1 and b != 0)]
+    if bad:
+        report.reasons.append(f"rows {bad} of W_2: not >= 3 nonzero entries, 2 with b_2j != s_2, or 1 with b_2j = s_2")
+        return
+    report.checks.append("every row of W_2 has >= 3 nonzero entries, 2 with a bias off the centre or 1 with the bias "
+                         "at the centre: the Jacobian's maximal minors have no degree-1 factor but the first layer's")
+    b2 = [b + kappa1 * sum(row, Fraction(0)) for b, row in zip(layers[1].bias, Ws[1])]
+    if bias and not any(b2) and not any(layers[2].bias):
+        report.reasons.append("the top block has no nonzero bias, so its certificate covers bias-free parameters only")
+        return
+
+    def vec(v):
+        return [str(x) for x in v]
+
+    top_model = {"format": MODEL_FORMAT, "input_dim": n, "layers": [
+        {"type": "dense", "weight": [vec(r) for r in Ws[1]], "bias": vec(b2),
+         "activation": {"type": "polynomial", "coeffs": vec(layers[1].act)}},
+        {"type": "dense", "weight": [vec(r) for r in Ws[2]], "bias": vec(layers[2].bias)}]}
+    top = _dict(cert.get("top"), "certificate.top")
+    if top.get("method") is not None or top.get("verdict") != "identifiable":
+        report.reasons.append("certificate.top must be a one-hidden-layer (Kruskal) certificate of 'identifiable'")
+        return
+    sub = check_identifiability(top, top_model)
+    if not sub.accepted:
+        report.reasons.append("the top block's certificate fails: " + "; ".join(sub.reasons))
+        return
+    report.checks.append("the top block u -> W_3 s_2(W_2 u + b_2 + kappa_1 W_2 1) + b_3 (built here from the model) "
+                         "is identifiable: " + "; ".join(sub.checks))
+    dim = n + top.get("orbit_dimension") if _is_int(top.get("orbit_dimension")) else None
+    if dim is None or cert.get("orbit_size") is not None or cert.get("orbit_dimension") != dim:
+        report.reasons.append(f"orbit: expected dimension n + the top block's ({dim}), orbit_size null")
+        return
+    report.checks.append(f"fibre = orbit: dimension {dim} (first layer pinned by the Jacobian's degree-1 factors, "
+                         "then the top block's identifiability)")
 
 
 def _shifted_coeffs(act, lam: Fraction, c: Fraction) -> list:
@@ -2578,7 +2671,17 @@ def _iv_scale(c: Fraction, a):
 
 
 def _exp_bounds(r: Fraction, bits: int):
-    """lo <= exp(r) <= hi: r / 2^s in [-1/2, 1/2], Taylor series with its tail bound, then s squarings."""
+    """lo <= exp(r) <= hi: r / 2^s in [-1/2, 1/2], Taylor series with its tail bound, then s squarings.
+
+    Callers pass r <= 0 or small r (the activations below are written with exp of non-positive
+    arguments); for r <= -(bits + 64), 0 < exp(r) <= 2^r <= 2^-(bits + 64) is returned at once, so no
+    huge number is ever formed.
+    """
+    cut = bits + 64
+    if r <= -cut:
+        return Fraction(0), Fraction(1, 1 << cut)
+    if r > 4 * cut:
+        raise CheckError(f"exp({_round_down(r, 20)}): argument beyond the checker's range")
     s = 0
     while abs(r) > Fraction(1, 2) * 2 ** s:
         s += 1
@@ -2692,14 +2795,31 @@ def _erf_bounds(u: Fraction, bits: int):
 
 
 def _tanh_bounds(t: Fraction, bits: int):
-    """tanh(t) = 1 - 2 / (exp(2t) + 1), increasing in exp(2t)."""
-    lo, hi = _exp_bounds(2 * t, bits + 4)
-    return 1 - 2 / (lo + 1), 1 - 2 / (hi + 1)
+    """tanh(t) = 1 - 2 E / (1 + E) with E = exp(-2t) for t >= 0 (decreasing in E); odd."""
+    if t < 0:
+        lo, hi = _tanh_bounds(-t, bits)
+        return -hi, -lo
+    lo, hi = _exp_bounds(-2 * t, bits + 4)
+    return 1 - 2 * hi / (1 + hi), 1 - 2 * lo / (1 + lo)
 
 
 def _sigmoid_bounds(t: Fraction, bits: int):
-    lo, hi = _exp_bounds(-t, bits + 4)
-    return 1 / (1 + hi), 1 / (1 + lo)
+    """1 / (1 + exp(-t)) for t >= 0, exp(t) / (1 + exp(t)) for t < 0 (both monotone in the exp)."""
+    if t >= 0:
+        lo, hi = _exp_bounds(-t, bits + 4)
+        return 1 / (1 + hi), 1 / (1 + lo)
+    lo, hi = _exp_bounds(t, bits + 4)
+    return lo / (1 + lo), hi / (1 + hi)
+
+
+def _softplus_bounds(t: Fraction, bits: int):
+    """log(1 + exp(t)) = max(t, 0) + log(1 + y), y = exp(-|t|) in (0, 1]; y / (1 + y) <= log(1 + y) <= y
+    when y is below 2^-bits, else the atanh series of log."""
+    lo, hi = _exp_bounds(-abs(t), bits + 4)
+    base = max(t, Fraction(0))
+    if hi < Fraction(1, 1 << bits):
+        return base + lo / (1 + lo), base + hi
+    return base + _log_bounds(1 + lo, bits)[0], base + _log_bounds(1 + hi, bits)[1]
 
 
 def _monotone(f, a, bits):
@@ -2725,8 +2845,7 @@ def _real_interval(act: _Real, a, bits: int):
     if name == "silu":
         return _iv_mul(a, _monotone(_sigmoid_bounds, a, bits))
     if name == "softplus":
-        return (_log_bounds(1 + _exp_bounds(a[0], bits + 4)[0], bits)[0],
-                _log_bounds(1 + _exp_bounds(a[1], bits + 4)[1], bits)[1])
+        return _monotone(_softplus_bounds, a, bits)
     if name == "gelu":
         if act.param == "tanh":  # t (1 + tanh(sqrt(2 / pi) (t + c t^3))) / 2, with t + c t^3 increasing
             c = Fraction(44715, 1000000)

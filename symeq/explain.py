@@ -407,9 +407,11 @@ def _orbit_lines(columns) -> list:
     return rows
 
 
-def build_report(v, cert_name: str, model_name: str, picture: tuple, matrix: bool = False) -> Report:
+def build_report(v, cert_name: str, model_name: str, picture: tuple, matrix: bool = False,
+                 identifiability: dict | None = None) -> Report:
     """The blocks of the report on a :class:`~symeq.theorem.Verification` (``matrix``: also
-    every action as a matrix)."""
+    every action as a matrix; ``identifiability``: the decision shown in the identifiability
+    section when it differs from ``v.identifiability``, see :func:`report_identifiability`)."""
     from .display import network_columns
     from .theorem import latent_group_names
 
@@ -535,8 +537,11 @@ def build_report(v, cert_name: str, model_name: str, picture: tuple, matrix: boo
 
     rep.h(2, f"{step}. Identifiability")
     step += 1
-    ident = v.identifiability
+    ident = identifiability if identifiability is not None else v.identifiability
     rep.p(f"Status **{ident['status']}**: {ident['detail']}.")
+    if ident.get("tried"):
+        rep.items([[f"{t['method']}: {t['status']}" + (f" — {t['reason']}" if t.get("reason") else "")]
+                   for t in ident["tried"]])
     if v.notes:
         rep.items([[n] for n in v.notes])
 
@@ -550,6 +555,34 @@ def build_report(v, cert_name: str, model_name: str, picture: tuple, matrix: boo
           "checker (standard library only, `fractions.Fraction`) re-verifies it:")
     rep.code(f"symeq check {cert_name} {model_name}")
     return rep
+
+
+#: seconds the report spends deciding identifiability when the verification left it open
+IDENTIFIABILITY_BUDGET = 10.0
+
+
+def report_identifiability(v, model, timeout: float | None = None) -> dict:
+    """The identifiability the report shows: ``v.identifiability`` when decided, else the decision of
+    ``symeq verify --identifiability`` (the one report of symeq/fibre/decide.py that ``symeq fibre``
+    prints too), within :data:`IDENTIFIABILITY_BUDGET` seconds.  ``v`` itself is not changed, so the
+    verdict, the exit code and the certificate stay those of the verification."""
+    import copy
+
+    from .errors import BudgetExceeded, LimitExceeded
+    from .theorem import _decide_identifiability, _identifiability_stopped
+
+    if v.identifiability.get("status") != "unknown" or v.verdict == "not-equivariant":
+        return v.identifiability
+    budget = IDENTIFIABILITY_BUDGET if timeout is None else min(timeout, IDENTIFIABILITY_BUDGET)
+    w = copy.copy(v)
+    w.identifiability, w.notes = dict(v.identifiability), []
+    try:
+        _decide_identifiability(w, model.with_group(None), budget)
+    except (LimitExceeded, BudgetExceeded) as e:
+        _identifiability_stopped(w, e, budget)
+    if w.identifiability.get("status") in (None, "unknown"):
+        return v.identifiability
+    return w.identifiability
 
 
 # -- the entry point -------------------------------------------------------------------------
@@ -609,7 +642,8 @@ def explain(model, group=None, out_dir=".", *, verification=None, matrix: bool =
     except EngineMissing as e:
         missing = str(e)
     picture = ("network.png", "network.svg", missing) if svg_inline else (None, None, missing)
-    rep = build_report(v, "certificate.json", "model.json", picture, matrix=matrix)
+    rep = build_report(v, "certificate.json", "model.json", picture, matrix=matrix,
+                       identifiability=report_identifiability(v, original, verify_options.get("timeout")))
     paths["markdown"] = out / "report.md"
     paths["markdown"].write_text(rep.markdown(), encoding="utf-8")
     paths["html"] = out / "report.html"

@@ -89,7 +89,8 @@ class Verification:
         code = EXIT_CODES[self.verdict]
         # identifiability was asked for and a size limit stopped it: the premise is open, so the
         # run as a whole is undetermined (3) although the layerwise conclusion was established
-        if code == 0 and self.identifiability.get("status") == "undetermined":
+        if code == 0 and self.identifiability.get("status") in ("undetermined", "locally-identifiable",
+                                                                 "locally-weakly-identifiable"):
             return EXIT_CODES["undetermined"]
         return code
 
@@ -231,7 +232,8 @@ class Verification:
         for n in self.notes:
             lines.append(f"Note: {n}")
         lines.append("")
-        why = "; identifiability undetermined" if self.exit_code != EXIT_CODES[self.verdict] else ""
+        why = (f"; identifiability {self.identifiability.get('status')}"
+               if self.exit_code != EXIT_CODES[self.verdict] else "")
         lines.append(f"Verdict: {self.verdict} (exit {self.exit_code}{why}; {self.seconds:.2f} s)")
         return "\n".join(lines)
 
@@ -574,94 +576,81 @@ def _identifiability_stopped(v: Verification, e: LimitExceeded | BudgetExceeded,
 
 
 def _decide_identifiability(v: Verification, model: Model, timeout: float | None) -> None:
-    """Replace an 'unknown' identifiability status by a decision at theta: the tensor method
-    (Kruskal certificates, docs/identifiability.md) first, the Gröbner fibre/orbit comparison where
-    it does not apply."""
-    if model.has_relu or model.has_attention or not model.is_polynomial:
-        v.notes.append("identifiability: the fibre comparison covers polynomial MLPs only")
-        return
-    from .fibre.orbit import compare_with_orbit
-    from .fibre.tensor import tensor_identifiability
+    """Replace an 'unknown' identifiability status by a decision at theta: the one report of
+    :func:`symeq.fibre.decide.decide_identifiability` (classical theorems, tensor, Jacobian factors,
+    Jacobian rank, Gröbner; docs/identifiability.md), which ``symeq fibre`` and ``symeq explain`` share.
+
+    Inactive neurons and clones make theta non-identifiable outright (an inactive neuron's free
+    weights, or the split of the outgoing weights between clones, move along a curve in the fibre);
+    weak identifiability is then decided on the reduced parameter.  A locally identifiable theta
+    (exact Jacobian rank) leaves the global premise open: the run exits 3 like an undetermined one.
+    """
+    from .fibre.decide import decide_identifiability
     from .submodels import reduce_model
 
     budget = timeout if timeout is not None else 60.0
-    red = reduce_model(model.with_group(None))
-    if red.changed:
-        # Inactive neurons and clones make theta non-identifiable outright: an inactive neuron's
-        # free weights, or the split of the outgoing weights between clones, move along a curve
-        # in the fibre.  Weak identifiability is then decided on the reduced parameter.
-        tr = tensor_identifiability(red.model, timeout=budget)
-        if tr.status in ("identifiable", "not-identifiable"):
-            status = "weakly-identifiable" if tr.status == "identifiable" else "not-identifiable"
-            v.identifiability = {
-                "status": status, "method": "tensor", "condition": tr.condition,
-                "detail": (f"theta has {len(red.removed)} inactive neuron(s) and {len(red.merged)} clone(s): its "
-                           f"fibre contains a curve through theta, so it is not identifiable; the reduced parameter "
-                           f"(widths {red.model.widths}) is {tr.status} by the tensor method: {tr.reason}"),
-                "reduced_widths": red.model.widths, "reduced_status": tr.status,
-                "orbit_size": tr.orbit_size, "fibre_dimension": tr.fibre_dimension, "fibre_degree": None,
-                "fibre_points": tr.fibre_points,
-            }
-            return
-        cr = compare_with_orbit(red.model, timeout=budget)
-        # theta itself is not identifiable either way; whether it is *weakly* identifiable depends
-        # on the reduced parameter (undecided past the budget: then only "not-identifiable" is claimed)
-        status = "weakly-identifiable" if cr.status == "identifiable" else "not-identifiable"
-        v.identifiability = {
-            "status": status,
-            "detail": (f"theta has {len(red.removed)} inactive neuron(s) and {len(red.merged)} clone(s): its fibre "
-                       f"contains a curve through theta, so it is not identifiable; the reduced parameter (widths "
-                       f"{red.model.widths}) is {cr.status}: {cr.reason} (over C; engine {cr.engine})"),
-            "method": "groebner",
-            "reduced_widths": red.model.widths,
-            "reduced_status": cr.status,
-            "orbit_size": cr.orbit_size,
-            "fibre_dimension": cr.dimension,
-            "fibre_degree": cr.degree,
-        }
+    red = None
+    if not model.has_attention and model.is_polynomial and not model.has_relu:
+        red = reduce_model(model.with_group(None))
+    target = red.model if red is not None and red.changed else model
+    try:
+        r = decide_identifiability(target, timeout=budget, certificate=False)
+    except InputError as e:
+        if isinstance(e, LimitExceeded):
+            raise
+        v.notes.append(f"identifiability: {e}")
         return
-    # the tensor method first (Kruskal certificates, docs/identifiability.md); Gröbner where it does
-    # not apply
-    t = tensor_identifiability(model.with_group(None), timeout=budget)
-    if t.status in ("identifiable", "not-identifiable"):
-        previous = v.identifiability.get("status")
-        v.identifiability = {
-            "status": t.status, "method": "tensor", "condition": t.condition,
-            "detail": f"{t.reason} (over C; tensor method: {t.condition})",
-            "fibre_dimension": t.fibre_dimension, "fibre_degree": None, "fibre_points": t.fibre_points,
-            "orbit_size": t.orbit_size, "field": "QQ", "engine": "tensor",
-        }
-        if previous == "not-identifiable" and t.status == "identifiable":  # pragma: no cover - a contradiction
-            raise AssertionError("the tensor method contradicts the exhaustive search at theta")
-        return
-    c = compare_with_orbit(model.with_group(None), timeout=budget)
-    if c.status == "unknown":
-        # asked for and not reached (budget, engine): the premise is open, so the run is
-        # undetermined (exit 3) although the layerwise conclusion stands
-        v.notes.append(f"identifiability: undecided ({c.reason})")
-        v.identifiability = {"status": "undetermined", "method": "groebner", "engine": c.engine,
-                             "detail": f"not decided: {c.reason} (tensor method {t.status}: {t.condition})"}
-        return
+    tried = "; ".join(f"{t['method']}: {t['status']}" for t in r.tried)
+    res = r.result or {}
+    info = {"method": r.method, "condition": res.get("condition"), "tried": r.tried, "hints": r.hints,
+            "fibre_dimension": res.get("dimension"), "fibre_degree": res.get("degree"),
+            "fibre_points": res.get("fibre_points"), "orbit_size": res.get("orbit_size"),
+            "field": res.get("field"), "engine": res.get("engine")}
+    c = r.decision
+    if r.method == "groebner":
+        info.update(fibre_dimension=c.dimension, fibre_degree=c.degree, orbit_size=c.orbit_size, field=c.field,
+                    engine=c.engine, condition="Gröbner basis of the fibre ideal" if c.criterion == "groebner"
+                    else f"{c.criterion}: no Gröbner basis needed")
+    if r.method == "jacobian-rank":
+        info.update(rank=res.get("rank"), parameters=res.get("parameters"),
+                    orbit_dimension=res.get("orbit_dimension"),
+                    dimension_lower_bound=res.get("dimension_lower_bound"))
+    if r.limit is not None:
+        info["groebner_limit"] = {"limit": r.limit.limit, "value": r.limit.value, "maximum": r.limit.maximum,
+                                  "option": r.limit.option, "what": r.limit.what}
+    for note in r.notes:
+        v.notes.append(f"identifiability: {note}")
     previous = v.identifiability.get("status")
-    v.identifiability = {
-        "status": c.status,
-        "detail": f"fibre of theta (gauge-fixed: {len(c.gauge)} entries) has dimension "
-                  + (f"{c.dimension}" if c.dimension_lower_bound is None else f">= {c.dimension_lower_bound}")
-                  + (f" and degree {c.degree}" if c.degree is not None else "")
-                  + f"; orbit of the latent group: {c.orbit_size} points; {c.reason} (over C; field: {c.field})",
-        "fibre_dimension": c.dimension,
-        "fibre_degree": c.degree,
-        "orbit_size": c.orbit_size,
-        "field": c.field,
-        "engine": c.engine,
-        "method": "groebner",
-        "condition": (f"Gröbner basis of the fibre ideal (tensor method {t.status}: {t.condition})"
-                      if c.criterion == "groebner" else f"{c.criterion}: no Gröbner basis needed "
-                      f"(tensor method {t.status}: {t.condition})"),
-    }
-    if previous == "not-identifiable" and c.status == "identifiable":  # pragma: no cover - a contradiction
-        raise AssertionError("the fibre comparison contradicts the exhaustive search at theta")
-
+    if red is not None and red.changed:
+        status = ("weakly-identifiable" if r.status == "identifiable" else
+                  "locally-weakly-identifiable" if r.status == "locally-identifiable" else "not-identifiable")
+        v.identifiability = dict(info, status=status, reduced_widths=red.model.widths, reduced_status=r.status,
+                                 detail=(f"theta has {len(red.removed)} inactive neuron(s) and {len(red.merged)} "
+                                         "clone(s): its fibre contains a curve through theta, so it is not "
+                                         f"identifiable; the reduced parameter (widths {red.model.widths}) is "
+                                         f"{r.status}" + (f" by {r.method}" if r.method else "") + f": {r.reason} "
+                                         f"(methods tried: {tried})"))
+        return
+    if r.status not in ("identifiable", "not-identifiable", "locally-identifiable"):
+        # asked for and not reached (budget, engine, size guards): the premise is open, so the run is
+        # undetermined (exit 3) although the layerwise conclusion stands
+        v.notes.append(f"identifiability: undecided ({r.reason})")
+        v.identifiability = dict(info, status="undetermined",
+                                 detail=f"not decided: {r.reason} (methods tried: {tried})"
+                                 + (f"; {'; '.join(r.hints)}" if r.hints else ""))
+        return
+    if previous == "not-identifiable" and r.status == "locally-identifiable":
+        # a global proof (theta^g in the fibre, outside the orbit) stands: the local result is about theta's neighbourhood
+        v.notes.append(f"identifiability: near theta the fibre is the orbit ({r.reason})")
+        return
+    if r.status == "locally-identifiable":
+        detail = (f"locally identifiable: {r.reason}; the theorem's premise (global identifiability) is open "
+                  f"(methods tried: {tried})")
+    else:
+        detail = f"{r.reason} (over C; decided by {r.method}; methods tried: {tried})"
+    v.identifiability = dict(info, status=r.status, detail=detail)
+    if previous == "not-identifiable" and r.status == "identifiable":  # pragma: no cover
+        raise AssertionError("the identifiability decision contradicts the exhaustive search at theta")
 
 
 def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search, max_tie_nodes=100000) -> Verification:

@@ -200,7 +200,8 @@ def test_builtin_example_fibre_under_4gb(tmp_path, cmd):
     assert secs < 45
     err = r.stderr
     assert "Traceback" not in err and "internal error" not in err
-    assert ("--max-monomials" in err) or ("budget" in err and "ran out" in err or "exceeded" in err)
+    assert ("--max-monomials" in err) or ("budget" in err and "ran out" in err or "exceeded" in err) \
+        or "locally-identifiable" in r.stdout  # issue 21: the exact Jacobian rank answers locally
 
 
 # -- without a real Gröbner engine the fallback is announced at the start --------------------------

@@ -31,7 +31,8 @@ import sys
 from ..errors import InputError
 from .loader import load_model_args
 
-__all__ = ["register", "cmd_fibre", "comparison_to_json", "engine_notice", "EXIT_CODES"]
+__all__ = ["register", "cmd_fibre", "comparison_to_json", "report_to_json", "report_text", "engine_notice",
+           "EXIT_CODES"]
 
 EXIT_CODES = {"identifiable": 0, "not-identifiable": 1, "unknown": 3}
 
@@ -115,7 +116,8 @@ def cmd_fibre(args) -> int:
 
 
 def _fibre(args) -> int:
-    from ..fibre.orbit import compare_with_orbit
+    from ..errors import BudgetExceeded, LimitExceeded
+    from ..fibre.decide import decide_identifiability
     from ..io import write_json
 
     timeout = args.timeout
@@ -123,39 +125,119 @@ def _fibre(args) -> int:
         raise InputError("--timeout must be positive")
     model = load_model_args(args, builtin=False, need_group=False)
     method = getattr(args, "method", "auto")
-    if method != "tensor":
-        engine_notice(args.engine)
     cert_path = getattr(args, "certificate", None)
-    td = None
-    if method in ("auto", "tensor"):
-        # the tensor method first (docs/identifiability.md): linear algebra, certificate included
-        from ..fibre.tensor import tensor_identifiability
-
-        td = tensor_identifiability(model, timeout=timeout)
-        print(f"fibre of {args.model}: tensor method: {td.status} ({td.condition}, {td.seconds:.3g} s)",
-              file=sys.stderr)
-        if method == "tensor" or td.status in ("identifiable", "not-identifiable"):
-            d = dict(td.to_json(), model=str(args.model))
-            if cert_path:
-                if td.certificate is None:
-                    print(f"no certificate written: the tensor method says {td.status}", file=sys.stderr)
-                else:
-                    write_json(td.certificate, cert_path)
-                    d["certificate"] = str(cert_path)
-            return _emit(args, d, _tensor_text(d), TENSOR_EXIT_CODES[td.status])
-    print(f"fibre of {args.model}: engine {args.engine}"
-          + (f", budget {timeout:g} s for the Gröbner computation" if timeout else ""), file=sys.stderr)
-    c = compare_with_orbit(model, engine=args.engine, timeout=timeout)
-    d = comparison_to_json(c, str(args.model))
-    d["method"] = "groebner"
-    d["condition"] = ("Gröbner basis of the fibre ideal: dimension and degree against the orbit"
-                      if c.criterion == "groebner" else CRITERIA[c.criterion])
-    if td is not None:
-        d["tensor"] = td.to_json()
+    try:
+        rep = decide_identifiability(model, method=method, timeout=timeout, engine=args.engine,
+                                     certificate=bool(cert_path))
+    except (LimitExceeded, BudgetExceeded) as e:
+        r = getattr(e, "report", None)
+        if r is not None:
+            _progress(args, r)
+        raise
+    _progress(args, rep)
+    d = report_to_json(rep, str(args.model))
     if cert_path:
-        print("no symeq-identifiability certificate: decided by Gröbner bases (the tensor method was "
-              + (f"{td.status}: {td.reason})" if td is not None else "not asked for)"), file=sys.stderr)
-    return _emit(args, d, _text(d), EXIT_CODES[c.status])
+        if rep.certificate is None:
+            print(f"no certificate written: {_no_certificate(rep)}", file=sys.stderr)
+        else:
+            write_json(rep.certificate, cert_path)
+            d["certificate"] = str(cert_path)
+    return _emit(args, d, report_text(d, rep), rep.exit_code)
+
+
+def _progress(args, rep) -> None:
+    """The notes first (the Gröbner-engine note only when that step ran), then one line per method tried."""
+    for note in rep.notes:
+        print(f"note: {note}", file=sys.stderr, flush=True)
+    for t in rep.tried:
+        reason = t.get("reason") or ""
+        print(f"fibre of {args.model}: {t['method']}: {t['status']}" + (f" ({_short(reason)})" if reason else ""),
+              file=sys.stderr)
+    for h in rep.hints:
+        print(f"hint: {h}", file=sys.stderr)
+
+
+def _short(text: str, n: int = 240) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _no_certificate(rep) -> str:
+    if rep.method == "groebner":
+        return "decided by Gröbner bases, which write no symeq-identifiability certificate"
+    return f"the result is {rep.status}" + (f" ({rep.method})" if rep.method else "")
+
+
+def report_to_json(rep, model_path: str | None = None) -> dict:
+    """An :class:`~symeq.fibre.decide.IdentifiabilityReport` as the JSON ``symeq fibre --json`` prints."""
+    from ..fibre.orbit import FibreComparison
+
+    c = rep.decision
+    if isinstance(c, FibreComparison):
+        d = comparison_to_json(c, model_path)
+        d["condition"] = ("Gröbner basis of the fibre ideal: dimension and degree against the orbit"
+                          if c.criterion == "groebner" else CRITERIA.get(c.criterion, c.criterion))
+        d["method"] = "groebner"
+    else:
+        d = dict(rep.result or {}, model=model_path)
+    d["status"] = rep.status
+    if rep.method is not None:
+        d["method"] = rep.method
+    d["decided_by"] = rep.method
+    d["tried"] = list(rep.tried)
+    d["hints"] = list(rep.hints)
+    if rep.notes:
+        d["notes"] = list(dict.fromkeys(list(d.get("notes") or []) + list(rep.notes)))
+    if rep.local is not None and rep.method != "jacobian-rank":
+        d["local"] = rep.local.to_json()
+    d["seconds"] = round(rep.seconds, 4)
+    return d
+
+
+def report_text(d: dict, rep) -> str:
+    """The text ``symeq fibre`` prints: the deciding method's own block, then what was tried."""
+    from ..fibre.orbit import FibreComparison
+
+    if isinstance(rep.decision, FibreComparison):
+        text = _text(d)
+    elif d.get("method") in ("tensor", "jacobian-factors") or d.get("engine") == "tensor":
+        text = _tensor_text(d)
+    elif d.get("engine") == "jacobian-rank":
+        text = _jacobian_text(d)
+    else:
+        text = "\n".join([f"method: {d.get('method')}", f"condition: {d.get('condition', '')}",
+                          f"verdict: {d['status']} -- {d.get('reason', rep.reason)}"])
+    lines = [text]
+    if len(rep.tried) > 1 or rep.status not in ("identifiable", "not-identifiable"):
+        lines.append("methods tried:")
+        lines.extend(f"  {t['method']}: {t['status']}" + (f" -- {t['reason']}" if t.get("reason") else "")
+                     for t in rep.tried)
+    for h in rep.hints:
+        lines.append(f"hint: {h}")
+    if rep.status == "locally-identifiable":
+        lines.append("exit code 3: theta is locally identifiable; whether the fibre has points far from the "
+                     "orbit is open")
+    return "\n".join(lines)
+
+
+def _jacobian_text(d: dict) -> str:
+    lines = [f"method: jacobian-rank (the exact Jacobian rank modulo 2^61-1 at {d['points']} rational points), "
+             f"{d['seconds']:.3g} s",
+             f"rank: {d['rank']} (a proven lower bound of the functional dimension)",
+             f"parameters: {d['parameters']}, orbit dimension dim K.theta = {d['orbit_dimension']}, upper bound "
+             f"{d['upper_bound']}"]
+    if d.get("dimension_lower_bound") is not None:
+        lines.append(f"dimension: >= {d['dimension_lower_bound']} beyond the orbit (an exact family in the fibre)")
+    for f in d.get("families") or []:
+        lines.append(f"family: {f['kind']} in hidden layer {f['layer']}, neurons {f['neurons']}: "
+                     f"+{f.get('dimension')} dimension(s) -- {f['proof']}")
+    ev = d.get("evidence")
+    if ev and d["status"] != "locally-identifiable":
+        lines.append("ranks by points: " + ", ".join(f"{e['points']} points: {e['rank']}" for e in ev["ranks"])
+                     + (" (stable: evidence, not proof)" if ev.get("stable") else ""))
+    lines.append(f"verdict: {d['status']} -- {d['reason']}")
+    if d.get("certificate"):
+        lines.append(f"certificate: {d['certificate']} (check with: symeq check {d['certificate']} {d['model']})")
+    return "\n".join(lines)
 
 
 def engine_notice(engine: str) -> None:
@@ -210,6 +292,7 @@ def _tensor_text(d: dict) -> str:
 
 def register(subparsers) -> None:
     """Add the ``fibre`` command to an argparse subparsers object."""
+    from ..fibre.decide import METHODS
     from ..fibre.groebner import ENGINES
 
     f = subparsers.add_parser("fibre", help="decide identifiability of a model's parameter (fibre vs orbit)")
@@ -218,12 +301,15 @@ def register(subparsers) -> None:
                    help="Gröbner engine (default auto: exact Singular/giac/sympy and modular msolve side by side)")
     f.add_argument("--timeout", "--budget", dest="timeout", type=float, default=None,
                    help="time budget in seconds (exit 3 past it)")
-    f.add_argument("--method", default="auto", choices=("auto", "tensor", "groebner"),
-                   help="tensor: structural certificates (Kruskal for one hidden layer, Jacobian factors "
-                        "for some deep monomial networks); groebner: the fibre ideal; "
-                        "auto (default): tensor first, Gröbner where it does not apply")
+    f.add_argument("--method", default="auto", choices=("auto",) + METHODS,
+                   help="classical: Sussmann/Fefferman for real tanh/sigmoid; tensor: Kruskal certificates "
+                        "(one hidden layer; deep networks go on to the Jacobian factors); jacobian-factors: "
+                        "two or three hidden layers; jacobian-rank: local identifiability by the exact "
+                        "Jacobian rank mod p; groebner: the fibre ideal; auto (default): in this order, "
+                        "the first global verdict wins")
     f.add_argument("--certificate", metavar="CERT.json",
-                   help="write the symeq-identifiability/1 certificate (tensor method) for `symeq check`")
+                   help="write the symeq-identifiability/1 certificate of the deciding method (classical, "
+                        "tensor, Jacobian factors or Jacobian rank) for `symeq check`")
     f.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     f.add_argument("--out", metavar="OUT.json", help="also write the JSON result here (atomically)")
     f.set_defaults(func=cmd_fibre)

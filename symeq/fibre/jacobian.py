@@ -1,0 +1,759 @@
+"""Local identifiability by the exact rank of the Jacobian modulo a prime.
+
+For a model f(x; theta) with polynomial activations and N points x_1, ..., x_N, let
+J = d(f(x_1; theta), ..., f(x_N; theta)) / d theta, a (N n_L) x P matrix (P parameters).  Then
+(docs/identifiability.md, "Local identifiability"):
+
+* **a proven lower bound.**  Every entry of J is a rational number; reduced modulo the prime
+  p = 2^61 - 1 (when no denominator is divisible by p) it is the entry of J mod p.  A nonzero r x r
+  minor mod p is a nonzero integer over Q, so rank_p J <= rank_Q J <= the functional dimension (the
+  generic rank of theta -> f_theta).
+* **the orbit tangent.**  The continuous part of the latent group K (the scalings of neurons with a
+  monomial activation c (t - s)^d (+ e); finite K contributes nothing) moves theta along its orbit
+  without changing f, so its infinitesimal generators t_1, ..., t_m (computed at theta, exactly)
+  lie in ker J over Q: rank_Q J <= P - dim K.theta with dim K.theta = rank_Q(t_1, ..., t_m).
+* **locally identifiable.**  If rank_p J = P - rank_p(t), both bounds meet: rank_Q J = P - dim
+  K.theta.  Ranks only rise near theta and orbit dimensions only rise too, so the rank is constant
+  near theta and, by the constant-rank theorem, the fibre of theta -> (f_theta(x_i))_i near theta is
+  a manifold of dimension dim K.theta containing the orbit: near theta the fibre of theta -> f_theta
+  is the orbit.  This says nothing about fibre points far from theta: the global question stays open
+  (exit 3 in ``symeq fibre``).
+* **not identifiable, proven.**  When the rank falls short, exact families through theta inside the
+  fibre are looked for: a dead neuron (zero outgoing weights: its incoming weights are free), a
+  constant neuron (zero incoming weights: its outgoing weights move into the next bias), two clones
+  (equal incoming weights: the outgoing weights split), and a *hidden rotation* (a degree-2
+  activation a (t - e)^2 + c whose neurons have proportional outgoing columns mu_j v: the
+  pre-activations u = z - e can be moved by any R with R^T diag(mu) R = diag(mu), a rational curve
+  by the Cayley transform).  Each family is a curve or linear space in the fibre, proven by the
+  identity it rests on; its tangent together with the orbit's spans a space of dimension D (rank
+  mod p, a lower bound), so the fibre has dimension >= D > dim K.theta: theta is
+  **not identifiable** with ``dimension_lower_bound`` = D - dim K.theta.
+* otherwise the rank deficit is **evidence** only (the status stays ``unknown``): the rank is
+  recomputed at 1.5 times as many points and the report says whether it stayed put.
+
+The Jacobian is computed by reverse mode in modular arithmetic, never by expanding polynomials:
+one forward pass over all points (matrix products in python-flint's ``nmod_mat``), one backward
+pass of the cotangents (N n_L rows at once), and the block of W_i as the row-wise outer product of
+the pre-activation cotangents and the layer's inputs (vectorised multiplication modulo the
+Mersenne prime in numpy).  The rank is python-flint's ``nmod_mat`` elimination of J^T, which also
+names r independent rows of J for the certificate (the checker eliminates only those).
+
+Each layer kind takes part through a modular twin (:data:`MODULAR_LAYERS`, keyed by the layer's
+``kind``) with ``forward`` and ``backward``; dense layers have one.  Attention layers, token-wise
+layers after them and any other kind are refused with a clear reason ("not-applicable"), never
+guessed; a native convolution layer joins by adding its twin.
+
+Examples
+--------
+>>> from symeq.models import Model, DenseLayer
+>>> from symeq.activations import tanh_series
+>>> m = Model(2, [DenseLayer([[1, 2], [3, -1]], [1, -2], tanh_series(3)),
+...               DenseLayer([[2, -1], [1, 1]], [1, 0], None)])
+>>> r = jacobian_identifiability(m)
+>>> r.status, r.rank, r.n_params, r.orbit_dimension
+('locally-identifiable', 12, 12, 0)
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+from flint import fmpq, fmpq_mat, nmod_mat
+
+from ..budget import Deadline
+from ..errors import BudgetExceeded, InputError
+from ..numbers import mat_rows
+
+__all__ = ["METHOD", "PRIME", "JacobianDecision", "jacobian_identifiability", "parameter_layout",
+           "MAX_PARAMS", "MODULAR_LAYERS"]
+
+#: the ``method`` of the certificate (inside ``symeq-identifiability/1``), checked by :mod:`symeq.check`
+METHOD = "jacobian-rank"
+#: the Mersenne prime 2^61 - 1 (numpy multiplies modulo it with shifts and masks)
+PRIME = (1 << 61) - 1
+#: size guard, checked before any work starts
+MAX_PARAMS = 20000
+#: rows of J beyond the parameter count (more points: more chances for a nonzero minor)
+EXTRA_POINTS = 2
+#: rounds of more points (x 1.5 each) while the rank falls short and still rises
+MAX_ROUNDS = 4
+#: families whose tangents are tried one by one (each is a curve or linear space in the fibre)
+MAX_FAMILIES = 2000
+#: the sample points f_theta(t) = f_theta is re-checked at exactly, for a rotation curve, up to this many parameters
+_CURVE_CHECK_PARAMS = 2000
+
+_P = np.uint64(PRIME)
+_LO32 = np.uint64(0xFFFFFFFF)
+_LO29 = np.uint64((1 << 29) - 1)
+_S32, _S29, _S61, _S3 = np.uint64(32), np.uint64(29), np.uint64(61), np.uint64(3)
+
+
+class _Denominator(Exception):
+    """A rational number whose denominator the prime divides: no reduction modulo p."""
+
+
+# ----------------------------------------------------------------------------- arithmetic mod p
+
+def _mulmod(a, b):
+    """a * b mod 2^61 - 1 entrywise for uint64 arrays with entries < p (broadcasting)."""
+    a = np.asarray(a, dtype=np.uint64)
+    b = np.asarray(b, dtype=np.uint64)
+    ah, al = a >> _S32, a & _LO32
+    bh, bl = b >> _S32, b & _LO32
+    mid = ah * bl + al * bh                 # < 2^62
+    ll = al * bl                            # < 2^64
+    # a b = ah bh 2^64 + mid 2^32 + ll and 2^61 = 1: 2^64 = 8, mid 2^32 = (mid >> 29) + (mid & (2^29-1)) 2^32
+    r = ((ah * bh) << _S3) + (mid >> _S29) + ((mid & _LO29) << _S32) + (ll >> _S61) + (ll & _P)
+    r = (r >> _S61) + (r & _P)
+    return np.where(r >= _P, r - _P, r)
+
+
+def _addmod(a, b):
+    s = np.asarray(a, dtype=np.uint64) + np.asarray(b, dtype=np.uint64)
+    return np.where(s >= _P, s - _P, s)
+
+
+def _mod(x) -> int:
+    """A rational number modulo p (raises :class:`_Denominator` when p divides its denominator)."""
+    x = fmpq(x)
+    num, den = int(x.p), int(x.q)
+    if den % PRIME == 0:
+        raise _Denominator(str(x))
+    return num % PRIME * pow(den, -1, PRIME) % PRIME
+
+
+def _to_nmod(a: np.ndarray) -> nmod_mat:
+    a = np.asarray(a, dtype=np.uint64)
+    return nmod_mat(a.shape[0], a.shape[1], a.ravel().tolist(), PRIME)
+
+
+def _from_nmod(m: nmod_mat) -> np.ndarray:
+    return np.array([int(x) for x in m.entries()], dtype=np.uint64).reshape(m.nrows(), m.ncols())
+
+
+def _matmul(a: np.ndarray, b: nmod_mat) -> np.ndarray:
+    """(a mod p) * b for a uint64 array a and an nmod_mat b."""
+    if a.shape[0] == 0 or a.shape[1] == 0:
+        return np.zeros((a.shape[0], b.ncols()), dtype=np.uint64)
+    return _from_nmod(_to_nmod(a) * b)
+
+
+def _horner(coeffs: list[int], Z: np.ndarray) -> np.ndarray:
+    acc = np.zeros(Z.shape, dtype=np.uint64)
+    for c in reversed(coeffs):
+        acc = _addmod(_mulmod(acc, Z), np.uint64(c))
+    return acc
+
+
+# ----------------------------------------------------------------------------- parameters
+
+def parameter_layout(model, bias: bool) -> list[tuple[str, int, int]]:
+    """The parameter vector's layout: per layer ``(name, layer index, count)``, weights row-major then biases.
+
+    This order is the certificate's (and :mod:`symeq.check` rebuilds it from the model file): for
+    each layer its weight matrix W_i row by row, then its bias b_i when the model has biases (a
+    model whose biases are all zero is taken among bias-free parameters, as the fibre ideal does).
+
+    >>> from symeq.examples import builtin_example
+    >>> [(n, c) for n, _, c in parameter_layout(builtin_example(), True)]
+    [('W1', 48), ('b1', 8), ('W2', 48), ('b2', 6), ('W3', 36), ('b3', 6)]
+    """
+    out = []
+    for i, layer in enumerate(model.layers):
+        out.append((f"W{i + 1}", i, layer.out_dim * layer.in_dim))
+        if bias:
+            out.append((f"b{i + 1}", i, layer.out_dim))
+    return out
+
+
+def _param_name(model, bias: bool, k: int) -> str:
+    for name, i, count in parameter_layout(model, bias):
+        if k < count:
+            if name.startswith("W"):
+                c = model.layers[i].in_dim
+                return f"{name}[{k // c + 1},{k % c + 1}]"
+            return f"{name}[{k + 1}]"
+        k -= count
+    return f"#{k}"
+
+
+class _DenseMod:
+    """The modular twin of a dense layer x -> sigma(W x + b): forward on a batch, backward of cotangents."""
+
+    def __init__(self, layer, bias: bool):
+        if layer.tokens is not None:
+            raise _NotApplicable("token-wise dense layers (after attention) have no modular Jacobian yet")
+        act = layer.activation
+        if act is not None and not act.is_polynomial:
+            raise _NotApplicable(f"activation {act.name} is not a polynomial")
+        self.layer, self.bias = layer, bias
+        self.out, self.inp = layer.out_dim, layer.in_dim
+        self.rows = mat_rows(layer.weight)
+        W = np.array([[_mod(x) for x in r] for r in self.rows], dtype=np.uint64).reshape(self.out, self.inp)
+        self.W = _to_nmod(W)
+        self.WT = self.W.transpose()
+        self.b = np.array([_mod(x) for x in layer.bias], dtype=np.uint64)
+        if act is None:
+            self.c = self.dc = None
+        else:
+            coeffs = [fmpq(c) for c in act.coeffs]
+            self.c = [_mod(c) for c in coeffs]
+            self.dc = [_mod(k * c) for k, c in enumerate(coeffs)][1:] or [0]
+
+    @property
+    def n_params(self) -> int:
+        return self.out * self.inp + (self.out if self.bias else 0)
+
+    def values(self) -> list:
+        return [x for r in self.rows for x in r] + (list(self.layer.bias) if self.bias else [])
+
+    def forward(self, H: np.ndarray):
+        """H: inputs (in x N); returns (outputs, cache)."""
+        Z = _addmod(_matmul(H.T, self.WT).T, self.b[:, None])
+        if self.c is None:
+            return Z, (H, None)
+        return _horner(self.c, Z), (H, _horner(self.dc, Z))
+
+    def backward(self, cache, D: np.ndarray, J: np.ndarray, col: int, need_input: bool):
+        """D: cotangents of the outputs (rows x out, rows = (point, output) pairs, point-major with
+        ``rows // N`` outputs per point); writes the parameter block into J at column ``col``."""
+        H, S = cache
+        N = H.shape[1]
+        K = D.shape[0] // N
+        D3 = D.reshape(N, K, self.out)
+        if S is not None:
+            D3 = _mulmod(D3, S.T[:, None, :])
+        Ht = H.T  # N x in
+        width = self.out * self.inp
+        step = max(1, 2_000_000 // max(1, K * width))  # points per chunk (bounded temporaries)
+        for n0 in range(0, N, step):
+            n1 = min(N, n0 + step)
+            blk = _mulmod(D3[n0:n1, :, :, None], Ht[n0:n1, None, None, :])
+            J[n0 * K:n1 * K, col:col + width] = blk.reshape((n1 - n0) * K, width)
+        if self.bias:
+            J[:, col + width:col + width + self.out] = D3.reshape(N * K, self.out)
+        if not need_input:
+            return None
+        return _matmul(D3.reshape(N * K, self.out), self.W)
+
+
+class _NotApplicable(Exception):
+    pass
+
+
+#: the modular twin of each layer kind (a layer kind takes part in the Jacobian rank by an entry here)
+MODULAR_LAYERS = {"dense": _DenseMod}
+
+
+def _twins(model, bias):
+    twins = []
+    for i, layer in enumerate(model.layers):
+        cls = MODULAR_LAYERS.get(layer.kind)
+        if cls is None:
+            raise _NotApplicable(f"layer {i + 1} ({layer.label}): the {layer.kind} kind has no modular Jacobian "
+                                 "(symeq.fibre.jacobian.MODULAR_LAYERS)")
+        twins.append(cls(layer, bias))
+    return twins
+
+
+def _jacobian(twins, X: np.ndarray, deadline) -> np.ndarray:
+    """J mod p (N K x P, rows point-major) at the points X (n0 x N, entries mod p)."""
+    H, caches = X, []
+    for t in twins:
+        deadline.check("the forward pass modulo p")
+        H, cache = t.forward(H)
+        caches.append(cache)
+    N, K = X.shape[1], twins[-1].out
+    P = sum(t.n_params for t in twins)
+    J = np.zeros((N * K, P), dtype=np.uint64)
+    D = np.tile(np.eye(K, dtype=np.uint64), (N, 1))  # d f_k(x_n) / d f_k'
+    cols, c = [], 0
+    for t in twins:
+        cols.append(c)
+        c += t.n_params
+    for i in range(len(twins) - 1, -1, -1):
+        deadline.check("the backward pass modulo p")
+        D = twins[i].backward(caches[i], D, J, cols[i], need_input=i > 0)
+    return J
+
+
+def _points(n0: int, N: int, seed: int) -> list[list[Fraction]]:
+    """N rational points in R^n0, deterministic from ``seed`` (numerators |a| <= 9, denominators 1..5)."""
+    rng = random.Random(seed)
+    return [[Fraction(rng.randint(-9, 9), rng.randint(1, 5)) for _ in range(n0)] for _ in range(N)]
+
+
+def _points_mod(points) -> np.ndarray:
+    return np.array([[_mod(fmpq(x.numerator, x.denominator)) for x in pt] for pt in points],
+                    dtype=np.uint64).T.copy()
+
+
+def _rank_rows(J: np.ndarray, want_rows: bool, threads: int = 2) -> tuple[int, list[int] | None]:
+    """rank_p J and, with ``want_rows``, r row indices of J that are independent mod p."""
+    import flint
+
+    old = flint.ctx.threads
+    try:
+        flint.ctx.threads = max(1, threads)
+        if not want_rows:
+            return _to_nmod(J).rank(), None
+        R, r = _to_nmod(J.T).rref()
+    finally:
+        flint.ctx.threads = old
+    rows, j, M = [], 0, R.ncols()
+    for i in range(r):
+        while j < M and int(R[i, j]) == 0:
+            j += 1
+        rows.append(j)
+        j += 1
+    return r, rows
+
+
+# ----------------------------------------------------------------------------- orbit and families
+
+def _continuous(act, bias: bool):
+    """(s, d, e) when every alpha != 0 scales a neuron with this activation (sigma = c (t - s)^d + e), else None."""
+    if act is None or not act.is_polynomial or not act.continuous(bias):
+        return None
+    return fmpq(act.shift), act.degree, fmpq(act._reduced()[0])
+
+
+def _offsets(model, bias):
+    offs, c = {}, 0
+    for name, i, count in parameter_layout(model, bias):
+        offs[name] = c
+        c += count
+    return offs, c
+
+
+def orbit_tangent(model, bias: bool) -> list[tuple[str, dict]]:
+    """The infinitesimal generators of K's continuous part at theta: ``(label, {index: value})``.
+
+    A neuron j of hidden layer i with sigma(t) = c (t - s)^d + e is scaled by z -> alpha (z - s) + s,
+    which the next layer undoes: its incoming row (and b_j - s) times alpha, its outgoing column
+    times alpha^-d, the next bias plus e (1 - alpha^-d) times the column.  At alpha = 1 the
+    derivative is (row, b_j - s) on the incoming side, -d col on the outgoing one, d e col on the
+    next bias.
+    """
+    offs, _ = _offsets(model, bias)
+    gens = []
+    for i, layer in enumerate(model.layers[:-1]):
+        cont = _continuous(layer.activation, bias)
+        if cont is None:
+            continue
+        s, d, e = cont
+        rows, nxt = mat_rows(layer.weight), model.layers[i + 1]
+        nrows = mat_rows(nxt.weight)
+        for j in range(layer.out_dim):
+            v = {}
+            for k, x in enumerate(rows[j]):
+                if x != 0:
+                    v[offs[f"W{i + 1}"] + j * layer.in_dim + k] = fmpq(x)
+            if bias and layer.bias[j] - s != 0:
+                v[offs[f"b{i + 1}"] + j] = fmpq(layer.bias[j]) - s
+            for k in range(nxt.out_dim):
+                if nrows[k][j] != 0:
+                    v[offs[f"W{i + 2}"] + k * nxt.in_dim + j] = -d * fmpq(nrows[k][j])
+                    if bias and e != 0:
+                        v[offs[f"b{i + 2}"] + k] = d * e * fmpq(nrows[k][j])
+            gens.append((f"scaling of neuron {j + 1} of hidden layer {i + 1}", v))
+    return gens
+
+
+def _families(model, bias: bool) -> list[dict]:
+    """Exact families through theta inside the fibre, each with its tangent vectors and its proof."""
+    offs, _ = _offsets(model, bias)
+    fams = []
+    for i, layer in enumerate(model.layers[:-1]):
+        rows, nxt = mat_rows(layer.weight), model.layers[i + 1]
+        nrows = mat_rows(nxt.weight)
+        n, m = layer.out_dim, nxt.out_dim
+        cols = [[nrows[k][j] for k in range(m)] for j in range(n)]
+        act = layer.activation
+        where = f"hidden layer {i + 1}"
+        for j in range(n):
+            if all(x == 0 for x in cols[j]):
+                vecs = [{offs[f"W{i + 1}"] + j * layer.in_dim + k: fmpq(1)} for k in range(layer.in_dim)]
+                if bias:
+                    vecs.append({offs[f"b{i + 1}"] + j: fmpq(1)})
+                fams.append({"kind": "dead-neuron", "layer": i + 1, "neurons": [j + 1], "tangents": vecs,
+                             "proof": f"neuron {j + 1} of {where} has zero outgoing weights: its incoming weights "
+                                      "do not enter f, so they move freely in the fibre (a linear space)"})
+            elif all(x == 0 for x in rows[j]):
+                c = act(layer.bias[j]) if bias else act(fmpq(0))
+                if bias or c == 0:
+                    vecs = []
+                    for k in range(m):
+                        v = {offs[f"W{i + 2}"] + k * nxt.in_dim + j: fmpq(1)}
+                        if bias and c != 0:
+                            v[offs[f"b{i + 2}"] + k] = -fmpq(c)
+                        vecs.append(v)
+                    fams.append({"kind": "constant-neuron", "layer": i + 1, "neurons": [j + 1], "tangents": vecs,
+                                 "proof": f"neuron {j + 1} of {where} has zero incoming weights: its output is the "
+                                          f"constant {c}, so its outgoing weights move into the next bias "
+                                          "(a linear space in the fibre)"})
+        keys = {}
+        for j in range(n):
+            key = (tuple(rows[j]), layer.bias[j] if bias else 0)
+            keys.setdefault(key, []).append(j)
+        for js in keys.values():
+            if len(js) < 2 or all(x == 0 for x in rows[js[0]]):
+                continue
+            j1 = js[0]
+            vecs = []
+            for j2 in js[1:]:
+                for k in range(m):
+                    vecs.append({offs[f"W{i + 2}"] + k * nxt.in_dim + j1: fmpq(1),
+                                 offs[f"W{i + 2}"] + k * nxt.in_dim + j2: fmpq(-1)})
+            fams.append({"kind": "clones", "layer": i + 1, "neurons": [j + 1 for j in js], "tangents": vecs,
+                         "proof": f"neurons {', '.join(str(j + 1) for j in js)} of {where} have equal incoming "
+                                  "weights and biases: only the sum of their outgoing columns enters f, so the "
+                                  "split between them moves freely (a linear space in the fibre)"})
+        fams.extend(_rotations(model, bias, i, rows, cols, offs))
+    return fams
+
+
+def _rotations(model, bias, i, rows, cols, offs) -> list[dict]:
+    """Hidden rotations of a degree-2 layer: neurons with proportional outgoing columns."""
+    layer = model.layers[i]
+    act = layer.activation
+    if act is None or not act.is_polynomial or act.degree != 2:
+        return []
+    e = fmpq(act.shift)  # sigma(t) = a (t - e)^2 + c
+    if not bias and e != 0:
+        return []
+    groups = []
+    for j, c in enumerate(cols):
+        piv = next((k for k, x in enumerate(c) if x != 0), None)
+        if piv is None or all(x == 0 for x in rows[j]):
+            continue
+        for g in groups:
+            ref = cols[g[0][0]]
+            if ref[piv] != 0 and all(x * ref[piv] == y * c[piv] for x, y in zip(c, ref)):
+                g.append((j, fmpq(c[piv]) / fmpq(ref[piv])))
+                break
+        else:
+            groups.append([(j, fmpq(1))])
+    out = []
+    nin = layer.in_dim
+    for g in groups:
+        if len(g) < 2:
+            continue
+        (j1, mu1) = g[0]
+        vecs, curves = [], []
+        for j2, mu2 in g[1:]:
+            # Q = diag(mu1, mu2); A = Q^-1 [[0, 1], [-1, 0]] is Q-skew: delta u1 = u2 / mu1, delta u2 = -u1 / mu2
+            v = {}
+            u1 = [fmpq(x) for x in rows[j1]] + ([fmpq(layer.bias[j1]) - e] if bias else [])
+            u2 = [fmpq(x) for x in rows[j2]] + ([fmpq(layer.bias[j2]) - e] if bias else [])
+            for k in range(nin + (1 if bias else 0)):
+                idx1 = offs[f"W{i + 1}"] + j1 * nin + k if k < nin else offs[f"b{i + 1}"] + j1
+                idx2 = offs[f"W{i + 1}"] + j2 * nin + k if k < nin else offs[f"b{i + 1}"] + j2
+                if u2[k] != 0:
+                    v[idx1] = u2[k] / mu1
+                if u1[k] != 0:
+                    v[idx2] = -u1[k] / mu2
+            vecs.append(v)
+            curves.append((j1, j2, mu1, mu2))
+        out.append({"kind": "rotation", "layer": i + 1, "neurons": [j + 1 for j, _ in g], "tangents": vecs,
+                    "curves": curves, "centre": e,
+                    "proof": f"hidden layer {i + 1} has the degree-2 activation a (t - e)^2 + c (e = {e}) and neurons "
+                             f"{', '.join(str(j + 1) for j, _ in g)} have proportional outgoing columns mu_j v "
+                             f"(mu = {', '.join(str(mu) for _, mu in g)}): the next layer sees v a sum_j mu_j "
+                             "(z_j - e)^2, kept by every R with R^T diag(mu) R = diag(mu); the Cayley transform "
+                             "R(t) = (I - t A / 2)^-1 (I + t A / 2) of the diag(mu)-skew A gives a rational curve "
+                             "of such R through the identity (checked exactly at t = 1)"})
+    return out
+
+
+def _rotate(model, bias, i, j1, j2, mu1, mu2, e, t):
+    """theta with the pre-activations (z_j1 - e, z_j2 - e) of layer i moved by the Cayley rotation R(t)."""
+    # A = Q^-1 S with S = [[0, 1], [-1, 0]]; R = (I - tA/2)^-1 (I + tA/2)
+    A = fmpq_mat(2, 2, [0, 1 / mu1, -1 / mu2, 0])
+    I2 = fmpq_mat(2, 2, [1, 0, 0, 1])
+    R = (I2 - A * (fmpq(t) / 2)).inv() * (I2 + A * (fmpq(t) / 2))
+    Q = fmpq_mat(2, 2, [mu1, 0, 0, mu2])
+    if R.transpose() * Q * R != Q:  # pragma: no cover - the Cayley identity
+        raise AssertionError("the Cayley transform is not an isometry of diag(mu)")
+    new = model.copy()
+    layer = new.layers[i]
+    rows = mat_rows(layer.weight)
+    u1 = [fmpq(x) for x in rows[j1]] + [fmpq(layer.bias[j1]) - e]
+    u2 = [fmpq(x) for x in rows[j2]] + [fmpq(layer.bias[j2]) - e]
+    w1 = [R[0, 0] * a + R[0, 1] * b for a, b in zip(u1, u2)]
+    w2 = [R[1, 0] * a + R[1, 1] * b for a, b in zip(u1, u2)]
+    for k in range(layer.in_dim):
+        layer.weight[j1, k] = w1[k]
+        layer.weight[j2, k] = w2[k]
+    if bias:
+        layer.bias[j1], layer.bias[j2] = w1[-1] + e, w2[-1] + e
+    return new, R
+
+
+# ----------------------------------------------------------------------------- the decision
+
+@dataclass
+class JacobianDecision:
+    """The Jacobian-rank verdict at theta.
+
+    Attributes
+    ----------
+    status : "locally-identifiable", "not-identifiable" (a proven family in the fibre),
+        "unknown" (the rank falls short and nothing is proven; see ``evidence``),
+        "not-applicable" (layers or activations it cannot handle) or "undetermined" (budget)
+    reason : one sentence
+    rank : rank of J modulo :data:`PRIME` (a proven lower bound of the functional dimension)
+    n_params : P
+    orbit_dimension : dim K.theta (exact)
+    dimension_lower_bound : not-identifiable: the fibre's dimension beyond the orbit is at least this
+    families : the exact families found (kind, layer, neurons, the dimension they give, the proof)
+    evidence : when the rank falls short and nothing is proven: the ranks at more points
+    certificate : the ``symeq-identifiability/1`` dict (locally-identifiable), else None
+    """
+
+    status: str
+    reason: str
+    rank: int | None = None
+    n_params: int = 0
+    orbit_dimension: int | None = None
+    dimension_lower_bound: int | None = None
+    points: int = 0
+    seconds: float = 0.0
+    families: list = field(default_factory=list)
+    evidence: dict | None = None
+    certificate: dict | None = field(default=None, repr=False)
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def condition(self) -> str:
+        if self.rank is None:
+            return self.reason
+        return (f"rank of the Jacobian at {self.points} points mod 2^61-1 = {self.rank}; "
+                f"#params - dim K.theta = {self.n_params} - {self.orbit_dimension}")
+
+    def to_json(self) -> dict:
+        return {"method": METHOD, "engine": "jacobian-rank", "field": f"GF({PRIME}) (rank mod p: a lower bound over QQ)",
+                "exact": True, "status": self.status, "reason": self.reason, "condition": self.condition,
+                "rank": self.rank, "parameters": self.n_params, "orbit_dimension": self.orbit_dimension,
+                "upper_bound": None if self.orbit_dimension is None else self.n_params - self.orbit_dimension,
+                "points": self.points, "prime": str(PRIME),
+                "dimension_lower_bound": self.dimension_lower_bound,
+                "families": [{k: v for k, v in f.items() if k in ("kind", "layer", "neurons", "dimension", "proof")}
+                             for f in self.families],
+                "evidence": self.evidence, "over": "R and C (near theta)" if self.status == "locally-identifiable"
+                else "C", "seconds": round(self.seconds, 4),
+                "timings": {k: round(v, 4) for k, v in self.timings.items()}}
+
+
+def _sparse_rows(vecs, P) -> np.ndarray:
+    A = np.zeros((len(vecs), P), dtype=np.uint64)
+    for r, v in enumerate(vecs):
+        for k, x in v.items():
+            A[r, k] = _mod(x)
+    return A
+
+
+def _exact_rank(vecs, P) -> int:
+    if not vecs:
+        return 0
+    cols = sorted({k for v in vecs for k in v})
+    where = {k: c for c, k in enumerate(cols)}
+    M = fmpq_mat(len(vecs), len(cols))
+    for r, v in enumerate(vecs):
+        for k, x in v.items():
+            M[r, where[k]] = x
+    return M.rank()
+
+
+def jacobian_identifiability(model, *, timeout: float | None = None, certificate: bool = True, seed: int = 0,
+                             deadline: Deadline | None = None, threads: int = 2) -> JacobianDecision:
+    """Decide local identifiability of ``model``'s theta by the Jacobian rank modulo 2^61 - 1.
+
+    Parameters
+    ----------
+    model : :class:`~symeq.models.Model` with dense layers and polynomial activations
+    timeout : seconds (or pass a ``deadline``); past it the status is "undetermined"
+    certificate : build the ``symeq-identifiability/1`` certificate (method "jacobian-rank")
+    seed : the seed of the rational sample points (stored in the certificate)
+    threads : FLINT threads for the elimination
+
+    Returns
+    -------
+    JacobianDecision
+
+    Examples
+    --------
+    Two clones: the split of their outgoing weights is a line in the fibre.
+
+    >>> from symeq.models import Model, DenseLayer
+    >>> from symeq.activations import tanh_series
+    >>> m = Model(2, [DenseLayer([[1, 2], [1, 2]], [1, 1], tanh_series(3)),
+    ...               DenseLayer([[2, -1], [1, 1]], [1, 0], None)])
+    >>> r = jacobian_identifiability(m)
+    >>> r.status, r.dimension_lower_bound, r.families[0]["kind"]
+    ('not-identifiable', 2, 'clones')
+    """
+    t0 = time.perf_counter()
+    deadline = deadline if deadline is not None else Deadline(timeout)
+    timings: dict = {}
+
+    def done(status, reason, **kw):
+        return JacobianDecision(status, reason, seconds=time.perf_counter() - t0, timings=timings, **kw)
+
+    if model.has_relu or not model.is_polynomial:
+        return done("not-applicable", "jacobian-rank: polynomial activations only (ReLU: symeq hunt; real "
+                                      "activations: the classical theorems)")
+    for i, layer in enumerate(model.layers):
+        if layer.kind not in MODULAR_LAYERS:
+            return done("not-applicable", f"jacobian-rank: layer {i + 1} ({layer.label}): the {layer.kind} kind has "
+                                          "no modular Jacobian yet (symeq.fibre.jacobian.MODULAR_LAYERS)")
+    from .ideal import _resolve_bias
+
+    bias = _resolve_bias(model, "auto")
+    P = sum(c for _, _, c in parameter_layout(model, bias))
+    if P > MAX_PARAMS:
+        return done("not-applicable", f"jacobian-rank: {P} parameters > the size guard {MAX_PARAMS}", n_params=P)
+    K = model.layers[-1].out_dim
+    N = -(-P // K) + EXTRA_POINTS
+    from ..sizes import check_memory
+
+    check_memory(N * K * P * 56, "the Jacobian modulo p (uint64 entries, then python-flint's copy)")
+    try:
+        return _decide(model, bias, P, K, N, seed, certificate, deadline, t0, timings, threads, done)
+    except _NotApplicable as e:
+        return done("not-applicable", f"jacobian-rank: {e}", n_params=P)
+    except _Denominator as e:
+        return done("undetermined", f"jacobian-rank: the prime 2^61-1 divides the denominator of {e}", n_params=P)
+    except BudgetExceeded as e:
+        return done("undetermined", f"jacobian-rank: budget exceeded: {e}", n_params=P)
+
+
+def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, threads, done):
+    twins = _twins(model, bias)
+    t = time.perf_counter()
+    gens = orbit_tangent(model, bias)
+    tangents = [v for _, v in gens]
+    dim_orbit = _exact_rank(tangents, P)
+    timings["orbit"] = time.perf_counter() - t
+    history = []
+
+    def rank_at(n):
+        t = time.perf_counter()
+        pts = _points(model.input_dim, n, seed)
+        J = _jacobian(twins, _points_mod(pts), deadline)
+        timings["jacobian"] = timings.get("jacobian", 0.0) + time.perf_counter() - t
+        if tangents and not history:  # the orbit tangent lies in ker J (a check of the formulas, mod p)
+            prod = _matmul(J, _to_nmod(_sparse_rows(tangents, P).T.copy()))
+            if prod.any():  # pragma: no cover - a wrong tangent formula
+                raise AssertionError("an orbit tangent is not in the kernel of the Jacobian")
+        deadline.check("the rank of the Jacobian modulo p")
+        t = time.perf_counter()
+        r, rows = _rank_rows(J, want_cert, threads)
+        timings["rank"] = timings.get("rank", 0.0) + time.perf_counter() - t
+        history.append({"points": n, "rank": r})
+        return pts, r, rows
+
+    upper = P - dim_orbit
+    pts, r, rows = rank_at(N)
+    fams, best = [], None
+    for attempt in range(MAX_ROUNDS):
+        if r >= upper:
+            break
+        if attempt == 0:  # the rank falls short: exact families in the fibre first (cheap)
+            t = time.perf_counter()
+            fams, best = _proven_family(model, bias, P, tangents, dim_orbit, pts, deadline)
+            timings["families"] = time.perf_counter() - t
+            if best is not None:
+                break
+        # more points: the rank at N points can stay below the functional dimension
+        N = N + N // 2 + 1
+        deadline.check("the rank at more points")
+        pts, r2, rows = rank_at(N)
+        if r2 == r:
+            r = r2
+            break
+        r = r2
+    common = dict(rank=r, n_params=P, orbit_dimension=dim_orbit, points=N)
+    if r == upper:
+        cert = _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) if want_cert else None
+        return done("locally-identifiable",
+                    f"the Jacobian of theta -> (f_theta(x_1), ..., f_theta(x_{N})) has rank {r} modulo 2^61-1 = "
+                    f"#params {P} - dim K.theta {dim_orbit}: near theta the fibre is the orbit (constant-rank "
+                    "theorem); the global question stays open", certificate=cert,
+                    evidence={"ranks": history} if len(history) > 1 else None, **common)
+    if r > upper:  # pragma: no cover - the tangents lie in the kernel
+        raise AssertionError(f"rank {r} exceeds #params - dim K.theta = {upper}")
+    if best is not None:
+        return done("not-identifiable",
+                    f"the fibre contains an exact {best['kind']} family through theta ({best['proof']}); with the "
+                    f"orbit's tangent it spans {best['dimension'] + dim_orbit} dimensions (rank mod p, a lower bound) "
+                    f"> dim K.theta = {dim_orbit}, so the fibre is larger than the orbit; the Jacobian rank is {r} < "
+                    f"{upper}", dimension_lower_bound=best["dimension"],
+                    families=[f for f in fams if f.get("dimension", 0) > 0], **common)
+    stable = len(history) > 1 and history[-1]["rank"] == history[-2]["rank"]
+    evidence = {"ranks": history, "stable": stable, "missing_directions": upper - r}
+    reason = (f"the Jacobian rank {r} is below #params - dim K.theta = {upper} by {upper - r}"
+              + (f" and stays {r} from {history[-2]['points']} to {history[-1]['points']} points: evidence (not a "
+                 f"proof) of {upper - r} direction(s) of the fibre beyond the orbit (a deficit modulo p can also "
+                 "come from an unlucky prime or points)" if stable else
+                 f" at {history[-1]['points']} points, and it still rose with the points")
+              + "; no exact family in the fibre was found, so nothing is proven")
+    return done("unknown", reason, evidence=evidence, **common)
+
+
+def _proven_family(model, bias, P, tangents, dim_orbit, pts, deadline):
+    """The exact families in the fibre and the one whose tangent adds most to the orbit's (or None)."""
+    fams = _families(model, bias)[:MAX_FAMILIES]
+    best = None
+    base = _sparse_rows(tangents, P) if tangents else np.zeros((0, P), dtype=np.uint64)
+    for f in fams:
+        deadline.check("the tangent spaces of exact families in the fibre")
+        stack = np.vstack([base, _sparse_rows(f["tangents"], P)])
+        f["dimension"] = _to_nmod(stack).rank() - dim_orbit
+        if f["kind"] == "rotation":
+            _check_rotation(model, bias, f, pts)
+        if f["dimension"] > 0 and (best is None or f["dimension"] > best["dimension"]):
+            best = f
+    return fams, best
+
+
+def _check_rotation(model, bias, fam, pts) -> None:
+    """f at theta(t = 1) equals f at theta at the sample points, exactly (small models)."""
+    if model.n_params > _CURVE_CHECK_PARAMS:
+        return
+    i = fam["layer"] - 1
+    X = fmpq_mat(model.input_dim, min(len(pts), 64), [fmpq(pt[r].numerator, pt[r].denominator)
+                                                       for r in range(model.input_dim) for pt in pts[:64]])
+    for j1, j2, mu1, mu2 in fam["curves"]:
+        new, _ = _rotate(model, bias, i, j1, j2, mu1, mu2, fam["centre"], 1)
+        if new.forward(X) != model.forward(X):  # pragma: no cover - the proof says equal
+            raise AssertionError("a rotation curve leaves the fibre")
+
+
+def _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) -> dict:
+    from ..check import layers_digest
+    from ..io import layers_to_json
+
+    layers_json = layers_to_json(model)
+    return {
+        "format": "symeq-identifiability/1",
+        "method": METHOD,
+        "verdict": "locally-identifiable",
+        "widths": model.widths,
+        "bias": bias,
+        "layers_sha256": layers_digest(layers_json, model.input_dim),
+        "prime": str(PRIME),
+        "seed": seed,
+        "parameters": sum(c for _, _, c in parameter_layout(model, bias)),
+        "parameter_order": "per layer: W row-major, then b (when the model has biases)",
+        "points": [[str(x) for x in pt] for pt in pts],
+        "rows": rows,
+        "rank": r,
+        "orbit_dimension": dim_orbit,
+        "orbit_generators": [label for label, _ in gens],
+    }
