@@ -11,8 +11,8 @@ proves statements about rational parameters.  :func:`certify` joins them (docs/c
    homomorphism), each generator's nearest involution by matching (generators of order 2, when
    together they form a homomorphism) and the trivial action, which always is one: "best found,
    not proven nearest".
-2. **projection**: theta is rounded to the grid 10^-D (``digits``; by default three digits below
-   the network's own largest deviation from its projection) and averaged over G layer by layer in
+2. **projection**: theta is rounded to the grid 10^-D (``digits``; by default, per layer, three
+   digits below the layer's largest deviation from its projection) and averaged over G layer by layer in
    exact rationals (:func:`symeq.numeric.project.reynolds_exact`): theta-bar is layerwise
    equivariant under those actions by construction.
 3. **proof**: theta-bar goes through the exact pipeline; its verification is the certificate that
@@ -58,7 +58,7 @@ class Certification:
     layer_distances: list
     function_distance: dict        # {"noise": {...}, "data": {...} or absent}
     task_loss: dict | None
-    digits: int
+    digits: list                   # the rounding grid 10^-D of each layer
     method: str
     proven_nearest: bool
     candidates: list               # every candidate tried: method and distance
@@ -112,7 +112,8 @@ class Certification:
         lines.append(f"actions: {self.method} ({'proven nearest' if self.proven_nearest else 'not proven nearest'})")
         for c in self.candidates:
             lines.append(f"  candidate {c['method']}: max layer distance {c['max_distance']:.3g}")
-        lines.append(f"theta rounded to the grid 10^-{self.digits}, then averaged over the group exactly (rationals)")
+        grids = ", ".join(f"10^-{d}" for d in self.digits)
+        lines.append(f"theta rounded to the grid(s) {grids} (per layer), then averaged over the group exactly (rationals)")
         lines += [f"note: {n}" for n in self.notes]
         v = self.verification
         if v is not None:
@@ -273,7 +274,8 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
         ``nn.Sequential`` (read by :func:`symeq.numeric.models.from_torch`, with ``input_shape``
         for convolutions)
     group : a FiniteGroup, a NumericGroup or a built-in group name; default the network's
-    digits : the rounding grid 10^-digits (default: from the network's own deviation)
+    digits : the rounding grid 10^-digits of every layer (default, per layer: three digits below the
+        layer's largest deviation from its projection; 12 for a layer the projection does not move)
     data : an .npz path (x, optional y) or (x, y): function distance and task loss on data
     max_distance : a largest relative layer distance above which the status is "too far" (exit 1)
     tol : the float twin's tolerance (only decides which candidate actions are tried)
@@ -372,14 +374,19 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     ties = [c for c in candidates if c[1] <= least * (1 + 1e-9) + 1e-300]
     best = next((c for c in ties if c[3]), ties[0])  # a proven nearest candidate wins a tie
     _, _, method, proven, gen_actions, chains, proj = best
-    # the grid: three digits below the largest entrywise deviation of theta from its projection
-    dev = max(max(float(np.max(np.abs(l.weight - W), initial=0.0)), float(np.max(np.abs(l.bias - b), initial=0.0)))
-              for l, (W, b) in zip(model.layers, proj))
-    scale = max(max(float(np.max(np.abs(l.weight), initial=0.0)), float(np.max(np.abs(l.bias), initial=0.0)))
-                for l in model.layers)
+    # the grid, per layer: three digits below the layer's largest entrywise deviation from its projection
+    # (12 for a layer the projection leaves as it is), and at least three below its largest weight
     if digits is None:
-        digits = 12 if dev <= 0 else int(min(15, max(3, math.ceil(-math.log10(dev)) + 3)))
-        digits = max(digits, min(15, int(math.ceil(-math.log10(max(scale, 1e-300)))) + 3))  # tiny weights
+        digits = []
+        for l, (W, b) in zip(model.layers, proj):
+            dev = max(float(np.max(np.abs(l.weight - W), initial=0.0)), float(np.max(np.abs(l.bias - b), initial=0.0)))
+            rel = dev / max(float(np.max(np.abs(l.weight), initial=0.0)), float(np.max(np.abs(l.bias), initial=0.0)),
+                            1e-300)
+            D = 12 if rel <= 1e-13 else int(min(15, max(3, math.ceil(-math.log10(dev)) + 3)))
+            scale = max(float(np.max(np.abs(l.weight), initial=0.0)), 1e-300)
+            digits.append(int(max(D, min(15, math.ceil(-math.log10(scale)) + 3))))
+    else:
+        digits = [digits] * model.depth
     exact = reynolds_exact(model, chains, digits)
     layers, flayers = [], []
     for l, (Wq, bq, Wf, bf) in zip(model.layers, exact):

@@ -91,8 +91,8 @@ def register(subparsers) -> None:
     c.add_argument("--out", metavar="MODEL.json", help="write theta-bar (exact rationals) as a model file")
     c.add_argument("--certificate", metavar="CERT.json", help="write the certificate (symeq check CERT MODEL)")
     c.add_argument("--digits", type=int, default=None, metavar="D",
-                   help="round theta to the grid 10^-D before the exact projection (default: three digits below "
-                        "the network's own deviation, at most 15)")
+                   help="round every layer to the grid 10^-D before the exact projection (default, per layer: three "
+                        "digits below the layer's largest deviation from its projection, at most 15)")
     c.add_argument("--data", metavar="X.npz", help="data (arrays x, optional y labels): function distance and task loss")
     c.add_argument("--max-distance", type=float, default=None, metavar="D",
                    help="exit 1 when the largest relative layer distance is above D")

@@ -232,6 +232,9 @@ def _ints(x: np.ndarray, digits: int) -> np.ndarray:
 def reynolds_exact(model, chains, digits: int):
     """theta-bar exactly: theta rounded to the grid 10^-digits, then the Reynolds average in rationals.
 
+    ``digits``: one number, or one per layer (each layer is averaged on its own, so each may have
+    its own grid).
+
     Returns per layer ``(W-bar, b-bar, W-float, b-float)``: an ``fmpq_mat``, a list of ``fmpq`` and their
     correctly rounded float64 values.  Signed
     permutations act on the rounded integers by indexing and signs; the one division by
@@ -241,11 +244,14 @@ def reynolds_exact(model, chains, digits: int):
 
     _check_actions(model, chains)
     G = len(chains)
-    den = G * 10 ** digits
+    per_layer = [digits] * model.depth if isinstance(digits, int) else list(digits)
+    if len(per_layer) != model.depth:
+        raise InputError(f"digits: one per layer ({model.depth}), got {len(per_layer)}")
     out = []
     for li, l in enumerate(model.layers):
-        Wi = _ints(l.weight, digits)
-        bi = _ints(l.bias, digits)
+        den = G * 10 ** per_layer[li]
+        Wi = _ints(l.weight, per_layer[li])
+        bi = _ints(l.bias, per_layer[li])
         W = np.zeros_like(Wi)
         b = np.zeros_like(bi)
         for chain in chains:
