@@ -186,7 +186,8 @@ def test_jacobian_operator_matches_the_dense_jacobian_and_k_directions_are_in_it
 
 @pytest.mark.parametrize("spec,widths,layer", [
     ("tanh", [4, 12, 10, 4], 1),
-    ("tanh", [6, 30, 30, 6], 0),
+    # 18 s on 2 busy cores; the agreement itself is covered by the smaller cases in the default suite
+    pytest.param("tanh", [6, 30, 30, 6], 0, marks=pytest.mark.slow),
     ({"type": "monomial", "degree": 3}, [4, 8, 4], 0),
     ({"type": "polynomial", "coeffs": ["0", "1", "1", "1"]}, [3, 4, 3, 2], 0),
 ])
