@@ -595,3 +595,87 @@ def test_general_jacobian_determinant_factors():
         return tuple(zip(q.monoms(), q.coeffs()))
 
     assert {monic(p) for p in factors if p.total_degree() == 1} == {monic(l - r) for l in firsts for r in (1, -1)}
+
+
+# ----------------------------------------------------------------------------- widening (n < n2 <= n3)
+
+W_UP = [[1, 2, -1], [2, -1, 1], [1, 1, 3]]
+W2_UP = [[1, -2, 1], [2, 1, -1], [-1, 1, 2], [1, 3, 1]]          # 4 x 3, every row full
+W3_UP = [[1, 0, 2, -1], [0, 1, 1, 2], [2, -1, 0, 1], [1, 1, -1, 0], [1, 2, 1, 1]]   # 5 x 4, rank 4
+
+
+def _widening(bias=False, W2=W2_UP, W3=W3_UP, acts=(monomial(2), monomial(3))):
+    b = [[1, -1, 2], [0, 1, -1, 2], [1, 0, 0, -1, 1]] if bias else None
+    return _net(3, [W_UP, W2, W3], list(acts), b)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_widening_second_layer_is_identifiable(bias):
+    m = _widening(bias)
+    t = tensor_identifiability(m)
+    assert t.status == "identifiable", t.reason
+    assert t.orbit_dimension == 3 + 4 and "widening" in t.condition
+    cert = t.certificate
+    assert cert["widths"] == [3, 3, 4, 5] and len(cert["full_rank"]["W3_rows"]) == 4
+    assert cert["top"]["widths"] == [3, 4, 5] and cert["top"]["verdict"] == "identifiable"
+    r = _check(t, m)
+    assert r.accepted is True, r.reasons
+    assert any("top block" in c for c in r.checks)
+
+
+def test_widening_agrees_with_the_numeric_functional_dimension():
+    """The fibre is the orbit, of dimension n + n2 = 7: the float Jacobian rank of theta -> f_theta
+    at random points is #params - 7 (numeric evidence, consistent with the proof)."""
+    from symeq.numeric.fdim import functional_dimension
+    from symeq.numeric.models import from_exact
+
+    m = _widening(True)
+    r = functional_dimension(from_exact(m, None), rng=0)
+    assert r.rank == r.n_params - 7 and r.gap > 1e4
+
+
+@pytest.mark.parametrize("what, model, phrase", [
+    ("W_3 not injective", _widening(W3=[[1, 0, 2, 1], [0, 1, 1, 1], [2, -1, 0, 1], [1, 1, -1, 2], [1, 2, 1, 3]]),
+     "W_3 is not of rank 4"),
+    ("a row of W_2 with two entries", _widening(W2=[[1, -2, 0], [2, 1, -1], [-1, 1, 2], [1, 3, 1]]), "row 0 of W_2"),
+    ("narrowing", _net(4, [[[1, 2, -1, 1], [2, -1, 1, 1], [1, 1, 3, -1], [1, 0, 1, 2]],
+                           [[1, -2, 1, 1], [2, 1, -1, 1], [-1, 1, 2, 3]], W_UP], [monomial(2), monomial(3)]), "widths"),
+    ("more hidden neurons than outputs", _net(3, [W_UP, W2_UP, W3_UP[:3]], [monomial(2), monomial(3)]), "widths"),
+    ("general activations", _widening(acts=(tanh_series(3), tanh_series(3))), "monomial activations"),
+])
+def test_widening_outside_the_theorem_is_not_applicable(what, model, phrase):
+    t = tensor_identifiability(model)
+    assert t.status == "not-applicable", what
+    assert phrase in t.reason, (what, t.reason)
+
+
+def test_widening_checker_rejects_tampering():
+    m = _widening(True)
+    t = tensor_identifiability(m)
+    mj = json.loads(json.dumps(model_to_json(m)))
+    cert = json.loads(json.dumps(t.certificate))
+    bad = []
+    c = copy.deepcopy(cert); c["full_rank"]["W3_rows"] = [0, 1, 2]
+    bad.append(("short W_3 rows", c))
+    c = copy.deepcopy(cert); c["full_rank"]["W3_rows"] = [0, 0, 1, 2]
+    bad.append(("repeated W_3 row", c))
+    c = copy.deepcopy(cert); c["top"]["rank_one_terms"][0]["v"][0] = "7"
+    bad.append(("top terms", c))
+    c = copy.deepcopy(cert); c["top"]["kruskal"]["k_lower"] = [9, 9, 9]
+    bad.append(("top kruskal", c))
+    c = copy.deepcopy(cert); c["top"]["method"] = "jacobian-factors"
+    bad.append(("top method", c))
+    bad.append(("orbit", dict(cert, orbit_dimension=3)))
+    bad.append(("no top", {k: v for k, v in cert.items() if k != "top"}))
+    c = copy.deepcopy(cert); c["w2_centred_biases"][1] = "5"
+    bad.append(("centred biases", c))
+    for what, b in bad:
+        try:
+            r = check_certificate(b, mj)
+        except Exception as e:
+            assert type(e).__name__ == "CheckError", (what, e)
+            continue
+        assert r.accepted is False, what
+    # the certificate of one model does not prove another (W_3 made non-injective)
+    other = _widening(True, W3=[[1, 0, 2, 1], [0, 1, 1, 1], [2, -1, 0, 1], [1, 1, -1, 2], [1, 2, 1, 3]])
+    assert check_certificate(cert, json.loads(json.dumps(model_to_json(other)))).accepted is False

@@ -57,9 +57,20 @@ Everything is exact: full-rank certificates (an n x n minor nonzero modulo a pri
 over Q), counts of zeros in the rows of W_2 (and W_3) and the centred biases beta_j.  Two entries in
 a bias-free row of W_2 (every bias-free (2, 2, 2, .) network with a full W_2), general activations
 (or three hidden layers with biases) with a row of W_2 or W_3 of fewer than three entries, with
-g >= 3 or with a scaling outside the latent group (sigmoid without biases), unequal hidden widths,
-n_0 < n, n_L < n, and four or more hidden layers are *not applicable*: the reason says
-which hypothesis failed, and :func:`symeq.fibre.tensor.decide` falls back to Gröbner bases.
+g >= 3 or with a scaling outside the latent group (sigmoid without biases), unequal hidden widths
+other than the widening case below, n_0 < n, n_L < n, and four or more hidden layers are *not
+applicable*: the reason says which hypothesis failed, and :func:`symeq.fibre.tensor.decide` falls
+back to Gröbner bases (why these are not extended: docs/identifiability.md, "Deep networks, a
+widening second layer").
+
+**A widening second layer** (two hidden layers, widths (n_0, n, n_2, n_3) with n_0 >= n < n_2 <= n_3,
+monomial activations; :func:`_widening`): if rank W_1 = rank W_2 = n, W_3 is injective (rank n_2),
+the rows of W_2 satisfy the condition above and the top block u -> W_3 s_2(W_2 u + b~_2) + b_3 is
+identifiable (one hidden layer, Kruskal: its certificate is nested as ``top``), theta is
+identifiable.  The n x n minors of the Jacobian are det D_1 det W_1[:, C] times sums over the row
+bases S of W_2; since W_3 is injective their gcd is that of det W_2[S, :] prod_{j in S} d_2j, whose
+degree-1 factors are first-layer pre-activations only.  That pins the first layer of every fibre
+point; the top block is then compared as a polynomial map on all of C^n (never block-wise alone).
 
 The theorem is proved in this project (the proof in full: docs/identifiability.md).  It is related
 to, but does not rely on, the localisation principle of Usevich, Borsoi, Dérand & Clausel,
@@ -174,7 +185,8 @@ def _third_layer_spans(Ws: list) -> list[int]:
             for row in Ws[2]]
 
 
-def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool = True, fmt: str = ""):
+def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool = True, fmt: str = "",
+                  one_layer=None):
     """The Jacobian-factor decision for a dense model with two or more hidden layers.
 
     Parameters
@@ -183,6 +195,9 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
     deadline : :class:`~symeq.budget.Deadline`; past it :class:`~symeq.errors.BudgetExceeded` is raised
     certificate : build the certificate
     fmt : the certificate's ``format`` (``symeq-identifiability/1``, given by :mod:`symeq.fibre.tensor`)
+    one_layer : the one-hidden-layer decision (``tensor_identifiability`` of :mod:`symeq.fibre.tensor`,
+        passed by it: this module may not import it), used for the top block of a widening network
+        (:func:`_widening`); None: widening networks are not applicable
 
     Returns
     -------
@@ -219,10 +234,14 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
     # shape and size first, for both arguments: free, and checked before any work
     ws = list(model.widths)
     n, n0, nL = ws[1], ws[0], ws[-1]
+    if hidden == 2 and n0 >= n < ws[2] <= nL:
+        return _widening(model, bias, deadline, certificate, fmt, na, one_layer)
     if any(w != n for w in ws[1:-1]) or n0 < n or nL < n:
-        return na("widths (n0, n, ..., n, nL), n0 >= n <= nL", f"{h} of widths {ws}: the certificate needs equal "
-                  "hidden widths n and at least n inputs and n outputs (otherwise the Jacobian has rank < n or its "
-                  "minors are sums, not products)")
+        return na("widths (n0, n, ..., n, nL), n0 >= n <= nL, or (n0, n, n2, n3) with n0 >= n < n2 <= n3",
+                  f"{h} of widths {ws}: the certificate needs equal hidden widths n and at least n inputs and n "
+                  "outputs, or two hidden layers widening n < n2 <= n3 (a narrowing layer, or more outputs needed "
+                  "than there are, makes the Jacobian's maximal minors sums in which the first layer's factors "
+                  "cancel)")
     if n > MAX_WIDTH or n * (n0 + (hidden - 1) * n + nL) > MAX_ENTRIES or \
             any(l.activation is not None and l.activation.is_polynomial and l.activation.degree > MAX_DEGREE
                 for l in layers[:-1]):
@@ -436,3 +455,90 @@ def _general_layers(model, hidden, bias, deadline, certificate, fmt, na):
             cert.update({"w3_row_supports": supports[3], "w3_row_spans": spans})
     return "identifiable", reason, cond, {"orbit_dimension": dim, "fibre_dimension": 0, "orbit_size": size,
                                           "certificate": cert}
+
+
+def _w2_betas(layers, Ws, bias):
+    """beta_j = b_2j + kappa_1 (row sum of W_2) - s_2: neuron j's second pre-activation constant
+    around the activation's centre (0 without biases)."""
+    if not bias:
+        return [fmpq(0)] * len(Ws[1])
+    s2 = layers[1].activation.shift
+    kappa1 = layers[0].activation(layers[0].activation.shift)
+    return [fmpq(b) + kappa1 * sum(row, fmpq(0)) - s2 for b, row in zip(layers[1].bias, Ws[1])]
+
+
+def _widening(model, bias, deadline, certificate, fmt, na, one_layer):
+    """Two hidden layers that widen, widths (n0, n, n2, n3) with n0 >= n < n2 <= n3, monomial
+    activations (docs/identifiability.md, "Deep networks, a widening second layer").
+
+    Hypotheses: rank W_1 = rank W_2 = n, rank W_3 = n2 (W_3 injective), every row of W_2 with >= 3
+    nonzero entries, 2 with beta_j != 0 or 1 with beta_j = 0, and the top block
+    ``u -> W_3 s_2(W_2 u + b_2 + kappa_1 W_2 1) + b_3`` on C^n identifiable (one hidden layer:
+    ``one_layer``, Kruskal).  The Jacobian's maximal minors are then ``det D_1 det W_1[:, C]`` times
+    sums whose gcd, as W_3 is injective, is the gcd of ``det W_2[S, :] prod_{j in S} d_2j`` over the
+    row bases S of W_2: its degree-1 factors are first-layer pre-activations only, so the first
+    layer is pinned as before, and the rest is the top block's identifiability.
+    """
+    layers = model.layers
+    ws = list(model.widths)
+    n, n2 = ws[1], ws[2]
+    h = f"2 hidden layers of widths {ws} (widening)"
+    exps = [_monomial_exponent(l.activation, bias) for l in layers[:-1]]
+    if None in exps:
+        return na("widening: monomial activations", f"{h}: the widening certificate covers monomial activations "
+                  "c t^r (c (t - e)^r + k with biases), r >= 2")
+    if one_layer is None:
+        return na("widening: the top block's decision", f"{h}: no one-hidden-layer decision was given for the top "
+                  "block")
+    if n2 > MAX_WIDTH or n * ws[0] + n2 * n + ws[3] * n2 > MAX_ENTRIES:
+        return na("size guard", f"{h}: beyond the size guard ({MAX_WIDTH} neurons, {MAX_ENTRIES} weights)")
+    Ws = [mat_rows(l.weight) for l in layers]
+    betas = _w2_betas(layers, Ws, bias)
+    supports = [sum(1 for x in row if x != 0) for row in Ws[1]]
+    for j, (s, beta) in enumerate(zip(supports, betas)):
+        if s == 0 or (s == 2 and beta == 0) or (s == 1 and beta != 0):
+            return na("rows of W_2: >= 3 nonzero entries, 2 with a bias off the centre, 1 with the bias at it",
+                      f"{h}; row {j} of W_2 has {s} nonzero entr{'y' if s == 1 else 'ies'} (centred bias {beta}): "
+                      "its pre-activation can have a degree-1 factor that is no first-layer pre-activation")
+    proofs = {}
+    for name, rows, k, what in (("W1_columns", Ws[0], n, "W_1"), ("W2_rows", [list(c) for c in zip(*Ws[1])], n, "W_2"),
+                                ("W3_rows", [list(c) for c in zip(*Ws[2])], n2, "W_3")):
+        cols = _independent_columns(_integral_rows(rows), k, deadline)
+        if cols is None:
+            return na("widening: rank W_1 = rank W_2 = n, rank W_3 = n2",
+                      f"{h}; {what} is not of rank {k} (or not certified modulo two 61-bit primes)")
+        proofs[name] = cols
+    from ..models import DenseLayer, Model
+
+    b2 = [fmpq(b) + (layers[0].activation(layers[0].activation.shift) * sum(row, fmpq(0)) if bias else 0)
+          for b, row in zip(layers[1].bias, Ws[1])]
+    b3 = [fmpq(b) for b in layers[2].bias]
+    if bias and not any(b2) and not any(b3):
+        return na("widening: a top block with biases", f"{h}: the top block's biases b_2 + kappa_1 W_2 1 and b_3 are "
+                  "all zero, and its one-hidden-layer certificate would cover bias-free parameters only")
+    top = Model(n, [DenseLayer(layers[1].weight, b2, layers[1].activation), DenseLayer(layers[2].weight, b3, None)],
+                name="top block")
+    deadline.check("deciding the top block (one hidden layer)")
+    remaining = None if deadline.seconds is None else max(deadline.seconds - deadline.elapsed(), 0.001)
+    td = one_layer(top, timeout=remaining, certificate=certificate)
+    if td.status != "identifiable":
+        extra = (" (a fibre point of the top block outside its orbit gives one of theta's, on top of the same first "
+                 "layer: theta is then not identifiable either, which this certificate does not record)"
+                 if td.status == "not-identifiable" else "")
+        return na("widening: the top block identifiable", f"{h}; the top block u -> W_3 s_2(W_2 u + b~_2) + b_3 "
+                  f"(one hidden layer of width {n2} on C^{n}) is {td.status}: {td.reason}{extra}")
+    dim = n + td.orbit_dimension
+    cond = (f"Jacobian factors (2 hidden layers widening {n} < {n2}, {'biases' if bias else 'no biases'}, monomials "
+            f"t^{exps[0]}, t^{exps[1]}): rank W_1 = rank W_2 = {n}, rank W_3 = {n2}; every row of W_2 has >= 3 nonzero "
+            f"entries" + (" (or 2 with a bias off the centre; 1 only with the bias at the centre)" if bias else " or 1")
+            + f"; the top block is identifiable ({td.condition})")
+    reason = (f"fibre = orbit over C: the degree-1 factors of the Jacobian's maximal minors are the first layer's "
+              f"pre-activations (W_3 injective), which pins the first layer up to monomial matrices; the top block "
+              f"is identifiable (one hidden layer); orbit of dimension {dim}")
+    cert = None
+    if certificate:
+        cert = {"format": fmt, "method": METHOD, "verdict": "identifiable", "widths": ws, "degrees": exps,
+                "bias": bias, "full_rank": proofs, "w2_row_supports": supports,
+                "w2_centred_biases": [str(b) for b in betas], "top": td.certificate,
+                "orbit_size": None, "orbit_dimension": dim}
+    return "identifiable", reason, cond, {"orbit_dimension": dim, "fibre_dimension": 0, "certificate": cert}

@@ -456,7 +456,8 @@ def tensor_identifiability(model, *, timeout: float | None = None, certificate: 
     if len(layers) > 2:
         # deep networks: the Jacobian-factor certificate (symeq/fibre/deep.py), two hidden layers
         try:
-            status, reason, cond, fields = deep_decision(model, deadline=deadline, certificate=certificate, fmt=FORMAT)
+            status, reason, cond, fields = deep_decision(model, deadline=deadline, certificate=certificate, fmt=FORMAT,
+                                                         one_layer=tensor_identifiability)
         except BudgetExceeded as e:
             return TensorDecision("unknown", f"budget exceeded: {e}", "budget", seconds=time.perf_counter() - t0)
         return TensorDecision(status, reason, cond, seconds=time.perf_counter() - t0, **fields)
