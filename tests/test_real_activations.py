@@ -273,3 +273,18 @@ def test_bench_real_quick(tmp_path):
     res = json.loads((tmp_path / "real.json").read_text())
     assert {r["activation"] for r in res["rows"]} == {"tanh", "tanh_series(3)"}
     assert all(r["accepted"] for r in res["rows"])
+
+
+@pytest.mark.parametrize("name", sorted(REAL_ACTIVATIONS))
+def test_checker_intervals_on_huge_arguments_stay_small(name):
+    """Saturated pre-activations (|t| = 10^9) are enclosed at once, without forming exp(10^9)."""
+    import time
+
+    from symeq.check import _real_activation, _real_interval
+
+    cact, _ = _real_activation(real(name).to_spec(), "test")
+    t0 = time.perf_counter()
+    for t in (Fraction(-10 ** 9), Fraction(10 ** 9)):
+        lo, hi = _real_interval(cact, (t, t), 64)
+        assert lo <= hi and hi - lo <= abs(t) * Fraction(1, 2 ** 40) + Fraction(1, 2 ** 40), (name, t)
+    assert time.perf_counter() - t0 < 2
