@@ -1598,8 +1598,9 @@ def check_identifiability(cert: dict, model: dict) -> CheckReport:
                 report.reasons.append(f"rank-one term {j} is not (column {j} of W_2, row {j} of W_1)")
         if not report.reasons:
             report.checks.append(f"{R} rank-one terms v_j (x) w_j^{d} are the model's")
-    if report.reasons:
+    if report.reasons:  # widths, degree or theta's terms are not the model's: a certificate of another model
         report.accepted = False
+        report.mismatch = True
         return report
     latent = _latent_scalings(coeffs, bias, d)
     K = _KProof(V, W, R)

@@ -208,3 +208,32 @@ def test_hunt_writes_the_canonical_group_name_and_resumes_an_alias(tmp_path, cap
     assert main(["hunt", "--arch", "2,4,2", "--group", "rot:3", "--budget", "3", "--out", str(old)]) == 0
     assert json.loads(old.read_text().splitlines()[0])["group"] == "rot3"
     assert len(old.read_text().splitlines()) == 4
+
+
+def test_an_identifiability_certificate_of_another_model_is_exit_2(tmp_path, capsys):
+    import random
+
+    from symeq.activations import tanh_series
+    from symeq.io import save_model
+    from symeq.models import DenseLayer, Model
+
+    def net(seed):
+        rng = random.Random(seed)
+        nz = [x for x in range(-9, 10) if x]
+        return Model(6, [DenseLayer([[rng.choice(nz) for _ in range(6)] for _ in range(6)],
+                                    [rng.randint(-9, 9) for _ in range(6)], tanh_series(3)),
+                         DenseLayer([[rng.choice(nz) for _ in range(6)] for _ in range(6)],
+                                    [rng.randint(-9, 9) for _ in range(6)], None)])
+
+    path, other, cert = tmp_path / "m.json", tmp_path / "o.json", tmp_path / "c.json"
+    save_model(net(7), path)
+    save_model(net(8), other)
+    assert main(["fibre", str(path), "--method", "tensor", "--certificate", str(cert)]) == 0
+    assert main(["check", str(cert), str(path)]) == 0
+    assert main(["check", str(cert), str(other)]) == 2
+    assert "not about this model" in capsys.readouterr().out
+    data = json.loads(cert.read_text())
+    data["neurons"][3]["gcd"] = None
+    data["neurons"][3]["solutions"] = "all"
+    cert.write_text(json.dumps(data))
+    assert main(["check", str(cert), str(path)]) == 1  # a tampered proof of the same model
