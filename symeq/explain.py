@@ -456,7 +456,8 @@ def build_report(v, cert_name: str, model_name: str, picture: tuple, matrix: boo
 
     rep.h(2, "3. Premise: end-to-end equivariance")
     rep.math(_premise())
-    rep.p(f"**{'Holds' if eq.holds else 'Fails'}**, decided by the method `{v.end_to_end_method}`: {eq.detail}.")
+    state = "Undecided" if eq.holds is None else "Holds" if eq.holds else "Fails"
+    rep.p(f"**{state}**, decided by the method `{v.end_to_end_method}`: {eq.detail}.")
     if eq.witness is not None and hasattr(eq.witness, "enclosures"):  # a ball witness (real activations)
         w = eq.witness
         lo, hi = w.enclosures[w.output]

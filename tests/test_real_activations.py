@@ -288,3 +288,18 @@ def test_checker_intervals_on_huge_arguments_stay_small(name):
         lo, hi = _real_interval(cact, (t, t), 64)
         assert lo <= hi and hi - lo <= abs(t) * Fraction(1, 2 ** 40) + Fraction(1, 2 ** 40), (name, t)
     assert time.perf_counter() - t0 < 2
+
+
+def test_cli_undetermined_exit_3_and_explain(tmp_path, capsys):
+    """The cancelling GELU clones: `symeq verify` exits 3 with the reason; explain says undecided."""
+    from symeq.cli import main
+    from symeq.explain import explain
+
+    m = Model(1, [DenseLayer([[1], [1]], [0, 0], real("gelu")), DenseLayer([[1, -1]], [0], None)], global_sign(1))
+    path = tmp_path / "clones.json"
+    path.write_text(json.dumps(model_to_json(m)))
+    assert main(["verify", str(path)]) == 3
+    out = capsys.readouterr().out
+    assert "UNDECIDED" in out and "arb balls" in out
+    paths = explain(m, out_dir=tmp_path / "ex")
+    assert "**Undecided**" in paths["markdown"].read_text()
