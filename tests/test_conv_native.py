@@ -319,3 +319,89 @@ def test_pooling_folds_exactly():
     means = [sum((H[c * 36 + p, pt] for p in range(36)), fmpq(0)) / 36 for c in range(2) for pt in range(2)]
     want = [means[pt] - means[2 + pt] / 2 + fmpq(1, 4) for pt in range(2)]
     assert g.forward(X).entries() == want
+
+
+# -- the float twin: torch modules, npz, numeric-check -----------------------------------------------
+
+def _torch_from_layers(torch, layers, act=None):
+    """An nn.Sequential with the kernels of exact conv layers (the last one, a whole-image kernel, as
+    Flatten + Linear): an escnn-style network as torch Conv2d modules."""
+    mods = []
+    for l in layers[:-1]:
+        s = l.shape
+        conv = torch.nn.Conv2d(s.in_channels, s.out_channels, s.kh, stride=s.stride, padding=s.padding,
+                               padding_mode=s.padding_mode).double()
+        with torch.no_grad():
+            conv.weight.copy_(torch.tensor([[[[float(x) for x in r] for r in kc] for kc in ko] for ko in l.kernel]))
+            conv.bias.copy_(torch.tensor([float(b) for b in l.channel_bias]))
+        mods += [conv, (act or torch.nn.Tanh)()]
+    last = layers[-1]
+    lin = torch.nn.Linear(last.in_dim, last.shape.out_channels).double()
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[float(x) for x in r] for r in last.rows]))
+        lin.bias.copy_(torch.tensor([float(b) for b in last.channel_bias]))
+    return torch.nn.Sequential(*mods, torch.nn.Flatten(), lin)
+
+
+@pytest.mark.parametrize("name, fields", [("C4", 2), ("D4", 1)])
+def test_escnn_style_torch_networks_float_twin(name, fields, tmp_path):
+    torch = pytest.importorskip("torch", reason="pip install 'symeq[torch]'")
+    import numpy as np
+    from symeq.cli import main
+    from symeq.layers.conv_nets import regular_channel_action, regular_network
+    from symeq.numeric.layerwise import derive_latent_actions_numeric
+    from symeq.numeric.models import from_torch, load_npz, save_npz
+
+    n = 5
+    layers, group = regular_network(name, n, fields, 2, tanh_series(3), rng=4)
+    net = _torch_from_layers(torch, layers)
+    model = from_torch(net, group, input_shape=(1, n, n))
+    assert [l.kind for l in model.layers] == ["conv2d"] * 3
+    x = np.random.default_rng(0).standard_normal((4, n * n))
+    assert np.allclose(model.forward(x), net(torch.tensor(x.reshape(4, 1, n, n))).detach().numpy(), atol=1e-12)
+    d = derive_latent_actions_numeric(model)
+    assert d.within_tolerance, d.report()
+    escnn_element = {"rot90": 3, "mirror": 4}
+    npix = n * n
+    for acts in d.actions:
+        for gname, a in zip(group.names, acts):
+            src = regular_channel_action(name, fields, escnn_element[gname])
+            R = (0, -1, 1, 0) if gname == "rot90" else (1, 0, 0, -1)
+            pix = transform_pixels(R, n, n)
+            assert a.cols.tolist() == [src[c] * npix + pix[p] for c in range(len(src)) for p in range(npix)]
+            assert np.allclose(a.vals, 1.0)
+    path = tmp_path / "net.npz"
+    save_npz(model, path)
+    with np.load(path) as z:
+        assert "conv_0" in z.files and "weight_0" not in z.files   # kernels, not the expanded matrix
+    assert np.allclose(load_npz(path).forward(x), model.forward(x))
+    assert main(["numeric-check", str(path)]) == 0
+
+
+def test_numeric_check_reads_the_exact_conv_file(tmp_path):
+    import json
+    from symeq.cli import main
+    from symeq.io import model_to_json
+
+    path = tmp_path / "c4.json"
+    path.write_text(json.dumps(model_to_json(_escnn_model("C4"))))
+    assert main(["numeric-check", str(path)]) == 0
+
+
+def test_from_torch_circular_padding_average_pooling_and_max_pooling():
+    torch = pytest.importorskip("torch", reason="pip install 'symeq[torch]'")
+    import numpy as np
+    from symeq.errors import InputError
+    from symeq.numeric.models import from_torch
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 3, 3, padding=1, padding_mode="circular"), torch.nn.ELU(),
+                              torch.nn.AvgPool2d(2), torch.nn.Conv2d(3, 2, 2), torch.nn.Tanh(),
+                              torch.nn.Flatten(), torch.nn.Linear(2 * 2 * 2, 1)).double()
+    model = from_torch(net, None, input_shape=(1, 6, 6))
+    assert [l.kind for l in model.layers] == ["conv2d"] * 3 and model.layers[1].shape.stride == 2
+    x = np.random.default_rng(1).standard_normal((3, 36))
+    assert np.allclose(model.forward(x), net(torch.tensor(x.reshape(3, 1, 6, 6))).detach().numpy(), atol=1e-12)
+    with pytest.raises(InputError, match="max pooling"):
+        from_torch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.Tanh(), torch.nn.MaxPool2d(2),
+                                       torch.nn.Flatten(), torch.nn.Linear(2, 1)), None, input_shape=(1, 6, 6))

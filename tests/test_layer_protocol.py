@@ -155,15 +155,16 @@ def test_every_float_layer_satisfies_the_float_protocol():
     assert soft.heads_layer().kind == "heads" and soft.heads_layer().scoring == "softmax"
 
 
-def test_torch_conv_net_reads_into_dense_layers():
+def test_torch_conv_net_reads_into_conv_layers():
     torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]' (or pip install torch==2.13.0)")
     from symeq.numeric.models import from_torch
 
     net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.Tanh(),
                               torch.nn.Flatten(), torch.nn.Linear(36, 1)).double()
     model = from_torch(net, builtin_group("rot90:3", output=1), input_shape=(1, 3, 3))
-    assert [l.kind for l in model.layers] == ["dense", "dense"]
-    assert [l.label for l in model.layers] == ["dense 9->36 tanh", "dense 36->1 affine"]
+    assert [l.kind for l in model.layers] == ["conv2d", "conv2d"]   # kernels, never expanded
+    assert [l.label for l in model.layers] == ["conv2d 9->36 (1x3x3->4x3x3, k3x3 s1 p1) tanh",
+                                               "conv2d 36->1 (4x3x3->1x1x1, k3x3 s1 p0) affine"]
     assert model.layers[0].latent_group_name == "signed permutations" and model.layers[1].latent_group_name is None
     for layer in model.layers:
         assert isinstance(layer, LayerBase)

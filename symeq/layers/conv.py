@@ -54,7 +54,8 @@ from ..numbers import as_fmpq, format_number, monomial_matrix, monomial_parts
 from .base import NoPartner
 
 __all__ = ["ConvShape", "dense_rows", "conv_bias", "ConvAction", "ConvLayer", "as_conv_action", "grid_transform",
-           "transform_pixels", "fold_average_pool", "PADDING_MODES", "DENSE_EXPANSION_LIMIT"]
+           "transform_pixels", "tap_permutation", "output_pixels", "geometry_failure", "fold_average_pool",
+           "PADDING_MODES", "DENSE_EXPANSION_LIMIT"]
 
 PADDING_MODES = ("zeros", "circular")
 
@@ -235,6 +236,55 @@ def grid_transform(pixels: Sequence[int], h: int, w: int) -> tuple | None:
         if transform_pixels(R, h, w) == pixels:
             return R
     return None
+
+
+def tap_permutation(shape: ConvShape, source: Sequence[int], R: tuple) -> list[int]:
+    """Where each kernel tap t = (c, i, j) goes in theta^g's kernel: (source[c], R_k (i, j)), R_k being
+    the grid symmetry R about the kernel's centre.  One index map for the exact and the float layer.
+
+    >>> tap_permutation(ConvShape(1, 1, 3, 3, 2, 2), [0], (1, 0, 0, -1))   # a mirror swaps the columns
+    [1, 0, 3, 2]
+    """
+    kh, kw = shape.kh, shape.kw
+    a, b, c, d = R
+    e0 = (kh - 1) if (a < 0 or b < 0) else 0
+    e1 = (kw - 1) if (c < 0 or d < 0) else 0
+    perm = [0] * shape.taps
+    for ci in range(shape.in_channels):
+        for i in range(kh):
+            for j in range(kw):
+                perm[(ci * kh + i) * kw + j] = (source[ci] * kh + a * i + b * j + e0) * kw + c * i + d * j + e1
+    return perm
+
+
+def output_pixels(shape: ConvShape, R: tuple) -> tuple | None:
+    """The output grid's pixel permutation for the input grid symmetry R, or None where the conv's
+    geometry (stride, padding, size) breaks it: a reflected coordinate needs ``(N + 2 p - k) % s == 0``
+    (docs/conv.md).  One rule for the exact and the float layer.
+
+    >>> output_pixels(ConvShape(1, 1, 6, 6, 3, 3, stride=2, padding=1), (0, -1, 1, 0)) is None
+    True
+    """
+    s = shape
+    a, b, c, d = R
+    if b != 0 and (s.height != s.width or s.kh != s.kw):
+        return None
+    dims = ((s.height, s.kh), (s.width, s.kw))
+    for row in ((a, b), (c, d)):
+        src = 0 if row[0] else 1  # the input coordinate this output coordinate reads
+        n, k = dims[src]
+        if row[src] < 0 and (n + 2 * s.padding - k) % s.stride:
+            return None
+    pix = transform_pixels(R, *s.out_hw)
+    return None if pix is None else tuple(pix)
+
+
+def geometry_failure(label: str, s: ConvShape, R: tuple) -> str:
+    """Why the grid symmetry R does not carry over this convolution's geometry (a sentence)."""
+    return (f"{label}: the input grid's symmetry ({_NAMES.get(R, R)}) does not map this convolution's "
+            f"sampling grid onto itself (stride {s.stride}, padding {s.padding}, kernel {s.kh}x{s.kw} on "
+            f"{s.height}x{s.width} images: N + 2p - k = {s.height + 2 * s.padding - s.kh} is not a multiple "
+            "of the stride), so the layer cannot be equivariant for it")
 
 
 @dataclass(frozen=True, eq=False)
@@ -528,47 +578,20 @@ class ConvLayer:
         return a
 
     def output_pixels(self, R: tuple) -> tuple | None:
-        """The output grid's pixel permutation for the input grid symmetry R, or None where the
-        conv's geometry (stride, padding, size) breaks it: a reflected coordinate needs
-        ``(N + 2 p - k) % s == 0`` (docs/conv.md)."""
-        s = self.shape
-        a, b, c, d = R
-        if b != 0 and (s.height != s.width or s.kh != s.kw):
-            return None
-        dims = ((s.height, s.kh), (s.width, s.kw))
-        for row in ((a, b), (c, d)):
-            src = 0 if row[0] else 1  # the input coordinate this output coordinate reads
-            n, k = dims[src]
-            if row[src] < 0 and (n + 2 * s.padding - k) % s.stride:
-                return None
-        pix = transform_pixels(R, *s.out_hw)
-        return None if pix is None else tuple(pix)
+        """:func:`output_pixels` of this layer's geometry."""
+        return output_pixels(self.shape, R)
 
     def geometry_failure(self, R: tuple) -> str:
-        s = self.shape
-        return (f"{self.label}: the input grid's symmetry ({_NAMES.get(R, R)}) does not map this convolution's "
-                f"sampling grid onto itself (stride {s.stride}, padding {s.padding}, kernel {s.kh}x{s.kw} on "
-                f"{s.height}x{s.width} images: (N + 2p - k) = {s.height + 2 * s.padding - s.kh} is not a multiple "
-                "of the stride), so the layer cannot be equivariant for it")
+        return geometry_failure(self.label, self.shape, R)
 
     def transformed_rows(self, P: ConvAction, R: tuple) -> list[list]:
         """Kernel rows of theta^g's layer: K'[o, source[c], R_k t] = factor[c] K[o, c, t]."""
-        s = self.shape
-        kh, kw = s.kh, s.kw
-        a, b, c, d = R
-        e0 = (kh - 1) if (a < 0 or b < 0) else 0
-        e1 = (kw - 1) if (c < 0 or d < 0) else 0
-        # tap (c, i, j) -> (source[c], i', j')
-        perm = [0] * s.taps
-        for ci in range(s.in_channels):
-            for i in range(kh):
-                for j in range(kw):
-                    i2, j2 = a * i + b * j + e0, c * i + d * j + e1
-                    perm[(ci * kh + i) * kw + j] = (P.source[ci] * kh + i2) * kw + j2
-        fac = [P.factor[t // (kh * kw)] for t in range(s.taps)]
+        perm = tap_permutation(self.shape, P.source, R)
+        per = self.shape.kh * self.shape.kw
+        fac = [P.factor[t // per] for t in range(self.shape.taps)]
         out = []
         for r in self.rows:
-            row = [fmpq(0)] * s.taps
+            row = [fmpq(0)] * self.shape.taps
             for t, x in enumerate(r):
                 if x != 0:
                     row[perm[t]] = x * fac[t]

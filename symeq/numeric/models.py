@@ -57,6 +57,7 @@ from ..errors import EngineMissing, InputError, ShapeError
 from ..layers.base import TOKEN_MIXING, DenseNames
 from ..models import LayeredShape
 from .attention import NumericAttention, NumericHeads
+from .conv import NumericConvLayer
 from .match import _input_bias, _latent_action, _match_layer
 from .monomial import right_multiply, to_float_matrix  # to_float_matrix: re-exported (it lives below models)
 
@@ -725,6 +726,9 @@ def from_exact(model, group=...) -> NumericModel:
         elif l.kind == "heads":
             layers.append(NumericHeads(l.tokens, [to_float_matrix(a) for a in l.scores],
                                        [to_float_matrix(v) for v in l.values]))
+        elif l.kind == "conv2d":  # kernels stay kernels (symeq.numeric.conv)
+            layers.append(NumericConvLayer.from_exact(
+                l, None if l.activation is None else activation_from_exact(l.activation)))
         else:
             layers.append(NumericDenseLayer(to_float_matrix(l.weight), np.array([_fq(b) for b in l.bias]),
                                             None if l.activation is None else activation_from_exact(l.activation),
@@ -814,6 +818,12 @@ def model_from_json(data, where: str = "model") -> NumericModel:
     specs = data.get("layers")
     if not isinstance(specs, list) or not specs:
         raise InputError(f"{where}.layers must be a non-empty list of layers")
+    from ..io import IMAGE_KINDS
+    if any(isinstance(sp, dict) and sp.get("type") in IMAGE_KINDS for sp in specs):
+        # a file with convolutions: the exact reader (kernels, pooling folded, strict keys), then floats
+        from ..io import model_from_json as exact_model_from_json
+
+        return from_exact(exact_model_from_json(data, where))
     layers, width = [], n
     tokens = None  # after an attention layer, dense layers act token-wise with per-token weights
     for i, spec in enumerate(specs):
@@ -893,12 +903,19 @@ def load_npz(path) -> NumericModel:
     z = open_npz(p, "an .npz archive of weight_i / bias_i / activations")
     with z:
         files = set(z.files)
-        if "weight_0" not in files or "activations" not in files:
+        if ("weight_0" not in files and "conv_0" not in files) or "activations" not in files:
             raise InputError(f"{p}: an .npz model needs weight_0, bias_0, ... and activations; found {sorted(files)}")
         acts = [str(a) for a in z["activations"].reshape(-1)]
         _check_npz_names(p, files, len(acts))
         layers = []
         for i, a in enumerate(acts):
+            if f"conv_{i}" in files:  # a conv2d layer: its kernel, per-channel bias and geometry
+                spec = None if a.lower() in ("none", "null", "") else (json.loads(a) if a.lstrip().startswith("{") else a)
+                try:
+                    layers.append(_npz_conv(z, i, numeric_activation(spec, f"{p}: activations[{i}]"), files))
+                except InputError as e:
+                    raise InputError(f"{p}: layer {i}: {e}") from None
+                continue
             if f"weight_{i}" not in files or f"bias_{i}" not in files:
                 missing = f"weight_{i}" if f"weight_{i}" not in files else f"bias_{i}"
                 raise InputError(f"{p}: activations lists {len(acts)} layers but {missing} is missing"
@@ -922,13 +939,29 @@ def load_npz(path) -> NumericModel:
             raise InputError(f"{p}: {e}") from None
 
 
+def _npz_conv(z, i: int, act, files) -> NumericConvLayer:
+    """Layer i of an .npz archive stored as a convolution: ``conv_i`` (C_out x C_in x kh x kw), ``bias_i``
+    (per channel) and ``conv_meta_i`` = [C_in, H, W, stride, padding, circular (0/1)]."""
+    from ..layers.conv import ConvShape
+
+    if f"conv_meta_{i}" not in files or f"bias_{i}" not in files:
+        raise InputError(f"conv_{i} needs conv_meta_{i} ([C_in, H, W, stride, padding, circular]) and bias_{i}")
+    k = np.asarray(z[f"conv_{i}"], dtype=np.float64)
+    meta = [int(v) for v in np.asarray(z[f"conv_meta_{i}"]).reshape(-1)]
+    if k.ndim != 4 or len(meta) != 6:
+        raise InputError(f"conv_{i} must be C_out x C_in x kh x kw and conv_meta_{i} hold 6 integers")
+    C, H, W, stride, pad, circ = meta
+    shape = ConvShape(C, k.shape[0], H, W, k.shape[2], k.shape[3], stride, pad, "circular" if circ else "zeros")
+    return NumericConvLayer(shape, k, z[f"bias_{i}"], act)
+
+
 def _check_npz_names(p: Path, files, n_layers: int) -> None:
     """Refuse an array name the .npz model layout does not have (a misspelt "biases_0" must not
     become a zero bias), naming it with the closest allowed name."""
     from ..check import close_names
 
     n_gens = sum(1 for f in files if f.startswith("group_input_"))
-    allowed = (["activations"] + [f"{w}_{i}" for i in range(n_layers) for w in ("weight", "bias")]
+    allowed = (["activations"] + [f"{w}_{i}" for i in range(n_layers) for w in ("weight", "bias", "conv", "conv_meta")]
                + [f"group_{s}_{k}" for k in range(n_gens) for s in ("input", "output")])
     for name in sorted(files):
         if name not in allowed:
@@ -947,6 +980,13 @@ def save_npz(model: NumericModel, path) -> None:
         raise InputError("the .npz layout holds dense models only; save attention models as .json")
     arrays = {}
     for i, l in enumerate(model.layers):
+        if l.kind == "conv2d":  # kernels, not the expanded matrix
+            s = l.shape
+            arrays[f"conv_{i}"] = l.kernel
+            arrays[f"bias_{i}"] = l.channel_bias
+            arrays[f"conv_meta_{i}"] = np.array([s.in_channels, s.height, s.width, s.stride, s.padding,
+                                                 int(s.padding_mode == "circular")], dtype=np.int64)
+            continue
         arrays[f"weight_{i}"] = l.weight
         arrays[f"bias_{i}"] = l.bias
     arrays["activations"] = np.array(["none" if l.activation is None else json.dumps(l.activation.spec)
@@ -1005,43 +1045,76 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
 
     Known activations: Tanh, GELU (erf or tanh form), Sigmoid, ReLU, SiLU, Softplus (beta 1), ELU,
     LeakyReLU (parameters read as rationals) and symeq's Polynomial.
-    ``Conv2d`` (zero padding, any stride, no dilation or groups) becomes the dense layer with shared
-    weights of :mod:`symeq.layers.conv`; it needs ``input_shape = (C, H, W)`` of the network's input (later
-    convolutions follow the shapes).  ``Flatten`` is the identity on symeq's channel-major pixel order.
+    ``Conv2d`` (zero or circular padding, any stride, no dilation or groups) becomes a
+    :class:`symeq.numeric.conv.NumericConvLayer` (kernels kept); it needs ``input_shape = (C, H, W)`` of
+    the network's input (later layers follow the shapes).  ``Flatten`` is the identity on symeq's
+    channel-major pixel order; a ``Linear`` after a convolution is the convolution with a whole-image
+    kernel; ``AvgPool2d`` (no padding) is folded exactly into the next layer; max pooling is refused.
     """
-    from ..layers.conv import ConvShape, conv_bias, dense_rows
+    from ..layers.conv import ConvShape
+    from .conv import fold_average_pool_float
 
     torch = _torch()
     if not isinstance(seq, torch.nn.Sequential):
         raise InputError(f"expected a torch.nn.Sequential, got {type(seq).__name__}")
-    layers, pending = [], None
+    layers, pending = [], None  # pending: a layer built from a Linear/Conv2d, waiting for its activation
+    pool = None                 # a pending AvgPool2d (kernel, stride, shape before it), folded into the next layer
     shape = None if input_shape is None else tuple(int(v) for v in input_shape)
     if shape is not None and len(shape) != 3:
         raise InputError(f"input_shape must be (channels, height, width), got {input_shape!r}")
+    image = False  # a convolution came before: later Linear layers are whole-image kernels
+
+    def make(kind, *args):  # the pending layer with the given activation
+        return NumericConvLayer(*args) if kind == "conv" else NumericDenseLayer(*args)
+
+    def finish(p, act):
+        layer = make(p[0], *p[1:-1], act)
+        if p[-1] is not None:  # a pooling before this layer, folded exactly (padding 0)
+            layer = fold_average_pool_float(*p[-1], layer)
+        return layer
+
     for idx, mod in enumerate(seq):
         kind = type(mod).__name__
         if isinstance(mod, (torch.nn.Linear, torch.nn.Conv2d)) and pending is not None:
-            layers.append(NumericDenseLayer(*pending, None))
+            layers.append(finish(pending, None))
             pending = None
         if isinstance(mod, torch.nn.Linear):
             W = mod.weight.detach().cpu().double().numpy()
             b = None if mod.bias is None else mod.bias.detach().cpu().double().numpy()
-            pending, shape = (W, b), None
+            if image:  # after a convolution (and a Flatten): the conv with a whole-image kernel
+                if W.shape[1] != shape[0] * shape[1] * shape[2]:
+                    raise InputError(f"module {idx}: Linear with {W.shape[1]} inputs after a {shape} image")
+                C, H, Wd = shape
+                pending = ("conv", ConvShape(C, W.shape[0], H, Wd, H, Wd), W.reshape(W.shape[0], C, H, Wd), b, pool)
+                shape = (W.shape[0], 1, 1)
+            else:
+                pending, shape = ("dense", W, b, None), None
+            pool = None
         elif isinstance(mod, torch.nn.Conv2d):
             if shape is None:
                 raise InputError(f"module {idx} is a Conv2d: pass input_shape=(C, H, W) of the network's input")
-            if mod.groups != 1 or tuple(mod.dilation) != (1, 1) or mod.padding_mode != "zeros" \
+            if mod.groups != 1 or tuple(mod.dilation) != (1, 1) or mod.padding_mode not in ("zeros", "circular") \
                     or isinstance(mod.padding, str) or len(set(mod.stride)) != 1 or len(set(mod.padding)) != 1:
-                raise InputError(f"module {idx}: symeq reads Conv2d with groups=1, dilation 1, zero padding given "
-                                 "as a number, and equal strides and paddings in both directions")
+                raise InputError(f"module {idx}: symeq reads Conv2d with groups=1, dilation 1, zero or circular "
+                                 "padding given as a number, and equal strides and paddings in both directions")
             kh, kw = mod.kernel_size
             conv = ConvShape(shape[0], mod.out_channels, shape[1], shape[2], kh, kw,
-                             stride=mod.stride[0], padding=mod.padding[0])
+                             stride=mod.stride[0], padding=mod.padding[0], padding_mode=mod.padding_mode)
             K = mod.weight.detach().cpu().double().numpy()
-            W = np.array(dense_rows(conv, K, 0.0), dtype=np.float64)
-            b = None if mod.bias is None else np.array(conv_bias(conv, list(mod.bias.detach().cpu().double().numpy())))
-            pending = (W, b)
+            b = None if mod.bias is None else mod.bias.detach().cpu().double().numpy()
+            pending = ("conv", conv, K, b, pool)
+            pool, image = None, True
             shape = (conv.out_channels, *conv.out_hw)
+        elif isinstance(mod, torch.nn.AvgPool2d):
+            k = mod.kernel_size if isinstance(mod.kernel_size, int) else mod.kernel_size[0]
+            st = mod.stride if isinstance(mod.stride, int) else (mod.stride[0] if mod.stride else k)
+            if pending is not None or shape is None or pool is not None or mod.padding not in (0, (0, 0)):
+                raise InputError(f"module {idx}: AvgPool2d (no padding) is read after an activation, on an image")
+            pool = (k, st, shape)
+            shape = (shape[0], (shape[1] - k) // st + 1, (shape[2] - k) // st + 1)
+        elif kind in ("MaxPool2d", "MaxPoolChannels", "AdaptiveMaxPool2d"):
+            raise InputError(f"module {idx} is a {kind}: max pooling (escnn's group pooling included) is piecewise "
+                             "linear and not supported; use average pooling or an invariant linear readout")
         elif isinstance(mod, torch.nn.Flatten):
             continue
         elif kind in _TORCH_ACTS or kind == "Polynomial":
@@ -1049,12 +1122,14 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
                 raise InputError(f"module {idx} ({kind}) is an activation without a Linear or Conv2d before it")
             act = numeric_activation(_torch_activation_spec(mod, kind, idx)) if kind != "Polynomial" else \
                 numeric_activation({"type": "polynomial", "coeffs": [repr(float(c)) for c in mod.coeffs]})
-            layers.append(NumericDenseLayer(*pending, act))
+            layers.append(finish(pending, act))
             pending = None
         else:
-            raise InputError(f"module {idx} is a {kind}; symeq reads Sequentials of Conv2d, Flatten, Linear, "
-                             "Tanh, GELU, Sigmoid, ReLU, SiLU, Softplus, ELU, LeakyReLU")
+            raise InputError(f"module {idx} is a {kind}; symeq reads Sequentials of Conv2d, AvgPool2d, Flatten, "
+                             "Linear, Tanh, GELU, Sigmoid, ReLU, SiLU, Softplus, ELU, LeakyReLU")
     if pending is None:
         raise InputError("the Sequential must end with a Linear or Conv2d layer (the last layer is affine)")
-    layers.append(NumericDenseLayer(*pending, None))
+    if pool is not None:
+        raise InputError("an AvgPool2d must be followed by a Conv2d or Linear layer (it is folded into it)")
+    layers.append(finish(pending, None))
     return NumericModel(layers[0].in_dim, layers, _as_group(group), name)
