@@ -303,3 +303,37 @@ def test_cli_undetermined_exit_3_and_explain(tmp_path, capsys):
     assert "UNDECIDED" in out and "arb balls" in out
     paths = explain(m, out_dir=tmp_path / "ex")
     assert "**Undecided**" in paths["markdown"].read_text()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_verdicts_agree_with_the_float_twin(seed):
+    """Random scrambled real networks (activation, group and widths drawn by the seed): a proof of
+    equivariance comes with a float residual at rounding level; a one-weight change is refuted, and the
+    float twin sees a residual of the size the ball witness encloses."""
+    import random
+
+    import numpy as np
+
+    from symeq.numeric import from_exact
+
+    rng = random.Random(seed)
+    name = sorted(REAL_ACTIVATIONS)[seed % len(REAL_ACTIVATIONS)]
+    group = builtin_group(rng.choice(["mirror:2x2", "rot:4", "shift:3"]) if name != "erf" else "mirror:2x2")
+    m = random_equivariant_model(group, ["regular"] * rng.randint(1, 2), real(name), rng=seed)
+    m, _ = scramble(m, rng=seed + 100)
+    v = verify(m)
+    assert v.verdict == "layerwise-equivariant"
+    assert from_exact(m).equivariance_error(rng=0) < 1e-9
+    data = _broken(m)
+    bad = model_from_json(data)
+    vb = verify(bad)
+    assert vb.verdict == "not-equivariant"
+    w = vb.equivariance.witness
+    f = from_exact(bad)
+    A, B = [np.array([[float(int(x.p)) / float(int(x.q)) for x in r] for r in M.tolist()])
+            for M in bad.group.generators[w.generator_index]]
+    x = np.array([float(int(t.p)) / float(int(t.q)) for t in w.x])
+    diff = f.forward((A @ x)[None, :])[0] - B @ f.forward(x[None, :])[0]
+    lo, hi = w.enclosures[w.output]
+    assert float(lo) - 1e-9 <= diff[w.output] <= float(hi) + 1e-9
+    assert check_certificate(_roundtrip(vb.certificate()), data).accepted is True
