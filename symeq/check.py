@@ -27,7 +27,10 @@ remainder bounds, outward rounding): some output's enclosure must exclude 0, and
 the certificate must meet the checker's own.
 
 The verdicts ``undetermined`` and ``no-layerwise-parameter`` claim nothing that can be re-verified
-(exit code 3). Layers are numbered from 1 (``f_1 .. f_L``); generators, rows and neurons from 0, as
+(exit code 3). A certificate checked against another model (its input size, group, theta or
+theta's digest differ from the model file's) is bad input, exit code 2, as are swapped arguments
+(a model given first); a certificate whose claims fail for its own model is rejected, exit code 1.
+Layers are numbered from 1 (``f_1 .. f_L``); generators, rows and neurons from 0, as
 in the JSON arrays.
 
 Sparse actions
