@@ -48,11 +48,14 @@ def activation_label(activation: Activation | None) -> str:
     >>> from symeq.activations import monomial
     >>> activation_label(monomial(2)), activation_label(None)
     ('monomial(2)', 'affine')
+    >>> from symeq.activations import real
+    >>> activation_label(real("tanh")), activation_label(real("leaky_relu"))
+    ('tanh', 'leaky_relu(1/100)')
     """
     if activation is None:
         return "affine"
     spec = activation.spec
-    arg = spec.get("order", spec.get("degree"))
+    arg = spec.get("order", spec.get("degree", spec.get("slope", spec.get("alpha", spec.get("approximate")))))
     return spec["type"] + (f"({arg})" if arg is not None else "")
 
 
