@@ -316,3 +316,23 @@ def test_float_twin_reads_k_from_the_exact_definition(name):
     num = numeric_activation(act.to_spec())
     assert num.scalings == Scalings.of_exact(act) and num.symmetry == act.symmetry
     assert num.latent_group == act.latent_group and num.spec == act.to_spec()
+
+
+def test_torch_real_activation_modules_are_read_with_their_parameters():
+    """SiLU, Softplus, ELU(alpha), LeakyReLU(slope) and GELU(tanh) become the real activations."""
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]' (or pip install torch==2.13.0)")
+    from symeq.numeric import from_torch
+
+    mods = [torch.nn.SiLU(), torch.nn.Softplus(), torch.nn.ELU(alpha=0.5), torch.nn.LeakyReLU(0.1),
+            torch.nn.GELU(approximate="tanh")]
+    specs = [{"type": "silu"}, {"type": "softplus"}, {"type": "elu", "alpha": "1/2"},
+             {"type": "leaky_relu", "slope": "1/10"}, {"type": "gelu", "approximate": "tanh"}]
+    for mod, spec in zip(mods, specs):
+        seq = torch.nn.Sequential(torch.nn.Linear(3, 4), mod, torch.nn.Linear(4, 2)).double()
+        m = from_torch(seq)
+        assert m.layers[0].activation.spec == spec
+        x = np.linspace(-2, 2, 12).reshape(4, 3)
+        with torch.no_grad():
+            want = seq(torch.from_numpy(x)).numpy()
+        assert np.allclose(m.forward(x), want, atol=1e-12), spec
+        assert isinstance(m.layers[0].activation.torch_module(), type(mod))
