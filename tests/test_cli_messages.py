@@ -237,3 +237,18 @@ def test_an_identifiability_certificate_of_another_model_is_exit_2(tmp_path, cap
     data["neurons"][3]["solutions"] = "all"
     cert.write_text(json.dumps(data))
     assert main(["check", str(cert), str(path)]) == 1  # a tampered proof of the same model
+
+
+def test_explain_says_there_will_be_no_picture_before_the_work(tmp_path, monkeypatch, capsys):
+    import sys
+
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
+    assert main(["explain", "--out", str(tmp_path / "ex")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    note = next(i for i, x in enumerate(err) if x.startswith("no picture"))
+    assert "pip install 'symeq[plot]'" in err[note]
+    assert note < next(i for i, x in enumerate(err) if x.startswith("verdict:"))
+    assert sum(x.startswith("no picture") for x in err) == 1
+    assert (tmp_path / "ex" / "report.md").exists() and not (tmp_path / "ex" / "network.png").exists()

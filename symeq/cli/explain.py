@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from .loader import add_group_options, load_model_args
+from .loader import add_group_options, has_extra, load_model_args
 
 __all__ = ["register", "cmd_explain"]
 
@@ -21,9 +21,13 @@ def cmd_explain(args) -> int:
 
     model = load_model_args(args)
     print(f"explaining {model.name}: widths {model.widths}, group {model.group.label}", file=sys.stderr)
+    has_plot = has_extra("matplotlib")
+    if not has_plot:  # said before the work, not after it: the report is written without a picture
+        print("no picture: matplotlib is needed for pictures: pip install 'symeq[plot]' (the report is "
+              "written without one)", file=sys.stderr)
     v = verify(model, timeout=args.timeout)
     paths = explain(model, out_dir=args.out, verification=v, matrix=args.matrix)
-    if "png" not in paths:
+    if "png" not in paths and has_plot:
         print("no picture: matplotlib is needed for pictures: pip install 'symeq[plot]'", file=sys.stderr)
     for key in ("html", "markdown", "png", "svg", "certificate", "model"):
         if key in paths:

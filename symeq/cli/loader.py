@@ -20,7 +20,8 @@ import sys
 from ..cliargs import group_output_arg
 from ..errors import InputError
 
-__all__ = ["NO_GROUP", "add_group_options", "announce_budget", "group_from_args", "load_model_args", "require_extra"]
+__all__ = ["NO_GROUP", "add_group_options", "announce_budget", "group_from_args", "has_extra", "load_model_args",
+           "require_extra"]
 
 NO_GROUP = "the model has no \"group\"; add one to the file or pass --group (see `symeq groups`)"
 
@@ -45,16 +46,26 @@ def require_extra(module: str, install: str, what: str = "this command") -> None
     ...
     symeq.errors.EngineMissing: drawing figures needs the no_such_module_xyz package, which is not installed: pip install 'symeq[plot]'
     """
-    import importlib.util
-
     from ..errors import EngineMissing
 
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package missing, or a broken installation
-        found = False
-    if not found:
+    if not has_extra(module):
         raise EngineMissing(f"{what} needs the {module} package, which is not installed: {install}")
+
+
+def has_extra(module: str) -> bool:
+    """Whether an optional package can be imported, found without importing it.
+
+    >>> has_extra("json"), has_extra("no_such_module_xyz")
+    (True, False)
+    """
+    import importlib.util
+
+    if module in sys.modules and sys.modules[module] is None:  # blocked (as tests do)
+        return False
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError, AttributeError):  # a parent package missing, or a broken installation
+        return False
 
 
 def announce_budget(args) -> None:

@@ -172,7 +172,7 @@ def write_picture(rec: dict, spec: str, path) -> str:
         except ImportError:
             path = path.with_suffix(".svg")
             path.write_text(_svg(action, title))
-            return f"matplotlib is missing (pip install matplotlib): wrote {path} instead"
+            return f"matplotlib is missing (pip install 'symeq[plot]'): wrote {path} instead"
         fig, ax = plt.subplots(figsize=(5, 5))
         G = resolve_group(spec)
         for gi, (name, img) in enumerate(action["images"].items()):

@@ -219,7 +219,7 @@ class _Dask:
         try:
             from distributed import Client
         except ImportError:
-            raise EngineMissing("--scheduler needs dask.distributed: pip install 'dask[distributed]'") from None
+            raise EngineMissing("--scheduler needs dask.distributed: pip install 'symeq[distributed]'") from None
         try:
             self.client = Client(scheduler, timeout=30)
         except (OSError, TimeoutError) as e:
