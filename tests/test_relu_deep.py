@@ -236,7 +236,7 @@ def test_cli_deep_hunt_report_and_picture(tmp_path, capsys, monkeypatch):
     pic = tmp_path / "find.svg"
     assert _cli(["hunt", "--report", str(out), "--picture", str(pic)]) == 0
     text = capsys.readouterr().out
-    assert "depth 2 (2 hidden layers)" in text and "architecture 2,4,4,2, group rot3: 12 candidates" in text
+    assert "depth 2 (2 hidden layers)" in text and "architecture 2,4,4,2, group rot:3: 12 candidates" in text
     assert "smallest proven find" in text and "first-layer orbit bound" in text
     assert "functional dimension (exact lower bound" in text  # exact, not float evidence
     svg = pic.read_text()

@@ -159,3 +159,70 @@ def test_leaky_refusals():
         decide_fibre_leaky(_rand([2, 3, 3, 2], 1, F(1, 10)), resolve_group("rot3"))
     with pytest.raises(InputError, match="slope of 1"):
         evaluate([([[1]], [0], F(1)), ([[1]], [0], False)], [1])
+
+
+def test_leaky_hunt_one_hidden_layer(tmp_path):
+    """Every leaky counterexample of a hunt, recomputed: the fibre decision again, and the stored
+    realisation (a leaky model) computes f (Fraction forward passes) and is layerwise equivariant."""
+    from symeq.io import model_from_json
+    from symeq.layerwise import check_layerwise
+    from symeq.numbers import mat_rows
+    from symeq.relu.candidates import read_records
+    from symeq.relu.hunt import hunt
+
+    out = tmp_path / "leaky.jsonl"
+    hunt("2,4,2", "rot3", out, budget=24, lag=4, activation={"type": "leaky_relu", "slope": "1/10"})
+    header, recs = read_records(out)
+    assert header["activation"] == {"type": "leaky_relu", "slope": "1/10"}
+    a = F(1, 10)
+    G = resolve_group("rot3")
+    finds = [r for r in recs if r["status"] == "counterexample"]
+    assert finds
+    for r in finds:
+        m = r["model"]
+        net = [(m["W1"], m["b1"], a), (m["W2"], m["b2"], False)]
+        d = decide_fibre_leaky(net, G, check_theta=False)
+        assert d.verdict == "no-layerwise-parameter"
+        cert = r["certificate"]
+        assert cert["fibre"]["smallest_equivariant_width"] == d.smallest_equivariant_width > 4
+        real = model_from_json(cert["realisation"])
+        lay = [(mat_rows(l.weight), list(l.bias), a if l.activation is not None else False) for l in real.layers]
+        for x in _pts(2, 6, r["index"]):
+            assert _forward(lay, x) == _forward(net, x)
+        from symeq.numbers import matrix
+
+        acts = [matrix(M) for M in cert["realisation_actions"]]
+        checks, hom, _, _ = check_layerwise(real.with_group(G), G, [acts])
+        assert hom and all(c.holds for c in checks)
+        assert "rank" in r["functional_dimension"]
+
+
+def test_leaky_hunt_deep_and_resume(tmp_path, capsys):
+    from symeq.cli import main
+    from symeq.relu.candidates import read_records
+    from symeq.relu.hunt import hunt
+
+    out = tmp_path / "deep.jsonl"
+    hunt("2,4,4,2", "rot3", out, budget=16, lag=4, activation={"type": "leaky_relu", "slope": "1/10"})
+    _, recs = read_records(out)
+    statuses = {r["status"] for r in recs}
+    assert "counterexample" not in statuses and "no-action-at-reduced" not in statuses
+    for r in recs:
+        if r["status"] == "no-action-at-theta":
+            assert r["first_layer_bound"]["holds"] is None and "leaky" in r["first_layer_bound"]["scope"]
+            assert r["activation"]["slope"] == "1/10"
+        if r["status"] == "not-equivariant" and "witness" in r["equivariance"]:
+            x = [F(v) for v in r["equivariance"]["witness"]]
+            net = [(d["W"], d["b"], F(1, 10) if d["relu"] else False) for d in r["model"]]
+            R = [[0, -1], [1, -1]]
+            Rx = [sum((F(c) * v for c, v in zip(row, x)), F(0)) for row in R]
+            fx = _forward(net, x)
+            assert _forward(net, Rx) != [sum((F(c) * v for c, v in zip(row, fx)), F(0)) for row in R]
+    # resuming with another activation is refused (exit 2), and only piecewise-linear ones are taken
+    assert main(["hunt", "--arch", "2,4,4,2", "--group", "rot3", "--budget", "20", "--lag", "4",
+                 "--out", str(out)]) == 2
+    assert "--activation leaky_relu:1/10" in capsys.readouterr().err
+    assert main(["hunt", "--arch", "2,4,2", "--group", "rot3", "--budget", "2", "--out", str(tmp_path / "t.jsonl"),
+                 "--activation", "tanh"]) == 2
+    assert main(["hunt", "--report", str(out), "--no-picture"]) == 0
+    assert "activation leaky_relu 1/10" in capsys.readouterr().out

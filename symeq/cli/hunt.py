@@ -64,6 +64,16 @@ def _group_spelling(spec: str, out: str) -> str:
     return old if isinstance(old, str) and canonical_spec(old) == canon else canon
 
 
+def _hunt_activation(args):
+    """``--activation``: relu (default) or leaky_relu:SLOPE (the exact machinery is piecewise linear)."""
+    text = getattr(args, "activation", None)
+    if not text:
+        return None
+    from ..activations import activation_from_text
+
+    return activation_from_text(text, "--activation")
+
+
 def cmd_hunt(args) -> int:
     from ..errors import InputError
     from ..relu.hunt import hunt, report
@@ -89,7 +99,8 @@ def cmd_hunt(args) -> int:
         require_extra("distributed", "pip install 'symeq[distributed]'", "--scheduler")
     summary = hunt(args.arch, group, args.out, budget=args.budget, seconds=args.seconds,
                    workers=args.workers, scheduler=args.scheduler, seed=args.seed, lag=args.lag,
-                   minimise_finds=not args.no_minimise, progress=_budget_first(args))
+                   minimise_finds=not args.no_minimise, progress=_budget_first(args),
+                   activation=_hunt_activation(args))
     if args.json:
         print(json.dumps(summary, indent=1))
     elif summary["verified"] == 0 and summary.get("complete"):
@@ -115,6 +126,9 @@ def register(subparsers) -> None:
     h.add_argument("--scheduler", default=None, help="dask.distributed scheduler address tcp://HOST:PORT")
     h.add_argument("--out", help="results file (JSON lines; an existing file is resumed)")
     h.add_argument("--seed", type=int, default=0, help="seed of the candidate stream")
+    h.add_argument("--activation", default=None, metavar="ACT",
+                   help="relu (default) or leaky_relu:SLOPE, e.g. leaky_relu:1/10: the same candidates with leaky "
+                        "hidden layers (stored in the file; resume with the same value)")
     h.add_argument("--lag", "--batch", dest="lag", type=int, default=None,
                    help="candidate i may mutate finds among candidates < i - LAG (part of the stream, stored in "
                         "the file; default 512); work units are sized automatically (about 1 s each)")

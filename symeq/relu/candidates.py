@@ -503,6 +503,67 @@ def minimise(recipe: dict, spec: str, max_steps: int = 200) -> tuple[dict, list]
     return rec, normalise_neurons(layers)
 
 
+def _verify_leaky(layers, recipe, spec: str, a: fmpq, rec: dict) -> dict:
+    """One hidden leaky ReLU layer: the exact equivariance (leaky canonical forms), actions at theta,
+    and the fibre-wide decision by reduction to the ReLU twin (:mod:`symeq.relu.leaky`).  Finds are
+    not minimised (the minimiser is written for ReLU)."""
+    from ..layerwise import derive_latent_actions
+    from .fdim import exact_functional_dimension
+    from .leaky import decide_fibre_leaky, equivariant_leaky, leaky_model
+
+    G = resolve_group(spec)
+    (W, b, _), (V, c, _) = layers
+    lay = [(W, b, a), (V, c, False)]
+    rec["activation"] = {"type": "leaky_relu", "slope": str(a)}
+    ok, _ = equivariant_leaky(lay, G)
+    if not ok:
+        rec["status"] = "not-equivariant"
+        return rec
+    der = derive_latent_actions(leaky_model(lay, a, G), G)
+    if der.found:
+        rec["status"] = "layerwise-at-theta"
+        return rec
+    d = decide_fibre_leaky(lay, G, check_theta=False)
+    rec["min_width"] = [d.lower_bound, d.upper_bound]
+    if d.verdict == "no-layerwise-parameter":
+        rec["status"] = "counterexample"
+        rec["recipe"] = recipe
+        rec["model"] = _layers_json(layers)
+        rec["certificate"] = leaky_certificate(lay, spec, d, der)
+        rec["functional_dimension"] = exact_functional_dimension(lay)
+    elif d.verdict == "layerwise-parameter":
+        rec["status"] = "layerwise-in-fibre"
+    else:
+        rec["status"] = "undetermined"
+    return rec
+
+
+def leaky_certificate(lay, spec: str, d, der) -> dict:
+    """The record of a leaky counterexample, as :func:`certificate` for ReLU: end-to-end
+    equivariance by linear regions, no action at theta, the fibre-wide proof (reduction to the
+    ReLU twin) with the smallest equivariant realisation (a leaky model) and its actions."""
+    from ..io import model_to_json
+    from .regions import decide_equivariance
+
+    G = resolve_group(spec)
+    regions = []
+    for A, B in G.generators:
+        e = decide_equivariance(lay, mat_rows(A), mat_rows(B))
+        regions.append({"holds": e.holds, "regions": e.regions})
+    return {
+        "verdict": d.verdict, "activation": {"type": "leaky_relu", "slope": str(lay[0][2])},
+        "end_to_end": {"holds": all(r["holds"] for r in regions), "method": "leaky canonical form and regions",
+                       "per_generator": regions},
+        "at_theta": {"actions_found": bool(der.found), "exhaustive": der.exhaustive, "failure": der.failure},
+        "fibre": {"width": d.width, "smallest_equivariant_width": d.smallest_equivariant_width,
+                  "lower_bound": d.lower_bound, "upper_bound": d.upper_bound, "proof": d.proof.get("lines", [])},
+        "canonical_form": d.canonical.to_json() if d.canonical else None,
+        "realisation": None if d.realisation is None else model_to_json(d.realisation),
+        "realisation_actions": None if d.realisation_actions is None
+        else [format_matrix(M) for M in d.realisation_actions],
+    }
+
+
 def _layers_json(layers):
     (W, b, _), (V, c, _) = layers
     return {"W1": [[str(x) for x in r] for r in W], "b1": [str(x) for x in b],
@@ -541,8 +602,12 @@ def certificate(layers, spec: str) -> dict:
     }
 
 
-def verify_candidate(arch, spec: str, seed: int, index: int, parents=(), minimise_finds: bool = True) -> dict:
-    """Generate candidate ``index`` and verify it exactly; return its JSON record."""
+def verify_candidate(arch, spec: str, seed: int, index: int, parents=(), minimise_finds: bool = True,
+                     slope=None) -> dict:
+    """Generate candidate ``index`` and verify it exactly; return its JSON record.
+
+    ``slope`` (a rational, as text or number): the hidden layer is a leaky ReLU with that slope
+    instead of ReLU (the same candidate stream; :func:`_verify_leaky`)."""
     arch = tuple(arch)
     kind, recipe = generate_candidate(arch, spec, seed, index, parents)
     rec = {"type": "candidate", "index": index, "kind": kind}
@@ -550,6 +615,8 @@ def verify_candidate(arch, spec: str, seed: int, index: int, parents=(), minimis
     if layers is None or _width(layers) != arch[1]:
         rec["status"] = "skipped"
         return rec
+    if slope is not None:
+        return _verify_leaky(layers, recipe, spec, fmpq(slope) if not isinstance(slope, fmpq) else slope, rec)
     G = resolve_group(spec)
     ok, _ = equivariant_by_canonical_form(layers, G)
     if not ok:
@@ -586,7 +653,7 @@ def verify_candidate(arch, spec: str, seed: int, index: int, parents=(), minimis
 
 
 #: the keys of a hunt file's header line (allowed, required); "batch": older hunters' name of "lag"
-HEADER_KEYS = (("type", "format", "arch", "group", "seed", "lag", "minimise", "batch"),
+HEADER_KEYS = (("type", "format", "arch", "group", "seed", "lag", "minimise", "batch", "activation"),
                ("type", "format", "arch", "group", "seed"))
 
 

@@ -271,20 +271,23 @@ def report(paths, picture=None) -> str:
         header, recs = read_records(p)
         if header is None:
             raise InputError(f"{p}: not a hunt file (no header line)")
-        key = (tuple(header["arch"]), header["group"])
+        act = header.get("activation")
+        act = f"leaky_relu {act.get('slope')}" if isinstance(act, dict) and act.get("type") == "leaky_relu" else "relu"
+        key = (tuple(header["arch"]), header["group"], act)
         g = groups.setdefault(key, {})
         for r in recs:
             g.setdefault((header["seed"], r["index"]), r)
     lines = []
     pic_candidate = None
-    for depth in sorted({len(a) - 2 for a, _ in groups}):
+    for depth in sorted({len(a) - 2 for a, _, _ in groups}):
         lines.append(f"depth {depth} ({depth} hidden layer{'s' if depth > 1 else ''})")
-        for (arch, spec), g in sorted(groups.items()):
+        for (arch, spec, act), g in sorted(groups.items()):
             if len(arch) - 2 != depth:
                 continue
             recs = list(g.values())
             st = Counter(r.get("status") for r in recs)
-            lines.append(f"  architecture {','.join(map(str, arch))}, group {spec}: {len(recs)} candidates")
+            lines.append(f"  architecture {','.join(map(str, arch))}, group {spec}"
+                         + ("" if act == "relu" else f", activation {act}") + f": {len(recs)} candidates")
             for s, v in sorted(st.items(), key=lambda kv: (list(PROVEN).index(kv[0]) if kv[0] in PROVEN else 99)):
                 lines.append(f"    {s:<22} {v:>6}  ({PROVEN.get(s, '')})")
             lines += _fdim_lines(recs)
@@ -305,7 +308,7 @@ def report(paths, picture=None) -> str:
             if "summary" in fd:
                 lines.append(f"      functional dimension: {fd['summary']}")
             for i, (W, b, relu) in enumerate(lay):
-                lines.append(f"      layer {i + 1}{' (relu)' if relu else ''}: W = {[[str(x) for x in r] for r in W]}, "
+                lines.append(f"      layer {i + 1}{f' ({act})' if relu else ''}: W = {[[str(x) for x in r] for r in W]}, "
                              f"b = {[str(x) for x in b]}")
             if depth == 1:
                 cert = best.get("certificate", {})

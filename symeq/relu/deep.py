@@ -221,12 +221,20 @@ def build_deep_layers(recipe: dict, arch, spec: str):
 
 
 def deep_model(layers, spec: str, name: str = "candidate"):
-    """A :class:`symeq.models.Model` of plain ReLU layers."""
-    from ..activations import relu
+    """A :class:`symeq.models.Model` of plain ReLU layers (a rational in place of ``relu``: a leaky
+    ReLU with that slope)."""
+    from ..activations import activation_from_spec, relu
     from ..models import DenseLayer, Model
     from ..numbers import matrix
 
-    return Model(len(layers[0][0][0]), [DenseLayer(matrix(W), b, relu() if r else None) for W, b, r in layers],
+    def act(r):
+        if r is True:
+            return relu()
+        if r is False or r is None:
+            return None
+        return activation_from_spec({"type": "leaky_relu", "slope": str(r)})
+
+    return Model(len(layers[0][0][0]), [DenseLayer(matrix(W), b, act(r)) for W, b, r in layers],
                  resolve_group(spec), name=name)
 
 
@@ -420,10 +428,12 @@ def functional_dimension_evidence(layers, seed: int = 0) -> dict:
 # ----------------------------------------------------------------------------------------------
 
 
-def verify_deep_candidate(arch, spec: str, seed: int, index: int, parents=(), minimise_finds: bool = True) -> dict:
+def verify_deep_candidate(arch, spec: str, seed: int, index: int, parents=(), minimise_finds: bool = True,
+                          slope=None) -> dict:
     """Generate deep candidate ``index`` and give it the strongest proven status (module docstring).
 
     ``minimise_finds`` is accepted for symmetry with one hidden layer; deep finds are not minimised.
+    ``slope``: leaky ReLU hidden layers (:func:`classify_deep`).
     """
     arch = tuple(arch)
     kind, recipe = generate_deep_candidate(arch, spec, seed, index, parents)
@@ -432,24 +442,32 @@ def verify_deep_candidate(arch, spec: str, seed: int, index: int, parents=(), mi
     if layers is None:
         rec["status"] = "skipped"
         return rec
-    rec.update(classify_deep(layers, spec, seed=seed * 1000003 + index))
+    rec.update(classify_deep(layers, spec, seed=seed * 1000003 + index, slope=slope))
     if rec["status"] in ("no-action-at-theta", "no-action-at-reduced", "counterexample"):
         rec["recipe"] = recipe  # later candidates may mutate it
     return rec
 
 
-def classify_deep(layers, spec: str, seed: int = 0) -> dict:
+def classify_deep(layers, spec: str, seed: int = 0, slope=None) -> dict:
     """The strongest proven status of a ReLU network of any depth (module docstring), with what
     backs it: ``{"status", "model", "equivariance", ...}``.
 
     ``layers`` are plain ``[(W, b, relu), ...]``; ``seed`` picks the sample points tried before
-    the region decision.
+    the region decision.  ``slope``: the hidden layers are leaky ReLUs with that slope.  Then the
+    regions, the actions at theta and the functional dimension are exact as for ReLU, but the
+    reduction (it removes *inactive* neurons, which leaky ReLU does not have) and the first-layer
+    orbit bound (it needs neurons that are inactive far out) are not applied: finds stay
+    ``no-action-at-theta`` candidates.
     """
     from ..layerwise import check_layerwise, derive_latent_actions
     from ..submodels import lift, reduce_model
 
     layers = [([[_q(x) for x in r] for r in W], [_q(x) for x in b], bool(r)) for W, b, r in layers]
     rec = {"model": layers_json(layers)}
+    if slope is not None:
+        a = slope if isinstance(slope, fmpq) else _q(slope)
+        layers = [(W, b, a if r else False) for W, b, r in layers]
+        rec["activation"] = {"type": "leaky_relu", "slope": str(a)}
     G = resolve_group(spec)
     try:
         eq = _equivariance(layers, G, seed)
@@ -467,6 +485,15 @@ def classify_deep(layers, spec: str, seed: int = 0) -> dict:
         rec["actions"] = [[format_matrix(M) for M in acts] for acts in der.actions]
         return rec
     rec["at_theta"] = {"exhaustive": der.exhaustive, "failure": der.failure}
+    if slope is not None:
+        if not der.exhaustive:
+            rec.update(status="undetermined", reason="the search for actions at theta was capped")
+            return rec
+        rec["status"] = "no-action-at-theta"
+        rec["reduced"] = {"skipped": "leaky ReLU: no reduction (it removes inactive neurons, a ReLU notion)"}
+        rec["first_layer_bound"] = first_layer_bound(layers, spec)
+        rec["functional_dimension"] = exact_functional_dimension(layers, region_limit=REGION_LIMIT // 10)
+        return rec
     red = reduce_model(model)
     rec["reduced"] = {"widths": red.model.widths, "removed": len(red.removed), "merged": len(red.merged)}
     if red.changed:

@@ -70,17 +70,18 @@ __all__ = [
 
 
 def _work(job):
-    arch, spec, seed, index, parents, mini = job
-    return verify_candidate(arch, spec, seed, index, parents, mini)
+    arch, spec, seed, index, parents, mini = job[:6]
+    return verify_candidate(arch, spec, seed, index, parents, mini, slope=job[6] if len(job) > 6 else None)
 
 
-def _verify_any(arch, spec, seed, index, parents, mini) -> dict:
-    """One candidate of any depth: one hidden layer here, two or more in :mod:`symeq.relu.deep`."""
+def _verify_any(arch, spec, seed, index, parents, mini, slope=None) -> dict:
+    """One candidate of any depth: one hidden layer here, two or more in :mod:`symeq.relu.deep`;
+    ``slope``: leaky ReLU hidden layers with that slope (None: ReLU)."""
     if len(arch) == 3:
-        return verify_candidate(arch, spec, seed, index, parents, mini)
+        return verify_candidate(arch, spec, seed, index, parents, mini, slope=slope)
     from .deep import verify_deep_candidate  # same level; deep builds on this module's recipes
 
-    return verify_deep_candidate(arch, spec, seed, index, parents, mini)
+    return verify_deep_candidate(arch, spec, seed, index, parents, mini, slope=slope)
 
 
 def _init_worker(spec: str, arch, worker: bool = True) -> None:
@@ -110,10 +111,11 @@ def _init_worker(spec: str, arch, worker: bool = True) -> None:
 def _work_chunk(job) -> tuple[list, float, float]:
     """A work unit: many consecutive candidates; returns (records in index order, wall seconds,
     CPU seconds of this process)."""
-    arch, spec, seed, items, mini = job
+    arch, spec, seed, items, mini = job[:5]
+    slope = job[5] if len(job) > 5 else None
     t, c = time.perf_counter(), time.process_time()
     _init_worker(spec, arch, worker=False)
-    recs = [_verify_any(arch, spec, seed, i, [] if p is None else [p], mini) for i, p in items]
+    recs = [_verify_any(arch, spec, seed, i, [] if p is None else [p], mini, slope) for i, p in items]
     return recs, time.perf_counter() - t, time.process_time() - c
 
 
@@ -167,6 +169,30 @@ def _parse_arch(arch) -> tuple:
         raise InputError(f"--arch {','.join(map(str, arch))} is too large for exact hunting (at most 4 hidden "
                          f"layers of width <= {MAX_ARCH_WIDTH})")
     return arch
+
+
+def _hunt_slope(activation) -> str | None:
+    """The leaky slope (text) of a hunt's activation; None for ReLU.  Anything that is not ReLU or a
+    leaky ReLU is refused: the hunter's machinery is piecewise linear."""
+    if activation is None:
+        return None
+    spec = activation.to_spec() if hasattr(activation, "to_spec") else activation
+    if isinstance(spec, str):
+        spec = {"type": spec}
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    if kind == "relu":
+        return None
+    if kind == "leaky_relu":
+        from ..numbers import format_number, parse_number
+
+        a = parse_number(spec.get("slope", "1/100"), "--activation slope")
+        if a == 0:
+            return None
+        if a == 1 or a == -1:
+            raise InputError(f"leaky ReLU slope {a}: the hunter needs a slope other than 1 and -1")
+        return format_number(a)
+    raise InputError(f"symeq hunt takes relu or leaky_relu (e.g. leaky_relu:1/10), not {kind!r}: the exact "
+                     "machinery of the hunter is piecewise linear")
 
 
 class _InProcess:
@@ -269,7 +295,7 @@ class _ChunkSizer:
 
 def hunt(arch, spec: str, out, *, budget: int | None = None, seconds: float | None = None, workers: int = 1,
          scheduler: str | None = None, seed: int = 0, lag: int | None = None, batch: int | None = None,
-         minimise_finds: bool = True, progress=None) -> dict:
+         minimise_finds: bool = True, progress=None, activation=None) -> dict:
     """Run (or resume) a hunt; returns a summary dict.
 
     Work units are runs of consecutive candidates sized by their measured cost (about
@@ -279,8 +305,14 @@ def hunt(arch, spec: str, out, *, budget: int | None = None, seconds: float | No
     candidates ``< i - lag`` (``lag`` is part of the stream and stored in the header), which lets
     ``lag`` candidates run while earlier ones are still in flight.  ``batch`` is the old name of
     ``lag``.  See the module docstring.
+
+    ``activation``: None or ReLU (``{"type": "relu"}``), or a leaky ReLU
+    (``{"type": "leaky_relu", "slope": "1/10"}``, or an :class:`~symeq.activations.Activation`):
+    the same candidate stream, verified with leaky hidden layers (:mod:`symeq.relu.leaky`; deep
+    finds stay candidates, the first-layer orbit bound needs ReLU).  Stored in the header.
     """
     arch = _parse_arch(arch)
+    slope = _hunt_slope(activation)
     G = resolve_group(spec)
     if G.input_dim != arch[0] or G.output_dim != arch[-1]:
         raise InputError(f"group {spec} acts on R^{G.input_dim} -> R^{G.output_dim}, the architecture is "
@@ -302,6 +334,8 @@ def hunt(arch, spec: str, out, *, budget: int | None = None, seconds: float | No
     _repair(path)
     header, records = read_records(path)
     want = {"type": "header", "format": FORMAT, "arch": list(arch), "group": spec, "seed": seed}
+    if slope is not None:
+        want["activation"] = {"type": "leaky_relu", "slope": slope}
     if header is None and path.exists() and path.stat().st_size > 0:
         raise InputError(f"{path} exists and is not a hunt file (no header line); choose another --out")
     if header is not None:
@@ -311,6 +345,11 @@ def hunt(arch, spec: str, out, *, budget: int | None = None, seconds: float | No
         if [header.get(k) for k in ("arch", "group", "seed")] != [want[k] for k in ("arch", "group", "seed")]:
             raise InputError(f"{path} holds a hunt with arch {header.get('arch')}, group {header.get('group')}, "
                              f"seed {header.get('seed')}; use another --out or the same settings to resume")
+        if header.get("activation") != want.get("activation"):
+            old = header.get("activation")
+            old = f"leaky_relu:{old.get('slope')}" if isinstance(old, dict) else "relu"
+            raise InputError(f"{path} holds a hunt with --activation {old}; resume with the same --activation or use "
+                             f"another --out")
         if header.get("minimise", True) != minimise_finds:
             raise InputError(f"{path} was started {'with' if header.get('minimise', True) else 'without'} "
                              f"minimisation of finds; resume with the same setting (--no-minimise)")
@@ -377,7 +416,7 @@ def hunt(arch, spec: str, out, *, budget: int | None = None, seconds: float | No
                         par = finds[_rng(seed, i, "parent").randrange(count)]
                     items.append((i, par))
                 if items:
-                    fut = runner.submit((arch, spec, seed, items, minimise_finds))
+                    fut = runner.submit((arch, spec, seed, items, minimise_finds, slope))
                     pending[fut] = nxt
                     order.append(nxt)
                 else:
