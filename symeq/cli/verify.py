@@ -140,7 +140,8 @@ def register(sub) -> None:
     v.add_argument("model", nargs="?", help="model file (symeq-model/1 JSON); default: the built-in example")
     add_group_options(v)
     v.add_argument("--certificate", metavar="OUT.json", help="write the certificate here")
-    v.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    v.add_argument("--json", action="store_true",
+                   help="print the result as JSON on stdout (every action in full, indices from 0 as in arrays)")
     v.add_argument("--method", default="auto", choices=["auto", "grid", "symbolic", "probabilistic"],
                    help="how end-to-end equivariance is decided (default: auto)")
     v.add_argument("--timeout", type=float, default=None, help="time budget in seconds (exit 3 past it)")
