@@ -104,6 +104,7 @@ def find_submodel_structure(model: Model) -> dict:
 def reduce_model(model: Model) -> Reduction:
     """Remove inactive neurons and merge clones until none is left (same function).
 
+    Models with conv2d layers are returned unchanged (dead and cloned channels are not implemented).
     Clones count up to the affine scalings when the model has biases (the absorbed-constant rule,
     docs/theory.md): two t + t^2 neurons whose shifted rows differ by the factor 2 merge, the
     constant going into the next bias.
@@ -118,6 +119,10 @@ def reduce_model(model: Model) -> Reduction:
     >>> r.model(x) == m(x)
     True
     """
+    if model.has_conv:
+        # dead and cloned channels of convolutions are not implemented: no reduction (the verdict then
+        # stays undetermined where the actions at theta itself are not found), never a dense expansion
+        return Reduction(model)
     affine = absorbs_offsets(model)
     # a bias-free model stays bias-free: a dead neuron's constant sigma(0) != 0 has no bias to go to
     bias_free = all(b == 0 for l in model.layers for b in l.bias)

@@ -405,3 +405,52 @@ def test_from_torch_circular_padding_average_pooling_and_max_pooling():
     with pytest.raises(InputError, match="max pooling"):
         from_torch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.Tanh(), torch.nn.MaxPool2d(2),
                                        torch.nn.Flatten(), torch.nn.Linear(2, 1)), None, input_shape=(1, 6, 6))
+
+
+def test_relu_conv_network_premise_from_proven_layers():
+    """ReLU at size: the layers are derived and checked first; they prove the premise (no regions)."""
+    import symeq
+    from symeq.activations import relu
+    from symeq.layers.conv_nets import regular_network
+    from symeq.models import Model
+
+    layers, group = regular_network("C4", 12, 2, 2, relu(), rng=1)
+    v = symeq.verify(Model(144, layers, group), timeout=60)
+    assert v.verdict == "layerwise-equivariant", v.report()
+    assert v.equivariance.method != "relu-regions" and all(c.holds for c in v.derivation.layer_checks)
+
+
+def test_cloned_channels_are_enumerated_and_not_reduced():
+    """Two identical regular fields: the channel matching ties, the chain walk tries the bijections inside
+    the tie classes; the actions found are checked exactly; submodels leave conv models alone."""
+    import symeq
+    from symeq.layers.conv_nets import regular_network
+    from symeq.models import Model
+    from symeq.submodels import reduce_model
+
+    layers, group = regular_network("C4", 5, 1, 1, tanh_series(3), rng=3)
+    l1, out = layers
+    k = l1.kernel + l1.kernel
+    clone = ConvLayer(ConvShape(1, 8, 5, 5, 3, 3, 1, 1), k, l1.channel_bias * 2, l1.activation)
+    row = [x / 2 for x in out.rows[0]] * 2
+    model = Model(25, [clone, ConvLayer.from_dense([row], out.channel_bias, None, (8, 5, 5))], group)
+    assert not reduce_model(model).changed
+    v = symeq.verify(model)
+    assert v.verdict == "layerwise-equivariant" and not v.derivation.unique, v.report()
+
+
+@pytest.mark.slow
+def test_bench_conv_quick(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_conv.py"
+    proc = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads((tmp_path / "conv-quick.json").read_text())["rows"]
+    assert len(rows) == 2 and all(r["verdict"] == "layerwise-equivariant" for r in rows)
+    assert all(r["verify_exit"] == r["check_exit"] == r["numeric_check_exit"] == 0 for r in rows)
+    assert all(r["verify_mb"] > 0 for r in rows)
