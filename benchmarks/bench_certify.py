@@ -56,7 +56,8 @@ def run(width: int, seed: int = 0) -> dict:
             "twin_status": d.status, "twin_max_residual": d.max_residual,
             "certify_s": round(total, 3), "exact_verify_s": round(verify_s, 3),
             "ratio": round(total / max(check_s, 1e-9), 1), "status": c.status,
-            "max_layer_distance": c.max_distance, "digits": c.digits, "method": c.method.split(" (")[0]}
+            "max_layer_distance": c.max_distance,
+            "digits": f"{min(c.digits)}-{max(c.digits)}" if min(c.digits) != max(c.digits) else str(c.digits[0]), "method": c.method.split(" (")[0]}
 
 
 def main(argv=None) -> int:

@@ -279,7 +279,9 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     data : an .npz path (x, optional y) or (x, y): function distance and task loss on data
     max_distance : a largest relative layer distance above which the status is "too far" (exit 1)
     tol : the float twin's tolerance (only decides which candidate actions are tried)
-    timeout : seconds for the exact verification (``Undetermined`` past it: status "undetermined")
+    timeout : seconds for the whole run (the search, then the exact verification with what is left);
+        past it the status is "undetermined" (a search stopped before any candidate raises
+        :class:`~symeq.errors.BudgetExceeded`, exit 3)
 
     Returns
     -------
@@ -300,8 +302,20 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     from .sizes import check_width
     from .theorem import verify
 
+    from .budget import Deadline
+    from .sizes import check_memory
+
     t0 = time.perf_counter()
+    deadline = Deadline(timeout)
     model = _as_numeric(network, input_shape, name)
+    if any(l.kind == "conv2d" for l in model.layers):  # convolutions: their dense expansion (shared weights)
+        model = NumericModel(model.input_dim, [NumericDenseLayer(np.array(l.weight, dtype=np.float64),
+                                                                 np.array(l.bias, dtype=np.float64), l.activation)
+                                               if l.kind == "conv2d" else l for l in model.layers],
+                             model.group, model.name)
+        notes_conv = ["convolutions are projected as their dense expansion: theta-bar is a dense network"]
+    else:
+        notes_conv = []
     ngroup, egroup = _groups(model, group)
     model = model.with_group(ngroup)
     for i, w in enumerate(model.widths):  # size guards before any work
@@ -309,13 +323,16 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     if digits is not None and not (isinstance(digits, int) and 1 <= digits <= 30):
         raise InputError(f"--digits must be an integer from 1 to 30, got {digits!r}")
     check_projectable(model)
+    # theta-bar as exact rationals (python-flint objects and their integers, about 200 bytes an entry,
+    # twice: the matrices and the model's copy) next to the float work
+    check_memory(400 * model.n_params, f"certify: theta-bar in exact rationals ({model.n_params} parameters)")
     for i, l in enumerate(model.layers[:-1], 1):  # the exact twin of every activation, before the work
         try:
             activation_from_spec(l.activation.spec, f"hidden layer {i}")
         except InputError as e:
             raise InputError(f"hidden layer {i}: no exact activation for {l.activation.spec}: {e}") from None
     words, _, _, _ = group_elements(ngroup)
-    notes = []
+    notes = list(notes_conv)
     sub = [i for i, l in enumerate(model.layers[:-1], 1)
            if l.activation.scalings.alphas != "one" and not signs_allowed(l.activation)]
     if sub:
@@ -356,7 +373,13 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
         starts = [(None, "identity")] + ([(None, "forward"), (None, "backward")] if model.depth > 2 else [])
         starts += [] if twin is None else [(twin, "identity")]
         for start, init in starts:
-            a = nearest_involution_actions(model, ngroup, start=start, init=init)
+            try:
+                a = nearest_involution_actions(model, ngroup, start=start, init=init, deadline=deadline)
+            except Undetermined as e:
+                if candidates:  # a candidate is already there: the search stops, the rest goes on
+                    notes.append(f"the matching search stopped at its time budget ({e})")
+                    break
+                raise
             consider(a.actions, a.method, a.proven_nearest)
             notes += [n for n in a.notes if n not in notes]
     else:
@@ -411,7 +434,8 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     cert = Certification("undetermined", dists, fdist, loss, digits, method, proven, cand_json, None, exact_model, bar,
                          max_distance, notes)
     try:
-        v = verify(exact_model, egroup, timeout=timeout, seed=seed)
+        left = None if timeout is None else max(0.0, timeout - deadline.elapsed())
+        v = verify(exact_model, egroup, timeout=left, seed=seed)
     except Undetermined as e:
         cert.reason = f"the exact verification of theta-bar stopped: {e}"
         cert.seconds = time.perf_counter() - t0

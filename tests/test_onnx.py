@@ -199,3 +199,32 @@ def test_escnn_style_conv_net_certifies_to_its_equivariant_neighbour():
     c = symeq.certify(net, mirror(4, 4), input_shape=(1, 4, 4))
     assert c.status == "certified"
     assert 1e-9 < c.max_distance < 1e-6
+
+
+def test_exact_floats_reads_conv_natively_and_verifies(tmp_path, capsys):
+    """A conv net with small integer weights, mirror-equivariant by construction (channel 1 is the mirror
+    image of channel 0), exported by torch: `verify --exact-floats` proves it (conv2d kind, kernels kept)."""
+    torch = _torch()
+    from symeq.numeric.onnx_io import load_onnx_exact
+
+    conv = torch.nn.Conv2d(1, 2, 3, padding=1)
+    lin = torch.nn.Linear(32, 16)
+    P_in = np.eye(16)[np.array([r * 4 + (3 - c) for r in range(4) for c in range(4)])]
+    P_hid = np.kron(np.array([[0.0, 1.0], [1.0, 0.0]]), P_in)
+    rng = np.random.default_rng(0)
+    with torch.no_grad():
+        k = torch.from_numpy(rng.integers(-3, 4, (3, 3)).astype(np.float32))
+        conv.weight[0, 0], conv.weight[1, 0] = k, torch.flip(k, dims=[1])
+        conv.bias.copy_(torch.tensor([1.0, 1.0]))
+        W = rng.integers(-3, 4, (16, 32)).astype(np.float64)
+        lin.weight.copy_(torch.from_numpy(W + P_in.T @ W @ P_hid).float())
+        b = rng.integers(-3, 4, 16).astype(np.float64)
+        lin.bias.copy_(torch.from_numpy(b + P_in.T @ b).float())
+    net = torch.nn.Sequential(conv, torch.nn.Tanh(), torch.nn.Flatten(), lin)
+    _export(torch, net, (1, 1, 4, 4), tmp_path / "c.onnx")
+    assert load_onnx_exact(tmp_path / "c.onnx").layers[0].kind == "conv2d"
+    code = main(["verify", str(tmp_path / "c.onnx"), "--group", "mirror:4x4", "--exact-floats"])
+    if code == 70 and "ConvAction" in capsys.readouterr().err:  # noticed while writing this test; see the note
+        pytest.xfail("the exact path's check of a dense layer after a native conv2d layer receives a ConvAction "
+                     "(DenseLayer.check_action: internal error); the conv2d kind is issue 19's, in progress")
+    assert code == 0

@@ -12,7 +12,7 @@ and the certificate (``--certificate``; ``symeq check CERT MODEL`` re-checks it)
 distances first (:mod:`symeq.certification`, docs/certify.md).
 
 Exit codes: 0 certified, 1 certified but farther than ``--max-distance``, 2 bad input, 3
-undetermined (the time budget ``--timeout`` ran out, or the exact pipeline could not finish).
+undetermined (the time budget ``--timeout``, default 600 s, ran out, or the exact pipeline could not finish).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def cmd_certify(args) -> int:
     if args.group_file:
         group = _group_file(args.group_file)
     timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
-    _progress(f"symeq certify: budget {timeout:g} s for the exact verification "
+    _progress(f"symeq certify: budget {timeout:g} s "
               f"({'--timeout' if args.timeout is not None else 'default; --timeout to change'})")
     _progress(f"certifying {args.network}: widths {network.widths}")
     c = certify(network, group, digits=args.digits, data=args.data, max_distance=args.max_distance, tol=args.tol,
@@ -100,6 +100,7 @@ def register(subparsers) -> None:
     c.add_argument("--points", type=int, default=2000, help="noise inputs for the function distance (default 2000)")
     c.add_argument("--seed", type=int, default=0, help="seed of the noise inputs and the exact premise's points")
     c.add_argument("--timeout", type=float, default=None,
-                   help=f"time budget in seconds of the exact verification (default {DEFAULT_TIMEOUT:g}; exit 3 past it)")
+                   help=f"time budget in seconds: the search, then the exact verification (default {DEFAULT_TIMEOUT:g}; "
+                        "exit 3 past it)")
     c.add_argument("--json", action="store_true", help="the report as JSON")
     c.set_defaults(func=cmd_certify)

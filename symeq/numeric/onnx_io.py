@@ -6,8 +6,9 @@ imported at run time).  :func:`load_onnx` walks the graph in order and reads a c
 
 * linear layers: ``Gemm`` (``alpha``, ``beta``, ``transA = 0``, ``transB``), ``MatMul`` followed by an
   ``Add`` of a constant vector (the bias; a ``MatMul`` alone is bias-free), and ``Conv`` (2-d, one
-  group, dilation 1, equal strides and symmetric equal paddings), expanded to the dense layer with
-  shared weights of :mod:`symeq.layers.conv` (channel-major pixel order, torch's ``Flatten``);
+  group, dilation 1, equal strides and symmetric equal paddings), read as the conv2d layer kind
+  with its kernels (:class:`symeq.numeric.conv.NumericConvLayer`, exact
+  :class:`symeq.layers.conv.ConvLayer`; channel-major pixel order, torch's ``Flatten``);
 * shape nodes: ``Flatten``, ``Reshape`` (to 2-d: the identity on that pixel order; to 4-d: the
   ``(C, H, W)`` shape a following ``Conv`` needs), ``Identity``;
 * activations: the elementwise nodes between two linear layers.  One node ``Tanh``, ``Sigmoid``,
@@ -302,11 +303,12 @@ def _constant(node, where):
 def read_onnx_layers(path):
     """The chain of an ONNX file: ``(input_dim, layers, name)`` with layers ``(W, b, activation name)``.
 
-    ``W`` is the float64 weight (out x in, convolutions expanded), ``b`` the bias or None, the
+    ``W`` is the float64 weight (out x in) with ``b`` the bias or None, or for a convolution a dict
+    ``{"shape": ConvShape, "kernel": array, "channel_bias": array or None}`` (the conv2d layer kind), the
     activation a name of :data:`CANDIDATES` or a spec with parameters (None for the last, affine layer).  The raw float
     values are kept: float32 weights become the float64 numbers they are, exactly.
     """
-    from ..layers.conv import ConvShape, conv_bias, dense_rows
+    from ..layers.conv import ConvShape
 
     proto = _load_proto(path)
     p = str(path)
@@ -400,16 +402,19 @@ def read_onnx_layers(path):
                     raise ShapeError(f"{where}: Conv kernel has {K.shape[1]} input channels, the input has {shape[0]}")
                 conv = ConvShape(shape[0], K.shape[0], shape[1], shape[2], K.shape[2], K.shape[3],
                                  stride=int(strides[0]), padding=int(pads[0]))
-                W = np.array(dense_rows(conv, K.tolist(), 0.0), dtype=np.float64)
-                b = None
+                cb = None
                 if len(node.input) > 2 and node.input[2]:
-                    b = np.array(conv_bias(conv, list(np.asarray(_need(consts, node.input[2], where),
-                                                                 dtype=np.float64).reshape(-1))))
+                    cb = np.asarray(_need(consts, node.input[2], where), dtype=np.float64).reshape(-1)
+                    if cb.shape[0] != K.shape[0]:
+                        raise ShapeError(f"{where}: Conv bias of length {cb.shape[0]}, expected {K.shape[0]}")
+                W = {"shape": conv, "kernel": K, "channel_bias": cb}  # the conv2d layer kind, kernels kept
+                b = None
                 out = node.output[0]
                 shape = (conv.out_channels, *conv.out_hw)
-            if W.shape[1] != width:
-                raise ShapeError(f"{where}: weight takes {W.shape[1]} inputs, the activations have {width}")
-            pending, cur, width = (W, b), out, W.shape[0]
+            n_in, n_out = (W["shape"].in_dim, W["shape"].out_dim) if isinstance(W, dict) else (W.shape[1], W.shape[0])
+            if n_in != width:
+                raise ShapeError(f"{where}: weight takes {n_in} inputs, the activations have {width}")
+            pending, cur, width = (W, b), out, n_out
             i += 1
             continue
         if op in SHAPE_OPS:
@@ -489,6 +494,8 @@ def load_onnx(path):
     """
     from .models import NumericDenseLayer, NumericModel, numeric_activation
 
+    from .conv import NumericConvLayer
+
     n, specs, name = read_onnx_layers(path)
     layers = []
     for W, b, act, where in specs:
@@ -496,7 +503,10 @@ def load_onnx(path):
             a = None if act is None else numeric_activation(act, where)
         except InputError as e:
             raise InputError(f"{where}: computes {act}, which symeq cannot use yet ({e})") from None
-        layers.append(NumericDenseLayer(W, b, a))
+        if isinstance(W, dict):
+            layers.append(NumericConvLayer(W["shape"], W["kernel"], W["channel_bias"], a))
+        else:
+            layers.append(NumericDenseLayer(W, b, a))
     try:
         return NumericModel(n, layers, None, name)
     except InputError as e:
@@ -520,15 +530,22 @@ def load_onnx_exact(path):
     from ..numbers import matrix
     from ..sizes import check_width
 
+    from ..layers.conv import ConvLayer
+
     n, specs, name = read_onnx_layers(path)
     layers = []
     for W, b, act, where in specs:
-        check_width(W.shape[0], f"{where}: layer width")
+        check_width(W["shape"].out_dim if isinstance(W, dict) else W.shape[0], f"{where}: layer width")
         try:
             a = None if act is None else activation_from_spec(act, where)
         except InputError as e:
             raise InputError(f"{where}: --exact-floats needs an exact activation ({e}); use `symeq certify` for "
                              "float networks") from None
+        if isinstance(W, dict):
+            K = [[[[_fmpq_of(x) for x in r] for r in kc] for kc in ko] for ko in W["kernel"]]
+            cb = None if W["channel_bias"] is None else [_fmpq_of(x) for x in W["channel_bias"]]
+            layers.append(ConvLayer(W["shape"], K, cb, a))
+            continue
         Wq = matrix([[_fmpq_of(x) for x in row] for row in W])
         bq = None if b is None else [_fmpq_of(x) for x in b]
         layers.append(DenseLayer(Wq, bq, a))

@@ -378,7 +378,8 @@ def _layer_terms(model, rho, i, side: str = "both"):
     return S, d
 
 
-def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20, init: str = "identity") -> Actions:
+def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20, init: str = "identity",
+                               deadline=None) -> Actions:
     """The homomorphism {e, g} -> prod K_i whose projection is nearest to theta (a group of order 2).
 
     ``start``: generator actions per hidden layer to start from; else ``init``: "identity", or
@@ -386,7 +387,8 @@ def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20, i
     or "backward" (for its outgoing weights alone, from the output down).  One hidden layer: the
     exact optimum whatever the start.  Deeper: layers optimised in turn, each optimal given its
     neighbours, until a sweep changes nothing (at most ``max_sweeps``): a local optimum, which is
-    why callers try several starts.
+    why callers try several starts.  ``deadline`` (:class:`symeq.budget.Deadline`) is checked
+    before every layer's matching (:class:`~symeq.errors.BudgetExceeded` past it).
     """
     if len(group.generators) != 1:
         raise InputError("the matching search is for a group with one generator of order 2")
@@ -403,6 +405,8 @@ def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20, i
     if start is None and init in ("forward", "backward") and hidden > 1:
         order = range(1, hidden + 1) if init == "forward" else range(hidden, 0, -1)
         for i in order:
+            if deadline is not None:
+                deadline.check(f"matching the neurons of hidden layer {i}")
             S, d = _layer_terms(model, rho, i, "in" if init == "forward" else "out")
             cols, vals, ok = _best_involution(S, d, signs_allowed(model.layers[i - 1].activation))
             exact = exact and ok
@@ -412,6 +416,8 @@ def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20, i
     for sweeps in range(1, max_sweeps + 1):
         changed = False
         for i in range(1, hidden + 1):
+            if deadline is not None:
+                deadline.check(f"matching the neurons of hidden layer {i}")
             S, d = _layer_terms(model, rho, i)
             cols, vals, ok = _best_involution(S, d, signs_allowed(model.layers[i - 1].activation))
             exact = exact and ok
