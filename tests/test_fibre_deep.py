@@ -632,6 +632,13 @@ def test_widening_agrees_with_the_numeric_functional_dimension():
     m = _widening(True)
     r = functional_dimension(from_exact(m, None), rng=0)
     assert r.rank == r.n_params - 7 and r.gap > 1e4
+    # and exactly (rank modulo a prime, symeq/fibre/jacobian.py, an independent computation): locally
+    # identifiable with an orbit of dimension 7, with and without biases
+    from symeq.fibre.jacobian import jacobian_identifiability
+
+    for bias in (False, True):
+        j = jacobian_identifiability(_widening(bias), certificate=False)
+        assert j.status == "locally-identifiable" and j.orbit_dimension == 7
 
 
 @pytest.mark.parametrize("what, model, phrase", [
