@@ -370,3 +370,18 @@ def test_engine_note_only_when_groebner_runs(monkeypatch):
     tiny = Model(2, [DenseLayer([[1, 2], [3, -1]], None, monomial(3)), DenseLayer([[2, -1]], None, None)])
     r = decide_identifiability(tiny, method="groebner", timeout=30)
     assert any("no Gröbner engine installed" in n for n in r.notes)
+
+
+def test_bench_local_ident_quick(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_local_ident.py"
+    proc = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads((tmp_path / "local_ident-quick.json").read_text())
+    assert [r["status"] for r in res["rows"]] == ["locally-identifiable"] * 2
+    assert all(r["check"] == "accepted" and r["rank"] == r["bound"] for r in res["rows"])
+    assert "| network |" in proc.stdout
