@@ -226,3 +226,24 @@ def test_leaky_hunt_deep_and_resume(tmp_path, capsys):
                  "--activation", "tanh"]) == 2
     assert main(["hunt", "--report", str(out), "--no-picture"]) == 0
     assert "activation leaky_relu 1/10" in capsys.readouterr().out
+
+
+def test_leaky_model_input_and_the_float_estimate_agree():
+    """A leaky Model (the activation asked for its slope): the exact rank equals the float estimate
+    of symeq/numeric/fdim.py on the float twin."""
+    from symeq.numeric.fdim import functional_dimension
+    from symeq.numeric.models import from_exact
+    from symeq.relu.fdim import relu_functional_dimension
+    from symeq.relu.leaky import leaky_model
+
+    rng = random.Random(3)
+
+    def rnd(r, c):
+        return [[F(rng.randint(-5, 5), rng.randint(1, 3)) for _ in range(c)] for _ in range(r)]
+
+    lay = [(rnd(4, 2), [F(rng.randint(-3, 3), 9) for _ in range(4)], True),
+           (rnd(3, 4), [F(rng.randint(-3, 3), 9) for _ in range(3)], True), (rnd(2, 3), [0, 0], False)]
+    m = leaky_model(lay, F(1, 5))
+    r = relu_functional_dimension(m)
+    fl = functional_dimension(from_exact(m, None), rng=0, n_points=400)
+    assert r.exact and r.rank == fl.rank == r.bound == 35 - 7

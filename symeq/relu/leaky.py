@@ -62,6 +62,7 @@ from flint import fmpq
 from ..errors import InputError
 from .canonical import CanonicalForm, Kink, canonical_form
 from .fdim import network_slopes
+from .lp import as_fmpq
 
 __all__ = ["leaky_canonical_form", "relu_twin", "equivariant_leaky", "decide_fibre_leaky", "leaky_model"]
 
@@ -88,7 +89,7 @@ def leaky_canonical_form(layers, slope=None) -> CanonicalForm:
     """
     (W, b, a), (V, c, _) = _one_layer(layers)
     if slope is not None:
-        a = fmpq(slope) if not isinstance(slope, fmpq) else slope
+        a = as_fmpq(slope)
     n, N, m = len(W[0]), len(W), len(V)
     V1 = [[(1 - a) * x for x in r] for r in V]
     c1 = [ci + a * sum((V[i][j] * b[j] for j in range(N)), _ZERO) for i, ci in enumerate(c)]
@@ -101,7 +102,7 @@ def leaky_canonical_form(layers, slope=None) -> CanonicalForm:
 def relu_twin(cf: CanonicalForm, slope) -> CanonicalForm:
     """The canonical form of the ReLU twin ``g`` of a leaky function ``f`` (module docstring):
     jumps ``J_H / (1 - a)``, affine part ``(A_f - a S) / (1 + a)``, ``S = sum_H J_H l_H / (1 - a)``."""
-    a = slope if isinstance(slope, fmpq) else fmpq(slope)
+    a = as_fmpq(slope)
     if a == 1 or a == -1:
         raise InputError(f"leaky ReLU slope {a}: the reduction needs a != 1 and a != -1")
     kinks = tuple(Kink(k.normal, k.offset, tuple(j / (1 - a) for j in k.jump)) for k in cf.kinks)
@@ -138,7 +139,7 @@ def leaky_model(layers, slope, group=None, name: str = "leaky ReLU network"):
     from ..models import DenseLayer, Model
     from ..numbers import format_number, matrix
 
-    act = activation_from_spec({"type": "leaky_relu", "slope": format_number(fmpq(slope))})
+    act = activation_from_spec({"type": "leaky_relu", "slope": format_number(as_fmpq(slope))})
     return Model(len(layers[0][0][0]), [DenseLayer(matrix(W), list(b), act if r is not False and r is not None
                                                    else None) for W, b, r in layers], group, name=name)
 
