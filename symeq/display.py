@@ -75,7 +75,8 @@ def neuron_moves(layer, M):
             for h, (k, B) in enumerate(parts):
                 moves.append((s * H + k, t * H + h, B))
         return moves
-    parts = monomial_parts(M)
+    # a conv layer's action (symeq.layers.conv.ConvAction) is monomial on the whole space, in sparse form
+    parts = M.monomial() if hasattr(M, "pixel") else monomial_parts(M)
     if parts is None:
         return None
     cols, vals = parts

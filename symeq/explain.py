@@ -385,6 +385,13 @@ def _show_action(rep: Report, layer, index, gname: str, M, matrix: bool = False)
             rows.append([f"head {h + 1}", f"head {k + 1}", [matrix_math(B)]])
         rep.table(["head of the image", "comes from", "block B (value space)"], rows)
         return
+    if hasattr(M, "pixel"):  # a conv layer: channel action (x) pixel permutation (docs/conv.md)
+        from .notation import format_cycles
+
+        rep.p(rho_of(index, gname), f" acts as a channel action times a pixel permutation: channels "
+              f"`{format_cycles(list(M.source), list(M.factor))}` (cycles, numbered from 1) ⊗ the {M.describe()} "
+              f"of the {M.hw[0]}×{M.hw[1]} grid.")
+        return
     moves = neuron_moves(layer, M)
     if moves is not None:
         rep.p(rho_of(index, gname), f": `{_cycles(moves)}` — a monomial matrix, (ρ(g) y)_j = c_j y_s; in cycles "

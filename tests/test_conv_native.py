@@ -454,3 +454,15 @@ def test_bench_conv_quick(tmp_path):
     assert len(rows) == 2 and all(r["verdict"] == "layerwise-equivariant" for r in rows)
     assert all(r["verify_exit"] == r["check_exit"] == r["numeric_check_exit"] == 0 for r in rows)
     assert all(r["verify_mb"] > 0 for r in rows)
+
+
+def test_explain_report_names_the_channel_pixel_action(tmp_path):
+    import json
+    from symeq.cli import main
+    from symeq.io import model_to_json
+
+    path = tmp_path / "c4.json"
+    path.write_text(json.dumps(model_to_json(_escnn_model("C4", hidden=1))))
+    assert main(["explain", str(path), "--out", str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "channel action times a pixel permutation" in text and "quarter turn clockwise" in text

@@ -365,6 +365,11 @@ class ConvAction:
         cols, vals = self.monomial()
         return monomial_matrix(cols, [as_fmpq(v) for v in vals])
 
+    def entries(self) -> list:
+        """The dense matrix's entries, row-major (size-guarded: lets small actions pass where an fmpq_mat
+        is read, e.g. dense certificates)."""
+        return self.to_matrix().entries()
+
     @property
     def transform(self) -> tuple | None:
         return grid_transform(self.pixel, *self.hw)
