@@ -228,3 +228,12 @@ def test_exact_floats_reads_conv_natively_and_verifies(tmp_path, capsys):
         pytest.xfail("the exact path's check of a dense layer after a native conv2d layer receives a ConvAction "
                      "(DenseLayer.check_action: internal error); the conv2d kind is issue 19's, in progress")
     assert code == 0
+
+
+def test_numeric_check_reads_torch_onnx(tmp_path, capsys):
+    torch = _torch()
+    G = mirror(2, 2)
+    net = random_equivariant_numeric(G, [4], numeric_activation("tanh"), rng=0)
+    _export(torch, net.to_torch(), (1, 4), tmp_path / "n.onnx")
+    assert main(["numeric-check", str(tmp_path / "n.onnx"), "--group", "mirror:2x2"]) == 0
+    assert "within tolerance" in capsys.readouterr().out

@@ -21,7 +21,7 @@ import json
 import sys
 
 from ..errors import InputError
-from .loader import add_group_options, group_from_args
+from .loader import add_group_options, load_model_args
 
 __all__ = ["register", "cmd_certify"]
 
@@ -55,14 +55,12 @@ def cmd_certify(args) -> int:
         raise InputError("--timeout must be a non-negative number of seconds")
     if args.group and args.group_file:
         raise InputError("give the group by --group or by --group-file, not both")
-    network = load_float_network(args.network)
-    group = group_from_args(args)
-    if args.group_file:
-        group = _group_file(args.group_file)
+    network = load_model_args(args, read=load_float_network, builtin=False, need_group=False)  # --group applied
+    group = _group_file(args.group_file) if args.group_file else None  # None: the network's (or --group's)
     timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     _progress(f"symeq certify: budget {timeout:g} s "
               f"({'--timeout' if args.timeout is not None else 'default; --timeout to change'})")
-    _progress(f"certifying {args.network}: widths {network.widths}")
+    _progress(f"certifying {args.model}: widths {network.widths}")
     c = certify(network, group, digits=args.digits, data=args.data, max_distance=args.max_distance, tol=args.tol,
                 timeout=timeout, noise_points=args.points, seed=args.seed)
     if c.verification is not None and c.status != "undetermined":
@@ -84,7 +82,8 @@ def register(subparsers) -> None:
     """Add ``certify`` to a ``parser.add_subparsers()`` object."""
     c = subparsers.add_parser("certify", help="nearest layerwise-equivariant network to a float one (.onnx, .npz, "
                                               ".json), proven exactly, with a certificate")
-    c.add_argument("network", help="the float network: .onnx (onnx extra), .npz or symeq-model/1 JSON with floats")
+    c.add_argument("model", metavar="NETWORK",
+                   help="the float network: .onnx (onnx extra), .npz or symeq-model/1 JSON with floats")
     add_group_options(c)
     c.add_argument("--group-file", metavar="G.json",
                    help="the group as a model file's \"group\" object (or a model file whose group is used)")

@@ -17,19 +17,18 @@ __all__ = ["register", "cmd_export"]
 
 def cmd_export(args) -> int:
     from ..numeric.onnx_io import export_onnx, load_float_network
+    from .loader import load_model_args
 
     if not args.onnx:
         raise InputError("say where to write: --onnx OUT.onnx")
-    path = str(args.model)
-    if path.lower().endswith(".json"):
-        from ..io import load_model
-
-        try:
-            model = load_model(path)  # exact rationals
+    model = None
+    if str(args.model).lower().endswith(".json"):
+        try:  # exact rationals
+            model = load_model_args(args, builtin=False, need_group=False)
         except InputError:
-            model = load_float_network(path)  # floats allowed
-    else:
-        model = load_float_network(path)
+            model = None
+    if model is None:  # floats allowed (.json, .npz, .onnx)
+        model = load_model_args(args, read=load_float_network, builtin=False, need_group=False)
     export_onnx(model, args.onnx, float32=args.float32)
     print(f"{args.onnx}: ONNX written ({'float32' if args.float32 else 'float64'} weights, widths {model.widths})",
           file=sys.stderr)
