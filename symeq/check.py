@@ -886,9 +886,14 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
         if why:
             report.reasons.append(f"{PARAMS_DIFFER}: {why}")
             return
-        report.checks.append(f"parameters: re-parametrized theta' with the model's widths and activations; "
-                             f"f(x; theta') = f(x; theta) on all {_lattice_size(layers, n_in)} points of the "
-                             f"principal lattice of degree {_degree(layers)} (unisolvent): the same function")
+        if any(isinstance(l.act, _Real) for l in layers):
+            report.checks.append("parameters: re-parametrized theta' with the model's widths and activations; theta "
+                                 "and theta' have the same canonical form (dead neurons dropped, clones merged by the "
+                                 "identity table): the same function")
+        else:
+            report.checks.append(f"parameters: re-parametrized theta' with the model's widths and activations; "
+                                 f"f(x; theta') = f(x; theta) on all {_lattice_size(layers, n_in)} points of the "
+                                 f"principal lattice of degree {_degree(layers)} (unisolvent): the same function")
         layers = theta2
     else:
         report.checks.append(f"parameters: equal to the model's ({len(layers)} layers)")
@@ -1065,7 +1070,7 @@ def _same_function_failure(layers, theta2, n_in: int) -> str | None:
     if [l.act for l in layers] != [l.act for l in theta2]:
         return "theta' has other activations"
     if any(isinstance(l.act, _Real) for l in layers):
-        return "equality of functions with real activations is not re-verified by this checker version"
+        return _real_same_function_failure(layers, theta2)
     if any(l.act == "relu" for l in layers):
         return "equality of ReLU functions is not re-verified by this checker version"
     size = _lattice_size(layers, n_in)
@@ -2908,6 +2913,118 @@ def _interval_evaluate(layers: list, x, bits: int):
             out.append(_interval_apply(layer.act, _iv_round((lo, hi), bits), bits))
         ys = out
     return ys
+
+
+# -- the same function, structurally (real activations) ---------------------------------------
+#
+# A network with real activations is not compared by evaluation (f is transcendental) but by a
+# canonical form: in every hidden layer, neurons whose outgoing weights are all zero are dropped;
+# a neuron with a zero incoming row and a rational sigma(b) is folded into the next bias; each
+# neuron's [w | b] is brought to its canonical representative key = [w | b] / alpha with
+# (alpha, 0, q, c) in the identity table (its output becomes q y + c: the next layer's column
+# is multiplied by q and c times it is added to the next bias); neurons with equal keys (clones)
+# are merged by adding their outgoing columns; the neurons are sorted by key.  Every step keeps
+# the function exactly, so equal canonical forms prove equal functions (the converse is not
+# claimed: different forms are reported as "not shown equal").
+
+def _real_key(act: _Real, vec):
+    """(key, alpha) with vec = alpha * key and (alpha, 0, q, c) in act's table."""
+    first = next((x for x in vec if x), None)
+    table = REAL_SYMMETRY_TABLE[act.name]
+    if first is None:
+        alpha = Fraction(1)
+    elif table == "positive":
+        alpha = abs(first)
+    elif any(row[0] == -1 and row[1] == 0 for row in table):
+        alpha = Fraction(1) if first > 0 else Fraction(-1)
+    else:
+        alpha = Fraction(1)
+    return [x / alpha for x in vec], alpha
+
+
+def _real_qc(act: _Real, alpha: Fraction):
+    table = REAL_SYMMETRY_TABLE[act.name]
+    if table == "positive":
+        return alpha, Fraction(0)
+    row = next(r for r in table if Fraction(r[0]) == alpha and r[1] == 0)
+    return Fraction(row[2]), Fraction(row[3])
+
+
+def _real_canonical_pass(net) -> bool:
+    """One pass of the reductions over every hidden layer of net = [[W, b, act], ...] (lists, in
+    place); True if anything but the normalisation changed."""
+    changed = False
+    for i in range(len(net) - 1):
+        W, b, act = net[i]
+        V, c, _ = net[i + 1]
+        if not isinstance(act, _Real):
+            raise CheckError("the canonical form covers hidden layers with real activations only")
+        j = 0
+        while j < len(W):
+            drop = len(W) > 1 and all(row[j] == 0 for row in V)
+            if len(W) > 1 and not drop and not any(W[j]):
+                try:
+                    val = _real_exact(act, b[j])
+                except CheckError:
+                    val = None
+                if val is not None:
+                    for r, row in enumerate(V):
+                        c[r] += row[j] * val
+                    drop = True
+            if drop:
+                del W[j], b[j]
+                for row in V:
+                    del row[j]
+                changed = True
+                continue
+            key, alpha = _real_key(act, list(W[j]) + [b[j]])
+            if alpha != 1:
+                q, cc = _real_qc(act, alpha)
+                W[j], b[j] = key[:-1], key[-1]
+                for r, row in enumerate(V):
+                    c[r] += row[j] * cc
+                    row[j] *= q
+            j += 1
+        seen: dict = {}
+        j = 0
+        while j < len(W):
+            k = tuple(W[j]) + (b[j],)
+            if k in seen and len(W) > 1:
+                j0 = seen[k]
+                for row in V:
+                    row[j0] += row[j]
+                del W[j], b[j]
+                for row in V:
+                    del row[j]
+                changed = True
+                continue
+            seen[k] = j
+            j += 1
+        order = sorted(range(len(W)), key=lambda t: tuple(W[t]) + (b[t],))
+        net[i][0] = [W[t] for t in order]
+        net[i][1] = [b[t] for t in order]
+        net[i + 1][0] = [[row[t] for t in order] for row in V]
+    return changed
+
+
+def _real_canonical_form(layers):
+    net = [[[list(r) for r in l.weight], list(l.bias), l.act] for l in layers]
+    for _ in range(sum(len(l.weight) for l in layers) + 1):  # each change removes a neuron
+        if not _real_canonical_pass(net):
+            break
+    return [([tuple(r) for r in W], tuple(b), a) for W, b, a in net]
+
+
+def _real_same_function_failure(layers, theta2) -> str | None:
+    """None when theta' and theta have the same canonical form (hence the same function)."""
+    if any(not isinstance(l, _Layer) for l in layers + list(theta2)):
+        return "the canonical form covers dense layers only"
+    if any(not isinstance(l.act, _Real) for l in list(layers[:-1]) + list(theta2[:-1])):
+        return "equality of functions mixing real and other activations is not re-verified by this checker version"
+    if _real_canonical_form(layers) != _real_canonical_form(theta2):
+        return ("f(x; theta') is not shown equal to f(x; theta): their canonical forms (dead neurons dropped, "
+                "clones merged by the identity table) differ")
+    return None
 
 
 def _check_ball_witness(report: CheckReport, witness: dict, n_in: int, layers: list, group: list) -> None:

@@ -273,7 +273,7 @@ def action_to_json(layer, M) -> dict:
     >>> action_to_json(None, matrix([[0, -1], [1, 0]]))
     {'kind': 'monomial', 'source': [1, 0], 'factor': ['-1', '1']}
     """
-    if hasattr(M, "pixel"):  # a conv layer's action: channel action (x) pixel permutation (symeq.layers.conv)
+    if hasattr(M, "to_json"):  # an action class with its own sparse form (conv: symeq.layers.conv.ConvAction)
         return M.to_json()
     if layer is not None and layer.kind == "heads":
         from .layers.attention import block_monomial_parts, factor_kron
@@ -675,7 +675,7 @@ def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search
                          "equivariance (a composition of equivariant layers is equivariant)")
             return Verification("layerwise-equivariant", model, group, proved, pre, ident, notes, deadline.elapsed())
     if _has_real(model):
-        return _verify_real_refute(model, group, deadline, pre, notes, seed)
+        return _verify_real_refute(model, group, deadline, pre, notes, seed, max_candidates)
     eq = decide_equivariance(model, group, method=method, rng=seed, deadline=deadline)
     if not eq.holds:
         ident = {"status": "unknown", "detail": "not examined: the premise (end-to-end equivariance) fails"}
@@ -729,13 +729,42 @@ def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search
     return Verification("undetermined", model, group, eq, d, ident, notes, deadline.elapsed())
 
 
-def _verify_real_refute(model, group, deadline, d, notes, seed) -> Verification:
+def _try_real_submodel(model, group, deadline, max_candidates):
+    """The submodel route for real activations (clones, inactive neurons), or None; a constant
+    neuron sigma(b) with b irrational-valued cannot be folded exactly, and then the route is skipped."""
+    from .errors import NotExactError
+
+    try:
+        return _try_submodel(model, group, deadline, max_candidates)
+    except NotExactError:
+        return None
+
+
+def _verify_real_refute(model, group, deadline, d, notes, seed, max_candidates=64) -> Verification:
     """Real activations without a layerwise action at theta: a ball witness refutes; else undetermined.
 
     No fibre-wide search exists for real activations: a model whose f is equivariant while theta has
     no action (non-identifiable) stays undetermined, with the reason.
     """
     why = d.failure if d is not None else "no derivation"
+    lifted = _try_real_submodel(model, group, deadline, max_candidates)
+    if lifted is not None:
+        theta2, d2, red = lifted
+        eq = EquivarianceResult(True, "layerwise, at theta'",
+                                detail="theta' (the same widths; the same function as theta by construction: clones "
+                                       "merged, inactive neurons removed, lifted back) is layerwise equivariant, so "
+                                       "f = f_theta' is equivariant: a proof")
+        ident = {"status": "unknown",
+                 "detail": f"theta is a lift of a smaller submodel ({len(red.removed)} inactive neuron(s) removed, "
+                           f"{len(red.merged)} clone(s) merged); theta' is layerwise equivariant; identifiability "
+                           "of the reduced parameter was not decided"}
+        notes.append("re-parametrized: the actions hold at theta' (same widths and function as theta; the checker "
+                     "re-proves the same function by a canonical form: dead neurons dropped, clones merged by the "
+                     "identity table)")
+        v = Verification("layerwise-equivariant", theta2, group, eq, d2, ident, notes, deadline.elapsed())
+        v.original = model
+        v.reduction = red
+        return v
     try:
         eq = refute_with_balls(model, group, deadline=deadline, rng=seed)
     except BudgetExceeded as e:

@@ -337,3 +337,70 @@ def test_verdicts_agree_with_the_float_twin(seed):
     lo, hi = w.enclosures[w.output]
     assert float(lo) - 1e-9 <= diff[w.output] <= float(hi) + 1e-9
     assert check_certificate(_roundtrip(vb.certificate()), data).accepted is True
+
+
+def _with_dead_neuron_and_clone(name, flip_clone=False):
+    """A mirror-equivariant real network plus a dead neuron (zero outgoing weights, a row with no
+    partner) and a clone of neuron 0 taking a third of its outgoing weights (for tanh/sigmoid
+    optionally flipped: row and bias negated, tanh(-t) = -tanh(t), sigmoid(-t) = 1 - sigmoid(t))."""
+    from symeq.numbers import mat_rows
+
+    group = builtin_group("mirror:2x2")
+    m = random_equivariant_model(group, ["regular*2"], real(name), rng=3)
+    l1, l2 = m.layers
+    W, b, V, c = mat_rows(l1.weight), list(l1.bias), mat_rows(l2.weight), list(l2.bias)
+    W.append([fmpq(1), fmpq(2), fmpq(-1), fmpq(3)])
+    b.append(fmpq(1, 2))
+    V = [r + [fmpq(0)] for r in V]
+    s = -1 if flip_clone else 1
+    W.append([s * x for x in W[0]])
+    b.append(s * b[0])
+    third = [r[0] / 3 for r in V]
+    if flip_clone and name == "sigmoid":  # y_clone = 1 - y_0: the clone's column pays the constant
+        c = [ci + t for ci, t in zip(c, third)]
+    V = [r + [s * t] for r, t in zip(V, third)]
+    V = [[x - t if j == 0 else x for j, x in enumerate(r)] for r, t in zip(V, third)]
+    return Model(4, [DenseLayer(W, b, l1.activation), DenseLayer(V, c, None)], group)
+
+
+@pytest.mark.parametrize("name,flip", [("tanh", False), ("tanh", True), ("gelu", False), ("leaky_relu", False),
+                                       ("sigmoid", False), ("erf", True)])
+def test_dead_neurons_and_clones_lift_to_theta_prime(name, flip):
+    """No action at theta (the dead neuron has no partner); the submodel route gives theta' with the
+    same widths, and the checker re-proves f(theta') = f(theta) by the canonical form."""
+    m = _with_dead_neuron_and_clone(name, flip)
+    v = verify(m)
+    assert v.verdict == "layerwise-equivariant" and v.reparametrized, v.report()
+    cert = _roundtrip(v.certificate())
+    r = check_certificate(cert, model_to_json(m))
+    assert r.accepted is True, r.reasons
+    assert any("canonical form" in line for line in r.checks)
+    bad = copy.deepcopy(cert)
+    w = bad["parameters"]["layers"][1]["weight"]
+    w[0][0] = str(Fraction(w[0][0]) + 1)
+    assert check_certificate(bad, model_to_json(m)).accepted is not True
+
+
+def test_canonical_form_is_sound_on_a_float_check():
+    """Networks the canonical form calls equal evaluate equal in floats (the flipped sigmoid clone
+    needs its constant in the bias; without it the forms differ)."""
+    import numpy as np
+
+    from symeq.check import _layers, _real_same_function_failure
+    from symeq.numeric import from_exact
+
+    m = _with_dead_neuron_and_clone("sigmoid", flip_clone=True)
+    # the same network with the clone merged back by hand
+    base = random_equivariant_model(builtin_group("mirror:2x2"), ["regular*2"], real("sigmoid"), rng=3)
+    pad = model_to_json(base)
+    data = model_to_json(m)
+    la, lb = _layers(data["layers"], 4, "a"), _layers(pad["layers"], 4, "b")
+    x = np.linspace(-1, 1, 8).reshape(2, 4)
+    assert np.allclose(from_exact(m).forward(x), from_exact(base).forward(x), atol=1e-12)
+    # widths differ, so compare through the canonical forms directly
+    from symeq.check import _real_canonical_form
+
+    assert _real_canonical_form(la) == _real_canonical_form(lb)
+    data["layers"][1]["bias"][0] = str(Fraction(data["layers"][1]["bias"][0]) + 1)
+    assert _real_canonical_form(_layers(data["layers"], 4, "c")) != _real_canonical_form(lb)
+    assert _real_same_function_failure(la, la) is None
