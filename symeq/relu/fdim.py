@@ -647,7 +647,11 @@ def relu_functional_dimension(model, *, sample: str = "auto", points: int | None
     else:
         raise InputError(f"every prime of {PRIMES} divides a denominator of theta")
     Tm = _rows_mod(T, p, P)
-    dimT = _rank_rows(Tm, P, p)
+    dimT = dimT_p = _rank_rows(Tm, P, p)
+    if dimT < len(T) and len(T) * P <= EXACT_Q_ENTRIES * 5:
+        # the rank mod p is only a lower bound of dim T (so P - dimT an upper bound of the bound):
+        # exactly over Q when it is small
+        dimT = fmpq_mat(len(T), P, [x for v in T for x in v]).rank()
     bound = P - dimT
     rng = random.Random(f"symeq-relu-fdim:{seed}")
 
@@ -718,15 +722,15 @@ def relu_functional_dimension(model, *, sample: str = "auto", points: int | None
     reduced = _reduced(layers, offs, hidden, J, P, p)
     shortfall = {"size": bound - rank}
     if rank < bound:
-        causes, E = _explain(layers, offs, signs, P, regions_sampled)
-        dimTE = dimT
+        causes, E = _explain(layers, offs, signs, P, regions_sampled and skipped == 0)
+        dimTE = dimT_p
         if E:
             Em = _rows_mod(E, p, P)
             # every explaining direction is in the kernel on the sample: checked, not assumed
             if np.any(_mm(J, Em.T.copy(), p)):  # pragma: no cover - an internal error, never hidden
                 raise RuntimeError("internal error: an explaining direction is not in the Jacobian's kernel")
             dimTE = _rank_rows(np.vstack([Tm, Em]), P, p)
-        explained = dimTE - dimT
+        explained = dimTE - dimT_p  # both ranks mod p: dim(T + E) - dim T >= explained
         full = rank == P - dimTE
         shortfall.update(causes=causes, explained=explained, unexplained=bound - rank - explained,
                          fully_explained=full)
