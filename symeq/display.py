@@ -76,7 +76,7 @@ def neuron_moves(layer, M):
                 moves.append((s * H + k, t * H + h, B))
         return moves
     # a conv layer's action (symeq.layers.conv.ConvAction) is monomial on the whole space, in sparse form
-    parts = M.monomial() if hasattr(M, "pixel") else monomial_parts(M)
+    parts = M.monomial() if hasattr(M, "monomial") else monomial_parts(M)
     if parts is None:
         return None
     cols, vals = parts

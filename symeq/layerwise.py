@@ -684,7 +684,8 @@ def derive_latent_actions(
     nodes: dict = {}
     ties = matcher = None
     rows = _ExactRows(model, deadline, affine)
-    if not model.has_attention and not model.has_conv and rows.tied_rows():  # the tie walk reads dense rows
+    # the tie walk reads dense rows: only all-dense models take it (other kinds stay on the chain walk)
+    if all(l.kind == "dense" for l in model.layers) and rows.tied_rows():
         try:
             matcher = _ExactMatcher(model, deadline, affine)
             ties = TieWalk(matcher, max_nodes)

@@ -130,7 +130,7 @@ class Model(LayeredShape):
     def __post_init__(self):
         self.check_layers()
         for i, layer in enumerate(self.layers[:-1], 1):
-            if layer.kind in ("dense", "conv2d") and layer.activation.symmetry in ("affine", "constant"):
+            if layer.kind not in TOKEN_MIXING and layer.activation.symmetry in ("affine", "constant"):
                 raise InputError(
                     f"hidden layer {i} has a {layer.activation.symmetry} activation: its latent symmetry group "
                     "is not a group of monomial matrices; use a polynomial of degree >= 2 or relu"

@@ -521,7 +521,7 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
         name = group.names[gi]
         ((worst, chain, res),) = list(chain_walk.run(A, B))
         if worst > tol and any(r[2] is not None and r[2] <= 10 * tol for r in res) and \
-                not any(l.kind in ("heads", "conv2d") for l in model.layers):  # the tie walk reads dense rows
+                all(l.kind == "dense" for l in model.layers):  # the tie walk reads dense rows
             # (near) tied neurons: resolve them by their outgoing weights instead
             if ties is None:
                 matcher = _FloatMatcher(model, tol)
