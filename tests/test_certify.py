@@ -275,3 +275,20 @@ def test_bench_certify_quick(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads((tmp_path / "certify-quick.json").read_text())["rows"]
     assert [r["status"] for r in rows] == ["certified", "certified"]
+
+
+@pytest.mark.slow
+def test_trained_autoencoder_greedy_not_a_homomorphism_still_certified():
+    """Issue 22 acceptance on a trained network (the paper's recipe on digits, a few minutes): the
+    float twin's greedy actions are no homomorphism, and certify still returns a certified theta-bar
+    with its distances and task loss."""
+    pytest.importorskip("torch", reason="the experiment needs torch: pip install 'symeq[numeric]'")
+    pytest.importorskip("sklearn", reason="the digits need scikit-learn: pip install 'symeq[numeric]'")
+    from symeq.certification import certify_mirror_run
+    from symeq.numeric.experiment import run_mirror
+
+    run = run_mirror("tanh", "autoencoder", progress=False, certifier=certify_mirror_run)
+    c = run.certified
+    assert c["status"] == "certified" and c["verdict"] == "layerwise-equivariant"
+    assert any("not a homomorphism" in n for n in c["notes"]), c["notes"]
+    assert len(c["parameter_distance_per_layer"]) == 4 and c["task_loss"]["theta_bar"] >= 0

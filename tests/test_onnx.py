@@ -237,3 +237,41 @@ def test_numeric_check_reads_torch_onnx(tmp_path, capsys):
     _export(torch, net.to_torch(), (1, 4), tmp_path / "n.onnx")
     assert main(["numeric-check", str(tmp_path / "n.onnx"), "--group", "mirror:2x2"]) == 0
     assert "within tolerance" in capsys.readouterr().out
+
+
+def test_escnn_style_c4_conv_net_certifies_to_its_equivariant_neighbour():
+    """C4 (quarter turns of 4x4 images): four channels holding the rotated copies of one kernel (the
+    regular representation of C4 on channels, as escnn builds them), the last layer made equivariant by
+    its Reynolds average; float noise 1e-7 on every weight; certify finds the exactly equivariant neighbour."""
+    torch = _torch()
+    import symeq
+    from symeq.groups import builtin_group
+    from symeq.numeric.layerwise import derive_latent_actions_numeric
+    from symeq.numeric.models import from_torch, group_from_exact
+    from symeq.numeric.project import element_actions, reynolds_float
+
+    G = builtin_group("rot90:4")
+    torch.manual_seed(1)
+    conv, lin = torch.nn.Conv2d(1, 4, 3, padding=1).double(), torch.nn.Linear(64, 16).double()
+    with torch.no_grad():
+        k = conv.weight[0, 0].clone()
+        for r in range(4):  # channel r: the kernel turned r quarter turns
+            conv.weight[r, 0] = torch.rot90(k, -r, dims=(0, 1))
+            conv.bias[r] = conv.bias[0]
+    net = torch.nn.Sequential(conv, torch.nn.Tanh(), torch.nn.Flatten(), lin)
+    m = from_torch(net, input_shape=(1, 4, 4))
+    ng = group_from_exact(G)
+    d = derive_latent_actions_numeric(m, ng)
+    assert d.residuals[0].residual < 1e-12  # the conv layer is equivariant by construction
+    from symeq.numeric.models import NumericDenseLayer, NumericModel
+
+    dense = NumericModel(16, [NumericDenseLayer(l.weight, l.bias, l.activation) for l in m.layers], ng)
+    W, b = reynolds_float(dense, element_actions(ng, d.actions))[-1]
+    with torch.no_grad():
+        lin.weight.copy_(torch.from_numpy(W))
+        lin.bias.copy_(torch.from_numpy(b))
+        for p in net.parameters():
+            p.add_(1e-7 * torch.randn_like(p))
+    c = symeq.certify(net, G, input_shape=(1, 4, 4))
+    assert c.status == "certified" and c.verification.verdict == "layerwise-equivariant"
+    assert 1e-9 < c.max_distance < 1e-5
