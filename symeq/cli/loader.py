@@ -122,7 +122,7 @@ def load_model_args(args, *, read=None, builtin: bool = True, need_group: bool =
         if read is None and str(path).lower().endswith(".onnx"):  # float weights: exact only when asked
             if not getattr(args, "exact_floats", False):
                 raise InputError(f"{path}: an ONNX file holds float weights; `symeq certify {path} --group ...` finds "
-                                 "the nearest layerwise-equivariant network and certifies it, or --exact-floats reads "
+                                 "the nearest layerwise-equivariant network and certifies it, or `symeq verify --exact-floats` reads "
                                  "every weight as the exact dyadic rational it is")
             from ..numeric.onnx_io import load_onnx_exact as read
         elif read is None:
