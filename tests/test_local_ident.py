@@ -385,3 +385,44 @@ def test_bench_local_ident_quick(tmp_path):
     assert [r["status"] for r in res["rows"]] == ["locally-identifiable"] * 2
     assert all(r["check"] == "accepted" and r["rank"] == r["bound"] for r in res["rows"])
     assert "| network |" in proc.stdout
+
+
+def _conv_model(seed=2):
+    from symeq.layers.conv import ConvLayer, ConvShape
+
+    rng = random.Random(seed)
+    k = [[[[rng.randint(-3, 3) for _ in range(3)] for _ in range(3)] for _ in range(1)] for _ in range(2)]
+    conv = ConvLayer(ConvShape(1, 2, 4, 4, 3, 3, padding=1), k, [1, -2], tanh_series(3))
+    dense = DenseLayer([[rng.randint(-3, 3) for _ in range(32)] for _ in range(3)], [1, 0, 2], None)
+    return Model(16, [conv, dense])
+
+
+def test_conv_twin_equals_the_dense_expansion_with_shared_weights():
+    import numpy as np
+
+    m = _conv_model()
+    conv = m.layers[0]
+    dense_m = Model(16, [DenseLayer(conv.weight, conv.bias, conv.activation), m.layers[1]])
+    pts = jm._points(16, 3, 1)
+    X = jm._points_mod(pts)
+    Jc = jm._jacobian(jm._twins(m, True), X, jm.Deadline(None))
+    Jd = jm._jacobian(jm._twins(dense_m, True), X, jm.Deadline(None))
+    src = conv.sources
+    npix, taps = 16, 9
+    for o in range(2):
+        for t in range(taps):
+            want = np.zeros(Jd.shape[0], dtype=object)
+            for q in range(npix):
+                if src[t][q] >= 0:
+                    want = want + Jd[:, (o * npix + q) * 16 + src[t][q]].astype(object)
+            assert [int(w) % jm.PRIME for w in want] == [int(v) for v in Jc[:, o * taps + t]]
+        bias_cols = [int(sum(int(Jd[r, 2 * npix * 16 + o * npix + q]) for q in range(npix)) % jm.PRIME)
+                     for r in range(Jd.shape[0])]
+        assert bias_cols == [int(v) for v in Jc[:, 2 * taps + o]]
+    assert (Jc[:, -3 * 33:] == Jd[:, -3 * 33:]).all()        # the dense readout's block is the same
+
+
+def test_conv_model_gets_a_local_answer_without_certificate():
+    r = jm.jacobian_identifiability(_conv_model())
+    assert r.n_params == 2 * 9 + 2 + 3 * 32 + 3
+    assert r.status in ("locally-identifiable", "unknown") and r.certificate is None

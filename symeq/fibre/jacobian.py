@@ -39,9 +39,12 @@ Mersenne prime in numpy).  The rank is python-flint's ``nmod_mat`` elimination o
 names r independent rows of J for the certificate (the checker eliminates only those).
 
 Each layer kind takes part through a modular twin (:data:`MODULAR_LAYERS`, keyed by the layer's
-``kind``) with ``forward`` and ``backward``; dense layers have one.  Attention layers, token-wise
-layers after them and any other kind are refused with a clear reason ("not-applicable"), never
-guessed; a native convolution layer joins by adding its twin.
+``kind``) with ``counts``, ``forward`` and ``backward``: dense layers and native convolutions
+(``conv2d``: kernel taps and channel biases through the layer's ``sources`` map) have one.
+Attention layers, token-wise layers after them and any other kind are refused with a clear reason
+("not-applicable"), never guessed.  With a convolution, continuous scalings next to it are refused,
+exact families are looked for between dense layers only, and no certificate is written (the checker
+re-reads dense layers only).
 
 Examples
 --------
@@ -165,9 +168,11 @@ def parameter_layout(model, bias: bool) -> list[tuple[str, int, int]]:
     """
     out = []
     for i, layer in enumerate(model.layers):
-        out.append((f"W{i + 1}", i, layer.out_dim * layer.in_dim))
+        cls = MODULAR_LAYERS.get(layer.kind, _DenseMod)
+        weights, biases = cls.counts(layer)
+        out.append((f"W{i + 1}", i, weights))
         if bias:
-            out.append((f"b{i + 1}", i, layer.out_dim))
+            out.append((f"b{i + 1}", i, biases))
     return out
 
 
@@ -204,6 +209,11 @@ class _DenseMod:
             coeffs = [fmpq(c) for c in act.coeffs]
             self.c = [_mod(c) for c in coeffs]
             self.dc = [_mod(k * c) for k, c in enumerate(coeffs)][1:] or [0]
+
+    @staticmethod
+    def counts(layer) -> tuple[int, int]:
+        """(weights, biases) of the layer's parameter vector."""
+        return layer.out_dim * layer.in_dim, layer.out_dim
 
     @property
     def n_params(self) -> int:
@@ -246,8 +256,87 @@ class _NotApplicable(Exception):
     pass
 
 
+class _ConvMod:
+    """The modular twin of a native convolution x -> sigma(conv_K(x) + b): the parameters are the
+    kernel taps (one row per output channel, taps in (c, i, j) order) and the per-channel biases;
+    the input index of every tap at every output pixel is the layer's ``sources`` map."""
+
+    def __init__(self, layer, bias: bool):
+        act = layer.activation
+        if act is not None and not act.is_polynomial:
+            raise _NotApplicable(f"activation {act.name} is not a polynomial")
+        self.layer, self.bias = layer, bias
+        self.inp, self.out = layer.in_dim, layer.out_dim
+        self.co = layer.shape.out_channels
+        self.taps = layer.shape.taps
+        self.npix = self.out // self.co
+        self.rows = [list(r) for r in layer.rows]
+        K = np.array([[_mod(x) for x in r] for r in self.rows], dtype=np.uint64).reshape(self.co, self.taps)
+        self.K, self.KT = _to_nmod(K), _to_nmod(K.T.copy())
+        self.b = np.array([_mod(x) for x in layer.channel_bias], dtype=np.uint64)
+        src = np.array(layer.sources, dtype=np.int64).reshape(self.taps, self.npix)
+        self.idx = np.where(src < 0, self.inp, src)          # the padding reads a zero row
+        self.valid = src >= 0
+        if act is None:
+            self.c = self.dc = None
+        else:
+            coeffs = [fmpq(c) for c in act.coeffs]
+            self.c = [_mod(c) for c in coeffs]
+            self.dc = [_mod(k * c) for k, c in enumerate(coeffs)][1:] or [0]
+
+    @staticmethod
+    def counts(layer) -> tuple[int, int]:
+        return layer.shape.out_channels * layer.shape.taps, layer.shape.out_channels
+
+    @property
+    def n_params(self) -> int:
+        return self.co * self.taps + (self.co if self.bias else 0)
+
+    def values(self) -> list:
+        return [x for r in self.rows for x in r] + (list(self.layer.channel_bias) if self.bias else [])
+
+    def forward(self, H: np.ndarray):
+        N = H.shape[1]
+        Hp = np.vstack([H, np.zeros((1, N), dtype=np.uint64)])
+        X = Hp[self.idx]                                      # taps x npix x N
+        Z = _matmul(X.reshape(self.taps, self.npix * N).T, self.KT).T  # co x (npix N)
+        Z = _addmod(Z, self.b[:, None]).reshape(self.co * self.npix, N)
+        if self.c is None:
+            return Z, (X, None)
+        return _horner(self.c, Z), (X, _horner(self.dc, Z))
+
+    def backward(self, cache, D: np.ndarray, J: np.ndarray, col: int, need_input: bool):
+        X, S = cache
+        N = X.shape[2]
+        K = D.shape[0] // N
+        D3 = D.reshape(N, K, self.out)
+        if S is not None:
+            D3 = _mulmod(D3, S.T[:, None, :])
+        D4 = D3.reshape(N, K, self.co, self.npix)
+        width = self.co * self.taps
+        for n in range(N):  # d/dK[o, t] = sum_q D[n, k, o, q] X[t, q, n]
+            blk = _matmul(D4[n].reshape(K * self.co, self.npix), _to_nmod(X[:, :, n].T.copy()))
+            J[n * K:(n + 1) * K, col:col + width] = blk.reshape(K, width)
+        if self.bias:
+            ones = nmod_mat(self.npix, 1, [1] * self.npix, PRIME)
+            J[:, col + width:col + width + self.co] = _matmul(D4.reshape(N * K * self.co, self.npix), ones) \
+                .reshape(N * K, self.co)
+        if not need_input:
+            return None
+        G = _matmul(D4.transpose(0, 1, 3, 2).reshape(N * K * self.npix, self.co), self.K)  # (N K npix) x taps
+        G = G.reshape(N * K, self.npix, self.taps)
+        Din = np.zeros((N * K, self.inp + 1), dtype=np.uint64)
+        for t in range(self.taps):
+            q = np.nonzero(self.valid[t])[0]
+            idx = self.idx[t, q]
+            if len(np.unique(idx)) != len(idx):  # pragma: no cover - one tap reads each pixel once
+                raise _NotApplicable("a tap reads one input pixel twice")
+            Din[:, idx] = _addmod(Din[:, idx], G[:, q, t])
+        return Din[:, :self.inp]
+
+
 #: the modular twin of each layer kind (a layer kind takes part in the Jacobian rank by an entry here)
-MODULAR_LAYERS = {"dense": _DenseMod}
+MODULAR_LAYERS = {"dense": _DenseMod, "conv2d": _ConvMod}
 
 
 def _twins(model, bias):
@@ -346,6 +435,9 @@ def orbit_tangent(model, bias: bool) -> list[tuple[str, dict]]:
         cont = _continuous(layer.activation, bias)
         if cont is None:
             continue
+        if layer.kind != "dense" or model.layers[i + 1].kind != "dense":
+            raise _NotApplicable(f"the orbit tangent of continuous scalings at hidden layer {i + 1} next to a "
+                                 f"{layer.kind}/{model.layers[i + 1].kind} layer is not implemented")
         s, d, e = cont
         rows, nxt = mat_rows(layer.weight), model.layers[i + 1]
         nrows = mat_rows(nxt.weight)
@@ -370,6 +462,8 @@ def _families(model, bias: bool) -> list[dict]:
     offs, _ = _offsets(model, bias)
     fams = []
     for i, layer in enumerate(model.layers[:-1]):
+        if layer.kind != "dense" or model.layers[i + 1].kind != "dense":
+            continue  # families next to other kinds are not looked for (a deficit there stays evidence)
         rows, nxt = mat_rows(layer.weight), model.layers[i + 1]
         nrows = mat_rows(nxt.weight)
         n, m = layer.out_dim, nxt.out_dim
@@ -680,7 +774,9 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
         r = r2
     common = dict(rank=r, n_params=P, orbit_dimension=dim_orbit, points=N)
     if r == upper:
-        cert = _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) if want_cert else None
+        # the checker re-reads dense layers only: other kinds get the verdict without a certificate
+        dense = all(layer.kind == "dense" for layer in model.layers)
+        cert = _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) if want_cert and dense else None
         return done("locally-identifiable",
                     f"the Jacobian of theta -> (f_theta(x_1), ..., f_theta(x_{N})) has rank {r} modulo 2^61-1 = "
                     f"#params {P} - dim K.theta {dim_orbit}: near theta the fibre is the orbit (constant-rank "
