@@ -1290,7 +1290,8 @@ _DEEP_COMMON = ("format", "method", "verdict", "widths", "bias", "full_rank", "w
                 "orbit_dimension")
 DEEP_KEYS = {"monomial": _DEEP_COMMON + ("degrees", "w2_centred_biases"),
              "general": _DEEP_COMMON + ("activations", "layers"),
-             "widening": _DEEP_COMMON + ("degrees", "w2_centred_biases", "top")}
+             "widening": _DEEP_COMMON + ("degrees", "w2_centred_biases", "top"),
+             "widening-general": _DEEP_COMMON + ("activations", "layers", "top")}
 DEEP_W3_KEYS = ("w3_row_supports", "w3_row_spans")  # three hidden layers
 DEEP_LAYER_KEYS = ("degree", "centre", "g", "lambdas")
 RANK_ONE_TERM_KEYS = ("neuron", "v", "w")
@@ -1567,10 +1568,11 @@ def check_identifiability(cert: dict, model: dict) -> CheckReport:
     if verdict not in ("identifiable", "not-identifiable"):
         raise CheckError(f"certificate: unknown identifiability verdict {_short(verdict)}")
     if cert.get("method") == DEEP_METHOD:  # two hidden layers: the Jacobian-factor theorem (below)
-        kind = ("general" if cert.get("activations") == "general" else "widening" if "top" in cert
-                else "monomial")
+        general = cert.get("activations") == "general"
+        kind = (("widening-general" if general else "widening") if "top" in cert
+                else "general" if general else "monomial")
         _strict(cert, "certificate", DEEP_KEYS[kind] + (DEEP_W3_KEYS if len(layers) == 4 else ()))
-        for i, entry in enumerate(cert.get("layers") if kind == "general" and isinstance(cert.get("layers"), list)
+        for i, entry in enumerate(cert.get("layers") if general and isinstance(cert.get("layers"), list)
                                   else ()):
             _strict(entry, f"certificate.layers[{i}]", DEEP_LAYER_KEYS)
         _check_ident_deep(report, cert, n_in, layers)
@@ -1938,15 +1940,44 @@ def _check_ident_deep_widening(report: CheckReport, cert: dict, widths: list, la
                               f"n0 >= n < n2 <= n3, not {widths}")
         return
     bias = any(x != 0 for l in layers for x in l.bias)
-    mono = [_monomial_degree(l.act, bias) for l in layers[:-1]]
-    if None in mono:
-        report.reasons.append("a hidden activation is not a monomial c t^r with r >= 2 (c (t - s)^r with biases)")
+    general = cert.get("activations") == "general"
+    if cert.get("bias") is not bias:
+        report.reasons.append(f"certificate bias {_short(cert.get('bias'))} differs from the model's {bias}")
         return
-    degs = [r for r, _, _ in mono]
-    if cert.get("degrees") != degs or cert.get("bias") is not bias:
-        report.reasons.append(f"certificate degrees/bias {_short(cert.get('degrees'))}/{_short(cert.get('bias'))} "
-                              f"differ from the model's {degs}/{bias}")
-        return
+    lam1 = None
+    if general:  # any polynomial activations: the first layer's scalings, recomputed
+        if not all(isinstance(l.act, tuple) and len(l.act) >= 3 and l.act[-1] != 0 for l in layers[:-1]):
+            report.reasons.append("a hidden activation is not a polynomial of degree >= 2")
+            return
+        got = _deep_layer_scalings(layers[0].act, bias)
+        listed = cert.get("layers")
+        if isinstance(got, str):
+            report.reasons.append(f"hidden layer 1: {got}")
+            return
+        m1, mu1, g1, lam1 = got
+        entry = listed[0] if isinstance(listed, list) and len(listed) == 1 and isinstance(listed[0], dict) else {}
+        el = entry.get("lambdas")
+        ok = (_is_int(entry.get("degree")) and entry.get("degree") == m1 and _is_int(entry.get("g"))
+              and entry.get("g") == g1 and isinstance(entry.get("centre"), str)
+              and parse_number(entry.get("centre"), "centre") == mu1
+              and (el == "all" if lam1 == "all" else isinstance(el, list)
+                   and [parse_number(x, "lambda") for x in el] == lam1))
+        if not ok:
+            report.reasons.append(f"layers must list the first hidden layer's recomputed degree {m1}, centre {mu1}, "
+                                  f"g = {g1} and scalings {lam1 if lam1 == 'all' else [str(x) for x in lam1]}")
+            return
+        report.checks.append("the first layer's scalings that can occur are "
+                             f"{lam1 if lam1 == 'all' else [str(x) for x in lam1]}, each a symmetry of its activation")
+        mono = None
+    else:
+        mono = [_monomial_degree(l.act, bias) for l in layers[:-1]]
+        if None in mono:
+            report.reasons.append("a hidden activation is not a monomial c t^r with r >= 2 (c (t - s)^r with biases)")
+            return
+        degs = [r for r, _, _ in mono]
+        if cert.get("degrees") != degs:
+            report.reasons.append(f"certificate degrees {_short(cert.get('degrees'))} differ from the model's {degs}")
+            return
     Ws = [[list(r) for r in l.weight] for l in layers]
     proofs = _dict(cert.get("full_rank"), "full_rank")
     _strict(proofs, "certificate.full_rank", ["W1_columns", "W2_rows", "W3_rows"])
@@ -1963,19 +1994,33 @@ def _check_ident_deep_widening(report: CheckReport, cert: dict, widths: list, la
     report.checks.append(f"rank W_1 = rank W_2 = {n} and rank W_3 = {n2} (nonzero minors at the indices given): "
                          "W_3 is injective")
     supports = [sum(1 for x in r if x != 0) for r in Ws[1]]
-    kappa1 = mono[0][2]
-    betas = [b + kappa1 * sum(row, Fraction(0)) - mono[1][1] for b, row in zip(layers[1].bias, Ws[1])]
-    listed = cert.get("w2_centred_biases")
-    if cert.get("w2_row_supports") != supports or not isinstance(listed, list) or len(listed) != n2 or \
-            [parse_number(b, "w2_centred_biases") for b in listed] != betas:
-        report.reasons.append("w2_row_supports / w2_centred_biases differ from the model's")
+    if cert.get("w2_row_supports") != supports:
+        report.reasons.append("w2_row_supports differ from the model's")
         return
-    bad = [j for j, (s, b) in enumerate(zip(supports, betas)) if s == 0 or (s == 2 and b == 0) or (s == 1 and b != 0)]
-    if bad:
-        report.reasons.append(f"rows {bad} of W_2: not >= 3 nonzero entries, 2 with b_2j != s_2, or 1 with b_2j = s_2")
-        return
-    report.checks.append("every row of W_2 has >= 3 nonzero entries, 2 with a bias off the centre or 1 with the bias "
-                         "at the centre: the Jacobian's maximal minors have no degree-1 factor but the first layer's")
+    if general:
+        kappa1 = Fraction(0)  # the top block's input is sigma_1(z) itself
+        if min(supports) < 3:
+            report.reasons.append("every row of W_2 needs >= 3 nonzero entries (general activations)")
+            return
+        report.checks.append("every row of W_2 has >= 3 nonzero entries: no second pre-activation minus a root of "
+                             "sigma_2' has a degree-1 factor")
+    else:
+        kappa1 = mono[0][2]
+        betas = [b + kappa1 * sum(row, Fraction(0)) - mono[1][1] for b, row in zip(layers[1].bias, Ws[1])]
+        listed = cert.get("w2_centred_biases")
+        if not isinstance(listed, list) or len(listed) != n2 or \
+                [parse_number(b, "w2_centred_biases") for b in listed] != betas:
+            report.reasons.append("w2_centred_biases differ from the model's")
+            return
+        bad = [j for j, (s, b) in enumerate(zip(supports, betas))
+               if s == 0 or (s == 2 and b == 0) or (s == 1 and b != 0)]
+        if bad:
+            report.reasons.append(f"rows {bad} of W_2: not >= 3 nonzero entries, 2 with b_2j != s_2, or 1 with "
+                                  "b_2j = s_2")
+            return
+        report.checks.append("every row of W_2 has >= 3 nonzero entries, 2 with a bias off the centre or 1 with the "
+                             "bias at the centre: the Jacobian's maximal minors have no degree-1 factor but the first "
+                             "layer's")
     b2 = [b + kappa1 * sum(row, Fraction(0)) for b, row in zip(layers[1].bias, Ws[1])]
     if bias and not any(b2) and not any(layers[2].bias):
         report.reasons.append("the top block has no nonzero bias, so its certificate covers bias-free parameters only")
@@ -1998,9 +2043,14 @@ def _check_ident_deep_widening(report: CheckReport, cert: dict, widths: list, la
         return
     report.checks.append("the top block u -> W_3 s_2(W_2 u + b_2 + kappa_1 W_2 1) + b_3 (built here from the model) "
                          "is identifiable: " + "; ".join(sub.checks))
-    dim = n + top.get("orbit_dimension") if _is_int(top.get("orbit_dimension")) else None
-    if dim is None or cert.get("orbit_size") is not None or cert.get("orbit_dimension") != dim:
-        report.reasons.append(f"orbit: expected dimension n + the top block's ({dim}), orbit_size null")
+    first_continuous = lam1 is None or lam1 == "all"
+    dim = (n if first_continuous else 0) + top.get("orbit_dimension") if _is_int(top.get("orbit_dimension")) else None
+    size = None
+    if not first_continuous and isinstance(top.get("orbit_size"), str):
+        size = str(factorial(n) * len(lam1) ** n * int(top["orbit_size"]))
+    if dim is None or cert.get("orbit_size") != size or cert.get("orbit_dimension") != dim:
+        report.reasons.append(f"orbit: expected size {size} and dimension {dim} (the first layer's and the top "
+                              "block's)")
         return
     report.checks.append(f"fibre = orbit: dimension {dim} (first layer pinned by the Jacobian's degree-1 factors, "
                          "then the top block's identifiability)")

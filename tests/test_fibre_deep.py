@@ -648,7 +648,8 @@ def test_widening_agrees_with_the_numeric_functional_dimension():
     ("narrowing", _net(4, [[[1, 2, -1, 1], [2, -1, 1, 1], [1, 1, 3, -1], [1, 0, 1, 2]],
                            [[1, -2, 1, 1], [2, 1, -1, 1], [-1, 1, 2, 3]], W_UP], [monomial(2), monomial(3)]), "widths"),
     ("more hidden neurons than outputs", _net(3, [W_UP, W2_UP, W3_UP[:3]], [monomial(2), monomial(3)]), "widths"),
-    ("general activations", _widening(acts=(tanh_series(3), tanh_series(3))), "monomial activations"),
+    ("lambda^3 = 1 in the first layer", _widening(True, acts=(polynomial([0, -1, 0, 0, "1/4"]), tanh_series(3))),
+     "complex solutions"),
 ])
 def test_widening_outside_the_theorem_is_not_applicable(what, model, phrase):
     t = tensor_identifiability(model)
@@ -686,3 +687,45 @@ def test_widening_checker_rejects_tampering():
     # the certificate of one model does not prove another (W_3 made non-injective)
     other = _widening(True, W3=[[1, 0, 2, 1], [0, 1, 1, 1], [2, -1, 0, 1], [1, 1, -1, 2], [1, 2, 1, 3]])
     assert check_certificate(cert, json.loads(json.dumps(model_to_json(other)))).accepted is False
+
+
+@pytest.mark.parametrize("acts, bias, size, dim", [
+    ((tanh_series(3), tanh_series(3)), True, 18432, 0),        # 3! 2^3 * 4! 2^4
+    ((tanh_series(3), tanh_series(3)), False, 18432, 0),
+    ((sigmoid_series(3), tanh_series(3)), True, 18432, 0),
+    ((monomial(2), tanh_series(3)), True, None, 3),             # a torus on the first layer
+])
+def test_widening_general_activations(acts, bias, size, dim):
+    from symeq.fibre.jacobian import jacobian_identifiability
+
+    m = _widening(bias, acts=acts)
+    t = tensor_identifiability(m)
+    assert t.status == "identifiable", t.reason
+    assert (t.orbit_size, t.orbit_dimension) == (size, dim)
+    assert t.certificate["activations"] == "general" and len(t.certificate["layers"]) == 1
+    r = _check(t, m)
+    assert r.accepted is True, r.reasons
+    # independently, exactly and locally: the Jacobian rank mod p reaches #params - dim K
+    j = jacobian_identifiability(m, certificate=False)
+    assert j.status == "locally-identifiable" and j.orbit_dimension == dim
+
+
+def test_widening_general_not_applicable_and_tampering():
+    two = _widening(True, W2=[[1, -2, 0], [2, 1, -1], [-1, 1, 2], [1, 3, 1]], acts=(tanh_series(3), tanh_series(3)))
+    t = tensor_identifiability(two)
+    assert t.status == "not-applicable" and "row 0 of W_2 has 2" in t.reason
+    sig = tensor_identifiability(_widening(False, acts=(sigmoid_series(3), tanh_series(3))))
+    assert sig.status == "not-applicable" and "hidden layer 1" in sig.reason
+    m = _widening(True, acts=(tanh_series(3), tanh_series(3)))
+    cert = json.loads(json.dumps(tensor_identifiability(m).certificate))
+    mj = json.loads(json.dumps(model_to_json(m)))
+    bad = [("orbit size", dict(cert, orbit_size="36")), ("lambdas", copy.deepcopy(cert)),
+           ("supports", dict(cert, w2_row_supports=[3, 3, 3, 2]))]
+    bad[1][1]["layers"][0]["lambdas"] = ["1"]
+    for what, b in bad:
+        try:
+            r = check_certificate(b, mj)
+        except Exception as e:
+            assert type(e).__name__ == "CheckError", (what, e)
+            continue
+        assert r.accepted is False, what

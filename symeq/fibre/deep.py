@@ -64,8 +64,9 @@ back to Gröbner bases (why these are not extended: docs/identifiability.md, "De
 widening second layer").
 
 **A widening second layer** (two hidden layers, widths (n_0, n, n_2, n_3) with n_0 >= n < n_2 <= n_3,
-monomial activations; :func:`_widening`): if rank W_1 = rank W_2 = n, W_3 is injective (rank n_2),
-the rows of W_2 satisfy the condition above and the top block u -> W_3 s_2(W_2 u + b~_2) + b_3 is
+monomial or general polynomial activations; :func:`_widening`): if rank W_1 = rank W_2 = n, W_3 is
+injective (rank n_2), the rows of W_2 satisfy the condition above (general activations: >= 3
+entries, and the first layer's scalings in the latent group) and the top block u -> W_3 s_2(W_2 u + b~_2) + b_3 is
 identifiable (one hidden layer, Kruskal: its certificate is nested as ``top``), theta is
 identifiable.  The n x n minors of the Jacobian are det D_1 det W_1[:, C] times sums over the row
 bases S of W_2; since W_3 is injective their gcd is that of det W_2[S, :] prod_{j in S} d_2j, whose
@@ -468,38 +469,57 @@ def _w2_betas(layers, Ws, bias):
 
 
 def _widening(model, bias, deadline, certificate, fmt, na, one_layer):
-    """Two hidden layers that widen, widths (n0, n, n2, n3) with n0 >= n < n2 <= n3, monomial
-    activations (docs/identifiability.md, "Deep networks, a widening second layer").
+    """Two hidden layers that widen, widths (n0, n, n2, n3) with n0 >= n < n2 <= n3
+    (docs/identifiability.md, "Deep networks, a widening second layer").
 
-    Hypotheses: rank W_1 = rank W_2 = n, rank W_3 = n2 (W_3 injective), every row of W_2 with >= 3
-    nonzero entries, 2 with beta_j != 0 or 1 with beta_j = 0, and the top block
-    ``u -> W_3 s_2(W_2 u + b_2 + kappa_1 W_2 1) + b_3`` on C^n identifiable (one hidden layer:
-    ``one_layer``, Kruskal).  The Jacobian's maximal minors are then ``det D_1 det W_1[:, C]`` times
-    sums whose gcd, as W_3 is injective, is the gcd of ``det W_2[S, :] prod_{j in S} d_2j`` over the
-    row bases S of W_2: its degree-1 factors are first-layer pre-activations only, so the first
-    layer is pinned as before, and the rest is the top block's identifiability.
+    Hypotheses: rank W_1 = rank W_2 = n, rank W_3 = n2 (W_3 injective); for monomial activations every
+    row of W_2 with >= 3 nonzero entries, 2 with beta_j != 0 or 1 with beta_j = 0, for general ones
+    (any polynomial of degree >= 2 in a layer) >= 3 entries (H4'') and the first layer's scalings in
+    the latent group (K, :func:`_layer_scalings`); and the top block
+    ``u -> W_3 s_2(W_2 u + b~_2) + b_3`` on C^n identifiable (one hidden layer: ``one_layer``,
+    Kruskal).  The Jacobian's maximal minors are ``det D_1 det W_1[:, C]`` times sums whose gcd, as
+    W_3 is injective, is the gcd of ``det W_2[S, :] prod_{j in S} d_2j`` over the row bases S of W_2:
+    its degree-1 factors are first-layer ones only, so the first layer is pinned as for equal widths,
+    and the rest is the top block's identifiability.
     """
     layers = model.layers
     ws = list(model.widths)
     n, n2 = ws[1], ws[2]
     h = f"2 hidden layers of widths {ws} (widening)"
     exps = [_monomial_exponent(l.activation, bias) for l in layers[:-1]]
-    if None in exps:
-        return na("widening: monomial activations", f"{h}: the widening certificate covers monomial activations "
-                  "c t^r (c (t - e)^r + k with biases), r >= 2")
+    general = None in exps
     if one_layer is None:
         return na("widening: the top block's decision", f"{h}: no one-hidden-layer decision was given for the top "
                   "block")
-    if n2 > MAX_WIDTH or n * ws[0] + n2 * n + ws[3] * n2 > MAX_ENTRIES:
-        return na("size guard", f"{h}: beyond the size guard ({MAX_WIDTH} neurons, {MAX_ENTRIES} weights)")
+    if n2 > MAX_WIDTH or n * ws[0] + n2 * n + ws[3] * n2 > MAX_ENTRIES or \
+            any(l.activation is not None and l.activation.is_polynomial and l.activation.degree > MAX_DEGREE
+                for l in layers[:-1]):
+        return na("size guard", f"{h}: beyond the size guard ({MAX_WIDTH} neurons, {MAX_ENTRIES} weights, degree "
+                  f"{MAX_DEGREE})")
+    info1 = None
+    if general:
+        for i in (0, 1):
+            act = layers[i].activation
+            if act is None or not act.is_polynomial or act.degree < 2:
+                return na("widening: polynomial activations of degree >= 2",
+                          f"{h}: hidden layer {i + 1}'s activation {act!r} is not a polynomial of degree >= 2")
+        info1, why = _layer_scalings(layers[0].activation, bias)
+        if info1 is None:
+            return na("hidden layer 1: scalings in the latent group", f"{h}; hidden layer 1: {why}")
     Ws = [mat_rows(l.weight) for l in layers]
-    betas = _w2_betas(layers, Ws, bias)
+    betas = _w2_betas(layers, Ws, bias) if not general else None
     supports = [sum(1 for x in row if x != 0) for row in Ws[1]]
-    for j, (s, beta) in enumerate(zip(supports, betas)):
-        if s == 0 or (s == 2 and beta == 0) or (s == 1 and beta != 0):
-            return na("rows of W_2: >= 3 nonzero entries, 2 with a bias off the centre, 1 with the bias at it",
-                      f"{h}; row {j} of W_2 has {s} nonzero entr{'y' if s == 1 else 'ies'} (centred bias {beta}): "
-                      "its pre-activation can have a degree-1 factor that is no first-layer pre-activation")
+    for j, s in enumerate(supports):
+        if general and s < 3:
+            return na("rows of W_2: >= 3 nonzero entries (H4'')",
+                      f"{h}; row {j} of W_2 has {s} nonzero entr{'y' if s == 1 else 'ies'}: with general activations "
+                      "its pre-activation can have degree-1 factors besides the first layer's")
+        if not general:
+            beta = betas[j]
+            if s == 0 or (s == 2 and beta == 0) or (s == 1 and beta != 0):
+                return na("rows of W_2: >= 3 nonzero entries, 2 with a bias off the centre, 1 with the bias at it",
+                          f"{h}; row {j} of W_2 has {s} nonzero entr{'y' if s == 1 else 'ies'} (centred bias {beta}): "
+                          "its pre-activation can have a degree-1 factor that is no first-layer pre-activation")
     proofs = {}
     for name, rows, k, what in (("W1_columns", Ws[0], n, "W_1"), ("W2_rows", [list(c) for c in zip(*Ws[1])], n, "W_2"),
                                 ("W3_rows", [list(c) for c in zip(*Ws[2])], n2, "W_3")):
@@ -510,12 +530,15 @@ def _widening(model, bias, deadline, certificate, fmt, na, one_layer):
         proofs[name] = cols
     from ..models import DenseLayer, Model
 
-    b2 = [fmpq(b) + (layers[0].activation(layers[0].activation.shift) * sum(row, fmpq(0)) if bias else 0)
-          for b, row in zip(layers[1].bias, Ws[1])]
+    # the top block's input is u = sigma_1(first pre-activations): with a constant kappa_1 = sigma_1(e_1)
+    # of a monomial up to a constant, u = c_1 z^r + kappa_1 and kappa_1 moves into b_2 (general
+    # activations keep sigma_1 whole: u = sigma_1(z) covers C^n as it is)
+    kappa1 = (layers[0].activation(layers[0].activation.shift) if bias and not general else fmpq(0))
+    b2 = [fmpq(b) + kappa1 * sum(row, fmpq(0)) for b, row in zip(layers[1].bias, Ws[1])]
     b3 = [fmpq(b) for b in layers[2].bias]
     if bias and not any(b2) and not any(b3):
-        return na("widening: a top block with biases", f"{h}: the top block's biases b_2 + kappa_1 W_2 1 and b_3 are "
-                  "all zero, and its one-hidden-layer certificate would cover bias-free parameters only")
+        return na("widening: a top block with biases", f"{h}: the top block's biases are all zero, and its "
+                  "one-hidden-layer certificate would cover bias-free parameters only")
     top = Model(n, [DenseLayer(layers[1].weight, b2, layers[1].activation), DenseLayer(layers[2].weight, b3, None)],
                 name="top block")
     deadline.check("deciding the top block (one hidden layer)")
@@ -527,18 +550,35 @@ def _widening(model, bias, deadline, certificate, fmt, na, one_layer):
                  if td.status == "not-identifiable" else "")
         return na("widening: the top block identifiable", f"{h}; the top block u -> W_3 s_2(W_2 u + b~_2) + b_3 "
                   f"(one hidden layer of width {n2} on C^{n}) is {td.status}: {td.reason}{extra}")
-    dim = n + td.orbit_dimension
-    cond = (f"Jacobian factors (2 hidden layers widening {n} < {n2}, {'biases' if bias else 'no biases'}, monomials "
-            f"t^{exps[0]}, t^{exps[1]}): rank W_1 = rank W_2 = {n}, rank W_3 = {n2}; every row of W_2 has >= 3 nonzero "
-            f"entries" + (" (or 2 with a bias off the centre; 1 only with the bias at the centre)" if bias else " or 1")
+    first_continuous = (not general) or info1["lambdas"] == "all"
+    dim = (n if first_continuous else 0) + td.orbit_dimension
+    size = None
+    if not first_continuous and td.orbit_size is not None:
+        size = math.factorial(n) * len(info1["lambdas"]) ** n * td.orbit_size
+    kind = "general polynomial activations" if general else f"monomials t^{exps[0]}, t^{exps[1]}"
+    rows_cond = ("every row of W_2 has >= 3 nonzero entries" if general or not bias else
+                 "every row of W_2 has >= 3 nonzero entries (or 2 with a bias off the centre; 1 only with the bias "
+                 "at the centre)")
+    cond = (f"Jacobian factors (2 hidden layers widening {n} < {n2}, {'biases' if bias else 'no biases'}, {kind}): "
+            f"rank W_1 = rank W_2 = {n}, rank W_3 = {n2}; {rows_cond}"
+            + (f"; the first layer's scalings ({'all' if info1['lambdas'] == 'all' else info1['lambdas']}) are in "
+               "the latent group" if general else "")
             + f"; the top block is identifiable ({td.condition})")
-    reason = (f"fibre = orbit over C: the degree-1 factors of the Jacobian's maximal minors are the first layer's "
-              f"pre-activations (W_3 injective), which pins the first layer up to monomial matrices; the top block "
-              f"is identifiable (one hidden layer); orbit of dimension {dim}")
+    reason = ("fibre = orbit over C: the degree-1 factors of the Jacobian's maximal minors are the first layer's "
+              "(W_3 injective), which pins the first layer up to its latent group; the top block is identifiable "
+              "(one hidden layer); " + (f"the fibre has {size} points" if size is not None
+                                        else f"orbit of dimension {dim}"))
     cert = None
     if certificate:
-        cert = {"format": fmt, "method": METHOD, "verdict": "identifiable", "widths": ws, "degrees": exps,
-                "bias": bias, "full_rank": proofs, "w2_row_supports": supports,
-                "w2_centred_biases": [str(b) for b in betas], "top": td.certificate,
-                "orbit_size": None, "orbit_dimension": dim}
-    return "identifiable", reason, cond, {"orbit_dimension": dim, "fibre_dimension": 0, "certificate": cert}
+        cert = {"format": fmt, "method": METHOD, "verdict": "identifiable", "widths": ws, "bias": bias,
+                "full_rank": proofs, "w2_row_supports": supports, "top": td.certificate,
+                "orbit_size": None if size is None else str(size), "orbit_dimension": dim}
+        if general:
+            cert.update({"activations": "general",
+                         "layers": [{"degree": info1["degree"], "centre": str(info1["centre"]), "g": info1["g"],
+                                     "lambdas": "all" if info1["lambdas"] == "all"
+                                     else [str(x) for x in info1["lambdas"]]}]})
+        else:
+            cert.update({"degrees": exps, "w2_centred_biases": [str(b) for b in betas]})
+    return "identifiable", reason, cond, {"orbit_dimension": dim, "fibre_dimension": 0, "orbit_size": size,
+                                          "certificate": cert}
