@@ -45,7 +45,7 @@ import numpy as np
 
 from .errors import InputError, Undetermined
 
-__all__ = ["Certification", "certify", "certify_mirror_run", "exact_group_from_numeric", "DEFAULT_NOISE_POINTS"]
+__all__ = ["Certification", "certify", "certify_mirror_run", "read_data", "exact_group_from_numeric", "DEFAULT_NOISE_POINTS"]
 
 DEFAULT_NOISE_POINTS = 2000
 
@@ -109,7 +109,9 @@ class Certification:
             extra = "" if "accuracy_theta" not in tl else \
                 f"; accuracy {tl['accuracy_theta']:.4f} -> {tl['accuracy_theta_bar']:.4f}"
             lines.append(f"  task loss ({tl['kind']}): theta {tl['theta']:.6g}, theta-bar {tl['theta_bar']:.6g}{extra}")
-        lines.append(f"actions: {self.method} ({'proven nearest' if self.proven_nearest else 'not proven nearest'})")
+        label = "" if "nearest" in self.method else \
+            f" ({'proven nearest' if self.proven_nearest else 'best found, not proven nearest'})"
+        lines.append(f"actions: {self.method}{label}")
         for c in self.candidates:
             lines.append(f"  candidate {c['method']}: max layer distance {c['max_distance']:.3g}")
         grids = ", ".join(f"10^-{d}" for d in self.digits)
@@ -211,7 +213,7 @@ def _task_loss(model, bar, x, y) -> dict | None:
     return None
 
 
-def _data_arrays(data):
+def read_data(data):
     """(x, y or None) from a path to an .npz (arrays x, optional y) or a (x, y) pair / Dataset."""
     if data is None:
         return None, None
@@ -423,7 +425,7 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((noise_points, model.input_dim))
     fdist = {"noise": _relative(model(X), bar(X))}
-    x, y = _data_arrays(data)
+    x, y = read_data(data)
     loss = None
     if x is not None:
         if x.shape[1] != model.input_dim:

@@ -57,11 +57,14 @@ def cmd_certify(args) -> int:
         raise InputError("give the group by --group or by --group-file, not both")
     network = load_model_args(args, read=load_float_network, builtin=False, need_group=False)  # --group applied
     group = _group_file(args.group_file) if args.group_file else None  # None: the network's (or --group's)
+    from ..certification import read_data
+
+    data = read_data(args.data) if args.data else None  # every input is read before the budget line
     timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     _progress(f"symeq certify: budget {timeout:g} s "
               f"({'--timeout' if args.timeout is not None else 'default; --timeout to change'})")
     _progress(f"certifying {args.model}: widths {network.widths}")
-    c = certify(network, group, digits=args.digits, data=args.data, max_distance=args.max_distance, tol=args.tol,
+    c = certify(network, group, digits=args.digits, data=data, max_distance=args.max_distance, tol=args.tol,
                 timeout=timeout, noise_points=args.points, seed=args.seed)
     if c.verification is not None and c.status != "undetermined":
         if args.out:
