@@ -129,6 +129,7 @@ class Model(LayeredShape):
 
     def __post_init__(self):
         self.check_layers()
+        self._dense_after_conv()
         for i, layer in enumerate(self.layers[:-1], 1):
             if layer.kind not in TOKEN_MIXING and layer.activation.symmetry in ("affine", "constant"):
                 raise InputError(
@@ -242,6 +243,20 @@ class Model(LayeredShape):
             else a.kind != "conv2d" != b.kind and a.weight == b.weight and a.bias == b.bias
             for a, b in zip(self.layers, other.layers)
         )
+
+    def _dense_after_conv(self) -> None:
+        """A dense layer after a convolution (a Flatten and a Linear, as every reader may give it) is the
+        convolution with one whole-image kernel per neuron: the same function, and then every action
+        after the first convolution is a channel action times a pixel permutation (docs/conv.md)."""
+        from .layers.conv import ConvLayer
+
+        layers = list(self.layers)
+        for i in range(1, len(layers)):
+            prev, layer = layers[i - 1], layers[i]
+            if prev.kind == "conv2d" and layer.kind == "dense" and layer.tokens is None:
+                layers[i] = ConvLayer.from_dense(mat_rows(layer.weight), list(layer.bias), layer.activation,
+                                                 prev.out_shape)
+        self.layers = layers
 
     @property
     def has_conv(self) -> bool:

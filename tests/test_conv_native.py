@@ -466,3 +466,40 @@ def test_explain_report_names_the_channel_pixel_action(tmp_path):
     assert main(["explain", str(path), "--out", str(tmp_path / "rep")]) == 0
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "channel action times a pixel permutation" in text and "quarter turn clockwise" in text
+
+
+@pytest.mark.parametrize("name, spec", [("C4", "rot90:5"), ("D4", "dihedral:5")])
+def test_escnn_style_networks_from_onnx_verify_exactly(name, spec, tmp_path, capsys):
+    """torch Conv2d modules -> ONNX -> symeq verify --exact-floats: the regular actions, exactly (the
+    real tanh's layers prove the premise)."""
+    torch = pytest.importorskip("torch", reason="pip install 'symeq[torch]'")
+    pytest.importorskip("onnx", reason="pip install 'symeq[onnx]'")
+    import json
+    import warnings
+    from symeq.cli import main
+    from symeq.layers.conv_nets import regular_channel_action, regular_network
+
+    layers, _ = regular_network(name, 5, 1, 2, tanh_series(3), rng=4)
+    net = _torch_from_layers(torch, layers)
+    path = tmp_path / "net.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, torch.randn(1, 1, 5, 5, dtype=torch.float64), str(path), dynamo=False)
+    cert = tmp_path / "cert.json"
+    assert main(["verify", str(path), "--exact-floats", "--group", spec, "--group-output", "1",
+                 "--certificate", str(cert)]) == 0
+    actions = json.loads(cert.read_text())["latent_actions"]
+    for per_layer in actions:
+        for t, a in zip((3, 4), per_layer):   # rot90 = escnn rot^3, mirror = escnn flip
+            assert a["kind"] == "channel-pixel" and a["channels"]["source"] == regular_channel_action(name, 1, t)
+
+
+def test_dense_after_conv_becomes_a_whole_image_kernel():
+    from symeq.models import DenseLayer, Model
+
+    l1 = _rand_layer(random.Random(0), ConvShape(1, 2, 3, 3, 3, 3, 1, 1), tanh_series(3))
+    dense = DenseLayer(fmpq_mat(1, 18, [fmpq(i - 9, 4) for i in range(18)]), [fmpq(1, 2)], None)
+    m = Model(9, [l1, dense])
+    assert [l.kind for l in m.layers] == ["conv2d", "conv2d"] and m.layers[1].out_shape == (1, 1, 1)
+    X = fmpq_mat(9, 2, [fmpq(i % 5 - 2) for i in range(18)])
+    assert m.forward(X) == dense.forward(l1.forward(X))
