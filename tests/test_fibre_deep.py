@@ -729,3 +729,13 @@ def test_widening_general_not_applicable_and_tampering():
             assert type(e).__name__ == "CheckError", (what, e)
             continue
         assert r.accepted is False, what
+
+
+def test_cli_fibre_widening_certificate_and_check(tmp_path, capsys):
+    m = _widening(True, acts=(tanh_series(3), tanh_series(3)))
+    path, cpath = tmp_path / "m.json", tmp_path / "c.json"
+    save_model(m, path)
+    assert main(["fibre", str(path), "--method", "tensor", "--json", "--certificate", str(cpath)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "identifiable" and "widening" in out["condition"]
+    assert main(["check", str(cpath), str(path)]) == 0
