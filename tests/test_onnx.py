@@ -223,11 +223,7 @@ def test_exact_floats_reads_conv_natively_and_verifies(tmp_path, capsys):
     net = torch.nn.Sequential(conv, torch.nn.Tanh(), torch.nn.Flatten(), lin)
     _export(torch, net, (1, 1, 4, 4), tmp_path / "c.onnx")
     assert load_onnx_exact(tmp_path / "c.onnx").layers[0].kind == "conv2d"
-    code = main(["verify", str(tmp_path / "c.onnx"), "--group", "mirror:4x4", "--exact-floats"])
-    if code == 70 and "ConvAction" in capsys.readouterr().err:  # noticed while writing this test; see the note
-        pytest.xfail("the exact path's check of a dense layer after a native conv2d layer receives a ConvAction "
-                     "(DenseLayer.check_action: internal error); the conv2d kind is issue 19's, in progress")
-    assert code == 0
+    assert main(["verify", str(tmp_path / "c.onnx"), "--group", "mirror:4x4", "--exact-floats"]) == 0
 
 
 def test_numeric_check_reads_torch_onnx(tmp_path, capsys):
