@@ -404,3 +404,36 @@ def test_canonical_form_is_sound_on_a_float_check():
     data["layers"][1]["bias"][0] = str(Fraction(data["layers"][1]["bias"][0]) + 1)
     assert _real_canonical_form(_layers(data["layers"], 4, "c")) != _real_canonical_form(lb)
     assert _real_same_function_failure(la, la) is None
+
+
+@pytest.mark.parametrize("spec", [{"type": n} for n in sorted(REAL_ACTIVATIONS)]
+                         + [{"type": "gelu", "approximate": "tanh"}, {"type": "elu", "alpha": "-3/2"},
+                            {"type": "leaky_relu", "slope": "-1/3"}], ids=str)
+def test_checker_intervals_meet_arb_balls_on_random_intervals(spec):
+    """Both enclosures contain the true value, so they must meet: 40 seeded random intervals [a, b]
+    (the checker's enclosure of sigma([a, b]) must meet arb's ball of sigma at a and at b)."""
+    import random
+
+    from flint import arb, ctx
+
+    from symeq.activations import activation_from_spec
+    from symeq.check import _real_activation, _real_interval
+
+    act = activation_from_spec(spec)
+    cact, _ = _real_activation(spec, "test")
+    rng = random.Random(str(spec))
+    old = ctx.prec
+    ctx.prec = 96
+    try:
+        for _ in range(40):
+            a = Fraction(rng.randint(-800, 800), rng.randint(1, 97))
+            b = a + Fraction(rng.randint(0, 50), rng.randint(1, 31))
+            lo, hi = _real_interval(cact, (a, b), 64)
+            assert lo <= hi
+            for t in (a, b):
+                ball = act.ball(arb(fmpq(t.numerator, t.denominator)))
+                bl, bh = (Fraction(int(m)) * Fraction(2) ** int(e) for m, e in
+                          (ball.lower().man_exp(), ball.upper().man_exp()))
+                assert not (bh < lo or hi < bl), (spec, a, b, t, float(lo), float(hi), float(bl))
+    finally:
+        ctx.prec = old
