@@ -53,7 +53,7 @@ from ..errors import InputError, LimitExceeded, ShapeError
 from ..numbers import as_fmpq, format_number, monomial_matrix, monomial_parts
 from .base import NoPartner
 
-__all__ = ["ConvShape", "dense_rows", "conv_bias", "ConvAction", "ConvLayer", "as_conv_action", "grid_transform",
+__all__ = ["ConvShape", "dense_rows", "conv_bias", "ConvAction", "ConvGeometry", "ConvLayer", "as_conv_action", "grid_transform",
            "transform_pixels", "tap_permutation", "output_pixels", "geometry_failure", "fold_average_pool",
            "PADDING_MODES", "DENSE_EXPANSION_LIMIT"]
 
@@ -420,14 +420,72 @@ def as_conv_action(M, channels: int, h: int, w: int) -> ConvAction | None:
 
 # -- the layer ------------------------------------------------------------------------------------
 
-def activation_label(act) -> str:
-    from .dense import activation_label as label
+class ConvGeometry:
+    """What the exact :class:`ConvLayer` and the float ``symeq.numeric.conv.NumericConvLayer`` share: one
+    implementation of shapes, names, the index map and the pixel geometry (only the numbers differ).
+    A subclass has ``shape`` (:class:`ConvShape`) and ``activation``."""
 
-    return label(act)
+    _src = None
+
+    @property
+    def in_shape(self) -> tuple:
+        return (self.shape.in_channels, self.shape.height, self.shape.width)
+
+    @property
+    def out_shape(self) -> tuple:
+        return (self.shape.out_channels,) + self.shape.out_hw
+
+    @property
+    def in_dim(self) -> int:
+        return self.shape.in_dim
+
+    @property
+    def out_dim(self) -> int:
+        return self.shape.out_dim
+
+    @property
+    def n_params(self) -> int:
+        return self.shape.out_channels * self.shape.taps + self.shape.out_channels
+
+    @property
+    def hidden_label(self) -> str:
+        act = self.activation
+        if act is None:
+            return "affine"
+        spec = act.spec
+        arg = spec.get("order", spec.get("degree"))
+        return spec.get("type", act.name) + (f"({arg})" if arg is not None else "")
+
+    @property
+    def label(self) -> str:
+        s = self.shape
+        C, H, W = self.in_shape
+        Co, oh, ow = self.out_shape
+        mode = "" if s.padding_mode == "zeros" else f" {s.padding_mode}"
+        return (f"conv2d {self.in_dim}->{self.out_dim} ({C}x{H}x{W}->{Co}x{oh}x{ow}, k{s.kh}x{s.kw} s{s.stride} "
+                f"p{s.padding}{mode}) {self.hidden_label}")
+
+    @property
+    def latent_group_name(self) -> str | None:
+        return None if self.activation is None else self.activation.latent_group
+
+    @property
+    def sources(self) -> list[list[int]]:
+        """:meth:`ConvShape.sources`, computed once."""
+        if self._src is None:
+            self._src = self.shape.sources()
+        return self._src
+
+    def output_pixels(self, R: tuple) -> tuple | None:
+        """:func:`output_pixels` of this layer's geometry."""
+        return output_pixels(self.shape, R)
+
+    def geometry_failure(self, R: tuple) -> str:
+        return geometry_failure(self.label, self.shape, R)
 
 
 @dataclass(eq=False)
-class ConvLayer:
+class ConvLayer(ConvGeometry):
     """x -> sigma(conv_K(x) + b) with exact kernels K (C_out x C_in x kh x kw) and per-channel bias b.
 
     Implements :class:`symeq.layers.base.Layer` (kind ``"conv2d"``).  ``kernel`` is given as a
@@ -461,7 +519,6 @@ class ConvLayer:
             raise ShapeError(f"conv2d: bias has length {len(self.channel_bias)}, expected out_channels = "
                              f"{self.shape.out_channels}")
         self.channel_bias = [as_fmpq(b) for b in self.channel_bias]
-        self._src = None
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -472,49 +529,6 @@ class ConvLayer:
         rows = [list(r) for r in weight_rows]
         kernel = [[[[r[(c * H + y) * W + x] for x in range(W)] for y in range(H)] for c in range(C)] for r in rows]
         return cls(ConvShape(C, len(rows), H, W, H, W), kernel, bias, activation)
-
-    @property
-    def in_shape(self) -> tuple:
-        return (self.shape.in_channels, self.shape.height, self.shape.width)
-
-    @property
-    def out_shape(self) -> tuple:
-        return (self.shape.out_channels,) + self.shape.out_hw
-
-    @property
-    def in_dim(self) -> int:
-        return self.shape.in_dim
-
-    @property
-    def out_dim(self) -> int:
-        return self.shape.out_dim
-
-    @property
-    def n_params(self) -> int:
-        return self.shape.out_channels * self.shape.taps + self.shape.out_channels
-
-    @property
-    def hidden_label(self) -> str:
-        return activation_label(self.activation)
-
-    @property
-    def label(self) -> str:
-        s = self.shape
-        C, H, W = self.in_shape
-        Co, oh, ow = self.out_shape
-        mode = "" if s.padding_mode == "zeros" else f" {s.padding_mode}"
-        return (f"conv2d {self.in_dim}->{self.out_dim} ({C}x{H}x{W}->{Co}x{oh}x{ow}, k{s.kh}x{s.kw} s{s.stride} "
-                f"p{s.padding}{mode}) {self.hidden_label}")
-
-    @property
-    def latent_group_name(self) -> str | None:
-        return None if self.activation is None else self.activation.latent_group
-
-    @property
-    def sources(self) -> list[list[int]]:
-        if self._src is None:
-            self._src = self.shape.sources()
-        return self._src
 
     @property
     def bias(self) -> list:
@@ -581,13 +595,6 @@ class ConvLayer:
                              f"permutation of {self.in_shape[1]}x{self.in_shape[2]} images; conv2d layers need a "
                              "group acting on images by (signed) permutations of channels and pixels")
         return a
-
-    def output_pixels(self, R: tuple) -> tuple | None:
-        """:func:`output_pixels` of this layer's geometry."""
-        return output_pixels(self.shape, R)
-
-    def geometry_failure(self, R: tuple) -> str:
-        return geometry_failure(self.label, self.shape, R)
 
     def transformed_rows(self, P: ConvAction, R: tuple) -> list[list]:
         """Kernel rows of theta^g's layer: K'[o, source[c], R_k t] = factor[c] K[o, c, t]."""

@@ -1,8 +1,9 @@
 """The float twin of the conv2d layer: the same kernels, geometry and matching, in numpy.
 
-:class:`NumericConvLayer` (kind ``"conv2d"``) is :class:`symeq.layers.conv.ConvLayer` over floats: the
-index maps (``ConvShape.sources``, :func:`symeq.layers.conv.tap_permutation`,
-:func:`symeq.layers.conv.output_pixels`) are the exact layer's, only the numbers differ.  Its
+:class:`NumericConvLayer` (kind ``"conv2d"``) is :class:`symeq.layers.conv.ConvLayer` over floats: both
+derive from :class:`symeq.layers.conv.ConvGeometry` (shapes, names, the index map, the pixel geometry),
+and the index maps (``ConvShape.sources``, :func:`symeq.layers.conv.tap_permutation`,
+:func:`symeq.layers.conv.output_pixels`) are the exact layer's; only the arithmetic differs.  Its
 actions are :class:`symeq.numeric.monomial.MonomialAction` on the whole space (C x H x W entries,
 linear memory); matching compares the C_out transformed kernels with theta's by linear assignment,
 with residuals and a margin, as a float dense layer compares its rows.  A float result reports its
@@ -29,8 +30,8 @@ import numpy as np
 
 from ..errors import InputError, LimitExceeded, ShapeError
 from ..layers.base import NoPartner
-from ..layers.conv import (DENSE_EXPANSION_LIMIT, ConvShape, dense_rows, geometry_failure, grid_transform,
-                           output_pixels, tap_permutation)
+from ..layers.conv import (DENSE_EXPANSION_LIMIT, ConvGeometry, ConvShape, dense_rows, geometry_failure,
+                           grid_transform, output_pixels, tap_permutation)
 from .match import _latent_action, _match_layer
 from .monomial import MonomialAction, as_action
 
@@ -53,7 +54,7 @@ def channel_pixel_parts(P: MonomialAction, channels: int, h: int, w: int):
 
 
 @dataclass(eq=False)
-class NumericConvLayer:
+class NumericConvLayer(ConvGeometry):
     """x -> sigma(conv_K(x) + b) with float kernels K (C_out x C_in x kh x kw) and per-channel bias b.
 
     A float layer of kind ``"conv2d"`` (:class:`symeq.layers.base.LayerBase`).  ``bias`` and ``weight``
@@ -79,7 +80,6 @@ class NumericConvLayer:
         if not (np.all(np.isfinite(self.kernel)) and np.all(np.isfinite(self.channel_bias))):
             raise InputError("a layer has NaN or infinite weights; numeric models need finite parameters")
         self.rows = self.kernel.reshape(s.out_channels, -1)
-        self._src = None
 
     @classmethod
     def from_dense(cls, W: np.ndarray, b, activation, in_shape: tuple) -> "NumericConvLayer":
@@ -93,53 +93,13 @@ class NumericConvLayer:
         k = np.array([[[[float(x) for x in r] for r in kc] for kc in ko] for ko in layer.kernel])
         return cls(layer.shape, k, np.array([float(x) for x in layer.channel_bias]), activation)
 
-    # -- shapes and names ----------------------------------------------------------------------
-    @property
-    def in_shape(self) -> tuple:
-        return (self.shape.in_channels, self.shape.height, self.shape.width)
+    _src_array = None
 
     @property
-    def out_shape(self) -> tuple:
-        return (self.shape.out_channels,) + self.shape.out_hw
-
-    @property
-    def in_dim(self) -> int:
-        return self.shape.in_dim
-
-    @property
-    def out_dim(self) -> int:
-        return self.shape.out_dim
-
-    @property
-    def n_params(self) -> int:
-        return self.kernel.size + self.channel_bias.size
-
-    @property
-    def hidden_label(self) -> str:
-        if self.activation is None:
-            return "affine"
-        spec = self.activation.spec
-        arg = spec.get("order", spec.get("degree"))
-        return spec.get("type", self.activation.name) + (f"({arg})" if arg is not None else "")
-
-    @property
-    def label(self) -> str:
-        s = self.shape
-        C, H, W = self.in_shape
-        Co, oh, ow = self.out_shape
-        mode = "" if s.padding_mode == "zeros" else f" {s.padding_mode}"
-        return (f"conv2d {self.in_dim}->{self.out_dim} ({C}x{H}x{W}->{Co}x{oh}x{ow}, k{s.kh}x{s.kw} s{s.stride} "
-                f"p{s.padding}{mode}) {self.hidden_label}")
-
-    @property
-    def latent_group_name(self) -> str | None:
-        return None if self.activation is None else self.activation.latent_group
-
-    @property
-    def sources(self) -> np.ndarray:
-        if self._src is None:
-            self._src = np.array(self.shape.sources(), dtype=np.int64)
-        return self._src
+    def _srca(self) -> np.ndarray:
+        if self._src_array is None:
+            self._src_array = np.array(self.sources, dtype=np.int64)
+        return self._src_array
 
     @property
     def bias(self) -> np.ndarray:
@@ -162,7 +122,7 @@ class NumericConvLayer:
         n = X.shape[1]
         if n != self.in_dim:
             raise ShapeError(f"{self.label}: inputs of size {n}, expected {self.in_dim}")
-        src = np.where(self.sources >= 0, self.sources, n)  # the padding reads an appended zero
+        src = np.where(self._srca >= 0, self._srca, n)  # the padding reads an appended zero
         out = np.empty((X.shape[0], self.out_dim))
         step = max(1, 2_000_000 // max(src.size, 1))  # bounded memory: points per block
         for a in range(0, X.shape[0], step):
