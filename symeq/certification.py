@@ -8,9 +8,9 @@ proves statements about rational parameters.  :func:`certify` joins them (docs/c
    nearest homomorphism {e, g} -> prod K_i is also searched by maximum-weight matching
    (:func:`symeq.numeric.project.nearest_involution_actions`), and the candidate whose projection is
    nearest wins.  For larger groups the candidates are the twin's actions (when they form a
-   homomorphism), each generator's nearest involution by matching (generators of order 2, when
-   together they form a homomorphism) and the trivial action, which always is one: "best found,
-   not proven nearest".
+   homomorphism; for a cyclic group, also with the cycles that break g^m = e fixed), each
+   generator's nearest involution by matching (generators of order 2, when together they form a
+   homomorphism) and the trivial action, which always is one: "best found, not proven nearest".
 2. **projection**: theta is rounded to the grid 10^-D (``digits``; by default, per layer, three
    digits below the layer's largest deviation from its projection) and averaged over G layer by layer in
    exact rationals (:func:`symeq.numeric.project.reynolds_exact`): theta-bar is layerwise
@@ -299,7 +299,8 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     from .numeric.models import NumericDenseLayer, NumericModel
     from .numeric.monomial import MonomialAction
     from .numeric.project import (check_projectable, group_elements, is_homomorphism, layer_distances,
-                                  nearest_involution_actions, restrict_to_projectable, reynolds_exact, reynolds_float,
+                                  nearest_involution_actions, repair_cyclic, restrict_to_projectable, reynolds_exact,
+                                  reynolds_float,
                                   signs_allowed, trivial_actions)
     from .sizes import check_width
     from .theorem import verify
@@ -367,6 +368,10 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
                 consider(acts, f"the float twin's actions (max residual {der.max_residual:.3g})", False)
             else:
                 notes.append(f"the float twin's actions are not a homomorphism: {why}")
+                if len(ngroup.generators) == 1 and len(words) > 2:  # cyclic: repair the cycles that break g^m = e
+                    fixed_acts, nfix = repair_cyclic(acts, len(words))
+                    consider(fixed_acts, f"the float twin's actions with {nfix} neuron(s) whose cycles break "
+                                         f"g^{len(words)} = e fixed", False)
         else:
             notes.append("the float twin's actions are not monomial (attention value spaces)")
     except InputError as e:
@@ -393,8 +398,9 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
                 consider(per, "the nearest involution of each generator by matching (together a homomorphism)", False)
             else:
                 notes.append(f"the per-generator matchings are not a homomorphism: {why}")
-        notes.append(f"group of order {len(words)}: candidates are the float twin's actions, the per-generator "
-                     "matchings (generators of order 2) and the trivial action; best found, not proven nearest")
+        notes.append(f"group of order {len(words)}: candidates are the float twin's actions (repaired for a cyclic "
+                     "group), the per-generator matchings (generators of order 2) and the trivial action; best found, "
+                     "not proven nearest")
     least = min(c[1] for c in candidates)
     ties = [c for c in candidates if c[1] <= least * (1 + 1e-9) + 1e-300]
     best = next((c for c in ties if c[3]), ties[0])  # a proven nearest candidate wins a tie

@@ -292,3 +292,31 @@ def test_trained_autoencoder_greedy_not_a_homomorphism_still_certified():
     assert c["status"] == "certified" and c["verdict"] == "layerwise-equivariant"
     assert any("not a homomorphism" in n for n in c["notes"]), c["notes"]
     assert len(c["parameter_distance_per_layer"]) == 4 and c["task_loss"]["theta_bar"] >= 0
+
+
+def test_cyclic_group_repairs_the_twin_cycles():
+    """C4 on 4x4 images, a far network: the twin's actions break g^4 = e; fixing the offending cycles gives
+    a homomorphism (checked exactly), never farther than the trivial action."""
+    from symeq.certification import certify
+    from symeq.groups import builtin_group
+    from symeq.numeric.models import group_from_exact
+    from symeq.numeric.project import is_homomorphism, repair_cyclic
+
+    G = builtin_group("rot90:4")
+    bad = [[MonomialAction(np.array([1, 2, 0, 3, 5, 4]), np.array([1.0, 1.0, 1.0, -1.0, 1.0, 1.0]))]]
+    fixed, n = repair_cyclic(bad, 4)
+    assert n == 3 and fixed[0][0].cols.tolist() == [0, 1, 2, 3, 5, 4]  # the 3-cycle fixed
+    assert fixed[0][0].vals.tolist() == [1.0, 1.0, 1.0, -1.0, 1.0, 1.0]  # (-1)^4 = 1: that sign may stay
+    odd, n2 = repair_cyclic([[MonomialAction(np.array([1, 0]), np.array([-1.0, 1.0]))]], 2)
+    assert n2 == 2 and odd[0][0].cols.tolist() == [0, 1]  # the 2-cycle with sign product -1 squares to -1
+    net = random_equivariant_numeric(G, [8], numeric_activation("tanh"), rng=0).perturbed(0.3, rng=1)
+    c = certify(net, G)
+    assert c.status == "certified"
+    trivial = next(x for x in c.candidates if x["method"].startswith("the trivial"))
+    assert c.max_distance <= trivial["max_distance"] + 1e-12
+    for x in c.candidates:
+        assert x["squared_distance"] >= min(y["squared_distance"] for y in c.candidates)
+    ng = group_from_exact(G)
+    twin_like = [[MonomialAction(np.array([1, 2, 0, 3, 4, 5, 6, 7]), np.ones(8))]]  # a 3-cycle: breaks g^4 = e
+    assert not is_homomorphism(ng, twin_like)[0]
+    assert is_homomorphism(ng, repair_cyclic(twin_like, 4)[0])[0]

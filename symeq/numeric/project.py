@@ -59,7 +59,7 @@ from .monomial import MonomialAction
 
 __all__ = ["Actions", "signed_permutation", "group_elements", "element_actions", "is_homomorphism",
            "reynolds_float", "reynolds_exact", "layer_distances", "nearest_involution_actions", "trivial_actions",
-           "check_projectable", "signs_allowed", "restrict_to_projectable", "MAX_FULL_MATCHING"]
+           "check_projectable", "signs_allowed", "restrict_to_projectable", "repair_cyclic", "MAX_FULL_MATCHING"]
 
 #: above this many positive-gain edges per layer the matching keeps each neuron's best partners only
 #: (then the result is labelled "best found, not proven nearest")
@@ -277,6 +277,35 @@ def layer_distances(model, projected) -> list[float]:
         den = np.sqrt(np.sum(l.weight ** 2) + np.sum(l.bias ** 2))
         out.append(float(num / den) if den > 0 else float(num))
     return out
+
+
+def repair_cyclic(gen_actions, order: int) -> tuple[list, int]:
+    """For a cyclic group <g> of the given order: each layer's rho(g) with the cycles that break
+    rho(g)^order = 1 (a cycle of length not dividing the order, or whose signs multiply to -1 an odd
+    number of times) replaced by fixed neurons.  Returns (actions, number of neurons fixed); the result
+    is a homomorphism (the only relation of a cyclic group is g^order = e).
+    """
+    out, fixed = [], 0
+    for acts in gen_actions:
+        a = acts[0]
+        cols, vals = a.cols.copy(), np.where(a.vals < 0, -1.0, 1.0)
+        seen = np.zeros(a.n, dtype=bool)
+        for j in range(a.n):
+            if seen[j]:
+                continue
+            cyc, k = [], j
+            while not seen[k]:
+                seen[k] = True
+                cyc.append(k)
+                k = int(cols[k])
+            closed = k == j
+            sign = float(np.prod(vals[cyc]))
+            L = len(cyc)
+            if not closed or order % L or (sign < 0 and (order // L) % 2):
+                cols[cyc], vals[cyc] = cyc, 1.0
+                fixed += L
+        out.append([MonomialAction(cols, vals)])
+    return out, fixed
 
 
 def trivial_actions(model, group) -> list:
