@@ -426,3 +426,82 @@ def test_conv_model_gets_a_local_answer_without_certificate():
     r = jm.jacobian_identifiability(_conv_model())
     assert r.n_params == 2 * 9 + 2 + 3 * 32 + 3
     assert r.status in ("locally-identifiable", "unknown") and r.certificate is None
+
+
+def _attention_model(T=3, d=2, dk=2, dv=1, H=2, seed=5, tail=True):
+    from symeq.layers.attention import AttentionLayer, Head, tokenwise
+
+    rng = random.Random(seed)
+
+    def rnd(r, c):
+        return fmpq_mat(r, c, [rng.randint(-9, 9) for _ in range(r * c)])
+
+    att = AttentionLayer(T, [Head(rnd(d, dk), rnd(d, dk), rnd(d, dv), rnd(dv, d)) for _ in range(H)])
+    if not tail:
+        return Model(T * d, [att])
+    W1, W2 = rnd(3, d), rnd(2, 3)
+    return Model(T * d, [att, DenseLayer(tokenwise(W1, T), [1, -1, 2] * T, tanh_series(3), T),
+                         DenseLayer(tokenwise(W2, T), [0, 1] * T, None, T)])
+
+
+def test_attention_rank_matches_symeq_attention():
+    from symeq.attention import expected_dimension, symmetry_dimension
+
+    m = _attention_model(tail=False)
+    r = jm.jacobian_identifiability(m)
+    layer = m.layers[0]
+    assert r.rank == expected_dimension(layer) and r.n_params - r.rank == symmetry_dimension(layer)
+    assert r.status == "locally-identifiable" and r.certificate is None
+
+
+def test_attention_with_token_wise_layers_and_exact_jacobian():
+    m = _attention_model()
+    twins = jm._twins(m, True)
+    assert [t.n_params for t in twins] == [2 * (2 * 4 + 2 + 2), 3 * 2 + 3, 2 * 3 + 2]
+    pts = jm._points(6, 2, 3)
+    J = jm._jacobian(twins, jm._points_mod(pts), jm.Deadline(None))
+    # against exact directional derivatives: f(theta + eps e_k) by dual numbers through the model's own formula
+    from symeq.layers.attention import AttentionLayer, Head, tokenwise
+
+    values = [x for t in twins for x in t.values()]
+
+    def rebuild(th):
+        c, heads = 0, []
+        for h in m.layers[0].heads:
+            mats = []
+            for M in (h.query, h.key, h.value, h.out):
+                n = M.nrows() * M.ncols()
+                mats.append((M.nrows(), M.ncols(), th[c:c + n]))
+                c += n
+            heads.append(mats)
+        return heads, th[c:]
+
+    for k in range(0, len(values), 3):
+        th = [_Dual(v, 1 if i == k else 0) for i, v in enumerate(values)]
+        heads, rest = rebuild(th)
+        for n, x in enumerate(pts):
+            X = [[_Dual(fmpq(v.numerator, v.denominator)) for v in x[t * 2:(t + 1) * 2]] for t in range(3)]
+
+            def mm(A, B):
+                return [[sum((A[i][l] * B[l][j] for l in range(len(B))), _Dual(0)) for j in range(len(B[0]))]
+                        for i in range(len(A))]
+
+            def mat(spec):
+                r, c_, e = spec
+                return [e[i * c_:(i + 1) * c_] for i in range(r)]
+            Y = [[_Dual(0)] * 2 for _ in range(3)]
+            for Q, K_, V, O in heads:
+                Q, K_, V, O = mat(Q), mat(K_), mat(V), mat(O)
+                S = mm(mm(X, Q), [list(r) for r in zip(*mm(X, K_))])
+                Z = mm(S, mm(mm(X, V), O))
+                Y = [[Y[i][j] + Z[i][j] for j in range(2)] for i in range(3)]
+            W1, b1, W2, b2 = rest[:6], rest[6:9], rest[9:15], rest[15:17]
+            out = []
+            for t in range(3):
+                h = [sum((W1[a * 2 + j] * Y[t][j] for j in range(2)), _Dual(0)) + b1[a] for a in range(3)]
+                h = [z + (-fmpq(1, 3)) * z * z * z for z in h]
+                out += [sum((W2[a * 3 + j] * h[j] for j in range(3)), _Dual(0)) + b2[a] for a in range(2)]
+            for o, y in enumerate(out):
+                assert jm._mod(y.b) == int(J[n * 6 + o, k]), (k, n, o)
+    r = jm.jacobian_identifiability(m)
+    assert r.status == "locally-identifiable" and r.orbit_dimension == 2 * (1 + 4 + 1) + 2 * 2

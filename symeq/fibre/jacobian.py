@@ -39,12 +39,15 @@ Mersenne prime in numpy).  The rank is python-flint's ``nmod_mat`` elimination o
 names r independent rows of J for the certificate (the checker eliminates only those).
 
 Each layer kind takes part through a modular twin (:data:`MODULAR_LAYERS`, keyed by the layer's
-``kind``) with ``counts``, ``forward`` and ``backward``: dense layers and native convolutions
-(``conv2d``: kernel taps and channel biases through the layer's ``sources`` map) have one.
-Attention layers, token-wise layers after them and any other kind are refused with a clear reason
-("not-applicable"), never guessed.  With a convolution, continuous scalings next to it are refused,
-exact families are looked for between dense layers only, and no certificate is written (the checker
-re-reads dense layers only).
+``kind``) with ``counts``, ``forward`` and ``backward``: dense layers (token-wise ones after attention
+included: one W and b shared by the tokens), native convolutions (``conv2d``: kernel taps and
+channel biases through the layer's ``sources`` map) and lightning attention (Q_h, K_h, V_h, O_h).
+Any other kind is refused with a clear reason ("not-applicable"), never guessed.  For attention the
+orbit tangent also holds the reparametrisations that keep the chain's parameters (GL(d_k) on
+(Q_h, K_h), the scalar between scores and values, GL(d_out) between O and the next token-wise layer),
+so "locally identifiable" is then about the chain's parameters.  Next to a convolution or a
+token-wise layer, continuous scalings are refused, exact families are looked for between plain dense
+layers only, and no certificate is written (the checker re-reads plain dense layers only).
 
 Examples
 --------
@@ -191,18 +194,18 @@ class _DenseMod:
     """The modular twin of a dense layer x -> sigma(W x + b): forward on a batch, backward of cotangents."""
 
     def __init__(self, layer, bias: bool):
-        if layer.tokens is not None:
-            raise _NotApplicable("token-wise dense layers (after attention) have no modular Jacobian yet")
         act = layer.activation
         if act is not None and not act.is_polynomial:
             raise _NotApplicable(f"activation {act.name} is not a polynomial")
         self.layer, self.bias = layer, bias
-        self.out, self.inp = layer.out_dim, layer.in_dim
-        self.rows = mat_rows(layer.weight)
+        # a token-wise layer after attention is I_T (x) W with bias b on every token: T copies of (W, b)
+        self.T = layer.tokens or 1
+        self.out, self.inp = layer.out_dim // self.T, layer.in_dim // self.T
+        self.rows = mat_rows(layer.token_weight)
         W = np.array([[_mod(x) for x in r] for r in self.rows], dtype=np.uint64).reshape(self.out, self.inp)
         self.W = _to_nmod(W)
         self.WT = self.W.transpose()
-        self.b = np.array([_mod(x) for x in layer.bias], dtype=np.uint64)
+        self.b = np.array([_mod(x) for x in layer.token_bias], dtype=np.uint64)
         if act is None:
             self.c = self.dc = None
         else:
@@ -212,19 +215,23 @@ class _DenseMod:
 
     @staticmethod
     def counts(layer) -> tuple[int, int]:
-        """(weights, biases) of the layer's parameter vector."""
-        return layer.out_dim * layer.in_dim, layer.out_dim
+        """(weights, biases) of the layer's parameter vector (token-wise layers: one W and b for all tokens)."""
+        T = layer.tokens or 1
+        return (layer.out_dim // T) * (layer.in_dim // T), layer.out_dim // T
 
     @property
     def n_params(self) -> int:
         return self.out * self.inp + (self.out if self.bias else 0)
 
     def values(self) -> list:
-        return [x for r in self.rows for x in r] + (list(self.layer.bias) if self.bias else [])
+        return [x for r in self.rows for x in r] + (list(self.layer.token_bias) if self.bias else [])
 
     def forward(self, H: np.ndarray):
-        """H: inputs (in x N); returns (outputs, cache)."""
-        Z = _addmod(_matmul(H.T, self.WT).T, self.b[:, None])
+        """H: inputs (in x N, token-major for token-wise layers); returns (outputs, cache)."""
+        N, T = H.shape[1], self.T
+        Ht = H.reshape(T, self.inp, N).transpose(0, 2, 1).reshape(T * N, self.inp)   # (token, point) x in
+        Z = _addmod(_matmul(Ht, self.WT), self.b[None, :])                         # (token, point) x out
+        Z = Z.reshape(T, N, self.out).transpose(0, 2, 1).reshape(T * self.out, N)
         if self.c is None:
             return Z, (H, None)
         return _horner(self.c, Z), (H, _horner(self.dc, Z))
@@ -233,23 +240,31 @@ class _DenseMod:
         """D: cotangents of the outputs (rows x out, rows = (point, output) pairs, point-major with
         ``rows // N`` outputs per point); writes the parameter block into J at column ``col``."""
         H, S = cache
-        N = H.shape[1]
+        N, T = H.shape[1], self.T
         K = D.shape[0] // N
-        D3 = D.reshape(N, K, self.out)
+        D3 = D.reshape(N, K, T * self.out)
         if S is not None:
             D3 = _mulmod(D3, S.T[:, None, :])
-        Ht = H.T  # N x in
+        D4 = D3.reshape(N, K, T, self.out)
+        H3 = H.reshape(T, self.inp, N).transpose(2, 0, 1)  # N x T x in
         width = self.out * self.inp
         step = max(1, 2_000_000 // max(1, K * width))  # points per chunk (bounded temporaries)
         for n0 in range(0, N, step):
             n1 = min(N, n0 + step)
-            blk = _mulmod(D3[n0:n1, :, :, None], Ht[n0:n1, None, None, :])
+            blk = None
+            for t in range(T):  # the weights are shared by the tokens: their blocks add up
+                part = _mulmod(D4[n0:n1, :, t, :, None], H3[n0:n1, None, t, None, :])
+                blk = part if blk is None else _addmod(blk, part)
             J[n0 * K:n1 * K, col:col + width] = blk.reshape((n1 - n0) * K, width)
         if self.bias:
-            J[:, col + width:col + width + self.out] = D3.reshape(N * K, self.out)
+            acc = D4[:, :, 0, :]
+            for t in range(1, T):
+                acc = _addmod(acc, D4[:, :, t, :])
+            J[:, col + width:col + width + self.out] = acc.reshape(N * K, self.out)
         if not need_input:
             return None
-        return _matmul(D3.reshape(N * K, self.out), self.W)
+        Din = _matmul(D4.reshape(N * K * T, self.out), self.W)  # (point, output, token) x in
+        return Din.reshape(N * K, T * self.inp)
 
 
 class _NotApplicable(Exception):
@@ -335,8 +350,147 @@ class _ConvMod:
         return Din[:, :self.inp]
 
 
+class _AttentionMod:
+    """The modular twin of lightning attention f(X) = sum_h (X Q_h K_h^T X^T) X V_h O_h (a model's first
+    layer): the parameters are Q_h, K_h, V_h, O_h of every head, row-major, head by head.  The
+    arithmetic is on Python integers (object arrays): attention models are small."""
+
+    def __init__(self, layer, bias: bool):
+        self.layer = layer
+        self.T, self.d, self.dv, self.do = layer.tokens, layer.d, layer.dv, layer.d_out
+        self.dk = layer.heads[0].query.ncols()
+        self.inp, self.out = layer.in_dim, layer.out_dim
+        obj = lambda M: np.array([[_mod(x) for x in r] for r in mat_rows(M)], dtype=object)  # noqa: E731
+        self.heads = [(obj(h.query), obj(h.key), obj(h.value), obj(h.out)) for h in layer.heads]
+
+    @staticmethod
+    def counts(layer) -> tuple[int, int]:
+        h = layer.heads[0]
+        per = 2 * h.query.nrows() * h.query.ncols() + h.value.nrows() * h.value.ncols() + h.out.nrows() * h.out.ncols()
+        return per * len(layer.heads), 0
+
+    @property
+    def n_params(self) -> int:
+        return self.counts(self.layer)[0]
+
+    def values(self) -> list:
+        return [x for h in self.layer.heads for M in (h.query, h.key, h.value, h.out) for r in mat_rows(M) for x in r]
+
+    def forward(self, H: np.ndarray):
+        N = H.shape[1]
+        Xs = H.astype(object).T.reshape(N, self.T, self.d)
+        cache, Y = [], np.zeros((N, self.T, self.do), dtype=object)
+        for Q, Kk, V, O in self.heads:
+            XQ, XK = (Xs @ Q) % PRIME, (Xs @ Kk) % PRIME
+            S = (XQ @ XK.transpose(0, 2, 1)) % PRIME            # N x T x T
+            U = (Xs @ V) % PRIME                                 # N x T x dv
+            W = (U @ O) % PRIME                                  # N x T x do
+            Y = (Y + S @ W) % PRIME
+            cache.append((XQ, XK, S, U, W))
+        out = Y.reshape(N, self.T * self.do).T
+        return out.astype(np.uint64), (Xs, cache)
+
+    def backward(self, cache, D: np.ndarray, J: np.ndarray, col: int, need_input: bool):
+        if need_input:  # pragma: no cover - attention is a model's first layer
+            raise _NotApplicable("attention after another layer")
+        Xs, caches = cache
+        N = Xs.shape[0]
+        K = D.shape[0] // N
+        G = D.astype(object).reshape(N, K, self.T, self.do)
+        X4 = Xs[:, None]                                         # N x 1 x T x d
+        XT = Xs.transpose(0, 2, 1)[:, None]                      # N x 1 x d x T
+        c = col
+        for (Q, Kk, V, O), (XQ, XK, S, U, W) in zip(self.heads, caches):
+            S4, U4, W4 = S[:, None], U[:, None], W[:, None]
+            dS = (G @ W4.transpose(0, 1, 3, 2)) % PRIME          # N x K x T x T
+            dQ = (((XT @ dS) % PRIME) @ XK[:, None]) % PRIME     # X^T dS X K
+            dK = (((XT @ dS.transpose(0, 1, 3, 2)) % PRIME) @ XQ[:, None]) % PRIME
+            dU = (((S4.transpose(0, 1, 3, 2) @ G) % PRIME) @ O.T) % PRIME
+            dV = (XT @ dU) % PRIME
+            dO = (((S4 @ U4) % PRIME).transpose(0, 1, 3, 2) @ G) % PRIME
+            for M in (dQ, dK, dV, dO):
+                w = M.shape[2] * M.shape[3]
+                J[:, c:c + w] = M.reshape(N * K, w).astype(np.uint64)
+                c += w
+        return None
+
+
 #: the modular twin of each layer kind (a layer kind takes part in the Jacobian rank by an entry here)
-MODULAR_LAYERS = {"dense": _DenseMod, "conv2d": _ConvMod}
+MODULAR_LAYERS = {"dense": _DenseMod, "conv2d": _ConvMod, "attention": _AttentionMod}
+
+
+def _plain(layer) -> bool:
+    """A dense layer that is not token-wise (the orbit tangent and the families are written for these)."""
+    return layer.kind == "dense" and layer.tokens is None
+
+
+def _attention_tangent(model, offs) -> list[tuple[str, dict]]:
+    """GL(d_v) per head on (V_h, O_h) (symeq's latent group of the heads), and the reparametrisations of
+    a head that keep its output Y_h = (X Q K^T X^T) X V: GL(d_k) on (Q_h, K_h) and the scalar exchanged
+    between scores and values: V E, -E O; Q E, -K E^T; Q, -V.  (The mixing of heads that
+    symeq.attention.symmetry_dimension adds when no rank constraint binds is not among them: its
+    directions then show as a rank deficit, never as a wrong verdict.)"""
+    layer = model.layers[0]
+    gens, c = [], offs["W1"]
+    for hi, h in enumerate(layer.heads):
+        Q, Kk, V, O = (mat_rows(M) for M in (h.query, h.key, h.value, h.out))
+        d, dk, dv, do = len(Q), len(Q[0]), len(V[0]), len(O[0])
+        oq, ok = c, c + d * dk
+        ov, oo = ok + d * dk, ok + d * dk + d * dv
+        for a in range(dv):
+            for b in range(dv):  # E = e_a e_b^T: (V E)[i, b] = V[i, a]; (E O)[a, j] = O[b, j]
+                v = {}
+                for i in range(d):
+                    if V[i][a] != 0:
+                        v[ov + i * dv + b] = fmpq(V[i][a])
+                for j in range(do):
+                    if O[b][j] != 0:
+                        v[oo + a * do + j] = v.get(oo + a * do + j, fmpq(0)) - fmpq(O[b][j])
+                gens.append((f"GL(d_v) of head {hi + 1}, E_{a + 1}{b + 1}", {k: x for k, x in v.items() if x != 0}))
+        for a in range(dk):
+            for b in range(dk):  # (Q E)[i, b] = Q[i, a]; (K E^T)[i, a] = K[i, b]
+                v = {}
+                for i in range(d):
+                    if Q[i][a] != 0:
+                        v[oq + i * dk + b] = fmpq(Q[i][a])
+                    if Kk[i][b] != 0:
+                        v[ok + i * dk + a] = v.get(ok + i * dk + a, fmpq(0)) - fmpq(Kk[i][b])
+                gens.append((f"GL(d_k) of head {hi + 1} (scores Q K^T), E_{a + 1}{b + 1}",
+                             {k: x for k, x in v.items() if x != 0}))
+        v = {}  # the scalar exchanged between scores and values: A -> lambda A (Q -> lambda Q), V -> V / lambda
+        for i in range(d):
+            for j in range(dk):
+                if Q[i][j] != 0:
+                    v[oq + i * dk + j] = fmpq(Q[i][j])
+            for j in range(dv):
+                if V[i][j] != 0:
+                    v[ov + i * dv + j] = -fmpq(V[i][j])
+        gens.append((f"scores against values of head {hi + 1} (A -> lambda A, V -> V / lambda)", v))
+        c = oo + dv * do
+    if len(model.layers) > 1:
+        # the output projection merges into the next token-wise layer: O_h -> O_h g (every head), W -> W g^-T
+        nxt = mat_rows(model.layers[1].token_weight)
+        outs = []
+        c = offs["W1"]
+        for h in layer.heads:
+            Q, V, O = mat_rows(h.query), mat_rows(h.value), mat_rows(h.out)
+            oo = c + 2 * len(Q) * len(Q[0]) + len(V) * len(V[0])
+            outs.append((oo, O))
+            c = oo + len(O) * len(O[0])
+        do = layer.d_out
+        for a in range(do):
+            for b in range(do):  # E = e_a e_b^T: (O E)[i, b] = O[i, a]; (W E^T)[r, a] = W[r, b]
+                v = {}
+                for oo, O in outs:
+                    for i, row in enumerate(O):
+                        if row[a] != 0:
+                            v[oo + i * do + b] = fmpq(row[a])
+                for r, row in enumerate(nxt):
+                    if row[b] != 0:
+                        v[offs["W2"] + r * do + a] = v.get(offs["W2"] + r * do + a, fmpq(0)) - fmpq(row[b])
+                gens.append((f"GL(d_out) between the output projection and layer 2, E_{a + 1}{b + 1}",
+                             {k: x for k, x in v.items() if x != 0}))
+    return gens
 
 
 def _twins(model, bias):
@@ -357,7 +511,7 @@ def _jacobian(twins, X: np.ndarray, deadline) -> np.ndarray:
         deadline.check("the forward pass modulo p")
         H, cache = t.forward(H)
         caches.append(cache)
-    N, K = X.shape[1], twins[-1].out
+    N, K = X.shape[1], twins[-1].layer.out_dim
     P = sum(t.n_params for t in twins)
     J = np.zeros((N * K, P), dtype=np.uint64)
     D = np.tile(np.eye(K, dtype=np.uint64), (N, 1))  # d f_k(x_n) / d f_k'
@@ -430,12 +584,14 @@ def orbit_tangent(model, bias: bool) -> list[tuple[str, dict]]:
     next bias.
     """
     offs, _ = _offsets(model, bias)
-    gens = []
+    gens = _attention_tangent(model, offs) if model.layers[0].kind == "attention" else []
     for i, layer in enumerate(model.layers[:-1]):
+        if layer.kind == "attention":
+            continue
         cont = _continuous(layer.activation, bias)
         if cont is None:
             continue
-        if layer.kind != "dense" or model.layers[i + 1].kind != "dense":
+        if not _plain(layer) or not _plain(model.layers[i + 1]):
             raise _NotApplicable(f"the orbit tangent of continuous scalings at hidden layer {i + 1} next to a "
                                  f"{layer.kind}/{model.layers[i + 1].kind} layer is not implemented")
         s, d, e = cont
@@ -462,7 +618,7 @@ def _families(model, bias: bool) -> list[dict]:
     offs, _ = _offsets(model, bias)
     fams = []
     for i, layer in enumerate(model.layers[:-1]):
-        if layer.kind != "dense" or model.layers[i + 1].kind != "dense":
+        if not _plain(layer) or not _plain(model.layers[i + 1]):
             continue  # families next to other kinds are not looked for (a deficit there stays evidence)
         rows, nxt = mat_rows(layer.weight), model.layers[i + 1]
         nrows = mat_rows(nxt.weight)
@@ -706,9 +862,8 @@ def jacobian_identifiability(model, *, timeout: float | None = None, certificate
         if layer.kind not in MODULAR_LAYERS:
             return done("not-applicable", f"jacobian-rank: layer {i + 1} ({layer.label}): the {layer.kind} kind has "
                                           "no modular Jacobian yet (symeq.fibre.jacobian.MODULAR_LAYERS)")
-    from .ideal import _resolve_bias
-
-    bias = _resolve_bias(model, "auto")
+    # a model whose biases are all zero is taken among bias-free parameters (as the fibre ideal does)
+    bias = any(b != 0 for layer in model.layers if layer.kind != "attention" for b in layer.bias)
     P = sum(c for _, _, c in parameter_layout(model, bias))
     if P > MAX_PARAMS:
         return done("not-applicable", f"jacobian-rank: {P} parameters > the size guard {MAX_PARAMS}", n_params=P)
@@ -775,7 +930,7 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
     common = dict(rank=r, n_params=P, orbit_dimension=dim_orbit, points=N)
     if r == upper:
         # the checker re-reads dense layers only: other kinds get the verdict without a certificate
-        dense = all(layer.kind == "dense" for layer in model.layers)
+        dense = all(_plain(layer) for layer in model.layers)
         cert = _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) if want_cert and dense else None
         return done("locally-identifiable",
                     f"the Jacobian of theta -> (f_theta(x_1), ..., f_theta(x_{N})) has rank {r} modulo 2^61-1 = "
