@@ -1291,7 +1291,9 @@ _DEEP_COMMON = ("format", "method", "verdict", "widths", "bias", "full_rank", "w
 DEEP_KEYS = {"monomial": _DEEP_COMMON + ("degrees", "w2_centred_biases"),
              "general": _DEEP_COMMON + ("activations", "layers"),
              "widening": _DEEP_COMMON + ("degrees", "w2_centred_biases", "top"),
-             "widening-general": _DEEP_COMMON + ("activations", "layers", "top")}
+             "widening-general": _DEEP_COMMON + ("activations", "layers", "top"),
+             "widening3": _DEEP_COMMON + ("degrees", "tail"),
+             "widening3-general": _DEEP_COMMON + ("activations", "layers", "tail")}
 DEEP_W3_KEYS = ("w3_row_supports", "w3_row_spans")  # three hidden layers
 DEEP_LAYER_KEYS = ("degree", "centre", "g", "lambdas")
 RANK_ONE_TERM_KEYS = ("neuron", "v", "w")
@@ -1570,6 +1572,7 @@ def check_identifiability(cert: dict, model: dict) -> CheckReport:
     if cert.get("method") == DEEP_METHOD:  # two hidden layers: the Jacobian-factor theorem (below)
         general = cert.get("activations") == "general"
         kind = (("widening-general" if general else "widening") if "top" in cert
+                else ("widening3-general" if general else "widening3") if "tail" in cert
                 else "general" if general else "monomial")
         _strict(cert, "certificate", DEEP_KEYS[kind] + (DEEP_W3_KEYS if len(layers) == 4 else ()))
         for i, entry in enumerate(cert.get("layers") if general and isinstance(cert.get("layers"), list)
@@ -1861,6 +1864,9 @@ def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> Non
     if "top" in cert:  # two hidden layers widening n < n2 <= n3
         _check_ident_deep_widening(report, cert, widths, layers)
         return
+    if "tail" in cert:  # three hidden layers, the last widening
+        _check_ident_deep_widening3(report, cert, widths, layers)
+        return
     if any(w != n for w in widths[1:-1]) or widths[0] < n or widths[-1] < n:
         report.reasons.append(f"widths {widths} are not (n0, n, ..., n, nL) with n0 >= n <= nL")
         return
@@ -2054,6 +2060,117 @@ def _check_ident_deep_widening(report: CheckReport, cert: dict, widths: list, la
         return
     report.checks.append(f"fibre = orbit: dimension {dim} (first layer pinned by the Jacobian's degree-1 factors, "
                          "then the top block's identifiability)")
+
+
+def _deep_first_scalings(report: CheckReport, cert: dict, act, bias: bool):
+    """The first hidden layer's scalings (general activations), recomputed and compared with the
+    certificate's single ``layers`` entry: the scalings ("all" or a list), or None (a reason added)."""
+    got = _deep_layer_scalings(act, bias)
+    if isinstance(got, str):
+        report.reasons.append(f"hidden layer 1: {got}")
+        return None
+    m1, mu1, g1, lam1 = got
+    listed = cert.get("layers")
+    entry = listed[0] if isinstance(listed, list) and len(listed) == 1 and isinstance(listed[0], dict) else {}
+    el = entry.get("lambdas")
+    ok = (_is_int(entry.get("degree")) and entry.get("degree") == m1 and _is_int(entry.get("g"))
+          and entry.get("g") == g1 and isinstance(entry.get("centre"), str)
+          and parse_number(entry.get("centre"), "centre") == mu1
+          and (el == "all" if lam1 == "all" else isinstance(el, list) and [parse_number(x, "lambda") for x in el] == lam1))
+    if not ok:
+        report.reasons.append(f"layers must list the first hidden layer's recomputed degree {m1}, centre {mu1}, "
+                              f"g = {g1} and scalings {lam1 if lam1 == 'all' else [str(x) for x in lam1]}")
+        return None
+    report.checks.append("the first layer's scalings that can occur are "
+                         f"{lam1 if lam1 == 'all' else [str(x) for x in lam1]}, each a symmetry of its activation")
+    return lam1
+
+
+def _check_ident_deep_widening3(report: CheckReport, cert: dict, widths: list, layers) -> None:
+    """Three hidden layers, the last widening: widths (n0, n, n, n3, n4) with n0 >= n < n3 <= n4
+    (docs/identifiability.md, "Deep networks, a widening second layer"): the first layer's rank, the
+    rows of W_2 and W_3 as for three equal hidden layers, and the tail (two hidden layers on C^n) by
+    its own widening certificate, re-checked against the tail built from the model."""
+    if len(layers) != 4 or len(widths) != 5 or not (widths[0] >= widths[1] == widths[2] < widths[3] <= widths[4]):
+        report.reasons.append(f"a three-layer widening certificate covers widths (n0, n, n, n3, n4) with "
+                              f"n0 >= n < n3 <= n4, not {widths}")
+        return
+    n, n3 = widths[1], widths[3]
+    bias = any(x != 0 for l in layers for x in l.bias)
+    general = cert.get("activations") == "general"
+    if cert.get("bias") is not bias:
+        report.reasons.append(f"certificate bias {_short(cert.get('bias'))} differs from the model's {bias}")
+        return
+    if not all(isinstance(l.act, tuple) and len(l.act) >= 3 and l.act[-1] != 0 for l in layers[:-1]):
+        report.reasons.append("a hidden activation is not a polynomial of degree >= 2")
+        return
+    lam1 = None
+    if general:
+        lam1 = _deep_first_scalings(report, cert, layers[0].act, bias)
+        if lam1 is None:
+            return
+    else:
+        mono = [_monomial_degree(l.act, False) for l in layers[:-1]]
+        if bias or None in mono or cert.get("degrees") != [r for r, _, _ in mono]:
+            report.reasons.append("three monomial hidden layers are certified without biases, with the model's "
+                                  "degrees")
+            return
+    Ws = [[list(r) for r in l.weight] for l in layers]
+    proofs = _dict(cert.get("full_rank"), "full_rank")
+    _strict(proofs, "certificate.full_rank", ["W1_columns"])
+    idx = proofs.get("W1_columns")
+    if not isinstance(idx, list) or len(idx) != n or not all(_is_int(c) for c in idx) or len(set(idx)) != n \
+            or not all(0 <= c < widths[0] for c in idx) or \
+            not _minor_nonzero(_int_columns([[r[c] for c in idx] for r in Ws[0]])):
+        report.reasons.append(f"full_rank.W1_columns must name {n} columns of W_1 with a nonzero minor")
+        return
+    sup2 = [sum(1 for x in r if x != 0) for r in Ws[1]]
+    rows3 = _deep_w3_rows(report, cert, Ws)
+    if rows3 is None or cert.get("w2_row_supports") != sup2:
+        if rows3 is not None:
+            report.reasons.append("w2_row_supports differ from the model's")
+        return
+    sup3, spans = rows3
+    bad = [s for s in sup2 + sup3 if (s < 3 if general else s in (0, 2))]
+    m1, m2 = len(layers[0].act) - 1, len(layers[1].act) - 1
+    h5 = [j for j, (s, v) in enumerate(zip(sup3, spans)) if s >= 3 and m1 ** (v - 2) == m2]
+    if bad or h5:
+        report.reasons.append("rows of W_2 or W_3: " + (">= 3" if general else "1 or >= 3") + " nonzero entries, and "
+                              "m_1^(|V_j| - 2) != m_2 for the rows of W_3 with >= 3")
+        return
+    report.checks.append(f"rank W_1 = {n}; the rows of W_2 and W_3 have " + (">= 3" if general else "1 or >= 3")
+                         + " nonzero entries and m_1^(|V_j| - 2) != m_2: with W_4 injective (checked in the tail) the "
+                           "Jacobian's maximal minors have no degree-1 factor but the first layer's")
+
+    def vec(v):
+        return [str(x) for x in v]
+
+    tail_model = {"format": MODEL_FORMAT, "input_dim": n, "layers": [
+        {"type": "dense", "weight": [vec(r) for r in Ws[k]], "bias": vec(layers[k].bias),
+         "activation": {"type": "polynomial", "coeffs": vec(layers[k].act)}} for k in (1, 2)] + [
+        {"type": "dense", "weight": [vec(r) for r in Ws[3]], "bias": vec(layers[3].bias)}]}
+    if bias and not any(x != 0 for l in layers[1:] for x in l.bias):
+        report.reasons.append("the tail has no nonzero bias, so its certificate covers bias-free parameters only")
+        return
+    tail = _dict(cert.get("tail"), "certificate.tail")
+    if tail.get("method") != DEEP_METHOD or "top" not in tail:
+        report.reasons.append("certificate.tail must be a widening jacobian-factors certificate")
+        return
+    sub = check_identifiability(tail, tail_model)
+    if not sub.accepted:
+        report.reasons.append("the tail's certificate fails: " + "; ".join(sub.reasons))
+        return
+    report.checks.append("the tail (two hidden layers on C^n, built here from the model) is identifiable: "
+                         + "; ".join(sub.checks))
+    cont = lam1 is None or lam1 == "all"
+    dim = (n if cont else 0) + tail.get("orbit_dimension") if _is_int(tail.get("orbit_dimension")) else None
+    size = None
+    if not cont and isinstance(tail.get("orbit_size"), str):
+        size = str(factorial(n) * len(lam1) ** n * int(tail["orbit_size"]))
+    if dim is None or cert.get("orbit_size") != size or cert.get("orbit_dimension") != dim:
+        report.reasons.append(f"orbit: expected size {size} and dimension {dim} (the first layer's and the tail's)")
+        return
+    report.checks.append(f"fibre = orbit: " + (f"{size} points" if size else f"dimension {dim}"))
 
 
 def _shifted_coeffs(act, lam: Fraction, c: Fraction) -> list:

@@ -739,3 +739,61 @@ def test_cli_fibre_widening_certificate_and_check(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["status"] == "identifiable" and "widening" in out["condition"]
     assert main(["check", str(cpath), str(path)]) == 0
+
+
+W2_SQ = [[1, 2, -1], [2, -1, 3], [1, 1, 1]]
+
+
+def _widening3(bias=False, acts=(monomial(2), monomial(3), monomial(2))):
+    import random as _random
+
+    if acts[0].degree == 3:  # tanh: H5 needs 3^(|V| - 2) != 3, so n = 4
+        rng = _random.Random(5)
+
+        def R(a, b):
+            return [[rng.choice([-2, -1, 1, 2, 3]) for _ in range(b)] for _ in range(a)]
+        Ws = [R(4, 4), R(4, 4), R(5, 4), R(6, 5)]
+        b = [[rng.randint(-2, 2) for _ in range(k)] for k in (4, 4, 5, 6)] if bias else None
+        return _net(4, Ws, list(acts), b)
+    return _net(3, [W_UP, W2_SQ, W2_UP, W3_UP], list(acts), None)
+
+
+@pytest.mark.parametrize("acts, bias, size, dim", [
+    ((monomial(2), monomial(3), monomial(2)), False, None, 3 + 3 + 4),
+    ((tanh_series(3),) * 3, True, 566231040, 0),               # (4! 2^4)^2 * 5! 2^5
+])
+def test_three_hidden_layers_widening_last(acts, bias, size, dim):
+    from symeq.fibre.jacobian import jacobian_identifiability
+
+    m = _widening3(bias, acts)
+    t = tensor_identifiability(m)
+    assert t.status == "identifiable", t.reason
+    assert (t.orbit_size, t.orbit_dimension) == (size, dim)
+    assert "tail" in t.certificate and "top" in t.certificate["tail"]
+    r = _check(t, m)
+    assert r.accepted is True, r.reasons
+    j = jacobian_identifiability(m, certificate=False)
+    assert j.status == "locally-identifiable" and j.orbit_dimension == dim
+    cert = json.loads(json.dumps(t.certificate))
+    mj = json.loads(json.dumps(model_to_json(m)))
+    bad = [("orbit", dict(cert, orbit_dimension=dim + 1)), ("w3 spans", dict(cert, w3_row_spans=[1] * 4)),
+           ("tail", copy.deepcopy(cert))]
+    bad[2][1]["tail"]["full_rank"]["W3_rows"] = bad[2][1]["tail"]["full_rank"]["W3_rows"][:-1]
+    for what, b in bad:
+        try:
+            rr = check_certificate(b, mj)
+        except Exception as e:
+            assert type(e).__name__ == "CheckError", (what, e)
+            continue
+        assert rr.accepted is False, what
+
+
+def test_three_hidden_layers_widening_not_applicable():
+    # tanh with n = 3: 3^(3 - 2) = 3 = m_2, a norm form is not excluded (H5)
+    m = _net(3, [W_UP, W2_SQ, W2_UP, W3_UP], [tanh_series(3)] * 3, [[1, -1, 2], [1, 2, -1], [0, 1, -1, 2],
+                                                                      [1, 0, 0, -1, 1]])
+    t = tensor_identifiability(m)
+    assert t.status == "not-applicable" and "H5" in t.condition
+    # a narrowing middle layer stays outside
+    m = _net(3, [W_UP, W2_UP, [[1, -2, 1, 1], [2, 1, -1, 1], [-1, 1, 2, 3]], W_UP], [monomial(2)] * 3)
+    assert tensor_identifiability(m).status == "not-applicable"

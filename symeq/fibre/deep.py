@@ -237,12 +237,15 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
     n, n0, nL = ws[1], ws[0], ws[-1]
     if hidden == 2 and n0 >= n < ws[2] <= nL:
         return _widening(model, bias, deadline, certificate, fmt, na, one_layer)
+    if hidden == 3 and n0 >= n == ws[2] < ws[3] <= nL:
+        return _widening3(model, bias, deadline, certificate, fmt, na, one_layer)
     if any(w != n for w in ws[1:-1]) or n0 < n or nL < n:
-        return na("widths (n0, n, ..., n, nL), n0 >= n <= nL, or (n0, n, n2, n3) with n0 >= n < n2 <= n3",
+        return na("widths (n0, n, ..., n, nL), n0 >= n <= nL, or widening last: (n0, n, n2, n3) or "
+                  "(n0, n, n, n3, n4) with n < n_last <= outputs",
                   f"{h} of widths {ws}: the certificate needs equal hidden widths n and at least n inputs and n "
-                  "outputs, or two hidden layers widening n < n2 <= n3 (a narrowing layer, or more outputs needed "
-                  "than there are, makes the Jacobian's maximal minors sums in which the first layer's factors "
-                  "cancel)")
+                  "outputs, or a widening last hidden layer n < n_L <= outputs (a narrowing layer, or more outputs "
+                  "needed than there are, makes the Jacobian's maximal minors sums in which the first layer's "
+                  "factors cancel)")
     if n > MAX_WIDTH or n * (n0 + (hidden - 1) * n + nL) > MAX_ENTRIES or \
             any(l.activation is not None and l.activation.is_polynomial and l.activation.degree > MAX_DEGREE
                 for l in layers[:-1]):
@@ -582,3 +585,89 @@ def _widening(model, bias, deadline, certificate, fmt, na, one_layer):
             cert.update({"degrees": exps, "w2_centred_biases": [str(b) for b in betas]})
     return "identifiable", reason, cond, {"orbit_dimension": dim, "fibre_dimension": 0, "orbit_size": size,
                                           "certificate": cert}
+
+
+def _widening3(model, bias, deadline, certificate, fmt, na, one_layer):
+    """Three hidden layers, the last one widening: widths (n0, n, n, n3, n4) with n0 >= n < n3 <= n4
+    (docs/identifiability.md, "Deep networks, a widening second layer": three hidden layers).
+
+    Step 2 as for three equal hidden layers (with W_4 injective the gcd of the maximal minors is
+    Pi d_1 Pi d_2 gcd_S(det W_3[S, :] Pi_{j in S} d_3j), so the rows of W_2 and of W_3 are asked what the
+    equal-width theorem asks of them), which pins the first layer; the tail u -> network with two
+    hidden layers (n, n, n3, n4) is then decided by the widening theorem (nested as ``tail``).
+    """
+    layers = model.layers
+    ws = list(model.widths)
+    n = ws[1]
+    h = f"3 hidden layers of widths {ws} (widening last)"
+    if n * ws[0] + n * n + ws[3] * n + ws[4] * ws[3] > MAX_ENTRIES or ws[3] > MAX_WIDTH or \
+            any(l.activation is None or not l.activation.is_polynomial or l.activation.degree < 2 or
+                l.activation.degree > MAX_DEGREE for l in layers[:-1]):
+        return na("three hidden layers widening: polynomial activations within the size guard",
+                  f"{h}: every hidden activation must be a polynomial of degree 2..{MAX_DEGREE}, within the size guard")
+    exps = [_monomial_exponent(l.activation, bias) for l in layers[:-1]]
+    general = bias or None in exps  # three monomial layers are certified bias-free; else the top-form path
+    info1 = None
+    if general:
+        info1, why = _layer_scalings(layers[0].activation, bias)
+        if info1 is None:
+            return na("hidden layer 1: scalings in the latent group", f"{h}; hidden layer 1: {why}")
+    Ws = [mat_rows(l.weight) for l in layers]
+    supports = {k: [sum(1 for x in row if x != 0) for row in Ws[k - 1]] for k in (2, 3)}
+    for k, sup in supports.items():
+        for j, s in enumerate(sup):
+            if (general and s < 3) or (not general and s in (0, 2)):
+                return na(f"rows of W_{k}: " + (">= 3 nonzero entries" if general else "1 or >= 3 nonzero entries"),
+                          f"{h}; row {j} of W_{k} has {s} nonzero entr{'y' if s == 1 else 'ies'}: its pre-activation "
+                          "can have degree-1 factors besides the first layer's")
+    degs = [l.activation.degree for l in layers[:-1]]
+    spans = _third_layer_spans(Ws)
+    for j, v in enumerate(spans):
+        if supports[3][j] >= 3 and degs[0] ** (v - 2) == degs[1]:
+            return na("third layer: m_1^(|V_j| - 2) != m_2 (H5)", f"{h}; row {j} of W_3 reaches {v} first-layer "
+                      f"neurons through W_2 and m_1^{v - 2} = m_2 = {degs[1]}: a norm form is not excluded")
+    cols = _independent_columns(_integral_rows(Ws[0]), n, deadline)
+    if cols is None:
+        return na("rank W_1 = n", f"{h}; W_1 is not of rank {n} (or not certified modulo two 61-bit primes)")
+    from ..models import DenseLayer, Model
+
+    # the tail's input is u = sigma_1(first pre-activations), onto C^n; three monomial layers come
+    # without biases, so no constant of sigma_1 moves into b_2
+    tail = Model(n, [DenseLayer(layers[1].weight, list(layers[1].bias), layers[1].activation),
+                     DenseLayer(layers[2].weight, list(layers[2].bias), layers[2].activation),
+                     DenseLayer(layers[3].weight, list(layers[3].bias), None)], name="tail")
+    if _resolve_bias(tail, "auto") != bias:
+        return na("three hidden layers widening: a tail with biases", f"{h}: the tail's biases are all zero, and its "
+                  "certificate would cover bias-free parameters only")
+    status, reason, cond, fields = _widening(tail, bias, deadline, certificate, fmt, na, one_layer)
+    if status != "identifiable":
+        return na("three hidden layers widening: the tail identifiable", f"{h}; the tail (two hidden layers "
+                  f"{[n] + ws[2:]} on C^{n}) is not certified: {reason}")
+    first_continuous = (not general) or info1["lambdas"] == "all"
+    dim = (n if first_continuous else 0) + fields["orbit_dimension"]
+    size = None
+    if not first_continuous and fields.get("orbit_size") is not None:
+        size = math.factorial(n) * len(info1["lambdas"]) ** n * fields["orbit_size"]
+    cond3 = (f"Jacobian factors (3 hidden layers widening {n} < {ws[3]}, {'biases' if bias else 'no biases'}): rank "
+             f"W_1 = {n}; every row of W_2 and W_3 has " + (">= 3" if general else "1 or >= 3")
+             + " nonzero entries; m_1^(|V_j| - 2) != m_2 for the rows of W_3"
+             + ("; the first layer's scalings are in the latent group" if general else "")
+             + f"; the tail is identifiable ({cond})")
+    reason3 = ("fibre = orbit over C: with W_4 injective the degree-1 factors of the Jacobian's maximal minors are "
+               "the first layer's, which pins the first layer; the tail (two hidden layers, widening) is "
+               "identifiable; " + (f"the fibre has {size} points" if size is not None else f"orbit of dimension {dim}"))
+    cert = None
+    if certificate:
+        cert = {"format": fmt, "method": METHOD, "verdict": "identifiable", "widths": ws, "bias": bias,
+                "full_rank": {"W1_columns": cols}, "w2_row_supports": supports[2], "w3_row_supports": supports[3],
+                "w3_row_spans": spans, "tail": fields["certificate"],
+                "orbit_size": None if size is None else str(size), "orbit_dimension": dim}
+        if general:
+            cert.update({"activations": "general",
+                         "layers": [{"degree": info1["degree"], "centre": str(info1["centre"]), "g": info1["g"],
+                                     "lambdas": "all" if info1["lambdas"] == "all"
+                                     else [str(x) for x in info1["lambdas"]]}]})
+        else:
+            cert["degrees"] = exps
+    return "identifiable", reason3, cond3, {"orbit_dimension": dim, "fibre_dimension": 0, "orbit_size": size,
+                                            "certificate": cert}
