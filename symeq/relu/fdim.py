@@ -77,7 +77,6 @@ True
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass, field
 
@@ -428,16 +427,6 @@ def _rank_rows(rows, ncols: int, p: int) -> int:
     if len(rows) == 0:
         return 0
     return _nmod(rows, ncols, p).rank()
-
-
-def _basis_rows(M, ncols: int, p: int):
-    """A row basis (numpy) of ``M`` mod p: the nonzero rows of its reduced echelon form."""
-    import numpy as np
-
-    if M.shape[0] == 0:
-        return M
-    R, r = _nmod(M, ncols, p).rref()
-    return np.array([[int(R[i, j]) for j in range(ncols)] for i in range(r)], dtype=np.int64).reshape(r, ncols)
 
 
 # ----------------------------------------------------------------------------------------------
