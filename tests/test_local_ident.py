@@ -223,8 +223,9 @@ def test_certificate_accepted(cert_and_model):
     ("points", lambda c: [["0"] * len(c["points"][0])] * len(c["points"])),
     ("rows", lambda c: c["rows"][:-1] + [len(c["points"]) * 2]),
     ("rows", lambda c: c["rows"][:-1] + [True]),
-    ("rows", lambda c: c["rows"][:-1]),
-    ("rows", lambda c: c["rows"][:-1] + [c["rows"][0]]),
+    ("rows", lambda c: [0] * len(c["rows"])),
+    ("rows", lambda c: c["rows"][:c["rank"] - 1]),
+    ("rows", lambda c: c["rows"][:c["rank"] - 1] + [c["rows"][0]]),
     ("rank", lambda c: c["rank"] + 1),
     ("rank", lambda c: c["rank"] - 1),
     ("rank", lambda c: "12"),
@@ -341,9 +342,28 @@ def test_cli_fibre_verify_explain_agree(tmp_path, capsys):
     v = json.loads(capsys.readouterr().out)
     assert v["verdict"] == "layerwise-equivariant" and v["identifiability"]["status"] == "locally-identifiable"
     assert v["identifiability"]["method"] == "jacobian-rank"
+
+
+@pytest.mark.slow
+def test_explain_agrees_with_fibre(tmp_path, capsys):
+    ex = tmp_path / "ex.json"
+    assert main(["example", "--out", str(ex)]) == 0
     assert main(["explain", str(ex), "--out", str(tmp_path / "rep")]) == 0
     md = (tmp_path / "rep" / "report.md").read_text()
-    assert "locally-identifiable" in md
+    assert "locally-identifiable" in md and "jacobian-rank: locally-identifiable" in md
+
+
+def test_explain_report_identifiability_agrees():
+    """The report's identifiability (without writing files): the decision fibre prints."""
+    from symeq.explain import report_identifiability
+    from symeq.theorem import verify
+
+    m = builtin_example()
+    v = verify(m)
+    assert v.identifiability["status"] == "unknown"
+    ident = report_identifiability(v, m)
+    assert ident["status"] == "locally-identifiable" and ident["method"] == "jacobian-rank"
+    assert v.identifiability["status"] == "unknown" and v.exit_code == 0   # the verification is unchanged
 
 
 def test_cli_fibre_text_and_relu_refusal(tmp_path, capsys):

@@ -240,6 +240,8 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
             raise
         return _fallback(report, local, tried)
     tried.append({"method": "groebner", "status": c.status, "reason": c.reason})
+    if c.criterion != "groebner":  # decided structurally (equation count, inactive neuron): no engine was needed
+        notes[:] = [n for n in notes if "Gröbner engine" not in n]
     if c.status in _GLOBAL:
         if proven and c.status == "identifiable":  # pragma: no cover - two proofs disagree
             raise AssertionError("the Gröbner fibre contradicts a proven family in the fibre")

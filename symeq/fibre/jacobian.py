@@ -36,7 +36,8 @@ one forward pass over all points (matrix products in python-flint's ``nmod_mat``
 pass of the cotangents (N n_L rows at once), and the block of W_i as the row-wise outer product of
 the pre-activation cotangents and the layer's inputs (vectorised multiplication modulo the
 Mersenne prime in numpy).  The rank is python-flint's ``nmod_mat`` elimination of J^T, which also
-names r independent rows of J for the certificate (the checker eliminates only those).
+names rows of J of rank r for the certificate (all of them when there are at most 5 % more, else r
+independent ones; the checker eliminates only those).
 
 Each layer kind takes part through a modular twin (:data:`MODULAR_LAYERS`, keyed by the layer's
 ``kind``) with ``counts``, ``forward`` and ``backward``: dense layers (token-wise ones after attention
@@ -537,14 +538,18 @@ def _points_mod(points) -> np.ndarray:
 
 
 def _rank_rows(J: np.ndarray, want_rows: bool, threads: int = 2) -> tuple[int, list[int] | None]:
-    """rank_p J and, with ``want_rows``, r row indices of J that are independent mod p."""
+    """rank_p J and, with ``want_rows``, row indices of J of the same rank mod p: every row when at most
+    5 % more than the rank (no second elimination), else r independent ones (the pivots of J^T)."""
     import flint
 
     old = flint.ctx.threads
     try:
         flint.ctx.threads = max(1, threads)
+        r = _to_nmod(J).rank()
         if not want_rows:
-            return _to_nmod(J).rank(), None
+            return r, None
+        if J.shape[0] <= r + max(8, r // 20):
+            return r, list(range(J.shape[0]))
         R, r = _to_nmod(J.T).rref()
     finally:
         flint.ctx.threads = old
