@@ -320,3 +320,44 @@ def test_cyclic_group_repairs_the_twin_cycles():
     twin_like = [[MonomialAction(np.array([1, 2, 0, 3, 4, 5, 6, 7]), np.ones(8))]]  # a 3-cycle: breaks g^4 = e
     assert not is_homomorphism(ng, twin_like)[0]
     assert is_homomorphism(ng, repair_cyclic(twin_like, 4)[0])[0]
+
+
+@pytest.mark.parametrize("signs", [True, False])
+def test_involution_solvers_against_brute_force(signs):
+    """Both exact solvers (the assignment relaxation when it returns an involution, the matching always)
+    reach the brute-force optimum of sum_fixed |d_j| + sum_pairs |S_jk| over involutions."""
+    from symeq.numeric.project import _best_involution, _matching_involution
+
+    rng = np.random.default_rng(7 if signs else 8)
+    n = 7
+    for _ in range(5):
+        A = rng.standard_normal((n, n))
+        S, d = A + A.T, rng.standard_normal(n)
+        fix, pair = (np.abs(d), np.abs(S)) if signs else (d, S)
+
+        def value(cols):
+            return sum(fix[j] if cols[j] == j else pair[j, cols[j]] / 2 for j in range(n))
+
+        best = -np.inf
+        for perm in itertools.permutations(range(n)):
+            if all(perm[perm[j]] == j for j in range(n)):
+                best = max(best, value(perm))
+        cols, vals, exact = _best_involution(S, d, signs)
+        assert exact and value(cols) == pytest.approx(best, abs=1e-12)
+        m, ok = _matching_involution(fix, pair.copy())
+        assert ok and value(m) == pytest.approx(best, abs=1e-12)
+
+
+def test_bounded_matching_is_an_involution_and_says_not_exact(monkeypatch):
+    import symeq.numeric.project as project
+
+    monkeypatch.setattr(project, "MAX_FULL_MATCHING", 3)
+    rng = np.random.default_rng(3)
+    n = 12
+    A = rng.standard_normal((n, n))
+    S = np.abs(A + A.T)
+    fix = np.abs(rng.standard_normal(n)) * 0.1
+    pi = project._assignment(fix, S)
+    cols, exact = project._matching_involution(fix, S, pi)
+    assert not exact
+    assert np.array_equal(cols[cols], np.arange(n))

@@ -22,7 +22,8 @@ maximum-weight matching (``networkx.max_weight_matching``) on the gains
 It is tried first as an assignment problem (scipy's LAPJV, weights |d_j| on the diagonal and
 |S_jk| / 2 off it): every involution is an assignment of the same weight, so an optimal assignment
 that happens to be an involution is the optimal involution, found in a fraction of the matching's
-time; otherwise the matching decides.
+time; otherwise the matching decides (exactly up to :data:`MAX_FULL_MATCHING` candidate pairs,
+bounded and labelled not proven beyond).
 With one hidden layer this is the nearest homomorphism G -> K_1 exactly (up to float rounding of
 the costs); deeper, the layers are optimised in turn until none changes (each step optimal given
 its neighbours, the whole not proven nearest), and the report says which.
@@ -61,9 +62,9 @@ __all__ = ["Actions", "signed_permutation", "group_elements", "element_actions",
            "reynolds_float", "reynolds_exact", "layer_distances", "nearest_involution_actions", "trivial_actions",
            "check_projectable", "signs_allowed", "restrict_to_projectable", "repair_cyclic", "MAX_FULL_MATCHING"]
 
-#: above this many positive-gain edges per layer the matching keeps each neuron's best partners only
-#: (then the result is labelled "best found, not proven nearest")
-MAX_FULL_MATCHING = 300_000
+#: above this many positive-gain pairs on a layer the matching (networkx, pure Python: about 40 s for
+#: 20 000 pairs on 1024 neurons) is bounded (then the result is labelled "best found, not proven nearest")
+MAX_FULL_MATCHING = 5_000
 
 
 @dataclass
@@ -316,17 +317,19 @@ def trivial_actions(model, group) -> list:
 def _best_involution(S: np.ndarray, d: np.ndarray, signs: bool) -> tuple[np.ndarray, np.ndarray, bool]:
     """The involution (pi, s) maximising sum over cycles: fixed j gains |d_j| (or d_j), a pair (j, k) |S_jk|.
 
-    First the assignment relaxation (:func:`_assignment_involution`: optimal whenever its optimum is
-    an involution), else the maximum-weight matching on the gains of pairing over fixing both
-    (:func:`_matching_involution`); returns (cols, vals, exact).
+    First the assignment relaxation (:func:`_assignment`: optimal whenever its optimum is an
+    involution); else the maximum-weight matching on the gains of pairing over fixing both
+    (:func:`_matching_involution`: exact up to :data:`MAX_FULL_MATCHING` candidate pairs, beyond
+    that bounded and not proven).  Returns (cols, vals, exact).
     """
-    import networkx as nx
-
     n = d.shape[0]
     fix = np.abs(d) if signs else d
     pair = np.abs(S) if signs else S
-    lap = _assignment_involution(fix, pair)
-    cols, exact = lap if lap is not None else _matching_involution(fix, pair, n, nx)
+    pi = _assignment(fix, pair)
+    if pi is not None and np.array_equal(pi[pi], np.arange(n)):
+        cols, exact = pi, True
+    else:
+        cols, exact = _matching_involution(fix, pair, pi)
     vals = np.ones(n)
     for j in range(n):
         k = cols[j]
@@ -335,12 +338,12 @@ def _best_involution(S: np.ndarray, d: np.ndarray, signs: bool) -> tuple[np.ndar
     return cols, vals, exact
 
 
-def _assignment_involution(fix, pair):
-    """The optimal assignment for weights fix on the diagonal and pair / 2 off it, when it is an involution.
+def _assignment(fix, pair):
+    """The optimal assignment for weights fix on the diagonal and pair / 2 off it (scipy's LAPJV).
 
     Every involution is an assignment with the same weight, so an optimal assignment that is an
-    involution is an optimal involution (the assignment is a relaxation); scipy's LAPJV finds it in
-    O(n^3) with a small constant.  None when scipy is missing or the optimum has longer cycles.
+    involution is an optimal involution (the assignment is a relaxation), found in O(n^3) with a
+    small constant.  None when scipy is missing.
     """
     try:
         from scipy.optimize import linear_sum_assignment
@@ -352,38 +355,57 @@ def _assignment_involution(fix, pair):
     rows, cols = linear_sum_assignment(Wt, maximize=True)
     pi = np.empty(n, dtype=np.int64)
     pi[rows] = cols
-    if not np.array_equal(pi[pi], np.arange(n)):
-        return None
-    return pi, True
+    return pi
 
 
-def _matching_involution(fix, pair, n, nx):
-    """Maximum-weight matching (networkx) on the gains of pairing over fixing: (cols, exact)."""
-    gain = pair - fix[:, None] - fix[None, :]
-    iu, ju = np.triu_indices(n, 1)
-    g = gain[iu, ju]
-    pos = g > 1e-12 * max(1.0, float(np.max(np.abs(pair), initial=0.0)))
-    exact = True
-    sel = np.flatnonzero(pos)
-    if sel.shape[0] > MAX_FULL_MATCHING:  # keep each neuron's 8 best partners: no longer proven
-        exact = False
-        keep = set()
-        gm = np.where(np.eye(n, dtype=bool), -np.inf, gain)
-        top = np.argsort(-gm, axis=1)[:, :8]
-        for j in range(n):
-            for k in top[j]:
-                if gm[j, k] > 0:
-                    keep.add((min(j, int(k)), max(j, int(k))))
-        edges = [(a, b, float(gain[a, b])) for a, b in keep]
-    else:
-        edges = [(int(iu[t]), int(ju[t]), float(g[t])) for t in sel]
+def _matching(gain, nodes, nx):
+    """networkx's maximum-weight matching on the positive gains among ``nodes``: list of pairs."""
+    sub = gain[np.ix_(nodes, nodes)]
+    iu, ju = np.triu_indices(len(nodes), 1)
+    g = sub[iu, ju]
+    sel = np.flatnonzero(g > 0)
     graph = nx.Graph()
-    graph.add_nodes_from(range(n))
-    graph.add_weighted_edges_from(edges)
+    graph.add_nodes_from(range(len(nodes)))
+    graph.add_weighted_edges_from((int(iu[t]), int(ju[t]), float(g[t])) for t in sel)
+    return [(int(nodes[a]), int(nodes[b])) for a, b in nx.max_weight_matching(graph, maxcardinality=False)]
+
+
+def _matching_involution(fix, pair, pi=None):
+    """The optimal involution by maximum-weight matching on the gains of pairing over fixing: (cols, exact).
+
+    Exact when the positive-gain pairs number at most :data:`MAX_FULL_MATCHING` (networkx's
+    blossom algorithm is pure Python).  Beyond that it is bounded: the 2-cycles and fixed points
+    of the assignment ``pi`` are kept, and only the neurons on its longer cycles are matched
+    among themselves (each to its 8 best partners when still too many); not proven optimal.
+    """
+    import networkx as nx
+
+    n = fix.shape[0]
+    gain = pair - fix[:, None] - fix[None, :]
+    scale = max(1.0, float(np.max(np.abs(pair), initial=0.0)))
+    gain = np.where(gain > 1e-12 * scale, gain, 0.0)
+    np.fill_diagonal(gain, 0.0)
     cols = np.arange(n)
-    for a, b in nx.max_weight_matching(graph, maxcardinality=False):
+    if int(np.count_nonzero(np.triu(gain, 1))) <= MAX_FULL_MATCHING:
+        for a, b in _matching(gain, np.arange(n), nx):
+            cols[a], cols[b] = b, a
+        return cols, True
+    rest = np.arange(n)
+    if pi is not None:  # keep the assignment's 2-cycles and fixed points
+        good = pi[pi] == np.arange(n)
+        cols[good] = pi[good]
+        rest = np.flatnonzero(~good)
+    sub = gain[np.ix_(rest, rest)]
+    if int(np.count_nonzero(np.triu(sub, 1))) > MAX_FULL_MATCHING:  # each neuron's 8 best partners
+        keep = np.zeros_like(sub, dtype=bool)
+        top = np.argsort(-sub, axis=1)[:, :8]
+        keep[np.arange(len(rest))[:, None], top] = True
+        sub = np.where(keep | keep.T, sub, 0.0)
+        gain = gain.copy()
+        gain[np.ix_(rest, rest)] = sub
+    for a, b in _matching(gain, rest, nx):
         cols[a], cols[b] = b, a
-    return cols, exact
+    return cols, False
 
 
 def _layer_terms(model, rho, i, side: str = "both"):
@@ -463,5 +485,7 @@ def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20, i
         method, proven = (f"maximum-weight matching per layer, layers in turn ({how}, {sweeps} sweep(s)); each "
                           "layer's action is optimal given its neighbours: best found, not proven nearest"), False
         if not exact:
-            notes.append(f"more than {MAX_FULL_MATCHING} candidate pairs on a layer: each neuron's 8 best partners only")
+            notes.append(f"more than {MAX_FULL_MATCHING} candidate pairs on a layer where the assignment relaxation "
+                         "was no involution: the matching was bounded (the assignment's 2-cycles kept, the rest "
+                         "matched among themselves), so not proven nearest")
     return Actions([[a] for a in rho[1:-1]], method, proven, notes)
