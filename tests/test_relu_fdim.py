@@ -141,11 +141,25 @@ def test_clone_falls_short_and_is_explained():
 
 
 def test_hidden_symmetries_of_the_width4_identity():
-    # relu(z) - relu(-z) = z: the rank falls short with no dead neuron and no clone
+    # relu(z) - relu(-z) = z: the rank falls short with no dead neuron and no clone; the two cancelled
+    # pairs are an affine map: 2 bias shifts (absorbed by the output bias) and GL(2) off the diagonal
     r = fdim(identity_example())
     assert r.exact and r.sample == "regions" and r.regions == 4
     assert (r.params, r.bound, r.rank) == (22, 18, 14)
-    assert r.shortfall["unexplained"] == 4 and "hidden symmetries" in r.summary()
+    sf = r.shortfall
+    assert [c["cause"] for c in sf["causes"]] == ["pairs"] and sf["causes"][0]["pairs"] == [[1, 3], [2, 4]]
+    assert sf["explained"] == 4 and sf["unexplained"] == 0 and sf["fully_explained"]
+    # the same weights in a leaky network (sigma(z) - sigma(-z) = (1 + a) z): the same explanation
+    from symeq.relu.canonical import plain_layers
+
+    (W1, b1, _), (W2, b2, _) = plain_layers(identity_example())
+    rl = fdim([(W1, b1, F(1, 10)), (W2, b2, False)])
+    assert rl.rank == 14 and rl.shortfall["fully_explained"]
+    # a pair whose outgoing columns do not cancel is no affine map: no such explanation
+    W2b = [list(r) for r in W2]
+    W2b[0][0] += 1
+    rb = fdim([(W1, b1, True), (W2b, b2, False)])
+    assert all(c["cause"] != "pairs" or [1, 3] not in c["pairs"] for c in rb.shortfall.get("causes", []))
 
 
 def test_zero_neurons_are_removed_and_said():
@@ -211,3 +225,4 @@ def test_report_says_locally_identifiable():
     text = "\n".join(_fdim_lines(recs))
     assert "locally identifiable (rank = #params - dim T, proven): 1" in text
     assert "short of #params - dim T: 1 (1 with the exact functional dimension" in text
+    assert "1 fully explained by exact kernel directions" in text

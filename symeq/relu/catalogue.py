@@ -238,8 +238,11 @@ def _fdim_lines(recs) -> list:
                      f"bent hyperplane): {len(ex)} finds")
         lines.append(f"      locally identifiable (rank = #params - dim T, proven): {li}")
         if short:
+            full = sum(1 for e in short if e.get("shortfall", {}).get("fully_explained"))
             lines.append(f"      short of #params - dim T: {len(short)} ({exact_short} with the exact functional "
-                         f"dimension from every linear region: proven hidden symmetries or degenerate neurons)")
+                         f"dimension from every linear region: proven hidden symmetries or degenerate neurons; "
+                         f"{full} fully explained by exact kernel directions: inactive neurons, linear groups, "
+                         f"clones, cancelled pairs)")
         other = len(ex) - li - len(short)
         if other:
             lines.append(f"      rank = bound after removing neurons with zero weights and bias (no local claim): {other}")

@@ -59,7 +59,12 @@ explicit kernel directions ``E`` of ``J`` on the sample (checked: ``J E = 0``):
 * *linear* groups: neurons of one layer on a fixed side at every sample point act linearly there,
   and ``GL`` of the group acts on them (``|S|^2 - |S|`` directions beyond the scalings);
 * *clones*: neurons of one layer with ``(w_j, b_j) = c (w_i, b_i)``, ``c > 0``: their outgoing
-  columns trade, ``n_{l+1}`` directions per extra clone.
+  columns trade, ``n_{l+1}`` directions per extra clone (and their incoming rows, when the outgoing
+  columns are parallel);
+* *cancelled pairs*: ``(w_j, b_j) = -c (w_i, b_i)``, ``c > 0``, with ``col_i + c col_j = 0``: since
+  ``sigma(z) - sigma(-z) = (1 + a) z`` the pair is an affine map of the layer below (the hidden
+  symmetries of Bokman and Kahl's width-4 identity): its shift is absorbed by the next bias, and
+  GL of the pairs mixes them (``|Pi| + |Pi|^2 - |Pi|`` directions for ``|Pi|`` pairs).
 
 ``rank(T + E)`` bounds the rank on the sample from above: when ``rank J = #params - rank(T + E)``
 the shortfall is fully explained (and the rank on the sample exact); otherwise the rest is
@@ -165,8 +170,8 @@ class ReluFunctionalDimension:
         if sf.get("causes"):
             s += "; " + "; ".join(c["text"] for c in sf["causes"])
         if sf.get("unexplained"):
-            why = ("hidden symmetries: kernel directions beyond the rescalings, inactive neurons, linear groups "
-                   "and clones" if self.exact else "hidden symmetries, or a sample too small")
+            why = ("hidden symmetries: kernel directions beyond the rescalings, inactive neurons, linear groups, "
+                   "clones and cancelled pairs" if self.exact else "hidden symmetries, or a sample too small")
             s += f"; {sf['unexplained']} direction(s) unexplained ({why})"
         return s
 
@@ -510,6 +515,43 @@ def _explain(layers, offs, signs, P, regions_sampled: bool) -> tuple[list, list]
             causes.append({"cause": "linear", "layer": li + 1, "neurons": [i + 1 for i in lin],
                            "text": f"neurons {[i + 1 for i in lin]} of hidden layer {li + 1} stay on one side "
                                    f"{where}: they act linearly and GL({len(lin)}) mixes them"})
+        # cancelled opposite pairs: (w_j, b_j) = -c (w_i, b_i), c > 0, and col_i + c col_j = 0, so that
+        # col_i sigma(z) + col_j sigma(-c z) = (1 + a) col_i z: the pair is an affine map of the layer below
+        if nxt is not None:
+            pairs = _cancelled_pairs(W, b, nxt, dead)
+            if pairs:
+                onep = fmpq(1) + a
+                ob = offs[li + 1] + len(nxt) * len(W)  # the next layer's biases
+                width = len(W)
+
+                def put_row(v, i, row, bias, scale):
+                    for t in range(nprev):
+                        v[o + i * nprev + t] += scale * row[t]
+                    v[o + width * nprev + i] += scale * bias
+
+                for i, j, c in pairs:  # the pair's shift z -> z + t, absorbed by the next bias
+                    v = [_ZERO] * P
+                    v[o + width * nprev + i] = fmpq(1)
+                    v[o + width * nprev + j] = -c
+                    for k in range(len(nxt)):
+                        v[ob + k] = -onep * nxt[k][i]
+                    vecs.append(v)
+                for ip, jp, cp in pairs:  # GL of the pairs: z_p -> z_p + t z_q, the outgoing columns of q absorb it
+                    for iq, jq, cq in pairs:
+                        if ip == iq:
+                            continue
+                        v = [_ZERO] * P
+                        put_row(v, ip, W[iq], b[iq], fmpq(1))
+                        put_row(v, jp, W[iq], b[iq], -cp)
+                        for k in range(len(nxt)):
+                            v[offs[li + 1] + k * width + iq] -= nxt[k][ip]
+                            v[offs[li + 1] + k * width + jq] += nxt[k][ip] / cq
+                        vecs.append(v)
+                causes.append({"cause": "pairs", "layer": li + 1, "pairs": [[i + 1, j + 1] for i, j, _ in pairs],
+                               "text": f"{len(pairs)} cancelled pair(s) of opposite neurons in hidden layer {li + 1} "
+                                       f"({', '.join(f'{i + 1}/{j + 1}' for i, j, _ in pairs)}): sigma(z) - "
+                                       "sigma(-z) is linear, so each pair is an affine map whose bias the next layer "
+                                       f"absorbs and GL({len(pairs)}) mixes them"})
         # clones: (w_j, b_j) = c (w_i, b_i) with c > 0
         if nxt is not None:
             seen = {}
@@ -549,6 +591,28 @@ def _explain(layers, offs, signs, P, regions_sampled: bool) -> tuple[list, list]
                 else:
                     seen[key] = i
     return causes, vecs
+
+
+def _cancelled_pairs(W, b, nxt, dead) -> list:
+    """Pairs (i, j, c) of neurons with (w_j, b_j) = -c (w_i, b_i), c > 0, whose outgoing columns cancel
+    (col_i + c col_j = 0); each neuron in at most one pair."""
+    out, used = [], set(dead)
+    rows = [list(r) + [bi] for r, bi in zip(W, b)]
+    for i in range(len(W)):
+        if i in used or not any(rows[i]):
+            continue
+        piv = next(t for t, x in enumerate(rows[i]) if x != 0)
+        for j in range(i + 1, len(W)):
+            if j in used or rows[j][piv] == 0:
+                continue
+            c = -rows[j][piv] / rows[i][piv]
+            if c <= 0 or any(rows[j][t] != -c * rows[i][t] for t in range(len(rows[i]))):
+                continue
+            if all(nxt[k][i] + c * nxt[k][j] == 0 for k in range(len(nxt))):
+                out.append((i, j, c))
+                used.update((i, j))
+                break
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
