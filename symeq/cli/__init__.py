@@ -9,7 +9,10 @@ Commands, one module each (each module's docstring gives the full usage):
   certificates, else the fibre ideal against the orbit, with a witness);
 * :mod:`symeq.cli.hunt` -- ``hunt``: the resumable search for ReLU counterexamples;
 * :mod:`symeq.cli.numeric` -- ``numeric-check``, ``experiment``: the float twin for real-size
-  trained networks and the paper's experiment.
+  trained networks and the paper's experiment;
+* :mod:`symeq.cli.certify` -- ``certify``: from a float network (.onnx, .npz, .json) to the nearest
+  layerwise-equivariant one, proven exactly, with its certificate (docs/certify.md);
+* :mod:`symeq.cli.export` -- ``export``: a model as ONNX, for torch and other runtimes.
 
 Exit codes: 0 conclusion established (or certificate accepted), 1 refuted (or certificate
 rejected), 2 bad input or usage (including a size limit, named with the option that raises it),
