@@ -61,7 +61,7 @@ g >= 3 or with a scaling outside the latent group (sigmoid without biases), uneq
 other than the widening case below, n_0 < n, n_L < n, and four or more hidden layers are *not
 applicable*: the reason says which hypothesis failed, and :func:`symeq.fibre.tensor.decide` falls
 back to Gröbner bases (why these are not extended: docs/identifiability.md, "Deep networks, a
-widening second layer").
+widening last hidden layer").
 
 **A widening second layer** (two hidden layers, widths (n_0, n, n_2, n_3) with n_0 >= n < n_2 <= n_3,
 monomial or general polynomial activations; :func:`_widening`): if rank W_1 = rank W_2 = n, W_3 is
@@ -72,6 +72,9 @@ identifiable.  The n x n minors of the Jacobian are det D_1 det W_1[:, C] times 
 bases S of W_2; since W_3 is injective their gcd is that of det W_2[S, :] prod_{j in S} d_2j, whose
 degree-1 factors are first-layer pre-activations only.  That pins the first layer of every fibre
 point; the top block is then compared as a polynomial map on all of C^n (never block-wise alone).
+With three hidden layers the last one may widen the same way, widths (n_0, n, n, n_3, n_4)
+(:func:`_widening3`): step 2 of the three-layer theorems pins the first layer (W_4 injective), and
+the tail, two hidden layers (n, n, n_3, n_4), is decided by the widening theorem (nested as ``tail``).
 
 The theorem is proved in this project (the proof in full: docs/identifiability.md).  It is related
 to, but does not rely on, the localisation principle of Usevich, Borsoi, Dérand & Clausel,
@@ -473,7 +476,7 @@ def _w2_betas(layers, Ws, bias):
 
 def _widening(model, bias, deadline, certificate, fmt, na, one_layer):
     """Two hidden layers that widen, widths (n0, n, n2, n3) with n0 >= n < n2 <= n3
-    (docs/identifiability.md, "Deep networks, a widening second layer").
+    (docs/identifiability.md, "Deep networks, a widening last hidden layer").
 
     Hypotheses: rank W_1 = rank W_2 = n, rank W_3 = n2 (W_3 injective); for monomial activations every
     row of W_2 with >= 3 nonzero entries, 2 with beta_j != 0 or 1 with beta_j = 0, for general ones
@@ -589,7 +592,7 @@ def _widening(model, bias, deadline, certificate, fmt, na, one_layer):
 
 def _widening3(model, bias, deadline, certificate, fmt, na, one_layer):
     """Three hidden layers, the last one widening: widths (n0, n, n, n3, n4) with n0 >= n < n3 <= n4
-    (docs/identifiability.md, "Deep networks, a widening second layer": three hidden layers).
+    (docs/identifiability.md, "Deep networks, a widening last hidden layer": three hidden layers).
 
     Step 2 as for three equal hidden layers (with W_4 injective the gcd of the maximal minors is
     Pi d_1 Pi d_2 gcd_S(det W_3[S, :] Pi_{j in S} d_3j), so the rows of W_2 and of W_3 are asked what the
