@@ -1936,7 +1936,7 @@ def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> Non
 
 def _check_ident_deep_widening(report: CheckReport, cert: dict, widths: list, layers) -> None:
     """Two hidden layers widening, widths (n0, n, n2, n3) with n0 >= n < n2 <= n3, monomial activations
-    (docs/identifiability.md, "Deep networks, a widening second layer"): rank W_1 = rank W_2 = n and
+    (docs/identifiability.md, "Deep networks, a widening last hidden layer"): rank W_1 = rank W_2 = n and
     rank W_3 = n2 (nonzero minors at the indices given), the rows of W_2 as for equal widths, and the
     top block u -> W_3 s_2(W_2 u + b_2 + kappa_1 W_2 1) + b_3 identifiable by its own one-hidden-layer
     certificate, re-checked here against the top block built from the model."""
@@ -2088,7 +2088,7 @@ def _deep_first_scalings(report: CheckReport, cert: dict, act, bias: bool):
 
 def _check_ident_deep_widening3(report: CheckReport, cert: dict, widths: list, layers) -> None:
     """Three hidden layers, the last widening: widths (n0, n, n, n3, n4) with n0 >= n < n3 <= n4
-    (docs/identifiability.md, "Deep networks, a widening second layer"): the first layer's rank, the
+    (docs/identifiability.md, "Deep networks, a widening last hidden layer"): the first layer's rank, the
     rows of W_2 and W_3 as for three equal hidden layers, and the tail (two hidden layers on C^n) by
     its own widening certificate, re-checked against the tail built from the model."""
     if len(layers) != 4 or len(widths) != 5 or not (widths[0] >= widths[1] == widths[2] < widths[3] <= widths[4]):
