@@ -361,3 +361,22 @@ def test_bounded_matching_is_an_involution_and_says_not_exact(monkeypatch):
     cols, exact = project._matching_involution(fix, S, pi)
     assert not exact
     assert np.array_equal(cols[cols], np.arange(n))
+
+
+def test_group_file_with_an_output_that_changes_sign(tmp_path, capsys):
+    """--group-file covers actions no built-in spelling does: the mirror on the input, -1 on the output."""
+    from symeq.groups import FiniteGroup
+    from symeq.numbers import matrix
+
+    P = mirror(4, 4).generators[0][0]
+    G = FiniteGroup([(P, matrix([[-1]]))], ["odd mirror"], "mirror in, sign out")
+    net = random_equivariant_numeric(G, [8], numeric_activation("tanh"), rng=0).perturbed(1e-3, rng=1)
+    save_npz(net.with_group(None), tmp_path / "net.npz")
+    (tmp_path / "g.json").write_text(json.dumps(G.to_json()))
+    out, cert = tmp_path / "bar.json", tmp_path / "cert.json"
+    assert main(["certify", str(tmp_path / "net.npz"), "--group-file", str(tmp_path / "g.json"), "--out", str(out),
+                 "--certificate", str(cert)]) == 0
+    assert main(["check", str(cert), str(out)]) == 0
+    (tmp_path / "bad.json").write_text(json.dumps({"label": "x", "generatorz": []}))
+    assert main(["certify", str(tmp_path / "net.npz"), "--group-file", str(tmp_path / "bad.json")]) == 2
+    assert "generatorz" in capsys.readouterr().err
