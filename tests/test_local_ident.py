@@ -525,3 +525,16 @@ def test_attention_with_token_wise_layers_and_exact_jacobian():
                 assert jm._mod(y.b) == int(J[n * 6 + o, k]), (k, n, o)
     r = jm.jacobian_identifiability(m)
     assert r.status == "locally-identifiable" and r.orbit_dimension == 2 * (1 + 4 + 1) + 2 * 2
+
+
+def test_small_prime_rank_matches_flint():
+    from flint import nmod_mat
+
+    rng = random.Random(6)
+    for q in check._CHECK_PRIMES:
+        assert check._jac_is_prime(q) and q < 2 ** 30
+        for r, c, rank in ((6, 9, 4), (12, 7, 5), (40, 40, 40), (30, 50, 17)):
+            A = [[rng.randrange(q) for _ in range(rank)] for _ in range(r)]
+            B = [[rng.randrange(q) for _ in range(c)] for _ in range(rank)]
+            M = [[sum(a * b for a, b in zip(row, col)) % q for col in zip(*B)] for row in A]
+            assert check._jac_rank_small(M, c, q) == nmod_mat(M, q).rank()
