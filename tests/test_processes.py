@@ -286,14 +286,42 @@ def test_a_crash_is_engine_failed():
     assert isinstance(e, EngineFailed) and e.exit_code == 3 and "SIGSEGV" in str(e)
 
 
-def slow_relu_model() -> Model:
-    """A scrambled D4-equivariant ReLU network 9-16-9: its exact region analysis runs for minutes."""
+def slow_relu_model(pairs: int = 8, rng: int = 5) -> Model:
+    """An equivariant ReLU network 6-16-6 with no layerwise action at theta: `symeq verify` must work.
+
+    f(x) = (I + J) x (J the all-ones matrix, equivariant under the mirror of 2x3 images) written as
+    sum_i v_i (relu(w_i x) - relu(-w_i x)) over 8 random integer rows w_i, with V W = I + J.  The
+    rows are not closed under the mirror, so the layers-first proof fails at once and verify proves
+    the premise by exact region enumeration (about 25 s alone on one free core), then searches the fibre.
+    """
+    import random
+
+    from flint import fmpq_mat
+
     from symeq.activations import relu
     from symeq.groups import builtin_group
-    from symeq.models import random_equivariant_model, scramble
 
-    model = random_equivariant_model(builtin_group("dihedral:3"), ["regular*2"], relu(), rng=3, bias=True)
-    return scramble(model, rng=4)[0]
+    r = random.Random(rng)
+    group = builtin_group("mirror:2x3")
+    n = group.input_dim
+    W = fmpq_mat([[r.randint(-3, 3) for _ in range(n)] for _ in range(pairs)])
+    L = fmpq_mat([[1 + (i == j) for j in range(n)] for i in range(n)])
+    V = L * (W.transpose() * W).inv() * W.transpose()  # V W = L: sum_i v_i w_i = I + J
+    w = [[W[i, j] for j in range(n)] for i in range(pairs)]
+    v = [[V[i, j] for j in range(pairs)] for i in range(n)]
+    hidden = DenseLayer(w + [[-a for a in row] for row in w], [0] * (2 * pairs), relu())
+    out = DenseLayer([row + [-a for a in row] for row in v], [0] * n, None)
+    return Model(n, [hidden, out], group=group, name="equivariant relu net without a layerwise action")
+
+
+def test_slow_relu_model_is_equivariant_without_an_action():
+    """The model behind the signal test: f is (I + J) x exactly, yet no layer maps onto itself under g."""
+    from symeq.layerwise import derive_latent_actions
+
+    model = slow_relu_model()
+    x = [1, -2, 3, 0, 5, -1]
+    assert model(x) == [a + sum(x) for a in x]
+    assert not derive_latent_actions(model, model.group).found
 
 
 @pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
