@@ -271,3 +271,18 @@ def test_escnn_style_c4_conv_net_certifies_to_its_equivariant_neighbour():
     c = symeq.certify(net, G, input_shape=(1, 4, 4))
     assert c.status == "certified" and c.verification.verdict == "layerwise-equivariant"
     assert 1e-9 < c.max_distance < 1e-5
+
+
+def test_export_stores_the_group_and_certify_needs_no_group_option(tmp_path, capsys):
+    G = mirror(4, 4)
+    net = random_equivariant_numeric(G, [8], numeric_activation("tanh"), rng=0).perturbed(1e-3, rng=1)
+    export_onnx(net, tmp_path / "g.onnx")
+    back = load_onnx(tmp_path / "g.onnx")
+    assert back.group is not None and np.array_equal(back.group.generators[0][0], net.group.generators[0][0])
+    assert main(["certify", str(tmp_path / "g.onnx")]) == 0
+    # a tampered group in the metadata is read with strict keys
+    proto = onnx.load(str(tmp_path / "g.onnx"))
+    proto.metadata_props[0].value = json.dumps({"label": "g", "generators": [{"inptu": [[1]], "output": [[1]]}]})
+    onnx.save(proto, str(tmp_path / "bad.onnx"))
+    assert main(["certify", str(tmp_path / "bad.onnx")]) == 2
+    assert "inptu" in capsys.readouterr().err

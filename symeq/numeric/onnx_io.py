@@ -301,7 +301,8 @@ def _constant(node, where):
 
 
 def read_onnx_layers(path):
-    """The chain of an ONNX file: ``(input_dim, layers, name)`` with layers ``(W, b, activation name)``.
+    """The chain of an ONNX file: ``(input_dim, layers, name, group)`` with layers ``(W, b, activation, where)``
+    and the exact group of the file's ``"symeq.group"`` metadata (or None).
 
     ``W`` is the float64 weight (out x in) with ``b`` the bias or None, or for a convolution a dict
     ``{"shape": ConvShape, "kernel": array, "channel_bias": array or None}`` (the conv2d layer kind), the
@@ -467,7 +468,7 @@ def read_onnx_layers(path):
     if cur != g.output[0].name:
         raise InputError(f"{p}: the graph output {g.output[0].name!r} is not the last layer's output {cur!r}")
     layers.append((pending[0], pending[1], None, p))
-    return n, layers, Path(p).stem
+    return n, layers, Path(p).stem, _group_from_metadata(proto, p)
 
 
 def _need(consts, name, where):
@@ -487,7 +488,8 @@ def load_float_network(path):
 
 
 def load_onnx(path):
-    """A :class:`~symeq.numeric.models.NumericModel` (float64) from an ONNX file (no group: pass one).
+    """A :class:`~symeq.numeric.models.NumericModel` (float64) from an ONNX file, with the group its
+    metadata holds (written by :func:`export_onnx`; files from elsewhere have none: pass one).
 
     Raises :class:`~symeq.errors.InputError` (exit 2) for an unsupported operator (named with its
     node) or an unreadable file.
@@ -496,7 +498,7 @@ def load_onnx(path):
 
     from .conv import NumericConvLayer
 
-    n, specs, name = read_onnx_layers(path)
+    n, specs, name, group = read_onnx_layers(path)
     layers = []
     for W, b, act, where in specs:
         try:
@@ -508,7 +510,7 @@ def load_onnx(path):
         else:
             layers.append(NumericDenseLayer(W, b, a))
     try:
-        return NumericModel(n, layers, None, name)
+        return NumericModel(n, layers, group, name)
     except InputError as e:
         raise InputError(f"{path}: {e}") from None
 
@@ -532,7 +534,7 @@ def load_onnx_exact(path):
 
     from ..layers.conv import ConvLayer
 
-    n, specs, name = read_onnx_layers(path)
+    n, specs, name, group = read_onnx_layers(path)
     layers = []
     for W, b, act, where in specs:
         check_width(W["shape"].out_dim if isinstance(W, dict) else W.shape[0], f"{where}: layer width")
@@ -550,27 +552,62 @@ def load_onnx_exact(path):
         bq = None if b is None else [_fmpq_of(x) for x in b]
         layers.append(DenseLayer(Wq, bq, a))
     try:
-        return Model(n, layers, None, name)
+        return Model(n, layers, group, name)
     except InputError as e:
         raise InputError(f"{path}: {e}") from None
 
 
 # -- writing ----------------------------------------------------------------------------------
 
+GROUP_KEY = "symeq.group"  # metadata_props key of the group (a model file's "group" object, as JSON)
+
+
+def _numeric_group_json(group) -> dict | None:
+    """A float group as a model file's "group" object, when its matrices are integral (exact then)."""
+    gens = []
+    for name, (a, b) in zip(group.names, group.generators):
+        if not (np.all(a == np.rint(a)) and np.all(b == np.rint(b))):
+            return None
+        gens.append({"name": name, "input": np.rint(a).astype(int).tolist(), "output": np.rint(b).astype(int).tolist()})
+    return {"label": group.label, "generators": gens}
+
+
+def _group_from_metadata(proto, where):
+    """The group stored by :func:`export_onnx` (parsed with strict keys, exact numbers), or None."""
+    import json
+
+    from ..groups import FiniteGroup
+
+    for entry in proto.metadata_props:
+        if entry.key == GROUP_KEY:
+            try:
+                data = json.loads(entry.value)
+            except (json.JSONDecodeError, RecursionError):
+                raise InputError(f"{where}: the metadata {GROUP_KEY!r} is not JSON") from None
+            return FiniteGroup.from_json(data, f"{where}: metadata {GROUP_KEY}")
+    return None
+
+
 def export_onnx(model, path, *, float32: bool = False, opset: int = 17) -> None:
     """Write a dense model (exact :class:`~symeq.models.Model` or float twin) as an ONNX file.
 
     Layers become ``Gemm`` nodes (weights float64, or float32 with ``float32=True``), activations
     ``Tanh``/``Sigmoid``/``Relu``, GELU the erf pattern, polynomials Horner's rule.  The graph
-    input ``x`` has shape (batch, input_dim).
+    input ``x`` has shape (batch, input_dim).  The model's group, when it has one (with integral
+    matrices), goes into the file's metadata under ``"symeq.group"`` as a model file's ``"group"``
+    object, and :func:`load_onnx` reads it back.
     """
     onnx = _onnx()
     from onnx import TensorProto, helper, numpy_helper
 
     from .models import NumericModel, from_exact
 
+    group_json = None
     if not isinstance(model, NumericModel):
+        group_json = None if model.group is None else model.group.to_json()
         model = from_exact(model)
+    elif model.group is not None:
+        group_json = _numeric_group_json(model.group)
     if model.has_attention:
         raise InputError("ONNX export covers dense models only; this one starts with attention")
     dt = np.float32 if float32 else np.float64
@@ -630,6 +667,11 @@ def export_onnx(model, path, *, float32: bool = False, opset: int = 17) -> None:
                               [helper.make_tensor_value_info("y", et, [None, model.output_dim])], inits)
     proto = helper.make_model(graph, producer_name="symeq", opset_imports=[helper.make_opsetid("", opset)])
     proto.ir_version = min(proto.ir_version, 9)
+    if group_json is not None:  # the group as a model file's "group" object: certify needs no --group then
+        import json
+
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = GROUP_KEY, json.dumps(group_json)
     onnx.checker.check_model(proto)
     p = Path(path)
     tmp = p.with_name(p.name + ".tmp")
