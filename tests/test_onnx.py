@@ -286,3 +286,22 @@ def test_export_stores_the_group_and_certify_needs_no_group_option(tmp_path, cap
     onnx.save(proto, str(tmp_path / "bad.onnx"))
     assert main(["certify", str(tmp_path / "bad.onnx")]) == 2
     assert "inptu" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name,spec", [("LeakyReLU", {"type": "leaky_relu", "slope": "1/5"}),
+                                       ("ELU", {"type": "elu", "alpha": "1"}), ("Softplus", {"type": "softplus"}),
+                                       ("SiLU", {"type": "silu"}), ("Sigmoid", {"type": "sigmoid"}),
+                                       ("GELU-tanh", {"type": "gelu", "approximate": "tanh"}),
+                                       ("ReLU", {"type": "relu"})])
+@pytest.mark.parametrize("opset", [17, 20])
+def test_torch_activations_read_from_onnx(tmp_path, name, spec, opset):
+    torch = _torch()
+    act = {"LeakyReLU": lambda: torch.nn.LeakyReLU(0.2), "GELU-tanh": lambda: torch.nn.GELU(approximate="tanh")}.get(
+        name, lambda: getattr(torch.nn, name)())()
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), act, torch.nn.Linear(3, 2)).double()
+    _export(torch, net, (1, 4), tmp_path / "a.onnx", opset)
+    m = load_onnx(tmp_path / "a.onnx")
+    assert m.layers[0].activation.spec == spec
+    x = np.random.default_rng(0).standard_normal((5, 4))
+    with torch.no_grad():
+        assert np.max(np.abs(m(x) - net(torch.from_numpy(x)).numpy())) < 1e-12
