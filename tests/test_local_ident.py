@@ -538,3 +538,58 @@ def test_small_prime_rank_matches_flint():
             B = [[rng.randrange(q) for _ in range(c)] for _ in range(rank)]
             M = [[sum(a * b for a, b in zip(row, col)) % q for col in zip(*B)] for row in A]
             assert check._jac_rank_small(M, c, q) == nmod_mat(M, q).rank()
+
+
+def _family_cert(m):
+    r = jm.jacobian_identifiability(m)
+    assert r.status == "not-identifiable" and r.certificate is not None
+    return json.loads(json.dumps(r.certificate)), json.loads(json.dumps(model_to_json(m)))
+
+
+def test_family_certificates_accepted():
+    dead = Model(2, [DenseLayer([[1, 2], [3, -1], [2, 5]], [1, -2, 1], tanh_series(3)),
+                     DenseLayer([[2, -1, 0], [1, 1, 0]], [1, 0], None)])
+    const = Model(2, [DenseLayer([[1, 2], [3, -1], [0, 0]], [1, -2, 1], tanh_series(3)),
+                      DenseLayer([[2, -1, 3], [1, 1, 1]], [1, 0], None)])
+    clones = Model(2, [DenseLayer([[1, 2], [1, 2], [3, -1]], [1, 1, 2], tanh_series(3)),
+                       DenseLayer([[2, -1, 1], [1, 1, -2]], [1, 0], None)])
+    for m in (dead, const, clones, _rotation_net()):
+        cert, model = _family_cert(m)
+        rep = check.check_certificate(cert, model)
+        assert rep.accepted is True, (cert["family"], rep.reasons)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda c: c["family"].update(kind="clones"),
+    lambda c: c["family"].update(neurons=[1, 3]),
+    lambda c: c["family"].update(neurons=[1]),
+    lambda c: c["family"].update(layer=1),
+    lambda c: c["family"].update(layer=9),
+    lambda c: c.update(dimension_lower_bound=2),
+    lambda c: c.update(dimension_lower_bound=0),
+    lambda c: c.update(orbit_dimension=1),
+    lambda c: c.update(parameters=1),
+    lambda c: c.update(layers_sha256="0" * 64),
+])
+def test_family_certificate_tampering(edit):
+    cert, model = _family_cert(_rotation_net())
+    edit(cert)
+    try:
+        rep = check.check_certificate(cert, model)
+    except check.CheckError:
+        return
+    assert rep.accepted is False, rep.lines()
+
+
+def test_family_certificate_strict_keys():
+    cert, model = _family_cert(_rotation_net())
+    cert["family"]["mu"] = [1, 1]
+    with pytest.raises(check.CheckError):
+        check.check_certificate(cert, model)
+
+
+def test_cli_rotation_certificate(tmp_path, capsys):
+    path, cert = tmp_path / "rot.json", tmp_path / "c.json"
+    save_model(_rotation_net(), path)
+    assert main(["fibre", str(path), "--method", "jacobian-rank", "--certificate", str(cert)]) == 1
+    assert main(["check", str(cert), str(path)]) == 0

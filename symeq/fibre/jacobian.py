@@ -63,7 +63,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -73,7 +72,7 @@ import numpy as np
 from flint import fmpq, fmpq_mat, nmod_mat
 
 from ..budget import Deadline
-from ..errors import BudgetExceeded, InputError
+from ..errors import BudgetExceeded
 from ..numbers import mat_rows
 
 __all__ = ["METHOD", "PRIME", "JacobianDecision", "jacobian_identifiability", "parameter_layout",
@@ -178,17 +177,6 @@ def parameter_layout(model, bias: bool) -> list[tuple[str, int, int]]:
         if bias:
             out.append((f"b{i + 1}", i, biases))
     return out
-
-
-def _param_name(model, bias: bool, k: int) -> str:
-    for name, i, count in parameter_layout(model, bias):
-        if k < count:
-            if name.startswith("W"):
-                c = model.layers[i].in_dim
-                return f"{name}[{k // c + 1},{k % c + 1}]"
-            return f"{name}[{k + 1}]"
-        k -= count
-    return f"#{k}"
 
 
 class _DenseMod:
@@ -945,11 +933,14 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
     if r > upper:  # pragma: no cover - the tangents lie in the kernel
         raise AssertionError(f"rank {r} exceeds #params - dim K.theta = {upper}")
     if best is not None:
+        cert = None
+        if want_cert and all(_plain(layer) for layer in model.layers):
+            cert = _family_certificate(model, bias, best, dim_orbit, gens)
         return done("not-identifiable",
                     f"the fibre contains an exact {best['kind']} family through theta ({best['proof']}); with the "
                     f"orbit's tangent it spans {best['dimension'] + dim_orbit} dimensions (rank mod p, a lower bound) "
                     f"> dim K.theta = {dim_orbit}, so the fibre is larger than the orbit; the Jacobian rank is {r} < "
-                    f"{upper}", dimension_lower_bound=best["dimension"],
+                    f"{upper}", dimension_lower_bound=best["dimension"], certificate=cert,
                     families=[f for f in fams if f.get("dimension", 0) > 0], **common)
     stable = len(history) > 1 and history[-1]["rank"] == history[-2]["rank"]
     evidence = {"ranks": history, "stable": stable, "missing_directions": upper - r}
@@ -1012,4 +1003,27 @@ def _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) -> dict:
         "rank": r,
         "orbit_dimension": dim_orbit,
         "orbit_generators": [label for label, _ in gens],
+    }
+
+
+def _family_certificate(model, bias, fam, dim_orbit, gens) -> dict:
+    """``not-identifiable``: the family (kind, hidden layer, neurons) and the dimension it proves; the checker
+    re-derives the family's condition and tangents from the model and recomputes the ranks."""
+    from ..check import layers_digest
+    from ..io import layers_to_json
+
+    return {
+        "format": "symeq-identifiability/1",
+        "method": METHOD,
+        "verdict": "not-identifiable",
+        "widths": model.widths,
+        "bias": bias,
+        "layers_sha256": layers_digest(layers_to_json(model), model.input_dim),
+        "prime": str(PRIME),
+        "parameters": sum(c for _, _, c in parameter_layout(model, bias)),
+        "parameter_order": "per layer: W row-major, then b (when the model has biases)",
+        "family": {"kind": fam["kind"], "layer": fam["layer"], "neurons": list(fam["neurons"])},
+        "orbit_dimension": dim_orbit,
+        "orbit_generators": [label for label, _ in gens],
+        "dimension_lower_bound": fam["dimension"],
     }
