@@ -1,23 +1,30 @@
 """``symeq fibre MODEL.json``: is the model's parameter identifiable?  (fibre against orbit)
 
 ``symeq fibre MODEL.json [--engine auto|sympy|flint|singular|singular-std|giac|msolve] [--timeout S] [--json] [--out FILE]``
-    builds the gauge-fixed fibre ideal, runs the Gröbner engine under the time budget, compares the
+    decides identifiability at theta (see ``--method``); its Gröbner step builds the gauge-fixed fibre
+    ideal, runs the Gröbner engine under the time budget, compares the
     fibre with the orbit of the latent symmetries and prints: the ideal's size, the gauge, the
     fibre's dimension and degree, the field of the Gröbner answer ("QQ" exact, or
     "modular (2 primes agree)"), the orbit size and the verdict, with a witness when theta is not
     identifiable.  ``--json`` prints one JSON object on stdout (keys "dimension", "degree",
     "orbit_size", "status", "field", "engine", "seconds", ...); ``--out`` writes it atomically.
 
-``--method auto|tensor|groebner`` (default auto): the tensor method (Kruskal certificates for one
-hidden layer, :mod:`symeq.fibre.tensor`; Jacobian-factor certificates for some deep monomial
-networks, :mod:`symeq.fibre.deep`; docs/identifiability.md) first, the Gröbner comparison above
-where it is not applicable.  The JSON says which decided ("method") and by which condition
-("condition").  ``--certificate CERT.json`` writes the ``symeq-identifiability/1`` certificate of a
-tensor verdict, for ``symeq check CERT.json MODEL.json``.
+``--method auto|classical|tensor|jacobian-factors|jacobian-rank|groebner`` (default auto): the one
+identifiability report of :mod:`symeq.fibre.decide` (shared with ``verify --identifiability`` and
+``explain``): classical theorems (real tanh/sigmoid), the tensor method (Kruskal, one hidden layer),
+the Jacobian factors (two or three hidden layers), the exact Jacobian rank (local identifiability,
+:mod:`symeq.fibre.jacobian`) and the Gröbner comparison above, in this order; the first global
+verdict wins, a local one stands when the Gröbner step cannot start.  The JSON says which method
+decided ("method"), by which condition ("condition") and what every method tried said ("tried");
+the hints name only options that can succeed.  ``--certificate CERT.json`` writes the
+``symeq-identifiability/1`` certificate of the deciding method (not Gröbner), for
+``symeq check CERT.json MODEL.json``.
 
-Exit codes: 0 identifiable, 1 not identifiable (witness given), 2 bad input or missing engine,
-3 unknown (the budget ran out; no engine process is left behind) or, with ``--method tensor``,
-not applicable (the sufficient condition fails: nothing is decided).
+Exit codes: 0 identifiable, 1 not identifiable (witness or proven family given), 2 bad input, a
+missing engine, a size guard that stopped everything, or a model no method covers, 3 locally
+identifiable (near theta the fibre is the orbit; the global question is open), unknown (the budget
+ran out; no engine process is left behind) or not applicable (a single ``--method`` whose sufficient
+condition fails: nothing is decided).
 
 :func:`register` adds the command to an ``argparse`` sub-parser collection (wired in
 :mod:`symeq.cli`); the model is read by :func:`symeq.cli.loader.load_model_args`.
