@@ -221,6 +221,9 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
         tried.append({"method": "groebner", "status": "refused", "reason": str(e)})
         if isinstance(e, MonomialLimit):
             _monomial_hint(model, e, hints)
+            if hints and "would not help" in hints[-1]:  # the size guard's own "raise it" would lead nowhere
+                tried[-1]["reason"] = tried[-1]["reason"].replace(
+                    "raise it with --max-monomials", "raising --max-monomials would not help (memory)")
         elif isinstance(e, MemoryLimit):
             hints.append("the Gröbner step needs more memory than the budget: --memory GB raises it where the "
                          "machine has it")
