@@ -308,12 +308,14 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     t0 = time.perf_counter()
     deadline = Deadline(timeout)
     model = _as_numeric(network, input_shape, name)
+    conv_shapes = [l.shape if l.kind == "conv2d" else None for l in model.layers]
     if any(l.kind == "conv2d" for l in model.layers):  # convolutions: their dense expansion (shared weights)
         model = NumericModel(model.input_dim, [NumericDenseLayer(np.array(l.weight, dtype=np.float64),
                                                                  np.array(l.bias, dtype=np.float64), l.activation)
                                                if l.kind == "conv2d" else l for l in model.layers],
                              model.group, model.name)
-        notes_conv = ["convolutions are projected as their dense expansion: theta-bar is a dense network"]
+        notes_conv = ["convolutions are projected through their dense expansion; a layer whose average is again a "
+                      "convolution (the actions respect the image grid) is written back as a conv2d layer"]
     else:
         notes_conv = []
     ngroup, egroup = _groups(model, group)
@@ -415,11 +417,19 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
             digits.append(int(max(D, min(15, math.ceil(-math.log10(scale)) + 3))))
     else:
         digits = [digits] * model.depth
-    exact = reynolds_exact(model, chains, digits)
+    exact = reynolds_exact(model, chains, digits, conv_shapes)
     layers, flayers = [], []
-    for l, (Wq, bq, Wf, bf) in zip(model.layers, exact):
+    for li, (l, (Wq, bq, Wf, bf, conv)) in enumerate(zip(model.layers, exact)):
         act = None if l.activation is None else activation_from_spec(l.activation.spec)
-        layers.append(DenseLayer(Wq, bq, act))
+        if conv is not None:
+            from .layers.conv import ConvLayer
+
+            layers.append(ConvLayer(conv_shapes[li], conv[0], conv[1], act))
+        else:
+            if conv_shapes[li] is not None:
+                notes.append(f"layer {li + 1}: the projected convolution shares no kernel any more (the actions do "
+                             "not respect the image grid): written as a dense layer")
+            layers.append(DenseLayer(Wq, bq, act))
         flayers.append(NumericDenseLayer(Wf, bf, l.activation))
     bar_name = f"{model.name} (nearest layerwise equivariant)"
     exact_model = Model(model.input_dim, layers, egroup, bar_name)

@@ -380,3 +380,21 @@ def test_group_file_with_an_output_that_changes_sign(tmp_path, capsys):
     (tmp_path / "bad.json").write_text(json.dumps({"label": "x", "generatorz": []}))
     assert main(["certify", str(tmp_path / "net.npz"), "--group-file", str(tmp_path / "bad.json")]) == 2
     assert "generatorz" in capsys.readouterr().err
+
+
+def test_fold_conv_recovers_a_kernel_and_refuses_a_non_convolution():
+    from symeq.layers.conv import ConvShape, conv_bias, dense_rows
+    from symeq.numeric.project import fold_conv
+
+    shape = ConvShape(2, 3, 4, 4, 3, 3, stride=1, padding=1)
+    K = np.random.default_rng(0).integers(-5, 6, (3, 2, 3, 3))
+    W = np.array(dense_rows(shape, K.tolist(), 0), dtype=np.int64)
+    b = np.array(conv_bias(shape, [1, -2, 3]), dtype=np.int64)
+    k2, cb = fold_conv(W, b, shape)
+    assert np.array_equal(np.array(k2), K) and cb == [1, -2, 3]
+    W2 = W.copy()
+    W2[5, 0] += 1  # one shared weight differs at one position (or a zero off the taps is not zero)
+    assert fold_conv(W2, b, shape) is None
+    b2 = b.copy()
+    b2[0] += 1
+    assert fold_conv(W, b2, shape) is None

@@ -175,7 +175,7 @@ def test_torch_exported_noisy_mlp_certifies(tmp_path, capsys, act, module):
     assert from_npz.layer_distances == pytest.approx(from_module.layer_distances, rel=1e-12)
 
 
-def test_escnn_style_conv_net_certifies_to_its_equivariant_neighbour():
+def test_escnn_style_conv_net_certifies_to_its_equivariant_neighbour(tmp_path):
     """A conv net whose two channels are the mirror images of each other (the regular representation
     of the mirror on channels), perturbed by float noise 1e-7, certifies at distance ~1e-7."""
     torch = _torch()
@@ -199,6 +199,13 @@ def test_escnn_style_conv_net_certifies_to_its_equivariant_neighbour():
     c = symeq.certify(net, mirror(4, 4), input_shape=(1, 4, 4))
     assert c.status == "certified"
     assert 1e-9 < c.max_distance < 1e-6
+    assert c.model.layers[0].kind == "conv2d"  # the average is again a convolution: kernels kept
+    from symeq.check import check_files
+    from symeq.io import model_to_json, write_json
+
+    write_json(model_to_json(c.model), tmp_path / "bar.json")
+    write_json(c.certificate(), tmp_path / "cert.json")
+    assert check_files(tmp_path / "cert.json", tmp_path / "bar.json").accepted
 
 
 def test_exact_floats_reads_conv_natively_and_verifies(tmp_path, capsys):
@@ -271,6 +278,7 @@ def test_escnn_style_c4_conv_net_certifies_to_its_equivariant_neighbour():
     c = symeq.certify(net, G, input_shape=(1, 4, 4))
     assert c.status == "certified" and c.verification.verdict == "layerwise-equivariant"
     assert 1e-9 < c.max_distance < 1e-5
+    assert c.model.layers[0].kind == "conv2d"
 
 
 def test_export_stores_the_group_and_certify_needs_no_group_option(tmp_path, capsys):

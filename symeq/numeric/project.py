@@ -60,7 +60,7 @@ from .monomial import MonomialAction
 
 __all__ = ["Actions", "signed_permutation", "group_elements", "element_actions", "is_homomorphism",
            "reynolds_float", "reynolds_exact", "layer_distances", "nearest_involution_actions", "trivial_actions",
-           "check_projectable", "signs_allowed", "restrict_to_projectable", "repair_cyclic", "MAX_FULL_MATCHING"]
+           "check_projectable", "signs_allowed", "restrict_to_projectable", "repair_cyclic", "fold_conv", "MAX_FULL_MATCHING"]
 
 #: above this many positive-gain pairs on a layer the matching (networkx, pure Python: about 40 s for
 #: 20 000 pairs on 1024 neurons) is bounded (then the result is labelled "best found, not proven nearest")
@@ -230,16 +230,44 @@ def _ints(x: np.ndarray, digits: int) -> np.ndarray:
                     dtype=object).reshape(np.shape(x))
 
 
-def reynolds_exact(model, chains, digits: int):
+def fold_conv(W: np.ndarray, b: np.ndarray, shape):
+    """The kernel and channel bias of a convolution whose dense matrix is W (integers), or None.
+
+    W is a convolution of ``shape`` (:class:`symeq.layers.conv.ConvShape`) exactly when it is
+    zero off the kernel's taps, equal on all positions of each tap, and b is constant on each
+    output channel; compared as integers.  Returns (kernel as nested lists, channel bias) of
+    the same integers, or None.
+    """
+    from ..layers.conv import dense_rows
+
+    C_out, C_in, kh, kw = shape.out_channels, shape.in_channels, shape.kh, shape.kw
+    taps = np.arange(1, C_out * C_in * kh * kw + 1).reshape(C_out, C_in, kh, kw)
+    M = np.array(dense_rows(shape, taps.tolist(), 0), dtype=np.int64)  # tap index + 1 of every entry, 0 off taps
+    if M.shape != W.shape or np.any(W[M == 0] != 0):
+        return None
+    on = M > 0
+    t, v = M[on] - 1, W[on]
+    K = np.zeros(taps.size, dtype=W.dtype)
+    K[t] = v
+    if np.any(K[t] != v):
+        return None
+    cb = np.asarray(b).reshape(C_out, -1)
+    if np.any(cb != cb[:, :1]):
+        return None
+    return K.reshape(C_out, C_in, kh, kw).tolist(), cb[:, 0].tolist()
+
+
+def reynolds_exact(model, chains, digits: int, conv_shapes=None):
     """theta-bar exactly: theta rounded to the grid 10^-digits, then the Reynolds average in rationals.
 
     ``digits``: one number, or one per layer (each layer is averaged on its own, so each may have
     its own grid).
 
-    Returns per layer ``(W-bar, b-bar, W-float, b-float)``: an ``fmpq_mat``, a list of ``fmpq`` and their
-    correctly rounded float64 values.  Signed
-    permutations act on the rounded integers by indexing and signs; the one division by
-    |G| 10^digits is exact.
+    Returns per layer ``(W-bar, b-bar, W-float, b-float, conv)``: an ``fmpq_mat``, a list of ``fmpq``,
+    their correctly rounded float64 values, and for a layer with a ConvShape in ``conv_shapes``
+    whose average is again a convolution (:func:`fold_conv`) its ``(kernel, channel bias)`` in
+    ``fmpq`` (else None).  Signed permutations act on the rounded integers by indexing and signs;
+    the one division by |G| 10^digits is exact.
     """
     from flint import fmpq, fmpq_mat
 
@@ -266,7 +294,15 @@ def reynolds_exact(model, chains, digits: int):
             b = b + s_out * bi[inv.cols]
         Wq = fmpq_mat(W.shape[0], W.shape[1], [fmpq(int(v), den) for v in W.ravel()])
         Wf = np.array([int(v) / den for v in W.ravel()]).reshape(W.shape)  # int / int: correctly rounded
-        out.append((Wq, [fmpq(int(v), den) for v in b], Wf, np.array([int(v) / den for v in b])))
+        conv = None
+        shape = None if conv_shapes is None else conv_shapes[li]
+        if shape is not None:
+            folded = fold_conv(W, b, shape)
+            if folded is not None:
+                K, cb = folded
+                conv = ([[[[fmpq(int(x), den) for x in r] for r in kc] for kc in ko] for ko in K],
+                        [fmpq(int(x), den) for x in cb])
+        out.append((Wq, [fmpq(int(v), den) for v in b], Wf, np.array([int(v) / den for v in b]), conv))
     return out
 
 
