@@ -264,6 +264,10 @@ def _load_proto(path):
         raise InputError(f"{p}: no such file")
     if p.is_dir():
         raise InputError(f"{p}: a directory, not an ONNX file")
+    from ..sizes import check_memory
+
+    # protobuf parse plus float64 copies of the weights: a few times the file (guarded before reading)
+    check_memory(4 * p.stat().st_size, f"{p}: reading an ONNX file of {p.stat().st_size} bytes")
     try:
         proto = onnx.load(str(p), load_external_data=False)
     except Exception as e:  # protobuf DecodeError, truncated message, ...: never a traceback
