@@ -298,6 +298,17 @@ def _decide_relu(model: Model, group: FiniteGroup, deadline: Deadline) -> Equiva
 
     if not all(l.activation is None or l.activation.kind == "relu" for l in model.layers):
         raise InputError("mixing ReLU and polynomial activations is not supported")
+    if model.has_conv:  # convolutions: exact evaluation at random rational points refutes first (docs/conv.md)
+        rng = random.Random(0)
+        n = model.input_dim
+        X = fmpq_mat(n, 4, [fmpq(rng.randint(-2**20, 2**20), 2**10) for _ in range(4 * n)])
+        for gi, (A, B) in enumerate(group.generators):
+            deadline.check("checking equivariance at random points")
+            hit = _check_batch(model, A, B, X)
+            if hit:
+                return EquivarianceResult(False, "random points", witness=_witness_from(model, group, gi, X, hit),
+                                          points=4, detail="fails at a random rational point (exact evaluation): "
+                                                           "a proof of failure")
     layers = [(mat_rows(l.weight), list(l.bias), l.activation is not None) for l in model.layers]
     total = 0
     for gi, (A, B) in enumerate(group.generators):

@@ -378,6 +378,9 @@ def _try_polynomial_fibre(model, group, deadline, enabled, eq, d, notes):
     """Fibre-wide search (symeq.fibre.search) for small polynomial MLPs with no action at theta."""
     if not enabled or model.has_relu or model.has_attention or not model.is_polynomial or not eq.exact:
         return None
+    if model.has_conv:  # the fibre is written for dense layers (docs/conv.md)
+        notes.append("fibre-wide search skipped: it is written for dense layers, not for convolutions")
+        return None
     if model.n_params > FIBRE_SEARCH_MAX_PARAMS:
         notes.append(f"fibre-wide search skipped: {model.n_params} parameters (more than {FIBRE_SEARCH_MAX_PARAMS}); "
                      "run symeq.fibre.search.search_fibre directly with a time budget")
@@ -438,7 +441,7 @@ def _relu_probe(model, notes) -> None:
 
 def _try_relu_fibre(model: Model, group: FiniteGroup, deadline: Deadline):
     """For one hidden ReLU layer: the exact fibre-wide decision (symeq.relu.fibre)."""
-    if not model.has_relu or model.depth != 2:
+    if not model.has_relu or model.depth != 2 or model.has_conv:  # written for dense layers (docs/conv.md)
         return None
     from .layerwise import check_layerwise
     from .relu.fibre import decide_fibre

@@ -503,3 +503,24 @@ def test_dense_after_conv_becomes_a_whole_image_kernel():
     assert [l.kind for l in m.layers] == ["conv2d", "conv2d"] and m.layers[1].out_shape == (1, 1, 1)
     X = fmpq_mat(9, 2, [fmpq(i % 5 - 2) for i in range(18)])
     assert m.forward(X) == dense.forward(l1.forward(X))
+
+
+def test_relu_conv_network_refuted_by_an_exact_witness_not_regions():
+    """Stride 2 on a 12 x 12 image with ReLU: the layers do not prove the premise, and a random rational
+    point refutes it at once (the linear regions of 288 ReLUs are out of reach)."""
+    import symeq
+    from symeq.activations import relu
+    from symeq.layers.conv_nets import regular_network
+    from symeq.models import Model
+
+    layers, group = regular_network("C4", 12, 2, 1, relu(), rng=2)
+    l1 = layers[0]
+    st = ConvLayer(ConvShape(1, 8, 12, 12, 3, 3, 2, 1), l1.kernel, l1.channel_bias, l1.activation)
+    row = [fmpq(1, 36)] * (8 * 36)
+    model = Model(144, [st, ConvLayer.from_dense([row], [fmpq(0)], None, (8, 6, 6))], group)
+    v = symeq.verify(model, timeout=60)
+    assert v.verdict == "not-equivariant" and v.exit_code == 1
+    w = v.equivariance.witness
+    A, B = group.generators[w.generator_index]
+    X = fmpq_mat(144, 1, list(w.x))
+    assert model.forward(A * X) != B * model.forward(X)
