@@ -41,7 +41,9 @@ def _mlp(acts, seed=0):
 
 
 @pytest.mark.parametrize("acts", [("tanh", "gelu"), ("sigmoid", "relu"),
-                                  ({"type": "polynomial", "coeffs": ["1/2", "1", "0", "-1/3"]}, "tanh")])
+                                  ({"type": "polynomial", "coeffs": ["1/2", "1", "0", "-1/3"]}, "tanh"),
+                                  ("silu", "softplus"), ({"type": "elu", "alpha": "1/2"}, "erf"),
+                                  ({"type": "leaky_relu", "slope": "1/5"}, {"type": "gelu", "approximate": "tanh"})])
 @pytest.mark.parametrize("float32", [False, True])
 def test_export_read_back_with_onnx_reference_and_symeq(tmp_path, acts, float32):
     from onnx.reference import ReferenceEvaluator
@@ -57,6 +59,8 @@ def test_export_read_back_with_onnx_reference_and_symeq(tmp_path, acts, float32)
     assert np.max(np.abs(ref - m(x))) < max(tol, 1e-6) * max(1.0, np.max(np.abs(m(x))))
     back = load_onnx(p)
     assert back.widths == m.widths
+    for a, b in zip(back.layers[:-1], m.layers[:-1]):  # polynomials come back with dyadic coefficients
+        assert a.activation.spec == b.activation.spec or a.activation.spec["type"] == b.activation.spec["type"]
     assert np.max(np.abs(back(x) - m(x))) < tol * max(1.0, np.max(np.abs(m(x))))
 
 

@@ -12,13 +12,15 @@ imported at run time).  :func:`load_onnx` walks the graph in order and reads a c
 * shape nodes: ``Flatten``, ``Reshape`` (to 2-d: the identity on that pixel order; to 4-d: the
   ``(C, H, W)`` shape a following ``Conv`` needs), ``Identity``;
 * activations: the elementwise nodes between two linear layers.  One node ``Tanh``, ``Sigmoid``,
-  ``Relu``, ``Gelu`` (``approximate="none"``) is read directly; a small elementwise subgraph (the
-  erf pattern torch emits for GELU, x * 0.5 * (1 + erf(x / sqrt 2)), or Mul-by-Sigmoid for SiLU)
-  is recognised by evaluating it at 64 points in float64 and comparing with each candidate
-  activation (agreement to 1e-6, enough for float32 constants such as 1.4142135, far below the
-  distance between candidates).  The recognised name is then given to
-  :func:`symeq.numeric.models.numeric_activation`: one symeq does not know (LeakyRelu, Elu,
-  Softplus, SiLU, Erf today) is refused, naming the node.
+  ``Relu``, ``Gelu`` (either form), ``Erf``, ``Softplus``, ``LeakyRelu`` or ``Elu`` (with its
+  ``alpha``) is read directly.  A subgraph of ``Add``/``Sub``/``Mul``/``Div``/``Pow`` is a
+  polynomial, its coefficients computed exactly from the float constants.  Any other small
+  elementwise subgraph (the erf pattern torch emits for GELU, x * 0.5 * (1 + erf(x / sqrt 2)),
+  Mul-by-Sigmoid for SiLU, the tanh form of GELU) is recognised by evaluating it at 64 points in
+  float64 and comparing with each candidate of :data:`CANDIDATES` (agreement to 1e-6, enough for
+  float32 constants such as 1.4142135, far below the distance between candidates).  The result
+  is given to :func:`symeq.numeric.models.numeric_activation`, which refuses, naming the node,
+  an activation symeq does not know.
 
 Weights come from initializers and ``Constant`` nodes.  They are read as float64 for the float
 twin (:class:`~symeq.numeric.models.NumericModel`); :func:`load_onnx_exact` reads them as the exact
@@ -26,9 +28,11 @@ dyadic rationals they are (``Fraction(float)`` is exact) for ``--exact-floats``.
 (an unknown operator, a branch in the graph, a truncated or corrupted file) is an
 :class:`~symeq.errors.InputError` (exit 2) that names the node or the file.
 
-:func:`export_onnx` writes a dense model (exact or float) as ONNX: ``Gemm`` layers (float64 by
-default, float32 on request) and the activation as ``Tanh``/``Sigmoid``/``Relu``, GELU as the erf
-pattern (opset 17), polynomials by Horner's rule in ``Mul``/``Add`` nodes.
+:func:`export_onnx` writes a model (exact or float; convolutions as their dense matrices) as
+ONNX: ``Gemm`` layers (float64 by default, float32 on request), the activations as ONNX
+operators (``Tanh``, ``Sigmoid``, ``Relu``, ``Erf``, ``Softplus``, ``Elu``, ``LeakyRelu``; SiLU as
+x * sigmoid(x), GELU as the erf pattern or its tanh form, opset 17), polynomials by Horner's
+rule in ``Mul``/``Add`` nodes, and the group in the metadata (``"symeq.group"``).
 
 Examples
 --------
@@ -638,10 +642,30 @@ def export_onnx(model, path, *, float32: bool = False, opset: int = 17) -> None:
         if act is None:
             continue
         kind = act.name
-        if kind in ("tanh", "sigmoid", "relu"):
+        spec = act.spec
+        single = {"tanh": "Tanh", "sigmoid": "Sigmoid", "relu": "Relu", "erf": "Erf", "softplus": "Softplus"}
+        if kind in single:
             out = fresh(f"layer{li}.act")
-            nodes.append(helper.make_node({"tanh": "Tanh", "sigmoid": "Sigmoid", "relu": "Relu"}[kind], [cur], [out],
-                                          name=f"layer{li}.{kind}"))
+            nodes.append(helper.make_node(single[kind], [cur], [out], name=f"layer{li}.{kind}"))
+        elif kind in ("elu", "leaky_relu"):
+            out = fresh(f"layer{li}.act")
+            value = float(Fraction(str(spec.get("alpha" if kind == "elu" else "slope", "1" if kind == "elu" else "1/100"))))
+            nodes.append(helper.make_node("Elu" if kind == "elu" else "LeakyRelu", [cur], [out], name=f"layer{li}.{kind}",
+                                          alpha=value))
+        elif kind == "silu":  # x * sigmoid(x), as torch exports it
+            sg = fresh(f"layer{li}.sigmoid")
+            out = fresh(f"layer{li}.act")
+            nodes += [helper.make_node("Sigmoid", [cur], [sg]), helper.make_node("Mul", [cur, sg], [out])]
+        elif kind == "gelu" and spec.get("approximate") == "tanh":  # x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+            kc, c, one, half = (const(0.044715, f"layer{li}.k"), const(math.sqrt(2.0 / math.pi), f"layer{li}.c"),
+                               const(1.0, f"layer{li}.one"), const(0.5, f"layer{li}.half"))
+            x2, x3, kx3, u, v, t, a, m = (fresh(f"layer{li}.{n}") for n in ("x2", "x3", "kx3", "u", "v", "t", "a", "m"))
+            out = fresh(f"layer{li}.act")
+            nodes += [helper.make_node("Mul", [cur, cur], [x2]), helper.make_node("Mul", [x2, cur], [x3]),
+                      helper.make_node("Mul", [x3, kc], [kx3]), helper.make_node("Add", [cur, kx3], [u]),
+                      helper.make_node("Mul", [u, c], [v]), helper.make_node("Tanh", [v], [t]),
+                      helper.make_node("Add", [t, one], [a]), helper.make_node("Mul", [cur, a], [m]),
+                      helper.make_node("Mul", [m, half], [out])]
         elif kind == "gelu":  # x * 0.5 * (1 + erf(x / sqrt 2)), as torch exports it below opset 20
             s2, one, half = (const(math.sqrt(2.0), f"layer{li}.sqrt2"), const(1.0, f"layer{li}.one"),
                              const(0.5, f"layer{li}.half"))
