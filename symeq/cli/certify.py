@@ -53,6 +53,10 @@ def cmd_certify(args) -> int:
         raise InputError("--max-distance must be a non-negative number")
     if args.timeout is not None and not args.timeout >= 0:
         raise InputError("--timeout must be a non-negative number of seconds")
+    if args.points < 1:
+        raise InputError("--points must be at least 1")
+    if not args.tol > 0:
+        raise InputError("--tol must be positive")
     if args.group and args.group_file:
         raise InputError("give the group by --group or by --group-file, not both")
     network = load_model_args(args, read=load_float_network, builtin=False, need_group=False)  # --group applied
