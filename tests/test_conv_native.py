@@ -524,3 +524,42 @@ def test_relu_conv_network_refuted_by_an_exact_witness_not_regions():
     A, B = group.generators[w.generator_index]
     X = fmpq_mat(144, 1, list(w.x))
     assert model.forward(A * X) != B * model.forward(X)
+
+
+@pytest.mark.parametrize("name, fields, hidden, n", [("C4", 1, 2, 5), ("D4", 1, 1, 3)])
+def test_dense_path_and_native_path_agree(name, fields, hidden, n):
+    """Today's dense path (every conv expanded, ConvLayer.dense) and the native path: same verdict,
+    the same actions as matrices, and the same end-to-end function."""
+    import symeq
+    from symeq.models import Model
+
+    model = _escnn_model(name, n=n, fields=fields, hidden=hidden)
+    dense = Model(model.input_dim, [l.dense() for l in model.layers], model.group)
+    v, vd = symeq.verify(model), symeq.verify(dense)
+    assert v.verdict == vd.verdict == "layerwise-equivariant"
+    for a, b in zip(v.actions, vd.actions):
+        assert [x.to_matrix() for x in a] == list(b)
+    X = fmpq_mat(model.input_dim, 2, [fmpq(i % 7 - 3, 2) for i in range(2 * model.input_dim)])
+    assert model.forward(X) == dense.forward(X)
+
+
+def test_checker_refuses_malformed_and_wrong_channel_pixel_actions(tmp_path):
+    import json
+    from symeq.check import CheckError, check_certificate
+    from symeq.io import model_to_json
+
+    model = _escnn_model("C4", hidden=1)
+    import symeq
+    v = symeq.verify(model)
+    cert, data = v.certificate(), model_to_json(model)
+    assert check_certificate(json.loads(json.dumps(cert)), data).accepted
+    bad = json.loads(json.dumps(cert))
+    bad["latent_actions"][0][0]["pixels"] = list(range(25))          # identity pixels: wrong for rot90
+    assert check_certificate(bad, data).accepted is False
+    bad = json.loads(json.dumps(cert))
+    bad["latent_actions"][0][0]["pixel"] = bad["latent_actions"][0][0].pop("pixels")
+    with pytest.raises(CheckError, match='unknown key "pixel"'):
+        check_certificate(bad, data)
+    bad = json.loads(json.dumps(cert))
+    bad["latent_actions"][0][0]["channels"]["factor"][0] = "-1"       # a sign that tanh allows, but wrong here
+    assert check_certificate(bad, data).accepted is False
