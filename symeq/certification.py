@@ -322,6 +322,8 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     model = model.with_group(ngroup)
     for i, w in enumerate(model.widths):  # size guards before any work
         check_width(w, f"certify: width of layer {i}")
+    if not (isinstance(noise_points, int) and noise_points >= 1):
+        raise InputError(f"noise_points must be a positive integer, got {noise_points!r}")
     if digits is not None and not (isinstance(digits, int) and 1 <= digits <= 30):
         raise InputError(f"--digits must be an integer from 1 to 30, got {digits!r}")
     check_projectable(model)
