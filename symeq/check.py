@@ -1189,6 +1189,12 @@ def _check_theorem_certificate(cert: dict, model: dict, *, max_group_size: int =
             report.reasons.append(f"{PARAMS_DIFFER}: the certificate's digest of theta (layers_sha256) is not the "
                                   f"model's (a certificate of another model, or a changed model file)")
             report.mismatch = True
+        elif (isinstance(params, dict) and params.get("layers") is not None
+              and _layers(params.get("layers"), n_in, "certificate parameters") != layers):
+            # the witness is re-proved on the model file; a copy of theta that differs from it is
+            # another model's certificate (no digest) or contradicts its own digest (tampered)
+            report.reasons.append(f"{PARAMS_DIFFER}: the certificate's copy of theta is not the model's")
+            report.mismatch = digest is None
         else:
             _check_witness(report, eq, n_in, layers, group)
     report.accepted = None if (getattr(report, "unverifiable", False) and not report.reasons) else not report.reasons

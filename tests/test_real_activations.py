@@ -437,3 +437,122 @@ def test_checker_intervals_meet_arb_balls_on_random_intervals(spec):
                 assert not (bh < lo or hi < bl), (spec, a, b, t, float(lo), float(hi), float(bl))
     finally:
         ctx.prec = old
+
+
+def _field_mutations(x, path=""):
+    """(path, mutated copy) for every field of a JSON value: each leaf changed, each key removed,
+    one key added, each list grown and shrunk (the scheme of tests/test_classical.py)."""
+    if isinstance(x, dict):
+        yield path + "+key", dict(x, extra_key=1)
+        for k, v in x.items():
+            yield f"{path}.{k}-removed", {kk: vv for kk, vv in x.items() if kk != k}
+            for p, m in _field_mutations(v, f"{path}.{k}"):
+                yield p, dict(x, **{k: m})
+    elif isinstance(x, list):
+        yield path + "+item", x + [x[-1] if x else 0]
+        if x:
+            yield path + "-item", x[:-1]
+        for i, v in enumerate(x):
+            for p, m in _field_mutations(v, f"{path}[{i}]"):
+                yield p, x[:i] + [m] + x[i + 1:]
+    elif isinstance(x, bool):
+        yield path, not x
+    elif isinstance(x, int):
+        yield path, x + 1
+    elif x is None:
+        yield path, 1
+    else:
+        try:
+            yield path, str(Fraction(x) + 1)
+        except (ValueError, ZeroDivisionError):
+            yield path, x + "x"
+
+
+#: fields the checker does not rely on: reports and labels (it re-derives every verdict itself), and
+#: for a layerwise certificate the premise section (layerwise equivariance proves it)
+_REPORT_ONLY = (".checks", ".notes", ".versions", ".identifiability", ".model_name", ".theorem", ".latent_groups",
+                ".group.label", ".group.generators[0].name", ".equivariance.detail", ".equivariance.method",
+                ".equivariance.points", ".equivariance.error_bound", ".equivariance.probabilistic",
+                ".equivariance.holds-removed", ".equivariance.witness.generator_name")
+#: the certificate's own copy of theta: when it is left out (or its digest or the flag), the model
+#: file's layers are checked, which is the same theta; the output layer's activation null may be omitted;
+#: leaky ReLU's slope defaults to the model's 1/100
+_SAME_THETA = (".parameters.layers-removed", ".parameters.layers_sha256-removed", ".parameters.reparametrized",
+               ".parameters.layers[1].activation-removed", ".parameters.layers[0].activation.slope-removed")
+
+
+def _arb_confirms(model, witness) -> bool:
+    """symeq's own arb evaluation (256 bits) of the mutated witness: the claimed output's ball
+    excludes 0 and lies inside the claimed enclosure, so the mutation is another true witness."""
+    from flint import arb, ctx
+
+    from symeq.equivariance import _ball_ends, _ball_forward
+    from symeq.numbers import mat_rows
+
+    A, B = (mat_rows(M) for M in model.group.generators[witness["generator"]])
+    x = [fmpq(Fraction(v).numerator, Fraction(v).denominator) for v in witness["x"]]
+    old = ctx.prec
+    ctx.prec = 256
+    try:
+        fgx = _ball_forward(model, [sum((a * v for a, v in zip(row, x)), fmpq(0)) for row in A])
+        fx = _ball_forward(model, x)
+        j = witness["output"]
+        d = fgx[j] - sum((arb(c) * v for c, v in zip(B[j], fx)), arb(0))
+        lo, hi = _ball_ends(d)
+    finally:
+        ctx.prec = old
+    clo, chi = (Fraction(v) for v in witness["enclosures"][j])
+    return (lo > 0 or hi < 0) and clo <= Fraction(str(lo)) and Fraction(str(hi)) <= chi
+
+
+@pytest.mark.slow
+def test_every_field_of_the_real_certificates_is_tampered():
+    """Every field of a sigmoid (affine flips), a leaky ReLU (positive scalings) and a refutation
+    certificate is changed, removed, or gets a neighbour: the checker refuses each, unless the field
+    is a report (listed above, with the reason) or the change leaves a true claim, and then the
+    claim is confirmed here independently: a changed ball witness only by symeq's own arb at 256 bits."""
+    from symeq.check import CheckError
+
+    cases = {}
+    for name in ("sigmoid", "leaky_relu"):
+        m = _net(name, latent=("regular",), seed=3)
+        cases[name] = (m, _roundtrip(verify(m).certificate()), model_to_json(m))
+    bad = _broken(_net("tanh", latent=("regular",), seed=3))
+    cases["refutation"] = (model_from_json(bad), _roundtrip(verify(model_from_json(bad)).certificate()), bad)
+    for name, (model, cert, data) in cases.items():
+        assert check_certificate(copy.deepcopy(cert), data).accepted is True, name
+        n = rejected = 0
+        for what, mutated in _field_mutations(cert):
+            n += 1
+            try:
+                r = check_certificate(_roundtrip(mutated), data)
+            except CheckError:
+                rejected += 1
+                continue
+            if r.accepted is not True:
+                rejected += 1
+            elif what.startswith(_REPORT_ONLY) or what in _SAME_THETA:
+                pass
+            elif name != "refutation" and what.startswith(".equivariance"):
+                pass  # a layerwise certificate: the premise follows from the layer checks, re-done
+            elif name == "refutation" and what.startswith(".equivariance.witness."):
+                assert _arb_confirms(model, mutated["equivariance"]["witness"]), f"{name}: {what} accepted"
+            elif name == "refutation" and what.startswith((".latent_", ".parameters-removed")):
+                pass  # a refutation needs no actions, and theta is the model file's
+            else:
+                pytest.fail(f"{name}: tampered {what} accepted")
+        assert n > 300 and rejected > n // 3, (name, n, rejected)
+
+
+def test_refutation_whose_copy_of_theta_differs_is_refused():
+    """The witness is re-proved on the model file; a certificate whose copy of theta is another
+    network (digest kept: tampered, exit 1; digest dropped: another model's certificate) is refused."""
+    bad = _broken(_net("tanh", latent=("regular",), seed=3))
+    cert = _roundtrip(verify(model_from_json(bad)).certificate())
+    assert check_certificate(copy.deepcopy(cert), bad).accepted is True
+    cert["parameters"]["layers"][0]["weight"][0][0] = str(Fraction(cert["parameters"]["layers"][0]["weight"][0][0]) + 1)
+    r = check_certificate(copy.deepcopy(cert), bad)
+    assert r.accepted is False and not r.mismatch and any("copy of theta" in s for s in r.reasons)
+    cert["parameters"].pop("layers_sha256", None)
+    r = check_certificate(cert, bad)
+    assert r.accepted is False and r.mismatch
