@@ -665,6 +665,10 @@ def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search
     group.validate()
     notes = []
     pre = None
+    if method != "auto" and (_has_real(model) or model.has_relu):  # the methods decide polynomial premises
+        notes.append(f"method {method!r} was not used: it decides polynomial premises; "
+                     + ("real activations are proved layers first and refuted by arb balls" if _has_real(model)
+                        else "ReLU models are proved layers first and decided by exact linear regions"))
     if _has_real(model) or model.has_relu:
         # layers first: an exact check of every layer proves the premise without enumerating regions
         # or evaluating sigma; regions (ReLU) and balls (real activations) only refute, within the budget

@@ -556,3 +556,14 @@ def test_refutation_whose_copy_of_theta_differs_is_refused():
     cert["parameters"].pop("layers_sha256", None)
     r = check_certificate(cert, bad)
     assert r.accepted is False and r.mismatch
+
+
+@pytest.mark.parametrize("method", ["grid", "symbolic", "probabilistic"])
+def test_method_option_is_reported_unused_for_real_activations(method):
+    """--method chooses how a polynomial premise is decided; a real network says it was not used
+    (and the verdict is the same as with auto)."""
+    m = _net("tanh", latent=("regular",), seed=3)
+    v = verify(m, method=method)
+    assert v.verdict == verify(m).verdict == "layerwise-equivariant"
+    assert any(f"method '{method}' was not used" in n and "arb balls" in n for n in v.notes)
+    assert not any("was not used" in n for n in verify(m).notes)
