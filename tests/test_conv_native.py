@@ -402,6 +402,11 @@ def test_from_torch_circular_padding_average_pooling_and_max_pooling():
     assert [l.kind for l in model.layers] == ["conv2d"] * 3 and model.layers[1].shape.stride == 2
     x = np.random.default_rng(1).standard_normal((3, 36))
     assert np.allclose(model.forward(x), net(torch.tensor(x.reshape(3, 1, 6, 6))).detach().numpy(), atol=1e-12)
+    gap = torch.nn.Sequential(torch.nn.Conv2d(1, 3, 3, padding=1), torch.nn.Tanh(), torch.nn.AdaptiveAvgPool2d(1),
+                              torch.nn.Flatten(), torch.nn.Linear(3, 2)).double()
+    g = from_torch(gap, None, input_shape=(1, 6, 6))
+    assert [l.kind for l in g.layers] == ["conv2d"] * 2 and g.layers[1].shape.kh == 6
+    assert np.allclose(g.forward(x), gap(torch.tensor(x.reshape(3, 1, 6, 6))).detach().numpy(), atol=1e-12)
     with pytest.raises(InputError, match="max pooling"):
         from_torch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.Tanh(), torch.nn.MaxPool2d(2),
                                        torch.nn.Flatten(), torch.nn.Linear(2, 1)), None, input_shape=(1, 6, 6))

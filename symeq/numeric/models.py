@@ -1112,6 +1112,13 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
                 raise InputError(f"module {idx}: AvgPool2d (no padding) is read after an activation, on an image")
             pool = (k, st, shape)
             shape = (shape[0], (shape[1] - k) // st + 1, (shape[2] - k) // st + 1)
+        elif isinstance(mod, torch.nn.AdaptiveAvgPool2d):  # global average pooling (output 1 x 1) only
+            out = mod.output_size if isinstance(mod.output_size, tuple) else (mod.output_size, mod.output_size)
+            if pending is not None or shape is None or pool is not None or tuple(out) != (1, 1) or shape[1] != shape[2]:
+                raise InputError(f"module {idx}: AdaptiveAvgPool2d is read as a global average pooling (output 1) "
+                                 "of a square image, after an activation")
+            pool = (shape[1], shape[1], shape)
+            shape = (shape[0], 1, 1)
         elif kind in ("MaxPool2d", "MaxPoolChannels", "AdaptiveMaxPool2d"):
             raise InputError(f"module {idx} is a {kind}: max pooling (escnn's group pooling included) is piecewise "
                              "linear and not supported; use average pooling or an invariant linear readout")
