@@ -135,7 +135,9 @@ def _mod(x) -> int:
 
 def _to_nmod(a: np.ndarray) -> nmod_mat:
     a = np.asarray(a, dtype=np.uint64)
-    return nmod_mat(a.shape[0], a.shape[1], a.ravel().tolist(), PRIME)
+    if a.shape[0] == 0 or a.shape[1] == 0:
+        return nmod_mat(a.shape[0], a.shape[1], PRIME)
+    return nmod_mat(a.tolist(), PRIME)  # a list of rows: faster than a flat list in python-flint
 
 
 def _from_nmod(m: nmod_mat) -> np.ndarray:
