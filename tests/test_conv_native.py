@@ -568,3 +568,21 @@ def test_checker_refuses_malformed_and_wrong_channel_pixel_actions(tmp_path):
     bad = json.loads(json.dumps(cert))
     bad["latent_actions"][0][0]["channels"]["factor"][0] = "-1"       # a sign that tanh allows, but wrong here
     assert check_certificate(bad, data).accepted is False
+
+
+def test_fully_convolutional_network_image_to_image():
+    """The output is an image too (rho_out = rot90 on the output pixels): a lifting convolution, then a
+    convolution from the regular field back to one channel with filters L_h phi."""
+    import symeq
+    from symeq.groups import builtin_group
+    from symeq.layers.conv_nets import _apply, group_elements, regular_network
+    from symeq.models import Model
+
+    layers, _ = regular_network("C4", 5, 1, 1, tanh_series(3), rng=6)
+    els = group_elements("C4")
+    phi = [[fmpq(v, 4) for v in row] for row in ((1, -2, 0), (3, 1, -1), (0, 2, 1))]
+    out = ConvLayer(ConvShape(4, 1, 5, 5, 3, 3, 1, 1), [[_apply(els[h], phi) for h in range(4)]], [fmpq(1, 3)], None)
+    model = Model(25, [layers[0], out], builtin_group("rot90:5"))
+    v = symeq.verify(model)
+    assert v.verdict == "layerwise-equivariant", v.report()
+    assert v.actions[0][0].source == (1, 2, 3, 0)
