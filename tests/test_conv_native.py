@@ -49,7 +49,7 @@ def test_forward_matches_dense_expansion(geom):
 
 
 def test_forward_matches_torch_circular():
-    torch = pytest.importorskip("torch", reason="pip install 'symeq[torch]'")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
     import numpy as np
 
     rng = random.Random(1)
@@ -345,7 +345,7 @@ def _torch_from_layers(torch, layers, act=None):
 
 @pytest.mark.parametrize("name, fields", [("C4", 2), ("D4", 1)])
 def test_escnn_style_torch_networks_float_twin(name, fields, tmp_path):
-    torch = pytest.importorskip("torch", reason="pip install 'symeq[torch]'")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
     import numpy as np
     from symeq.cli import main
     from symeq.layers.conv_nets import regular_channel_action, regular_network
@@ -389,7 +389,7 @@ def test_numeric_check_reads_the_exact_conv_file(tmp_path):
 
 
 def test_from_torch_circular_padding_average_pooling_and_max_pooling():
-    torch = pytest.importorskip("torch", reason="pip install 'symeq[torch]'")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
     import numpy as np
     from symeq.errors import InputError
     from symeq.numeric.models import from_torch
@@ -462,6 +462,7 @@ def test_bench_conv_quick(tmp_path):
 
 
 def test_explain_report_names_the_channel_pixel_action(tmp_path):
+    pytest.importorskip("matplotlib", reason="the report's picture needs matplotlib: pip install 'symeq[plot]'")
     import json
     from symeq.cli import main
     from symeq.io import model_to_json
@@ -477,7 +478,7 @@ def test_explain_report_names_the_channel_pixel_action(tmp_path):
 def test_escnn_style_networks_from_onnx_verify_exactly(name, spec, tmp_path, capsys):
     """torch Conv2d modules -> ONNX -> symeq verify --exact-floats: the regular actions, exactly (the
     real tanh's layers prove the premise)."""
-    torch = pytest.importorskip("torch", reason="pip install 'symeq[torch]'")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
     pytest.importorskip("onnx", reason="pip install 'symeq[onnx]'")
     import json
     import warnings
