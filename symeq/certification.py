@@ -267,7 +267,8 @@ def _per_generator_matching(model, group, deadline=None):
 
 def certify(network, group=None, *, input_shape=None, digits: int | None = None, data=None,
             max_distance: float | None = None, tol: float = 1e-6, timeout: float | None = 600.0,
-            noise_points: int = DEFAULT_NOISE_POINTS, seed: int = 0, name: str | None = None) -> Certification:
+            noise_points: int = DEFAULT_NOISE_POINTS, seed: int = 0, name: str | None = None,
+            conv: str = "auto") -> Certification:
     """Find the nearest layerwise-equivariant network to a float one and prove it exactly.
 
     Parameters
@@ -281,6 +282,11 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     data : an .npz path (x, optional y) or (x, y): function distance and task loss on data
     max_distance : a largest relative layer distance above which the status is "too far" (exit 1)
     tol : the float twin's tolerance (only decides which candidate actions are tried)
+    conv : how convolutions are averaged: "dense" (through their dense matrix, with the matching
+        search; a kernel is written back when the average is a convolution), "kernels" (on the
+        kernels, with the float twin's actions only: for convolutions whose dense matrix is too
+        large), or "auto" (dense while every convolution's dense matrix fits
+        :data:`symeq.layers.conv.DENSE_EXPANSION_LIMIT`)
     timeout : seconds for the whole run (the search, then the exact verification with what is left);
         past it the status is "undetermined" (a search stopped before any candidate raises
         :class:`~symeq.errors.BudgetExceeded`, exit 3)
@@ -307,9 +313,17 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
 
     t0 = time.perf_counter()
     deadline = Deadline(timeout)
+    from .layers.conv import DENSE_EXPANSION_LIMIT
+
     model = _as_numeric(network, input_shape, name)
+    original = model  # with its conv2d layers, when it has some
+    if conv not in ("auto", "dense", "kernels"):
+        raise InputError(f"conv must be \"auto\", \"dense\" or \"kernels\", got {conv!r}")
+    has_conv = any(l.kind == "conv2d" for l in model.layers)
+    kernels = has_conv and (conv == "kernels" or (conv == "auto" and any(
+        l.kind == "conv2d" and l.in_dim * l.out_dim > DENSE_EXPANSION_LIMIT for l in model.layers)))
     conv_shapes = [l.shape if l.kind == "conv2d" else None for l in model.layers]
-    if any(l.kind == "conv2d" for l in model.layers):  # convolutions: their dense expansion (shared weights)
+    if has_conv and not kernels:  # convolutions: their dense expansion (shared weights)
         model = NumericModel(model.input_dim, [NumericDenseLayer(np.array(l.weight, dtype=np.float64),
                                                                  np.array(l.bias, dtype=np.float64), l.activation)
                                                if l.kind == "conv2d" else l for l in model.layers],
@@ -326,7 +340,10 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
         raise InputError(f"noise_points must be a positive integer, got {noise_points!r}")
     if digits is not None and not (isinstance(digits, int) and 1 <= digits <= 30):
         raise InputError(f"--digits must be an integer from 1 to 30, got {digits!r}")
-    check_projectable(model)
+    if not kernels:
+        check_projectable(model)
+    elif model.has_attention:
+        raise InputError("certify projects dense and convolutional networks only")
     # theta-bar as exact rationals (python-flint objects and their integers, about 200 bytes an entry,
     # twice: the matrices and the model's copy) next to the float work
     check_memory(400 * model.n_params, f"certify: theta-bar in exact rationals ({model.n_params} parameters)")
@@ -343,6 +360,10 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
         notes.append(f"hidden layer(s) {sub}: K_i has scalings the projection does not use (ReLU's positive factors, "
                      "sigmoid's affine flip, shifted or monomial activations); the actions searched are permutations, "
                      "a subgroup of K_i, so a nearer layerwise-equivariant network through all of K_i may exist")
+    if kernels:
+        return _certify_conv_kernels(model, ngroup, egroup, digits=digits, data=data, max_distance=max_distance,
+                                     tol=tol, timeout=timeout, noise_points=noise_points, seed=seed,
+                                     deadline=deadline, t0=t0, notes=notes)
     candidates = []  # (max distance, total squared distance, method, proven, gen actions)
 
     def consider(gen_actions, method, proven):
@@ -420,6 +441,15 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     else:
         digits = [digits] * model.depth
     exact = reynolds_exact(model, chains, digits, conv_shapes)
+    if any(sh is not None and e[4] is None for sh, e in zip(conv_shapes, exact)):
+        # all or nothing: a conv2d layer after a dense one would meet actions that are no channel action
+        # times a pixel permutation in the exact walk, so one layer that does not fold makes every layer dense
+        if any(e[4] is not None for e in exact):
+            notes.append("some projected convolutions are no convolutions any more: every layer is written dense")
+        exact = [e[:4] + (None,) for e in exact]
+        conv_shapes = [None] * len(conv_shapes)
+        notes.append("the projected convolutions share no kernels (the actions do not respect the image grid): "
+                     "theta-bar is written as a dense network")
     layers, flayers = [], []
     for li, (l, (Wq, bq, Wf, bf, conv)) in enumerate(zip(model.layers, exact)):
         act = None if l.activation is None else activation_from_spec(l.activation.spec)
@@ -428,33 +458,48 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
 
             layers.append(ConvLayer(conv_shapes[li], conv[0], conv[1], act))
         else:
-            if conv_shapes[li] is not None:
-                notes.append(f"layer {li + 1}: the projected convolution shares no kernel any more (the actions do "
-                             "not respect the image grid): written as a dense layer")
             layers.append(DenseLayer(Wq, bq, act))
         flayers.append(NumericDenseLayer(Wf, bf, l.activation))
     bar_name = f"{model.name} (nearest layerwise equivariant)"
     exact_model = Model(model.input_dim, layers, egroup, bar_name)
     bar = NumericModel(model.input_dim, flayers, ngroup, bar_name)
     dists = layer_distances(model, [(l.weight, l.bias) for l in bar.layers])
+    for li, e in enumerate(exact):  # a convolution kept as one: its distance on its own parameters
+        if e[4] is not None:
+            K0, b0 = np.asarray(original.layers[li].kernel), np.asarray(original.layers[li].channel_bias)
+            K1 = np.array([int(x.p) / int(x.q) for x in np.asarray(e[4][0], dtype=object).ravel()]).reshape(K0.shape)
+            b1 = np.array([int(x.p) / int(x.q) for x in e[4][1]])
+            num = np.sqrt(np.sum((K0 - K1) ** 2) + np.sum((b0 - b1) ** 2))
+            den = np.sqrt(np.sum(K0 ** 2) + np.sum(b0 ** 2))
+            dists[li] = float(num / den) if den > 0 else float(num)
+    cand_json = [{"method": c[2], "max_distance": c[0], "squared_distance": c[1]} for c in candidates]
+    cert = Certification("undetermined", dists, {}, None, digits, method, proven, cand_json, None, exact_model, bar,
+                         max_distance, notes)
+    return _finish(cert, model, bar, egroup, data, noise_points, seed, timeout, deadline, t0)
+
+
+def _finish(cert, model, bar, egroup, data, noise_points, seed, timeout, deadline, t0):
+    """Function distances and task loss of theta-bar, then its exact verification: the status."""
+    from .theorem import verify
+
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((noise_points, model.input_dim))
-    fdist = {"noise": _relative(model(X), bar(X))}
+    cert.function_distance = {"noise": _relative(model(X), bar(X))}
     x, y = read_data(data)
-    loss = None
     if x is not None:
         if x.shape[1] != model.input_dim:
             raise InputError(f"the data has {x.shape[1]} features, the network takes {model.input_dim}")
-        fdist["data"] = _relative(model(x), bar(x))
-        loss = _task_loss(model, bar, x, y)
-    cand_json = [{"method": c[2], "max_distance": c[0], "squared_distance": c[1]} for c in candidates]
-    cert = Certification("undetermined", dists, fdist, loss, digits, method, proven, cand_json, None, exact_model, bar,
-                         max_distance, notes)
+        cert.function_distance["data"] = _relative(model(x), bar(x))
+        cert.task_loss = _task_loss(model, bar, x, y)
     try:
         left = None if timeout is None else max(0.0, timeout - deadline.elapsed())
-        v = verify(exact_model, egroup, timeout=left, seed=seed)
+        v = verify(cert.model, egroup, timeout=left, seed=seed)
     except Undetermined as e:
         cert.reason = f"the exact verification of theta-bar stopped: {e}"
+        cert.seconds = time.perf_counter() - t0
+        return cert
+    except InputError as e:  # theta-bar is well formed by construction: a refusal is no verdict on it
+        cert.reason = f"the exact pipeline could not take theta-bar: {e}"
         cert.seconds = time.perf_counter() - t0
         return cert
     cert.verification = v
@@ -462,13 +507,95 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
         # theta-bar is layerwise equivariant by construction: an exact pipeline that does not say so is a
         # budget or a search that ran out, never a refutation of theta-bar
         cert.reason = f"the exact pipeline returned {v.verdict!r} for theta-bar ({'; '.join(v.notes)[:300]})"
-    elif max_distance is not None and cert.max_distance > max_distance:
+    elif cert.max_allowed is not None and cert.max_distance > cert.max_allowed:
         cert.status = "too far"
     else:
         cert.status = "certified"
     cert.seconds = time.perf_counter() - t0
     return cert
 
+
+def _digits_for(dev: float, rel: float, scale: float) -> int:
+    """Three digits below a layer's deviation from its projection (12 when it does not move), and
+    at least three below its largest weight; at most 15."""
+    D = 12 if rel <= 1e-13 else int(min(15, max(3, math.ceil(-math.log10(dev)) + 3)))
+    return int(max(D, min(15, math.ceil(-math.log10(max(scale, 1e-300))) + 3)))
+
+
+def _certify_conv_kernels(model, ngroup, egroup, *, digits, data, max_distance, tol, timeout, noise_points, seed,
+                          deadline, t0, notes):
+    """certify for networks whose convolutions are too large for their dense matrix: the float twin's
+    actions (which must form a homomorphism and respect the image grid), each convolution averaged on
+    its kernel (:func:`symeq.numeric.project.reynolds_conv_exact`), dense layers as usual."""
+    from .activations import activation_from_spec
+    from .layers.conv import ConvLayer
+    from .models import DenseLayer, Model
+    from .numeric.conv import NumericConvLayer
+    from .numeric.layerwise import derive_latent_actions_numeric
+    from .numeric.models import NumericDenseLayer, NumericModel
+    from .numeric.monomial import MonomialAction
+    from .numeric.project import (conv_tap_maps, element_actions, is_homomorphism, restrict_to_projectable,
+                                  reynolds_conv_exact, reynolds_exact)
+
+    der = derive_latent_actions_numeric(model, tol=tol, max_tie_variants=720)
+    if not all(isinstance(a, MonomialAction) for per in der.actions for a in per):
+        raise Undetermined("the float twin's actions are not monomial; the convolutions are too large for the "
+                           "dense matching search")
+    acts, changed = restrict_to_projectable(model, der.actions)
+    if changed:
+        notes.append("the float twin's actions have scale factors or offsets the projection does not use: their "
+                     "permutations (with signs where the activation is odd) are used, a subgroup of K_i")
+    hom, why = is_homomorphism(ngroup, acts)
+    if not hom:
+        raise Undetermined(f"the float twin's actions are not a homomorphism ({why}), and the convolutions are too "
+                           "large for the dense matching search")
+    chains = element_actions(ngroup, acts)
+    layers, flayers, dists, grids = [], [], [], []
+    for li, l in enumerate(model.layers):
+        deadline.check(f"averaging layer {li + 1} over the group")
+        act = None if l.activation is None else activation_from_spec(l.activation.spec)
+        if l.kind == "conv2d":
+            maps = conv_tap_maps(l.shape, chains, li)
+            if maps is None:
+                raise Undetermined(f"layer {li + 1}: the actions do not respect the image grid, so the average is no "
+                                   "convolution, and the layer is too large for its dense matrix")
+            K = np.asarray(l.kernel).reshape(-1)
+            Kf = sum(ts * K[tm] for tm, ts, _, _ in maps) / len(maps)
+            cbf = sum(cs * np.asarray(l.channel_bias)[cm] for _, _, cm, cs in maps) / len(maps)
+            dev = max(float(np.max(np.abs(K - Kf))), float(np.max(np.abs(l.channel_bias - cbf), initial=0.0)))
+            scale = max(float(np.max(np.abs(K))), float(np.max(np.abs(l.channel_bias), initial=0.0)), 1e-300)
+            D = digits if digits is not None else _digits_for(dev, dev / scale, float(np.max(np.abs(K))))
+            Kq, cbq, Kbar, cbbar = reynolds_conv_exact(l, maps, D)
+            layers.append(ConvLayer(l.shape, Kq, cbq, act))
+            flayers.append(NumericConvLayer(l.shape, Kbar, cbbar, l.activation))
+            num = np.sqrt(np.sum((np.asarray(l.kernel) - Kbar) ** 2) + np.sum((l.channel_bias - cbbar) ** 2))
+            den = np.sqrt(np.sum(np.asarray(l.kernel) ** 2) + np.sum(l.channel_bias ** 2))
+        else:
+            one = NumericModel(l.in_dim, [NumericDenseLayer(l.weight, l.bias, None)])
+            chain1 = [[c[li], c[li + 1]] for c in chains]
+            from .numeric.project import reynolds_float
+
+            (W, b), = reynolds_float(one, chain1)
+            dev = max(float(np.max(np.abs(l.weight - W))), float(np.max(np.abs(l.bias - b), initial=0.0)))
+            scale = max(float(np.max(np.abs(l.weight))), 1e-300)
+            D = digits if digits is not None else _digits_for(dev, dev / scale, scale)
+            (Wq, bq, Wf, bf, _), = reynolds_exact(one, chain1, D)
+            layers.append(DenseLayer(Wq, bq, act))
+            flayers.append(NumericDenseLayer(Wf, bf, l.activation))
+            num = np.sqrt(np.sum((l.weight - Wf) ** 2) + np.sum((l.bias - bf) ** 2))
+            den = np.sqrt(np.sum(l.weight ** 2) + np.sum(l.bias ** 2))
+        dists.append(float(num / den) if den > 0 else float(num))
+        grids.append(int(D))
+    bar_name = f"{model.name} (nearest layerwise equivariant)"
+    exact_model = Model(model.input_dim, layers, egroup, bar_name)
+    bar = NumericModel(model.input_dim, flayers, ngroup, bar_name)
+    method = f"the float twin's actions (max residual {der.max_residual:.3g}), convolutions averaged on their kernels"
+    notes.append("convolutions too large for their dense matrix: averaged on their kernels, with the float twin's "
+                 "actions only (no matching search): best found, not proven nearest")
+    cert = Certification("undetermined", dists, {}, None, grids, method, False,
+                         [{"method": method, "max_distance": max(dists), "squared_distance": None}], None,
+                         exact_model, bar, max_distance, notes)
+    return _finish(cert, model, bar, egroup, data, noise_points, seed, timeout, deadline, t0)
 
 
 def certify_mirror_run(model, data, task: str, timeout: float = 600.0) -> dict:

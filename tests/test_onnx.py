@@ -317,3 +317,53 @@ def test_torch_activations_read_from_onnx(tmp_path, name, spec, opset):
     x = np.random.default_rng(0).standard_normal((5, 4))
     with torch.no_grad():
         assert np.max(np.abs(m(x) - net(torch.from_numpy(x)).numpy())) < 1e-12
+
+
+@pytest.mark.parametrize("group", ["rot90:4", "mirror:4x4"])
+def test_conv_averaged_on_kernels_equals_the_dense_fold(group):
+    """The kernel-level Reynolds average (for convolutions too large for their dense matrix) gives exactly
+    the theta-bar of the dense average folded back, on escnn-style nets with float noise: same kernels."""
+    torch = _torch()
+    import symeq
+    from symeq.groups import builtin_group
+
+    G = builtin_group(group)
+    torch.manual_seed(2)
+    rot = group.startswith("rot")
+
+    def g_pow(k, r):  # the group element r applied to a kernel (C4: r quarter turns; mirror: r mod 2 flips)
+        return torch.rot90(k, -r, dims=(-2, -1)) if rot else (torch.flip(k, dims=[-1]) if r % 2 else k)
+
+    c1, c2 = torch.nn.Conv2d(1, 4, 3, padding=1).double(), torch.nn.Conv2d(4, 4, 3, padding=1).double()
+    mods = [c1, torch.nn.Tanh()]
+    with torch.no_grad():
+        k = c1.weight[0, 0].clone()
+        for r in range(4):
+            c1.weight[r, 0] = g_pow(k, r) if rot else g_pow(c1.weight[r - r % 2, 0].clone(), r)
+            c1.bias[r] = c1.bias[0]
+        if rot:  # a group convolution on the regular representation: K[o, c] = g^o B[c - o]
+            B = c2.weight[0].clone()
+            for o in range(4):
+                for c in range(4):
+                    c2.weight[o, c] = g_pow(B[(c - o) % 4], o)
+                c2.bias[o] = c2.bias[0]
+            mods += [c2, torch.nn.Tanh()]
+        for p in list(c1.parameters()) + list(c2.parameters()):
+            p.add_(1e-7 * torch.randn_like(p))
+    net = torch.nn.Sequential(*mods, torch.nn.Flatten(), torch.nn.Linear(64, 16).double())
+    from symeq.numeric.layerwise import derive_latent_actions_numeric
+    from symeq.numeric.models import NumericDenseLayer, NumericModel, from_torch, group_from_exact
+    from symeq.numeric.project import conv_tap_maps, element_actions, reynolds_conv_exact, reynolds_exact
+
+    m = from_torch(net, group_from_exact(G), input_shape=(1, 4, 4))
+    chains = element_actions(m.group, derive_latent_actions_numeric(m).actions)
+    dense = NumericModel(16, [NumericDenseLayer(l.weight, l.bias, l.activation) for l in m.layers], m.group)
+    folded = reynolds_exact(dense, chains, 9, [l.shape for l in m.layers])
+    for li, l in enumerate(m.layers[:-1]):  # the hidden convolutions: same kernels both ways, exactly
+        maps = conv_tap_maps(l.shape, chains, li)
+        assert maps is not None and folded[li][4] is not None
+        Kq, cbq, _, _ = reynolds_conv_exact(l, maps, 9)
+        assert Kq == folded[li][4][0] and cbq == folded[li][4][1]
+    kern = symeq.certify(net, G, input_shape=(1, 4, 4), conv="kernels")
+    assert kern.status == "certified" and all(l.kind == "conv2d" for l in kern.model.layers)
+    assert max(kern.layer_distances[:-1]) < 1e-6  # the hidden convolutions were equivariant up to the noise

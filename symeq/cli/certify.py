@@ -69,7 +69,7 @@ def cmd_certify(args) -> int:
               f"({'--timeout' if args.timeout is not None else 'default; --timeout to change'})")
     _progress(f"certifying {args.model}: widths {network.widths}")
     c = certify(network, group, digits=args.digits, data=data, max_distance=args.max_distance, tol=args.tol,
-                timeout=timeout, noise_points=args.points, seed=args.seed)
+                timeout=timeout, noise_points=args.points, seed=args.seed, conv=args.conv)
     if c.verification is not None and c.status != "undetermined":
         if args.out:
             write_json(model_to_json(c.model), args.out)
@@ -102,6 +102,9 @@ def register(subparsers) -> None:
     c.add_argument("--data", metavar="X.npz", help="data (arrays x, optional y labels): function distance and task loss")
     c.add_argument("--max-distance", type=float, default=None, metavar="D",
                    help="exit 1 when the largest relative layer distance is above D")
+    c.add_argument("--conv", choices=["auto", "dense", "kernels"], default="auto",
+                   help="convolutions averaged through their dense matrix (with the matching search), on their kernels "
+                        "(the float twin's actions only), or auto: dense while the dense matrix fits (default)")
     c.add_argument("--tol", type=float, default=1e-6, help="the float twin's tolerance (default 1e-6)")
     c.add_argument("--points", type=int, default=2000, help="noise inputs for the function distance (default 2000)")
     c.add_argument("--seed", type=int, default=0, help="seed of the noise inputs and the exact premise's points")

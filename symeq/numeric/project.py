@@ -60,7 +60,8 @@ from .monomial import MonomialAction
 
 __all__ = ["Actions", "signed_permutation", "group_elements", "element_actions", "is_homomorphism",
            "reynolds_float", "reynolds_exact", "layer_distances", "nearest_involution_actions", "trivial_actions",
-           "check_projectable", "signs_allowed", "restrict_to_projectable", "repair_cyclic", "fold_conv", "MAX_FULL_MATCHING"]
+           "check_projectable", "signs_allowed", "restrict_to_projectable", "repair_cyclic", "fold_conv",
+           "conv_tap_maps", "reynolds_conv_exact", "MAX_FULL_MATCHING"]
 
 #: above this many positive-gain pairs on a layer the matching (networkx, pure Python: about 40 s for
 #: 20 000 pairs on 1024 neurons) is bounded (then the result is labelled "best found, not proven nearest")
@@ -257,6 +258,120 @@ def fold_conv(W: np.ndarray, b: np.ndarray, shape):
     return K.reshape(C_out, C_in, kh, kw).tolist(), cb[:, 0].tolist()
 
 
+def _conv_positions(shape, o: int):
+    """Every (row, column, tap) of output channel o's taps in the dense matrix of a convolution."""
+    S = shape
+    oh, ow = S.out_hw
+    y, x, c, i, j = np.meshgrid(np.arange(oh), np.arange(ow), np.arange(S.in_channels), np.arange(S.kh),
+                                np.arange(S.kw), indexing="ij")
+    yy, xx = S.stride * y + i - S.padding, S.stride * x + j - S.padding
+    if S.padding_mode == "circular":
+        yy, xx = yy % S.height, xx % S.width
+        ok = np.ones(yy.shape, dtype=bool)
+    else:
+        ok = (yy >= 0) & (yy < S.height) & (xx >= 0) & (xx < S.width)
+    rows = ((o * oh + y) * ow + x)[ok]
+    cols = ((c * S.height + yy) * S.width + xx)[ok]
+    taps = (((o * S.in_channels + c) * S.kh + i) * S.kw + j)[ok]
+    return rows, cols, taps
+
+
+def _tap_of(shape, rows, cols):
+    """The tap (flat kernel index) of dense positions, -1 off the taps."""
+    S = shape
+    oh, ow = S.out_hw
+    o, rem = np.divmod(rows, oh * ow)
+    y, x = np.divmod(rem, ow)
+    c, rem = np.divmod(cols, S.height * S.width)
+    yy, xx = np.divmod(rem, S.width)
+    i, j = yy - S.stride * y + S.padding, xx - S.stride * x + S.padding
+    if S.padding_mode == "circular":  # the tap that wraps onto this pixel, if any
+        i, j = i % S.height, j % S.width
+    ok = (i >= 0) & (i < S.kh) & (j >= 0) & (j < S.kw)
+    return np.where(ok, ((o * S.in_channels + c) * S.kh + i) * S.kw + j, -1)
+
+
+def _grid_actions(shape, chains, li: int) -> bool:
+    """Whether every element acts on the layer's input and output images by a channel action times a pixel
+    permutation (what a conv2d layer's exact check needs, :func:`symeq.numeric.conv.channel_pixel_parts`)."""
+    from .conv import channel_pixel_parts
+
+    oh, ow = shape.out_hw
+    return all(channel_pixel_parts(c[li], shape.in_channels, shape.height, shape.width) is not None
+               and channel_pixel_parts(c[li + 1], shape.out_channels, oh, ow) is not None for c in chains)
+
+
+def conv_tap_maps(shape, chains, li: int):
+    """For each element: the map of kernel taps t -> (tap, sign) that P_out^-1 W P_in induces, or None.
+
+    The actions on input and output must be channel actions times pixel permutations (as a conv2d
+    layer's exact check needs).  P_out(g)^-1 W P_in(g) is then a convolution of the same shape for
+    every kernel exactly when each element maps every position of a tap to positions of one tap
+    with one sign (checked on all positions, one output channel at a time), and the channel bias
+    maps with one sign per channel.  Returns a list of (tap index array, sign array, channel array, channel sign array)
+    or None when some element does not respect the grid.
+    """
+    S = shape
+    n_taps = S.out_channels * S.in_channels * S.kh * S.kw
+    oh, ow = S.out_hw
+    if not _grid_actions(S, chains, li):
+        return None
+    out = []
+    for chain in chains:
+        P_in, P_out = chain[li], chain[li + 1]
+        inv = P_out.inverse()
+        cin_inv = np.empty_like(P_in.cols)
+        cin_inv[P_in.cols] = np.arange(P_in.n)
+        tmap, tsign = np.full(n_taps, -1), np.zeros(n_taps)
+        for o in range(S.out_channels):
+            rows, cols, taps = _conv_positions(S, o)
+            j = cin_inv[cols]
+            r2 = inv.cols[rows]
+            t2 = _tap_of(S, r2, j)
+            sign = inv.vals[rows] * P_in.vals[j]
+            if np.any(t2 < 0):
+                return None
+            first = np.full(n_taps, -1)
+            first[taps[::-1]] = np.arange(len(taps))[::-1]  # one position of each tap
+            rep = first[taps]
+            if np.any(t2 != t2[rep]) or np.any(sign != sign[rep]):
+                return None
+            seen = np.unique(taps)
+            tmap[seen], tsign[seen] = t2[first[seen]], sign[first[seen]]
+        pix = np.arange(oh * ow)
+        cmap, csign = np.empty(S.out_channels, dtype=np.int64), np.empty(S.out_channels)
+        for o in range(S.out_channels):
+            r = o * oh * ow + pix
+            ch = inv.cols[r] // (oh * ow)
+            if np.any(ch != ch[0]) or np.any(inv.vals[r] != inv.vals[r][0]):
+                return None
+            cmap[o], csign[o] = ch[0], inv.vals[r][0]
+        out.append((tmap, tsign, cmap, csign))
+    return out
+
+
+def reynolds_conv_exact(layer, maps, digits: int):
+    """The Reynolds average of a convolution on its kernel (no dense matrix), exactly.
+
+    ``maps`` from :func:`conv_tap_maps`.  Returns (kernel, channel bias) in ``fmpq`` (nested
+    lists) and as float arrays: K-bar[t] = (1/|G|) sum_g sign_g(t) K[tap_g(t)] after rounding K
+    to the grid 10^-digits, and the same for the channel bias.
+    """
+    from flint import fmpq
+
+    K = _ints(np.asarray(layer.kernel).reshape(-1), digits)
+    cb = _ints(np.asarray(layer.channel_bias), digits)
+    acc_k, acc_b = np.zeros_like(K), np.zeros_like(cb)
+    for tmap, tsign, cmap, csign in maps:
+        acc_k = acc_k + tsign.astype(np.int64) * K[tmap]
+        acc_b = acc_b + csign.astype(np.int64) * cb[cmap]
+    den = len(maps) * 10 ** digits
+    shape = np.asarray(layer.kernel).shape
+    Kq = np.array([fmpq(int(v), den) for v in acc_k], dtype=object).reshape(shape).tolist()
+    Kf = np.array([int(v) / den for v in acc_k]).reshape(shape)
+    return Kq, [fmpq(int(v), den) for v in acc_b], Kf, np.array([int(v) / den for v in acc_b])
+
+
 def reynolds_exact(model, chains, digits: int, conv_shapes=None):
     """theta-bar exactly: theta rounded to the grid 10^-digits, then the Reynolds average in rationals.
 
@@ -265,8 +380,8 @@ def reynolds_exact(model, chains, digits: int, conv_shapes=None):
 
     Returns per layer ``(W-bar, b-bar, W-float, b-float, conv)``: an ``fmpq_mat``, a list of ``fmpq``,
     their correctly rounded float64 values, and for a layer with a ConvShape in ``conv_shapes``
-    whose average is again a convolution (:func:`fold_conv`) its ``(kernel, channel bias)`` in
-    ``fmpq`` (else None).  Signed permutations act on the rounded integers by indexing and signs;
+    whose actions are channel actions times pixel permutations and whose average is again a
+    convolution (:func:`fold_conv`) its ``(kernel, channel bias)`` in ``fmpq`` (else None).  Signed permutations act on the rounded integers by indexing and signs;
     the one division by |G| 10^digits is exact.
     """
     from flint import fmpq, fmpq_mat
@@ -296,7 +411,7 @@ def reynolds_exact(model, chains, digits: int, conv_shapes=None):
         Wf = np.array([int(v) / den for v in W.ravel()]).reshape(W.shape)  # int / int: correctly rounded
         conv = None
         shape = None if conv_shapes is None else conv_shapes[li]
-        if shape is not None:
+        if shape is not None and _grid_actions(shape, chains, li):
             folded = fold_conv(W, b, shape)
             if folded is not None:
                 K, cb = folded
