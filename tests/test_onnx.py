@@ -367,3 +367,43 @@ def test_conv_averaged_on_kernels_equals_the_dense_fold(group):
     kern = symeq.certify(net, G, input_shape=(1, 4, 4), conv="kernels")
     assert kern.status == "certified" and all(l.kind == "conv2d" for l in kern.model.layers)
     assert max(kern.layer_distances[:-1]) < 1e-6  # the hidden convolutions were equivariant up to the noise
+
+
+@pytest.mark.slow
+def test_large_escnn_style_c4_net_is_averaged_on_its_kernels():
+    """A C4 net on 16x16 images with 32 channels (8 regular fields): its second convolution's dense matrix
+    would have 6.7e7 entries, so certify (conv="auto") averages on the kernels; float noise 1e-7."""
+    torch = _torch()
+    import symeq
+    from symeq.groups import builtin_group
+
+    N, C = 16, 8
+
+    def rot(k, r):
+        return torch.rot90(k, -r, dims=(-2, -1))
+
+    torch.manual_seed(0)
+    c1 = torch.nn.Conv2d(1, 4 * C, 3, padding=1).double()
+    c2 = torch.nn.Conv2d(4 * C, 4 * C, 3, padding=1).double()
+    with torch.no_grad():
+        for f in range(C):
+            k = c1.weight[4 * f, 0].clone()
+            for r in range(4):
+                c1.weight[4 * f + r, 0] = rot(k, r)
+                c1.bias[4 * f + r] = c1.bias[4 * f]
+        for fo in range(C):
+            for fi in range(C):
+                B = c2.weight[4 * fo, 4 * fi: 4 * fi + 4].clone()
+                for o in range(4):
+                    for c in range(4):
+                        c2.weight[4 * fo + o, 4 * fi + c] = rot(B[(c - o) % 4], o)
+            for o in range(4):
+                c2.bias[4 * fo + o] = c2.bias[4 * fo]
+        for p in list(c1.parameters()) + list(c2.parameters()):
+            p.add_(1e-7 * torch.randn_like(p))
+    net = torch.nn.Sequential(c1, torch.nn.Tanh(), c2, torch.nn.Tanh(), torch.nn.Flatten(),
+                              torch.nn.Linear(4 * C * N * N, 10).double())
+    c = symeq.certify(net, builtin_group(f"rot90:{N}", output=10), input_shape=(1, N, N))
+    assert c.status == "certified" and all(l.kind == "conv2d" for l in c.model.layers)
+    assert max(c.layer_distances[:2]) < 1e-5
+    assert any("averaged on their kernels" in n for n in c.notes)
