@@ -587,3 +587,20 @@ def test_fully_convolutional_network_image_to_image():
     v = symeq.verify(model)
     assert v.verdict == "layerwise-equivariant", v.report()
     assert v.actions[0][0].source == (1, 2, 3, 0)
+
+
+def test_dead_channels_are_matched_through_their_tie_class():
+    """A field whose kernels are zero (4 constant channels): the matching ties them, the chain walk tries
+    the bijections inside the class, and the next layer's kernels pick the regular one."""
+    import symeq
+    from symeq.layers.conv_nets import regular_network
+    from symeq.models import Model
+
+    layers, group = regular_network("C4", 5, 2, 2, tanh_series(3), rng=3)
+    l1 = layers[0]
+    zero = [[[fmpq(0)] * 3 for _ in range(3)]]
+    dead = ConvLayer(l1.shape, [kk if o < 4 else zero for o, kk in enumerate(l1.kernel)], l1.channel_bias,
+                     l1.activation)
+    v = symeq.verify(Model(25, [dead] + layers[1:], group))
+    assert v.verdict == "layerwise-equivariant", v.report()
+    assert list(v.actions[0][0].source) == [1, 2, 3, 0, 5, 6, 7, 4]
