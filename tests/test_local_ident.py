@@ -593,3 +593,9 @@ def test_cli_rotation_certificate(tmp_path, capsys):
     save_model(_rotation_net(), path)
     assert main(["fibre", str(path), "--method", "jacobian-rank", "--certificate", str(cert)]) == 1
     assert main(["check", str(cert), str(path)]) == 0
+
+
+def test_rank_refused_before_it_starts_when_it_cannot_fit(monkeypatch):
+    monkeypatch.setattr(jm, "RANK_SECONDS_PER_OP", 1.0)
+    r = jm.jacobian_identifiability(builtin_example(), timeout=30)
+    assert r.status == "undetermined" and "raise --timeout" in r.reason and r.rank is None

@@ -71,7 +71,7 @@ from fractions import Fraction
 import numpy as np
 from flint import fmpq, fmpq_mat, nmod_mat
 
-from ..budget import Deadline
+from ..budget import Deadline, process_deadline
 from ..errors import BudgetExceeded
 from ..numbers import mat_rows
 
@@ -88,6 +88,9 @@ MAX_PARAMS = 20000
 EXTRA_POINTS = 2
 #: rounds of more points (x 1.5 each) while the rank falls short and still rises
 MAX_ROUNDS = 4
+#: seconds per M P min(M, P) of the nmod_mat elimination, an optimistic (idle 2-core) estimate: the
+#: elimination is refused before it starts when even this does not fit the time left
+RANK_SECONDS_PER_OP = 1e-10
 #: families whose tangents are tried one by one (each is a curve or linear space in the fibre)
 MAX_FAMILIES = 2000
 #: the sample points f_theta(t) = f_theta is re-checked at exactly, for a rotation curve, up to this many parameters
@@ -896,6 +899,15 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
             if prod.any():  # pragma: no cover - a wrong tangent formula
                 raise AssertionError("an orbit tangent is not in the kernel of the Jacobian")
         deadline.check("the rank of the Jacobian modulo p")
+        # the elimination cannot be interrupted: refuse it before it starts when it cannot fit the budget
+        est = RANK_SECONDS_PER_OP * J.shape[0] * J.shape[1] * min(J.shape)
+        left = [deadline.seconds - deadline.elapsed()] if deadline.seconds is not None else []
+        if process_deadline() is not None:  # the command's own budget (symeq.cli.main's alarm)
+            left.append(process_deadline() - time.perf_counter())
+        if left and min(left) < est:
+            raise BudgetExceeded(f"the rank of the {J.shape[0]} x {J.shape[1]} Jacobian modulo p needs about {est:.3g} s "
+                                 f"(an uninterruptible elimination), more than the {max(0.0, min(left)):.3g} s left; "
+                                 "raise --timeout")
         t = time.perf_counter()
         r, rows = _rank_rows(J, want_cert, threads)
         timings["rank"] = timings.get("rank", 0.0) + time.perf_counter() - t
