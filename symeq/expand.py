@@ -14,8 +14,8 @@ differ only in what a weight *is* -- a number, an unknown, a linear form in unkn
 :mod:`symeq.sizes` *before* any product is formed, Horner's rule through
 :meth:`symeq.activations.Activation.compose`, and the time budget between neurons.
 
-Only dense layers expand (convolutions are dense layers with shared weights,
-:mod:`symeq.layers.conv`); lightning attention layers are refused with an :class:`InputError`
+Only dense layers expand (a conv2d layer through its size-guarded dense weight,
+:attr:`symeq.layers.conv.ConvLayer.weight`); lightning attention layers are refused with an :class:`InputError`
 (their symbolic expansion is not implemented; the grid checks of :mod:`symeq.equivariance` handle
 them numerically-exactly without it).
 

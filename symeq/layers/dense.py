@@ -3,7 +3,7 @@
 A dense layer has rational weight W (out x in) and bias b, and an activation sigma (None: the
 layer is affine, as the last layer of a model).  Its latent group K is the activation's
 (``symeq.activations``: permutations, signed permutations, monomial or positive monomial
-matrices; ``docs/theory.md``).  Convolutions are dense layers with shared weights
+matrices; ``docs/theory.md``).  Convolutions are a kind of their own, kept as kernels
 (:mod:`symeq.layers.conv`), and the token-wise layers after an attention layer are dense layers
 with weight I_T (x) W (``tokens`` set).
 
