@@ -334,8 +334,8 @@ class ConvAction:
                           tuple(other.pixel[p] for p in self.pixel), self.hw)
 
     def key(self) -> tuple:
-        return (self.hw, self.source, tuple((int(x.p), int(x.q)) if isinstance(x, fmpq) else x for x in self.factor),
-                self.pixel)
+        return (self.hw, self.source, tuple((int(x.p), int(x.q)) if isinstance(x, fmpq) else (x, 1) if isinstance(x, int)
+                                            else x for x in self.factor), self.pixel)
 
     def __eq__(self, other) -> bool:
         if isinstance(other, ConvAction):
