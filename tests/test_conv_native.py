@@ -604,3 +604,25 @@ def test_dead_channels_are_matched_through_their_tie_class():
     v = symeq.verify(Model(25, [dead] + layers[1:], group))
     assert v.verdict == "layerwise-equivariant", v.report()
     assert list(v.actions[0][0].source) == [1, 2, 3, 0, 5, 6, 7, 4]
+
+
+def test_circular_padding_network_verifies_and_is_checked(tmp_path):
+    """The same escnn-style C4 network with circular padding: rotations still act on the wrapped grid."""
+    import json
+    import symeq
+    from symeq.cli import main
+    from symeq.io import model_to_json
+    from symeq.layers.conv_nets import regular_network
+    from symeq.models import Model
+
+    layers, group = regular_network("C4", 5, 1, 2, tanh_series(3), rng=8)
+    circ = [ConvLayer(ConvShape(l.shape.in_channels, l.shape.out_channels, 5, 5, 3, 3, 1, 1, "circular"), l.kernel,
+                      l.channel_bias, l.activation) for l in layers[:-1]] + [layers[-1]]
+    model = Model(25, circ, group)
+    v = symeq.verify(model)
+    assert v.verdict == "layerwise-equivariant" and list(v.actions[1][0].source) == [1, 2, 3, 0]
+    path, cert = tmp_path / "circ.json", tmp_path / "circ.cert.json"
+    path.write_text(json.dumps(model_to_json(model)))
+    assert json.loads(path.read_text())["layers"][0]["padding_mode"] == "circular"
+    assert main(["verify", str(path), "--certificate", str(cert)]) == 0
+    assert main(["check", str(cert), str(path)]) == 0
