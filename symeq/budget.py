@@ -38,6 +38,7 @@ DEFAULT_BUDGETS = {
     "numeric-check": 600.0,
     "generate": 120.0,
     "experiment": 3600.0,
+    "certify": 600.0,
 }
 
 _last_step: list = [None]  # the step the latest Deadline.check named (for the alarm's message)

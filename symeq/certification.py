@@ -195,11 +195,20 @@ def _relative(F, Fb) -> dict:
 
 
 def _task_loss(model, bar, x, y) -> dict | None:
+    """Task loss of theta and theta-bar: cross-entropy and accuracy with labels (one logit per class, or
+    one output read as the logit of class 1 for labels 0/1), else the reconstruction error of an
+    autoencoder (output = input dimension); None otherwise.  The labels fit (:func:`_checked_data`)."""
     F, Fb = model(x), bar(x)
-    if y is not None:
-        if model.output_dim < 2 or int(np.max(y)) >= model.output_dim:
-            return None
+    if y is not None and model.output_dim == 1:  # binary: the output is the logit of class 1
+        def bce(Z):
+            z = Z[:, 0]
+            return float(np.mean(np.logaddexp(0.0, z) - y * z))
 
+        return {"kind": "binary cross-entropy on the data's labels (the output as the logit of class 1)",
+                "theta": bce(F), "theta_bar": bce(Fb),
+                "accuracy_theta": float(np.mean((F[:, 0] > 0) == (y == 1))),
+                "accuracy_theta_bar": float(np.mean((Fb[:, 0] > 0) == (y == 1)))}
+    if y is not None:
         def ce(Z):
             Z = Z - Z.max(axis=1, keepdims=True)
             return float(np.mean(np.log(np.exp(Z).sum(axis=1)) - Z[np.arange(len(y)), y]))
@@ -211,6 +220,28 @@ def _task_loss(model, bar, x, y) -> dict | None:
         return {"kind": "reconstruction mean squared error (autoencoder)", "theta": float(np.mean((F - x) ** 2)),
                 "theta_bar": float(np.mean((Fb - x) ** 2))}
     return None
+
+
+def _checked_data(model, data):
+    """The data as (x, y or None), checked against the network before any work: x has the network's
+    input size, and labels are classes 0 .. outputs-1 (0/1 for a single output)."""
+    x, y = read_data(data)
+    if x is None:
+        return None
+    x = x.reshape(x.shape[0], -1)
+    if x.shape[1] != model.input_dim:
+        raise InputError(f"the data has {x.shape[1]} features, the network takes {model.input_dim}")
+    if y is not None:
+        y = np.asarray(y).astype(np.int64).reshape(-1)
+        if y.shape[0] != x.shape[0]:
+            raise InputError(f"the data has {x.shape[0]} inputs but {y.shape[0]} labels")
+        classes = max(2, model.output_dim)
+        if y.size and (y.min() < 0 or y.max() >= classes):
+            what = ("one output, read as the logit of class 1 (labels 0 and 1)" if model.output_dim == 1
+                    else f"{model.output_dim} outputs, one logit per class (labels 0 .. {model.output_dim - 1})")
+            raise InputError(f"the data's labels run from {y.min()} to {y.max()}, but the network has {what}; "
+                             "leave y out for the function distance alone")
+    return x, y
 
 
 def read_data(data):
@@ -352,6 +383,7 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
             activation_from_spec(l.activation.spec, f"hidden layer {i}")
         except InputError as e:
             raise InputError(f"hidden layer {i}: no exact activation for {l.activation.spec}: {e}") from None
+    data = _checked_data(model, data)  # read once and checked before the work
     words, _, _, _ = group_elements(ngroup)
     notes = list(notes_conv)
     sub = [i for i, l in enumerate(model.layers[:-1], 1)
@@ -487,8 +519,6 @@ def _finish(cert, model, bar, egroup, data, noise_points, seed, timeout, deadlin
     cert.function_distance = {"noise": _relative(model(X), bar(X))}
     x, y = read_data(data)
     if x is not None:
-        if x.shape[1] != model.input_dim:
-            raise InputError(f"the data has {x.shape[1]} features, the network takes {model.input_dim}")
         cert.function_distance["data"] = _relative(model(x), bar(x))
         cert.task_loss = _task_loss(model, bar, x, y)
     try:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from symeq.cli import main
+from symeq.errors import InputError
 from symeq.groups import mirror
 from symeq.numeric.generate import random_equivariant_numeric, scramble_numeric
 from symeq.numeric.models import numeric_activation, save_npz
@@ -171,6 +172,59 @@ def test_classifier_labels_give_cross_entropy():
     assert c.task_loss["kind"].startswith("cross-entropy") and 0 <= c.task_loss["accuracy_theta_bar"] <= 1
 
 
+def test_labels_that_do_not_fit_the_outputs_are_refused_before_the_work(tmp_path, capsys):
+    """Labels 0..19 for 16 outputs were once skipped without a word: now exit 2, naming the range."""
+    G, clean, noisy = noisy_mlp("tanh")
+    save_npz(noisy, tmp_path / "net.npz")
+    x = np.random.default_rng(0).standard_normal((30, 16))
+    np.savez(tmp_path / "d.npz", x=x, y=np.arange(30) % 20)
+    assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:4x4", "--data", str(tmp_path / "d.npz")]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("error: ") and "labels run from 0 to 19" in err and "16 outputs" in err, err
+    from symeq.certification import certify
+
+    with pytest.raises(InputError, match="labels run from -1"):
+        certify(noisy, G, data=(x, np.arange(30) % 3 - 1))
+
+
+def test_one_output_with_labels_0_1_gives_binary_cross_entropy():
+    from symeq.certification import certify
+    from symeq.groups import builtin_group
+
+    G = builtin_group("mirror:4x4", output=1)
+    net = random_equivariant_numeric(G, [8], numeric_activation("gelu"), rng=0).perturbed(1e-3, rng=1)
+    x = np.random.default_rng(0).standard_normal((40, 16))
+    y = (net(x)[:, 0] > 0).astype(int)  # the labels theta predicts
+    c = certify(net, G, data=(x, y))
+    assert c.status == "certified"
+    tl = c.task_loss
+    assert tl["kind"].startswith("binary cross-entropy") and tl["accuracy_theta"] == 1.0
+    z = net(x)[:, 0]
+    assert abs(tl["theta"] - float(np.mean(np.logaddexp(0, z) - y * z))) < 1e-12
+    with pytest.raises(InputError, match="labels 0 and 1"):
+        certify(net, G, data=(x, y + 1))
+
+
+def test_budget_is_the_commands_default_and_its_line_comes_after_the_input(tmp_path, capsys):
+    """certify's budget is its entry in symeq.budget.DEFAULT_BUDGETS, like every command's; the budget
+    line comes once the network, the group file and the data are read (bad input: one error line)."""
+    from symeq.budget import DEFAULT_BUDGETS
+
+    G, clean, noisy = noisy_mlp("tanh")
+    save_npz(noisy, tmp_path / "net.npz")
+    assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:4x4",
+                 "--data", str(tmp_path / "missing.npz")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "missing.npz" in err[0], err
+    assert main(["certify", str(tmp_path / "net.npz"), "--group-file", str(tmp_path / "missing.json")]) == 2
+    assert len(capsys.readouterr().err.splitlines()) == 1
+    assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:4x4"]) == 0
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first == f"symeq certify: budget {DEFAULT_BUDGETS['certify']:g} s (default; --timeout to change)"
+    assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:4x4", "--timeout", "77"]) == 0
+    assert capsys.readouterr().err.splitlines()[0] == "symeq certify: budget 77 s (--timeout)"
+
+
 def test_group_file_and_bad_input(tmp_path, capsys):
     from symeq.groups import builtin_group
 
@@ -229,6 +283,10 @@ def test_mirror_experiment_saves_networks_and_certifies_them(tmp_path, monkeypat
     res = run_mirror_experiment(("tanh", "gelu"), "autoencoder", epochs=2, out=tmp_path, progress=False,
                                 certifier=certify_mirror_run, widths=(8, 8, 8), n_fit=300, n_test=100)
     assert "figures skipped" in capsys.readouterr().err and "figures_skipped" in res
+    from symeq.numeric.experiment import written_summary
+
+    said = written_summary(res, tmp_path)  # what `symeq experiment --out` prints: no "figures written"
+    assert "figures skipped" in said and "figure(s)" not in said and "table.md" in said
     assert (tmp_path / "table.md").is_file() and (tmp_path / "results.json").is_file()
     assert "Certified nearest layerwise-equivariant network" in res["table"]
     for act in ("tanh", "gelu"):

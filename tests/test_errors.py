@@ -148,6 +148,7 @@ CHEAP = {
     "explain": ["explain", "missing.json"],
     "numeric-check": ["numeric-check", "missing.json"],
     "generate": ["generate", "--group", "nonsense"],
+    "certify": ["certify", "missing.json"],
     "experiment": None,  # needs torch and minutes; its parser is checked below
 }
 

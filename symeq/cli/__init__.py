@@ -103,12 +103,12 @@ LIMIT_COMMANDS = {"verify": ("degree", "total_degree", "width", "monomials", "or
 #: commands that print the budget line only after their arguments and input files are read (a
 #: missing file is one error line, with no banner before it): they read their input through
 #: :func:`symeq.cli.loader.load_model_args` or call :func:`symeq.cli.loader.announce_budget`
-BANNER_AFTER_INPUT = ("verify", "explain", "fibre", "numeric-check", "check", "generate")
+BANNER_AFTER_INPUT = ("verify", "explain", "fibre", "numeric-check", "check", "generate", "certify")
 
 #: commands whose engine child processes get the ``--memory`` cap
 ENGINE_COMMANDS = ("verify", "fibre", "explain")
 #: commands that pass ``--timeout`` to a deadline of their own (the backstop alarm waits a little longer)
-OWN_DEADLINE = ("verify", "fibre", "explain")
+OWN_DEADLINE = ("verify", "fibre", "explain", "certify")
 
 
 def _positive(name: str, zero: bool = False):
@@ -210,7 +210,7 @@ def main(argv=None) -> int:
             budget = _budget_line(args)
             saved_limits = apply_limit_options(args)  # every limit: the given value or its default
             procs.set_memory_cap(getattr(args, "memory", None))  # None: the default
-            if budget is not None and args.command in ("verify", "explain") and args.timeout is None:
+            if budget is not None and args.command in ("verify", "explain", "certify") and args.timeout is None:
                 args.timeout = budget  # they stop themselves and report what they established
             # the backstop: exactly at the budget where the command has no deadline of its own
             own = args.command in OWN_DEADLINE and getattr(args, "timeout", None) is not None

@@ -12,7 +12,9 @@ and the certificate (``--certificate``; ``symeq check CERT MODEL`` re-checks it)
 distances first (:mod:`symeq.certification`, docs/certify.md).
 
 Exit codes: 0 certified, 1 certified but farther than ``--max-distance``, 2 bad input, 3
-undetermined (the time budget ``--timeout``, default 600 s, ran out, or the exact pipeline could not finish).
+undetermined (the time budget ran out, or the exact pipeline could not finish).  The budget is the
+command's entry in :data:`symeq.budget.DEFAULT_BUDGETS` (``--timeout`` changes it), printed once the
+network, the group file and the data are read, like every other command's.
 """
 
 from __future__ import annotations
@@ -24,9 +26,6 @@ from ..errors import InputError
 from .loader import add_group_options, load_model_args
 
 __all__ = ["register", "cmd_certify"]
-
-DEFAULT_TIMEOUT = 600.0
-
 
 def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
@@ -51,22 +50,23 @@ def cmd_certify(args) -> int:
         raise InputError("--digits must be from 1 to 30")
     if args.max_distance is not None and not args.max_distance >= 0:
         raise InputError("--max-distance must be a non-negative number")
-    if args.timeout is not None and not args.timeout >= 0:
-        raise InputError("--timeout must be a non-negative number of seconds")
     if args.points < 1:
         raise InputError("--points must be at least 1")
     if not args.tol > 0:
         raise InputError("--tol must be positive")
     if args.group and args.group_file:
         raise InputError("give the group by --group or by --group-file, not both")
-    network = load_model_args(args, read=load_float_network, builtin=False, need_group=False)  # --group applied
-    group = _group_file(args.group_file) if args.group_file else None  # None: the network's (or --group's)
     from ..certification import read_data
 
-    data = read_data(args.data) if args.data else None  # every input is read before the budget line
-    timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
-    _progress(f"symeq certify: budget {timeout:g} s "
-              f"({'--timeout' if args.timeout is not None else 'default; --timeout to change'})")
+    # every input is read before the budget line (printed by load_model_args: symeq.cli.loader.announce_budget)
+    group = _group_file(args.group_file) if args.group_file else None  # None: the network's (or --group's)
+    data = read_data(args.data) if args.data else None
+    network = load_model_args(args, read=load_float_network, builtin=False, need_group=False)  # --group applied
+    timeout = args.timeout  # symeq.cli.main sets it: --timeout or the command's default budget
+    if timeout is None:  # called without symeq.cli.main
+        from ..budget import DEFAULT_BUDGETS
+
+        timeout = DEFAULT_BUDGETS["certify"]
     _progress(f"certifying {args.model}: widths {network.widths}")
     c = certify(network, group, digits=args.digits, data=data, max_distance=args.max_distance, tol=args.tol,
                 timeout=timeout, noise_points=args.points, seed=args.seed, conv=args.conv)
@@ -108,8 +108,5 @@ def register(subparsers) -> None:
     c.add_argument("--tol", type=float, default=1e-6, help="the float twin's tolerance (default 1e-6)")
     c.add_argument("--points", type=int, default=2000, help="noise inputs for the function distance (default 2000)")
     c.add_argument("--seed", type=int, default=0, help="seed of the noise inputs and the exact premise's points")
-    c.add_argument("--timeout", type=float, default=None,
-                   help=f"time budget in seconds: the search, then the exact verification (default {DEFAULT_TIMEOUT:g}; "
-                        "exit 3 past it)")
     c.add_argument("--json", action="store_true", help="the report as JSON")
     c.set_defaults(func=cmd_certify)

@@ -138,7 +138,9 @@ def cmd_experiment(args) -> int:
     else:
         print(res["table"])
     if args.out:
-        print(f"table, results and figures written to {args.out}", file=sys.stderr)
+        from ..numeric.experiment import written_summary
+
+        print(written_summary(res, args.out), file=sys.stderr)
     return 0
 
 

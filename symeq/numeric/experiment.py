@@ -292,7 +292,7 @@ def save_networks(runs, out) -> list[str]:
 
             export_onnx(r.model, f"{stem}.onnx")
             r.files.append(f"{stem}.onnx")
-        except EngineMissing:
+        except EngineMissing:  # said in the results (onnx_skipped)
             pass
         if r.certified and r.certified.get("_certification") is not None \
                 and r.certified["_certification"].model is not None:
@@ -303,6 +303,24 @@ def save_networks(runs, out) -> list[str]:
             r.files += [f"{stem}_certified.json", f"{stem}_certificate.json"]
         files += r.files
     return files
+
+
+def written_summary(result: dict, out) -> str:
+    """What :func:`run_mirror_experiment` wrote to ``out``, and what it skipped and why (one line).
+
+    >>> written_summary({"networks": ["a.npz", "a.onnx"], "figures": ["f.png"]}, "exp")
+    'written to exp: table.md, results.json, 2 network file(s), 1 figure(s)'
+    >>> written_summary({"networks": ["a.npz"], "figures_skipped": "figures skipped: no matplotlib"}, "exp")
+    'written to exp: table.md, results.json, 1 network file(s); figures skipped: no matplotlib'
+    """
+    parts = ["table.md", "results.json", f"{len(result.get('networks', []))} network file(s)"]
+    if result.get("figures"):
+        parts.append(f"{len(result['figures'])} figure(s)")
+    line = f"written to {out}: " + ", ".join(parts)
+    for key in ("figures_skipped", "onnx_skipped"):
+        if result.get(key):
+            line += f"; {result[key]}"
+    return line
 
 
 def run_mirror_experiment(activations=("tanh", "gelu"), task: str = "autoencoder", *, epochs: int | None = None,
@@ -342,6 +360,8 @@ def run_mirror_experiment(activations=("tanh", "gelu"), task: str = "autoencoder
               "paper": {f"{k[0]}: {k[1]}": v for k, v in PAPER_TABLE.items()}, "networks": files}
     if skipped:
         result["figures_skipped"] = skipped
+    if out is not None and any(not any(f.endswith(".onnx") for f in r.files) for r in runs):
+        result["onnx_skipped"] = "the .onnx networks were not written: onnx is not installed (pip install 'symeq[onnx]')"
     if out is not None:
         outp = Path(out)
         outp.mkdir(parents=True, exist_ok=True)
