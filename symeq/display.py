@@ -170,6 +170,11 @@ def _is_negative(c) -> bool:
     return not hasattr(c, "nrows") and c < 0
 
 
+MAX_PICTURE_NODES = 300
+"""The network picture is drawn up to this many neurons in a layer (a circle per neuron, a line per
+nonzero weight: a 1152-wide conv network would need tens of GB in matplotlib)."""
+
+
 def _weight_edges(chain, columns):
     """Pairs (column, node, node') joined by a nonzero weight, for the faint background edges."""
     edges = set()

@@ -642,7 +642,13 @@ def explain(model, group=None, out_dir=".", *, verification=None, matrix: bool =
     write_json(model_to_json(original.with_group(v.group)), paths["model"])
 
     svg_inline, missing = None, None
+    from .display import MAX_PICTURE_NODES
+
+    widest = max(v.model.chain().widths)
     try:
+        if widest > MAX_PICTURE_NODES:  # one circle per neuron and a line per weight: bounded memory first
+            raise EngineMissing(f"the picture is drawn for at most {MAX_PICTURE_NODES} neurons per layer; this "
+                                f"network has {widest} (the actions are in the text)")
         png, svg = network_figure(v, out / "network.png", out / "network.svg")
         paths["png"], paths["svg"] = png, svg
         text = svg.read_text(encoding="utf-8")
