@@ -159,13 +159,19 @@ def test_data_distances_and_task_loss(tmp_path, capsys):
     assert 'unknown array "Y"' in capsys.readouterr().err
 
 
-def test_classifier_labels_give_cross_entropy():
-    from symeq.certification import certify
+def _invariant_net(act, outputs):
+    """A noisy one-hidden-layer net on 4x4 images whose outputs are mirror-invariant, and 40 inputs."""
     from symeq.groups import builtin_group
 
-    G = builtin_group("mirror:4x4", output=3)
-    net = random_equivariant_numeric(G, [8], numeric_activation("tanh"), rng=0).perturbed(1e-3, rng=1)
-    x = np.random.default_rng(0).standard_normal((40, 16))
+    G = builtin_group("mirror:4x4", output=outputs)
+    net = random_equivariant_numeric(G, [8], numeric_activation(act), rng=0).perturbed(1e-3, rng=1)
+    return G, net, np.random.default_rng(0).standard_normal((40, 16))
+
+
+def test_classifier_labels_give_cross_entropy():
+    from symeq.certification import certify
+
+    G, net, x = _invariant_net("tanh", 3)
     y = np.arange(40) % 3
     c = certify(net, G, data=(x, y))
     assert c.status == "certified"
@@ -189,11 +195,8 @@ def test_labels_that_do_not_fit_the_outputs_are_refused_before_the_work(tmp_path
 
 def test_one_output_with_labels_0_1_gives_binary_cross_entropy():
     from symeq.certification import certify
-    from symeq.groups import builtin_group
 
-    G = builtin_group("mirror:4x4", output=1)
-    net = random_equivariant_numeric(G, [8], numeric_activation("gelu"), rng=0).perturbed(1e-3, rng=1)
-    x = np.random.default_rng(0).standard_normal((40, 16))
+    G, net, x = _invariant_net("gelu", 1)
     y = (net(x)[:, 0] > 0).astype(int)  # the labels theta predicts
     c = certify(net, G, data=(x, y))
     assert c.status == "certified"

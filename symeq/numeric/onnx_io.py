@@ -113,43 +113,29 @@ def _attr(node, name, default=None):
     return default
 
 
+#: the one-input operators of an elementwise subgraph without attributes, as numpy functions
+UNARY = {"Tanh": np.tanh, "Sigmoid": _sig, "Relu": CANDIDATES["relu"], "Softplus": CANDIDATES["softplus"],
+         "Erf": _erf, "Exp": np.exp, "Log": np.log, "Neg": np.negative, "Abs": np.abs, "Sqrt": np.sqrt,
+         "Reciprocal": lambda t: 1.0 / t, "Identity": lambda t: t}
+#: the two-input operators
+BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Pow": np.power}
+
+
 def _elementwise(node, args):
+    """The value of one elementwise node at the float arrays ``args`` (its inputs)."""
     op = node.op_type
-    if op == "Tanh":
-        return np.tanh(args[0])
-    if op == "Sigmoid":
-        return _sig(args[0])
-    if op == "Relu":
-        return np.maximum(args[0], 0.0)
+    if op in UNARY:
+        return UNARY[op](args[0])
+    t = args[0]
     if op == "LeakyRelu":
-        a = _attr(node, "alpha", 0.01)
-        return np.where(args[0] > 0, args[0], a * args[0])
+        return np.where(t > 0, t, _attr(node, "alpha", 0.01) * t)
     if op == "Elu":
-        a = _attr(node, "alpha", 1.0)
-        return np.where(args[0] > 0, args[0], a * np.expm1(np.minimum(args[0], 0.0)))
-    if op == "Softplus":
-        return np.logaddexp(0.0, args[0])
-    if op == "Erf":
-        return _erf(args[0])
+        return np.where(t > 0, t, _attr(node, "alpha", 1.0) * np.expm1(np.minimum(t, 0.0)))
     if op == "Gelu":
         tanh_form = _attr(node, "approximate", b"none") not in (b"none", "none")
-        return CANDIDATES["gelu_tanh" if tanh_form else "gelu"](args[0])
-    if op == "Exp":
-        return np.exp(args[0])
-    if op == "Log":
-        return np.log(args[0])
-    if op == "Neg":
-        return -args[0]
-    if op == "Abs":
-        return np.abs(args[0])
-    if op == "Sqrt":
-        return np.sqrt(args[0])
-    if op == "Reciprocal":
-        return 1.0 / args[0]
-    if op == "Identity":
-        return args[0]
+        return CANDIDATES["gelu_tanh" if tanh_form else "gelu"](t)
     a, b = args
-    return {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Pow": np.power}[op](a, b)
+    return BINARY[op](a, b)
 
 
 POLY_OPS = ("Add", "Sub", "Mul", "Neg", "Identity", "Pow", "Div")
