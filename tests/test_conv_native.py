@@ -626,3 +626,20 @@ def test_circular_padding_network_verifies_and_is_checked(tmp_path):
     assert json.loads(path.read_text())["layers"][0]["padding_mode"] == "circular"
     assert main(["verify", str(path), "--certificate", str(cert)]) == 0
     assert main(["check", str(cert), str(path)]) == 0
+
+
+def test_numeric_check_prints_channel_pixel_actions(tmp_path, capsys):
+    import json
+    from symeq.cli import main
+    from symeq.numeric.models import from_exact, save_npz
+
+    path = tmp_path / "d4.npz"
+    save_npz(from_exact(_escnn_model("D4", hidden=1)), path)
+    assert main(["numeric-check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "channels (1 4 3 2)(5 8 7 6) (x) pixels: quarter turn clockwise of the 5x5 grid" in out
+    assert main(["numeric-check", str(path), "--json"]) == 0
+    text = capsys.readouterr().out
+    data = json.loads(text[text.index("{"):])
+    found = [a for a in json.dumps(data).split('"channel_pixel"')[1:]]
+    assert found, "the JSON carries the channel-pixel form"

@@ -68,6 +68,12 @@ MAX_TEXT_NEURONS = 1024  # wider actions are summarised in the text output (all 
 
 def _action_line(a: dict) -> str:
     head = f"  rho_{a['layer']}({a['generator']}): "
+    cp = a.get("channel_pixel")
+    if cp is not None:  # a conv layer's action (docs/conv.md)
+        from ..notation import format_cycles
+
+        return (head + f"channels {format_cycles(cp['source'], [_factor_text(v) for v in cp['factor']])} (x) "
+                f"pixels: {cp['transform']} of the {cp['height']}x{cp['width']} grid")
     n = len(a["source"])
     if n > MAX_TEXT_NEURONS:
         moved = sum(1 for j, s_ in enumerate(a["source"]) if s_ != j)
@@ -103,6 +109,8 @@ def recovered_actions(d, generator_names) -> list[dict]:
                 entry.update(kind="monomial", source=[int(c) for c in a.cols], factor=vals)
                 if a.offset is not None:
                     entry["offset"] = [float(v) for v in a.offset]
+                if a.__dict__.get("channel_pixel") is not None:  # set by a conv layer's matching
+                    entry["channel_pixel"] = a.channel_pixel
                 try:
                     entry["cycles"] = format_cycles(entry["source"], [_factor_text(v) for v in vals])
                 except ValueError:  # not a permutation: left to the residuals to show

@@ -38,6 +38,12 @@ from .monomial import MonomialAction, as_action
 __all__ = ["NumericConvLayer", "channel_pixel_parts", "fold_average_pool_float"]
 
 
+def _transform_name(R) -> str:
+    from ..layers.conv import _NAMES
+
+    return _NAMES.get(R, "a pixel permutation")
+
+
 def channel_pixel_parts(P: MonomialAction, channels: int, h: int, w: int):
     """(source, factor, pixel) of a monomial action that is a channel action times a pixel
     permutation on (channels, h, w), else None."""
@@ -185,6 +191,10 @@ class NumericConvLayer(ConvGeometry):
         pixa = np.array(pix, dtype=np.int64)
         cols = (pi[:, None] * npix + pixa[None, :]).ravel()
         rho = MonomialAction(cols, np.repeat(ch.vals, npix), None if ch.offset is None else np.repeat(ch.offset, npix))
+        # the sparse form for reports: channel action (x) pixel permutation (docs/conv.md)
+        rho.channel_pixel = {"source": [int(c) for c in pi], "factor": [float(v) for v in ch.vals],
+                             "pixels": list(pix), "height": self.shape.out_hw[0], "width": self.shape.out_hw[1],
+                             "transform": _transform_name(R)}
         how = f"{act.latent_group} of channels (x) pixel permutation, linear assignment on kernels"
         return False, [(rho, (float(rel.max()), float(np.median(rel)), margin, how))]
 
