@@ -1070,7 +1070,13 @@ def _same_function_failure(layers, theta2, n_in: int) -> str | None:
     if [l.act for l in layers] != [l.act for l in theta2]:
         return "theta' has other activations"
     if any(isinstance(l.act, _Real) for l in layers):
-        return _real_same_function_failure(layers, theta2)
+        why = _real_same_function_failure(layers, theta2)
+        if why and any(isinstance(l.act, _Real) and l.act.name == "leaky_relu" for l in layers):
+            # symeq's leaky theta' comes from the piecewise-linear fibre decision, which may move
+            # kinks' weights between neurons; beyond dead neurons and clones that is not re-proved here
+            return (f"equality of ReLU-type (leaky ReLU) functions beyond the canonical form of dead neurons and "
+                    f"clones is not re-verified by this checker version ({why})")
+        return why
     if any(l.act == "relu" for l in layers):
         return "equality of ReLU functions is not re-verified by this checker version"
     size = _lattice_size(layers, n_in)

@@ -682,7 +682,8 @@ def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search
                          "equivariance (a composition of equivariant layers is equivariant)")
             return Verification("layerwise-equivariant", model, group, proved, pre, ident, notes, deadline.elapsed())
     if _has_real(model):
-        return _verify_real_refute(model, group, deadline, pre, notes, seed, max_candidates)
+        return _verify_real_refute(model, group, deadline, pre, notes, seed, max_candidates,
+                                   fibre_search=fibre_search)
     eq = decide_equivariance(model, group, method=method, rng=seed, deadline=deadline)
     if not eq.holds:
         ident = {"status": "unknown", "detail": "not examined: the premise (end-to-end equivariance) fails"}
@@ -747,11 +748,73 @@ def _try_real_submodel(model, group, deadline, max_candidates):
         return None
 
 
-def _verify_real_refute(model, group, deadline, d, notes, seed, max_candidates=64) -> Verification:
+def _one_hidden_leaky(model: Model) -> bool:
+    """One dense hidden layer of leaky ReLU (slope != 0) and an affine output layer."""
+    return (model.depth == 2 and not model.has_conv and all(l.kind == "dense" for l in model.layers)
+            and model.layers[0].activation is not None
+            and model.layers[0].activation.to_spec().get("type") == "leaky_relu")
+
+
+def _try_leaky_fibre(model: Model, group: FiniteGroup, deadline: Deadline, d, notes) -> Verification | None:
+    """One hidden leaky ReLU layer without an action at theta: the exact piecewise-linear machinery.
+
+    The premise by the canonical forms of f(rho_in x) and rho_out f(x) (symeq.relu.leaky), then the
+    fibre-wide decision by reduction to the ReLU twin: theta' of the same width that is layerwise
+    equivariant, or none at this width (the conclusion fails: theta is not identifiable).  None
+    when the premise fails (the ball witness then refutes) or the decision is open.
+    """
+    if not _one_hidden_leaky(model):
+        return None
+    from .layerwise import check_layerwise
+    from .relu.leaky import decide_fibre_leaky, equivariant_leaky
+
+    deadline.check("deciding the leaky ReLU premise (canonical forms)")
+    holds, _ = equivariant_leaky(model, group)
+    if not holds:
+        return None
+    eq = EquivarianceResult(True, "leaky-canonical-form",
+                            detail="f(rho_in(g) x) and rho_out(g) f(x) have the same canonical form (kinks, jumps and "
+                                   "affine part of the piecewise-linear function) for every generator: a proof")
+    deadline.check("deciding the leaky ReLU fibre")
+    fd = decide_fibre_leaky(model, group, check_theta=False)
+    if fd.verdict == "no-layerwise-parameter":
+        ident = {"status": "not-identifiable",
+                 "detail": "theta^g is in the fibre of theta but not in its orbit (no positive monomial action at theta)"}
+        notes.append(f"fibre-wide (exact, one hidden leaky ReLU layer, by reduction to its ReLU twin): no parameter "
+                     f"of width {fd.width} with the same function is layerwise equivariant; the smallest "
+                     f"layerwise-equivariant width is {fd.smallest_equivariant_width}")
+        notes.extend(fd.proof.get("lines", []))
+        v = Verification("no-layerwise-parameter", model, group, eq, d, ident, notes, deadline.elapsed())
+        v.fibre = fd
+        return v
+    if fd.verdict == "layerwise-parameter" and fd.parameter is not None and fd.actions is not None:
+        theta2 = fd.parameter
+        actions = [list(fd.actions)] if not isinstance(fd.actions[0], list) else fd.actions
+        checks, hom, order, _ = check_layerwise(theta2, group, actions, deadline)
+        if all(c.holds for c in checks) and hom:
+            d2 = Derivation(True, actions, checks, True, order, d.candidates if d is not None else {}, True, None,
+                            "exact fibre-wide decision (one hidden leaky ReLU layer), re-parametrized")
+            ident = {"status": "not-identifiable",
+                     "detail": "no positive monomial action at theta, but theta' in the same fibre has one"}
+            notes.append("re-parametrized: theta' (same width, same function, decided with the canonical form of the "
+                         "piecewise-linear function) is layerwise equivariant")
+            v = Verification("layerwise-equivariant", theta2, group, eq, d2, ident, notes, deadline.elapsed())
+            v.original = model
+            v.fibre = fd
+            return v
+    notes.append(f"f is equivariant (leaky canonical forms: a proof), but the fibre-wide decision is "
+                 f"{fd.verdict}")
+    ident = {"status": "unknown", "detail": "no latent action found at theta; identifiability not decided"}
+    return Verification("undetermined", model, group, eq, d, ident, notes, deadline.elapsed())
+
+
+def _verify_real_refute(model, group, deadline, d, notes, seed, max_candidates=64, *,
+                        fibre_search: bool = True) -> Verification:
     """Real activations without a layerwise action at theta: a ball witness refutes; else undetermined.
 
-    No fibre-wide search exists for real activations: a model whose f is equivariant while theta has
-    no action (non-identifiable) stays undetermined, with the reason.
+    No fibre-wide search exists for smooth real activations: a model whose f is equivariant while theta
+    has no action (non-identifiable) stays undetermined, with the reason.  One hidden leaky ReLU layer
+    is piecewise linear and goes through the exact ReLU machinery first (:func:`_try_leaky_fibre`).
     """
     why = d.failure if d is not None else "no derivation"
     lifted = _try_real_submodel(model, group, deadline, max_candidates)
@@ -772,6 +835,9 @@ def _verify_real_refute(model, group, deadline, d, notes, seed, max_candidates=6
         v.original = model
         v.reduction = red
         return v
+    leaky = _try_leaky_fibre(model, group, deadline, d, notes) if fibre_search else None
+    if leaky is not None:
+        return leaky
     try:
         eq = refute_with_balls(model, group, deadline=deadline, rng=seed)
     except BudgetExceeded as e:

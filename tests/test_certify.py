@@ -61,7 +61,6 @@ def test_certificate_is_for_the_written_model_only(tmp_path, capsys):
     assert main(["certify", str(net), "--group", "mirror:4x4", "--out", str(out), "--certificate", str(cert)]) == 0
     text = capsys.readouterr().out
     assert text.index("relative parameter distance") < text.index("certified")  # distances first
-    assert "rho_1(mirror): (" in text and "rho_2(mirror): (" in text  # theta-bar's proven actions, as cycles
     data = json.loads(out.read_text())
     data["layers"][0]["weight"][0][0] = "12345/7"  # tamper with theta-bar
     out.write_text(json.dumps(data))

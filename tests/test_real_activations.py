@@ -567,3 +567,68 @@ def test_method_option_is_reported_unused_for_real_activations(method):
     assert v.verdict == verify(m).verdict == "layerwise-equivariant"
     assert any(f"method '{method}' was not used" in n and "arb balls" in n for n in v.notes)
     assert not any("was not used" in n for n in verify(m).notes)
+
+
+def _leaky_pairs_model(slope=Fraction(1, 10)):
+    """x -> (I + J) x on 2x2 images (the mirror) as sum_i v_i (sigma(w_i x) - sigma(-w_i x)) / (1 + a)
+    over 4 integer rows w_i not closed under the mirror: f is equivariant, theta has no action."""
+    from flint import fmpq_mat
+
+    W = fmpq_mat([[1, -1, 2, 0], [0, 3, -1, 1], [2, 1, 1, -2], [-1, 0, 3, 1]])
+    L = fmpq_mat([[1 + (i == j) for j in range(4)] for i in range(4)])
+    V = L * W.inv() / fmpq((1 + slope).numerator, (1 + slope).denominator)
+    w = [[W[i, j] for j in range(4)] for i in range(4)]
+    v = [[V[i, j] for j in range(4)] for i in range(4)]
+    act = real("leaky_relu", slope=str(slope))
+    return Model(4, [DenseLayer(w + [[-x for x in r] for r in w], [0] * 8, act),
+                     DenseLayer([r + [-x for x in r] for r in v], [0] * 4, None)], builtin_group("mirror:2x2"))
+
+
+def test_leaky_without_action_uses_the_piecewise_linear_machinery():
+    """One hidden leaky ReLU layer, no action at theta: the premise is proved by canonical forms
+    and the fibre-wide decision (reduction to the ReLU twin) gives theta' of the same width with an
+    action; the checker cannot re-prove that equality of functions and says so (undetermined)."""
+    from symeq.relu.leaky import leaky_canonical_form
+
+    m = _leaky_pairs_model()
+    assert [int(t) for t in m([1, 2, 3, 4])] == [11, 12, 13, 14]
+    v = verify(m, timeout=120)
+    assert v.verdict == "layerwise-equivariant" and v.exit_code == 0 and v.reparametrized
+    assert v.equivariance.method == "leaky-canonical-form" and v.equivariance.holds is True
+    assert leaky_canonical_form(v.model) == leaky_canonical_form(m)  # theta' computes f
+    assert [l.out_dim for l in v.model.layers] == [8, 4]
+    r = check_certificate(_roundtrip(v.certificate()), model_to_json(m))
+    assert r.accepted is None and any("leaky ReLU" in c for c in r.checks)
+    # as for ReLU the checker stops at the equality of functions: an altered theta' is never accepted
+    cert = _roundtrip(v.certificate())
+    cert["parameters"]["layers"][1]["weight"][0][0] = str(Fraction(cert["parameters"]["layers"][1]["weight"][0][0]) + 1)
+    assert check_certificate(cert, model_to_json(m)).accepted is None
+    # without the fibre search the old answer: undetermined, nothing refuted
+    assert verify(m, fibre_search=False, timeout=60).verdict == "undetermined"
+
+
+def test_leaky_width_four_identity_has_no_layerwise_parameter():
+    """Bokman-Kahl's width-4 identity under the order-3 rotation with leaky ReLU (symeq/relu/leaky.py):
+    f = id is equivariant, and no parameter of width 4 is layerwise equivariant (width 6 is needed)."""
+    from symeq.relu.hunt import resolve_group
+    from symeq.relu.leaky import leaky_model
+
+    a = Fraction(1, 10)
+    A, Ainv = [[2, 1], [1, 1]], [[1, -1], [-1, 2]]
+    W1 = A + [[-x for x in r] for r in A]
+    W2 = [[x / (1 + a) for x in Ainv[i] + [-y for y in Ainv[i]]] for i in range(2)]
+    m = leaky_model([(W1, [0] * 4, a), (W2, [0, 0], False)], a, resolve_group("rot3"))
+    v = verify(m, timeout=60)
+    assert v.verdict == "no-layerwise-parameter" and v.equivariance.holds is True
+    assert v.identifiability["status"] == "not-identifiable"
+    assert any("6 > 4" in n for n in v.notes)
+    assert check_certificate(_roundtrip(v.certificate()), model_to_json(m)).accepted is None
+
+
+def test_leaky_one_hidden_layer_changed_weight_is_refuted():
+    data = model_to_json(_leaky_pairs_model())
+    data["layers"][0]["weight"][0][0] = "5"
+    m = model_from_json(data)
+    v = verify(m, timeout=60)
+    assert v.verdict == "not-equivariant" and v.exit_code == 1 and v.equivariance.method == "arb-witness"
+    assert check_certificate(_roundtrip(v.certificate()), data).accepted is True
