@@ -61,6 +61,7 @@ def test_certificate_is_for_the_written_model_only(tmp_path, capsys):
     assert main(["certify", str(net), "--group", "mirror:4x4", "--out", str(out), "--certificate", str(cert)]) == 0
     text = capsys.readouterr().out
     assert text.index("relative parameter distance") < text.index("certified")  # distances first
+    assert "rho_1(mirror): (" in text and "rho_2(mirror): (" in text  # theta-bar's proven actions, as cycles
     data = json.loads(out.read_text())
     data["layers"][0]["weight"][0][0] = "12345/7"  # tamper with theta-bar
     out.write_text(json.dumps(data))
@@ -307,6 +308,27 @@ def test_mirror_experiment_saves_networks_and_certifies_them(tmp_path, monkeypat
         assert run["certified"]["task_loss"]["kind"].startswith("reconstruction")
         assert main(["check", f"{stem}_certificate.json", f"{stem}_certified.json"]) == 0
     json.loads((tmp_path / "results.json").read_text())  # plain JSON
+
+
+def test_mirror_experiment_without_onnx_says_so_before_training(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("torch", reason="the experiment needs torch: pip install 'symeq[numeric]'")
+    pytest.importorskip("sklearn", reason="the digits need scikit-learn: pip install 'symeq[numeric]'")
+    import sys
+
+    from symeq.numeric import experiment
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx -> ImportError
+    said_before = []
+    real_run = experiment.run_mirror
+    monkeypatch.setattr(experiment, "run_mirror", lambda *a, **k: (said_before.append(capsys.readouterr().err),
+                                                                   real_run(*a, **k))[1])
+    res = experiment.run_mirror_experiment(("tanh",), "autoencoder", epochs=1, out=tmp_path, progress=False,
+                                           widths=(8, 8, 8), n_fit=200, n_test=50)
+    assert "onnx is not installed" in said_before[0] and "pip install 'symeq[onnx]'" in said_before[0]
+    assert "onnx_skipped" in res and not list(tmp_path.glob("*.onnx")) and (tmp_path / "net_tanh_autoencoder.npz").is_file()
+    said = experiment.written_summary(res, tmp_path)
+    assert "1 network file(s)" in said and "onnx is not installed" in said and "figures skipped" in said
 
 
 def test_larger_group_best_found_not_proven():

@@ -331,7 +331,8 @@ def run_mirror_experiment(activations=("tanh", "gelu"), task: str = "autoencoder
     Every trained network is saved (``net_<activation>_<task>.npz`` and ``.onnx``), and with a
     ``certifier`` (see :func:`run_mirror`) also its certified nearest layerwise-equivariant network (``..._certified.json``,
     ``..._certificate.json``: ``symeq check`` re-checks them); matplotlib is looked for before the
-    training starts, and without it the figures are skipped (said on stderr and in the results).
+    training starts, and without it the figures are skipped (said on stderr and in the results); so
+    is onnx, without which the ``.onnx`` files are skipped.
     """
     try:
         import torch  # noqa: F401
@@ -350,6 +351,15 @@ def run_mirror_experiment(activations=("tanh", "gelu"), task: str = "autoencoder
             import sys
 
             print(skipped, file=sys.stderr, flush=True)
+    no_onnx = None
+    if out is not None:  # the .onnx networks: said before training too
+        try:
+            import onnx  # noqa: F401
+        except ImportError:
+            import sys
+
+            no_onnx = "the .onnx networks are not written: onnx is not installed (pip install 'symeq[onnx]')"
+            print(no_onnx, file=sys.stderr, flush=True)
     runs = [run_mirror(a, task, data=data, epochs=epochs, seed=seed, progress=progress, certifier=certifier,
                        **train_kw) for a in activations]
     files = []
@@ -360,8 +370,8 @@ def run_mirror_experiment(activations=("tanh", "gelu"), task: str = "autoencoder
               "paper": {f"{k[0]}: {k[1]}": v for k, v in PAPER_TABLE.items()}, "networks": files}
     if skipped:
         result["figures_skipped"] = skipped
-    if out is not None and any(not any(f.endswith(".onnx") for f in r.files) for r in runs):
-        result["onnx_skipped"] = "the .onnx networks were not written: onnx is not installed (pip install 'symeq[onnx]')"
+    if no_onnx:
+        result["onnx_skipped"] = no_onnx
     if out is not None:
         outp = Path(out)
         outp.mkdir(parents=True, exist_ok=True)
