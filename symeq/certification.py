@@ -120,6 +120,7 @@ class Certification:
         v = self.verification
         if v is not None:
             lines.append(f"exact verification of theta-bar: {v.verdict} ({v.end_to_end_method})")
+            lines += _action_lines(v)
         if self.status == "certified":
             lines.append(f"certified: theta-bar is layerwise equivariant (exact proof); {self.seconds:.2f} s")
         elif self.status == "too far":
@@ -128,6 +129,21 @@ class Certification:
         else:
             lines.append(f"undetermined: {self.reason}; {self.seconds:.2f} s")
         return "\n".join(lines)
+
+
+def _action_lines(v) -> list:
+    """theta-bar's proven actions rho_i(g) as cycles (neurons from 1), as `symeq verify` shows them."""
+    from .theorem import _describe_action
+
+    d = getattr(v, "derivation", None)
+    if d is None or not d.found or not d.actions:
+        return []
+    lines = ["theta-bar's actions (cycles of neurons, numbered from 1; -j: the value arriving at j changes sign):"]
+    layers = v.model.chain().layers
+    for i, per_g in enumerate(d.actions):
+        for gname, M in zip(v.group.names, per_g):
+            lines += _describe_action(layers[i], M, f"rho_{i + 1}({gname})")
+    return lines
 
 
 def exact_group_from_numeric(group):
