@@ -3544,8 +3544,10 @@ def _cp_mul(x: tuple, y: tuple) -> tuple:
 
 def _check_conv_layerwise(report: CheckReport, cert: dict, layers: list, group: list, cap: int) -> None:
     """The layer checks and the homomorphism for a chain of conv2d layers (sparse channel-pixel actions)."""
-    if not all(isinstance(layer, _Conv) for layer in layers):
-        report.reasons.append("a chain mixing dense and conv2d layers is not checked by this checker")
+    if not all(isinstance(layer, _Conv) for layer in layers):  # not a rejection: nothing is claimed false
+        report.checks.append("nothing this checker can re-verify: a chain mixing dense and conv2d layers "
+                             "(dense layers before the first convolution) is not checked by this checker")
+        report.unverifiable = True
         return
     actions = cert.get("latent_actions")
     if not isinstance(actions, list) or len(actions) != len(layers) - 1:

@@ -379,7 +379,8 @@ def _try_polynomial_fibre(model, group, deadline, enabled, eq, d, notes):
     if not enabled or model.has_relu or model.has_attention or not model.is_polynomial or not eq.exact:
         return None
     if model.has_conv:  # the fibre is written for dense layers (docs/conv.md)
-        notes.append("fibre-wide search skipped: it is written for dense layers, not for convolutions")
+        notes.append("fibre-wide search and submodel reduction (dead or cloned channels) skipped: they are written "
+                     "for dense layers, not for convolutions (docs/conv.md)")
         return None
     if model.n_params > FIBRE_SEARCH_MAX_PARAMS:
         notes.append(f"fibre-wide search skipped: {model.n_params} parameters (more than {FIBRE_SEARCH_MAX_PARAMS}); "

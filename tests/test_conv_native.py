@@ -643,3 +643,22 @@ def test_numeric_check_prints_channel_pixel_actions(tmp_path, capsys):
     data = json.loads(text[text.index("{"):])
     found = [a for a in json.dumps(data).split('"channel_pixel"')[1:]]
     assert found, "the JSON carries the channel-pixel form"
+
+
+def test_checker_leaves_dense_before_conv_unverified_not_rejected():
+    """A dense layer before the first convolution: verify handles the mixed chain; the checker's conv
+    section does not check it and says so (accepted None), it never rejects a correct certificate."""
+    import symeq
+    from symeq.check import check_certificate
+    from symeq.io import model_to_json
+    from symeq.layers.conv_nets import regular_network
+    from symeq.models import DenseLayer, Model
+
+    layers, group = regular_network("C4", 3, 1, 1, tanh_series(3), rng=1)
+    first = DenseLayer(fmpq_mat([[fmpq(int(i == j)) for j in range(9)] for i in range(9)]), [fmpq(0)] * 9,
+                       tanh_series(3))
+    model = Model(9, [first] + layers, group)
+    v = symeq.verify(model)
+    assert v.verdict == "layerwise-equivariant", v.report()
+    report = check_certificate(v.certificate(), model_to_json(model))
+    assert report.accepted is None and not report.reasons
