@@ -87,7 +87,7 @@ def test_dead_neuron_line_decides_and_is_exact():
     assert [list(map(int, r)) for r in m.layers[0].weight.tolist()][2] == [0, 0]
     c = compare_with_orbit(m, engine="auto", timeout=60)
     assert c.status == "not-identifiable" and c.criterion == "inactive-neuron"
-    assert "neuron 2 of hidden layer 1 is dead" in c.reason and c.witness_real is True
+    assert "neuron 3 of hidden layer 1 is dead" in c.reason and c.witness_real is True  # row 2, numbered from 1
     d = {k: fmpq(*map(int, (v.split("/") + ["1"])[:2])) for k, v in c.witness["line"].items()}
     # the outgoing weight 3 moves to 0 and the output bias absorbs 3 * tanh_3(1) = 3 * 2/3
     assert d == {"w2_0_2": fmpq(-3), "b2_0": fmpq(2)}
@@ -305,6 +305,6 @@ def test_pruned_torch_network_rounded_to_rationals():
     m = Model(2, layers)
     c = compare_with_orbit(m, engine="auto", timeout=60)
     assert c.status == "not-identifiable" and c.criterion == "inactive-neuron"
-    assert "neuron 1 of hidden layer 1 is dead" in c.reason
+    assert "neuron 2 of hidden layer 1 is dead" in c.reason  # weight row 1, numbered from 1
     d = {k: fmpq(*map(int, (v.split("/") + ["1"])[:2])) for k, v in c.witness["line"].items()}
     assert _same_function(m, _moved(m, c.ideal, d))

@@ -374,8 +374,9 @@ def test_cli_fibre_text_and_relu_refusal(tmp_path, capsys):
     assert "family: rotation" in out and "verdict: not-identifiable" in out
     relu_m = tmp_path / "relu.json"
     save_model(Model(2, [DenseLayer([[1, 2], [3, -1]], [1, -2], relu()), DenseLayer([[2, -1]], [1], None)]), relu_m)
-    assert main(["fibre", str(relu_m)]) == 2
-    assert "no identifiability method covers this model" in capsys.readouterr().err
+    # ReLU: the exact functional dimension (symeq.relu.fdim) gives the local answer (exit 3)
+    assert main(["fibre", str(relu_m)]) == 3
+    assert "verdict: locally-identifiable" in capsys.readouterr().out
 
 
 def test_engine_note_only_when_groebner_runs(monkeypatch):

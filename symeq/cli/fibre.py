@@ -154,12 +154,14 @@ def _fibre(args) -> int:
 
 def _progress(args, rep) -> None:
     """The notes first (the Gröbner-engine note only when that step ran), then one line per method tried."""
+    from ..fibre.orbit import one_based
+
     for note in rep.notes:
         print(f"note: {note}", file=sys.stderr, flush=True)
     for t in rep.tried:
         reason = t.get("reason") or ""
-        print(f"fibre of {args.model}: {t['method']}: {t['status']}" + (f" ({_short(reason)})" if reason else ""),
-              file=sys.stderr)
+        print(f"fibre of {args.model}: {t['method']}: {t['status']}"
+              + (f" ({_short(one_based(reason))})" if reason else ""), file=sys.stderr)
     for h in rep.hints:
         print(f"hint: {h}", file=sys.stderr)
 
@@ -187,6 +189,7 @@ def report_to_json(rep, model_path: str | None = None) -> dict:
     else:
         d = dict(rep.result or {}, model=model_path)
     d["status"] = rep.status
+    d.setdefault("reason", rep.reason)
     if rep.method is not None:
         d["method"] = rep.method
     d["decided_by"] = rep.method
@@ -211,8 +214,9 @@ def report_text(d: dict, rep) -> str:
     elif d.get("engine") == "jacobian-rank":
         text = _jacobian_text(d)
     else:
-        text = "\n".join([f"method: {d.get('method')}", f"condition: {d.get('condition', '')}",
-                          f"verdict: {d['status']} -- {d.get('reason', rep.reason)}"])
+        text = "\n".join([f"method: {d.get('method') or 'none decided'}"]
+                         + ([f"condition: {d['condition']}"] if d.get("condition") else [])
+                         + [f"verdict: {d['status']} -- {d.get('reason', rep.reason)}"])
     lines = [text]
     if len(rep.tried) > 1 or rep.status not in ("identifiable", "not-identifiable"):
         lines.append("methods tried:")
@@ -223,7 +227,14 @@ def report_text(d: dict, rep) -> str:
     if rep.status == "locally-identifiable":
         lines.append("exit code 3: theta is locally identifiable; whether the fibre has points far from the "
                      "orbit is open")
-    return "\n".join(lines)
+    from ..fibre.orbit import one_based
+
+    text = "\n".join(lines)
+    shown = one_based(text)  # text numbers rows, columns and neurons from 1 (the JSON's names from 0)
+    if shown != text:
+        shown += ("\nunknowns: w<layer>_<row>_<column>, b<layer>_<row>, numbered from 1 here (--json names them "
+                  "with rows and columns from 0)")
+    return shown
 
 
 def _jacobian_text(d: dict) -> str:

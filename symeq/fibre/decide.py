@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from ..budget import Deadline
 from ..errors import BudgetExceeded, InputError, LimitExceeded, MemoryLimit, MonomialLimit
 
-__all__ = ["METHODS", "EXIT_CODES", "IdentifiabilityReport", "decide_identifiability"]
+__all__ = ["METHODS", "EXIT_CODES", "IdentifiabilityReport", "decide_identifiability", "relu_local_identifiability"]
 
 #: the methods in the order ``auto`` tries them
 METHODS = ("classical", "tensor", "jacobian-factors", "jacobian-rank", "groebner")
@@ -160,7 +160,9 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
             cd = classical_identifiability(model, timeout=left(), certificate=certificate)
             tried.append({"method": "classical", "status": cd.status, "reason": cd.reason})
             if cd.status in _GLOBAL or method == "classical":
-                return report(cd.status, "classical", cd.reason, cd.to_json(), cd, cd.certificate)
+                # the theorem that decided ("sussmann" / "fefferman") names the method in the report
+                return report(cd.status, cd.method if cd.status in _GLOBAL else None, cd.reason, cd.to_json(), cd,
+                              cd.certificate)
     # 2./3. tensor (one hidden layer) and the Jacobian factors (two or three)
     if wanted("tensor") or wanted("jacobian-factors"):
         from .tensor import tensor_identifiability
@@ -185,18 +187,23 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
         if td.status in _GLOBAL or method != "auto":
             return report(td.status, name if td.status in _GLOBAL else None, td.reason, td.to_json(), td,
                           td.certificate)
-    # 4. local: the Jacobian rank
+    # 4. local: the Jacobian rank (modulo 2^61-1 for polynomial activations; on the linear regions for
+    #    ReLU / leaky ReLU, symeq.relu.fdim)
     if wanted("jacobian-rank"):
         from .jacobian import jacobian_identifiability
 
         try:
-            local = jacobian_identifiability(model, deadline=deadline, certificate=certificate)
+            if _piecewise_linear(model):
+                local = relu_local_identifiability(model, deadline=deadline)
+            else:
+                local = jacobian_identifiability(model, deadline=deadline, certificate=certificate)
         except LimitExceeded as e:
             tried.append({"method": "jacobian-rank", "status": "refused", "reason": str(e)})
             if method == "jacobian-rank":
                 raise
         else:
-            tried.append({"method": "jacobian-rank", "status": local.status, "reason": local.reason})
+            tried.append({"method": "jacobian-rank", "status": local.status,
+                          "reason": local.reason.removeprefix("jacobian-rank: ")})
             if method == "jacobian-rank":
                 return report(local.status, "jacobian-rank" if local.status in _GLOBAL + ("locally-identifiable",)
                               else None, local.reason, local.to_json(), local, local.certificate)
@@ -261,10 +268,89 @@ def _fallback(report, local, tried):
         return report(status, "jacobian-rank" if status != "unknown" else None, local.reason,
                       local.to_json(), local, local.certificate)
     if all(t["status"] == "not-applicable" for t in tried):
-        raise InputError("no identifiability method covers this model: "
-                         + "; ".join(f"{t['method']}: {t['reason']}" for t in tried))
+        # nothing the user did wrong: the question is open for this model (exit 3), with every reason
+        return report("unknown", None, "no identifiability method covers this model: "
+                      + "; ".join(f"{t['method']}: {t['reason']}" for t in tried))
     reasons = "; ".join(f"{t['method']}: {t['reason']}" for t in tried if t.get("reason"))
     return report("unknown", None, f"no method decided ({reasons})")
+
+
+def _piecewise_linear(model) -> bool:
+    """Dense layers whose activations are ReLU or leaky ReLU (or none), at least one of them."""
+    from ..relu.fdim import activation_slope
+
+    acts = [l.activation for l in model.layers if l.activation is not None]
+    if not acts or any(l.kind != "dense" for l in model.layers) or model.is_polynomial:
+        return False
+    try:
+        for a in acts:
+            activation_slope(a)
+    except InputError:
+        return False
+    return True
+
+
+@dataclass
+class ReluLocalDecision:
+    """The Jacobian-rank step for a ReLU / leaky ReLU network (:func:`relu_local_identifiability`).
+
+    ``status`` is "locally-identifiable" only when the exact rank on the sample (a proven lower bound of
+    the functional dimension) reaches ``#params - dim T`` (T: the tangent of the positive-rescaling
+    orbit, computed); otherwise "unknown" with the shortfall and its explanation: a missed bound proves
+    nothing about the fibre by itself.
+    """
+
+    status: str
+    reason: str
+    fdim: object = field(default=None, repr=False)
+    seconds: float = 0.0
+    certificate: dict | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict:
+        f = self.fdim
+        out = {"method": "jacobian-rank", "engine": "relu-fdim", "exact": True, "status": self.status,
+               "reason": self.reason, "seconds": round(self.seconds, 4), "over": "R (near theta)"}
+        if f is not None:
+            out.update({"condition": f"rank of the Jacobian on {f.points} points off every bent hyperplane "
+                                     f"mod {f.prime} = {f.rank}; #params - dim T = {f.params} - {f.orbit_dim}",
+                        "field": f"GF({f.prime}) (rank mod p: a lower bound over QQ)", "rank": f.rank,
+                        "parameters": f.params, "orbit_dimension": f.orbit_dim, "upper_bound": f.bound,
+                        "points": f.points, "prime": str(f.prime), "dimension_lower_bound": None,
+                        "families": [], "functional_dimension": f.to_json()})
+        return out
+
+
+def relu_local_identifiability(model, *, deadline=None) -> ReluLocalDecision:
+    """Local identifiability of a ReLU / leaky ReLU network by its exact functional dimension.
+
+    Examples
+    --------
+    >>> from symeq.models import Model, DenseLayer
+    >>> from symeq.activations import relu
+    >>> m = Model(2, [DenseLayer([[1, 2], [3, -1], [-2, 1]], [1, -1, 2], relu()),
+    ...               DenseLayer([[1, -1, 2]], [0], None)])
+    >>> relu_local_identifiability(m).status
+    'locally-identifiable'
+    """
+    from ..relu.fdim import relu_functional_dimension
+
+    t0 = time.perf_counter()
+    try:
+        f = relu_functional_dimension(model, deadline=deadline)
+    except LimitExceeded:
+        raise
+    except InputError as e:  # e.g. every sampled point on a bent hyperplane: the rank is not defined there
+        return ReluLocalDecision("unknown", f"the ReLU functional dimension is not defined here: {e}",
+                                 seconds=time.perf_counter() - t0)
+    if f.locally_identifiable:
+        status = "locally-identifiable"
+        reason = (f"{f.summary()}: near theta every parameter with the same function is a positive rescaling "
+                  "of theta (the activation patterns at the sample stay fixed near theta; constant-rank "
+                  "theorem, Bona-Pellissier, Bachoc and Malgouyres 2022); the global question stays open")
+    else:
+        status = "unknown"
+        reason = f"{f.summary()}: a missed bound is not a proof that the fibre is larger than the orbit"
+    return ReluLocalDecision(status, reason, f, time.perf_counter() - t0)
 
 
 def _engine_note(engine: str, notes: list) -> None:

@@ -245,7 +245,7 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
     if any(w != n for w in ws[1:-1]) or n0 < n or nL < n:
         return na("widths (n0, n, ..., n, nL), n0 >= n <= nL, or widening last: (n0, n, n2, n3) or "
                   "(n0, n, n, n3, n4) with n < n_last <= outputs",
-                  f"{h} of widths {ws}: the certificate needs equal hidden widths n and at least n inputs and n "
+                  f"{h} of widths {ws[1:-1]} ({ws[0]} inputs, {ws[-1]} outputs): the certificate needs equal hidden widths n and at least n inputs and n "
                   "outputs, or a widening last hidden layer n < n_L <= outputs (a narrowing layer, or more outputs "
                   "needed than there are, makes the Jacobian's maximal minors sums in which the first layer's "
                   "factors cancel)")

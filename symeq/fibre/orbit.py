@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -154,6 +155,26 @@ class FibreComparison:
         if not w:
             return ""
         return w.get("text", str(w))
+
+
+_NAME = re.compile(r"\b([wb])(\d+)_(\d+)(?:_(\d+))?\b")
+
+
+def one_based(text: str) -> str:
+    """``text`` with the fibre ideal's unknowns numbered from 1, as every text output numbers them.
+
+    The unknowns are named ``w{l}_{i}_{j}`` and ``b{l}_{i}`` with the layer ``l`` from 1 and the row
+    ``i`` and column ``j`` from 0 (docs/identifiability.md); the JSON keeps these names, text shows
+    rows and columns from 1.
+
+    >>> one_based("the whole line theta + s*(w2_0_1:1, b1_2:-3)")
+    'the whole line theta + s*(w2_1_2:1, b1_3:-3)'
+    """
+    def sub(m):
+        out = f"{m.group(1)}{m.group(2)}_{int(m.group(3)) + 1}"
+        return out + (f"_{int(m.group(4)) + 1}" if m.group(4) is not None else "")
+
+    return _NAME.sub(sub, text)
 
 
 def _scalings(act, bias: bool) -> list:
@@ -320,14 +341,14 @@ def _inactive_lines(model, ideal: FibreIdeal):
                         d[f"w{l + 1}_{k}_{j}"] = -col[k]
                         if c != 0:
                             d[f"b{l + 1}_{k}"] = c * col[k]
-                    yield d, (f"neuron {j} of hidden layer {l} is dead (zero incoming weights, constant output "
+                    yield d, (f"neuron {j + 1} of hidden layer {l} is dead (zero incoming weights, constant output "
                               f"{c}): its outgoing weights move to 0, the next biases absorb the constant"), "dead"
                 elif ok:
                     k = ok[0]
                     d = {f"w{l + 1}_{k}_{j}": fmpq(1)}
                     if c != 0:
                         d[f"b{l + 1}_{k}"] = -c
-                    yield d, (f"neuron {j} of hidden layer {l} is dead (zero incoming weights, constant output "
+                    yield d, (f"neuron {j + 1} of hidden layer {l} is dead (zero incoming weights, constant output "
                               f"{c}): its outgoing weight w{l + 1}_{k}_{j} is free, the next bias absorbs "
                               "the constant"), ("dead" if not nonzero else None)
             if all(v == 0 for v in col):
@@ -338,10 +359,10 @@ def _inactive_lines(model, ideal: FibreIdeal):
                     continue
                 if any(v != 0 for v in row) and all(n in unknown for n in names):
                     d = {n: -fmpq(v) for n, v in zip(names, row) if v != 0}
-                    yield d, (f"neuron {j} of hidden layer {l} is unused (zero outgoing weights): its incoming "
+                    yield d, (f"neuron {j + 1} of hidden layer {l} is unused (zero outgoing weights): its incoming "
                               "weights move to 0"), "unused"
                 else:
-                    yield {free[0]: fmpq(1)}, (f"neuron {j} of hidden layer {l} is unused (zero outgoing weights): "
+                    yield {free[0]: fmpq(1)}, (f"neuron {j + 1} of hidden layer {l} is unused (zero outgoing weights): "
                                                f"its incoming entry {free[0]} is free"), \
                         ("unused" if all(v == 0 for v in row) and free[0].startswith("w") else None)
 

@@ -382,14 +382,14 @@ def _witness_point(F, j, act, b, bias, d, lam, q):
     if lam is not None:
         bp = act.shift + lam * (fmpq(b) - act.shift) if bias else fmpq(0)
         w.update({"lambda": str(lam), "bias": str(bp),
-                  "text": f"neuron {j}: lambda = {lam}, b' = {bp} solves every per-neuron equation and is not a "
-                          f"latent scaling: theta' = (lambda w_{j}, b', lambda^-{d} v_{j}) (b_2 adjusted) is in the "
+                  "text": f"neuron {j + 1}: lambda = {lam}, b' = {bp} solves every per-neuron equation and is not a "
+                          f"latent scaling: theta' = (lambda w_{j + 1}, b', lambda^-{d} v_{j + 1}) (b_2 adjusted) is in the "
                           "fibre and not in the orbit"})
     else:
         # lambda is irrational (possibly non-real): the point is not rational, so it is none of the
         # (rational) orbit points
         w.update({"minimal_polynomial": _poly_json(q),
-                  "text": f"neuron {j}: every root lambda of {q.str()} (irreducible over Q, degree {q.degree()}) "
+                  "text": f"neuron {j + 1}: every root lambda of {q.str()} (irreducible over Q, degree {q.degree()}) "
                           "solves every per-neuron equation: an algebraic fibre point outside the rational orbit"})
     return w
 
@@ -533,7 +533,7 @@ def _decide(model, act, d, bias, deadline, t0, want_cert) -> TensorDecision:
             sols = _distinct_roots(g)
         ok = (sols == "all" and latent == "all") or (sols != "all" and latent != "all" and sols == len(latent))
         if not ok:
-            return done("not-applicable", f"neuron {j}: the certified equations (degrees {sorted(avail)}) leave "
+            return done("not-applicable", f"neuron {j + 1}: the certified equations (degrees {sorted(avail)}) leave "
                         f"{sols} solution(s) for {'a torus' if latent == 'all' else len(latent)} latent scaling(s), "
                         "and no extra solution satisfies every equation: undecided by this method",
                         "per-neuron system underdetermined", kruskal=kinfo)

@@ -43,12 +43,17 @@ PROVEN = {"counterexample": "proven: no layerwise-equivariant parameter of these
           "skipped": "did not build at these widths"}
 
 
+def _num(index):
+    """A candidate's number in text: from 1 (the JSONL's ``index`` counts from 0)."""
+    return index + 1 if isinstance(index, int) else index
+
+
 def find_layers(rec: dict) -> list:
     """Plain layers (exact) of a record's network: the minimised one for one hidden layer."""
     from .deep import layers_from_json
 
     if "model" not in rec:
-        raise InputError(f"candidate {rec.get('index')} has no network in the file")
+        raise InputError(f"candidate {_num(rec.get('index'))} has no network in the file")
     m = rec.get("minimised", {}).get("model") or rec["model"]
     if isinstance(m, list):
         return layers_from_json(m)
@@ -158,10 +163,10 @@ def write_picture(rec: dict, spec: str, path) -> str:
     """Write the picture of one find; returns a one-line message saying what was written."""
     layers = find_layers(rec)
     if len(layers[0][0][0]) != 2:
-        return f"no picture: candidate {rec['index']} has input dimension {len(layers[0][0][0])} (pictures need 2)"
+        return f"no picture: candidate {_num(rec['index'])} has input dimension {len(layers[0][0][0])} (pictures need 2)"
     action = hyperplane_action(layers, spec)
     action["spec"] = spec
-    title = f"candidate {rec['index']} ({rec.get('status')}): first-layer hyperplanes and {spec}"
+    title = f"candidate {_num(rec['index'])} ({rec.get('status')}): first-layer hyperplanes and {spec}"
     path = Path(path)
     if path.suffix.lower() != ".svg":
         try:
@@ -202,7 +207,7 @@ def write_picture(rec: dict, spec: str, path) -> str:
         path.write_text(_svg(action, title))
     moved = "; ".join(f"{g}: " + ", ".join(f"H{j + 1}->" + (f"H{t + 1}" if t is not None else "new")
                                              for j, t in enumerate(img)) for g, img in action["images"].items())
-    return f"picture of candidate {rec['index']}: {path} ({len(action['keys'])} hyperplanes; {moved})"
+    return f"picture of candidate {_num(rec['index'])}: {path} ({len(action['keys'])} hyperplanes; {moved})"
 
 
 def _one_layer_lines(recs) -> list:
@@ -301,11 +306,11 @@ def report(paths, picture=None) -> str:
                 cands = [r for r in recs if r.get("status") in FIND_STATUSES and "model" in r]
                 if cands:
                     b = _best(cands)
-                    lines.append(f"    no proven find; smallest candidate: {b['index']} ({b['kind']}, {b['status']})")
+                    lines.append(f"    no proven find; smallest candidate: {_num(b['index'])} ({b['kind']}, {b['status']})")
                 continue
             best = _best(proven)
             lay = find_layers(best)
-            lines.append(f"    smallest proven find: candidate {best['index']} ({best['kind']}), "
+            lines.append(f"    smallest proven find: candidate {_num(best['index'])} ({best['kind']}), "
                          f"{_size(lay)[0]} active hidden neurons")
             fd = best.get("functional_dimension", {})
             if "summary" in fd:
@@ -331,4 +336,5 @@ def report(paths, picture=None) -> str:
             lines.append("no picture: no proven find with input dimension 2")
         else:
             lines.append(write_picture(pic_candidate[0], pic_candidate[1], picture))
+    lines.append("(candidates are numbered from 1 here; the JSONL's \"index\" counts from 0)")
     return "\n".join(lines)
