@@ -62,6 +62,7 @@ exit codes:
   2  bad input or usage, including a size limit (named with the option that raises it)
      and a certificate checked against another model
   3  undetermined: a time budget ran out, an engine failed, or no method decides
+     (fibre, verify --identifiability: also locally identifiable, the global question open)
   130 / 143  interrupted (Ctrl-C / SIGTERM); 70 an internal error (please report it)
 """
 

@@ -644,7 +644,10 @@ def _structured_rank(J: np.ndarray, H: np.ndarray, col: int, K: int, bias: bool,
         g = Ea[:, rest].T.copy()             # (N - rc) x rc
         A = J[:, :col].reshape(N, K * col)   # row n: A_1[n], ..., A_K[n] side by side
         R = _matmul_mod_blas(g, A[S])
-        R = np.where(A[rest] >= R, A[rest] - R, A[rest] + (_P - R))   # A[rest] - g A[S] mod p
+        Ar = A[rest]
+        del A
+        R = np.where(Ar >= R, Ar - R, Ar + (_P - R))   # A[rest] - g A[S] mod p
+        del Ar
         return K * rc + _to_nmod(R.reshape(len(rest) * K, col)).rank()
     finally:
         flint.ctx.threads = old
@@ -997,7 +1000,13 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
                 raise AssertionError("an orbit tangent is not in the kernel of the Jacobian")
         deadline.check("the rank of the Jacobian modulo p")
         # the elimination cannot be interrupted: refuse it before it starts when it cannot fit the budget
-        est = RANK_SECONDS_PER_OP * J.shape[0] * J.shape[1] * min(J.shape)
+        M, slack = J.shape[0], max(8, (P - dim_orbit) // 20)
+        structured = STRUCTURED and P >= STRUCTURED_MIN_PARAMS and _affine_last(twins) and \
+            (not want_cert or M <= P - dim_orbit + slack)
+        # the matrix eliminated: with the structured path K (N - rank C) rows and the columns before the
+        # last layer (rank C >= 1 with the bias column)
+        Me, Pe = (M - (K if bias else 0), keep["last_col"]) if structured else J.shape
+        est = RANK_SECONDS_PER_OP * Me * Pe * min(Me, Pe)
         left = [deadline.seconds - deadline.elapsed()] if deadline.seconds is not None else []
         if process_deadline() is not None:  # the command's own budget (symeq.cli.main's alarm)
             left.append(process_deadline() - time.perf_counter())
@@ -1008,9 +1017,7 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
         t = time.perf_counter()
         # the certificate lists all rows when they are at most 5 % more than the rank (no pivots
         # needed); then the structured elimination gives the same rank for less (_structured_rank)
-        M, slack = J.shape[0], max(8, (P - dim_orbit) // 20)
-        if STRUCTURED and P >= STRUCTURED_MIN_PARAMS and _affine_last(twins) and \
-                (not want_cert or M <= P - dim_orbit + slack):
+        if structured:
             r = _structured_rank(J, keep["last_input"], keep["last_col"], K, bias, threads)
             rows = list(range(M)) if want_cert and M <= r + max(8, r // 20) else None
             # the certificate's rows are needed only at rank = the bound, where M <= r + slack holds
