@@ -217,7 +217,7 @@ def network_slopes(model) -> list:
 
         out = []
         for i, l in enumerate(model.layers):
-            if getattr(l, "kind", "dense") != "dense":
+            if l.kind != "dense":
                 raise InputError(f"layer {i} is {l.kind}: the exact piecewise-linear tools take dense layers")
             out.append((mat_rows(l.weight), [as_fmpq(v) for v in l.bias],
                         None if l.activation is None else activation_slope(l.activation, f"layer {i}")))
@@ -244,7 +244,7 @@ def activation_slope(act, where: str = "activation"):
         if as_fmpq(pos) != 1:
             raise InputError(f"{where}: the piecewise-linear tools take activations with slope 1 for t > 0")
         return _slope_of(neg, where)
-    if getattr(act, "kind", None) == "relu":
+    if act.kind == "relu":
         return _ZERO
     spec = act.to_spec() if hasattr(act, "to_spec") else {}
     if spec.get("type") == "leaky_relu" and "slope" in spec:
