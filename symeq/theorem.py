@@ -446,9 +446,11 @@ def _try_relu_fibre(model: Model, group: FiniteGroup, deadline: Deadline):
         return None
     from .layerwise import check_layerwise
     from .relu.fibre import decide_fibre
+    from .relu.lp import deadline_scope
 
     deadline.check("deciding the ReLU fibre")
-    fd = decide_fibre(model, group, check_theta=False)
+    with deadline_scope(deadline):  # its exact LPs check the budget
+        fd = decide_fibre(model, group, check_theta=False)
 
     def finish(eq, d, notes):
         proof = fd.proof.get("lines", [])
@@ -768,16 +770,19 @@ def _try_leaky_fibre(model: Model, group: FiniteGroup, deadline: Deadline, d, no
         return None
     from .layerwise import check_layerwise
     from .relu.leaky import decide_fibre_leaky, equivariant_leaky
+    from .relu.lp import deadline_scope
 
     deadline.check("deciding the leaky ReLU premise (canonical forms)")
-    holds, _ = equivariant_leaky(model, group)
+    with deadline_scope(deadline):
+        holds, _ = equivariant_leaky(model, group)
     if not holds:
         return None
     eq = EquivarianceResult(True, "leaky-canonical-form",
                             detail="f(rho_in(g) x) and rho_out(g) f(x) have the same canonical form (kinks, jumps and "
                                    "affine part of the piecewise-linear function) for every generator: a proof")
     deadline.check("deciding the leaky ReLU fibre")
-    fd = decide_fibre_leaky(model, group, check_theta=False)
+    with deadline_scope(deadline):  # its exact LPs check the budget
+        fd = decide_fibre_leaky(model, group, check_theta=False)
     if fd.verdict == "no-layerwise-parameter":
         ident = {"status": "not-identifiable",
                  "detail": "theta^g is in the fibre of theta but not in its orbit (no positive monomial action at theta)"}

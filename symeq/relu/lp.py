@@ -18,10 +18,17 @@ Two entry points:
   ``A_eq x = b_eq`` and ``x >= 0`` (or ``x`` free).
 * :func:`interior_point` -- decide whether an open polyhedron
   ``{x : A x + b > 0}`` is non-empty and return a point well inside it.
+
+Time budget.  Both take a :class:`~symeq.budget.Deadline` (``deadline=``); a caller that runs
+LPs deep inside other code (region enumeration, the fibre decisions) opens
+:func:`deadline_scope` instead, and every LP started inside the scope checks that deadline too.
+The simplex checks them every :data:`CHECK_EVERY` pivots and while building its tableau, and
+raises :class:`~symeq.errors.BudgetExceeded` (exit 3: undetermined) past the budget.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from fractions import Fraction
 from typing import NamedTuple, Sequence
 
@@ -39,7 +46,70 @@ __all__ = [
     "solve_lp",
     "interior_point",
     "as_fmpq",
+    "deadline_scope",
+    "scoped",
+    "CHECK_EVERY",
 ]
+
+#: the simplex checks its deadlines every this many pivots (a pivot is O(rows x nonzeros))
+CHECK_EVERY = 8
+
+_SCOPE: list = []  # the deadlines of the open deadline_scope blocks (innermost last)
+
+
+@contextmanager
+def deadline_scope(deadline):
+    """Make every LP started inside the block check ``deadline`` (None: the block does nothing).
+
+    For callers that reach the LP through code that takes no deadline of its own.
+
+    >>> from symeq.budget import Deadline
+    >>> from symeq.errors import BudgetExceeded
+    >>> with deadline_scope(Deadline(0)):
+    ...     try:
+    ...         solve_lp([1, 1], [[1, 2], [3, 1]], [4, 6])
+    ...     except BudgetExceeded as e:
+    ...         print("stopped")
+    stopped
+    >>> solve_lp([1, 1], [[1, 2], [3, 1]], [4, 6]).status      # outside: no budget
+    'optimal'
+    """
+    if deadline is None:
+        yield
+        return
+    _SCOPE.append(deadline)
+    try:
+        yield
+    finally:
+        _SCOPE.remove(deadline)
+
+
+def scoped(iterator, deadline):
+    """Iterate ``iterator`` with ``deadline`` in scope while it computes each item (a generator).
+
+    >>> list(scoped(iter([1, 2]), None))
+    [1, 2]
+    """
+    it = iter(iterator)
+    while True:
+        with deadline_scope(deadline):
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+        yield item
+
+
+def _deadlines(deadline) -> tuple:
+    """The deadlines an LP checks: its own and those of the open scopes."""
+    if deadline is None:
+        return tuple(_SCOPE)
+    return (deadline, *_SCOPE)
+
+
+def _check(deadlines: tuple, what: str) -> None:
+    for d in deadlines:
+        d.check(what)
 
 _ZERO = fmpq(0)
 _ONE = fmpq(1)
@@ -156,17 +226,22 @@ def _pivot(T: list, beta: list, row_lab: list, col_lab: list, r: int, s: int) ->
 
 
 def _simplex(T: list, beta: list, row_lab: list, col_lab: list, live: list,
-             rule: str, max_iter: int, count: list, on_pivot=None, stop_below=None) -> str:
+             rule: str, max_iter: int, count: list, on_pivot=None, stop_below=None,
+             deadlines: tuple = ()) -> str:
     """Minimise the objective (last row of ``T``).  Returns "optimal"/"unbounded".
 
     ``live[s]`` False excludes column ``s`` from entering.  ``count[0]``
     accumulates pivots.  ``on_pivot(s)`` is called after each pivot.  With
     ``stop_below``, returns "stopped" as soon as the objective value is
     ``< stop_below`` (a feasible, not necessarily optimal, vertex).
+    ``deadlines`` are checked every :data:`CHECK_EVERY` pivots.
     """
     D = T[-1]
     m = len(T) - 1
     while True:
+        if deadlines and count[0] % CHECK_EVERY == 0:
+            _check(deadlines, f"solving an exact LP ({len(T) - 1} rows, {len(D)} columns, "
+                              f"{count[0]} pivots so far)")
         if stop_below is not None and beta[-1] < stop_below:
             return "stopped"
         s = -1
@@ -206,7 +281,7 @@ def _simplex(T: list, beta: list, row_lab: list, col_lab: list, live: list,
 def solve_lp(c: Sequence, A_ub: Sequence | None = None, b_ub: Sequence | None = None,
              A_eq: Sequence | None = None, b_eq: Sequence | None = None,
              free: bool | Sequence[bool] = False, rule: str = "bland",
-             max_iter: int = 100000) -> LPResult:
+             max_iter: int = 100000, deadline=None) -> LPResult:
     """Solve ``max c.x  s.t.  A_ub x <= b_ub,  A_eq x = b_eq,  x >= 0`` exactly.
 
     A two-phase dense primal simplex method over ``fmpq``.  Variables marked
@@ -229,6 +304,9 @@ def solve_lp(c: Sequence, A_ub: Sequence | None = None, b_ub: Sequence | None = 
         :class:`LPIterationLimit` is raised after ``max_iter`` pivots).
     max_iter : int, default 100000
         Bound on the total number of pivots.
+    deadline : :class:`~symeq.budget.Deadline`, optional
+        Checked every :data:`CHECK_EVERY` pivots (as are those of open :func:`deadline_scope`
+        blocks).
 
     Returns
     -------
@@ -240,6 +318,8 @@ def solve_lp(c: Sequence, A_ub: Sequence | None = None, b_ub: Sequence | None = 
     ------
     LPIterationLimit
         If more than ``max_iter`` pivots are needed.
+    BudgetExceeded
+        Past a deadline's budget.
 
     Examples
     --------
@@ -272,17 +352,22 @@ def solve_lp(c: Sequence, A_ub: Sequence | None = None, b_ub: Sequence | None = 
         free_mask = [bool(f) for f in free]
         if len(free_mask) != n:
             raise InputError("free mask length differs from len(c)")
-    return _solve(c, A_ub, b_ub, A_eq, b_eq, free_mask, rule, max_iter)
+    return _solve(c, A_ub, b_ub, A_eq, b_eq, free_mask, rule, max_iter, deadline=deadline)
 
 
 def _solve(c: list, A_ub: list, b_ub: list, A_eq: list, b_eq: list, free_mask: list,
-           rule: str = "bland", max_iter: int = 100000, stop_above=None) -> LPResult:
+           rule: str = "bland", max_iter: int = 100000, stop_above=None, deadline=None) -> LPResult:
     """:func:`solve_lp` on already converted (fmpq) data.
 
     With ``stop_above``, phase 2 stops at the first vertex whose value exceeds
     it; the status is then "feasible" (the vertex need not be optimal).
+    ``deadline`` (and those of open :func:`deadline_scope` blocks) are checked before the
+    tableau is built and every :data:`CHECK_EVERY` pivots.
     """
+    deadlines = _deadlines(deadline)
     n = len(c)
+    if deadlines:
+        _check(deadlines, f"setting up an exact LP ({len(A_ub) + len(A_eq)} constraints, {n} variables)")
     # structural variables: original j -> label p (and q for the negative part)
     col_of: list[tuple[int, int | None]] = []
     nstruct = 0
@@ -359,7 +444,7 @@ def _solve(c: list, A_ub: list, b_ub: list, A_eq: list, b_eq: list, free_mask: l
             if col_lab[s] >= art0:
                 live[s] = False
 
-        _simplex(T, beta, row_lab, col_lab, live, rule, max_iter, count, kill)
+        _simplex(T, beta, row_lab, col_lab, live, rule, max_iter, count, kill, deadlines=deadlines)
         if beta[-1] > 0:
             return LPResult("infeasible", None, None, count[0])
         T.pop()
@@ -402,7 +487,7 @@ def _solve(c: list, A_ub: list, b_ub: list, A_eq: list, b_eq: list, free_mask: l
     T.append(D)
     beta.append(Z)
     status = _simplex(T, beta, row_lab, col_lab, live, rule, max_iter, count,
-                      stop_below=None if stop_above is None else -stop_above)
+                      stop_below=None if stop_above is None else -stop_above, deadlines=deadlines)
     if status == "unbounded":
         return LPResult("unbounded", None, None, count[0])
     val = [_ZERO] * nstruct
@@ -420,7 +505,7 @@ def _solve(c: list, A_ub: list, b_ub: list, A_eq: list, b_eq: list, free_mask: l
     return LPResult("feasible" if status == "stopped" else "optimal", x, value, count[0])
 
 
-def interior_point(A: Sequence, b: Sequence, n: int | None = None
+def interior_point(A: Sequence, b: Sequence, n: int | None = None, deadline=None
                    ) -> tuple[list, fmpq] | None:
     """Find a point of the open polyhedron ``{x : A x + b > 0}``, exactly.
 
@@ -437,6 +522,8 @@ def interior_point(A: Sequence, b: Sequence, n: int | None = None
         Constant parts.
     n : int, optional
         Dimension of ``x``; needed only when ``A`` has no rows.
+    deadline : :class:`~symeq.budget.Deadline`, optional
+        Checked while the LP runs (see :func:`solve_lp`).
 
     Returns
     -------
@@ -467,11 +554,11 @@ def interior_point(A: Sequence, b: Sequence, n: int | None = None
     for row in A:
         if len(row) != n:
             raise InputError("rows of A must all have length n")
-    return _interior_point(A, b, n)
+    return _interior_point(A, b, n, deadline=deadline)
 
 
 def _interior_point(A: list, b: list, n: int, origin: list | None = None,
-                    early: bool = False) -> tuple[list, fmpq] | None:
+                    early: bool = False, deadline=None) -> tuple[list, fmpq] | None:
     """:func:`interior_point` on fmpq data (no conversion, no checks).
 
     ``origin``: a point to start the simplex from (the problem is solved in
@@ -492,7 +579,7 @@ def _interior_point(A: list, b: list, n: int, origin: list | None = None,
     A_ub.append([_ZERO] * n + [_ONE])
     b_ub.append(_ONE - s)
     res = _solve([_ZERO] * n + [_ONE], A_ub, b_ub, [], [], [True] * n + [False],
-                 stop_above=-s if early else None)
+                 stop_above=-s if early else None, deadline=deadline)
     if res.status == "unbounded":  # pragma: no cover - bounded by construction
         raise RuntimeError("internal error: unexpected unbounded LP")
     t = res.x[n] + s

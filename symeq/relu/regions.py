@@ -58,7 +58,7 @@ from typing import Iterator, NamedTuple, Sequence
 from flint import fmpq
 
 from ..errors import BudgetExceeded, InputError, RegionLimit
-from .lp import _interior_point, as_fmpq
+from .lp import _interior_point, as_fmpq, scoped
 
 __all__ = [
     "Region",
@@ -712,7 +712,7 @@ def decide_equivariance(layers, rho_in, rho_out, limit: int = 100000, deadline=N
     R_out = _square(rho_out, m, "rho_out")
     h = difference_network(layers, R_in, R_out)
     count = 0
-    for region in linear_regions(h, limit=limit):
+    for region in scoped(linear_regions(h, limit=limit), deadline):  # each LP checks the deadline
         count += 1
         if deadline is not None:
             deadline.check(f"enumerating ReLU linear regions ({count} so far)")
