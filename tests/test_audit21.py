@@ -58,6 +58,17 @@ def test_relu_rank_short_of_the_bound_is_not_called_locally_identifiable():
     assert relu_local_identifiability(m).status == "unknown"
 
 
+def test_relu_local_answer_past_its_budget_is_undetermined():
+    import time
+
+    from symeq.budget import Deadline
+
+    d = Deadline(1e-6)
+    time.sleep(0.01)
+    r = relu_local_identifiability(_mlp((2, 4, 2), relu()), deadline=d)
+    assert r.status == "undetermined" and "budget" in r.reason
+
+
 def test_verify_identifiability_reports_the_relu_local_answer(tmp_path, capsys):
     path = tmp_path / "relu.json"
     assert main(["generate", "--group", "rot:3", "--activation", "relu", "--out", str(path)]) == 0

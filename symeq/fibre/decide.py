@@ -339,6 +339,8 @@ def relu_local_identifiability(model, *, deadline=None) -> ReluLocalDecision:
         f = relu_functional_dimension(model, deadline=deadline)
     except LimitExceeded:
         raise
+    except BudgetExceeded as e:
+        return ReluLocalDecision("undetermined", f"budget exceeded: {e}", seconds=time.perf_counter() - t0)
     except InputError as e:  # e.g. every sampled point on a bent hyperplane: the rank is not defined there
         return ReluLocalDecision("unknown", f"the ReLU functional dimension is not defined here: {e}",
                                  seconds=time.perf_counter() - t0)
