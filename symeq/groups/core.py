@@ -23,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from flint import fmpq_mat
+from flint import fmpq, fmpq_mat
 
 from ..check import check_keys
 from ..errors import GroupActionError, GroupTooLarge, InputError, ShapeError
@@ -107,6 +107,10 @@ def closure(
         for c, m in enumerate(gen):
             if m.nrows() != m.ncols() or m.nrows() != dims[c]:
                 raise ShapeError(f"{what[c]} of generator {names[gi]} is {m.nrows()}x{m.ncols()}, expected {dims[c]}x{dims[c]}")
+    forms = [[_monomial_form(m) for m in gen] for gen in generators]
+    sparse = [all(f[c] is not None for f in forms) for c in range(k)]
+    if sparse[0]:  # every input matrix is a signed/scaled permutation: close on permutations
+        return _closure_sparse(generators, forms, sparse, dims, max_order, names, what, deadline)
     ident = Element((), tuple(identity(d) for d in dims))
     seen = {mat_key(ident.mats[0]): ident}
     order = [ident]
@@ -132,12 +136,92 @@ def closure(
             else:
                 for c in range(1, k):
                     if mats[c] != other.mats[c]:
-                        raise GroupActionError(
-                            f"{what[c]} does not respect a relation of the group: the words "
-                            f"{_word(e.word + (gi,), names)} and {_word(other.word, names)} give the same "
-                            f"input matrix but different matrices for {what[c]}"
-                        )
+                        raise _relation_error(what[c], e.word + (gi,), other.word, names)
     return order
+
+
+def _relation_error(what_c: str, word, other_word, names) -> GroupActionError:
+    return GroupActionError(
+        f"{what_c} does not respect a relation of the group: the words {_word(word, names)} and "
+        f"{_word(other_word, names)} give the same input matrix but different matrices for {what_c}")
+
+
+def _monomial_form(m: fmpq_mat):
+    """``(cols, vals)`` of a square monomial matrix (entry ``vals[i]`` at ``(i, cols[i])``), else None.
+
+    Reads the integer numerators once (no per-entry fmpq conversion: 784 x 784 pixel matrices).
+
+    >>> _monomial_form(matrix([[0, 2], [-1, 0]]))
+    ((1, 0), (2, -1))
+    >>> _monomial_form(matrix([[1, 1], [0, 1]])) is None
+    True
+    """
+    n = m.nrows()
+    if n != m.ncols() or n == 0:
+        return None
+    num, den = m.numer_denom()
+    ents = num.entries()
+    nz = [i for i, x in enumerate(ents) if x]
+    if len(nz) != n:
+        return None
+    cols = tuple(i % n for i in nz)
+    if any(i // n != r for r, i in enumerate(nz)) or len(set(cols)) != n:
+        return None
+    vals = tuple(fmpq(ents[i]) / fmpq(den) for i in nz)
+    return cols, vals
+
+
+def _closure_sparse(generators, forms, sparse, dims, max_order, names, what, deadline) -> list[Element]:
+    """:func:`closure` when the first component of every generator is monomial.
+
+    Monomial components are multiplied as permutations with scalings, in O(n) per product:
+    ``(A B)[i, b[a[i]]] = u[i] v[a[i]]`` for ``A = (a, u)``, ``B = (b, v)``; other components
+    densely.  The elements get their exact matrices at the end (the same as the dense closure).
+    """
+    k = len(dims)
+
+    def mul(c, x, y):
+        if not sparse[c]:
+            return x * y
+        (a, u), (b, v) = x, y
+        return tuple(b[j] for j in a), tuple(ui * v[j] for ui, j in zip(u, a))
+
+    def ident_of(c):
+        return (tuple(range(dims[c])), (fmpq(1),) * dims[c]) if sparse[c] else identity(dims[c])
+
+    gens = [tuple(forms[gi][c] if sparse[c] else generators[gi][c] for c in range(k))
+            for gi in range(len(generators))]
+    start = tuple(ident_of(c) for c in range(k))
+    seen = {start[0]: ((), start)}
+    order = [((), start)]
+    queue = deque(order)
+    while queue:
+        if deadline is not None:
+            deadline.check("enumerating the group (as permutations)")
+        word, cur = queue.popleft()
+        for gi, gen in enumerate(gens):
+            mats = gen if not word else tuple(mul(c, cur[c], gen[c]) for c in range(k))
+            other = seen.get(mats[0])
+            if other is None:
+                entry = (word + (gi,), mats)
+                seen[mats[0]] = entry
+                order.append(entry)
+                queue.append(entry)
+                if len(order) > max_order:
+                    raise GroupTooLarge(
+                        f"the group has more than {max_order} elements; raise max_order or use fewer generators"
+                    )
+            else:
+                for c in range(1, k):
+                    if mats[c] != other[1][c]:
+                        raise _relation_error(what[c], word + (gi,), other[0], names)
+    out = []
+    for word, mats in order:
+        if len(word) == 1:  # a generator: its own matrices
+            out.append(Element(word, tuple(generators[word[0]])))
+        else:
+            out.append(Element(word, tuple(monomial_matrix(*m) if sparse[c] else m for c, m in enumerate(mats))))
+    return out
 
 
 def _word(word, names) -> str:
