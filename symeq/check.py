@@ -879,14 +879,18 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
         return
     if theta2 != layers:
         why = _same_function_failure(layers, theta2, n_in)
-        if why and why.startswith("equality of ReLU"):
+        if why and why.startswith(("equality of ReLU", "equality of conv")):
             report.checks.append(f"nothing this checker can re-verify: {why}")
             report.unverifiable = True
             return
         if why:
             report.reasons.append(f"{PARAMS_DIFFER}: {why}")
             return
-        if any(isinstance(l.act, _Real) for l in layers):
+        if all(isinstance(l, _Conv) for l in layers) and _conv_canonical_form(layers) == _conv_canonical_form(theta2):
+            report.checks.append("parameters: re-parametrized theta' with the model's widths and activations; theta "
+                                 "and theta' have the same canonical form (dead channels dropped, equal channels "
+                                 "merged): the same function")
+        elif any(isinstance(l.act, _Real) for l in layers):
             report.checks.append("parameters: re-parametrized theta' with the model's widths and activations; theta "
                                  "and theta' have the same canonical form (dead neurons dropped, clones merged by the "
                                  "identity table): the same function")
@@ -1065,10 +1069,17 @@ def _same_function_failure(layers, theta2, n_in: int) -> str | None:
     Both functions are polynomials of total degree <= D, so agreement on the principal lattice
     of degree D is a proof of equality.
     """
-    if [len(l.weight) for l in layers] != [len(l.weight) for l in theta2]:
+    if [_out_dim(l) for l in layers] != [_out_dim(l) for l in theta2]:
         return "theta' has other widths"
     if [l.act for l in layers] != [l.act for l in theta2]:
         return "theta' has other activations"
+    if all(isinstance(l, _Conv) for l in list(layers) + list(theta2)):
+        if _conv_canonical_form(layers) == _conv_canonical_form(theta2):
+            return None
+        size = _lattice_size(layers, n_in)
+        if size > MAX_LATTICE or any(isinstance(l.act, _Real) or l.act == "relu" for l in layers):
+            return ("equality of conv functions beyond dead and cloned channels is not re-verified by this checker "
+                    "version (the canonical forms of theta and theta' differ)")
     if any(isinstance(l.act, _Real) for l in layers):
         why = _real_same_function_failure(layers, theta2)
         if why and any(isinstance(l.act, _Real) and l.act.name == "leaky_relu" for l in layers):
@@ -3332,6 +3343,67 @@ class _Conv:
 
 def _out_dim(layer) -> int:
     return layer.out_dim if isinstance(layer, _Conv) else len(layer.weight)
+
+
+def _conv_canonical_form(layers) -> tuple:
+    """A chain of conv2d layers with dead channels dropped and equal channels merged (the same function).
+
+    Per hidden layer, until nothing changes: a channel whose next-layer kernels are all zero is
+    dropped; a channel with a zero kernel is the constant act(b): dropped when act(b) = 0, or when
+    every output pixel of the next layer reads the whole kernel (padding 0 or circular; the
+    constant then goes into the next bias); a channel with the kernel row and bias of an earlier
+    one (or their negatives, for an odd polynomial activation) is merged into it (its next-layer
+    kernels added, with the sign).  Equal forms prove equal functions; different forms prove nothing.
+    """
+    from dataclasses import replace
+
+    layers = list(layers)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(layers) - 1):
+            a, b = layers[i], layers[i + 1]
+            n, t = len(a.rows), b.kh * b.kw
+            whole = b.padding == 0 or b.mode == "circular"
+            odd = isinstance(a.act, tuple) and all(c == 0 for c in a.act[0::2])
+
+            def without(j, nbias=None, nrows=None):
+                rows = nrows if nrows is not None else b.rows
+                return (replace(a, rows=a.rows[:j] + a.rows[j + 1:], bias=a.bias[:j] + a.bias[j + 1:]),
+                        replace(b, in_shape=(n - 1,) + tuple(b.in_shape[1:]),
+                                rows=tuple(r[:j * t] + r[(j + 1) * t:] for r in rows),
+                                bias=tuple(nbias if nbias is not None else b.bias)))
+
+            for j in range(n if n > 1 else 0):
+                out = [r[j * t:(j + 1) * t] for r in b.rows]
+                if not any(x for r in out for x in r):
+                    layers[i], layers[i + 1] = without(j)
+                    changed = True
+                    break
+                if not any(a.rows[j]):
+                    c = _apply(a.act, a.bias[j])
+                    if c == 0 or whole:
+                        layers[i], layers[i + 1] = without(j, [bb + c * sum(r) for bb, r in zip(b.bias, out)])
+                        changed = True
+                        break
+                    continue
+                for k in range(j):
+                    for q in ((1, -1) if odd else (1,)):
+                        if a.bias[j] == q * a.bias[k] and all(x == q * y for x, y in zip(a.rows[j], a.rows[k])):
+                            rows = [list(r) for r in b.rows]
+                            for r in rows:
+                                for u in range(t):
+                                    r[k * t + u] += q * r[j * t + u]
+                            layers[i], layers[i + 1] = without(j, nrows=tuple(tuple(r) for r in rows))
+                            changed = True
+                            break
+                    if changed:
+                        break
+                if changed:
+                    break
+            if changed:
+                break
+    return tuple(layers)
 
 
 def _conv_layer(spec: dict, shape, width: int, name: str, at: str, last: bool):

@@ -104,7 +104,8 @@ def find_submodel_structure(model: Model) -> dict:
 def reduce_model(model: Model) -> Reduction:
     """Remove inactive neurons and merge clones until none is left (same function).
 
-    Models with conv2d layers are returned unchanged (dead and cloned channels are not implemented).
+    Models of conv2d layers are reduced on channels (:func:`_reduce_conv`: dead and cloned
+    channels), never on their dense expansion.
     Clones count up to the affine scalings when the model has biases (the absorbed-constant rule,
     docs/theory.md): two t + t^2 neurons whose shifted rows differ by the factor 2 merge, the
     constant going into the next bias.
@@ -120,9 +121,7 @@ def reduce_model(model: Model) -> Reduction:
     True
     """
     if model.has_conv:
-        # dead and cloned channels of convolutions are not implemented: no reduction (the verdict then
-        # stays undetermined where the actions at theta itself are not found), never a dense expansion
-        return Reduction(model)
+        return _reduce_conv(model)
     affine = absorbs_offsets(model)
     # a bias-free model stays bias-free: a dead neuron's constant sigma(0) != 0 has no bias to go to
     bias_free = all(b == 0 for l in model.layers for b in l.bias)
@@ -229,6 +228,8 @@ def lift(original: Model, reduction: Reduction, actions) -> tuple[Model, list]:
     (model, actions) : theta' and its actions ``actions'[i][g]`` on the original widths
     """
     red = reduction.model
+    if red.has_conv:
+        return _lift_conv(original, reduction, actions)
     L = red.depth
     ngen = len(actions[0]) if actions else 0
     # copies per reduced neuron: constant on orbits of the actions (smallest clone count)
@@ -296,4 +297,202 @@ def lift(original: Model, reduction: Reduction, actions) -> tuple[Model, list]:
                 new_actions[i][g] = monomial_matrix(bc, bv)
             prev_index, prev_width = index, width
     lifted = Model(original.input_dim, layers, original.group, original.name + " (re-parametrized)", dict(original.meta))
+    return lifted, new_actions
+
+
+# -- convolutions: dead and cloned channels ------------------------------------------------------------
+#
+# A channel of a hidden conv layer plays the part of a neuron: its kernel row K[o] (C_in x kh x kw
+# entries) and bias b_o are the incoming row, the next layer's kernels K'[:, o] its outgoing column.
+# * zero outgoing kernels: nothing downstream sees the channel; it is removed;
+# * zero incoming kernel: the channel is the constant sigma(b_o) at every pixel; it is removed when
+#   sigma(b_o) = 0, or when every output pixel of the next layer reads the whole kernel (padding 0 or
+#   circular padding): then the constant adds sigma(b_o) * sum K'[o', o] to the next channel bias o'.
+#   With zero padding the border pixels read part of the kernel: a per-pixel bias, which a conv
+#   layer has not, so the channel is kept;
+# * clones: equal canonical kernel rows [K[o] | b_o - s] up to a latent scaling alpha (the same keys
+#   as the channel matching): channel k outputs q y_j + o; the next kernels from j get q times those
+#   from k, and o * sum K'[:, k] goes to the next bias (only where the whole kernel is read; else the
+#   clone is kept when o != 0).
+# Only chains of conv2d layers are reduced (a dense layer after a conv is a whole-image kernel).
+
+
+def _conv_layers(layer):
+    """(kernel rows, channel bias, activation) of a ConvLayer as mutable lists."""
+    return [list(r) for r in layer.rows], list(layer.channel_bias), layer.activation
+
+
+def _reads_whole_kernel(shape) -> bool:
+    """Every output pixel reads every tap inside the image (no zero-padding tap)."""
+    return shape.padding == 0 or shape.padding_mode == "circular"
+
+
+def _reduce_conv(model: Model) -> Reduction:
+    from .layers.conv import ConvLayer, ConvShape
+
+    if not all(isinstance(l, ConvLayer) for l in model.layers):
+        return Reduction(model)  # mixed dense/conv chains: not reduced (the verdict says what it could reach)
+    affine = absorbs_offsets(model)
+    bias_free = all(b == 0 for l in model.layers for b in l.channel_bias)
+    shapes = [l.shape for l in model.layers]
+    layers = [_conv_layers(l) for l in model.layers]
+    groups = [[[(j, fmpq(1))] for j in range(shapes[i].out_channels)] for i in range(len(layers) - 1)]
+    removed, merged = [], []
+
+    def kk(i):  # taps per input channel of layer i
+        return shapes[i].kh * shapes[i].kw
+
+    def out_col(i, j):  # the next layer's kernel entries from channel j, per output channel
+        k = kk(i + 1)
+        return [r[j * k:(j + 1) * k] for r in layers[i + 1][0]]
+
+    def drop(i, j):
+        rows, bias, act = layers[i]
+        nrows, nbias, nact = layers[i + 1]
+        k = kk(i + 1)
+        layers[i] = (rows[:j] + rows[j + 1:], bias[:j] + bias[j + 1:], act)
+        layers[i + 1] = ([r[:j * k] + r[(j + 1) * k:] for r in nrows], nbias, nact)
+        s, t = shapes[i], shapes[i + 1]
+        shapes[i] = ConvShape(s.in_channels, s.out_channels - 1, s.height, s.width, s.kh, s.kw, s.stride, s.padding,
+                              s.padding_mode)
+        shapes[i + 1] = ConvShape(t.in_channels - 1, t.out_channels, t.height, t.width, t.kh, t.kw, t.stride,
+                                  t.padding, t.padding_mode)
+        groups[i].pop(j)
+
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(layers) - 1):
+            rows, bias, act = layers[i]
+            whole = _reads_whole_kernel(shapes[i + 1])
+            n = len(rows)
+            for j in range(n if n > 1 else 0):
+                col = out_col(i, j)
+                if all(x == 0 for r in col for x in r):
+                    removed.extend((i + 1, o, "inactive channel (zero outgoing kernels)") for o, _ in groups[i][j])
+                    drop(i, j)
+                    changed = True
+                    break
+                if all(x == 0 for x in rows[j]):
+                    c = act(bias[j])
+                    if c != 0 and (not whole or bias_free):
+                        continue  # a per-pixel (border) bias, or a bias in a bias-free model: kept
+                    nrows, nbias, nact = layers[i + 1]
+                    layers[i + 1] = (nrows, [b + c * sum(r, fmpq(0)) for b, r in zip(nbias, col)], nact)
+                    removed.extend((i + 1, o, "inactive channel (zero incoming kernel)") for o, _ in groups[i][j])
+                    drop(i, j)
+                    changed = True
+                    break
+            if changed:
+                break
+            keys, scales = canonical_rows(rows, bias, act, affine=affine)
+            seen: dict = {}
+            for k, key in enumerate(keys):
+                if key in seen and n > 1:
+                    j = seen[key]
+                    alpha = scales[k] / scales[j]
+                    q, o = act.affine_admissible(alpha) if affine else (act.admissible(alpha), fmpq(0))
+                    if o != 0 and not whole:
+                        continue
+                    t = kk(i + 1)
+                    nrows, nbias, nact = layers[i + 1]
+                    nrows = [list(r) for r in nrows]
+                    if o != 0:
+                        nbias = [b + o * sum(r[k * t:(k + 1) * t], fmpq(0)) for b, r in zip(nbias, nrows)]
+                    for r in nrows:
+                        for u in range(t):
+                            r[j * t + u] += q * r[k * t + u]
+                    layers[i + 1] = (nrows, nbias, nact)
+                    merged.extend((i + 1, oo, groups[i][j][0][0]) for oo, _ in groups[i][k])
+                    groups[i][j] = groups[i][j] + [(oo, q * qq) for oo, qq in groups[i][k]]
+                    drop(i, k)
+                    changed = True
+                    break
+                seen.setdefault(key, k)
+            if changed:
+                break
+    if not (removed or merged):
+        return Reduction(model)
+    new_layers = [_conv_from_rows(sh, r, b, a) for sh, (r, b, a) in zip(shapes, layers)]
+    reduced = Model(model.input_dim, new_layers, model.group, model.name + " (reduced)", dict(model.meta))
+    return Reduction(reduced, removed, merged, groups)
+
+
+def _conv_from_rows(shape, rows, bias, act):
+    from .layers.conv import ConvLayer
+
+    kh, kw = shape.kh, shape.kw
+    kernel = [[[[r[(c * kh + a) * kw + b] for b in range(kw)] for a in range(kh)] for c in range(shape.in_channels)]
+              for r in rows]
+    return ConvLayer(shape, kernel, bias, act)
+
+
+def _lift_conv(original: Model, reduction: Reduction, actions) -> tuple[Model, list]:
+    """:func:`lift` on channels: each orbit of reduced channels gets the same number of copies (the
+    smallest clone count in it), the next layer's kernels from a channel are split equally between
+    its copies, the other channels are inactive (zero kernels in and out, zero bias) and fixed."""
+    from .layers.conv import ConvAction, ConvShape, as_conv_action
+
+    red = reduction.model
+    L = red.depth
+    ngen = len(actions[0]) if actions else 0
+    acts = [[as_conv_action(actions[i][g], *red.layers[i].out_shape) for g in range(ngen)] for i in range(L - 1)]
+    if any(a is None for per in acts for a in per):
+        raise ValueError("lifting conv actions: an action is not a channel action times a pixel permutation")
+    copies = []
+    for i in range(L - 1):
+        n = red.layers[i].shape.out_channels
+        perms = []
+        for g in range(ngen):
+            perm = [0] * n
+            for j, c in enumerate(acts[i][g].source):
+                perm[c] = j
+            perms.append(perm)
+        cnt = [max(1, len(reduction.groups[i][j])) for j in range(n)]
+        per = [1] * n
+        for orbit in _orbits(perms, n):
+            m = min(cnt[j] for j in orbit)
+            for j in orbit:
+                per[j] = m
+        assert sum(per) <= original.layers[i].shape.out_channels
+        copies.append(per)
+    layers, new_actions = [], [[None] * ngen for _ in range(L - 1)]
+    prev_index, prev_width = None, original.layers[0].shape.in_channels
+    for i, layer in enumerate(red.layers):
+        s = layer.shape
+        rows, bias = [list(r) for r in layer.rows], list(layer.channel_bias)
+        if i < L - 1:
+            width = original.layers[i].shape.out_channels
+            index, out_rows, out_bias = [], [], []
+            for j, r in enumerate(rows):
+                index.append(list(range(len(out_rows), len(out_rows) + copies[i][j])))
+                out_rows += [r] * copies[i][j]
+                out_bias += [bias[j]] * copies[i][j]
+            out_rows += [[fmpq(0)] * len(rows[0])] * (width - len(out_rows))
+            out_bias += [fmpq(0)] * (width - len(out_bias))
+        else:
+            index, out_rows, out_bias, width = None, rows, bias, s.out_channels
+        t = s.kh * s.kw
+        if prev_index is not None:
+            split = []
+            for r in out_rows:
+                nr = [fmpq(0)] * (prev_width * t)
+                for j, idx in enumerate(prev_index):
+                    for c in idx:
+                        nr[c * t:(c + 1) * t] = [x / len(idx) for x in r[j * t:(j + 1) * t]]
+                split.append(nr)
+            out_rows = split
+        shape = ConvShape(prev_width, width, s.height, s.width, s.kh, s.kw, s.stride, s.padding, s.padding_mode)
+        layers.append(_conv_from_rows(shape, out_rows, out_bias, layer.activation))
+        if i < L - 1:
+            for g in range(ngen):
+                a = acts[i][g]
+                bc, bv = list(range(width)), [fmpq(1)] * width
+                for j, (c, v) in enumerate(zip(a.source, a.factor)):
+                    for x, y in zip(index[j], index[c]):
+                        bc[x], bv[x] = y, v
+                new_actions[i][g] = ConvAction(tuple(bc), tuple(bv), a.pixel, a.hw)
+            prev_index, prev_width = index, width
+    lifted = Model(original.input_dim, layers, original.group, original.name + " (re-parametrized)",
+                   dict(original.meta))
     return lifted, new_actions

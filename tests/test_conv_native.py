@@ -425,9 +425,9 @@ def test_relu_conv_network_premise_from_proven_layers():
     assert v.equivariance.method != "relu-regions" and all(c.holds for c in v.derivation.layer_checks)
 
 
-def test_cloned_channels_are_enumerated_and_not_reduced():
+def test_cloned_channels_are_enumerated_and_reduced():
     """Two identical regular fields: the channel matching ties, the chain walk tries the bijections inside
-    the tie classes; the actions found are checked exactly; submodels leave conv models alone."""
+    the tie classes; the actions found are checked exactly; the submodel reduction merges the clones."""
     import symeq
     from symeq.layers.conv_nets import regular_network
     from symeq.models import Model
@@ -439,7 +439,10 @@ def test_cloned_channels_are_enumerated_and_not_reduced():
     clone = ConvLayer(ConvShape(1, 8, 5, 5, 3, 3, 1, 1), k, l1.channel_bias * 2, l1.activation)
     row = [x / 2 for x in out.rows[0]] * 2
     model = Model(25, [clone, ConvLayer.from_dense([row], out.channel_bias, None, (8, 5, 5))], group)
-    assert not reduce_model(model).changed
+    red = reduce_model(model)
+    assert red.merged == [(1, 4, 0), (1, 5, 1), (1, 6, 2), (1, 7, 3)] and red.model.layers[0].shape.out_channels == 4
+    X = fmpq_mat(25, 2, [fmpq(i % 7 - 3, 4) for i in range(50)])
+    assert red.model.forward(X) == model.forward(X)
     v = symeq.verify(model)
     assert v.verdict == "layerwise-equivariant" and not v.derivation.unique, v.report()
 
