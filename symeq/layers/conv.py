@@ -52,8 +52,9 @@ from ..activations import Activation
 from ..errors import InputError, LimitExceeded, ShapeError
 from ..numbers import as_fmpq, format_number, monomial_matrix, monomial_parts
 from .base import NoPartner
+from .conv_numbers import FlintNumbers
 
-__all__ = ["ConvShape", "dense_rows", "conv_bias", "ConvAction", "ConvGeometry", "ConvLayer", "as_conv_action", "grid_transform",
+__all__ = ["ConvShape", "dense_rows", "conv_bias", "ConvAction", "ConvGeometry", "ConvCore", "ConvLayer", "as_conv_action", "grid_transform",
            "transform_pixels", "tap_permutation", "output_pixels", "geometry_failure", "fold_average_pool",
            "PADDING_MODES", "DENSE_EXPANSION_LIMIT"]
 
@@ -484,8 +485,94 @@ class ConvGeometry:
         return geometry_failure(self.label, self.shape, R)
 
 
+class ConvCore(ConvGeometry):
+    """The conv2d algorithms, written once over a number backend (:mod:`symeq.layers.conv_numbers`).
+
+    A subclass sets ``numbers`` (:class:`~symeq.layers.conv_numbers.FlintNumbers` for the exact
+    :class:`ConvLayer`, :class:`~symeq.layers.conv_numbers.NumpyNumbers` for the float
+    ``symeq.numeric.conv.NumericConvLayer``) and has ``shape``, ``kernel``, ``channel_bias`` and
+    ``activation``.  Here: the kernel and bias in the backend's numbers, the forward pass, the
+    dense expansion (size-guarded), the grid geometry of an input action, the transformed kernels
+    of theta^g, the bias of an input offset, and (:func:`fold_average_pool`) pooling folded into
+    a convolution.  Matching and checking stay in the subclasses: the exact layer decides, the
+    float one measures.
+    """
+
+    numbers: ClassVar = FlintNumbers
+
+    def _init_numbers(self) -> None:
+        self.kernel, self.rows = self.numbers.kernel(self.shape, self.kernel)
+        self.channel_bias = self.numbers.bias(self.shape, self.channel_bias)
+
+    @classmethod
+    def from_dense(cls, weight_rows, bias, activation, in_shape: tuple):
+        """A dense layer on (C, H, W) inputs (after a Flatten) as the convolution with one kernel
+        covering the whole image per neuron (output 1 x 1): the same function, exactly."""
+        C, H, W = in_shape
+        rows = [list(r) for r in weight_rows]
+        shape = ConvShape(C, len(rows), H, W, H, W)
+        return cls(shape, cls.numbers.nested(shape, rows), bias, activation)
+
+    def dense_weight(self):
+        """The dense matrix of the convolution in the backend's numbers (size-guarded)."""
+        n = self.in_dim * self.out_dim
+        if n > DENSE_EXPANSION_LIMIT:
+            raise LimitExceeded(f"expanding the {self.label} layer to a dense {self.out_dim}x{self.in_dim} matrix "
+                                f"({n} entries) exceeds {DENSE_EXPANSION_LIMIT}; this step is written for dense "
+                                "layers only and is not available for convolutions at this size")
+        return self.numbers.dense(dense_rows(self.shape, self.kernel, self.numbers.ratio(0, 1)), self.in_dim)
+
+    # -- forward ------------------------------------------------------------------------------
+    def pre_activation(self, X):
+        """conv_K(X) + b on a batch: the im2col gather through :meth:`ConvShape.sources`, then one
+        product with the kernel rows (exact: a column per point; float: a row per point)."""
+        return self.numbers.pre_activation(self, X)
+
+    def forward(self, X):
+        """Apply the layer to a batch."""
+        return self.numbers.activate(self.activation, self.pre_activation(X))
+
+    # -- the group on the grids ---------------------------------------------------------------
+    def input_geometry(self, pixel) -> tuple:
+        """(R, output pixels) for a pixel permutation of the input grid; :class:`NoPartner` (inconclusive)
+        when it is not a grid symmetry or the layer's geometry breaks it (stride, padding, size)."""
+        H, W = self.shape.height, self.shape.width
+        R = grid_transform(list(pixel), H, W)
+        if R is None:
+            raise NoPartner(f"{self.label}: the pixel action on its input is not a symmetry of the {H}x{W} grid",
+                            inconclusive=True)
+        pix = self.output_pixels(R)
+        if pix is None:
+            raise NoPartner(self.geometry_failure(R), inconclusive=True)
+        return R, pix
+
+    def transformed_rows(self, P, R: tuple):
+        """Kernel rows of theta^g's layer: K'[o, source[c], R_k t] = factor[c] K[o, c, t] (``P`` has
+        ``source`` and ``factor``, the channel part of the input action)."""
+        perm = tap_permutation(self.shape, list(P.source), R)
+        per = self.shape.kh * self.shape.kw
+        fac = [P.factor[t // per] for t in range(self.shape.taps)]
+        return self.numbers.permute_taps(self.rows, perm, fac)
+
+    def _offset_bias(self, c_in):
+        """The per-channel bias b + conv_K(c) for a per-neuron input offset c (constant per channel and,
+        for zero padding, only with padding 0: then every output pixel sees the whole kernel)."""
+        C, H, W = self.in_shape
+        per = self.numbers.channel_constants(c_in, C, H * W)
+        if isinstance(per, tuple) and not per:
+            return self.channel_bias.copy()
+        if per is None:
+            raise NoPartner(f"{self.label}: an input offset that is not constant on each channel", inconclusive=True)
+        if self.shape.padding and self.shape.padding_mode == "zeros":
+            raise NoPartner(f"{self.label}: affine latent actions (offsets of activations odd up to a constant) "
+                            "through a zero-padded convolution are not supported", inconclusive=True)
+        kk = self.shape.kh * self.shape.kw
+        return self.numbers.add_row_products(self.channel_bias, self.rows,
+                                             [per[t // kk] for t in range(self.shape.taps)])
+
+
 @dataclass(eq=False)
-class ConvLayer(ConvGeometry):
+class ConvLayer(ConvCore):
     """x -> sigma(conv_K(x) + b) with exact kernels K (C_out x C_in x kh x kw) and per-channel bias b.
 
     Implements :class:`symeq.layers.base.Layer` (kind ``"conv2d"``).  ``kernel`` is given as a
@@ -508,27 +595,10 @@ class ConvLayer(ConvGeometry):
     channel_bias: list | None = None
     activation: Activation | None = None
 
-    def __post_init__(self):
-        self.rows = [[as_fmpq(x) for x in r] for r in _flat_kernel(self.shape, self.kernel)]
-        self.kernel = [[[[self.rows[o][(c * self.shape.kh + i) * self.shape.kw + j] for j in range(self.shape.kw)]
-                         for i in range(self.shape.kh)] for c in range(self.shape.in_channels)]
-                       for o in range(self.shape.out_channels)]
-        if self.channel_bias is None:
-            self.channel_bias = [fmpq(0)] * self.shape.out_channels
-        if len(self.channel_bias) != self.shape.out_channels:
-            raise ShapeError(f"conv2d: bias has length {len(self.channel_bias)}, expected out_channels = "
-                             f"{self.shape.out_channels}")
-        self.channel_bias = [as_fmpq(b) for b in self.channel_bias]
+    numbers: ClassVar = FlintNumbers
 
-    # -- construction ------------------------------------------------------------------------
-    @classmethod
-    def from_dense(cls, weight_rows, bias, activation, in_shape: tuple) -> "ConvLayer":
-        """A dense layer on (C, H, W) inputs (after a Flatten) as the convolution with one kernel
-        covering the whole image per neuron (output 1 x 1): the same function, exactly."""
-        C, H, W = in_shape
-        rows = [list(r) for r in weight_rows]
-        kernel = [[[[r[(c * H + y) * W + x] for x in range(W)] for y in range(H)] for c in range(C)] for r in rows]
-        return cls(ConvShape(C, len(rows), H, W, H, W), kernel, bias, activation)
+    def __post_init__(self):
+        self._init_numbers()
 
     @property
     def bias(self) -> list:
@@ -544,45 +614,13 @@ class ConvLayer(ConvGeometry):
         """The same layer expanded to a :class:`symeq.layers.dense.DenseLayer` (size-guarded)."""
         from .dense import DenseLayer
 
-        n = self.in_dim * self.out_dim
-        if n > DENSE_EXPANSION_LIMIT:
-            raise LimitExceeded(f"expanding the {self.label} layer to a dense {self.out_dim}x{self.in_dim} matrix "
-                                f"({n} entries) exceeds {DENSE_EXPANSION_LIMIT}; this step is written for dense "
-                                "layers only and is not available for convolutions at this size")
-        rows = dense_rows(self.shape, self.kernel, fmpq(0))
-        return DenseLayer(fmpq_mat(rows) if rows else fmpq_mat(0, self.in_dim), self.bias, self.activation)
+        return DenseLayer(self.dense_weight(), self.bias, self.activation)
 
     def copy(self) -> "ConvLayer":
         return ConvLayer(self.shape, self.kernel, list(self.channel_bias), self.activation)
 
     def parameters_key(self) -> tuple:
         return (self.shape, tuple(tuple(r) for r in self.rows), tuple(self.channel_bias))
-
-    # -- forward ------------------------------------------------------------------------------
-    def pre_activation(self, X: fmpq_mat) -> fmpq_mat:
-        """conv_K(X) + b on a batch (one column per point), by one exact matrix product K * patches."""
-        npts = X.ncols()
-        src = self.sources
-        xe = X.entries() + [fmpq(0)] * npts  # the padding reads the appended zeros
-        n = X.nrows()
-        if n != self.in_dim:
-            raise ShapeError(f"{self.label}: inputs of size {n}, expected {self.in_dim}")
-        ent = [xe[(r if r >= 0 else n) * npts + pt] for st in src for r in st for pt in range(npts)]
-        npix = len(src[0]) if src else 0
-        patches = fmpq_mat(len(src), npix * npts, ent)
-        K = fmpq_mat(self.shape.out_channels, self.shape.taps, [x for r in self.rows for x in r])
-        Z = (K * patches).entries()  # row o, column q*npts + pt: exactly (o*npix + q)*npts + pt
-        per = npix * npts
-        out = [z + self.channel_bias[i // per] for i, z in enumerate(Z)]
-        return fmpq_mat(self.out_dim, npts, out)
-
-    def forward(self, X: fmpq_mat) -> fmpq_mat:
-        """Apply the layer to a batch (one column per point)."""
-        Z = self.pre_activation(X)
-        if self.activation is None:
-            return Z
-        sigma = self.activation
-        return fmpq_mat(Z.nrows(), Z.ncols(), [sigma(z) for z in Z.entries()])
 
     def __call__(self, x: Sequence) -> list:
         return self.forward(fmpq_mat(len(x), 1, [as_fmpq(v) for v in x])).entries()
@@ -595,38 +633,6 @@ class ConvLayer(ConvGeometry):
                              f"permutation of {self.in_shape[1]}x{self.in_shape[2]} images; conv2d layers need a "
                              "group acting on images by (signed) permutations of channels and pixels")
         return a
-
-    def transformed_rows(self, P: ConvAction, R: tuple) -> list[list]:
-        """Kernel rows of theta^g's layer: K'[o, source[c], R_k t] = factor[c] K[o, c, t]."""
-        perm = tap_permutation(self.shape, P.source, R)
-        per = self.shape.kh * self.shape.kw
-        fac = [P.factor[t // per] for t in range(self.shape.taps)]
-        out = []
-        for r in self.rows:
-            row = [fmpq(0)] * self.shape.taps
-            for t, x in enumerate(r):
-                if x != 0:
-                    row[perm[t]] = x * fac[t]
-            out.append(row)
-        return out
-
-    def _offset_bias(self, c_in) -> list:
-        """The per-channel bias b + conv_K(c) for a per-neuron input offset c (constant per channel and,
-        for zero padding, only with padding 0: then every output pixel sees the whole kernel)."""
-        b = list(self.channel_bias)
-        if c_in is None or all(x == 0 for x in c_in):
-            return b
-        C, H, W = self.in_shape
-        P = H * W
-        per = [c_in[c * P] for c in range(C)]
-        if any(c_in[c * P + p] != per[c] for c in range(C) for p in range(P)):
-            raise NoPartner(f"{self.label}: an input offset that is not constant on each channel", inconclusive=True)
-        if self.shape.padding and self.shape.padding_mode == "zeros":
-            raise NoPartner(f"{self.label}: affine latent actions (offsets of activations odd up to a constant) "
-                            "through a zero-padded convolution are not supported", inconclusive=True)
-        kk = self.shape.kh * self.shape.kw
-        return [bo + sum((x * per[t // kk] for t, x in enumerate(r) if x != 0), fmpq(0))
-                for bo, r in zip(b, self.rows)]
 
     # -- matching -------------------------------------------------------------------------------
     def match_reference(self, affine: bool = False):
@@ -655,13 +661,7 @@ class ConvLayer(ConvGeometry):
             raise InputError("an affine layer's output is acted on by the group itself: check the action "
                              "(check_action), there is nothing to match")
         P = self._in_action(P_in)
-        R = P.transform
-        if R is None:
-            raise NoPartner(f"{self.label}: the pixel action on its input is not a symmetry of the "
-                            f"{P.hw[0]}x{P.hw[1]} grid", inconclusive=True)
-        pix = self.output_pixels(R)
-        if pix is None:
-            raise NoPartner(self.geometry_failure(R), inconclusive=True)
+        R, pix = self.input_geometry(P.pixel)
         act = self.activation
         U = self.transformed_rows(P, R)
         bias = self._offset_bias(c_in)
@@ -787,9 +787,10 @@ class ConvLayer(ConvGeometry):
         return True, f"sigma(W rho(g) x + b) = rho'(g) sigma(W x + b), {m} neurons on sparse rows, exactly"
 
 
-def fold_average_pool(kernel_size: int, stride: int | None, in_shape: tuple, next_layer: ConvLayer) -> ConvLayer:
+def fold_average_pool(kernel_size: int, stride: int | None, in_shape: tuple, next_layer: ConvCore) -> ConvCore:
     """Average pooling (kernel k, stride s, no padding) followed by a convolution with padding 0 as
-    one convolution: kernel K'[v] = sum_{s t + u = v} K[t] / k^2, stride s * s_next.  Exact."""
+    one convolution: kernel K'[v] = sum_{s t + u = v} K[t] / k^2, stride s * s_next.  Exact for the
+    exact layer; the float layer gets the same kernel in floats (the layer's own backend)."""
     k = kernel_size
     sp = k if stride is None else stride
     _posint(k, "pooling kernel_size")
@@ -803,12 +804,13 @@ def fold_average_pool(kernel_size: int, stride: int | None, in_shape: tuple, nex
         raise ShapeError(f"the layer after the average pooling expects {nx.in_channels}x{nx.height}x{nx.width}, "
                          f"the pooling gives {C}x{ph}x{pw}")
     kh2, kw2 = sp * (nx.kh - 1) + k, sp * (nx.kw - 1) + k
-    inv = fmpq(1, k * k)
+    inv = next_layer.numbers.ratio(1, k * k)
+    zero = next_layer.numbers.ratio(0, 1)
     kernel = []
     for o in range(nx.out_channels):
         ko = []
         for c in range(C):
-            grid = [[fmpq(0)] * kw2 for _ in range(kh2)]
+            grid = [[zero] * kw2 for _ in range(kh2)]
             for ti in range(nx.kh):
                 for tj in range(nx.kw):
                     w = next_layer.kernel[o][c][ti][tj]
@@ -823,4 +825,4 @@ def fold_average_pool(kernel_size: int, stride: int | None, in_shape: tuple, nex
     shape = ConvShape(C, nx.out_channels, H, W, kh2, kw2, stride=sp * nx.stride, padding=0)
     if shape.out_hw != nx.out_hw:
         raise ShapeError("average pooling folded into the next convolution changes the output size")
-    return ConvLayer(shape, kernel, list(next_layer.channel_bias), next_layer.activation)
+    return type(next_layer)(shape, kernel, next_layer.channel_bias.copy(), next_layer.activation)

@@ -1,0 +1,208 @@
+"""The number backends of the conv2d layer: exact rationals (python-flint) and floats (numpy).
+
+:class:`symeq.layers.conv.ConvCore` writes the conv algorithms once -- the forward pass
+(an im2col gather through :meth:`symeq.layers.conv.ConvShape.sources`, then one product with the
+kernel rows), the transformed kernels of theta^g, the bias of an input offset, the dense
+expansion and the folding of average pooling -- and calls a backend for the arithmetic.  The
+exact layer (:class:`symeq.layers.conv.ConvLayer`) runs them on :class:`FlintNumbers`, the float
+twin (``symeq.numeric.conv.NumericConvLayer``) on :class:`NumpyNumbers`.  What stays per number
+type is what must differ: the exact layer *decides* (canonical keys, enumerated bijections, exact
+kernel identities), the float one *measures* (linear assignment with residuals and a margin).
+
+Layouts: the exact backend keeps kernel rows as lists of ``fmpq`` and batches as ``fmpq_mat`` with
+one column per point; the float backend keeps rows as a 2-d array and batches with one row per
+point (numpy's convention).
+
+>>> FlintNumbers.permute_taps([[1, 2, 3]], [2, 0, 1], [1, 1, -1])
+[[2, -3, 1]]
+>>> NumpyNumbers.permute_taps(np.array([[1., 2, 3]]), [2, 0, 1], [1, 1, -1]).tolist()
+[[2.0, -3.0, 1.0]]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from flint import fmpq, fmpq_mat
+
+from ..errors import InputError, ShapeError
+from ..numbers import as_fmpq
+
+__all__ = ["FlintNumbers", "NumpyNumbers"]
+
+
+def _flat(spec, kernel) -> list[list]:
+    shape = (spec.out_channels, spec.in_channels, spec.kh, spec.kw)
+    ok = (len(kernel) == shape[0]
+          and all(len(k) == shape[1] for k in kernel)
+          and all(len(r) == shape[2] for k in kernel for r in k)
+          and all(len(row) == shape[3] for k in kernel for r in k for row in r))
+    if not ok:
+        raise ShapeError(f"conv2d: the kernel must have shape out_channels x in_channels x kh x kw = "
+                         f"{'x'.join(map(str, shape))}")
+    return [[kernel[o][c][i][j] for c in range(spec.in_channels) for i in range(spec.kh) for j in range(spec.kw)]
+            for o in range(spec.out_channels)]
+
+
+class FlintNumbers:
+    """Exact rationals: rows are lists of ``fmpq``, a batch is an ``fmpq_mat`` (a column per point)."""
+
+    name = "exact"
+
+    @staticmethod
+    def ratio(p: int, q: int):
+        return fmpq(p, q)
+
+    @staticmethod
+    def kernel(spec, kernel):
+        """(nested kernel, rows) in this backend's numbers."""
+        rows = [[as_fmpq(x) for x in r] for r in _flat(spec, kernel)]
+        return FlintNumbers.nested(spec, rows), rows
+
+    @staticmethod
+    def nested(spec, rows) -> list:
+        kh, kw = spec.kh, spec.kw
+        return [[[[rows[o][(c * kh + i) * kw + j] for j in range(kw)] for i in range(kh)]
+                 for c in range(spec.in_channels)] for o in range(spec.out_channels)]
+
+    @staticmethod
+    def bias(spec, bias) -> list:
+        if bias is None:
+            return [fmpq(0)] * spec.out_channels
+        if len(bias) != spec.out_channels:
+            raise ShapeError(f"conv2d: bias has length {len(bias)}, expected out_channels = {spec.out_channels}")
+        return [as_fmpq(b) for b in bias]
+
+    @staticmethod
+    def permute_taps(rows, perm, fac) -> list:
+        """``U[o][perm[t]] = fac[t] * rows[o][t]``."""
+        out = []
+        for r in rows:
+            row = [fmpq(0) if isinstance(x, fmpq) else 0 for x in r]
+            for t, x in enumerate(r):
+                if x != 0:
+                    row[perm[t]] = x * fac[t]
+            out.append(row)
+        return out
+
+    @staticmethod
+    def channel_constants(c_in, C: int, P: int):
+        """The per-channel values of an input offset constant on each channel; () for no offset; None
+        when it is not constant on a channel."""
+        if c_in is None or all(x == 0 for x in c_in):
+            return ()
+        per = [c_in[c * P] for c in range(C)]
+        if any(c_in[c * P + p] != per[c] for c in range(C) for p in range(P)):
+            return None
+        return per
+
+    @staticmethod
+    def add_row_products(bias, rows, per_tap) -> list:
+        """``bias[o] + sum_t rows[o][t] per_tap[t]``."""
+        return [b + sum((x * v for x, v in zip(r, per_tap) if x != 0), fmpq(0)) for b, r in zip(bias, rows)]
+
+    @staticmethod
+    def pre_activation(layer, X):
+        npts = X.ncols()
+        src = layer.sources
+        n = X.nrows()
+        if n != layer.in_dim:
+            raise ShapeError(f"{layer.label}: inputs of size {n}, expected {layer.in_dim}")
+        xe = X.entries() + [fmpq(0)] * npts  # the padding reads the appended zeros
+        ent = [xe[(r if r >= 0 else n) * npts + pt] for st in src for r in st for pt in range(npts)]
+        npix = len(src[0]) if src else 0
+        patches = fmpq_mat(len(src), npix * npts, ent)
+        K = fmpq_mat(layer.shape.out_channels, layer.shape.taps, [x for r in layer.rows for x in r])
+        Z = (K * patches).entries()  # row o, column q*npts + pt: exactly (o*npix + q)*npts + pt
+        per = npix * npts
+        bias = layer.channel_bias
+        return fmpq_mat(layer.out_dim, npts, [z + bias[i // per] for i, z in enumerate(Z)])
+
+    @staticmethod
+    def activate(act, Z):
+        if act is None:
+            return Z
+        return fmpq_mat(Z.nrows(), Z.ncols(), [act(z) for z in Z.entries()])
+
+    @staticmethod
+    def dense(rows, in_dim: int):
+        return fmpq_mat(rows) if rows else fmpq_mat(0, in_dim)
+
+
+class NumpyNumbers:
+    """Floats: rows are a 2-d ``float64`` array, a batch has one row per point."""
+
+    name = "float"
+
+    @staticmethod
+    def ratio(p: int, q: int):
+        return p / q
+
+    @staticmethod
+    def kernel(spec, kernel):
+        k = np.asarray(kernel, dtype=np.float64)
+        if k.shape != (spec.out_channels, spec.in_channels, spec.kh, spec.kw):
+            raise ShapeError(f"conv2d: the kernel has shape {k.shape}, expected "
+                             f"{(spec.out_channels, spec.in_channels, spec.kh, spec.kw)}")
+        if not np.all(np.isfinite(k)):
+            raise InputError("a layer has NaN or infinite weights; numeric models need finite parameters")
+        return k, k.reshape(spec.out_channels, -1)
+
+    @staticmethod
+    def nested(spec, rows):
+        return np.asarray(rows, dtype=np.float64).reshape(spec.out_channels, spec.in_channels, spec.kh, spec.kw)
+
+    @staticmethod
+    def bias(spec, bias):
+        b = np.zeros(spec.out_channels) if bias is None else np.asarray(bias, dtype=np.float64).reshape(-1)
+        if b.shape != (spec.out_channels,):
+            raise ShapeError(f"conv2d: bias has length {b.shape[0]}, expected {spec.out_channels}")
+        if not np.all(np.isfinite(b)):
+            raise InputError("a layer has NaN or infinite weights; numeric models need finite parameters")
+        return b
+
+    @staticmethod
+    def permute_taps(rows, perm, fac):
+        rows = np.asarray(rows, dtype=np.float64)
+        U = np.zeros_like(rows)
+        U[:, np.asarray(perm)] = rows * np.asarray(fac, dtype=np.float64)[None, :]
+        return U
+
+    @staticmethod
+    def channel_constants(c_in, C: int, P: int):
+        if c_in is None:
+            return ()
+        off = np.asarray(c_in, dtype=np.float64)
+        if not np.any(off != 0):
+            return ()
+        per = off.reshape(C, P)
+        if np.any(per != per[:, :1]):
+            return None
+        return per[:, 0]
+
+    @staticmethod
+    def add_row_products(bias, rows, per_tap):
+        return bias + rows @ np.asarray(per_tap, dtype=np.float64)
+
+    @staticmethod
+    def pre_activation(layer, X):
+        X = np.asarray(X, dtype=np.float64)
+        n = X.shape[1]
+        if n != layer.in_dim:
+            raise ShapeError(f"{layer.label}: inputs of size {n}, expected {layer.in_dim}")
+        srca = layer._srca
+        src = np.where(srca >= 0, srca, n)  # the padding reads an appended zero
+        out = np.empty((X.shape[0], layer.out_dim))
+        step = max(1, 2_000_000 // max(src.size, 1))  # bounded memory: points per block
+        for a in range(0, X.shape[0], step):
+            Xp = np.concatenate([X[a:a + step], np.zeros((X[a:a + step].shape[0], 1))], axis=1)
+            Z = np.einsum("ot,ntq->noq", layer.rows, Xp[:, src]) + layer.channel_bias[None, :, None]
+            out[a:a + step] = Z.reshape(Z.shape[0], -1)
+        return out
+
+    @staticmethod
+    def activate(act, Z):
+        return Z if act is None else act(Z)
+
+    @staticmethod
+    def dense(rows, in_dim: int):
+        return np.array(rows, dtype=np.float64).reshape(len(rows), in_dim)
