@@ -646,6 +646,11 @@ def test_numeric_check_prints_channel_pixel_actions(tmp_path, capsys):
     data = json.loads(text[text.index("{"):])
     found = [a for a in json.dumps(data).split('"channel_pixel"')[1:]]
     assert found, "the JSON carries the channel-pixel form"
+    cp = {(a["layer"], a["generator"]): a["channel_pixel"] for a in data["actions"]}
+    rot = cp[(1, "g0")]
+    assert rot["cycles"] == "(1 4 3 2)(5 8 7 6)" and rot["transform"] == "quarter turn clockwise"
+    assert len(rot["source"]) == 8 and len(rot["pixels"]) == 25 and (rot["height"], rot["width"]) == (5, 5)
+    assert all("source" in a and "cycles" in a for a in data["actions"])  # the whole-space keys are kept
 
 
 def test_checker_leaves_dense_before_conv_unverified_not_rejected():

@@ -46,6 +46,17 @@ def _transform_name(R) -> str:
     return _NAMES.get(R, "a pixel permutation")
 
 
+def _channel_cycles(source, factor) -> str | None:
+    """The channel action as cycles (symeq/notation.py; factors to 4 digits), None if not a permutation."""
+    from ..notation import format_cycles
+
+    fac = [1 if v == 1 else -1 if v == -1 else f"{v:.4g}" for v in (float(x) for x in factor)]
+    try:
+        return format_cycles([int(c) for c in source], fac)
+    except ValueError:
+        return None
+
+
 class _Channels(NamedTuple):
     """The channel part of an input action (what :meth:`ConvCore.transformed_rows` reads)."""
 
@@ -148,7 +159,7 @@ class NumericConvLayer(ConvCore):
         # the sparse form for reports: channel action (x) pixel permutation (docs/conv.md)
         rho.channel_pixel = {"source": [int(c) for c in pi], "factor": [float(v) for v in ch.vals],
                              "pixels": list(pix), "height": self.shape.out_hw[0], "width": self.shape.out_hw[1],
-                             "transform": _transform_name(R)}
+                             "transform": _transform_name(R), "cycles": _channel_cycles(pi, ch.vals)}
         how = f"{act.latent_group} of channels (x) pixel permutation, linear assignment on kernels"
         return False, [(rho, (float(rel.max()), float(np.median(rel)), margin, how))]
 
