@@ -13,7 +13,8 @@
 identifiability report of :mod:`symeq.fibre.decide` (shared with ``verify --identifiability`` and
 ``explain``): classical theorems (real tanh/sigmoid), the tensor method (Kruskal, one hidden layer),
 the Jacobian factors (two or three hidden layers), the exact Jacobian rank (local identifiability,
-:mod:`symeq.fibre.jacobian`) and the Gröbner comparison above, in this order; the first global
+:mod:`symeq.fibre.jacobian`; for ReLU and leaky ReLU the exact functional dimension of
+:mod:`symeq.relu.fdim`) and the Gröbner comparison above, in this order; the first global
 verdict wins, a local one stands when the Gröbner step cannot start.  The JSON says which method
 decided ("method"), by which condition ("condition") and what every method tried said ("tried");
 the hints name only options that can succeed.  ``--certificate CERT.json`` writes the
@@ -21,10 +22,13 @@ the hints name only options that can succeed.  ``--certificate CERT.json`` write
 ``symeq check CERT.json MODEL.json``.
 
 Exit codes: 0 identifiable, 1 not identifiable (witness or proven family given), 2 bad input, a
-missing engine, a size guard that stopped everything, or a model no method covers, 3 locally
-identifiable (near theta the fibre is the orbit; the global question is open), unknown (the budget
-ran out; no engine process is left behind) or not applicable (a single ``--method`` whose sufficient
-condition fails: nothing is decided).
+missing engine or a size guard that stopped everything, 3 locally identifiable (near theta the fibre
+is the orbit; the global question is open), unknown (the budget ran out, no engine process is left
+behind; or no method covers the model, e.g. GELU: every method's reason is listed) or not applicable
+(a single ``--method`` whose sufficient condition fails: nothing is decided).
+
+Text output numbers rows, columns and neurons from 1 (the unknowns ``w{l}_{i}_{j}``, ``b{l}_{i}``
+included, with a line saying so); ``--json`` keeps the names with rows and columns from 0.
 
 :func:`register` adds the command to an ``argparse`` sub-parser collection (wired in
 :mod:`symeq.cli`); the model is read by :func:`symeq.cli.loader.load_model_args`.
@@ -314,7 +318,8 @@ def register(subparsers) -> None:
     from ..fibre.groebner import ENGINES
 
     f = subparsers.add_parser("fibre", help="decide identifiability of a model's parameter (fibre vs orbit)")
-    f.add_argument("model", help="model file (symeq-model/1 JSON) with a polynomial activation")
+    f.add_argument("model", help="model file (symeq-model/1 JSON): polynomial, tanh/sigmoid, ReLU or leaky ReLU "
+                                 "activations get an answer; others are reported as open (exit 3)")
     f.add_argument("--engine", default="auto", choices=("auto",) + tuple(ENGINES),
                    help="Gröbner engine (default auto: exact Singular/giac/sympy and modular msolve side by side)")
     f.add_argument("--timeout", "--budget", dest="timeout", type=float, default=None,
@@ -323,7 +328,7 @@ def register(subparsers) -> None:
                    help="classical: Sussmann/Fefferman for real tanh/sigmoid; tensor: Kruskal certificates "
                         "(one hidden layer; deep networks go on to the Jacobian factors); jacobian-factors: "
                         "two or three hidden layers; jacobian-rank: local identifiability by the exact "
-                        "Jacobian rank mod p; groebner: the fibre ideal; auto (default): in this order, "
+                        "Jacobian rank mod p (ReLU, leaky ReLU: the exact functional dimension); groebner: the fibre ideal; auto (default): in this order, "
                         "the first global verdict wins")
     f.add_argument("--certificate", metavar="CERT.json",
                    help="write the symeq-identifiability/1 certificate of the deciding method (classical, "

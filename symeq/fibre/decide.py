@@ -10,11 +10,16 @@
 3. **jacobian-factors** -- the Jacobian-factor certificate for two or three hidden layers
    (:mod:`symeq.fibre.deep`, reached through the tensor method);
 4. **jacobian-rank** -- local identifiability by the exact Jacobian rank mod p, or a proven family in
-   the fibre (:mod:`symeq.fibre.jacobian`);
+   the fibre (:mod:`symeq.fibre.jacobian`); for ReLU / leaky ReLU networks the exact functional
+   dimension (:mod:`symeq.relu.fdim`, :func:`relu_local_identifiability`): locally identifiable only
+   when the rank meets #params - dim T;
 5. **groebner** -- the fibre ideal against the orbit, when its size guard lets it start; a global
    answer from it replaces a local one.
 
-The first global verdict (identifiable / not identifiable) ends the search.  ``locally-identifiable``
+The first global verdict (identifiable / not identifiable) ends the search; a classical verdict is
+reported with the theorem's name as its method ("sussmann" / "fefferman").  A model that no method
+covers (GELU, SiLU, ... networks) is "unknown" (exit 3) with every method's reason: nothing in the
+input is wrong.  ``locally-identifiable``
 is kept when the Gröbner step cannot start (its size guard) or does not finish.  Every step's outcome is
 in :attr:`IdentifiabilityReport.tried`; :attr:`IdentifiabilityReport.hints` lists only options that
 can succeed (``--max-monomials`` only when the memory estimate at the raised limit fits the memory
