@@ -670,3 +670,15 @@ def test_checker_leaves_dense_before_conv_unverified_not_rejected():
     assert v.verdict == "layerwise-equivariant", v.report()
     report = check_certificate(v.certificate(), model_to_json(model))
     assert report.accepted is None and not report.reasons
+
+
+def test_verify_refuses_an_npz_with_a_specific_message(tmp_path, capsys):
+    """symeq verify reads model files and ONNX; the float .npz layout gets exit 2 naming the commands that read it."""
+    import numpy as np
+    from symeq.cli import main
+
+    path = tmp_path / "net.npz"
+    np.savez(path, weight_0=np.ones((1, 2)))
+    assert main(["verify", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "float weights" in err and "numeric-check" in err and "certify" in err
