@@ -74,3 +74,15 @@ def test_d4_at_28x28_closes_fast():
     assert G.order() == 8
     assert time.perf_counter() - t0 < 2.0
     assert FiniteGroup(G.generators, G.names).elements()[3].mats[0].nrows() == 784
+
+
+def test_regular_representation_and_cayley_graph_match_dense(monkeypatch):
+    G = dihedral(3, c=2)
+    reg, cay = G.regular_representation(), G.cayley_graph()
+    with monkeypatch.context() as m:
+        m.setattr(core, "_monomial_form", lambda mat: None)
+        H = dihedral(3, c=2)
+        reg2, cay2 = H.regular_representation(), H.cayley_graph()
+    assert reg == reg2
+    assert sorted(cay.edges(data="generator")) == sorted(cay2.edges(data="generator"))
+    assert cay.number_of_edges() == 16

@@ -304,24 +304,39 @@ class FiniteGroup:
         import networkx as nx
 
         els = self.elements()
-        index = {mat_key(e.mats[0]): i for i, e in enumerate(els)}
+        key, mul = self._input_products()
+        index = {key[i]: i for i in range(len(els))}
         G = nx.DiGraph()
         for i, e in enumerate(els):
             G.add_node(i, word=_word(e.word, self.names))
         for i, e in enumerate(els):
-            for gi, (a, _) in enumerate(self.generators):
-                G.add_edge(i, index[mat_key(e.mats[0] * a)], generator=self.names[gi])
+            for gi in range(len(self.generators)):
+                G.add_edge(i, index[mul(i, gi, right=True)], generator=self.names[gi])
         return G
+
+    def _input_products(self):
+        """(keys of the elements' input matrices, mul(i, gi, right)): the key of e_i g or g e_i, on
+        permutations when every input matrix is monomial (no dense n^3 products), else densely."""
+        els = self.elements()
+        forms = [_monomial_form(e.mats[0]) for e in els]
+        gforms = [_monomial_form(a) for a, _ in self.generators]
+        if all(f is not None for f in forms + gforms):
+            def mono(x, y):
+                (a, u), (b, v) = x, y
+                return tuple(b[j] for j in a), tuple(ui * v[j] for ui, j in zip(u, a))
+
+            return forms, lambda i, gi, right: mono(forms[i], gforms[gi]) if right else mono(gforms[gi], forms[i])
+        keys = [mat_key(e.mats[0]) for e in els]
+        gens = [a for a, _ in self.generators]
+        return keys, lambda i, gi, right: mat_key(els[i].mats[0] * gens[gi] if right else gens[gi] * els[i].mats[0])
 
     def regular_representation(self) -> list[fmpq_mat]:
         """Permutation matrices of the generators acting on G by left multiplication."""
         els = self.elements()
-        index = {mat_key(e.mats[0]): i for i, e in enumerate(els)}
-        reps = []
-        for a, _ in self.generators:
-            perm = [index[mat_key(a * e.mats[0])] for e in els]
-            reps.append(permutation_matrix(perm))
-        return reps
+        key, mul = self._input_products()
+        index = {key[i]: i for i in range(len(els))}
+        return [permutation_matrix([index[mul(i, gi, right=False)] for i in range(len(els))])
+                for gi in range(len(self.generators))]
 
     def __mul__(self, other: "FiniteGroup") -> "FiniteGroup":
         return direct_product(self, other)
