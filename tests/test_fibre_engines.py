@@ -266,7 +266,7 @@ def test_cli_verdicts_and_json(tmp_path, capsys):
     assert _run_cli(["fibre", str(f_not), "--engine", "sympy", "--timeout", "60"]) == 1
     out = capsys.readouterr().out
     # 4 unknowns, 3 equations: decided by the count (Krull), no Gröbner basis needed
-    for key in ("fibre ideal: 4 unknowns", "gauge: w1_0_0=1, w1_1_0=3", "dimension: >= 1", "equation-count",
+    for key in ("fibre ideal: 4 unknowns", "gauge: w1_1_1=1, w1_2_1=3", "dimension: >= 1", "equation-count",
                 "orbit size: 2", "verdict: not-identifiable", "witness:"):
         assert key in out, key
 
@@ -280,7 +280,9 @@ def test_cli_bad_input(tmp_path, capsys):
     relu.write_text(json.dumps({"format": "symeq-model/1", "input_dim": 1,
                                 "layers": [{"weight": [["1"]], "bias": ["0"], "activation": {"type": "relu"}},
                                            {"weight": [["1"]], "bias": ["0"]}]}))
-    assert _run_cli(["fibre", str(relu)]) == 2
+    # a ReLU model is not bad input: the exact ReLU functional dimension decides it locally (exit 3)
+    assert _run_cli(["fibre", str(relu)]) == 3
+    assert "locally-identifiable" in capsys.readouterr().out
     assert _run_cli(["fibre", str(bad), "--timeout", "-1"]) == 2
 
 
