@@ -684,6 +684,10 @@ def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search
             notes.append("layers first: every layer was proved equivariant exactly, which proves end-to-end "
                          "equivariance (a composition of equivariant layers is equivariant)")
             return Verification("layerwise-equivariant", model, group, proved, pre, ident, notes, deadline.elapsed())
+        if model.has_relu and model.has_conv:  # ReLU at size: the submodel's proven layers before any region
+            sub = _relu_conv_submodel_first(model, group, deadline, max_candidates, notes)
+            if sub is not None:
+                return sub
     if _has_real(model):
         return _verify_real_refute(model, group, deadline, pre, notes, seed, max_candidates,
                                    fibre_search=fibre_search)
@@ -738,6 +742,28 @@ def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search
     notes.append("the conclusion fails at theta itself, and the fibre-wide search did not decide whether a "
                  "re-parametrization theta' in the same fibre is layerwise equivariant")
     return Verification("undetermined", model, group, eq, d, ident, notes, deadline.elapsed())
+
+
+def _relu_conv_submodel_first(model, group, deadline, max_candidates, notes):
+    """A ReLU conv model without actions at theta: reduce dead and cloned channels, prove the lifted
+    theta' layer by layer (same function as theta, so this proves the premise too), before the
+    region enumeration (which at image size only refutes, within the budget).  None if it fails."""
+    lifted = _try_submodel(model, group, deadline, max_candidates)
+    if lifted is None:
+        return None
+    theta2, d2, red = lifted
+    eq = EquivarianceResult(True, "layerwise", detail=(
+        "theta' (dead and cloned channels of theta reduced and lifted back: the same function) has every layer "
+        "equivariant (exact layer checks) and g -> rho_i(g) is a homomorphism: a proof, without linear regions"))
+    ident = {"status": "unknown",
+             "detail": f"theta is a lift of a smaller submodel ({len(red.removed)} inactive channel(s) removed, "
+                       f"{len(red.merged)} clone(s) merged); identifiability of the reduced parameter was not decided"}
+    notes.append("re-parametrized: the actions hold at theta' (same widths, same function as theta), obtained by "
+                 "merging cloned channels, removing inactive ones and lifting back (weak identifiability, Theorem 4.1)")
+    v = Verification("layerwise-equivariant", theta2, group, eq, d2, ident, notes, deadline.elapsed())
+    v.original = model
+    v.reduction = red
+    return v
 
 
 def _try_real_submodel(model, group, deadline, max_candidates):

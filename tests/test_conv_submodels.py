@@ -114,3 +114,25 @@ def test_mixed_dense_conv_chains_are_left_alone():
     l1, out = layers
     m = Model(9, [DenseLayer(matrix([[1] * 9] * 9), [0] * 9, tanh_series(3)), l1, out])
     assert not reduce_model(m).changed
+
+
+def test_relu_conv_with_a_dead_channel_is_proven_by_the_submodel_before_regions(tmp_path):
+    """ReLU at size: with a junk channel no action exists at theta; the region enumeration would run out of
+    its budget, the reduced model's proven layers (lifted back) prove premise and conclusion at once."""
+    import time
+    from symeq.activations import relu
+    layers, group = regular_network("C4", 5, 1, 2, relu(), rng=3)
+    l1, l2, out = layers
+    d1 = ConvLayer(ConvShape(1, 5, 5, 5, 3, 3, 1, 1), l1.kernel + [JUNK], l1.channel_bias + [fmpq(1, 3)], l1.activation)
+    d2 = ConvLayer(ConvShape(5, 4, 5, 5, 3, 3, 1, 1), [ko + [ZERO] for ko in l2.kernel], l2.channel_bias,
+                   l2.activation)
+    model = Model(25, [d1, d2, out], group)
+    t0 = time.monotonic()
+    v = symeq.verify(model, timeout=60)
+    assert v.verdict == "layerwise-equivariant", v.report()
+    assert v.equivariance.method == "layerwise" and time.monotonic() - t0 < 10
+    assert _same_function(v.model, model)
+    path, cert = tmp_path / "relu.json", tmp_path / "relu.cert.json"
+    path.write_text(json.dumps(model_to_json(model)))
+    assert main(["verify", str(path), "--certificate", str(cert)]) == 0
+    assert main(["check", str(cert), str(path)]) == 0
