@@ -843,6 +843,24 @@ def _rotate(model, bias, i, j1, j2, mu1, mu2, e, t):
 
 # ----------------------------------------------------------------------------- the decision
 
+def _work_bytes(model, N: int, K: int) -> int:
+    """Bytes of the forward caches and backward temporaries at N points (uint64 arrays, an upper
+    estimate), so that the memory guard runs before the work: a convolution keeps its patches
+    (taps x pixels x N: four uint64 copies with the backward pass, and the Python lists through which
+    they reach python-flint, about 80 bytes an entry in all), every other layer a few N x width
+    arrays, and the backward pass carries an (N K) x width array through each layer."""
+    total = 0
+    for layer in model.layers:
+        if layer.kind == "conv2d":
+            shape = layer.shape
+            npix = layer.out_dim // shape.out_channels
+            total += 80 * shape.taps * npix * N + 3 * 8 * layer.out_dim * N  # measured: ~2.5 GB for 38M patch entries
+        else:
+            total += 3 * 8 * layer.out_dim * N
+        total += 2 * 8 * N * K * (layer.in_dim + 1)
+    return total
+
+
 @dataclass
 class JacobianDecision:
     """The Jacobian-rank verdict at theta.
@@ -968,7 +986,8 @@ def jacobian_identifiability(model, *, timeout: float | None = None, certificate
     N = -(-P // K) + EXTRA_POINTS
     from ..sizes import check_memory
 
-    check_memory(N * K * P * 56, "the Jacobian modulo p (uint64 entries, then python-flint's copy)")
+    check_memory(N * K * P * 56 + _work_bytes(model, N, K),
+                 "the Jacobian modulo p (uint64 entries, then python-flint's copy) and the per-point work arrays")
     try:
         return _decide(model, bias, P, K, N, seed, certificate, deadline, t0, timings, threads, done)
     except _NotApplicable as e:
