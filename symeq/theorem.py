@@ -653,7 +653,10 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
         detail = (f"locally identifiable: {r.reason}; the theorem's premise (global identifiability) is open "
                   f"(methods tried: {tried})")
     else:
-        detail = f"{r.reason} (over C; decided by {r.method}; methods tried: {tried})"
+        # the field the decision holds over is the deciding method's own (tensor and Groebner: over C,
+        # which implies R; Sussmann and Fefferman: over R)
+        over = res.get("over") or ("C" if r.method in ("tensor", "groebner", "jacobian-factors") else "R")
+        detail = f"{r.reason} (over {over}; decided by {r.method}; methods tried: {tried})"
     v.identifiability = dict(info, status=r.status, detail=detail)
     if previous == "not-identifiable" and r.status == "identifiable":  # pragma: no cover
         raise AssertionError("the identifiability decision contradicts the exhaustive search at theta")

@@ -398,7 +398,6 @@ def test_symeq_check_accepts_and_rejects(tmp_path, capsys):
 
 @pytest.mark.parametrize("theta, code", [(CLONE, 1), (PLAIN, 0)])
 def test_symeq_fibre_decides_by_sussmann_and_its_certificate_checks(tmp_path, capsys, theta, code):
-    pytest.importorskip("symeq.fibre.decide", reason="the identifiability dispatcher (symeq/fibre/decide.py)")
     save_model(_model(*theta), tmp_path / "m.json")
     assert main(["fibre", str(tmp_path / "m.json"), "--certificate", str(tmp_path / "c.json"), "--json"]) == code
     out = json.loads(capsys.readouterr().out)
@@ -409,9 +408,21 @@ def test_symeq_fibre_decides_by_sussmann_and_its_certificate_checks(tmp_path, ca
 
 
 def test_symeq_fibre_deep_tanh_by_fefferman(tmp_path, capsys):
-    pytest.importorskip("symeq.fibre.decide", reason="the identifiability dispatcher (symeq/fibre/decide.py)")
     save_model(_rounded_model([3, 5, 4, 2]), tmp_path / "m.json")
     assert main(["fibre", str(tmp_path / "m.json"), "--certificate", str(tmp_path / "c.json"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["theorem"] == "fefferman" and out["status"] == "identifiable"
     assert main(["check", str(tmp_path / "c.json"), str(tmp_path / "m.json")]) == 0
+
+
+def test_verify_identifiability_says_sussmann_holds_over_the_reals():
+    """verify --identifiability names the field of the deciding theorem: Sussmann's fibre is real."""
+    import symeq
+    from symeq.activations import activation_from_spec
+    from symeq.models import random_equivariant_model, scramble
+
+    m = random_equivariant_model(symeq.mirror(2, 2), ["regular*2"], activation_from_spec({"type": "tanh"}), rng=0)
+    m, _ = scramble(m, rng=1)
+    v = symeq.verify(m, identifiability=True, timeout=60)
+    assert v.verdict == "layerwise-equivariant" and v.identifiability["status"] == "identifiable"
+    assert "(over R; decided by sussmann" in v.identifiability["detail"]

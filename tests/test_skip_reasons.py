@@ -29,7 +29,6 @@ NOT_AN_EXTRA = {
     ("test_fibre_deep.py", 'f"Gröbner gave no degree'): "an engine that ran out of its budget here",
     ("conftest.py", "cache[key]"): "the line of engine_skip_reason (checked below)",
     # not an extra but a module of symeq itself still being written: remove when it is committed
-    ("test_classical.py", '"the identifiability dispatcher'): "symeq/fibre/decide.py, in progress",
 }
 
 
