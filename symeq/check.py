@@ -30,8 +30,8 @@ The verdicts ``undetermined`` and ``no-layerwise-parameter`` claim nothing that 
 (exit code 3). A certificate checked against another model (its input size, group, theta or
 theta's digest differ from the model file's) is bad input, exit code 2, as are swapped arguments
 (a model given first); a certificate whose claims fail for its own model is rejected, exit code 1.
-Layers are numbered from 1 (``f_1 .. f_L``); generators, rows and neurons from 0, as
-in the JSON arrays.
+Text output numbers from 1: layers (``f_1 .. f_L``), generators, rows, neurons, heads and
+outputs; JSON paths in messages (``generators[0]``) keep the arrays' 0-based indices.
 
 Sparse actions
 --------------
@@ -238,7 +238,7 @@ def _matrix(value, where: str, rows: int | None = None, cols: int | None = None)
     if rows is not None and len(value) != rows:
         raise CheckError(f"{where}: expected {rows} rows, got {len(value)}")
     cols = cols if cols is not None else (len(value[0]) if isinstance(value[0], list) else None)
-    return tuple(_vector(row, f"{where} row {r}", cols) for r, row in enumerate(value))
+    return tuple(_vector(row, f"{where} row {r + 1}", cols) for r, row in enumerate(value))
 
 
 def close_names(name, known, n: int = 3) -> list[str]:
@@ -440,14 +440,14 @@ def _attention(spec: dict, input_dim: int, name: str, at: str = "layers[0]") -> 
         raise CheckError(f"{name}: 'heads' must be a non-empty list")
     parsed = []
     for h, hs in enumerate(heads):
-        hs = _dict(hs, f"{name} head {h}")
+        hs = _dict(hs, f"{name} head {h + 1}")
         check_keys(hs, f"{at}.heads[{h}]", *HEAD_KEYS)
-        q = _matrix(hs.get("query"), f"{name} head {h} query", rows=d)
-        k = _matrix(hs.get("key"), f"{name} head {h} key", rows=d, cols=len(q[0]))
-        v = _matrix(hs.get("value"), f"{name} head {h} value", rows=d)
-        o = _matrix(hs.get("out"), f"{name} head {h} out", rows=len(v[0]))
+        q = _matrix(hs.get("query"), f"{name} head {h + 1} query", rows=d)
+        k = _matrix(hs.get("key"), f"{name} head {h + 1} key", rows=d, cols=len(q[0]))
+        v = _matrix(hs.get("value"), f"{name} head {h + 1} value", rows=d)
+        o = _matrix(hs.get("out"), f"{name} head {h + 1} out", rows=len(v[0]))
         if parsed and (len(v[0]) != len(parsed[0][2][0]) or len(o[0]) != len(parsed[0][3][0])):
-            raise CheckError(f"{name} head {h}: all heads need the same d_v and d_out")
+            raise CheckError(f"{name} head {h + 1}: all heads need the same d_v and d_out")
         parsed.append((q, k, v, o))
     return _Attention(tokens, tuple(parsed))
 
@@ -484,9 +484,9 @@ def _group(value, n_in: int, n_out: int, where: str) -> list[tuple[Matrix, Matri
         raise CheckError(f"{where}: 'generators' must be a list")
     out = []
     for k, g in enumerate(gens):
-        check_keys(_dict(g, f"{where} generator {k}"), f"{_path(where)}.generators[{k}]", *GENERATOR_KEYS)
-        out.append((_matrix(g.get("input"), f"{where} generator {k} input", n_in, n_in),
-                    _matrix(g.get("output"), f"{where} generator {k} output", n_out, n_out)))
+        check_keys(_dict(g, f"{where} generator {k + 1}"), f"{_path(where)}.generators[{k}]", *GENERATOR_KEYS)
+        out.append((_matrix(g.get("input"), f"{where} generator {k + 1} input", n_in, n_in),
+                    _matrix(g.get("output"), f"{where} generator {k + 1} output", n_out, n_out)))
     return out
 
 
@@ -671,12 +671,12 @@ def _monomial_failure(m: Sparse, relu: bool) -> str | None:
     seen = set()
     for r, row in enumerate(m):
         if len(row) != 1:
-            return f"row {r} has {len(row)} nonzero entries (a monomial matrix needs exactly 1)"
+            return f"row {r + 1} has {len(row)} nonzero entries (a monomial matrix needs exactly 1)"
         c, x = row[0]
         if relu and x < 0:
-            return f"row {r} has a negative entry (a relu layer needs a positive monomial matrix)"
+            return f"row {r + 1} has a negative entry (a relu layer needs a positive monomial matrix)"
         if c in seen:
-            return f"column {c} does not have exactly 1 nonzero entry (not a monomial matrix)"
+            return f"column {c + 1} does not have exactly 1 nonzero entry (not a monomial matrix)"
         seen.add(c)
     return None
 
@@ -736,7 +736,7 @@ def _layer_failure(layer: _Layer, p: Sparse, q: Sparse, last: bool, c_in=None, c
         o = c_out[j] if c_out is not None else Fraction(0)
         why = _neuron_failure(layer.act, wp[j], layer.weight[k], bias[j], layer.bias[k], factor, o)
         if why:
-            return f"neuron {j} (sent to neuron {k} with factor {factor}): {why}"
+            return f"neuron {j + 1} (sent to neuron {k + 1} with factor {factor}): {why}"
     return None
 
 
@@ -921,14 +921,14 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
                 for g, m in enumerate(entry)]
         for g, m in enumerate(mats):
             if isinstance(m, str):
-                report.reasons.append(f"layer {i}, generator {g}: {m}")
+                report.reasons.append(f"layer {i}, generator {g + 1}: {m}")
                 return
             if isinstance(layer, _Heads):
                 why = _block_monomial_failure(m, layer)
             else:
                 why = _monomial_failure(m, layer.act == "relu" or _positive_only(layer.act))
             if why:
-                report.reasons.append(f"layer {i}, generator {g}: latent action {why}")
+                report.reasons.append(f"layer {i}, generator {g + 1}: latent action {why}")
         rho.append(mats)
     rho.append([_sparse(q) for _, q in group])
     if report.reasons:
@@ -953,7 +953,7 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
             if isinstance(layer, _Heads) and any(any(_vector(c, "offset")) for c in entry):
                 report.reasons.append(f"layer {i}: attention heads admit no offsets")
                 return
-            offs.append([_vector(c, f"latent_offsets layer {i} generator {g}", len(layer.weight))
+            offs.append([_vector(c, f"latent_offsets layer {i} generator {g + 1}", len(layer.weight))
                          for g, c in enumerate(entry)])
     else:
         offs += [[None] * len(group) for _ in range(len(layers) - 1)]
@@ -964,25 +964,25 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
             if isinstance(layer, _Heads):
                 why = _heads_failure(layer, rho[i - 1][g], rho[i][g])
                 if why:
-                    report.reasons.append(f"layer {i}, generator {g}: {why}")
+                    report.reasons.append(f"layer {i}, generator {g + 1}: {why}")
                 else:
-                    report.checks.append(f"layer {i}, generator {g}: heads(P x) = Q heads(x) on all "
+                    report.checks.append(f"layer {i}, generator {g + 1}: heads(P x) = Q heads(x) on all "
                                          f"{comb(len(rho[0][g]) + 3, 3)} points of the degree-3 principal "
                                          f"lattice (unisolvent): verified ({len(layer.scores)} heads)")
                 continue
             why = _layer_failure(layer, rho[i - 1][g], rho[i][g], last, offs[i - 1][g], offs[i][g])
             if why:
-                report.reasons.append(f"layer {i}, generator {g}: {why}")
+                report.reasons.append(f"layer {i}, generator {g + 1}: {why}")
             elif last:
-                report.checks.append(f"layer {i}, generator {g}: W P = Q W and b = Q b verified "
+                report.checks.append(f"layer {i}, generator {g + 1}: W P = Q W and b = Q b verified "
                                      f"(affine output layer, {len(layer.weight)} outputs)")
             else:
                 s = "relu" if layer.act == "relu" else "sigma"
-                report.checks.append(f"layer {i}, generator {g}: {s}(W P x + b) = Q {s}(W x + b) "
+                report.checks.append(f"layer {i}, generator {g + 1}: {s}(W P x + b) = Q {s}(W x + b) "
                                      f"verified ({layer.label}, {len(layer.weight)} neurons)")
     for g, (p, _) in enumerate(group):
         if not _invertible(p):
-            report.reasons.append(f"generator {g}: input matrix is singular (not a group element)")
+            report.reasons.append(f"generator {g + 1}: input matrix is singular (not a group element)")
     if not report.reasons:
         def action(i, g):  # affine y -> M y + c as the augmented matrix [[M, c], [0, 1]]
             m, c = rho[i][g], offs[i][g]
@@ -1013,15 +1013,15 @@ def _block_monomial_failure(m: Sparse, layer: _Heads) -> str | None:
     for h in range(H):
         cols = sorted({cc // dv for a, cc in r if a // dv == h})
         if len(cols) != 1:
-            return f"head {h}: {len(cols)} nonzero blocks in its block row (a block-monomial matrix needs exactly 1)"
+            return f"head {h + 1}: {len(cols)} nonzero blocks in its block row (a block-monomial matrix needs exactly 1)"
         k = cols[0]
         b = tuple(tuple(r.get((h * dv + a, k * dv + c), Fraction(0)) for c in range(dv)) for a in range(dv))
         if not _invertible(b):
-            return f"head {h}: its block is not invertible"
+            return f"head {h + 1}: its block is not invertible"
     for k in range(H):
         rows = {a // dv for a, cc in r if cc // dv == k}
         if len(rows) != 1:
-            return f"block column {k} has {len(rows)} nonzero blocks (not block monomial)"
+            return f"block column {k + 1} has {len(rows)} nonzero blocks (not block monomial)"
     return None
 
 
@@ -1115,12 +1115,12 @@ def _check_witness(report: CheckReport, eq: dict, n_in: int, layers: list[_Layer
     x = _vector(witness.get("x"), "witness x", n_in)
     p, q = group[g]
     lhs, rhs = _evaluate(layers, _matvec(p, x)), _matvec(q, _evaluate(layers, x))
-    report.checks.append(f"witness, generator {g}, x = {_fmt(x)}: f(P x) = {_fmt(lhs)}")
-    report.checks.append(f"witness, generator {g}, x = {_fmt(x)}: Q f(x) = {_fmt(rhs)}")
+    report.checks.append(f"witness, generator {g + 1}, x = {_fmt(x)}: f(P x) = {_fmt(lhs)}")
+    report.checks.append(f"witness, generator {g + 1}, x = {_fmt(x)}: Q f(x) = {_fmt(rhs)}")
     if lhs == rhs:
         report.reasons.append("the witness does not break equivariance: f(P x) == Q f(x)")
     else:
-        report.checks.append(f"f(P x) != Q f(x): the model is not equivariant under generator {g}")
+        report.checks.append(f"f(P x) != Q f(x): the model is not equivariant under generator {g + 1}")
 
 
 def check_certificate(cert: dict, model: dict, *, max_group_size: int = 10000) -> CheckReport:
@@ -1629,9 +1629,9 @@ def check_identifiability(cert: dict, model: dict) -> CheckReport:
     else:
         for j, t in enumerate(terms):
             t = _strict(t, f"certificate.rank_one_terms[{j}]", RANK_ONE_TERM_KEYS)
-            if not _is_int(t.get("neuron")) or t.get("neuron") != j or _vector(t.get("v"), f"term {j} v") != tuple(V[j]) \
-                    or _vector(t.get("w"), f"term {j} w") != tuple(W[j]):
-                report.reasons.append(f"rank-one term {j} is not (column {j} of W_2, row {j} of W_1)")
+            if not _is_int(t.get("neuron")) or t.get("neuron") != j or _vector(t.get("v"), f"term {j + 1} v") != tuple(V[j]) \
+                    or _vector(t.get("w"), f"term {j + 1} w") != tuple(W[j]):
+                report.reasons.append(f"rank-one term {j + 1} is not (column {j + 1} of W_2, row {j + 1} of W_1)")
         if not report.reasons:
             report.checks.append(f"{R} rank-one terms v_j (x) w_j^{d} are the model's")
     if report.reasons:  # widths, degree or theta's terms are not the model's: a certificate of another model
@@ -1701,20 +1701,20 @@ def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1)
         nd = _strict(nd, f"certificate.neurons[{j}]", NEURON_KEYS)
         degs = nd.get("degrees")
         if not _is_int(nd.get("neuron")) or nd.get("neuron") != j or \
-                parse_number(nd.get("b"), f"neuron {j} b") != b1[j]:
-            report.reasons.append(f"neuron {j}: index or bias differs from the model")
+                parse_number(nd.get("b"), f"neuron {j + 1} b") != b1[j]:
+            report.reasons.append(f"neuron {j + 1}: index or bias differs from the model")
             return
         if not isinstance(degs, list) or not all(_is_int(k) for k in degs) or \
                 not set(degs) <= (avail & allowed) or len(set(degs)) != len(degs):
-            report.reasons.append(f"neuron {j}: degrees {_short(degs)} are not among the independent ones")
+            report.reasons.append(f"neuron {j + 1}: degrees {_short(degs)} are not among the independent ones")
             return
         eqs = _neuron_equations(coeffs, b1[j], bias, d, degs)
         listed = nd.get("polynomials")
         if not isinstance(listed, list) or not all(
                 isinstance(p, list) and len(p) == 2 and _is_int(p[0]) and isinstance(p[1], list) for p in listed) \
-                or sorted((p[0], _ipoly_trim(_vector(p[1], f"neuron {j} polynomial") if p[1] else []))
+                or sorted((p[0], _ipoly_trim(_vector(p[1], f"neuron {j + 1} polynomial") if p[1] else []))
                           for p in listed) != sorted(eqs.items()):
-            report.reasons.append(f"neuron {j}: the listed per-neuron polynomials are not the model's")
+            report.reasons.append(f"neuron {j + 1}: the listed per-neuron polynomials are not the model's")
             return
         g = []
         for p in eqs.values():
@@ -1723,25 +1723,25 @@ def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1)
         sols = "all" if not any(eqs.values()) else _ipoly_roots_count(g)
         cg = nd.get("gcd")
         if (sols == "all" and cg is not None) or (sols != "all" and (
-                not isinstance(cg, list) or not cg or _ipoly_trim(_vector(cg, f"neuron {j} gcd")) != g)):
-            report.reasons.append(f"neuron {j}: the listed gcd is not the gcd of the equations")
+                not isinstance(cg, list) or not cg or _ipoly_trim(_vector(cg, f"neuron {j + 1} gcd")) != g)):
+            report.reasons.append(f"neuron {j + 1}: the listed gcd is not the gcd of the equations")
             return
         if nd.get("solutions") != sols:
-            report.reasons.append(f"neuron {j}: {sols} solutions, the certificate says {_short(nd.get('solutions'))}")
+            report.reasons.append(f"neuron {j + 1}: {sols} solutions, the certificate says {_short(nd.get('solutions'))}")
             return
         cl = nd.get("latent")
         if cl != "all" and not (isinstance(cl, list) and cl):
-            raise CheckError(f"neuron {j}: latent must be \"all\" or a non-empty list")
+            raise CheckError(f"neuron {j + 1}: latent must be \"all\" or a non-empty list")
         if latent == "all":
             if sols != "all" or cl != "all":
-                report.reasons.append(f"neuron {j}: solutions {sols} are not the monomial scalings")
+                report.reasons.append(f"neuron {j + 1}: solutions {sols} are not the monomial scalings")
                 return
             continue
         if cl == "all" or [parse_number(a, "latent") for a in (cl or [])] != latent:
-            report.reasons.append(f"neuron {j}: latent scalings {_short(cl)} are not the activation's {latent}")
+            report.reasons.append(f"neuron {j + 1}: latent scalings {_short(cl)} are not the activation's {latent}")
             return
         if sols == "all" or sols != len(latent) or any(_poly(g, a) != 0 for a in latent):
-            report.reasons.append(f"neuron {j}: {sols} solutions but {len(latent)} latent scalings")
+            report.reasons.append(f"neuron {j + 1}: {sols} solutions but {len(latent)} latent scalings")
             return
         sizes.append(len(latent))
     report.checks.append(f"every neuron's system has exactly the latent scalings "
@@ -1778,7 +1778,7 @@ def _check_ident_witness(report, cert, K: _KProof, coeffs, d, bias, latent, b1) 
     if not any(K.W[j]) or not any(K.V[j]) or any(
             all(K.W[j][a] * K.W[k][c] == K.W[k][a] * K.W[j][c] for a in range(len(K.W[j])) for c in range(a))
             for k in range(K.R) if k != j):
-        report.reasons.append(f"neuron {j} is dead or has a proportional twin: the point may lie in the orbit")
+        report.reasons.append(f"neuron {j + 1} is dead or has a proportional twin: the point may lie in the orbit")
         return
     eqs = _neuron_equations(coeffs, b1[j], bias, d, range(1, d - 1) if bias else range(d))
     listed = w.get("polynomials")
@@ -1787,7 +1787,7 @@ def _check_ident_witness(report, cert, K: _KProof, coeffs, d, bias, latent, b1) 
                                                     and isinstance(p[1], list) for p in listed) or \
             sorted((p[0], _ipoly_trim(_vector(p[1], "witness polynomial") if p[1] else [])) for p in listed) != \
             sorted(eqs.items()):
-        report.reasons.append(f"the witness's kind, degree or per-neuron polynomials are not neuron {j}'s")
+        report.reasons.append(f"the witness's kind, degree or per-neuron polynomials are not neuron {j + 1}'s")
         return
     if "lambda" in w:
         lam = parse_number(w.get("lambda"), "witness lambda")
@@ -1799,7 +1799,7 @@ def _check_ident_witness(report, cert, K: _KProof, coeffs, d, bias, latent, b1) 
             if parse_number(w.get("bias"), "witness bias") != s + lam * (b1[j] - s):
                 report.reasons.append("the witness bias is not s + lambda (b - s)")
                 return
-        report.checks.append(f"neuron {j}: lambda = {lam} solves every equation (degrees {sorted(eqs)}) and is not a "
+        report.checks.append(f"neuron {j + 1}: lambda = {lam} solves every equation (degrees {sorted(eqs)}) and is not a "
                              "latent scaling: a fibre point outside the orbit")
         return
     q = _ipoly_trim(_vector(w.get("minimal_polynomial"), "witness minimal_polynomial"))
@@ -1807,7 +1807,7 @@ def _check_ident_witness(report, cert, K: _KProof, coeffs, d, bias, latent, b1) 
             any(_ipoly_divmod(p, q)[1] for p in eqs.values()):
         report.reasons.append("the witness polynomial has a latent or zero root, or does not divide every equation")
         return
-    report.checks.append(f"neuron {j}: every root of the witness polynomial solves every equation and none is a latent "
+    report.checks.append(f"neuron {j + 1}: every root of the witness polynomial solves every equation and none is a latent "
                          "scaling: fibre points outside the orbit")
 
 
@@ -3239,7 +3239,7 @@ def _check_ball_witness(report: CheckReport, witness: dict, n_in: int, layers: l
         report.reasons.append("witness: an enclosure has lo > hi")
         return
     if claimed[j][0] <= 0 <= claimed[j][1]:
-        report.reasons.append(f"witness: the certificate's enclosure of output {j} contains 0: it proves nothing")
+        report.reasons.append(f"witness: the certificate's enclosure of output {j + 1} contains 0: it proves nothing")
         return
     bits = prec + 32
     p, q = group[g]
@@ -3256,17 +3256,17 @@ def _check_ball_witness(report: CheckReport, witness: dict, n_in: int, layers: l
         own.append((lo, hi))
     for i, ((lo, hi), (cl, ch)) in enumerate(zip(own, claimed)):
         if hi < cl or ch < lo:
-            report.reasons.append(f"witness: the certificate's enclosure of output {i} [{cl}, {ch}] is disjoint from "
+            report.reasons.append(f"witness: the certificate's enclosure of output {i + 1} [{cl}, {ch}] is disjoint from "
                                   f"the checker's own [{_round_down(lo, 30)}, {_round_up(hi, 30)}]")
             return
     lo, hi = own[j]
-    report.checks.append(f"ball witness, generator {g}, x = {_fmt(x)}: output {j} of f(P x) - Q f(x) lies in "
+    report.checks.append(f"ball witness, generator {g + 1}, x = {_fmt(x)}: output {j + 1} of f(P x) - Q f(x) lies in "
                          f"[{_round_down(lo, 30)}, {_round_up(hi, 30)}] (stdlib intervals at {bits} bits)")
     if lo <= 0 <= hi:
-        report.reasons.append(f"witness: the checker's own enclosure of output {j} contains 0 at {bits} bits: the "
+        report.reasons.append(f"witness: the checker's own enclosure of output {j + 1} contains 0 at {bits} bits: the "
                               "witness is not confirmed")
     else:
-        report.checks.append(f"0 is outside it: the model is not equivariant under generator {g}")
+        report.checks.append(f"0 is outside it: the model is not equivariant under generator {g + 1}")
 
 
 _check_action_certificate = check_certificate
@@ -3601,11 +3601,11 @@ def _conv_failure(layer: _Conv, p: tuple, q: tuple) -> str | None:
         bj, bk = layer.bias[o], layer.bias[k // npix]
         if layer.act is None:
             if any(x != f * y for x, y in zip(uu, vv)) or bj != f * bk:
-                return f"neuron {j}: W P != Q W or b != Q b"
+                return f"neuron {j + 1}: W P != Q W or b != Q b"
             continue
         why = _neuron_failure(layer.act, uu, vv, bj, bk, f)
         if why:
-            return f"neuron {j} (channel {o}, pixel {qq}): {why}"
+            return f"neuron {j + 1} (channel {o + 1}, pixel {qq}): {why}"
     return None
 
 
@@ -3634,7 +3634,7 @@ def _check_conv_layerwise(report: CheckReport, cert: dict, layers: list, group: 
     for g, (a, _) in enumerate(group):
         cp = _as_channel_pixel(a, layers[0].in_shape)
         if cp is None:
-            report.reasons.append(f"generator {g}: the input matrix is not a channel action times a pixel permutation")
+            report.reasons.append(f"generator {g + 1}: the input matrix is not a channel action times a pixel permutation")
             return
         first.append(cp)
     rho.append(first)
@@ -3652,7 +3652,7 @@ def _check_conv_layerwise(report: CheckReport, cert: dict, layers: list, group: 
     for g, (_, b) in enumerate(group):
         cp = _as_channel_pixel(b, layers[-1].out_shape)
         if cp is None:
-            report.reasons.append(f"generator {g}: the output matrix is not monomial on the output channels")
+            report.reasons.append(f"generator {g + 1}: the output matrix is not monomial on the output channels")
             return
         last.append(cp)
     rho.append(last)
@@ -3660,9 +3660,9 @@ def _check_conv_layerwise(report: CheckReport, cert: dict, layers: list, group: 
         for i, layer in enumerate(layers, 1):
             why = _conv_failure(layer, rho[i - 1][g], rho[i][g])
             if why:
-                report.reasons.append(f"layer {i}, generator {g}: {why}")
+                report.reasons.append(f"layer {i}, generator {g + 1}: {why}")
             else:
-                report.checks.append(f"layer {i}, generator {g}: act(conv(P x)) = Q act(conv(x)) verified on the "
+                report.checks.append(f"layer {i}, generator {g + 1}: act(conv(P x)) = Q act(conv(x)) verified on the "
                                      f"kernels ({layer.label}, {layer.out_dim} neurons)")
     if report.reasons:
         return

@@ -129,8 +129,8 @@ def test_hand_built_certificates_accepted(build):
     assert report.accepted is True, report.reasons
     assert report.exit_code == 0 and report.reasons == []
     assert any("homomorphism: group of order 2" in c for c in report.checks)
-    assert any(c.startswith("layer 1, generator 0:") and "verified" in c for c in report.checks)
-    assert any(c.startswith("layer 2, generator 0: W P = Q W") for c in report.checks)
+    assert any(c.startswith("layer 1, generator 1:") and "verified" in c for c in report.checks)
+    assert any(c.startswith("layer 2, generator 1: W P = Q W") for c in report.checks)
 
 
 def test_sigmoid_swap_accepted_and_two_hidden_layers():
@@ -160,7 +160,7 @@ def test_tampered_latent_entry_rejected(build):
     row[k] = "7/3"
     report = check_certificate(cert, model)
     assert report.accepted is False and report.exit_code == 1
-    assert any("layer 1, generator 0" in r for r in report.reasons)
+    assert any("layer 1, generator 1" in r for r in report.reasons)
 
 
 def test_tampered_weight_rejected():
@@ -195,7 +195,7 @@ def test_non_monomial_latent_rejected():
     cert["latent_actions"][0][0] = [[1, 1], [0, 1]]
     report = check_certificate(cert, model)
     assert report.accepted is False
-    assert any("layer 1, generator 0" in r and "row 0" in r for r in report.reasons)
+    assert any("layer 1, generator 1" in r and "row 1" in r for r in report.reasons)
 
 
 def test_relu_needs_positive_latent():
@@ -453,7 +453,7 @@ def test_dead_neuron_with_constant_output(activation):
     cert["latent_actions"][0][0][1][1] = 2
     report = check_certificate(cert, model)
     assert report.accepted is False
-    assert any("layer 1, generator 0: neuron 1" in r for r in report.reasons)
+    assert any("layer 1, generator 1: neuron 2" in r for r in report.reasons)
 
 
 def test_singular_generator_rejected():
