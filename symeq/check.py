@@ -3352,8 +3352,8 @@ def _conv_canonical_form(layers) -> tuple:
     dropped; a channel with a zero kernel is the constant act(b): dropped when act(b) = 0, or when
     every output pixel of the next layer reads the whole kernel (padding 0 or circular; the
     constant then goes into the next bias); a channel with the kernel row and bias of an earlier
-    one (or their negatives, for an odd polynomial activation) is merged into it (its next-layer
-    kernels added, with the sign).  Equal forms prove equal functions; different forms prove nothing.
+    one (or their negatives, for an odd polynomial activation; or a positive multiple, for ReLU) is
+    merged into it (its next-layer kernels added, times the factor).  Equal forms prove equal functions; different forms prove nothing.
     """
     from dataclasses import replace
 
@@ -3388,7 +3388,11 @@ def _conv_canonical_form(layers) -> tuple:
                         break
                     continue
                 for k in range(j):
-                    for q in ((1, -1) if odd else (1,)):
+                    qs = [1, -1] if odd else [1]
+                    if a.act == "relu":  # relu(q z) = q relu(z) for q > 0: a positively scaled clone
+                        r = _ratio(list(a.rows[j]) + [a.bias[j]], list(a.rows[k]) + [a.bias[k]]) if any(a.rows[k]) else None
+                        qs = [r] if r is not None and r > 0 else []
+                    for q in qs:
                         if a.bias[j] == q * a.bias[k] and all(x == q * y for x, y in zip(a.rows[j], a.rows[k])):
                             rows = [list(r) for r in b.rows]
                             for r in rows:

@@ -136,3 +136,25 @@ def test_relu_conv_with_a_dead_channel_is_proven_by_the_submodel_before_regions(
     path.write_text(json.dumps(model_to_json(model)))
     assert main(["verify", str(path), "--certificate", str(cert)]) == 0
     assert main(["check", str(cert), str(path)]) == 0
+
+
+def test_relu_scaled_clone_and_dead_channel_checked_by_canonical_forms(tmp_path):
+    """ReLU: a field cloned with factor 2 (relu(2z) = 2 relu(z)) plus a junk channel: the lifted theta' is
+    accepted by symeq check through the canonical forms (the scaled clone merged with its factor)."""
+    from symeq.activations import relu
+    layers, group = regular_network("C4", 5, 1, 2, relu(), rng=6)
+    l1, l2, out = layers
+    two = [[[[2 * x for x in r] for r in kc] for kc in ko] for ko in l1.kernel]
+    d1 = ConvLayer(ConvShape(1, 9, 5, 5, 3, 3, 1, 1), l1.kernel + two + [JUNK],
+                   l1.channel_bias + [2 * b for b in l1.channel_bias] + [fmpq(1)], l1.activation)
+    half = lambda kc, f: [[x * f for x in r] for r in kc]  # noqa: E731
+    k2 = [[half(kc, fmpq(1, 2)) for kc in ko] + [half(kc, fmpq(1, 4)) for kc in ko] + [ZERO] for ko in l2.kernel]
+    d2 = ConvLayer(ConvShape(9, 4, 5, 5, 3, 3, 1, 1), k2, l2.channel_bias, l2.activation)
+    model = Model(25, [d1, d2, out], group)
+    assert _same_function(model, Model(25, layers, group))
+    path, cert = tmp_path / "m.json", tmp_path / "m.cert.json"
+    path.write_text(json.dumps(model_to_json(model)))
+    assert main(["verify", str(path), "--certificate", str(cert)]) == 0
+    c = json.loads(cert.read_text())
+    assert c["parameters"].get("reparametrized") is True
+    assert main(["check", str(cert), str(path)]) == 0
