@@ -895,7 +895,8 @@ def load_npz(path) -> NumericModel:
     Layout: ``weight_0, bias_0, weight_1, ...`` (float arrays, layer i's weight of shape
     out x in; every ``bias_i`` is required, zeros for a layer without bias), ``activations`` (string array, one per layer, "none" for the last, e.g.
     ``["tanh", "gelu", "none"]`` or JSON specs such as ``'{"type": "tanh_series", "order": 3}'``),
-    and optionally ``group_input_k, group_output_k`` for the generators.
+    and optionally ``group_input_k, group_output_k`` for the generators, with ``group_label`` (a
+    string) and ``group_names`` (one string per generator) naming them.
     """
     import json
 
@@ -933,8 +934,17 @@ def load_npz(path) -> NumericModel:
                 raise InputError(f"{p}: group_input_{k} has no group_output_{k}")
             gens.append((z[f"group_input_{k}"], z[f"group_output_{k}"]))
             k += 1
+        group = None
+        if gens:  # the label and generator names are optional (older files: "<file> group", g0, g1, ...)
+            label = str(z["group_label"].reshape(-1)[0]) if "group_label" in files else f"{p.stem} group"
+            names = [str(n) for n in z["group_names"].reshape(-1)] if "group_names" in files else []
+            if names and len(names) != len(gens):
+                raise InputError(f"{p}: group_names has {len(names)} names for {len(gens)} generators")
+            group = NumericGroup(gens, names, label)
+        elif "group_label" in files or "group_names" in files:
+            raise InputError(f"{p}: group_label/group_names without group_input_0 and group_output_0")
         try:
-            return NumericModel(layers[0].in_dim, layers, NumericGroup(gens) if gens else None, p.stem)
+            return NumericModel(layers[0].in_dim, layers, group, p.stem)
         except InputError as e:
             raise InputError(f"{p}: {e}") from None
 
@@ -962,7 +972,7 @@ def _check_npz_names(p: Path, files, n_layers: int) -> None:
 
     n_gens = sum(1 for f in files if f.startswith("group_input_"))
     allowed = (["activations"] + [f"{w}_{i}" for i in range(n_layers) for w in ("weight", "bias", "conv", "conv_meta")]
-               + [f"group_{s}_{k}" for k in range(n_gens) for s in ("input", "output")])
+               + [f"group_{s}_{k}" for k in range(n_gens) for s in ("input", "output")] + ["group_label", "group_names"])
     for name in sorted(files):
         if name not in allowed:
             close = close_names(name, allowed + [f"group_{s}_{n_gens}" for s in ("input", "output")], 1)
@@ -995,6 +1005,9 @@ def save_npz(model: NumericModel, path) -> None:
         for k, (a, b) in enumerate(model.group.generators):
             arrays[f"group_input_{k}"] = a
             arrays[f"group_output_{k}"] = b
+        arrays["group_label"] = np.array(str(model.group.label))
+        if model.group.names:
+            arrays["group_names"] = np.array([str(n) for n in model.group.names])
     np.savez(path, **arrays)
 
 
