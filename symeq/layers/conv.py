@@ -52,7 +52,7 @@ from ..activations import Activation
 from ..errors import InputError, LimitExceeded, ShapeError
 from ..numbers import as_fmpq, format_number, monomial_matrix, monomial_parts
 from .base import NoPartner
-from .conv_numbers import FlintNumbers
+from .conv_numbers import FlintNumbers, flat_kernel
 
 __all__ = ["ConvShape", "dense_rows", "conv_bias", "ConvAction", "ConvGeometry", "ConvCore", "ConvLayer", "as_conv_action", "grid_transform",
            "transform_pixels", "tap_permutation", "output_pixels", "geometry_failure", "fold_average_pool",
@@ -158,31 +158,13 @@ class ConvShape:
         return out
 
 
-def _check_kernel(spec: ConvShape, kernel) -> None:
-    shape = (spec.out_channels, spec.in_channels, spec.kh, spec.kw)
-    ok = (len(kernel) == shape[0]
-          and all(len(k) == shape[1] for k in kernel)
-          and all(len(r) == shape[2] for k in kernel for r in k)
-          and all(len(row) == shape[3] for k in kernel for r in k for row in r))
-    if not ok:
-        raise ShapeError(f"conv2d: the kernel must have shape out_channels x in_channels x kh x kw = "
-                         f"{'x'.join(map(str, shape))}")
-
-
-def _flat_kernel(spec: ConvShape, kernel) -> list[list]:
-    """Kernel rows: one per output channel, taps in (c, i, j) order."""
-    _check_kernel(spec, kernel)
-    return [[kernel[o][c][i][j] for c in range(spec.in_channels) for i in range(spec.kh) for j in range(spec.kw)]
-            for o in range(spec.out_channels)]
-
-
 def dense_rows(spec: ConvShape, kernel, zero) -> list[list]:
     """The rows of the dense matrix of the convolution (``out_dim`` rows of length ``in_dim``).
 
     ``kernel[o][c][i][j]`` are the weights (any scalar type); ``zero`` fills the other entries.
     With circular padding taps that wrap onto the same pixel add up.
     """
-    rows_k = _flat_kernel(spec, kernel)
+    rows_k = flat_kernel(spec, kernel)
     src = spec.sources()
     npix = len(src[0]) if src else 0
     rows = []

@@ -30,7 +30,11 @@ from ..numbers import as_fmpq
 __all__ = ["FlintNumbers", "NumpyNumbers"]
 
 
-def _flat(spec, kernel) -> list[list]:
+def flat_kernel(spec, kernel) -> list[list]:
+    """Kernel rows, one per output channel, taps in (c, i, j) order; a kernel of the wrong shape is refused.
+
+    Shared by the dense rows of ``symeq.layers.conv`` and the number back-ends below.
+    """
     shape = (spec.out_channels, spec.in_channels, spec.kh, spec.kw)
     ok = (len(kernel) == shape[0]
           and all(len(k) == shape[1] for k in kernel)
@@ -55,7 +59,7 @@ class FlintNumbers:
     @staticmethod
     def kernel(spec, kernel):
         """(nested kernel, rows) in this backend's numbers."""
-        rows = [[as_fmpq(x) for x in r] for r in _flat(spec, kernel)]
+        rows = [[as_fmpq(x) for x in r] for r in flat_kernel(spec, kernel)]
         return FlintNumbers.nested(spec, rows), rows
 
     @staticmethod
