@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import math
 import random
+import sys
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +22,9 @@ from symeq.fibre.classical import (apply_changes, classical_identifiability, fef
 from symeq.io import model_to_json, save_model
 from symeq.models import DenseLayer, Model
 from symeq.numbers import mat_rows
+
+sys.path.insert(0, str(Path(__file__).parent))
+from json_mutations import field_mutations  # noqa: E402
 
 ACT = {"tanh": math.tanh, "sigmoid": lambda t: 1 / (1 + math.exp(-t))}
 
@@ -288,33 +293,6 @@ def test_budget_and_size_guard_give_undetermined(monkeypatch):
 
 # ----------------------------------------------------------------------------- tampering
 
-def _mutations(x, path=""):
-    """(path, mutated copy) for every field of a JSON value: each leaf changed, each key removed, one added."""
-    if isinstance(x, dict):
-        yield path + "+key", dict(x, extra_key=1)
-        for k, v in x.items():
-            yield f"{path}.{k}-removed", {kk: vv for kk, vv in x.items() if kk != k}
-            for p, m in _mutations(v, f"{path}.{k}"):
-                yield p, dict(x, **{k: m})
-    elif isinstance(x, list):
-        yield path + "+item", x + [x[-1] if x else 0]
-        if x:
-            yield path + "-item", x[:-1]
-        for i, v in enumerate(x):
-            for p, m in _mutations(v, f"{path}[{i}]"):
-                yield p, x[:i] + [m] + x[i + 1:]
-    elif isinstance(x, bool):
-        yield path, not x
-    elif isinstance(x, int):
-        yield path, x + 1
-    elif x is None:
-        yield path, 1
-    else:
-        try:
-            yield path, str(Fraction(x) + 1)
-        except (ValueError, ZeroDivisionError):
-            yield path, x + "x"
-
 
 def _all_certificates():
     out = {}
@@ -349,7 +327,7 @@ def test_every_field_of_every_certificate_is_tampered_and_rejected():
         cert = json.loads(json.dumps(d.certificate))
         assert check_certificate(cert, mj).accepted is True, name
         n = 0
-        for what, bad in _mutations(cert):
+        for what, bad in field_mutations(cert):
             n += 1
             try:
                 r = check_certificate(json.loads(json.dumps(bad)), mj)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import copy
 import json
 import math
+import sys
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from flint import fmpq
@@ -23,6 +25,9 @@ from symeq.groups import builtin_group, global_sign
 from symeq.io import model_from_json, model_to_json
 from symeq.models import DenseLayer, Model, random_equivariant_model, scramble
 from symeq.theorem import verify
+
+sys.path.insert(0, str(Path(__file__).parent))
+from json_mutations import field_mutations  # noqa: E402
 
 MIRROR = builtin_group("mirror:4x4")
 
@@ -439,35 +444,6 @@ def test_checker_intervals_meet_arb_balls_on_random_intervals(spec):
         ctx.prec = old
 
 
-def _field_mutations(x, path=""):
-    """(path, mutated copy) for every field of a JSON value: each leaf changed, each key removed,
-    one key added, each list grown and shrunk (the scheme of tests/test_classical.py)."""
-    if isinstance(x, dict):
-        yield path + "+key", dict(x, extra_key=1)
-        for k, v in x.items():
-            yield f"{path}.{k}-removed", {kk: vv for kk, vv in x.items() if kk != k}
-            for p, m in _field_mutations(v, f"{path}.{k}"):
-                yield p, dict(x, **{k: m})
-    elif isinstance(x, list):
-        yield path + "+item", x + [x[-1] if x else 0]
-        if x:
-            yield path + "-item", x[:-1]
-        for i, v in enumerate(x):
-            for p, m in _field_mutations(v, f"{path}[{i}]"):
-                yield p, x[:i] + [m] + x[i + 1:]
-    elif isinstance(x, bool):
-        yield path, not x
-    elif isinstance(x, int):
-        yield path, x + 1
-    elif x is None:
-        yield path, 1
-    else:
-        try:
-            yield path, str(Fraction(x) + 1)
-        except (ValueError, ZeroDivisionError):
-            yield path, x + "x"
-
-
 #: fields the checker does not rely on: reports and labels (it re-derives every verdict itself), and
 #: for a layerwise certificate the premise section (layerwise equivariance proves it)
 _REPORT_ONLY = (".checks", ".notes", ".versions", ".identifiability", ".model_name", ".theorem", ".latent_groups",
@@ -522,7 +498,7 @@ def test_every_field_of_the_real_certificates_is_tampered():
     for name, (model, cert, data) in cases.items():
         assert check_certificate(copy.deepcopy(cert), data).accepted is True, name
         n = rejected = 0
-        for what, mutated in _field_mutations(cert):
+        for what, mutated in field_mutations(cert):
             n += 1
             try:
                 r = check_certificate(_roundtrip(mutated), data)
