@@ -195,6 +195,28 @@ def _drop(layer, nxt, j, nbias):
             ([r[:j] + r[j + 1:] for r in nrows], nbias, nact))
 
 
+def _inverse_source(source, n: int) -> list[int]:
+    """The permutation c -> j of ``source`` (output j comes from neuron c)."""
+    perm = [0] * n
+    for j, c in enumerate(source):
+        perm[c] = j
+    return perm
+
+
+def _orbit_copies(perms: list[list[int]], groups, n: int) -> list[int]:
+    """Copies per reduced neuron: constant on the orbits of ``perms``, the smallest clone count there.
+
+    ``groups[j]`` are the original neurons merged into reduced neuron j (at least one copy each).
+    """
+    cnt = [max(1, len(groups[j])) for j in range(n)]
+    per = [1] * n
+    for orbit in _orbits(perms, n):
+        m = min(cnt[j] for j in orbit)
+        for j in orbit:
+            per[j] = m
+    return per
+
+
 def _orbits(perms: list[list[int]], n: int) -> list[list[int]]:
     seen, orbits = set(), []
     for s in range(n):
@@ -239,19 +261,10 @@ def lift(original: Model, reduction: Reduction, actions) -> tuple[Model, list]:
         perms = []
         for g in range(ngen):
             cols, _ = monomial_parts(actions[i][g])
-            perm = [0] * n
-            for j, c in enumerate(cols):  # rho has (j, c): output j comes from neuron c
-                perm[c] = j
-            perms.append(perm)
-        width = original.layers[i].out_dim
-        cnt = [max(1, len(reduction.groups[i][j])) for j in range(n)]
-        per = [1] * n
-        for orbit in _orbits(perms, n):
-            m = min(cnt[j] for j in orbit)
-            for j in orbit:
-                per[j] = m
+            perms.append(_inverse_source(cols, n))  # rho has (j, c): output j comes from neuron c
+        per = _orbit_copies(perms, reduction.groups[i], n)
         # per[j] <= cnt[j] and the clone counts add up to at most the original width
-        assert sum(per) <= width
+        assert sum(per) <= original.layers[i].out_dim
         copies.append(per)
     layers = []
     prev_index = None  # for each reduced neuron of the previous layer, its copies' indices
@@ -444,16 +457,8 @@ def _lift_conv(original: Model, reduction: Reduction, actions) -> tuple[Model, l
         n = red.layers[i].shape.out_channels
         perms = []
         for g in range(ngen):
-            perm = [0] * n
-            for j, c in enumerate(acts[i][g].source):
-                perm[c] = j
-            perms.append(perm)
-        cnt = [max(1, len(reduction.groups[i][j])) for j in range(n)]
-        per = [1] * n
-        for orbit in _orbits(perms, n):
-            m = min(cnt[j] for j in orbit)
-            for j in orbit:
-                per[j] = m
+            perms.append(_inverse_source(acts[i][g].source, n))
+        per = _orbit_copies(perms, reduction.groups[i], n)
         assert sum(per) <= original.layers[i].shape.out_channels
         copies.append(per)
     layers, new_actions = [], [[None] * ngen for _ in range(L - 1)]
