@@ -3709,13 +3709,19 @@ def _check_conv_layerwise(report: CheckReport, cert: dict, layers: list, group: 
 # row-major, then b when the model has a nonzero bias), eliminates them (rank r mod p: a nonzero r x r
 # minor, so rank over Q >= r), recomputes the orbit tangent of K's continuous part from the activations
 # (c (t - s)^d + e scalings), checks that it lies in the kernel of those rows and that r = P - its rank:
-# the two bounds rank_Q J <= P - dim K.theta meet, and theta is locally identifiable.
+# the two bounds rank_Q J <= P - dim K.theta meet, and theta is locally identifiable.  A conv2d layer (and a
+# dense layer after it, read as a whole-image kernel) is re-read by this checker's own conv reader
+# (_conv_layer, _Conv.sources): its parameters are the kernel rows (taps in (c, i, j) order), then the
+# channel biases; its rows cost taps x output pixels x channels each (MAX_JACOBIAN_ROW_WORK).
 
 JACOBIAN_METHOD = "jacobian-rank"
 JACOBIAN_PRIME = (1 << 61) - 1
 #: the checker's size limit: rows x r x P (the elimination's slot operations; 4.2e9 took 15 s, 2.5e11 (6 288
 #: parameters) about a quarter of an hour on a loaded 2-core machine), above it nothing is checked (exit 3)
 MAX_JACOBIAN_WORK = 3 * 10 ** 11
+#: ... and the recomputation of the certified rows: rows x (sum over layers of weights, a conv2d layer's kernel
+#: taps times its output pixels), the multiplications of one reverse-mode row (pure Python: ~10^7 a second)
+MAX_JACOBIAN_ROW_WORK = 2 * 10 ** 9
 JACOBIAN_KEYS = ("format", "method", "verdict", "widths", "bias", "layers_sha256", "prime", "seed", "parameters",
                  "parameter_order", "points", "rows", "rank", "orbit_dimension", "orbit_generators")
 _SLOT = 128
@@ -3734,15 +3740,33 @@ def _jac_poly(coeffs, z: int, p: int = JACOBIAN_PRIME) -> int:
     return acc
 
 
-def _jac_rows(layers, bias: bool, point, outputs, p: int = JACOBIAN_PRIME) -> list[list[int]]:
-    """The rows d f_k(x) / d theta mod p for the outputs k, by reverse mode (one forward pass)."""
+def _jac_weight(layer):
+    """The weight rows of a dense layer, or the kernel rows (taps in (c, i, j) order) of a conv2d layer."""
+    return layer.rows if isinstance(layer, _Conv) else layer.weight
+
+
+def _jac_rows(layers, bias: bool, point, outputs, p: int = JACOBIAN_PRIME, geometry=None) -> list[list[int]]:
+    """The rows d f_k(x) / d theta mod p for the outputs k, by reverse mode (one forward pass).
+
+    A conv2d layer (:class:`_Conv`) is read on its kernels: ``geometry[i]`` is its ``sources()`` map
+    (src[t][q]: the input index tap t reads at output pixel q, -1 for zero padding); its parameters are
+    the kernel rows, then the channel biases (as ``symeq.fibre.jacobian._ConvMod`` orders them)."""
+    from operator import mul
+
     h = [_jac_mod(x, p) for x in point]
     hs, ss, Ws = [], [], []
-    for layer in layers:
-        W = [[_jac_mod(x, p) for x in row] for row in layer.weight]
+    for li, layer in enumerate(layers):
+        W = [[_jac_mod(x, p) for x in row] for row in _jac_weight(layer)]
         b = [_jac_mod(x, p) for x in layer.bias]
-        z = [(sum(w * v for w, v in zip(row, h)) + bj) % p for row, bj in zip(W, b)]
-        hs.append(h)
+        if isinstance(layer, _Conv):
+            src = geometry[li]
+            cols = [[h[s] if s >= 0 else 0 for s in srow] for srow in src]  # taps x npix
+            patches = list(zip(*cols))                                        # npix x taps
+            z = [(sum(map(mul, row, patch)) + bo) % p for row, bo in zip(W, b) for patch in patches]
+            hs.append((h, cols))
+        else:
+            z = [(sum(map(mul, row, h)) + bj) % p for row, bj in zip(W, b)]
+            hs.append((h, None))
         Ws.append(W)
         if layer.act is None:
             ss.append(None)
@@ -3759,14 +3783,33 @@ def _jac_rows(layers, bias: bool, point, outputs, p: int = JACOBIAN_PRIME) -> li
         for i in range(len(layers) - 1, -1, -1):
             if ss[i] is not None:
                 delta = [d * s % p for d, s in zip(delta, ss[i])]
-            hin = hs[i]
-            blk = [d * v % p for d in delta for v in hin]
-            if bias:
-                blk += delta
+            hin, cols = hs[i]
+            W = Ws[i]
+            if cols is None:
+                blk = [d * v % p for d in delta for v in hin]
+                if bias:
+                    blk += delta
+            else:
+                npix = len(cols[0]) if cols else 0
+                D = [delta[o * npix:(o + 1) * npix] for o in range(len(W))]
+                blk = [sum(map(mul, d, col)) % p for d in D for col in cols]
+                if bias:
+                    blk += [sum(d) % p for d in D]
             blocks.append(blk)
-            if i:
-                W = Ws[i]
+            if i and cols is None:
                 delta = [sum(delta[a] * W[a][j] for a in range(len(W))) % p for j in range(len(hin))]
+            elif i:
+                din = [0] * len(hin)
+                for t, srow in enumerate(geometry[i]):
+                    acc = [0] * npix
+                    for o, d in enumerate(D):
+                        w = W[o][t]
+                        if w:
+                            acc = [a + w * x for a, x in zip(acc, d)]
+                    for q, s in enumerate(srow):
+                        if s >= 0:
+                            din[s] += acc[q]
+                delta = [x % p for x in din]
         out.append([x for blk in reversed(blocks) for x in blk])
     return out
 
@@ -3917,23 +3960,35 @@ def _jac_continuous(coeffs, bias: bool):
     return s, d, e
 
 
+def _jac_dense_like(layer) -> bool:
+    """A dense layer that is not token-wise (symeq.models reads a dense layer after a convolution as a conv2d
+    layer with a whole-image kernel: it is not one of these)."""
+    return isinstance(layer, _Layer) and "token-wise" not in layer.label
+
+
 def _jac_tangents(layers, bias: bool, offs) -> list[dict]:
+    """The scalings' generators at theta; a CheckError names a continuous scaling next to a convolution
+    (symeq.fibre.jacobian writes no certificate there: the tangent is computed between dense layers only)."""
     gens = []
     for i, layer in enumerate(layers[:-1]):
         cont = _jac_continuous(layer.act, bias)
         if cont is None:
             continue
+        if not (_jac_dense_like(layer) and _jac_dense_like(layers[i + 1])):
+            raise CheckError(f"layer {i + 1} ({layer.label}): jacobian-rank certificates recompute the orbit tangent "
+                             "of continuous scalings between dense layers only, not next to a convolution")
         s, d, e = cont
         nxt = layers[i + 1]
-        nin = len(layer.weight[0])
-        for j, row in enumerate(layer.weight):
+        weight, nweight = _jac_weight(layer), _jac_weight(nxt)
+        nin = len(weight[0])
+        for j, row in enumerate(weight):
             v = {}
             for k, x in enumerate(row):
                 if x:
                     v[offs[2 * i] + j * nin + k] = x
             if bias and layer.bias[j] - s:
                 v[offs[2 * i + 1] + j] = layer.bias[j] - s
-            for k, nrow in enumerate(nxt.weight):
+            for k, nrow in enumerate(nweight):
                 if nrow[j]:
                     v[offs[2 * i + 2] + k * len(nrow) + j] = -d * nrow[j]
                     if bias and e:
@@ -3956,9 +4011,9 @@ def check_jacobian_rank(cert: dict, model: dict) -> CheckReport:
     if cert.get("verdict") != "locally-identifiable":
         raise CheckError(f"certificate: a jacobian-rank certificate says \"locally-identifiable\", got "
                          f"{_short(cert.get('verdict'))}")
-    if not all(isinstance(l, _Layer) and (l.act is None or isinstance(l.act, tuple)) for l in layers) \
+    if not all(isinstance(l, (_Layer, _Conv)) and (l.act is None or isinstance(l.act, tuple)) for l in layers) \
             or any("token-wise" in l.label for l in layers):
-        report.reasons.append("jacobian-rank certificates cover dense layers with polynomial activations")
+        report.reasons.append("jacobian-rank certificates cover dense and conv2d layers with polynomial activations")
         report.accepted = False
         return report
     if cert.get("layers_sha256") != _layers_digest(layers):
@@ -3968,8 +4023,8 @@ def check_jacobian_rank(cert: dict, model: dict) -> CheckReport:
         report.accepted = False
         return report
     bias = any(x != 0 for l in layers for x in l.bias)
-    widths = [n_in] + [len(l.weight) for l in layers]
-    P = sum(len(l.weight) * len(l.weight[0]) + (len(l.weight) if bias else 0) for l in layers)
+    widths = [n_in] + [_out_dim(l) for l in layers]
+    P = sum(len(_jac_weight(l)) * len(_jac_weight(l)[0]) + (len(l.bias) if bias else 0) for l in layers)
     for key, want in (("widths", widths), ("bias", bias), ("parameters", P)):
         if cert.get(key) != want or isinstance(cert.get(key), bool) != isinstance(want, bool):
             report.reasons.append(f"certificate {key} {_short(cert.get(key))} differs from the model's {want}")
@@ -3999,6 +4054,15 @@ def check_jacobian_rank(cert: dict, model: dict) -> CheckReport:
         report.accepted = False
         return report
     work = len(rows) * r * P
+    # the rows themselves: a conv2d layer costs taps x output pixels x channels per row (twice: forward, backward)
+    row_work = len(rows) * sum(len(l.rows) * len(l.rows[0]) * len(l.sources()[0]) if isinstance(l, _Conv)
+                               else len(l.weight) * len(l.weight[0]) for l in layers)
+    if row_work > MAX_JACOBIAN_ROW_WORK:
+        report.reasons.append(f"beyond the checker's size limit: {len(rows)} Jacobian rows of this model need "
+                              f"{row_work:.3g} multiplications > {MAX_JACOBIAN_ROW_WORK:.3g} "
+                              "(symeq.check.MAX_JACOBIAN_ROW_WORK); nothing was verified")
+        report.accepted = None
+        return report
     if work > MAX_JACOBIAN_WORK:
         report.reasons.append(f"beyond the checker's size limit: {len(rows)} rows, rank {r} and {P} parameters need "
                               f"rows r P = {work:.3g} "
@@ -4009,10 +4073,16 @@ def check_jacobian_rank(cert: dict, model: dict) -> CheckReport:
     offs, c = [], 0
     for l in layers:
         offs.append(c)
-        c += len(l.weight) * len(l.weight[0])
+        c += len(_jac_weight(l)) * len(_jac_weight(l)[0])
         offs.append(c)
-        c += len(l.weight) if bias else 0
-    gens = _jac_tangents(layers, bias, offs)
+        c += len(l.bias) if bias else 0
+    try:
+        gens = _jac_tangents(layers, bias, offs)
+    except CheckError as e:
+        report.reasons.append(str(e))
+        report.accepted = False
+        return report
+    geometry = [l.sources() if isinstance(l, _Conv) else None for l in layers]
     tangent = [[0] * P for _ in gens]
     for t, v in zip(tangent, gens):
         for k, x in v.items():
@@ -4023,7 +4093,7 @@ def check_jacobian_rank(cert: dict, model: dict) -> CheckReport:
 
     def jacobian_rows(prime):  # one point at a time: the rows are packed as they come
         for n in sorted(by_point):
-            yield from _jac_rows(layers, bias, points[n], sorted(by_point[n]), prime)
+            yield from _jac_rows(layers, bias, points[n], sorted(by_point[n]), prime, geometry)
 
     p = JACOBIAN_PRIME
     if tangent:

@@ -47,8 +47,10 @@ Any other kind is refused with a clear reason ("not-applicable"), never guessed.
 orbit tangent also holds the reparametrisations that keep the chain's parameters (GL(d_k) on
 (Q_h, K_h), the scalar between scores and values, GL(d_out) between O and the next token-wise layer),
 so "locally identifiable" is then about the chain's parameters.  Next to a convolution or a
-token-wise layer, continuous scalings are refused, exact families are looked for between plain dense
-layers only, and no certificate is written (the checker re-reads plain dense layers only).
+token-wise layer, continuous scalings are refused and exact families are looked for between plain dense
+layers only.  Certificates are written for models of plain dense and conv2d layers (the checker re-reads
+the kernels and the geometry from the model file and recomputes the rows by its own reverse mode);
+attention and token-wise models get the verdict without a certificate.
 
 Examples
 --------
@@ -1070,9 +1072,9 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
         r = r2
     common = dict(rank=r, n_params=P, orbit_dimension=dim_orbit, points=N)
     if r == upper:
-        # the checker re-reads dense layers only: other kinds get the verdict without a certificate
-        dense = all(_plain(layer) for layer in model.layers)
-        cert = _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) if want_cert and dense else None
+        # the checker re-reads dense and conv2d layers: other kinds get the verdict without a certificate
+        covered = all(_plain(layer) or layer.kind == "conv2d" for layer in model.layers)
+        cert = _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) if want_cert and covered else None
         return done("locally-identifiable",
                     f"the Jacobian of theta -> (f_theta(x_1), ..., f_theta(x_{N})) has rank {r} modulo 2^61-1 = "
                     f"#params {P} - dim K.theta {dim_orbit}: near theta the fibre is the orbit (constant-rank "
@@ -1130,6 +1132,10 @@ def _check_rotation(model, bias, fam, pts) -> None:
             raise AssertionError("a rotation curve leaves the fibre")
 
 
+_PARAMETER_ORDER = ("per layer: W row-major, then b (when the model has biases); a conv2d layer: its kernel "
+                    "row-major (output channel, then taps in (input channel, i, j) order), then its channel biases")
+
+
 def _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) -> dict:
     from ..check import layers_digest
     from ..io import layers_to_json
@@ -1145,7 +1151,7 @@ def _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) -> dict:
         "prime": str(PRIME),
         "seed": seed,
         "parameters": sum(c for _, _, c in parameter_layout(model, bias)),
-        "parameter_order": "per layer: W row-major, then b (when the model has biases)",
+        "parameter_order": _PARAMETER_ORDER,
         "points": [[str(x) for x in pt] for pt in pts],
         "rows": rows,
         "rank": r,
