@@ -181,3 +181,20 @@ def test_continuous_scaling_next_to_a_conv_layer_is_not_covered():
     cert["layers_sha256"] = check._layers_digest(check._model(target)[1])
     rep = check.check_certificate(cert, target)
     assert rep.accepted is False and any("convolution" in x for x in rep.reasons)
+
+
+def test_cli_fibre_writes_a_conv_certificate_that_symeq_check_accepts(tmp_path, capsys):
+    from symeq.cli import main
+    from symeq.io import save_model
+
+    path, cert = tmp_path / "conv.json", tmp_path / "c.json"
+    save_model(_deep_conv(), path)
+    main(["fibre", str(path), "--json", "--certificate", str(cert)])
+    d = json.loads(capsys.readouterr().out)
+    assert d["status"] == "locally-identifiable" and d["method"] == "jacobian-rank"
+    assert main(["check", str(cert), str(path)]) == 0
+    capsys.readouterr()
+    bad = json.loads(cert.read_text())
+    bad["rank"] -= 1
+    cert.write_text(json.dumps(bad))
+    assert main(["check", str(cert), str(path)]) == 1
