@@ -386,6 +386,13 @@ def _poly_text(coeffs) -> str:
     return out or "0"
 
 
+def _layer_entry(info: dict) -> dict:
+    """The certificate's ``layers`` entry of one general-activation layer (degree, centre, g, lambdas)."""
+    lambdas = info["lambdas"]
+    return {"degree": info["degree"], "centre": str(info["centre"]), "g": info["g"],
+            "lambdas": "all" if lambdas == "all" else [str(x) for x in lambdas]}
+
+
 def _general_layers(model, hidden, bias, deadline, certificate, fmt, na):
     """Two or three hidden layers with any polynomial activations of degree >= 2.
 
@@ -453,9 +460,7 @@ def _general_layers(model, hidden, bias, deadline, certificate, fmt, na):
     if certificate:
         cert = {"format": fmt, "method": METHOD, "verdict": "identifiable", "widths": ws, "bias": bias,
                 "activations": "general",
-                "layers": [{"degree": i["degree"], "centre": str(i["centre"]), "g": i["g"],
-                            "lambdas": "all" if i["lambdas"] == "all" else [str(x) for x in i["lambdas"]]}
-                           for i in infos],
+                "layers": [_layer_entry(i) for i in infos],
                 "full_rank": proofs, "w2_row_supports": supports[2],
                 "orbit_size": None if size is None else str(size), "orbit_dimension": dim}
         if hidden == 3:
@@ -580,10 +585,7 @@ def _widening(model, bias, deadline, certificate, fmt, na, one_layer):
                 "full_rank": proofs, "w2_row_supports": supports, "top": td.certificate,
                 "orbit_size": None if size is None else str(size), "orbit_dimension": dim}
         if general:
-            cert.update({"activations": "general",
-                         "layers": [{"degree": info1["degree"], "centre": str(info1["centre"]), "g": info1["g"],
-                                     "lambdas": "all" if info1["lambdas"] == "all"
-                                     else [str(x) for x in info1["lambdas"]]}]})
+            cert.update({"activations": "general", "layers": [_layer_entry(info1)]})
         else:
             cert.update({"degrees": exps, "w2_centred_biases": [str(b) for b in betas]})
     return "identifiable", reason, cond, {"orbit_dimension": dim, "fibre_dimension": 0, "orbit_size": size,
@@ -666,10 +668,7 @@ def _widening3(model, bias, deadline, certificate, fmt, na, one_layer):
                 "w3_row_spans": spans, "tail": fields["certificate"],
                 "orbit_size": None if size is None else str(size), "orbit_dimension": dim}
         if general:
-            cert.update({"activations": "general",
-                         "layers": [{"degree": info1["degree"], "centre": str(info1["centre"]), "g": info1["g"],
-                                     "lambdas": "all" if info1["lambdas"] == "all"
-                                     else [str(x) for x in info1["lambdas"]]}]})
+            cert.update({"activations": "general", "layers": [_layer_entry(info1)]})
         else:
             cert["degrees"] = exps
     return "identifiable", reason3, cond3, {"orbit_dimension": dim, "fibre_dimension": 0, "orbit_size": size,
