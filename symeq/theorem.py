@@ -440,11 +440,34 @@ def _relu_probe(model, notes) -> None:
                     if p["hidden_symmetry"] else " - no hidden symmetry detected"))
 
 
+def _reparametrized(model, group, eq, d, notes, deadline: Deadline, fd, method: str) -> Verification | None:
+    """The verification on theta' = ``fd.parameter`` when its actions ``fd.actions`` check as layerwise, else None.
+
+    Shared by the exact fibre-wide decisions for one hidden ReLU and one hidden leaky ReLU layer;
+    ``method`` names the decision in the derivation.
+    """
+    from .layerwise import check_layerwise
+
+    theta2 = fd.parameter
+    actions = [list(fd.actions)] if fd.actions and not isinstance(fd.actions[0], list) else fd.actions
+    checks, hom, order, _ = check_layerwise(theta2, group, actions, deadline)
+    if not (all(c.holds for c in checks) and hom):
+        return None
+    d2 = Derivation(True, actions, checks, True, order, d.candidates if d is not None else {}, True, None, method)
+    ident = {"status": "not-identifiable",
+             "detail": "no positive monomial action at theta, but theta' in the same fibre has one"}
+    notes.append("re-parametrized: theta' (same width, same function, decided with the canonical form of the "
+                 "piecewise-linear function) is layerwise equivariant")
+    v = Verification("layerwise-equivariant", theta2, group, eq, d2, ident, notes, deadline.elapsed())
+    v.original = model
+    v.fibre = fd
+    return v
+
+
 def _try_relu_fibre(model: Model, group: FiniteGroup, deadline: Deadline):
     """For one hidden ReLU layer: the exact fibre-wide decision (symeq.relu.fibre)."""
     if not model.has_relu or model.depth != 2 or model.has_conv:  # written for dense layers (docs/conv.md)
         return None
-    from .layerwise import check_layerwise
     from .relu.fibre import decide_fibre
     from .relu.lp import deadline_scope
 
@@ -465,19 +488,9 @@ def _try_relu_fibre(model: Model, group: FiniteGroup, deadline: Deadline):
             v.fibre = fd
             return fd, v
         if fd.verdict == "layerwise-parameter" and fd.parameter is not None and fd.actions is not None:
-            theta2 = fd.parameter
-            actions = [[M for M in fd.actions]] if fd.actions and not isinstance(fd.actions[0], list) else fd.actions
-            checks, hom, order, msg = check_layerwise(theta2, group, actions, deadline)
-            if all(c.holds for c in checks) and hom:
-                d2 = Derivation(True, actions, checks, True, order, d.candidates, True, None,
+            v = _reparametrized(model, group, eq, d, notes, deadline, fd,
                                 "exact fibre-wide search (one hidden ReLU layer), re-parametrized")
-                ident = {"status": "not-identifiable",
-                         "detail": "no positive monomial action at theta, but theta' in the same fibre has one"}
-                notes.append("re-parametrized: theta' (same width, same function, decided with the canonical form of "
-                             "the piecewise-linear function) is layerwise equivariant")
-                v = Verification("layerwise-equivariant", theta2, group, eq, d2, ident, notes, deadline.elapsed())
-                v.original = model
-                v.fibre = fd
+            if v is not None:
                 return fd, v
         return fd, None
 
@@ -797,7 +810,6 @@ def _try_leaky_fibre(model: Model, group: FiniteGroup, deadline: Deadline, d, no
     """
     if not _one_hidden_leaky(model):
         return None
-    from .layerwise import check_layerwise
     from .relu.leaky import decide_fibre_leaky, equivariant_leaky
     from .relu.lp import deadline_scope
 
@@ -823,19 +835,9 @@ def _try_leaky_fibre(model: Model, group: FiniteGroup, deadline: Deadline, d, no
         v.fibre = fd
         return v
     if fd.verdict == "layerwise-parameter" and fd.parameter is not None and fd.actions is not None:
-        theta2 = fd.parameter
-        actions = [list(fd.actions)] if not isinstance(fd.actions[0], list) else fd.actions
-        checks, hom, order, _ = check_layerwise(theta2, group, actions, deadline)
-        if all(c.holds for c in checks) and hom:
-            d2 = Derivation(True, actions, checks, True, order, d.candidates if d is not None else {}, True, None,
+        v = _reparametrized(model, group, eq, d, notes, deadline, fd,
                             "exact fibre-wide decision (one hidden leaky ReLU layer), re-parametrized")
-            ident = {"status": "not-identifiable",
-                     "detail": "no positive monomial action at theta, but theta' in the same fibre has one"}
-            notes.append("re-parametrized: theta' (same width, same function, decided with the canonical form of the "
-                         "piecewise-linear function) is layerwise equivariant")
-            v = Verification("layerwise-equivariant", theta2, group, eq, d2, ident, notes, deadline.elapsed())
-            v.original = model
-            v.fibre = fd
+        if v is not None:
             return v
     notes.append(f"f is equivariant (leaky canonical forms: a proof), but the fibre-wide decision is "
                  f"{fd.verdict}")
