@@ -797,6 +797,20 @@ def minimal_width(cf: CanonicalForm, group, *, seed: int = 0, tries: int = 6) ->
             "extra_costs": costs}
 
 
+def not_equivariant(layers, group, gi: int, cf: CanonicalForm) -> FibreDecision:
+    """The ``not-equivariant`` decision for generator ``gi``, with an exact witness x (symeq.relu.regions).
+
+    ``layers`` are ReLU or leaky ReLU layers; ``cf`` is their canonical form. Shared with symeq.relu.leaky.
+    """
+    from .regions import decide_equivariance
+
+    A, B = group.generators[gi]
+    dec = decide_equivariance(layers, mat_rows(A), mat_rows(B))
+    return FibreDecision("not-equivariant", len(layers[0][0]), canonical=cf, witness=dec.witness,
+                         proof={"lines": [f"f is not equivariant under generator {group.names[gi]}: "
+                                          f"f(rho_in x) != rho_out f(x) at x = {list(map(str, dec.witness or []))}"]})
+
+
 def decide_fibre(model, group=None, *, check_theta: bool = True, seed: int = 0) -> FibreDecision:
     """Decide whether some theta' with the same function and width as ``model`` is layerwise
     equivariant (positive monomial actions), and find the smallest such width.
@@ -832,13 +846,7 @@ def decide_fibre(model, group=None, *, check_theta: bool = True, seed: int = 0) 
     cf = canonical_form(layers)
     holds, gi = equivariant_by_canonical_form(layers, group)
     if not holds:
-        from .regions import decide_equivariance
-
-        A, B = group.generators[gi]
-        dec = decide_equivariance(layers, mat_rows(A), mat_rows(B))
-        return FibreDecision("not-equivariant", N, canonical=cf, witness=dec.witness,
-                             proof={"lines": [f"f is not equivariant under generator {group.names[gi]}: "
-                                              f"f(rho_in x) != rho_out f(x) at x = {list(map(str, dec.witness or []))}"]})
+        return not_equivariant(layers, group, gi, cf)
     at_theta = None
     theta_actions = None
     if check_theta:

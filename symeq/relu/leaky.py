@@ -149,8 +149,7 @@ def decide_fibre_leaky(model, group=None, *, check_theta: bool = True, seed: int
     layer, by the reduction of the module docstring.  Returns a
     :class:`~symeq.relu.fibre.FibreDecision` whose realisation and parameter are leaky models."""
     from ..layerwise import check_layerwise, derive_latent_actions
-    from .fibre import FibreDecision, _build, decide_fibre, minimal_width
-    from .regions import decide_equivariance
+    from .fibre import FibreDecision, _build, decide_fibre, minimal_width, not_equivariant
 
     if group is None:
         group = getattr(model, "group", None)
@@ -165,13 +164,7 @@ def decide_fibre_leaky(model, group=None, *, check_theta: bool = True, seed: int
     cf = leaky_canonical_form(layers)
     holds, gi = equivariant_leaky(layers, group)
     if not holds:
-        from ..numbers import mat_rows
-
-        A, B = group.generators[gi]
-        dec = decide_equivariance(layers, mat_rows(A), mat_rows(B))
-        return FibreDecision("not-equivariant", N, canonical=cf, witness=dec.witness,
-                             proof={"lines": [f"f is not equivariant under generator {group.names[gi]}: f(rho_in x) "
-                                              f"!= rho_out f(x) at x = {list(map(str, dec.witness or []))}"]})
+        return not_equivariant(layers, group, gi, cf)
     mdl = leaky_model(layers, a, group)
     at_theta, theta_actions = None, None
     if check_theta:
