@@ -3740,9 +3740,141 @@ def _jac_poly(coeffs, z: int, p: int = JACOBIAN_PRIME) -> int:
     return acc
 
 
-def _jac_weight(layer):
-    """The weight rows of a dense layer, or the kernel rows (taps in (c, i, j) order) of a conv2d layer."""
-    return layer.rows if isinstance(layer, _Conv) else layer.weight
+def _jac_mm(A, B, p: int):
+    """A B mod p (lists of lists)."""
+    from operator import mul
+
+    cols = list(zip(*B))
+    return [[sum(map(mul, row, col)) % p for col in cols] for row in A]
+
+
+def _jac_tr(A):
+    return [list(r) for r in zip(*A)]
+
+
+def _jac_tokens(layers) -> int | None:
+    """T when the chain starts with attention (its token-wise layers are I_T (x) W), else None."""
+    return layers[0].tokens if isinstance(layers[0], _Attention) else None
+
+
+def _jac_token_block(layer, T: int):
+    """(W, b) of a token-wise layer, read off its I_T (x) W expansion (the diagonal block) and bias repeats."""
+    n, d = len(layer.weight) // T, len(layer.weight[0]) // T
+    return tuple(tuple(r[:d]) for r in layer.weight[:n]), tuple(layer.bias[:n])
+
+
+def _jac_attention_forward(layer, h, p: int):
+    """f(X) = sum_h (X Q K^T X^T) X V O mod p on the flattened X (T x d, by rows), and the cache."""
+    T, d = layer.tokens, layer.d
+    X = [h[t * d:(t + 1) * d] for t in range(T)]
+    Y = [[0] * layer.d_out for _ in range(T)]
+    cache = []
+    for Q, Kk, V, O in layer.heads:
+        Q, Kk, V, O = ([[_jac_mod(x, p) for x in r] for r in M] for M in (Q, Kk, V, O))
+        XQ, XK, U = _jac_mm(X, Q, p), _jac_mm(X, Kk, p), _jac_mm(X, V, p)
+        S = _jac_mm(XQ, _jac_tr(XK), p)
+        Wh = _jac_mm(U, O, p)
+        SW = _jac_mm(S, Wh, p)
+        Y = [[(a + b) % p for a, b in zip(r1, r2)] for r1, r2 in zip(Y, SW)]
+        cache.append((O, XQ, XK, U, S, Wh))
+    return [x for r in Y for x in r], (X, cache)
+
+
+def _jac_attention_backward(layer, cache, delta, p: int) -> list[int]:
+    """d/d(Q_h, K_h, V_h, O_h) (each row-major, head by head) of <delta, f(X)>."""
+    X, heads = cache
+    T, do = layer.tokens, layer.d_out
+    G = [delta[t * do:(t + 1) * do] for t in range(T)]
+    XT = _jac_tr(X)
+    out = []
+    for O, XQ, XK, U, S, Wh in heads:
+        dS = _jac_mm(G, _jac_tr(Wh), p)
+        dQ = _jac_mm(XT, _jac_mm(dS, XK, p), p)
+        dK = _jac_mm(XT, _jac_mm(_jac_tr(dS), XQ, p), p)
+        dU = _jac_mm(_jac_mm(_jac_tr(S), G, p), _jac_tr(O), p)
+        dV = _jac_mm(XT, dU, p)
+        dO = _jac_mm(_jac_tr(_jac_mm(S, U, p)), G, p)
+        out += [x for M in (dQ, dK, dV, dO) for r in M for x in r]
+    return out
+
+
+def _jac_attention_tangents(layers, offs) -> list[dict]:
+    """The reparametrisations that keep an attention chain's function (as symeq.fibre.jacobian computes them):
+    GL(d_v) per head on (V_h, O_h): V E, -E O; GL(d_k) per head on (Q_h, K_h): Q E, -K E^T; the scalar
+    between scores and values: Q, -V; and GL(d_out) between every O_h and the next token-wise W: O E, -W E^T."""
+    att = layers[0]
+    gens, c, outs = [], offs[0], []
+    for Q, Kk, V, O in att.heads:
+        d, dk, dv, do = len(Q), len(Q[0]), len(V[0]), len(O[0])
+        oq, ok = c, c + d * dk
+        ov, oo = ok + d * dk, ok + d * dk + d * dv
+        for a in range(dv):
+            for b in range(dv):
+                v = {}
+                for i in range(d):
+                    if V[i][a]:
+                        v[ov + i * dv + b] = V[i][a]
+                for j in range(do):
+                    if O[b][j]:
+                        v[oo + a * do + j] = v.get(oo + a * do + j, 0) - O[b][j]
+                gens.append({k: x for k, x in v.items() if x})
+        for a in range(dk):
+            for b in range(dk):
+                v = {}
+                for i in range(d):
+                    if Q[i][a]:
+                        v[oq + i * dk + b] = Q[i][a]
+                    if Kk[i][b]:
+                        v[ok + i * dk + a] = v.get(ok + i * dk + a, 0) - Kk[i][b]
+                gens.append({k: x for k, x in v.items() if x})
+        v = {}
+        for i in range(d):
+            for j in range(dk):
+                if Q[i][j]:
+                    v[oq + i * dk + j] = Q[i][j]
+            for j in range(dv):
+                if V[i][j]:
+                    v[ov + i * dv + j] = -V[i][j]
+        gens.append(v)
+        outs.append((oo, O))
+        c = oo + dv * do
+    if len(layers) > 1:
+        W, _ = _jac_token_block(layers[1], att.tokens)
+        do = att.d_out
+        for a in range(do):
+            for b in range(do):
+                v = {}
+                for oo, O in outs:
+                    for i, row in enumerate(O):
+                        if row[a]:
+                            v[oo + i * do + b] = row[a]
+                for r, row in enumerate(W):
+                    if row[b]:
+                        v[offs[2] + r * do + a] = v.get(offs[2] + r * do + a, 0) - row[b]
+                gens.append({k: x for k, x in v.items() if x})
+    return gens
+
+
+def _jac_weight(layer, tokens: int | None = None):
+    """The parameters' weight rows of a layer: a dense layer's W, a conv2d layer's kernel rows (taps in
+    (c, i, j) order), a token-wise layer's one W (``tokens``: T after attention)."""
+    if isinstance(layer, _Conv):
+        return layer.rows
+    if tokens is not None:
+        return _jac_token_block(layer, tokens)[0]
+    return layer.weight
+
+
+def _jac_bias(layer, tokens: int | None = None):
+    return _jac_token_block(layer, tokens)[1] if tokens is not None else layer.bias
+
+
+def _jac_count(layer, bias: bool, tokens: int | None = None) -> int:
+    """The layer's number of parameters in the certificate's order."""
+    if isinstance(layer, _Attention):
+        return sum(len(M) * len(M[0]) for hd in layer.heads for M in hd)
+    W = _jac_weight(layer, tokens)
+    return len(W) * len(W[0]) + (len(W) if bias else 0)
 
 
 def _jac_rows(layers, bias: bool, point, outputs, p: int = JACOBIAN_PRIME, geometry=None) -> list[list[int]]:
@@ -3750,23 +3882,38 @@ def _jac_rows(layers, bias: bool, point, outputs, p: int = JACOBIAN_PRIME, geome
 
     A conv2d layer (:class:`_Conv`) is read on its kernels: ``geometry[i]`` is its ``sources()`` map
     (src[t][q]: the input index tap t reads at output pixel q, -1 for zero padding); its parameters are
-    the kernel rows, then the channel biases (as ``symeq.fibre.jacobian._ConvMod`` orders them)."""
+    the kernel rows, then the channel biases (as ``symeq.fibre.jacobian._ConvMod`` orders them).  After
+    a first attention layer (parameters Q_h, K_h, V_h, O_h, head by head) every layer is token-wise: one
+    W and b for the T tokens."""
     from operator import mul
 
+    T = _jac_tokens(layers)
     h = [_jac_mod(x, p) for x in point]
     hs, ss, Ws = [], [], []
     for li, layer in enumerate(layers):
-        W = [[_jac_mod(x, p) for x in row] for row in _jac_weight(layer)]
-        b = [_jac_mod(x, p) for x in layer.bias]
+        if isinstance(layer, _Attention):
+            if li:
+                raise CheckError("attention must be the model's first layer")
+            h, cache = _jac_attention_forward(layer, h, p)
+            hs.append((None, "attention", cache))
+            Ws.append(None)
+            ss.append(None)
+            continue
+        W = [[_jac_mod(x, p) for x in row] for row in _jac_weight(layer, T)]
+        b = [_jac_mod(x, p) for x in _jac_bias(layer, T)]
         if isinstance(layer, _Conv):
             src = geometry[li]
             cols = [[h[s] if s >= 0 else 0 for s in srow] for srow in src]  # taps x npix
             patches = list(zip(*cols))                                        # npix x taps
             z = [(sum(map(mul, row, patch)) + bo) % p for row, bo in zip(W, b) for patch in patches]
-            hs.append((h, cols))
+            hs.append((h, "conv", cols))
+        elif T is not None:
+            d = len(W[0])
+            z = [(sum(map(mul, row, h[t * d:(t + 1) * d])) + bo) % p for t in range(T) for row, bo in zip(W, b)]
+            hs.append((h, "tokens", None))
         else:
             z = [(sum(map(mul, row, h)) + bj) % p for row, bj in zip(W, b)]
-            hs.append((h, None))
+            hs.append((h, "dense", None))
         Ws.append(W)
         if layer.act is None:
             ss.append(None)
@@ -3783,22 +3930,37 @@ def _jac_rows(layers, bias: bool, point, outputs, p: int = JACOBIAN_PRIME, geome
         for i in range(len(layers) - 1, -1, -1):
             if ss[i] is not None:
                 delta = [d * s % p for d, s in zip(delta, ss[i])]
-            hin, cols = hs[i]
+            hin, kind, extra = hs[i]
             W = Ws[i]
-            if cols is None:
+            if kind == "attention":
+                blocks.append(_jac_attention_backward(layers[i], extra, delta, p))
+                continue
+            if kind == "dense":
                 blk = [d * v % p for d in delta for v in hin]
                 if bias:
                     blk += delta
+            elif kind == "tokens":
+                n, d = len(W), len(W[0])
+                Dt = [delta[t * n:(t + 1) * n] for t in range(T)]
+                Ht = [hin[t * d:(t + 1) * d] for t in range(T)]
+                blk = [sum(Dt[t][r] * Ht[t][c] for t in range(T)) % p for r in range(n) for c in range(d)]
+                if bias:
+                    blk += [sum(Dt[t][r] for t in range(T)) % p for r in range(n)]
             else:
+                cols = extra
                 npix = len(cols[0]) if cols else 0
                 D = [delta[o * npix:(o + 1) * npix] for o in range(len(W))]
                 blk = [sum(map(mul, d, col)) % p for d in D for col in cols]
                 if bias:
                     blk += [sum(d) % p for d in D]
             blocks.append(blk)
-            if i and cols is None:
+            if not i:
+                continue
+            if kind == "dense":
                 delta = [sum(delta[a] * W[a][j] for a in range(len(W))) % p for j in range(len(hin))]
-            elif i:
+            elif kind == "tokens":
+                delta = [sum(Dt[t][r] * W[r][c] for r in range(n)) % p for t in range(T) for c in range(d)]
+            else:
                 din = [0] * len(hin)
                 for t, srow in enumerate(geometry[i]):
                     acc = [0] * npix
@@ -3976,7 +4138,8 @@ def _jac_tangents(layers, bias: bool, offs) -> list[dict]:
             continue
         if not (_jac_dense_like(layer) and _jac_dense_like(layers[i + 1])):
             raise CheckError(f"layer {i + 1} ({layer.label}): jacobian-rank certificates recompute the orbit tangent "
-                             "of continuous scalings between dense layers only, not next to a convolution")
+                             "of continuous scalings between dense layers only, not next to a convolution or a "
+                             "token-wise layer")
         s, d, e = cont
         nxt = layers[i + 1]
         weight, nweight = _jac_weight(layer), _jac_weight(nxt)
@@ -4011,9 +4174,12 @@ def check_jacobian_rank(cert: dict, model: dict) -> CheckReport:
     if cert.get("verdict") != "locally-identifiable":
         raise CheckError(f"certificate: a jacobian-rank certificate says \"locally-identifiable\", got "
                          f"{_short(cert.get('verdict'))}")
-    if not all(isinstance(l, (_Layer, _Conv)) and (l.act is None or isinstance(l.act, tuple)) for l in layers) \
-            or any("token-wise" in l.label for l in layers):
-        report.reasons.append("jacobian-rank certificates cover dense and conv2d layers with polynomial activations")
+    T = _jac_tokens(layers)
+    if not all(isinstance(l, (_Layer, _Conv)) and (l.act is None or isinstance(l.act, tuple))
+               or (isinstance(l, _Attention) and i == 0) for i, l in enumerate(layers)) \
+            or (T is None and any("token-wise" in l.label for l in layers)):
+        report.reasons.append("jacobian-rank certificates cover dense, conv2d, attention and token-wise layers with "
+                              "polynomial activations")
         report.accepted = False
         return report
     if cert.get("layers_sha256") != _layers_digest(layers):
@@ -4022,9 +4188,9 @@ def check_jacobian_rank(cert: dict, model: dict) -> CheckReport:
         report.mismatch = True
         report.accepted = False
         return report
-    bias = any(x != 0 for l in layers for x in l.bias)
+    bias = any(x != 0 for l in layers if not isinstance(l, _Attention) for x in l.bias)
     widths = [n_in] + [_out_dim(l) for l in layers]
-    P = sum(len(_jac_weight(l)) * len(_jac_weight(l)[0]) + (len(l.bias) if bias else 0) for l in layers)
+    P = sum(_jac_count(l, bias, T) for l in layers)
     for key, want in (("widths", widths), ("bias", bias), ("parameters", P)):
         if cert.get(key) != want or isinstance(cert.get(key), bool) != isinstance(want, bool):
             report.reasons.append(f"certificate {key} {_short(cert.get(key))} differs from the model's {want}")
@@ -4056,6 +4222,7 @@ def check_jacobian_rank(cert: dict, model: dict) -> CheckReport:
     work = len(rows) * r * P
     # the rows themselves: a conv2d layer costs taps x output pixels x channels per row (twice: forward, backward)
     row_work = len(rows) * sum(len(l.rows) * len(l.rows[0]) * len(l.sources()[0]) if isinstance(l, _Conv)
+                               else 4 * l.tokens * (l.tokens + l.d) * _jac_count(l, False) if isinstance(l, _Attention)
                                else len(l.weight) * len(l.weight[0]) for l in layers)
     if row_work > MAX_JACOBIAN_ROW_WORK:
         report.reasons.append(f"beyond the checker's size limit: {len(rows)} Jacobian rows of this model need "
@@ -4071,13 +4238,11 @@ def check_jacobian_rank(cert: dict, model: dict) -> CheckReport:
         report.accepted = None
         return report
     offs, c = [], 0
-    for l in layers:
-        offs.append(c)
-        c += len(_jac_weight(l)) * len(_jac_weight(l)[0])
-        offs.append(c)
-        c += len(l.bias) if bias else 0
+    for l in layers:  # per layer: where its weights start, where its biases start
+        offs += [c, c + _jac_count(l, False, T)]
+        c += _jac_count(l, bias, T)
     try:
-        gens = _jac_tangents(layers, bias, offs)
+        gens = (_jac_attention_tangents(layers, offs) if T is not None else []) + _jac_tangents(layers, bias, offs)
     except CheckError as e:
         report.reasons.append(str(e))
         report.accepted = False

@@ -1073,7 +1073,7 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
     common = dict(rank=r, n_params=P, orbit_dimension=dim_orbit, points=N)
     if r == upper:
         # the checker re-reads dense and conv2d layers: other kinds get the verdict without a certificate
-        covered = all(_plain(layer) or layer.kind == "conv2d" for layer in model.layers)
+        covered = all(layer.kind in ("dense", "conv2d", "attention") for layer in model.layers)
         cert = _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) if want_cert and covered else None
         return done("locally-identifiable",
                     f"the Jacobian of theta -> (f_theta(x_1), ..., f_theta(x_{N})) has rank {r} modulo 2^61-1 = "
