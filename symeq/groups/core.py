@@ -111,32 +111,44 @@ def closure(
     sparse = [all(f[c] is not None for f in forms) for c in range(k)]
     if sparse[0]:  # every input matrix is a signed/scaled permutation: close on permutations
         return _closure_sparse(generators, forms, sparse, dims, max_order, names, what, deadline)
-    ident = Element((), tuple(identity(d) for d in dims))
-    seen = {mat_key(ident.mats[0]): ident}
-    order = [ident]
-    queue = deque([ident])
+    order = _breadth_first([tuple(gen) for gen in generators], tuple(identity(d) for d in dims), mat_key,
+                           lambda c, x, y: x * y, max_order, names, what, deadline, "enumerating the group")
+    return [Element(word, mats) for word, mats in order]
+
+
+def _breadth_first(gens, start, key, mul, max_order, names, what, deadline, label) -> list[tuple]:
+    """``(word, mats)`` for every element the generators ``gens`` generate, breadth first from ``start``.
+
+    ``key(mats[0])`` identifies an element by its input matrix and ``mul(c, x, y)`` multiplies component c;
+    two words with the same input matrix but another component differing raise :class:`GroupActionError`.
+    Shared by the dense closure and :func:`_closure_sparse`.
+    """
+    k = len(start)
+    seen = {key(start[0]): ((), start)}
+    order = [((), start)]
+    queue = deque(order)
     while queue:
         if deadline is not None:
-            deadline.check("enumerating the group")
-        e = queue.popleft()
-        for gi, gen in enumerate(generators):
-            # the identity times a generator is the generator: skip the (dense, n^3) products
-            mats = tuple(gen) if not e.word else tuple(a * b for a, b in zip(e.mats, gen))
-            key = mat_key(mats[0])
-            other = seen.get(key)
+            deadline.check(label)
+        word, cur = queue.popleft()
+        for gi, gen in enumerate(gens):
+            # the identity times a generator is the generator: skip the products
+            mats = gen if not word else tuple(mul(c, cur[c], gen[c]) for c in range(k))
+            kk = key(mats[0])
+            other = seen.get(kk)
             if other is None:
-                new = Element(e.word + (gi,), mats)
-                seen[key] = new
-                order.append(new)
-                queue.append(new)
+                entry = (word + (gi,), mats)
+                seen[kk] = entry
+                order.append(entry)
+                queue.append(entry)
                 if len(order) > max_order:
                     raise GroupTooLarge(
                         f"the group has more than {max_order} elements; raise max_order or use fewer generators"
                     )
             else:
                 for c in range(1, k):
-                    if mats[c] != other.mats[c]:
-                        raise _relation_error(what[c], e.word + (gi,), other.word, names)
+                    if mats[c] != other[1][c]:
+                        raise _relation_error(what[c], word + (gi,), other[0], names)
     return order
 
 
@@ -192,29 +204,8 @@ def _closure_sparse(generators, forms, sparse, dims, max_order, names, what, dea
     gens = [tuple(forms[gi][c] if sparse[c] else generators[gi][c] for c in range(k))
             for gi in range(len(generators))]
     start = tuple(ident_of(c) for c in range(k))
-    seen = {start[0]: ((), start)}
-    order = [((), start)]
-    queue = deque(order)
-    while queue:
-        if deadline is not None:
-            deadline.check("enumerating the group (as permutations)")
-        word, cur = queue.popleft()
-        for gi, gen in enumerate(gens):
-            mats = gen if not word else tuple(mul(c, cur[c], gen[c]) for c in range(k))
-            other = seen.get(mats[0])
-            if other is None:
-                entry = (word + (gi,), mats)
-                seen[mats[0]] = entry
-                order.append(entry)
-                queue.append(entry)
-                if len(order) > max_order:
-                    raise GroupTooLarge(
-                        f"the group has more than {max_order} elements; raise max_order or use fewer generators"
-                    )
-            else:
-                for c in range(1, k):
-                    if mats[c] != other[1][c]:
-                        raise _relation_error(what[c], word + (gi,), other[0], names)
+    order = _breadth_first(gens, start, lambda m: m, mul, max_order, names, what, deadline,
+                           "enumerating the group (as permutations)")
     out = []
     for word, mats in order:
         if len(word) == 1:  # a generator: its own matrices
