@@ -144,6 +144,24 @@ def test_size_guard_before_work(monkeypatch):
 
 # ----------------------------------------------------------------------------- the checker
 
+def _assert_refused(bad, mj):
+    """Every ``(what, certificate)`` in ``bad`` is refused for the model ``mj``: rejected, or a CheckError
+    (a malformed certificate is an error, exit 2, never an acceptance)."""
+    for what, b in bad:
+        try:
+            r = check_certificate(b, mj)
+        except Exception as e:
+            assert type(e).__name__ == "CheckError", (what, e)
+            continue
+        assert r.accepted is False, what
+
+
+def _assert_not_applicable(what, model, phrase):
+    t = tensor_identifiability(model)
+    assert t.status == "not-applicable", what
+    assert phrase in t.reason, (what, t.reason)
+
+
 def _tampered(cert):
     yield "verdict", dict(cert, verdict="not-identifiable")
     yield "widths", dict(cert, widths=[3, 3, 3, 4])
@@ -169,13 +187,7 @@ def test_checker_rejects_tampering():
     t = tensor_identifiability(m)
     mj = json.loads(json.dumps(model_to_json(m)))
     assert check_certificate(json.loads(json.dumps(t.certificate)), mj).accepted is True
-    for what, bad in _tampered(json.loads(json.dumps(t.certificate))):
-        try:
-            r = check_certificate(bad, mj)
-        except Exception as e:  # a malformed certificate is an error (exit 2), never an acceptance
-            assert type(e).__name__ == "CheckError", (what, e)
-            continue
-        assert r.accepted is False, what
+    _assert_refused(_tampered(json.loads(json.dumps(t.certificate))), mj)
 
 
 def test_checker_rejects_a_certificate_for_another_model():
@@ -415,9 +427,7 @@ def test_general_mixed_with_monomial_layer():
      "widths"),
 ])
 def test_general_activation_not_applicable(what, model, phrase):
-    t = tensor_identifiability(model)
-    assert t.status == "not-applicable", what
-    assert phrase in t.reason, (what, t.reason)
+    _assert_not_applicable(what, model, phrase)
 
 
 def test_general_checker_rejects_tampering():
@@ -652,9 +662,7 @@ def test_widening_agrees_with_the_numeric_functional_dimension():
      "complex solutions"),
 ])
 def test_widening_outside_the_theorem_is_not_applicable(what, model, phrase):
-    t = tensor_identifiability(model)
-    assert t.status == "not-applicable", what
-    assert phrase in t.reason, (what, t.reason)
+    _assert_not_applicable(what, model, phrase)
 
 
 def test_widening_checker_rejects_tampering():
@@ -677,13 +685,7 @@ def test_widening_checker_rejects_tampering():
     bad.append(("no top", {k: v for k, v in cert.items() if k != "top"}))
     c = copy.deepcopy(cert); c["w2_centred_biases"][1] = "5"
     bad.append(("centred biases", c))
-    for what, b in bad:
-        try:
-            r = check_certificate(b, mj)
-        except Exception as e:
-            assert type(e).__name__ == "CheckError", (what, e)
-            continue
-        assert r.accepted is False, what
+    _assert_refused(bad, mj)
     # the certificate of one model does not prove another (W_3 made non-injective)
     other = _widening(True, W3=[[1, 0, 2, 1], [0, 1, 1, 1], [2, -1, 0, 1], [1, 1, -1, 2], [1, 2, 1, 3]])
     assert check_certificate(cert, json.loads(json.dumps(model_to_json(other)))).accepted is False
@@ -722,13 +724,7 @@ def test_widening_general_not_applicable_and_tampering():
     bad = [("orbit size", dict(cert, orbit_size="36")), ("lambdas", copy.deepcopy(cert)),
            ("supports", dict(cert, w2_row_supports=[3, 3, 3, 2]))]
     bad[1][1]["layers"][0]["lambdas"] = ["1"]
-    for what, b in bad:
-        try:
-            r = check_certificate(b, mj)
-        except Exception as e:
-            assert type(e).__name__ == "CheckError", (what, e)
-            continue
-        assert r.accepted is False, what
+    _assert_refused(bad, mj)
 
 
 def test_cli_fibre_widening_certificate_and_check(tmp_path, capsys):
@@ -779,13 +775,7 @@ def test_three_hidden_layers_widening_last(acts, bias, size, dim):
     bad = [("orbit", dict(cert, orbit_dimension=dim + 1)), ("w3 spans", dict(cert, w3_row_spans=[1] * 4)),
            ("tail", copy.deepcopy(cert))]
     bad[2][1]["tail"]["full_rank"]["W3_rows"] = bad[2][1]["tail"]["full_rank"]["W3_rows"][:-1]
-    for what, b in bad:
-        try:
-            rr = check_certificate(b, mj)
-        except Exception as e:
-            assert type(e).__name__ == "CheckError", (what, e)
-            continue
-        assert rr.accepted is False, what
+    _assert_refused(bad, mj)
 
 
 def test_three_hidden_layers_widening_not_applicable():
