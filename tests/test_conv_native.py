@@ -647,7 +647,7 @@ def test_numeric_check_prints_channel_pixel_actions(tmp_path, capsys):
     found = [a for a in json.dumps(data).split('"channel_pixel"')[1:]]
     assert found, "the JSON carries the channel-pixel form"
     cp = {(a["layer"], a["generator"]): a["channel_pixel"] for a in data["actions"]}
-    rot = cp[(1, "g0")]
+    rot = cp[(1, "rot90")]  # the npz keeps the generator names (group_names)
     assert rot["cycles"] == "(1 4 3 2)(5 8 7 6)" and rot["transform"] == "quarter turn clockwise"
     assert len(rot["source"]) == 8 and len(rot["pixels"]) == 25 and (rot["height"], rot["width"]) == (5, 5)
     assert all("source" in a and "cycles" in a for a in data["actions"])  # the whole-space keys are kept
