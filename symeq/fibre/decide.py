@@ -199,7 +199,7 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
 
         try:
             if _piecewise_linear(model):
-                local = relu_local_identifiability(model, deadline=deadline)
+                local = relu_local_identifiability(model, deadline=deadline, certificate=certificate)
             else:
                 local = jacobian_identifiability(model, deadline=deadline, certificate=certificate)
         except LimitExceeded as e:
@@ -325,7 +325,7 @@ class ReluLocalDecision:
         return out
 
 
-def relu_local_identifiability(model, *, deadline=None) -> ReluLocalDecision:
+def relu_local_identifiability(model, *, deadline=None, certificate: bool = True) -> ReluLocalDecision:
     """Local identifiability of a ReLU / leaky ReLU network by its exact functional dimension.
 
     Examples
@@ -349,15 +349,57 @@ def relu_local_identifiability(model, *, deadline=None) -> ReluLocalDecision:
     except InputError as e:  # e.g. every sampled point on a bent hyperplane: the rank is not defined there
         return ReluLocalDecision("unknown", f"the ReLU functional dimension is not defined here: {e}",
                                  seconds=time.perf_counter() - t0)
+    cert = None
     if f.locally_identifiable:
         status = "locally-identifiable"
         reason = (f"{f.summary()}: near theta every parameter with the same function is a positive rescaling "
                   "of theta (the activation patterns at the sample stay fixed near theta; constant-rank "
                   "theorem, Bona-Pellissier, Bachoc and Malgouyres 2022); the global question stays open")
+        cert = _relu_certificate(model, f) if certificate else None
     else:
         status = "unknown"
         reason = f"{f.summary()}: a missed bound is not a proof that the fibre is larger than the orbit"
-    return ReluLocalDecision(status, reason, f, time.perf_counter() - t0)
+    return ReluLocalDecision(status, reason, f, time.perf_counter() - t0, cert)
+
+
+def _relu_certificate(model, f) -> dict | None:
+    """The ``symeq-identifiability/1`` jacobian-rank certificate of a locally identifiable ReLU network: the
+    sample points and every row of the Jacobian there; ``symeq check`` re-checks exactly that no hidden
+    pre-activation is 0 at a point, recomputes the rows and the positive rescalings' tangent, and eliminates.
+
+    Written for dense networks with ReLU hidden layers (not leaky ReLU) and some nonzero bias (the checker
+    counts the biases of such a model among the parameters, as :mod:`symeq.relu.fdim` does); else None."""
+    from ..check import layers_digest
+    from ..io import layers_to_json
+
+    layers = model.layers
+    if any(l.kind != "dense" or l.tokens is not None for l in layers) or layers[-1].activation is not None \
+            or any(l.activation is None or l.activation.kind != "relu" for l in layers[:-1]):
+        return None
+    if not any(b != 0 for l in layers for b in l.bias) or not f.sample_points:
+        return None
+    P = sum(l.in_dim * l.out_dim + l.out_dim for l in layers)
+    if P != f.params:  # pragma: no cover - fdim counts W and b of every layer
+        return None
+    K = layers[-1].out_dim
+    return {
+        "format": "symeq-identifiability/1",
+        "method": "jacobian-rank",
+        "verdict": "locally-identifiable",
+        "widths": model.widths,
+        "bias": True,
+        "layers_sha256": layers_digest(layers_to_json(model), model.input_dim),
+        "prime": str((1 << 61) - 1),
+        "seed": 0,
+        "parameters": P,
+        "parameter_order": "per layer: W row-major, then b",
+        "points": [[str(x) for x in pt] for pt in f.sample_points],
+        "rows": list(range(len(f.sample_points) * K)),
+        "rank": f.rank,
+        "orbit_dimension": f.orbit_dim,
+        "orbit_generators": [f"positive rescaling of neuron {i + 1} of hidden layer {li + 1}"
+                             for li, l in enumerate(layers[:-1]) for i in range(l.out_dim)],
+    }
 
 
 def _engine_note(engine: str, notes: list) -> None:

@@ -143,6 +143,8 @@ class ReluFunctionalDimension:
     shortfall: dict = field(default_factory=dict)
     skipped: int = 0
     zero_neurons: list = field(default_factory=list)
+    #: the rational sample points the rank was taken at (for the jacobian-rank certificate, symeq.fibre.decide)
+    sample_points: list = field(default_factory=list, repr=False)
     method: str = ("exact Jacobian rank modulo a prime at rational points off every bent hyperplane "
                    "(a proven lower bound of the functional dimension)")
 
@@ -791,7 +793,8 @@ def relu_functional_dimension(model, *, sample: str = "auto", points: int | None
             exact = True  # rank_p <= rank_Q <= P - dim(T + E) <= P - rank_p(T + E) = rank_p
     return ReluFunctionalDimension(rank=rank, exact=bool(exact), params=P, orbit_dim=dimT, bound=bound,
                                    hidden=len(hidden), points=len(X), sample=mode, prime=p, regions=nregions,
-                                   reduced=reduced, shortfall=shortfall, skipped=skipped, zero_neurons=zero)
+                                   reduced=reduced, shortfall=shortfall, skipped=skipped, zero_neurons=zero,
+                                   sample_points=X)
 
 
 def _prune_zero_neurons(layers):
