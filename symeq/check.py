@@ -3859,6 +3859,15 @@ class _JacKink(Exception):
     """A certified point where a ReLU pre-activation is 0 (no Jacobian there)."""
 
 
+def _jac_pl(act):
+    """The slope on the negative side of a ReLU (0) or leaky ReLU (its slope) activation, else None."""
+    if act == "relu":
+        return Fraction(0)
+    if isinstance(act, _Real) and act.name == "leaky_relu":
+        return act.param
+    return None
+
+
 def _jac_weight(layer, tokens: int | None = None):
     """The parameters' weight rows of a layer: a dense layer's W, a conv2d layer's kernel rows (taps in
     (c, i, j) order), a token-wise layer's one W (``tokens``: T after attention)."""
@@ -3894,12 +3903,13 @@ def _jac_rows(layers, bias: bool, point, outputs, p: int = JACOBIAN_PRIME, geome
     T = _jac_tokens(layers)
     h = [_jac_mod(x, p) for x in point]
     # with ReLU the slopes need the exact signs of the pre-activations: an exact forward pass alongside
-    hx = list(point) if any(l.act == "relu" for l in layers) else None
+    hx = list(point) if any(_jac_pl(l.act) is not None for l in layers) else None
     hs, ss, Ws = [], [], []
     for li, layer in enumerate(layers):
         if hx is not None:
             zx = [sum(w * v for w, v in zip(row, hx)) + bj for row, bj in zip(layer.weight, layer.bias)]
-            if layer.act == "relu" and any(z == 0 for z in zx):
+            slope = _jac_pl(layer.act)
+            if slope is not None and any(z == 0 for z in zx):
                 raise _JacKink(f"hidden pre-activation {zx.index(0) + 1} of layer {li + 1} is 0 at the point "
                                "(theta -> f_theta(x) is not differentiable there)")
             hs.append((h, "dense", None))
@@ -3908,8 +3918,8 @@ def _jac_rows(layers, bias: bool, point, outputs, p: int = JACOBIAN_PRIME, geome
             h = [_jac_mod(x, p) for x in hx]
             if layer.act is None:
                 ss.append(None)
-            elif layer.act == "relu":
-                ss.append([int(z > 0) for z in zx])
+            elif slope is not None:
+                ss.append([1 if z > 0 else _jac_mod(slope, p) for z in zx])
             else:
                 dc = [_jac_mod(k * x, p) for k, x in enumerate(layer.act)][1:] or [0]
                 ss.append([_jac_poly(dc, _jac_mod(z, p), p) for z in zx])
@@ -4157,7 +4167,7 @@ def _jac_tangents(layers, bias: bool, offs) -> list[dict]:
     gens = []
     for i, layer in enumerate(layers[:-1]):
         # ReLU: the positive rescalings relu(alpha z) = alpha relu(z), i.e. (s, d, e) = (0, 1, 0)
-        cont = (Fraction(0), 1, Fraction(0)) if layer.act == "relu" else _jac_continuous(layer.act, bias)
+        cont = (Fraction(0), 1, Fraction(0)) if _jac_pl(layer.act) is not None else _jac_continuous(layer.act, bias)
         if cont is None:
             continue
         if not (_jac_dense_like(layer) and _jac_dense_like(layers[i + 1])):
@@ -4199,12 +4209,13 @@ def check_jacobian_rank(cert: dict, model: dict) -> CheckReport:
         raise CheckError(f"certificate: a jacobian-rank certificate says \"locally-identifiable\", got "
                          f"{_short(cert.get('verdict'))}")
     T = _jac_tokens(layers)
-    if not all(isinstance(l, (_Layer, _Conv)) and (l.act is None or isinstance(l.act, tuple) or l.act == "relu")
+    if not all(isinstance(l, (_Layer, _Conv)) and (l.act is None or isinstance(l.act, tuple)
+                                                   or _jac_pl(l.act) is not None)
                or (isinstance(l, _Attention) and i == 0) for i, l in enumerate(layers)) \
             or (T is None and any("token-wise" in l.label for l in layers)) \
-            or (any(l.act == "relu" for l in layers) and not all(_jac_dense_like(l) for l in layers)):
+            or (any(_jac_pl(l.act) is not None for l in layers) and not all(_jac_dense_like(l) for l in layers)):
         report.reasons.append("jacobian-rank certificates cover dense, conv2d, attention and token-wise layers with "
-                              "polynomial activations, and dense ReLU networks")
+                              "polynomial activations, and dense ReLU / leaky ReLU networks")
         report.accepted = False
         return report
     if cert.get("layers_sha256") != _layers_digest(layers):
@@ -4286,7 +4297,7 @@ def check_jacobian_rank(cert: dict, model: dict) -> CheckReport:
             yield from _jac_rows(layers, bias, points[n], sorted(by_point[n]), prime, geometry)
 
     p = JACOBIAN_PRIME
-    if any(l.act == "relu" for l in layers):  # every certified point off every bent hyperplane, exactly
+    if any(_jac_pl(l.act) is not None for l in layers):  # every certified point off every bent hyperplane
         for n in sorted(by_point):
             try:
                 _jac_rows(layers, bias, points[n], [], p, geometry)

@@ -106,3 +106,45 @@ def test_cli_fibre_writes_a_relu_certificate_that_symeq_check_accepts(tmp_path, 
     d = json.loads(capsys.readouterr().out)
     assert d["status"] == "locally-identifiable"
     assert main(["check", str(cert), str(path)]) == 0
+
+
+def test_leaky_relu_certificate_accepted_and_bound_to_the_slope():
+    from symeq.activations import real
+
+    def model(slope):
+        act = real("leaky_relu", slope=slope)
+        return Model(2, [DenseLayer([[1, 2], [3, -1], [-2, 1]], [1, -1, 2], act), DenseLayer([[1, -1, 2]], [0], None)])
+
+    m = model("1/5")
+    r = relu_local_identifiability(m)
+    assert r.status == "locally-identifiable" and r.certificate is not None, r.reason
+    cert, doc = _json(r.certificate), _json(model_to_json(m))
+    rep = check.check_certificate(cert, doc)
+    assert rep.accepted is True, rep.reasons
+    other = _json(model_to_json(model("1/3")))  # another slope: another theta
+    rep = check.check_certificate(cert, other)
+    assert rep.accepted is False and rep.mismatch
+
+
+def test_checker_rows_equal_fdims_jacobian_leaky_two_hidden_layers():
+    """The checker's stdlib rows (slopes from exact signs) equal symeq.relu.fdim's Jacobian mod its prime."""
+    from fractions import Fraction
+
+    from symeq.activations import real
+    from symeq.relu import fdim
+
+    act = real("leaky_relu", slope="1/5")
+    rng = random.Random(3)
+    m = Model(3, [DenseLayer([[rng.randint(-4, 4) for _ in range(3)] for _ in range(4)], [1, -1, 2, 0], act),
+                  DenseLayer([[rng.randint(-4, 4) for _ in range(4)] for _ in range(3)], [1, 0, 2], act),
+                  DenseLayer([[rng.randint(-4, 4) for _ in range(3)] for _ in range(2)], [0, 1], None)])
+    layers = fdim.network_slopes(m)
+    p = fdim.PRIMES[0]
+    fdim._mod_all(layers, [], p)
+    X = fdim._random_points(3, 4, random.Random(0))
+    signs, bad = fdim._exact_forward(layers, X)
+    assert not bad
+    J = fdim._jacobian_mod(layers, X, signs, p)
+    _, cl, _ = check._model(_json(model_to_json(m)))
+    rows = [r for x in X for r in check._jac_rows(cl, True, [Fraction(int(v.p), int(v.q)) for v in x], [0, 1], p)]
+    assert [list(map(int, r)) for r in J] == rows

@@ -367,14 +367,15 @@ def _relu_certificate(model, f) -> dict | None:
     sample points and every row of the Jacobian there; ``symeq check`` re-checks exactly that no hidden
     pre-activation is 0 at a point, recomputes the rows and the positive rescalings' tangent, and eliminates.
 
-    Written for dense networks with ReLU hidden layers (not leaky ReLU) and some nonzero bias (the checker
+    Written for dense networks with ReLU or leaky ReLU hidden layers and some nonzero bias (the checker
     counts the biases of such a model among the parameters, as :mod:`symeq.relu.fdim` does); else None."""
     from ..check import layers_digest
     from ..io import layers_to_json
 
     layers = model.layers
     if any(l.kind != "dense" or l.tokens is not None for l in layers) or layers[-1].activation is not None \
-            or any(l.activation is None or l.activation.kind != "relu" for l in layers[:-1]):
+            or any(l.activation is None or not (l.activation.kind == "relu" or l.activation.name == "leaky_relu")
+                   for l in layers[:-1]):
         return None
     if not any(b != 0 for l in layers for b in l.bias) or not f.sample_points:
         return None
