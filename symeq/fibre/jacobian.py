@@ -815,7 +815,8 @@ def _rotations(model, bias, i, rows, cols, offs) -> list[dict]:
                              f"(mu = {', '.join(str(mu) for _, mu in g)}): the next layer sees v a sum_j mu_j "
                              "(z_j - e)^2, kept by every R with R^T diag(mu) R = diag(mu); the Cayley transform "
                              "R(t) = (I - t A / 2)^-1 (I + t A / 2) of the diag(mu)-skew A gives a rational curve "
-                             "of such R through the identity (checked exactly at t = 1)"})
+                             "of such R through the identity (checked exactly at t = 1, or at t = 2 where R(1) "
+                             "is not defined)"})
     return out
 
 
@@ -1127,7 +1128,9 @@ def _check_rotation(model, bias, fam, pts) -> None:
     X = fmpq_mat(model.input_dim, min(len(pts), 64), [fmpq(pt[r].numerator, pt[r].denominator)
                                                        for r in range(model.input_dim) for pt in pts[:64]])
     for j1, j2, mu1, mu2 in fam["curves"]:
-        new, _ = _rotate(model, bias, i, j1, j2, mu1, mu2, fam["centre"], 1)
+        # I - tA/2 has determinant 1 + t^2 / (4 mu1 mu2): singular at t = 1 when mu1 mu2 = -1/4, never at t = 2 then
+        t = 2 if 4 * mu1 * mu2 == -1 else 1
+        new, _ = _rotate(model, bias, i, j1, j2, mu1, mu2, fam["centre"], t)
         if new.forward(X) != model.forward(X):  # pragma: no cover - the proof says equal
             raise AssertionError("a rotation curve leaves the fibre")
 
