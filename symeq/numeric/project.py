@@ -629,8 +629,14 @@ def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20, i
                 rho[i] = new
         if not changed or hidden == 1:
             break
-    if hidden == 1 and exact:
+    # the matching searches permutations (signed where signs_allowed): all of K_1 only where it has no other
+    # scalings; ReLU's positive factors, the sigmoid's affine flip, monomial activations are not searched
+    whole_k = all(signs_allowed(l.activation) or l.activation.scalings.alphas == "one" for l in model.layers[:-1])
+    if hidden == 1 and exact and whole_k:
         method, proven = "maximum-weight matching (one hidden layer: the nearest homomorphism)", True
+    elif hidden == 1 and exact:
+        method, proven = ("maximum-weight matching (one hidden layer): the nearest homomorphism into the permutations "
+                          "searched, a subgroup of K_1 (its other scalings are not searched): not proven nearest"), False
     else:
         how = "from the given actions" if start is not None else f"start: {init}"
         method, proven = (f"maximum-weight matching per layer, layers in turn ({how}, {sweeps} sweep(s)); each "
