@@ -553,6 +553,9 @@ def _finish(cert, model, bar, egroup, data, noise_points, seed, timeout, deadlin
         # theta-bar is layerwise equivariant by construction: an exact pipeline that does not say so is a
         # budget or a search that ran out, never a refutation of theta-bar
         cert.reason = f"the exact pipeline returned {v.verdict!r} for theta-bar ({'; '.join(v.notes)[:300]})"
+    elif v.reparametrized:  # the actions hold at theta' (same function), which is not the theta-bar written
+        cert.reason = ("the exact pipeline found no action at theta-bar itself, only at a re-parametrized theta' "
+                       "with the same function: theta-bar's layerwise equivariance is not proven")
     elif cert.max_allowed is not None and cert.max_distance > cert.max_allowed:
         cert.status = "too far"
     else:

@@ -167,3 +167,28 @@ def test_conv_fast_paths_agree_with_the_dense_check():
                     assert (why is None) == ref, (H, W, k, s, p, mode, R, sym, why)
                     accepted += ref
     assert accepted > 10  # the symmetric kernels are accepted: the comparison is not vacuous
+
+
+def test_certify_claims_theta_bar_only_when_the_actions_hold_at_theta_bar(monkeypatch):
+    """A verification whose actions hold at a re-parametrized theta' (not the theta-bar written) does
+    not certify theta-bar as layerwise equivariant: undetermined, with the reason."""
+    import symeq.theorem as theorem
+    from symeq.certification import certify
+    from symeq.groups import mirror
+    from symeq.numeric.generate import random_equivariant_numeric
+    from symeq.numeric.models import numeric_activation
+
+    real_verify = theorem.verify
+
+    def reparametrized(model, *args, **kwargs):
+        v = real_verify(model, *args, **kwargs)
+        v.original = model  # as the submodel routes set it: the actions are claimed at v.model, not at model
+        return v
+
+    G = mirror(2, 2)
+    net = random_equivariant_numeric(G, [4], numeric_activation("tanh"), rng=0).perturbed(1e-4, rng=1)
+    assert certify(net, G).status == "certified"
+    monkeypatch.setattr(theorem, "verify", reparametrized)
+    c = certify(net, G)
+    assert c.status == "undetermined" and c.exit_code == 3
+    assert "re-parametrized" in c.reason and "not proven" in c.reason
