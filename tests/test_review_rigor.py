@@ -192,3 +192,22 @@ def test_certify_claims_theta_bar_only_when_the_actions_hold_at_theta_bar(monkey
     c = certify(net, G)
     assert c.status == "undetermined" and c.exit_code == 3
     assert "re-parametrized" in c.reason and "not proven" in c.reason
+
+
+def test_geometry_refusal_does_not_claim_impossibility():
+    """Circular padding 2 on 3x3 images, kernel 2x2, stride 2: N + 2p - k = 5 is odd, so symeq's pixel
+    rule refuses the mirror, yet a mirror-symmetric kernel is equivariant (output columns 0 and 1
+    swapped: the wrapped windows read columns (1, 2), (0, 1), (2, 0)), as the dense check shows; the
+    refusal must read as inconclusive, not as "cannot be equivariant"."""
+    from symeq.activations import tanh_series
+    from symeq.layers.conv import ConvAction, ConvLayer, ConvShape, output_pixels, transform_pixels
+
+    R = (1, 0, 0, -1)  # left-right mirror
+    shape = ConvShape(1, 1, 3, 3, 2, 2, stride=2, padding=2, padding_mode="circular")
+    layer = ConvLayer(shape, [[[[1, 1], [2, 2]]]], [1], tanh_series(3))
+    assert output_pixels(shape, R) is None
+    P = ConvAction((0,), (fmpq(1),), tuple(transform_pixels(R, 3, 3)), (3, 3))
+    Q = ConvAction((0,), (fmpq(1),), tuple(3 * y + (1, 0, 2)[x] for y in range(3) for x in range(3)), (3, 3))
+    assert layer.dense().check_action(P.to_matrix(), Q.to_matrix())[0]
+    why = layer.geometry_failure(R)
+    assert "cannot be equivariant" not in why and "inconclusive" in why

@@ -267,7 +267,7 @@ def geometry_failure(label: str, s: ConvShape, R: tuple) -> str:
     return (f"{label}: the input grid's symmetry ({_NAMES.get(R, R)}) does not map this convolution's "
             f"sampling grid onto itself (stride {s.stride}, padding {s.padding}, kernel {s.kh}x{s.kw} on "
             f"{s.height}x{s.width} images: N + 2p - k = {s.height + 2 * s.padding - s.kh} is not a multiple "
-            "of the stride), so the layer cannot be equivariant for it")
+            "of the stride), so symeq derives no action for it (inconclusive: not a proof that none exists)")
 
 
 @dataclass(frozen=True, eq=False)
