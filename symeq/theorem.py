@@ -561,7 +561,7 @@ def verify(
                 fibre_search=fibre_search, max_tie_nodes=max_tie_nodes)
     if identifiability and v.verdict != "not-equivariant":
         try:
-            _decide_identifiability(v, model, timeout)
+            _decide_identifiability(v, model, timeout, group if group is not None else model.group)
         except (LimitExceeded, BudgetExceeded) as e:
             _identifiability_stopped(v, e, timeout)
     return v
@@ -594,7 +594,20 @@ def _identifiability_stopped(v: Verification, e: LimitExceeded | BudgetExceeded,
     }
 
 
-def _decide_identifiability(v: Verification, model: Model, timeout: float | None) -> None:
+def _acts_by_signed_permutations(group) -> bool:
+    """Whether every generator acts on input and output by a signed permutation matrix."""
+    if group is None:
+        return False
+    for pair in group.generators:
+        for m in pair:
+            for i in range(m.nrows()):
+                nz = [m[i, j] for j in range(m.ncols()) if m[i, j] != 0]
+                if len(nz) != 1 or nz[0] not in (1, -1):
+                    return False
+    return True
+
+
+def _decide_identifiability(v: Verification, model: Model, timeout: float | None, group=None) -> None:
     """Replace an 'unknown' identifiability status by a decision at theta: the one report of
     :func:`symeq.fibre.decide.decide_identifiability` (classical theorems, tensor, Jacobian factors,
     Jacobian rank, Gröbner; docs/identifiability.md), which ``symeq fibre`` and ``symeq explain`` share.
@@ -649,6 +662,18 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
                                          f"identifiable; the reduced parameter (widths {red.model.widths}) is "
                                          f"{r.status}" + (f" by {r.method}" if r.method else "") + f": {r.reason} "
                                          f"(methods tried: {tried})"))
+        return
+    if r.method == "fefferman" and r.status == "identifiable" and not _acts_by_signed_permutations(
+            group if group is not None else model.group):
+        # Fefferman's theorem compares theta only with networks that satisfy F1-F4 too; theta^g does
+        # when G acts on input and output by signed permutations (they keep every |weight| ratio and
+        # |bias|), so only then does it give the premise of Theorem 4.1 (docs/identifiability.md)
+        v.notes.append("identifiability: Fefferman's theorem identifies theta among the networks satisfying "
+                       "F1-F4; the group does not act by signed permutations, so theta^g need not satisfy them")
+        v.identifiability = dict(info, status="undetermined",
+                                 detail=f"not decided: {r.reason}; but G does not act on input and output by "
+                                        "signed permutations, so Fefferman's restricted uniqueness does not give "
+                                        f"the premise (methods tried: {tried})")
         return
     if r.status not in ("identifiable", "not-identifiable", "locally-identifiable"):
         # asked for and not reached (budget, engine, size guards): the premise is open, so the run is

@@ -404,3 +404,27 @@ def test_verify_identifiability_says_sussmann_holds_over_the_reals():
     v = symeq.verify(m, identifiability=True, timeout=60)
     assert v.verdict == "layerwise-equivariant" and v.identifiability["status"] == "identifiable"
     assert "(over R; decided by sussmann" in v.identifiability["detail"]
+
+
+def test_fefferman_gives_the_premise_only_for_signed_permutation_actions():
+    """Fefferman's uniqueness holds among networks satisfying F1-F4; theta^g satisfies them when G
+    acts by signed permutations, so verify --identifiability takes it as the premise only then."""
+    from types import SimpleNamespace
+
+    from symeq.numbers import matrix
+    from symeq.theorem import Verification, _acts_by_signed_permutations, _decide_identifiability
+
+    eye3, eye2 = matrix([[1, 0, 0], [0, 1, 0], [0, 0, 1]]), matrix([[1, 0], [0, 1]])
+    flip = matrix([[0, -1, 0], [1, 0, 0], [0, 0, 1]])
+    reflect = matrix([["3/5", "4/5", 0], ["4/5", "-3/5", 0], [0, 0, 1]])
+    assert _acts_by_signed_permutations(SimpleNamespace(generators=[(flip, eye2)]))
+    assert not _acts_by_signed_permutations(SimpleNamespace(generators=[(reflect, eye2)]))
+    assert not _acts_by_signed_permutations(None)
+    m = _rounded_model([3, 5, 4, 2])
+    for group, status in ((SimpleNamespace(generators=[(eye3, eye2)]), "identifiable"),
+                          (SimpleNamespace(generators=[(reflect, eye2)]), "undetermined")):
+        v = Verification.__new__(Verification)
+        v.identifiability, v.notes = {"status": "unknown"}, []
+        _decide_identifiability(v, m, 30, group)
+        assert v.identifiability["status"] == status, v.identifiability
+        assert v.identifiability["method"] == "fefferman"
