@@ -868,15 +868,23 @@ def _layers_digest(layers) -> str:
     return hashlib.sha256(repr(_canonical(list(layers))).encode()).hexdigest()
 
 
+def _digest_differs(report: CheckReport, digest, layers) -> bool:
+    """Record a certificate bound (by ``layers_sha256``) to another theta than the model file's: a
+    mismatch (exit 2), not a rejection.  Returns whether it differs."""
+    if digest == _layers_digest(layers):
+        return False
+    report.reasons.append(f"{PARAMS_DIFFER}: the certificate's digest of theta (layers_sha256) is not the "
+                          "model's (a certificate of another model, or a changed model file)")
+    report.mismatch = True
+    return True
+
+
 def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_Layer],
                      group: list, cap: int, sparse_format: bool = True) -> None:
     params = _dict(cert.get("parameters"), "certificate parameters")
     check_keys(params, "certificate.parameters", *PARAMETER_KEYS)
     digest = params.get("layers_sha256")
-    if digest is not None and digest != _layers_digest(layers):
-        report.reasons.append(f"{PARAMS_DIFFER}: the certificate's digest of theta (layers_sha256) is not the "
-                              f"model's (a certificate of another model, or a changed model file)")
-        report.mismatch = True
+    if digest is not None and _digest_differs(report, digest, layers):
         return
     if params.get("layers") is None and digest is not None and params.get("reparametrized") is not True:
         theta2 = layers  # theta itself, bound to the model by the digest just checked
@@ -1213,10 +1221,8 @@ def _check_theorem_certificate(cert: dict, model: dict, *, max_group_size: int =
     else:
         params = cert.get("parameters")
         digest = params.get("layers_sha256") if isinstance(params, dict) else None
-        if digest is not None and digest != _layers_digest(layers):  # a witness for another model
-            report.reasons.append(f"{PARAMS_DIFFER}: the certificate's digest of theta (layers_sha256) is not the "
-                                  f"model's (a certificate of another model, or a changed model file)")
-            report.mismatch = True
+        if digest is not None and _digest_differs(report, digest, layers):  # a witness for another model
+            pass
         elif (isinstance(params, dict) and params.get("layers") is not None
               and _layers(params.get("layers"), n_in, "certificate parameters") != layers):
             # the witness is re-proved on the model file; a copy of theta that differs from it is
@@ -4218,10 +4224,7 @@ def check_jacobian_rank(cert: dict, model: dict) -> CheckReport:
                               "polynomial activations, and dense ReLU / leaky ReLU networks")
         report.accepted = False
         return report
-    if cert.get("layers_sha256") != _layers_digest(layers):
-        report.reasons.append(f"{PARAMS_DIFFER}: the certificate's digest of theta (layers_sha256) is not the "
-                              "model's (a certificate of another model, or a changed model file)")
-        report.mismatch = True
+    if _digest_differs(report, cert.get("layers_sha256"), layers):
         report.accepted = False
         return report
     bias = any(x != 0 for l in layers if not isinstance(l, _Attention) for x in l.bias)
@@ -4456,10 +4459,7 @@ def _check_jacobian_family(cert: dict, n_in: int, layers) -> CheckReport:
         report.reasons.append("jacobian-rank certificates cover dense layers with polynomial activations")
         report.accepted = False
         return report
-    if cert.get("layers_sha256") != _layers_digest(layers):
-        report.reasons.append(f"{PARAMS_DIFFER}: the certificate's digest of theta (layers_sha256) is not the "
-                              "model's (a certificate of another model, or a changed model file)")
-        report.mismatch = True
+    if _digest_differs(report, cert.get("layers_sha256"), layers):
         report.accepted = False
         return report
     bias = any(x != 0 for l in layers for x in l.bias)

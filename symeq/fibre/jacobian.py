@@ -48,9 +48,9 @@ orbit tangent also holds the reparametrisations that keep the chain's parameters
 (Q_h, K_h), the scalar between scores and values, GL(d_out) between O and the next token-wise layer),
 so "locally identifiable" is then about the chain's parameters.  Next to a convolution or a
 token-wise layer, continuous scalings are refused and exact families are looked for between plain dense
-layers only.  Certificates are written for models of plain dense and conv2d layers (the checker re-reads
-the kernels and the geometry from the model file and recomputes the rows by its own reverse mode);
-attention and token-wise models get the verdict without a certificate.
+layers only.  Certificates are written for models of dense, conv2d, token-wise and attention layers (the checker
+re-reads each layer, a conv's kernels and geometry included, from the model file and recomputes the
+rows by its own reverse mode); ReLU models get theirs from symeq/fibre/decide.py.
 
 Examples
 --------
@@ -190,6 +190,14 @@ def parameter_layout(model, bias: bool) -> list[tuple[str, int, int]]:
     return out
 
 
+def _activation_mod(act):
+    """sigma's coefficients and those of sigma' modulo p (None, None for an affine layer)."""
+    if act is None:
+        return None, None
+    coeffs = [fmpq(c) for c in act.coeffs]
+    return [_mod(c) for c in coeffs], [_mod(k * c) for k, c in enumerate(coeffs)][1:] or [0]
+
+
 class _DenseMod:
     """The modular twin of a dense layer x -> sigma(W x + b): forward on a batch, backward of cotangents."""
 
@@ -206,12 +214,7 @@ class _DenseMod:
         self.W = _to_nmod(W)
         self.WT = self.W.transpose()
         self.b = np.array([_mod(x) for x in layer.token_bias], dtype=np.uint64)
-        if act is None:
-            self.c = self.dc = None
-        else:
-            coeffs = [fmpq(c) for c in act.coeffs]
-            self.c = [_mod(c) for c in coeffs]
-            self.dc = [_mod(k * c) for k, c in enumerate(coeffs)][1:] or [0]
+        self.c, self.dc = _activation_mod(act)
 
     @staticmethod
     def counts(layer) -> tuple[int, int]:
@@ -292,12 +295,7 @@ class _ConvMod:
         src = np.array(layer.sources, dtype=np.int64).reshape(self.taps, self.npix)
         self.idx = np.where(src < 0, self.inp, src)          # the padding reads a zero row
         self.valid = src >= 0
-        if act is None:
-            self.c = self.dc = None
-        else:
-            coeffs = [fmpq(c) for c in act.coeffs]
-            self.c = [_mod(c) for c in coeffs]
-            self.dc = [_mod(k * c) for k, c in enumerate(coeffs)][1:] or [0]
+        self.c, self.dc = _activation_mod(act)
 
     @staticmethod
     def counts(layer) -> tuple[int, int]:
