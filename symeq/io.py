@@ -20,6 +20,7 @@ from .activations import activation_from_spec
 from .check import check_keys
 from .errors import InputError, ShapeError
 from .groups import FiniteGroup
+from .layers.base import declared_bias
 from .models import DenseLayer, Model
 from .numbers import fmpq, format_matrix, format_vector, mat_rows, matrix, parse_matrix, parse_vector
 from .sizes import check_total_degree, check_width
@@ -115,8 +116,8 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
         else:
             from .layers.attention import tokenwise
 
-            b = b if b is not None else [0] * W.nrows()
-            out.append(DenseLayer(tokenwise(W, tokens), list(b) * tokens, act, tokens))
+            out.append(DenseLayer(tokenwise(W, tokens), list(b if b is not None else [0] * W.nrows()) * tokens, act,
+                                  tokens, b is not None))
         n = W.nrows()
     if pool is not None:
         raise InputError(f"{where}: a pooling layer must be followed by a conv2d or dense layer (it is folded into it)")
@@ -305,14 +306,14 @@ def layers_to_json(model: Model) -> list[dict]:
             s = l.shape
             out.append({"type": "conv2d", "input_shape": list(l.in_shape),
                         "kernel": [[[format_vector(r) for r in kc] for kc in ko] for ko in l.kernel],
-                        "bias": format_vector(l.channel_bias), "stride": s.stride, "padding": s.padding,
+                        "bias": format_vector(l.channel_bias) if declared_bias(l) else None, "stride": s.stride, "padding": s.padding,
                         "padding_mode": s.padding_mode,
                         "activation": None if l.activation is None else l.activation.to_spec()})
             continue
         out.append({
             "type": "dense",
             "weight": format_matrix(l.token_weight),
-            "bias": format_vector(l.token_bias),
+            "bias": format_vector(l.token_bias) if declared_bias(l) else None,  # null: no bias parameters
             "activation": None if l.activation is None else l.activation.to_spec(),
         })
     return out

@@ -254,8 +254,8 @@ class Model(LayeredShape):
         for i in range(1, len(layers)):
             prev, layer = layers[i - 1], layers[i]
             if prev.kind == "conv2d" and layer.kind == "dense" and layer.tokens is None:
-                layers[i] = ConvLayer.from_dense(mat_rows(layer.weight), list(layer.bias), layer.activation,
-                                                 prev.out_shape)
+                layers[i] = ConvLayer.from_dense(mat_rows(layer.weight), list(layer.bias) if layer.has_bias else None,
+                                                 layer.activation, prev.out_shape)
         self.layers = layers
 
     @property
@@ -534,7 +534,8 @@ def latent_rows(model: Model, perms, scaling):
 def apply_latent(model: Model, k: LatentElement) -> Model:
     """k . theta: a model with the same function and permuted, rescaled hidden neurons."""
     parts = latent_rows(model, k.perms, lambda i, j, row, b: k.alphas[i][j])
-    layers = [DenseLayer(fmpq_mat(len(rows), len(rows[0]), [x for r in rows for x in r]), b, layer.activation)
+    layers = [DenseLayer(fmpq_mat(len(rows), len(rows[0]), [x for r in rows for x in r]), b, layer.activation,
+                         has_bias=getattr(layer, "has_bias", None))
               for (rows, b), layer in zip(parts, model.layers)]
     return Model(model.input_dim, layers, model.group, model.name, dict(model.meta))
 

@@ -75,6 +75,7 @@ from flint import fmpq, fmpq_mat, nmod_mat
 
 from ..budget import Deadline, process_deadline
 from ..errors import BudgetExceeded
+from ..layers.base import declared_biases
 from ..numbers import mat_rows
 
 __all__ = ["METHOD", "PRIME", "JacobianDecision", "jacobian_identifiability", "parameter_layout",
@@ -169,23 +170,53 @@ def _horner(coeffs: list[int], Z: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- parameters
 
-def parameter_layout(model, bias: bool) -> list[tuple[str, int, int]]:
+def layer_biases(model, bias=None) -> tuple[bool, ...]:
+    """Per layer, whether it has bias parameters: the declared parameter space by default
+    (:func:`symeq.layers.base.declared_biases`: a layer given a bias vector, zeros included, has them,
+    one with ``"bias": null`` has none); a bool applies to every layer (attention layers never have any).
+
+    >>> from symeq.models import Model, DenseLayer
+    >>> from symeq.activations import monomial
+    >>> m = Model(1, [DenseLayer([[1]], [0], monomial(2)), DenseLayer([[1]], None, None)])
+    >>> layer_biases(m), layer_biases(m, True)
+    ((True, False), (True, True))
+    """
+    if bias is None:
+        return declared_biases(model)
+    if isinstance(bias, bool):
+        return tuple(bias and layer.kind != "attention" for layer in model.layers)
+    out = tuple(bool(b) for b in bias)
+    if len(out) != len(model.layers):
+        raise ValueError(f"one bias flag per layer ({len(model.layers)}), got {len(out)}")
+    return out
+
+
+def bias_field(bias: tuple, model=None) -> bool | list:
+    """The certificate's ``bias``: a bool when every layer agrees (attention layers, which have no
+    biases, left out), else one bool per layer."""
+    kinds = [None] * len(bias) if model is None else [layer.kind for layer in model.layers]
+    rest = {b for b, k in zip(bias, kinds) if k != "attention"}
+    return (rest.pop() if rest else False) if len(rest) <= 1 else list(bias)
+
+
+def parameter_layout(model, bias=None) -> list[tuple[str, int, int]]:
     """The parameter vector's layout: per layer ``(name, layer index, count)``, weights row-major then biases.
 
     This order is the certificate's (and :mod:`symeq.check` rebuilds it from the model file): for
-    each layer its weight matrix W_i row by row, then its bias b_i when the model has biases (a
-    model whose biases are all zero is taken among bias-free parameters, as the fibre ideal does).
+    each layer its weight matrix W_i row by row, then its bias b_i when the layer has bias parameters
+    in the declared parameter space (:func:`layer_biases`; ``bias`` True/False: every layer/none).
 
     >>> from symeq.examples import builtin_example
     >>> [(n, c) for n, _, c in parameter_layout(builtin_example(), True)]
     [('W1', 48), ('b1', 8), ('W2', 48), ('b2', 6), ('W3', 36), ('b3', 6)]
     """
+    bias = layer_biases(model, bias)
     out = []
     for i, layer in enumerate(model.layers):
         cls = MODULAR_LAYERS.get(layer.kind, _DenseMod)
         weights, biases = cls.counts(layer)
         out.append((f"W{i + 1}", i, weights))
-        if bias:
+        if bias[i]:
             out.append((f"b{i + 1}", i, biases))
     return out
 
@@ -354,6 +385,9 @@ class _AttentionMod:
     arithmetic is on Python integers (object arrays): attention models are small."""
 
     def __init__(self, layer, bias: bool):
+        if getattr(layer, "scoring", "lightning") != "lightning":  # exp has no twin mod p (docs/attention.md)
+            raise _NotApplicable("softmax attention is not polynomial: the Jacobian rank modulo a prime covers "
+                                 "lightning attention only")
         self.layer = layer
         self.T, self.d, self.dv, self.do = layer.tokens, layer.d, layer.dv, layer.d_out
         self.dk = layer.heads[0].query.ncols()
@@ -491,14 +525,15 @@ def _attention_tangent(model, offs) -> list[tuple[str, dict]]:
     return gens
 
 
-def _twins(model, bias):
+def _twins(model, bias=None):
+    bias = layer_biases(model, bias)
     twins = []
     for i, layer in enumerate(model.layers):
         cls = MODULAR_LAYERS.get(layer.kind)
         if cls is None:
             raise _NotApplicable(f"layer {i + 1} ({layer.label}): the {layer.kind} kind has no modular Jacobian "
                                  "(symeq.fibre.jacobian.MODULAR_LAYERS)")
-        twins.append(cls(layer, bias))
+        twins.append(cls(layer, bias[i]))
     return twins
 
 
@@ -655,9 +690,22 @@ def _structured_rank(J: np.ndarray, H: np.ndarray, col: int, K: int, bias: bool,
 
 # ----------------------------------------------------------------------------- orbit and families
 
-def _continuous(act, bias: bool):
-    """(s, d, e) when every alpha != 0 scales a neuron with this activation (sigma = c (t - s)^d + e), else None."""
-    if act is None or not act.is_polynomial or not act.continuous(bias):
+def _continuous(act, own: bool, nxt: bool | None = None):
+    """(s, d, e) when every alpha != 0 scales a neuron with this activation (sigma = c (t - s)^d + e), else None.
+
+    ``own``: the neuron's layer has biases (they absorb the shift s (1 - alpha) of the pre-activation);
+    ``nxt``: the next layer has biases (they absorb the offset e (1 - alpha^d)); None: as ``own``."""
+    nxt = own if nxt is None else nxt
+    if act is None or not act.is_polynomial:
+        return None
+    sym = act.symmetry
+    if sym == "monomial":
+        ok = own or act.shift == 0
+    elif sym == "monomial-plus-constant":
+        ok = nxt and (own or act.shift == 0)
+    else:
+        ok = act.continuous(own and nxt)
+    if not ok:
         return None
     return fmpq(act.shift), act.degree, fmpq(act._reduced()[0])
 
@@ -670,21 +718,23 @@ def _offsets(model, bias):
     return offs, c
 
 
-def orbit_tangent(model, bias: bool) -> list[tuple[str, dict]]:
+def orbit_tangent(model, bias=None) -> list[tuple[str, dict]]:
     """The infinitesimal generators of K's continuous part at theta: ``(label, {index: value})``.
 
     A neuron j of hidden layer i with sigma(t) = c (t - s)^d + e is scaled by z -> alpha (z - s) + s,
     which the next layer undoes: its incoming row (and b_j - s) times alpha, its outgoing column
     times alpha^-d, the next bias plus e (1 - alpha^-d) times the column.  At alpha = 1 the
     derivative is (row, b_j - s) on the incoming side, -d col on the outgoing one, d e col on the
-    next bias.
+    next bias.  Only the declared parameter space's scalings count: the shift needs the layer's own
+    biases unless s = 0, the offset the next layer's unless e = 0 (:func:`_continuous`).
     """
+    bias = layer_biases(model, bias)
     offs, _ = _offsets(model, bias)
     gens = _attention_tangent(model, offs) if model.layers[0].kind == "attention" else []
     for i, layer in enumerate(model.layers[:-1]):
         if layer.kind == "attention":
             continue
-        cont = _continuous(layer.activation, bias)
+        cont = _continuous(layer.activation, bias[i], bias[i + 1])
         if cont is None:
             continue
         if not _plain(layer) or not _plain(model.layers[i + 1]):
@@ -698,19 +748,23 @@ def orbit_tangent(model, bias: bool) -> list[tuple[str, dict]]:
             for k, x in enumerate(rows[j]):
                 if x != 0:
                     v[offs[f"W{i + 1}"] + j * layer.in_dim + k] = fmpq(x)
-            if bias and layer.bias[j] - s != 0:
+            if bias[i] and layer.bias[j] - s != 0:
                 v[offs[f"b{i + 1}"] + j] = fmpq(layer.bias[j]) - s
             for k in range(nxt.out_dim):
                 if nrows[k][j] != 0:
                     v[offs[f"W{i + 2}"] + k * nxt.in_dim + j] = -d * fmpq(nrows[k][j])
-                    if bias and e != 0:
+                    if bias[i + 1] and e != 0:
                         v[offs[f"b{i + 2}"] + k] = d * e * fmpq(nrows[k][j])
             gens.append((f"scaling of neuron {j + 1} of hidden layer {i + 1}", v))
     return gens
 
 
-def _families(model, bias: bool) -> list[dict]:
-    """Exact families through theta inside the fibre, each with its tangent vectors and its proof."""
+def _families(model, bias=None) -> list[dict]:
+    """Exact families through theta inside the fibre, each with its tangent vectors and its proof.
+
+    Every family stays in the declared parameter space: it moves no bias of a layer without one (a
+    constant neuron's outgoing weights move into the next bias only when the next layer has biases)."""
+    bias = layer_biases(model, bias)
     offs, _ = _offsets(model, bias)
     fams = []
     for i, layer in enumerate(model.layers[:-1]):
@@ -725,27 +779,28 @@ def _families(model, bias: bool) -> list[dict]:
         for j in range(n):
             if all(x == 0 for x in cols[j]):
                 vecs = [{offs[f"W{i + 1}"] + j * layer.in_dim + k: fmpq(1)} for k in range(layer.in_dim)]
-                if bias:
+                if bias[i]:
                     vecs.append({offs[f"b{i + 1}"] + j: fmpq(1)})
                 fams.append({"kind": "dead-neuron", "layer": i + 1, "neurons": [j + 1], "tangents": vecs,
                              "proof": f"neuron {j + 1} of {where} has zero outgoing weights: its incoming weights "
                                       "do not enter f, so they move freely in the fibre (a linear space)"})
             elif all(x == 0 for x in rows[j]):
-                c = act(layer.bias[j]) if bias else act(fmpq(0))
-                if bias or c == 0:
+                c = act(layer.bias[j]) if bias[i] else act(fmpq(0))
+                if bias[i + 1] or c == 0:
                     vecs = []
                     for k in range(m):
                         v = {offs[f"W{i + 2}"] + k * nxt.in_dim + j: fmpq(1)}
-                        if bias and c != 0:
+                        if bias[i + 1] and c != 0:
                             v[offs[f"b{i + 2}"] + k] = -fmpq(c)
                         vecs.append(v)
                     fams.append({"kind": "constant-neuron", "layer": i + 1, "neurons": [j + 1], "tangents": vecs,
                                  "proof": f"neuron {j + 1} of {where} has zero incoming weights: its output is the "
-                                          f"constant {c}, so its outgoing weights move into the next bias "
-                                          "(a linear space in the fibre)"})
+                                          f"constant {c}, so its outgoing weights "
+                                          + ("move into the next bias" if c != 0 else "do not enter f")
+                                          + " (a linear space in the fibre)"})
         keys = {}
         for j in range(n):
-            key = (tuple(rows[j]), layer.bias[j] if bias else 0)
+            key = (tuple(rows[j]), layer.bias[j] if bias[i] else 0)
             keys.setdefault(key, []).append(j)
         for js in keys.values():
             if len(js) < 2 or all(x == 0 for x in rows[js[0]]):
@@ -767,6 +822,7 @@ def _families(model, bias: bool) -> list[dict]:
 def _rotations(model, bias, i, rows, cols, offs) -> list[dict]:
     """Hidden rotations of a degree-2 layer: neurons with proportional outgoing columns."""
     layer = model.layers[i]
+    bias = bias[i]  # the layer's own biases: the rotation moves its shifted pre-activations
     act = layer.activation
     if act is None or not act.is_polynomial or act.degree != 2:
         return []
@@ -820,6 +876,7 @@ def _rotations(model, bias, i, rows, cols, offs) -> list[dict]:
 
 def _rotate(model, bias, i, j1, j2, mu1, mu2, e, t):
     """theta with the pre-activations (z_j1 - e, z_j2 - e) of layer i moved by the Cayley rotation R(t)."""
+    bias = layer_biases(model, bias)[i]
     # A = Q^-1 S with S = [[0, 1], [-1, 0]]; R = (I - tA/2)^-1 (I + tA/2)
     A = fmpq_mat(2, 2, [0, 1 / mu1, -1 / mu2, 0])
     I2 = fmpq_mat(2, 2, [1, 0, 0, 1])
@@ -970,6 +1027,9 @@ def jacobian_identifiability(model, *, timeout: float | None = None, certificate
     def done(status, reason, **kw):
         return JacobianDecision(status, reason, seconds=time.perf_counter() - t0, timings=timings, **kw)
 
+    if any(getattr(layer, "scoring", "lightning") == "softmax" for layer in model.layers):
+        return done("not-applicable", "jacobian-rank: softmax attention is not polynomial (exp has no twin modulo a "
+                                      "prime); the Jacobian-rank method covers lightning attention only")
     if model.has_relu or not model.is_polynomial:
         return done("not-applicable", "jacobian-rank: polynomial activations only here (ReLU and leaky "
                                       "ReLU: symeq.relu.fdim, which symeq fibre calls; tanh/sigmoid: the classical "
@@ -978,8 +1038,8 @@ def jacobian_identifiability(model, *, timeout: float | None = None, certificate
         if layer.kind not in MODULAR_LAYERS:
             return done("not-applicable", f"jacobian-rank: layer {i + 1} ({layer.label}): the {layer.kind} kind has "
                                           "no modular Jacobian yet (symeq.fibre.jacobian.MODULAR_LAYERS)")
-    # a model whose biases are all zero is taken among bias-free parameters (as the fibre ideal does)
-    bias = any(b != 0 for layer in model.layers if layer.kind != "attention" for b in layer.bias)
+    # the declared parameter space: per layer, biases when it was given a bias vector (zeros included)
+    bias = layer_biases(model)
     P = sum(c for _, _, c in parameter_layout(model, bias))
     if P > MAX_PARAMS:
         return done("not-applicable", f"jacobian-rank: {P} parameters > the size guard {MAX_PARAMS}", n_params=P)
@@ -1025,7 +1085,7 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
             (not want_cert or M <= P - dim_orbit + slack)
         # the matrix eliminated: with the structured path K (N - rank C) rows and the columns before the
         # last layer (rank C >= 1 with the bias column)
-        Me, Pe = (M - (K if bias else 0), keep["last_col"]) if structured else J.shape
+        Me, Pe = (M - (K if bias[-1] else 0), keep["last_col"]) if structured else J.shape
         est = RANK_SECONDS_PER_OP * Me * Pe * min(Me, Pe)
         left = [deadline.seconds - deadline.elapsed()] if deadline.seconds is not None else []
         if process_deadline() is not None:  # the command's own budget (symeq.cli.main's alarm)
@@ -1038,7 +1098,7 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
         # the certificate lists all rows when they are at most 5 % more than the rank (no pivots
         # needed); then the structured elimination gives the same rank for less (_structured_rank)
         if structured:
-            r = _structured_rank(J, keep["last_input"], keep["last_col"], K, bias, threads)
+            r = _structured_rank(J, keep["last_input"], keep["last_col"], K, bias[-1], threads)
             rows = list(range(M)) if want_cert and M <= r + max(8, r // 20) else None
             # the certificate's rows are needed only at rank = the bound, where M <= r + slack holds
             if want_cert and rows is None and r == P - dim_orbit:  # pragma: no cover
@@ -1133,7 +1193,7 @@ def _check_rotation(model, bias, fam, pts) -> None:
             raise AssertionError("a rotation curve leaves the fibre")
 
 
-_PARAMETER_ORDER = ("per layer: W row-major, then b (when the model has biases); a conv2d layer: its kernel "
+_PARAMETER_ORDER = ("per layer: W row-major, then b (when the layer has biases); a conv2d layer: its kernel "
                     "row-major (output channel, then taps in (input channel, i, j) order), then its channel biases")
 
 
@@ -1147,7 +1207,7 @@ def _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) -> dict:
         "method": METHOD,
         "verdict": "locally-identifiable",
         "widths": model.widths,
-        "bias": bias,
+        "bias": bias_field(bias, model),
         "layers_sha256": layers_digest(layers_json, model.input_dim),
         "prime": str(PRIME),
         "seed": seed,
@@ -1172,11 +1232,11 @@ def _family_certificate(model, bias, fam, dim_orbit, gens) -> dict:
         "method": METHOD,
         "verdict": "not-identifiable",
         "widths": model.widths,
-        "bias": bias,
+        "bias": bias_field(bias, model),
         "layers_sha256": layers_digest(layers_to_json(model), model.input_dim),
         "prime": str(PRIME),
         "parameters": sum(c for _, _, c in parameter_layout(model, bias)),
-        "parameter_order": "per layer: W row-major, then b (when the model has biases)",
+        "parameter_order": "per layer: W row-major, then b (when the layer has biases)",
         "family": {"kind": fam["kind"], "layer": fam["layer"], "neurons": list(fam["neurons"])},
         "orbit_dimension": dim_orbit,
         "orbit_generators": [label for label, _ in gens],

@@ -57,13 +57,32 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-__all__ = ["KINDS", "TOKEN_MIXING", "NoPartner", "LayerBase", "Layer", "DenseNames"]
+__all__ = ["KINDS", "TOKEN_MIXING", "NoPartner", "LayerBase", "Layer", "DenseNames", "declared_bias",
+           "declared_biases"]
 
 KINDS = ("dense", "attention", "heads", "conv2d")
 """The layer kinds symeq knows, as ``layer.kind`` spells them."""
 
 TOKEN_MIXING = frozenset({"attention", "heads"})
 """Kinds that mix tokens: allowed only as a model's first layer (the chain splits them)."""
+
+
+def declared_bias(layer) -> bool:
+    """Whether ``layer`` has bias parameters in its declared parameter space.
+
+    A layer given a bias vector (zeros included) has them; one given none (``"bias": null`` in a
+    model file, ``None`` in Python) has none, whatever the other layers do.  Attention layers have
+    no biases.  Every method of ``symeq fibre`` and the checker count parameters this way.
+    """
+    if layer.kind in TOKEN_MIXING:
+        return False
+    flag = getattr(layer, "has_bias", None)
+    return True if flag is None else bool(flag)
+
+
+def declared_biases(model) -> tuple[bool, ...]:
+    """:func:`declared_bias` of every layer of ``model``, in order."""
+    return tuple(declared_bias(layer) for layer in model.layers)
 
 
 class NoPartner(Exception):

@@ -576,10 +576,14 @@ class ConvLayer(ConvCore):
     kernel: list
     channel_bias: list | None = None
     activation: Activation | None = None
+    # the declared parameter space: False when the layer was given no bias (None): no bias parameters
+    has_bias: bool | None = None
 
     numbers: ClassVar = FlintNumbers
 
     def __post_init__(self):
+        if self.has_bias is None:
+            self.has_bias = self.channel_bias is not None
         self._init_numbers()
 
     @property
@@ -596,10 +600,10 @@ class ConvLayer(ConvCore):
         """The same layer expanded to a :class:`symeq.layers.dense.DenseLayer` (size-guarded)."""
         from .dense import DenseLayer
 
-        return DenseLayer(self.dense_weight(), self.bias, self.activation)
+        return DenseLayer(self.dense_weight(), self.bias, self.activation, has_bias=self.has_bias)
 
     def copy(self) -> "ConvLayer":
-        return ConvLayer(self.shape, self.kernel, list(self.channel_bias), self.activation)
+        return ConvLayer(self.shape, self.kernel, list(self.channel_bias), self.activation, self.has_bias)
 
     def parameters_key(self) -> tuple:
         return (self.shape, tuple(tuple(r) for r in self.rows), tuple(self.channel_bias))
@@ -807,4 +811,7 @@ def fold_average_pool(kernel_size: int, stride: int | None, in_shape: tuple, nex
     shape = ConvShape(C, nx.out_channels, H, W, kh2, kw2, stride=sp * nx.stride, padding=0)
     if shape.out_hw != nx.out_hw:
         raise ShapeError("average pooling folded into the next convolution changes the output size")
-    return type(next_layer)(shape, kernel, next_layer.channel_bias.copy(), next_layer.activation)
+    out = type(next_layer)(shape, kernel, next_layer.channel_bias.copy(), next_layer.activation)
+    if hasattr(next_layer, "has_bias"):  # the declared parameter space is the next layer's
+        out.has_bias = next_layer.has_bias
+    return out

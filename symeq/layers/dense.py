@@ -211,10 +211,15 @@ class DenseLayer(DenseNames):
     bias: list
     activation: Activation | None = None
     tokens: int | None = None  # set for token-wise layers after attention: weight = I_T (x) W
+    # the declared parameter space: False when the layer was given no bias (``"bias": null``), so it has no
+    # bias parameters; a bias vector, zeros included, declares them.  None: decided by ``bias`` (None or not)
+    has_bias: bool | None = None
 
     def __post_init__(self):
         if not isinstance(self.weight, fmpq_mat):
             self.weight = matrix(self.weight)
+        if self.has_bias is None:
+            self.has_bias = self.bias is not None
         if self.bias is None:
             self.bias = [fmpq(0)] * self.weight.nrows()
         self.bias = [as_fmpq(b) for b in self.bias]
@@ -252,7 +257,7 @@ class DenseLayer(DenseNames):
         return self.forward(X).entries()
 
     def copy(self) -> "DenseLayer":
-        return DenseLayer(fmpq_mat(self.weight), list(self.bias), self.activation, self.tokens)
+        return DenseLayer(fmpq_mat(self.weight), list(self.bias), self.activation, self.tokens, self.has_bias)
 
     @property
     def token_weight(self) -> fmpq_mat:
