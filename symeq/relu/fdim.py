@@ -673,9 +673,34 @@ def relu_functional_dimension(model, *, sample: str = "auto", points: int | None
         raise InputError(f"sample must be auto, random or regions, got {sample!r}")
     layers = network_slopes(model)
     n, m = _check_shapes(layers)
+    # the declared parameter space: a layer given no bias ("bias": null) has no bias parameters
+    flags = tuple(getattr(l, "has_bias", True) is not False for l in model.layers) if hasattr(model, "layers") \
+        else (True,) * len(layers)
     layers, zero = _prune_zero_neurons(layers)
     offs = _param_offsets(layers)
     P = offs[-1]
+    # the columns of the declared parameters (all of them when every layer has biases); the Jacobian and
+    # the symmetry directions are computed in the full space, then restricted: a direction that moves a
+    # bias the model does not have is not one of its symmetries
+    cols = [c for li, (W, _, _) in enumerate(layers) for c in range(offs[li], offs[li + 1])
+            if flags[li] or c < offs[li] + len(W) * len(W[0])]
+    Pd = len(cols)
+
+    undeclared = sorted(set(range(P)) - set(cols))
+
+    def restrict(vecs):
+        if not undeclared:
+            return vecs
+        out = []
+        for v in vecs:
+            if any(v[c] != 0 for c in undeclared):
+                continue
+            out.append([v[c] for c in cols])
+        return out
+
+    def RJ(J):
+        return J if Pd == P else J[:, cols]
+
     if P > max_params:
         raise LimitExceeded(limit="parameters", value=P, maximum=max_params, option="max_params",
                             what="exact ReLU functional dimension")
@@ -692,7 +717,7 @@ def relu_functional_dimension(model, *, sample: str = "auto", points: int | None
         if deadline is not None:
             deadline.check(what)
 
-    T = [_scaling_direction(layers, offs, li, i, P) for li, i in hidden]
+    T = restrict([_scaling_direction(layers, offs, li, i, P) for li, i in hidden])
     for p in PRIMES:
         try:
             _mod_all(layers, T, p)
@@ -701,13 +726,13 @@ def relu_functional_dimension(model, *, sample: str = "auto", points: int | None
         break
     else:
         raise InputError(f"every prime of {PRIMES} divides a denominator of theta")
-    Tm = _rows_mod(T, p, P)
-    dimT = dimT_p = _rank_rows(Tm, P, p)
-    if dimT < len(T) and len(T) * P <= EXACT_Q_ENTRIES * 5:
+    Tm = _rows_mod(T, p, Pd)
+    dimT = dimT_p = _rank_rows(Tm, Pd, p) if T else 0
+    if T and dimT < len(T) and len(T) * Pd <= EXACT_Q_ENTRIES * 5:
         # the rank mod p is only a lower bound of dim T (so P - dimT an upper bound of the bound):
         # exactly over Q when it is small
-        dimT = fmpq_mat(len(T), P, [x for v in T for x in v]).rank()
-    bound = P - dimT
+        dimT = fmpq_mat(len(T), Pd, [x for v in T for x in v]).rank()
+    bound = Pd - dimT
     rng = random.Random(f"symeq-relu-fdim:{seed}")
 
     def jac(X):
@@ -730,7 +755,7 @@ def relu_functional_dimension(model, *, sample: str = "auto", points: int | None
     if sample in ("auto", "random"):
         check("exact forward pass at the random sample points")
         X, signs, J, skipped = jac(_random_points(n, N, rng))
-        rank = _rank_rows(J, P, p)
+        rank = _rank_rows(RJ(J), Pd, p)
         if rank < bound:
             check("a second batch of random points")
             X2, signs2, J2, sk2 = jac(_random_points(n, N, rng, scale=12))
@@ -738,7 +763,7 @@ def relu_functional_dimension(model, *, sample: str = "auto", points: int | None
             signs = [None if a is None else [r1 + r2 for r1, r2 in zip(a, b)] for a, b in zip(signs, signs2)]
             J = np.vstack([J, J2])
             skipped += sk2
-            rank = _rank_rows(J, P, p)
+            rank = _rank_rows(RJ(J), Pd, p)
         if X:
             best = (X, signs, J, rank, skipped)
     if sample == "regions" or (sample == "auto" and (best is None or best[3] < bound) and n <= 4):
@@ -757,7 +782,7 @@ def relu_functional_dimension(model, *, sample: str = "auto", points: int | None
         if Xr is not None:
             X, signs, J, skipped = jac(Xr)
             check("rank of the Jacobian mod p on every region")
-            rank = _rank_rows(J, P, p)
+            rank = _rank_rows(RJ(J), Pd, p)
             if X and (best is None or rank >= best[3]):
                 best = (X, signs, J, rank, skipped)
                 mode, nregions = "regions", nreg
@@ -772,26 +797,27 @@ def relu_functional_dimension(model, *, sample: str = "auto", points: int | None
     exact = rank == bound
     if not exact and J.shape[0] * P <= EXACT_Q_ENTRIES:
         check("rank of the Jacobian over Q")
-        rank = max(rank, _rank_over_q(layers, X, signs))
+        rank = max(rank, _rank_over_q(layers, X, signs, cols))
         exact = rank == bound or regions_sampled
-    reduced = _reduced(layers, offs, hidden, J, P, p)
+    reduced = _reduced(layers, offs, hidden, J, P, p, cols)
     shortfall = {"size": bound - rank}
     if rank < bound:
         causes, E = _explain(layers, offs, signs, P, regions_sampled and skipped == 0)
+        E = restrict(E)
         dimTE = dimT_p
         if E:
-            Em = _rows_mod(E, p, P)
+            Em = _rows_mod(E, p, Pd)
             # every explaining direction is in the kernel on the sample: checked, not assumed
-            if np.any(_mm(J, Em.T.copy(), p)):  # pragma: no cover - an internal error, never hidden
+            if np.any(_mm(RJ(J), Em.T.copy(), p)):  # pragma: no cover - an internal error, never hidden
                 raise RuntimeError("internal error: an explaining direction is not in the Jacobian's kernel")
-            dimTE = _rank_rows(np.vstack([Tm, Em]), P, p)
+            dimTE = _rank_rows(np.vstack([Tm, Em]) if T else Em, Pd, p)
         explained = dimTE - dimT_p  # both ranks mod p: dim(T + E) - dim T >= explained
-        full = rank == P - dimTE
+        full = rank == Pd - dimTE
         shortfall.update(causes=causes, explained=explained, unexplained=bound - rank - explained,
                          fully_explained=full)
         if full and regions_sampled:
             exact = True  # rank_p <= rank_Q <= P - dim(T + E) <= P - rank_p(T + E) = rank_p
-    return ReluFunctionalDimension(rank=rank, exact=bool(exact), params=P, orbit_dim=dimT, bound=bound,
+    return ReluFunctionalDimension(rank=rank, exact=bool(exact), params=Pd, orbit_dim=dimT, bound=bound,
                                    hidden=len(hidden), points=len(X), sample=mode, prime=p, regions=nregions,
                                    reduced=reduced, shortfall=shortfall, skipped=skipped, zero_neurons=zero,
                                    sample_points=X)
@@ -845,11 +871,13 @@ def _rows_mod(rows, p, P):
     return np.array([[_mod(x, p) for x in v] for v in rows], dtype=np.int64).reshape(len(rows), P)
 
 
-def _rank_over_q(layers, X, signs) -> int:
-    """The rank over Q of the stacked Jacobian (small matrices only)."""
+def _rank_over_q(layers, X, signs, cols=None) -> int:
+    """The rank over Q of the stacked Jacobian (small matrices only; ``cols``: these columns only)."""
     rows = []
     for j, x in enumerate(X):
         rows += _jacobian_q(layers, x, [None if S is None else [r[j] for r in S] for S in signs])
+    if cols is not None:
+        rows = [[r[c] for c in cols] for r in rows]
     if not rows:
         return 0
     return fmpq_mat(len(rows), len(rows[0]), [v for r in rows for v in r]).rank()
@@ -887,7 +915,7 @@ def _jacobian_q(layers, x, sg) -> list:
     return [sum((blk[k] for blk in cols), []) for k in range(m)]
 
 
-def _reduced(layers, offs, hidden, J, P, p) -> dict:
+def _reduced(layers, offs, hidden, J, P, p, cols=None) -> dict:
     """The reduced-Jacobian condition: one nonzero outgoing weight of each hidden neuron fixed."""
     fixed = []
     for li, i in hidden:
@@ -897,7 +925,7 @@ def _reduced(layers, offs, hidden, J, P, p) -> dict:
             return {"holds": False, "reason": f"neuron {i + 1} of hidden layer {li + 1} has no nonzero outgoing "
                                               "weight (degenerate: the condition does not apply)"}
         fixed.append(offs[li + 1] + k * len(layers[li][0]) + i)
-    keep = [c for c in range(P) if c not in set(fixed)]
+    keep = [c for c in (range(P) if cols is None else cols) if c not in set(fixed)]
     r = _rank_rows(J[:, keep], len(keep), p)
     return {"holds": r == len(keep), "rank": r, "columns": len(keep),
             "fixed": len(fixed), "condition": "Bona-Pellissier, Bachoc, Malgouyres 2022: one nonzero outgoing weight "
