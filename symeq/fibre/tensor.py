@@ -61,6 +61,7 @@ from ..numbers import mat_rows
 from .deep import deep_decision
 from .ideal import _needs_gauge, _resolve_bias
 from .orbit import _scalings, compare_with_orbit
+from .reals import real_root_count
 
 __all__ = ["FORMAT", "TensorDecision", "tensor_identifiability", "decide", "MAX_NEURONS", "MAX_MODE_ENTRIES"]
 
@@ -91,7 +92,7 @@ class TensorDecision:
     orbit_size : points of the orbit K . theta when K is finite (None for monomial activations,
         whose orbit is a torus of dimension ``orbit_dimension``)
     orbit_dimension : 0, or the number of neurons with a continuous scaling
-    fibre_points : distinct complex points of the fibre when it is finite and known exactly
+    fibre_points : distinct points of the fibre over ``over`` (R: real points) when it is finite and known exactly
     fibre_dimension : dimension of the fibre modulo the continuous scalings (0 when it is finite
         after fixing them, like the gauge-fixed dimension of :mod:`symeq.fibre.orbit`), when known
     seconds : wall time
@@ -110,6 +111,13 @@ class TensorDecision:
     certificate: dict | None = field(default=None, repr=False)
     witness: dict | None = None
     kruskal: dict | None = field(default=None, repr=False)
+    #: the field the status is about: "R" (real parameters, the default) or "C" (``field="C"``)
+    over: str = "R"
+    #: distinct complex / real points of the fibre when known (Kruskal and the per-neuron counts)
+    complex_fibre_points: int | None = None
+    real_fibre_points: int | None = None
+    #: over R: a per-neuron solution outside K that is not real (it counts only over C)
+    complex_witness: dict | None = None
 
     def to_json(self) -> dict:
         """A JSON-ready dict (big integers as strings)."""
@@ -117,10 +125,10 @@ class TensorDecision:
                 "status": self.status, "reason": self.reason, "condition": self.condition,
                 "orbit_size": self.orbit_size, "orbit_dimension": self.orbit_dimension,
                 "fibre_points": self.fibre_points, "dimension": self.fibre_dimension,
-                "over": "C (identifiable over C implies over R)"
-                if self.status == "identifiable" else "C", "seconds": round(self.seconds, 4),
+                "over": self.over, "complex_fibre_points": self.complex_fibre_points,
+                "real_fibre_points": self.real_fibre_points, "seconds": round(self.seconds, 4),
                 "kruskal": None if self.kruskal is None else {k: v for k, v in self.kruskal.items() if k != "modes"},
-                "witness": self.witness}
+                "witness": self.witness, "complex_witness": self.complex_witness}
 
 
 # ----------------------------------------------------------------------------- exact helpers
@@ -353,8 +361,10 @@ def _latent(act, bias: bool):
     return "all" if _needs_gauge(act, bias) else [fmpq(a) for a in _scalings(act, bias)]
 
 
-def _outside_witness(polys_all: dict, latent, F: _Factors, j: int, act, b, bias: bool, d: int):
-    """A solution of *all* the equations of neuron j outside K, or None."""
+def _outside_witness(polys_all: dict, latent, F: _Factors, j: int, act, b, bias: bool, d: int,
+                     real: bool = False):
+    """A solution of *all* the equations of neuron j outside K, or None; ``real``: a real one only (an
+    irreducible factor without a real root, counted by Sturm's theorem, is skipped)."""
     def proportional(k):
         return all(F.W[j][i] * F.W[k][i0] == F.W[k][i] * F.W[j][i0] for i in range(F.n0) for i0 in range(i))
 
@@ -373,6 +383,8 @@ def _outside_witness(polys_all: dict, latent, F: _Factors, j: int, act, b, bias:
             if lam in latent:
                 continue
             return _witness_point(F, j, act, b, bias, d, lam, q)
+        if real and real_root_count(q) == 0:
+            continue  # only complex lambda: a fibre point over C, not over R
         return _witness_point(F, j, act, b, bias, d, None, _monic(q))
     return None
 
@@ -380,6 +392,7 @@ def _outside_witness(polys_all: dict, latent, F: _Factors, j: int, act, b, bias:
 def _witness_point(F, j, act, b, bias, d, lam, q):
     w = {"kind": "per-neuron", "neuron": j, "degree": d}
     if lam is not None:
+        w["real"] = True
         bp = act.shift + lam * (fmpq(b) - act.shift) if bias else fmpq(0)
         w.update({"lambda": str(lam), "bias": str(bp),
                   "text": f"neuron {j + 1}: lambda = {lam}, b' = {bp} solves every per-neuron equation and is not a "
@@ -387,36 +400,43 @@ def _witness_point(F, j, act, b, bias, d, lam, q):
                           "fibre and not in the orbit"})
     else:
         # lambda is irrational (possibly non-real): the point is not rational, so it is none of the
-        # (rational) orbit points
-        w.update({"minimal_polynomial": _poly_json(q),
-                  "text": f"neuron {j + 1}: every root lambda of {q.str()} (irreducible over Q, degree {q.degree()}) "
-                          "solves every per-neuron equation: an algebraic fibre point outside the rational orbit"})
+        # (rational) orbit points; "real_roots" counts the real ones exactly (Sturm)
+        nreal = real_root_count(q)
+        w.update({"minimal_polynomial": _poly_json(q), "real_roots": nreal, "real": nreal > 0,
+                  "text": f"neuron {j + 1}: every root lambda of {q.str()} (irreducible over Q, degree {q.degree()}, "
+                          f"{nreal} real root(s)) solves every per-neuron equation: an algebraic fibre point "
+                          "outside the rational orbit" + ("" if nreal else " over C (no real one)")})
     return w
 
 
 def _fibre_count(F, d, bias, polys, latent):
-    """(points, dimension) of the fibre when Kruskal holds and every lower degree is independent,
-    else (None, None): R! prod |S_j| points, or one dimension per neuron with a curve of solutions."""
+    """(complex points, dimension, real points) of the fibre when Kruskal holds and every lower degree
+    is independent, else (None, None, None): R! prod |S_j| points (S_j over C, or its real part counted
+    by Sturm's theorem), or one dimension per neuron with a curve of solutions."""
     R = F.R
     if not _kruskal(F, d)["holds"]:
-        return None, None
+        return None, None, None
     if any(F.krank("V" + "W" * k)[0] < R for k in (range(1, d) if bias else range(d))):
-        return None, None
-    sizes, dim = [], 0
+        return None, None, None
+    sizes, real, dim = [], [], 0
     for ps in polys:
         g = _gcd_all(ps.values())
         if g is None:
             dim += 1
         else:
             sizes.append(_distinct_roots(g))
+            real.append(real_root_count(g, nonzero=True) if g.degree() > 0 else 0)
     if latent == "all":
-        return None, None
-    return (None if dim else math.factorial(R) * math.prod(sizes)), dim
+        return None, None, None
+    if dim:
+        return None, dim, None
+    return math.factorial(R) * math.prod(sizes), dim, math.factorial(R) * math.prod(real)
 
 
 # ----------------------------------------------------------------------------- the decision
 
-def tensor_identifiability(model, *, timeout: float | None = None, certificate: bool = True) -> TensorDecision:
+def tensor_identifiability(model, *, timeout: float | None = None, certificate: bool = True,
+                           field: str = "R") -> TensorDecision:
     """Decide identifiability of ``model``'s theta by Kruskal's theorem and per-neuron systems.
 
     Parameters
@@ -425,13 +445,16 @@ def tensor_identifiability(model, *, timeout: float | None = None, certificate: 
         (anything else is "not-applicable")
     timeout : seconds; past it the status is "unknown"
     certificate : build the ``symeq-identifiability/1`` certificate
+    field : "R" (default): about real parameters -- a per-neuron scaling lambda counts only when it is
+        real (Sturm's theorem, exact); "C": about complex parameters
 
     Returns
     -------
     TensorDecision
-        "identifiable" (fibre = orbit over C, orbit size given), "not-identifiable" (an exact
-        per-neuron witness), "not-applicable" (the sufficient condition failed -- this says
-        nothing about identifiability), "unknown" (budget).
+        "identifiable" (fibre = orbit over ``field``, orbit size given; over R the complex count is
+        given beside it), "not-identifiable" (an exact per-neuron witness, real over R),
+        "not-applicable" (the sufficient condition failed -- this says nothing about
+        identifiability), "unknown" (budget).
 
     Examples
     --------
@@ -444,11 +467,13 @@ def tensor_identifiability(model, *, timeout: float | None = None, certificate: 
     >>> tensor_identifiability(m).status
     'not-applicable'
     """
+    if field not in ("R", "C"):
+        raise InputError(f"field must be 'R' or 'C', got {field!r}")
     t0 = time.perf_counter()
     deadline = Deadline(timeout)
 
     def na(cond, reason):
-        return TensorDecision("not-applicable", reason, cond, seconds=time.perf_counter() - t0)
+        return TensorDecision("not-applicable", reason, cond, seconds=time.perf_counter() - t0, over=field)
 
     layers = model.layers
     if getattr(model, "has_attention", False) or any(type(l).__name__ != "DenseLayer" for l in layers):
@@ -459,8 +484,10 @@ def tensor_identifiability(model, *, timeout: float | None = None, certificate: 
             status, reason, cond, fields = deep_decision(model, deadline=deadline, certificate=certificate, fmt=FORMAT,
                                                          one_layer=tensor_identifiability)
         except BudgetExceeded as e:
-            return TensorDecision("unknown", f"budget exceeded: {e}", "budget", seconds=time.perf_counter() - t0)
-        return TensorDecision(status, reason, cond, seconds=time.perf_counter() - t0, **fields)
+            return TensorDecision("unknown", f"budget exceeded: {e}", "budget", seconds=time.perf_counter() - t0,
+                                  over=field)
+        # the Jacobian factors say identifiable (fibre = orbit over C, so over R too) or not applicable
+        return TensorDecision(status, reason, cond, seconds=time.perf_counter() - t0, over=field, **fields)
     if len(layers) != 2:
         return na("one hidden layer", f"{len(layers) - 1} hidden layers: the tensor method needs a hidden layer")
     act = layers[0].activation
@@ -475,35 +502,43 @@ def tensor_identifiability(model, *, timeout: float | None = None, certificate: 
                   f"{MAX_DEGREE})")
     bias = _resolve_bias(model, "auto")
     try:
-        return _decide(model, act, d, bias, deadline, t0, certificate)
+        return _decide(model, act, d, bias, deadline, t0, certificate, field)
     except BudgetExceeded as e:
-        return TensorDecision("unknown", f"budget exceeded: {e}", "budget", seconds=time.perf_counter() - t0)
+        return TensorDecision("unknown", f"budget exceeded: {e}", "budget", seconds=time.perf_counter() - t0,
+                              over=field)
 
 
-def _decide(model, act, d, bias, deadline, t0, want_cert) -> TensorDecision:
+def _decide(model, act, d, bias, deadline, t0, want_cert, field="R") -> TensorDecision:
     F = _Factors(model, deadline)
     R = F.R
     b1 = [fmpq(x) for x in model.layers[0].bias]
     latent = _latent(act, bias)
     polys = [_neuron_polys(act, b1[j], bias, d) for j in range(R)]
-    header = {"format": FORMAT, "widths": model.widths, "degree": d, "bias": bias,
+    real = field == "R"
+    header = {"format": FORMAT, "widths": model.widths, "degree": d, "bias": bias, "over": field,
               "rank_one_terms": [{"neuron": j, "v": [_q(x) for x in F.V[j]], "w": [_q(x) for x in F.W[j]]}
                                  for j in range(R)]}
+    complex_w = None
 
     def done(status, reason, cond, **kw):
-        return TensorDecision(status, reason, cond, seconds=time.perf_counter() - t0, **kw)
+        kw.setdefault("complex_witness", complex_w)
+        return TensorDecision(status, reason, cond, seconds=time.perf_counter() - t0, over=field, **kw)
 
     # 1. a genuine fibre point outside the orbit (every per-neuron equation holds): not identifiable
+    #    (over R only a real one: a lambda without a real root is a fibre point over C only)
     for j in range(R):
         deadline.check("solving the per-neuron systems")
-        w = _outside_witness(polys[j], latent, F, j, act, b1[j], bias, d)
+        w = _outside_witness(polys[j], latent, F, j, act, b1[j], bias, d, real=real)
+        if w is None and real and complex_w is None:
+            complex_w = _outside_witness(polys[j], latent, F, j, act, b1[j], bias, d)
         if w is not None:
-            cert = dict(header, verdict="not-identifiable", witness=dict(w, polynomials=[
+            cert = _certificate(header, verdict="not-identifiable", witness=dict(w, polynomials=[
                 [k, _poly_json(p)] for k, p in sorted(polys[j].items())])) if want_cert else None
-            points, dim = _fibre_count(F, d, bias, polys, latent)
+            points, dim, rpoints = _fibre_count(F, d, bias, polys, latent)
             return done("not-identifiable", "a per-neuron solution outside the latent group satisfies every "
                         "equation of f(.; theta') = f(.; theta): " + w["text"], "per-neuron witness",
-                        witness=w, certificate=cert, fibre_points=points, fibre_dimension=dim)
+                        witness=w, certificate=cert, fibre_points=rpoints if real else points,
+                        fibre_dimension=dim, complex_fibre_points=points, real_fibre_points=rpoints)
     # 2. Kruskal on the top-degree tensor
     kr = _kruskal(F, d)
     kinfo = {k: v for k, v in kr.items()}
@@ -523,20 +558,29 @@ def _decide(model, act, d, bias, deadline, t0, want_cert) -> TensorDecision:
         return done("not-applicable", f"the degree-{d - 1} terms v_j (x) w_j^{d - 1} are not certified independent, so "
                     "the biases b'_j are not determined neuron by neuron", "independence fails", kruskal=kinfo)
     # 4. per-neuron solution sets against K
-    neurons, sizes = [], []
+    neurons, sizes, complex_sizes = [], [], []
     for j in range(R):
         ps = {k: p for k, p in polys[j].items() if k in avail}
         g = _gcd_all(ps.values())
         if g is None:
-            sols = "all"
+            sols = real_sols = "all"
         else:
             sols = _distinct_roots(g)
-        ok = (sols == "all" and latent == "all") or (sols != "all" and latent != "all" and sols == len(latent))
+            # over R only the real lambda count (distinct real roots, Sturm's theorem over Q)
+            real_sols = real_root_count(g, nonzero=True) if g.degree() > 0 else 0
+        counted = real_sols if real else sols
+        ok = (counted == "all" and latent == "all") or (counted != "all" and latent != "all"
+                                                        and counted == len(latent))
         if not ok:
             return done("not-applicable", f"neuron {j + 1}: the certified equations (degrees {sorted(avail)}) leave "
-                        f"{sols} solution(s) for {'a torus' if latent == 'all' else len(latent)} latent scaling(s), "
+                        f"{counted} {'real ' if real else ''}solution(s) for "
+                        f"{'a torus' if latent == 'all' else len(latent)} latent scaling(s), "
                         "and no extra solution satisfies every equation: undecided by this method",
                         "per-neuron system underdetermined", kruskal=kinfo)
+        if sols != "all":
+            # the complex count is exact when every equation (not only the certified ones) has as many roots
+            g_all = _gcd_all(polys[j].values())
+            complex_sizes.append(sols if g_all is not None and _distinct_roots(g_all) == sols else None)
         if latent != "all":
             for a in latent:  # pragma: no branch - K always solves its own system
                 if g(a) != 0:
@@ -545,23 +589,55 @@ def _decide(model, act, d, bias, deadline, t0, want_cert) -> TensorDecision:
         neurons.append({"neuron": j, "b": _q(b1[j]), "degrees": sorted(ps),
                         "polynomials": [[k, _poly_json(p)] for k, p in sorted(ps.items())],
                         "gcd": None if g is None else _poly_json(g), "solutions": sols,
+                        "real_solutions": real_sols,
                         "latent": "all" if latent == "all" else [_q(a) for a in latent]})
     continuous = latent == "all"
     orbit = None if continuous else math.factorial(R) * math.prod(sizes)
+    complex_points = None if continuous or None in complex_sizes else math.factorial(R) * math.prod(complex_sizes)
     cond = (f"Kruskal on {' (x) '.join(kr['reshaping'])}: k >= {kr['k_lower']}, sum {kr['sum']} >= 2R+2 = "
             f"{2 * R + 2}; lower-degree terms independent for degrees {sorted(avail)}; every per-neuron system "
-            "has exactly the latent scalings")
+            + ("has exactly the latent scalings as its real solutions (Sturm)" if real
+               else "has exactly the latent scalings"))
     cert = None
     if want_cert:
-        cert = dict(header, verdict="identifiable",
+        cert = _certificate(header, verdict="identifiable",
                     kruskal={"R": R, "reshaping": kr["reshaping"], "k_lower": kr["k_lower"], "modes": kr["modes"]},
                     independence=independence, neurons=neurons,
                     orbit_size=None if orbit is None else str(orbit), orbit_dimension=R if continuous else 0)
-    reason = ("fibre = orbit over C: the top-degree tensor has unique rank-one terms (Kruskal) and every neuron's "
-              "system is solved exactly by the latent scalings; "
-              + (f"orbit of {orbit} points" if orbit is not None else f"orbit a torus of dimension {R} (x S_{R})"))
+    extra = ""
+    if real and complex_points is not None and complex_points > orbit:
+        extra = (f"; over C the fibre has {complex_points} points (scalings lambda that are not real), "
+                 "not-identifiable over C")
+    reason = (f"fibre = orbit over {'R' if real else 'C'}: the top-degree tensor has unique rank-one terms (Kruskal) "
+              "and every neuron's system is solved exactly by the latent scalings"
+              + (" among the real lambda (a real theta' has real scalings)" if real else "") + "; "
+              + (f"orbit of {orbit} points" if orbit is not None else f"orbit a torus of dimension {R} (x S_{R})")
+              + extra)
     return done("identifiable", reason, cond, orbit_size=orbit, orbit_dimension=R if continuous else 0,
-                fibre_points=orbit, fibre_dimension=0, certificate=cert, kruskal=kinfo)
+                fibre_points=orbit, fibre_dimension=0, certificate=cert, kruskal=kinfo,
+                complex_fibre_points=complex_points, real_fibre_points=orbit)
+
+
+def _certificate(header: dict, **fields) -> dict | None:
+    """The certificate: the complex claim (no "over" key; it implies the real one) where the real and the
+    complex claims agree; where they differ (a real-only identifiability, a witness given by its minimal
+    polynomial) the real claim, with "over": "R" and the real-root counts that ``symeq check`` recounts.
+
+    Until the checker recounts real roots (issue 25), a real-only claim writes no certificate."""
+    cert = dict(header, **fields)
+    over = cert.pop("over", "C")
+    w = cert.get("witness")
+    if w is not None:
+        w = cert["witness"] = dict(w)
+        w.pop("real", None)
+        w.pop("real_roots", None)
+    neurons = cert.get("neurons") or []
+    differs = any(n.get("real_solutions") != n.get("solutions") for n in neurons)
+    for n in neurons:
+        n.pop("real_solutions", None)
+    if over == "R" and differs:
+        return None
+    return cert
 
 
 def decide(model, *, method: str = "auto", engine: str = "auto", timeout: float | None = None):
