@@ -20,7 +20,7 @@ from .activations import activation_from_spec
 from .check import check_keys
 from .errors import InputError, ShapeError
 from .groups import FiniteGroup
-from .layers.base import declared_bias
+from .layers.base import declared_biases
 from .models import DenseLayer, Model
 from .numbers import fmpq, format_matrix, format_vector, mat_rows, matrix, parse_matrix, parse_vector
 from .sizes import check_total_degree, check_width
@@ -112,7 +112,7 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
         b = None if bias is None else parse_vector(bias, f"{at}.bias", length=W.nrows())
         act = activation_from_spec(spec.get("activation"), f"{at}.activation")
         if tokens is None:
-            out.append(DenseLayer(W, b, act))
+            out.append(DenseLayer(W, b, act, has_bias=b is not None))  # a vector, zeros included: declared
         else:
             from .layers.attention import tokenwise
 
@@ -227,7 +227,7 @@ def _conv2d_from_json(spec: dict, n: int, shape, at: str, pool=None):
         bias = spec.get("bias")
         b = None if bias is None else parse_vector(bias, f"{at}.bias", length=conv.out_channels)
         act = activation_from_spec(spec.get("activation"), f"{at}.activation")
-        layer = ConvLayer(conv, parsed, b, act)
+        layer = ConvLayer(conv, parsed, b, act, has_bias=b is not None)
     if pool is not None:  # ("avg", k, stride, shape before pooling)
         try:
             layer = fold_average_pool(pool[1], pool[2], pool[3], layer)
@@ -296,7 +296,8 @@ def model_from_json(data, where: str = "model") -> Model:
 
 def layers_to_json(model: Model) -> list[dict]:
     out = []
-    for l in model.layers:
+    flags = declared_biases(model)
+    for l, declared in zip(model.layers, flags):
         if l.kind == "attention":
             out.append({"type": "attention", "tokens": l.tokens, "heads": [
                 {"query": format_matrix(h.query), "key": format_matrix(h.key),
@@ -306,14 +307,14 @@ def layers_to_json(model: Model) -> list[dict]:
             s = l.shape
             out.append({"type": "conv2d", "input_shape": list(l.in_shape),
                         "kernel": [[[format_vector(r) for r in kc] for kc in ko] for ko in l.kernel],
-                        "bias": format_vector(l.channel_bias) if declared_bias(l) else None, "stride": s.stride, "padding": s.padding,
+                        "bias": format_vector(l.channel_bias) if declared else None, "stride": s.stride, "padding": s.padding,
                         "padding_mode": s.padding_mode,
                         "activation": None if l.activation is None else l.activation.to_spec()})
             continue
         out.append({
             "type": "dense",
             "weight": format_matrix(l.token_weight),
-            "bias": format_vector(l.token_bias) if declared_bias(l) else None,  # null: no bias parameters
+            "bias": format_vector(l.token_bias) if declared else None,  # null: no bias parameters
             "activation": None if l.activation is None else l.activation.to_spec(),
         })
     return out

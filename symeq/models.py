@@ -254,8 +254,9 @@ class Model(LayeredShape):
         for i in range(1, len(layers)):
             prev, layer = layers[i - 1], layers[i]
             if prev.kind == "conv2d" and layer.kind == "dense" and layer.tokens is None:
-                layers[i] = ConvLayer.from_dense(mat_rows(layer.weight), list(layer.bias) if layer.has_bias else None,
-                                                 layer.activation, prev.out_shape)
+                layers[i] = ConvLayer.from_dense(mat_rows(layer.weight), list(layer.bias), layer.activation,
+                                                 prev.out_shape)
+                layers[i].has_bias = layer.has_bias  # the declared parameter space stays the layer's
         self.layers = layers
 
     @property

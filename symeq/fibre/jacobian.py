@@ -177,7 +177,7 @@ def layer_biases(model, bias=None) -> tuple[bool, ...]:
 
     >>> from symeq.models import Model, DenseLayer
     >>> from symeq.activations import monomial
-    >>> m = Model(1, [DenseLayer([[1]], [0], monomial(2)), DenseLayer([[1]], None, None)])
+    >>> m = Model(1, [DenseLayer([[1]], [1], monomial(2)), DenseLayer([[1]], None, None)])
     >>> layer_biases(m), layer_biases(m, True)
     ((True, False), (True, True))
     """

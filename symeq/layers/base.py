@@ -67,22 +67,37 @@ TOKEN_MIXING = frozenset({"attention", "heads"})
 """Kinds that mix tokens: allowed only as a model's first layer (the chain splits them)."""
 
 
-def declared_bias(layer) -> bool:
-    """Whether ``layer`` has bias parameters in its declared parameter space.
-
-    A layer given a bias vector (zeros included) has them; one given none (``"bias": null`` in a
-    model file, ``None`` in Python) has none, whatever the other layers do.  Attention layers have
-    no biases.  Every method of ``symeq fibre`` and the checker count parameters this way.
-    """
+def declared_bias(layer) -> bool | None:
+    """The bias declaration of one layer: False (given none: no bias parameters), True (given a bias
+    vector, zeros included, as a model file's reader records it) or None (a bias list given in Python
+    without ``has_bias``: :func:`declared_biases` decides).  Attention layers: False (no biases)."""
     if layer.kind in TOKEN_MIXING:
         return False
     flag = getattr(layer, "has_bias", None)
-    return True if flag is None else bool(flag)
+    return None if flag is None else bool(flag)
 
 
 def declared_biases(model) -> tuple[bool, ...]:
-    """:func:`declared_bias` of every layer of ``model``, in order."""
-    return tuple(declared_bias(layer) for layer in model.layers)
+    """Per layer of ``model``, whether it has bias parameters in the declared parameter space.
+
+    A layer read from a model file has them when the file gives it a bias vector, zeros included,
+    and none when it says ``"bias": null`` -- per layer, whatever the other layers do.  A layer built
+    in Python with a bias list but without ``has_bias`` (the convenience of the Python API) has them
+    when some layer of the model with a bias list has a nonzero bias: a model built with zero lists
+    only is bias-free.  Every method of ``symeq fibre``, the writers and the checker count this way.
+
+    >>> from symeq.models import Model, DenseLayer
+    >>> from symeq.activations import monomial
+    >>> declared_biases(Model(1, [DenseLayer([[1]], [1], monomial(2)), DenseLayer([[1]], None, None)]))
+    (True, False)
+    >>> declared_biases(Model(1, [DenseLayer([[1]], [0], monomial(2)), DenseLayer([[1]], [0], None)]))
+    (False, False)
+    >>> declared_biases(Model(1, [DenseLayer([[1]], [0], monomial(2), has_bias=True), DenseLayer([[1]], None, None)]))
+    (True, False)
+    """
+    flags = [declared_bias(layer) for layer in model.layers]
+    legacy = any(b != 0 for layer, f in zip(model.layers, flags) if f is None for b in layer.bias)
+    return tuple(legacy if f is None else f for f in flags)
 
 
 class NoPartner(Exception):

@@ -576,14 +576,15 @@ class ConvLayer(ConvCore):
     kernel: list
     channel_bias: list | None = None
     activation: Activation | None = None
-    # the declared parameter space: False when the layer was given no bias (None): no bias parameters
+    # the declared parameter space (symeq.layers.base.declared_biases): False when the layer was given no
+    # bias (None): no bias parameters; True: bias parameters (a model file's vector); None: as the model decides
     has_bias: bool | None = None
 
     numbers: ClassVar = FlintNumbers
 
     def __post_init__(self):
-        if self.has_bias is None:
-            self.has_bias = self.channel_bias is not None
+        if self.channel_bias is None and self.has_bias is None:
+            self.has_bias = False
         self._init_numbers()
 
     @property

@@ -211,15 +211,16 @@ class DenseLayer(DenseNames):
     bias: list
     activation: Activation | None = None
     tokens: int | None = None  # set for token-wise layers after attention: weight = I_T (x) W
-    # the declared parameter space: False when the layer was given no bias (``"bias": null``), so it has no
-    # bias parameters; a bias vector, zeros included, declares them.  None: decided by ``bias`` (None or not)
+    # the declared parameter space (symeq.layers.base.declared_biases): False when the layer was given no
+    # bias (``"bias": null``, None here): no bias parameters; True: bias parameters, zeros included (a
+    # model file's bias vector); None (a bias list given in Python without saying): as the model decides
     has_bias: bool | None = None
 
     def __post_init__(self):
         if not isinstance(self.weight, fmpq_mat):
             self.weight = matrix(self.weight)
-        if self.has_bias is None:
-            self.has_bias = self.bias is not None
+        if self.bias is None and self.has_bias is None:
+            self.has_bias = False
         if self.bias is None:
             self.bias = [fmpq(0)] * self.weight.nrows()
         self.bias = [as_fmpq(b) for b in self.bias]
