@@ -168,3 +168,165 @@ def fold_average_pool_float(k: int, stride: int, in_shape: tuple, layer) -> Nume
     """Average pooling (k x k, the given stride, no padding) on ``in_shape`` followed by ``layer`` as one
     convolution in floats: :func:`symeq.layers.conv.fold_average_pool` on the float layer."""
     return fold_average_pool(k, stride, in_shape, layer)
+
+
+# -- exact folds of average pooling and per-channel affine maps into convolutions ----------------
+#
+# Written once over two number kinds (the float twin's float64, the exact path's python-flint
+# rationals in numpy object arrays), so that the ONNX reader and from_torch fold the same way on
+# both paths.  Average pooling (kernel kh x kw, stride sh x sw, no padding of its own) is linear:
+#
+# * before a convolution (kernel k, stride s, padding p): the composite reads input pixel
+#   s_p (s t + ...) ..., i.e. the kernel K'[v] = sum_{s_p t + u = v} K[t] / (kh kw) of size
+#   s_p (k - 1) + k_p and stride s_p s.  With p = 0 that is exact on any grid.  With p > 0 the
+#   pooled grid's zero padding must be the average of input pixels that are all padding: exact iff
+#   the windows tile the image (stride = kernel, H and W divisible by it); then the composite has
+#   padding k_p p.  Example: a 2 x 2 pooling (stride 2) before a 5 x 5 convolution with padding 2 on
+#   28 x 28 is one 10 x 10 convolution with stride 2 and padding 4.  Overlapping windows
+#   (stride < kernel) or a remainder row would average real pixels into what must be padding: refused.
+# * after a convolution (before its activation): K'[v] = sum_{s u + t = v} K[t] / (kh kw), size
+#   k + s (k_p - 1), stride s s_p, the same padding: always exact (every pooled pixel is a real output).
+
+class FloatFold:
+    """float64 numbers of a fold (the float twin)."""
+
+    exact = False
+
+    @staticmethod
+    def arr(x):
+        return np.array(x, dtype=np.float64)
+
+    @staticmethod
+    def ratio(a: int, b: int):
+        return a / b
+
+    @staticmethod
+    def zeros(shape):
+        return np.zeros(shape)
+
+
+class ExactFold:
+    """Exact numbers of a fold: every float read as the dyadic rational it is (python-flint fmpq in
+    numpy object arrays)."""
+
+    exact = True
+
+    @staticmethod
+    def arr(x):
+        from fractions import Fraction
+
+        from flint import fmpq
+
+        a = np.asarray(x)
+        if a.dtype == object:
+            return a.copy()
+
+        def q(v):
+            f = Fraction(float(v))  # exact: every float is a dyadic rational
+            return fmpq(f.numerator, f.denominator)
+
+        out = np.empty(a.shape, dtype=object)
+        flat = out.reshape(-1)
+        for i, v in enumerate(a.reshape(-1).tolist()):
+            flat[i] = q(v)
+        return out
+
+    @staticmethod
+    def ratio(a: int, b: int):
+        from flint import fmpq
+
+        return fmpq(a, b)
+
+    @staticmethod
+    def zeros(shape):
+        from flint import fmpq
+
+        return np.full(shape, fmpq(0), dtype=object)
+
+
+def _spread(K, N, axis: int, stride_k: int, step: int, count: int):
+    """R[..., stride_k t + step a, ...] += K[..., t, ...] for a < count, along ``axis``."""
+    n = K.shape[axis]
+    size = stride_k * (n - 1) + step * (count - 1) + 1
+    shape = list(K.shape)
+    shape[axis] = size
+    R = N.zeros(tuple(shape))
+    for a in range(count):
+        idx = [slice(None)] * K.ndim
+        idx[axis] = slice(step * a, step * a + stride_k * (n - 1) + 1, stride_k)
+        R[tuple(idx)] = R[tuple(idx)] + K
+    return R
+
+
+def pool_before_conv(pool: tuple, nx: ConvShape) -> ConvShape:
+    """The geometry of average pooling ``pool = (kh, kw, sh, sw, (C, H, W))`` followed by the convolution
+    ``nx`` as one convolution, or :class:`~symeq.errors.InputError` saying why no exact fold exists."""
+    from ..errors import ShapeError
+
+    kh, kw, sh, sw, (C, H, W) = pool
+    ph, pw = (H - kh) // sh + 1, (W - kw) // sw + 1
+    if (nx.in_channels, nx.height, nx.width) != (C, ph, pw):
+        raise ShapeError(f"the layer after the average pooling expects {nx.in_channels}x{nx.height}x{nx.width}, "
+                         f"the pooling gives {C}x{ph}x{pw}")
+    if sh != sw:
+        raise InputError(f"average pooling with strides {sh}x{sw} before a convolution: the folded convolution "
+                         "would need unequal strides, which symeq's conv2d layer does not have")
+    pad = 0
+    if nx.padding:
+        if not (kh == kw == sh == sw and H % kh == 0 and W % kw == 0):
+            raise InputError(f"average pooling (kernel {kh}x{kw}, stride {sh}x{sw}) on {H}x{W} before a convolution "
+                             f"with padding {nx.padding} does not fold exactly: the pooled grid's padding is the "
+                             "average of input pixels only when the windows tile the image (stride = kernel, "
+                             "sides divisible by it)")
+        pad = kh * nx.padding
+    shape = ConvShape(C, nx.out_channels, H, W, sh * (nx.kh - 1) + kh, sw * (nx.kw - 1) + kw,
+                      stride=sh * nx.stride, padding=pad, padding_mode=nx.padding_mode)
+    if shape.out_hw != nx.out_hw:  # cannot happen by the rule above; a guard, not a branch
+        raise ShapeError("average pooling folded into the next convolution changes the output size")
+    return shape
+
+
+def fold_pool_into_kernel(K, N, pool: tuple):
+    """The kernel of :func:`pool_before_conv` (``K`` in the numbers ``N``)."""
+    kh, kw, sh, sw, _ = pool
+    R = _spread(_spread(K, N, 2, sh, 1, kh), N, 3, sw, 1, kw)
+    return R * N.ratio(1, kh * kw)
+
+
+def pool_after_conv(conv: ConvShape, pool: tuple) -> ConvShape:
+    """The geometry of the convolution ``conv`` followed (before its activation) by average pooling
+    ``pool = (kh, kw, sh, sw, (C, H, W))``: always exact (every pooled pixel is a real output)."""
+    from ..errors import ShapeError
+
+    kh, kw, sh, sw, _ = pool
+    if sh != sw:
+        raise InputError(f"average pooling with strides {sh}x{sw} after a convolution: the folded convolution "
+                         "would need unequal strides")
+    oh, ow = conv.out_hw
+    shape = ConvShape(conv.in_channels, conv.out_channels, conv.height, conv.width, conv.kh + conv.stride * (kh - 1),
+                      conv.kw + conv.stride * (kw - 1), stride=conv.stride * sh, padding=conv.padding,
+                      padding_mode=conv.padding_mode)
+    if shape.out_hw != ((oh - kh) // sh + 1, (ow - kw) // sw + 1):
+        raise ShapeError("average pooling folded into the convolution before it changes the output size")
+    return shape
+
+
+def fold_pool_after_kernel(K, N, conv: ConvShape, pool: tuple):
+    """The kernel of :func:`pool_after_conv`."""
+    kh, kw, _, _, _ = pool
+    R = _spread(_spread(K, N, 2, 1, conv.stride, kh), N, 3, 1, conv.stride, kw)
+    return R * N.ratio(1, kh * kw)
+
+
+def fold_pool_into_dense(Wt, N, pool: tuple):
+    """A dense weight (out x C*ph*pw, channel-major) after average pooling as one on (C, H, W): exact
+    (rows and columns beyond the last window read nothing)."""
+    kh, kw, sh, sw, (C, H, W) = pool
+    ph, pw = (H - kh) // sh + 1, (W - kw) // sw + 1
+    out = Wt.shape[0]
+    if Wt.shape[1] != C * ph * pw:
+        raise InputError(f"a dense layer with {Wt.shape[1]} inputs after an average pooling to {C}x{ph}x{pw}")
+    R = fold_pool_into_kernel(Wt.reshape(out, C, ph, pw), N, pool)
+    full = N.zeros((out, C, H, W))
+    full[:, :, :R.shape[2], :R.shape[3]] = R
+    return full.reshape(out, C * H * W)

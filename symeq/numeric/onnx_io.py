@@ -65,8 +65,10 @@ SHAPE_OPS = ("Flatten", "Reshape", "Identity")
 # elementwise operators an activation subgraph may use (evaluated in float64 by _ELEMENTWISE)
 ACTIVATION_OPS = ("Tanh", "Sigmoid", "Relu", "LeakyRelu", "Elu", "Softplus", "Erf", "Gelu", "Exp", "Log", "Neg",
                   "Abs", "Sqrt", "Reciprocal", "Add", "Sub", "Mul", "Div", "Pow", "Identity")
-SUPPORTED = ", ".join(LINEAR_OPS + ("Add (bias after MatMul)",) + SHAPE_OPS + ("Constant",) +
-                      tuple(o for o in ACTIVATION_OPS if o not in ("Add", "Identity")))
+FOLDED_OPS = ("BatchNormalization (eval)", "AveragePool", "GlobalAveragePool", "ReduceMean over H, W",
+              "Dropout (eval)", "Softmax / LogSoftmax at the output")
+SUPPORTED = ", ".join(LINEAR_OPS[:2] + ("Conv (any group: block-diagonal kernels)", "Add (a bias)") + SHAPE_OPS +
+                      ("Constant",) + FOLDED_OPS + tuple(o for o in ACTIVATION_OPS if o not in ("Add", "Identity")))
 
 
 def _onnx():
@@ -247,6 +249,30 @@ def _recognise(nodes, z_name, y_name, consts, where):
 
 # -- reading ----------------------------------------------------------------------------------
 
+def _external_locations(proto, p: Path) -> list:
+    """The external data files the tensors of ``proto`` name, resolved next to the ``.onnx`` file
+    (never the current directory), each refused unless it is a relative path inside that directory."""
+    from onnx import external_data_helper
+
+    base = p.resolve().parent
+    files = {}
+    for t in external_data_helper._get_all_tensors(proto):
+        if not external_data_helper.uses_external_data(t):
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location", "")
+        rel = Path(loc)
+        if not loc or rel.is_absolute() or ".." in rel.parts:
+            raise InputError(f"{p}: tensor {t.name!r} names the external data file {loc!r}; symeq reads external data "
+                             "only from a relative path beside the .onnx file")
+        f = (base / rel)
+        if not f.is_file():
+            raise InputError(f"{p}: tensor {t.name!r} has its data in {loc!r}, which is not beside the .onnx file "
+                             f"(looked for {f}); copy the data file with the model")
+        files[f] = f.stat().st_size
+    return sorted(files.items())
+
+
 def _load_proto(path):
     onnx = _onnx()
     p = Path(path)
@@ -264,6 +290,16 @@ def _load_proto(path):
         raise InputError(f"{p}: not a readable ONNX file ({type(e).__name__}: {str(e)[:120]})") from None
     if not proto.graph.node:
         raise InputError(f"{p}: the ONNX file has no graph nodes (truncated, corrupted, or not ONNX)")
+    external = _external_locations(proto, p)
+    if external:  # torch >= 2.9's exporter writes NAME.onnx.data: read it from beside the file, guarded
+        from onnx import external_data_helper
+
+        size = sum(s for _, s in external)
+        check_memory(4 * size, f"{p}: reading {size} bytes of external data ({', '.join(f.name for f, _ in external)})")
+        try:
+            external_data_helper.load_external_data_for_model(proto, str(p.resolve().parent))
+        except Exception as e:
+            raise InputError(f"{p}: cannot read its external data ({type(e).__name__}: {str(e)[:160]})") from None
     try:
         onnx.checker.check_model(proto)
     except Exception as e:
@@ -271,14 +307,14 @@ def _load_proto(path):
     return proto
 
 
-def _tensor(t, where):
+def _tensor(t, where, booleans: bool = False):
     from onnx import numpy_helper
 
     try:
         a = numpy_helper.to_array(t)
     except Exception as e:
         raise InputError(f"{where}: cannot read tensor {t.name!r} ({type(e).__name__})") from None
-    if a.dtype.kind not in "fiu":
+    if a.dtype.kind not in ("fiub" if booleans else "fiu"):
         raise InputError(f"{where}: tensor {t.name!r} has dtype {a.dtype}, expected numbers")
     return a
 
@@ -286,12 +322,556 @@ def _tensor(t, where):
 def _constant(node, where):
     v = _attr(node, "value")
     if v is not None:
-        return _tensor(v, where)
+        return _tensor(v, where, booleans=True)  # a flag (Dropout's training_mode) is read, then judged by its user
     for name in ("value_float", "value_floats", "value_int", "value_ints"):
         v = _attr(node, name)
         if v is not None:
             return np.asarray(v)
     raise InputError(f"{where}: Constant node {node.name!r} has no numeric value")
+
+
+class _Linear:
+    """A linear layer as read: its raw float arrays and the exact folds to apply to them, in order.
+
+    ``ops`` are ``(kind, data)`` pairs replayed by :func:`_replay` over a number kind
+    (:class:`symeq.numeric.conv.FloatFold` for the float twin, :class:`~symeq.numeric.conv.ExactFold`
+    for the exact path), so both paths apply the same folds; ``shape`` is the final geometry (a
+    :class:`~symeq.layers.conv.ConvShape`, or None for a dense layer), ``in_dim`` its input size."""
+
+    def __init__(self, K, b, shape, where):
+        self.raw_K, self.raw_b, self.shape, self.where = K, b, shape, where
+        self.in_dim = shape.in_dim if shape is not None else K.shape[1]
+        self.ops = []
+        self.activation = None
+
+    @property
+    def out_channels(self) -> int:
+        return self.shape.out_channels if self.shape is not None else self.raw_K.shape[0]
+
+
+def _bn_scale(gamma, var, eps):
+    """gamma / sqrt(var + eps) in float64: the scale the exact path reads as the rational it is."""
+    return np.asarray(gamma, np.float64) / np.sqrt(np.asarray(var, np.float64) + float(eps))
+
+
+#: operators refused by name, with the reason (the reader's table of what it cannot read)
+REFUSED = {
+    "MaxPool": "max pooling is not a layer of symeq's chain model (average pooling is read)",
+    "GlobalMaxPool": "max pooling is not a layer of symeq's chain model (average pooling is read)",
+    "ReduceMax": "a max over each field's channels (group pooling) is not supported",
+    "LayerNormalization": "layer norm divides by a data-dependent norm, which breaks the monomial latent groups in "
+                          "general; it is not supported",
+    "InstanceNormalization": "instance norm divides by a data-dependent norm; it is not supported",
+    "GroupNormalization": "group norm divides by a data-dependent norm; it is not supported",
+    "Concat": "concatenation joins branches: graph networks are not supported yet",
+    "Split": "a split makes branches: graph networks are not supported yet",
+    "ConvTranspose": "transposed convolutions are not supported",
+    "Transpose": "a transpose of the activations reorders them in a way symeq's layers do not record",
+    "MaxUnpool": "unpooling is not supported",
+    "Resize": "resizing (upsampling) is not supported", "Upsample": "resizing (upsampling) is not supported",
+    "Pad": "explicit padding nodes are not supported (use the convolution's own padding)",
+    "LSTM": "recurrent layers are not supported", "GRU": "recurrent layers are not supported",
+    "RNN": "recurrent layers are not supported",
+    "Attention": "attention is read from symeq's model files, not from ONNX",
+    "MultiHeadAttention": "attention is read from symeq's model files, not from ONNX",
+    "Softmax": "softmax is read only at the output (after the last linear layer)",
+    "LogSoftmax": "log-softmax is read only at the output (after the last linear layer)",
+}
+
+
+class _ChainReader:
+    """The ONNX chain reader: one handler per operator (:data:`HANDLERS`), refusals in :data:`REFUSED`."""
+
+    def __init__(self, proto, p: str):
+        self.p = p
+        g = proto.graph
+        self.g = g
+        self.consts = {t.name: _tensor(t, p, booleans=True) for t in g.initializer}
+        inputs = [i for i in g.input if i.name not in self.consts]
+        if len(inputs) != 1:
+            raise InputError(f"{p}: expected one graph input (the network's input), found {[i.name for i in inputs]}")
+        if len(g.output) != 1:
+            raise InputError(f"{p}: expected one graph output, found {len(g.output)}")
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in inputs[0].type.tensor_type.shape.dim]
+        self.shape = None  # (C, H, W) while the activations are images
+        if len(dims) == 4 and all(d for d in dims[1:]):
+            self.shape = tuple(dims[1:])
+            n = int(np.prod(self.shape))
+        elif len(dims) == 2 and dims[1]:
+            n = dims[1]
+        else:
+            raise InputError(f"{p}: the input {inputs[0].name!r} has shape {dims}; expected (batch, features) or "
+                             "(batch, channels, height, width) with known sizes")
+        self.n = n
+        self.cur, self.width = inputs[0].name, n
+        self.layers = []      # finished _Linear layers (with their activation)
+        self.pending = None   # a _Linear waiting for its activation
+        self.pre = []         # input-side ops (BatchNorm after an activation, average pooling) for the next linear op
+        self.fields = None    # a 5-d Reshape (batch, fields, |G|, H, W) waiting for its reduction
+        self.notes = []       # what was folded or dropped, for the reports
+        self.output_op = None
+        self.nodes = list(g.node)
+        self.i = 0
+
+    # -- helpers
+    def need(self, name, where):
+        if name not in self.consts:
+            raise InputError(f"{where}: {name!r} is not a constant (initializer or Constant node); weights must be fixed")
+        a = self.consts[name]
+        if a.dtype.kind == "b":
+            raise InputError(f"{where}: {name!r} is a boolean tensor where a number was expected")
+        return a
+
+    def note(self, text):
+        self.notes.append(text)
+
+    def refuse(self, where, op, reason):
+        raise InputError(f"{where}: operator {op} is not supported: {reason}")
+
+    def run(self):
+        while self.i < len(self.nodes):
+            node = self.nodes[self.i]
+            where = f"{self.p}: node {self.i + 1} ({node.name or node.op_type})"
+            op = node.op_type
+            if op == "Constant":
+                self.consts[node.output[0]] = _constant(node, where)
+                self.i += 1
+                continue
+            if node.input and all(x in self.consts or not x for x in node.input):
+                self.constant_node(node, where)
+                self.i += 1
+                continue
+            if self.output_op is not None and op != "Identity":
+                raise InputError(f"{where}: operator {op} after the {self.output_op['op']} of {self.output_op['node']}: "
+                                 f"{REFUSED[self.output_op['op']]}")
+            if self.cur not in node.input:
+                if op == "Add" and all(x not in self.consts for x in node.input):
+                    self.refuse(where, op, "residual addition: graph networks are not supported yet")
+                raise InputError(f"{where}: operator {op} does not read the current activations {self.cur!r} "
+                                 "(symeq reads chains of layers, not branching graphs)")
+            if self.fields is not None and op not in ("ReduceMax", "ReduceMean"):
+                self.refuse(where, op, "after a Reshape to 5-d (batch, fields, group, H, W) symeq reads only a "
+                            "reduction over the fields' channels")
+            handler = HANDLERS.get(op)
+            if handler is None:
+                if op in REFUSED:
+                    self.refuse(where, op, REFUSED[op])
+                self.refuse(where, op, f"symeq has no reader rule for it; it reads {SUPPORTED}")
+            handler(self, node, where)
+        return self.finish()
+
+    def constant_node(self, node, where):
+        """A node of constants only: Identity passes a constant on (torch's exporter shares equal
+        initializers that way); shape arithmetic is refused."""
+        if node.op_type == "Identity":
+            self.consts[node.output[0]] = self.consts[node.input[0]]
+            return
+        if node.op_type in ("Shape", "Gather", "Unsqueeze", "Concat", "Cast", "Squeeze", "Slice"):
+            raise InputError(f"{where}: shape arithmetic ({node.op_type}) is not supported; export with a fixed "
+                             "input shape")
+        raise InputError(f"{where}: operator {node.op_type} on constants is not supported (fold constants when "
+                         "exporting: do_constant_folding=True)")
+
+    def advance(self, out):
+        self.cur = out
+        self.i += 1
+
+    # -- linear layers
+    def start_linear(self, lin, where):
+        if self.pending is not None:
+            raise InputError(f"{where}: two linear layers without an activation between them; symeq reads "
+                             "sigma(W x + b) layers (merge the affine maps before exporting)")
+        for kind, data, owhere in reversed(self.pre):  # x -> op_1 -> ... -> op_k -> lin: fold op_k first
+            if kind == "pool":
+                self.fold_pool_in(lin, data, where, owhere)
+            else:
+                self.fold_bn_in(lin, data, where, owhere)
+        self.pre = []
+        self.pending = lin
+
+    def gemm(self, node, where):
+        if _attr(node, "transA", 0):
+            raise InputError(f"{where}: Gemm with transA=1 is not a layer applied to a batch of inputs")
+        B = np.asarray(self.need(node.input[1], where), dtype=np.float64)
+        W = B if _attr(node, "transB", 0) else B.T
+        W = float(_attr(node, "alpha", 1.0)) * W
+        b = None
+        if len(node.input) > 2 and node.input[2]:
+            b = float(_attr(node, "beta", 1.0)) * np.broadcast_to(
+                np.asarray(self.need(node.input[2], where), dtype=np.float64).reshape(-1), (W.shape[0],))
+        self.dense(W, b, where)
+        self.advance(node.output[0])
+
+    def matmul(self, node, where):
+        if node.input[0] != self.cur:
+            raise InputError(f"{where}: MatMul with the weight on the left; expected x @ W")
+        B = np.asarray(self.need(node.input[1], where), dtype=np.float64)
+        if B.ndim != 2:
+            raise InputError(f"{where}: MatMul weight {node.input[1]!r} has shape {B.shape}, expected a matrix")
+        self.dense(B.T, None, where)
+        self.advance(node.output[0])
+
+    def dense(self, W, b, where):
+        width = self.width
+        if W.shape[1] != width:
+            raise ShapeError(f"{where}: weight takes {W.shape[1]} inputs, the activations have {width}")
+        self.start_linear(_Linear(W.copy(), None if b is None else b.copy(), None, where), where)
+        self.shape, self.width = None, W.shape[0]
+
+    def conv(self, node, where):
+        from ..layers.conv import ConvShape
+
+        if self.shape is None:
+            raise InputError(f"{where}: Conv needs image-shaped input (batch, C, H, W); reshape before it")
+        K = np.asarray(self.need(node.input[1], where), dtype=np.float64)
+        if K.ndim != 4:
+            raise InputError(f"{where}: Conv kernel of shape {K.shape}; symeq reads 2-d convolutions")
+        pads = list(_attr(node, "pads", [0, 0, 0, 0]))
+        strides = list(_attr(node, "strides", [1, 1]))
+        dil = list(_attr(node, "dilations", [1, 1]))
+        auto = _attr(node, "auto_pad", b"NOTSET")
+        groups = int(_attr(node, "group", 1))
+        if set(dil) != {1} or len(set(pads)) != 1 or len(set(strides)) != 1 or auto not in (b"NOTSET", "NOTSET"):
+            raise InputError(f"{where}: symeq reads Conv with dilation 1, equal strides and equal paddings (got "
+                             f"dilations {dil}, strides {strides}, pads {pads}, auto_pad {auto!r})")
+        C = self.shape[0]
+        if groups < 1 or C % groups or K.shape[0] % groups or K.shape[1] * groups != C:
+            raise ShapeError(f"{where}: Conv with group {groups} and a kernel of {K.shape[1]} input channels does not "
+                             f"fit {C} input channels")
+        if groups > 1:  # grouped / depthwise: the block-diagonal kernel, exact zeros off the blocks
+            full = np.zeros((K.shape[0], C, K.shape[2], K.shape[3]))
+            per_out, per_in = K.shape[0] // groups, C // groups
+            for o in range(K.shape[0]):
+                gi = o // per_out
+                full[o, gi * per_in:(gi + 1) * per_in] = K[o]
+            self.note(f"{where}: a grouped convolution (group {groups}"
+                      f"{', depthwise' if groups == C else ''}) read as its block-diagonal kernel (exact zeros "
+                      "between the groups)")
+            K = full
+        conv = ConvShape(C, K.shape[0], self.shape[1], self.shape[2], K.shape[2], K.shape[3],
+                         stride=int(strides[0]), padding=int(pads[0]))
+        cb = None
+        if len(node.input) > 2 and node.input[2]:
+            cb = np.asarray(self.need(node.input[2], where), dtype=np.float64).reshape(-1)
+            if cb.shape[0] != K.shape[0]:
+                raise ShapeError(f"{where}: Conv bias of length {cb.shape[0]}, expected {K.shape[0]}")
+        self.start_linear(_Linear(K, cb, conv, where), where)
+        self.shape = (conv.out_channels, *conv.out_hw)
+        self.width = conv.out_dim
+        self.advance(node.output[0])
+
+    # -- folds
+    def fold_pool_in(self, lin, pool, where, pwhere):
+        """Average pooling before the linear layer ``lin``, folded into it exactly."""
+        from .conv import pool_before_conv
+
+        kh, kw, sh, sw, in_shape = pool
+        C, H, W = in_shape
+        if lin.shape is None:
+            ph, pw = (H - kh) // sh + 1, (W - kw) // sw + 1
+            if lin.in_dim != C * ph * pw:
+                raise ShapeError(f"{where}: a layer of {lin.in_dim} inputs after an average pooling to {C}x{ph}x{pw}")
+            lin.ops.append(("dense-pool", pool))
+            lin.in_dim = C * H * W
+        else:
+            try:
+                lin.shape = pool_before_conv(pool, lin.shape)
+            except InputError as e:
+                raise InputError(f"{pwhere}: {e}") from None
+            lin.ops.append(("conv-pool", pool))
+            lin.in_dim = lin.shape.in_dim
+        self.note(f"{pwhere}: average pooling {kh}x{kw}, stride {sh}x{sw}, folded exactly into the linear layer of "
+                  f"{where.split(': ', 1)[1]}")
+
+    def fold_bn_in(self, lin, bn, where, bwhere):
+        """A per-channel affine map x -> s x + t (BatchNorm after an activation) folded into the next linear layer."""
+        s, beta, mean = bn
+        C = len(s)
+        if lin.shape is None:
+            if lin.in_dim % C:
+                raise ShapeError(f"{bwhere}: BatchNormalization over {C} channels before a layer with "
+                                 f"{lin.in_dim} inputs")
+            rep = lin.in_dim // C
+
+            def op(K, b, N, s=s, beta=beta, mean=mean, rep=rep):
+                sq, bq, mq = N.arr(s), N.arr(beta), N.arr(mean)
+                t = bq - sq * mq
+                sv, tv = np.repeat(sq, rep), np.repeat(t, rep)
+                b0 = b if b is not None else N.zeros(K.shape[0])
+                return K * sv[None, :], b0 + K.dot(tv)
+        else:
+            sh = lin.shape
+            if sh.in_channels != C:
+                raise ShapeError(f"{bwhere}: BatchNormalization over {C} channels before a convolution of "
+                                 f"{sh.in_channels} input channels")
+            from fractions import Fraction
+
+            t_exact = [Fraction(float(b_)) - Fraction(float(s_)) * Fraction(float(m_)) for s_, b_, m_ in zip(s, beta, mean)]
+            if sh.padding and sh.padding_mode == "zeros" and any(t_exact):
+                raise InputError(f"{bwhere}: a BatchNormalization after the activation, before the zero-padded "
+                                 f"convolution of {where.split(': ', 1)[1]}: its shift beta - gamma mean / sqrt(var + "
+                                 "eps) does not fold exactly (the padding stays 0, not the shift); put the "
+                                 "BatchNorm before the activation, or use padding 0")
+
+            def op(K, b, N, s=s, beta=beta, mean=mean):
+                sq, bq, mq = N.arr(s), N.arr(beta), N.arr(mean)
+                t = bq - sq * mq
+                b0 = b if b is not None else N.zeros(K.shape[0])
+                return K * sq[None, :, None, None], b0 + K.sum(axis=(2, 3)).dot(t)
+        lin.ops.append(("fn", op))
+        self.note(f"{bwhere}: BatchNormalization (eval) folded exactly into the inputs of the linear layer of "
+                  f"{where.split(': ', 1)[1]}" + _BN_READ)
+
+    def batchnorm(self, node, where):
+        if int(_attr(node, "training_mode", 0)) or len([o for o in node.output if o]) > 1:
+            raise InputError(f"{where}: BatchNormalization in training mode (batch statistics); export the "
+                             "network in eval mode (model.eval())")
+        gamma, beta, mean, var = (np.asarray(self.need(x, where), dtype=np.float64).reshape(-1) for x in node.input[1:5])
+        eps = float(_attr(node, "epsilon", 1e-5))
+        s = _bn_scale(gamma, var, eps)
+        C = len(s)
+        if self.shape is not None and self.shape[0] != C or self.shape is None and self.width != C:
+            raise ShapeError(f"{where}: BatchNormalization over {C} channels on activations of shape "
+                             f"{self.shape or (self.width,)}")
+        if self.pending is not None:  # before the activation: scale the layer's outputs
+            lin = self.pending
+
+            def op(K, b, N, s=s, beta=beta, mean=mean):
+                sq, bq, mq = N.arr(s), N.arr(beta), N.arr(mean)
+                b0 = b if b is not None else N.zeros(sq.shape[0])
+                bn = sq * (b0 - mq) + bq
+                return K * sq.reshape((-1,) + (1,) * (K.ndim - 1)), bn
+            lin.ops.append(("fn", op))
+            self.note(f"{where}: BatchNormalization (eval) folded exactly into the outputs of the linear layer of "
+                      f"{lin.where.split(': ', 1)[1]}" + _BN_READ)
+        else:
+            self.pre.append(("bn", (s, beta, mean), where))
+        self.advance(node.output[0])
+
+    def average_pool(self, node, where):
+        if self.shape is None:
+            raise InputError(f"{where}: {node.op_type} needs image-shaped activations (batch, C, H, W)")
+        C, H, W = self.shape
+        if node.op_type == "GlobalAveragePool":
+            kh, kw, sh, sw = H, W, H, W
+        else:
+            ks = list(_attr(node, "kernel_shape"))
+            st = list(_attr(node, "strides", [1, 1]))
+            pads = list(_attr(node, "pads", [0, 0, 0, 0]))
+            auto = _attr(node, "auto_pad", b"NOTSET")
+            if len(ks) != 2 or any(pads) or int(_attr(node, "ceil_mode", 0)) or auto not in (b"NOTSET", "NOTSET") \
+                    or list(_attr(node, "dilations", [1, 1])) != [1, 1]:
+                raise InputError(f"{where}: symeq reads AveragePool 2-d without padding, ceil_mode 0, dilation 1 (got "
+                                 f"kernel {ks}, pads {pads}, ceil_mode {_attr(node, 'ceil_mode', 0)}, auto_pad {auto!r})")
+            kh, kw = ks
+            sh, sw = st
+        self.pool((int(kh), int(kw), int(sh), int(sw), self.shape), where)
+        self.advance(node.output[0])
+
+    def pool(self, pool, where):
+        from .conv import pool_after_conv
+
+        kh, kw, sh, sw, (C, H, W) = pool
+        if self.pending is not None:  # after a linear layer, before its activation: fold into it
+            lin = self.pending
+            if lin.shape is None:
+                raise InputError(f"{where}: average pooling after a dense layer")
+            conv = lin.shape
+            try:
+                lin.shape = pool_after_conv(conv, pool)
+            except InputError as e:
+                raise InputError(f"{where}: {e}") from None
+            lin.ops.append(("after-pool", (conv, pool)))
+            self.note(f"{where}: average pooling {kh}x{kw}, stride {sh}x{sw}, folded exactly into the outputs of the "
+                      f"convolution of {lin.where.split(': ', 1)[1]}")
+        else:
+            self.pre.append(("pool", pool, where))
+        ph, pw = (H - kh) // sh + 1, (W - kw) // sw + 1
+        self.shape = (C, ph, pw)
+        self.width = C * ph * pw
+
+    def reduce(self, node, where):
+        op = node.op_type
+        axes = _attr(node, "axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = [int(v) for v in np.asarray(self.need(node.input[1], where)).reshape(-1)]
+        if self.fields is not None:
+            if op == "ReduceMax":
+                self.refuse(where, op, REFUSED["ReduceMax"] + " (escnn's GroupPooling: a Reshape to 5-d, then "
+                            "ReduceMax over the group axis)")
+            self.refuse(where, op, "a reduction over the fields of a 5-d Reshape is not supported (only a max "
+                        "would be group pooling, which is not supported either)")
+        if op == "ReduceMax":
+            self.refuse(where, op, "a max over " + ("the pixels (global max pooling)" if axes is not None and
+                                                     sorted(a % 4 for a in axes) == [2, 3] else f"axes {axes}")
+                        + " is not a layer of symeq's chain model")
+        if self.shape is None or axes is None or sorted(int(a) % 4 for a in axes) != [2, 3]:
+            self.refuse(where, op, f"symeq reads ReduceMean over the pixels (axes 2, 3) of an image, got axes {axes}")
+        C, H, W = self.shape
+        self.pool((H, W, H, W, self.shape), where)
+        if not int(_attr(node, "keepdims", 1)):
+            self.shape = None
+        self.advance(node.output[0])
+
+    def bias_add(self, node, where):
+        """Add of a constant after a linear layer (its bias), or an activation's elementwise Add."""
+        other = node.input[1] if node.input[0] == self.cur else node.input[0]
+        if other not in self.consts:
+            self.refuse(where, "Add", "residual addition: graph networks are not supported yet")
+        if self.pending is None:
+            return self.activation(node, where)
+        lin = self.pending
+        c = np.asarray(self.need(other, where), dtype=np.float64)
+        n = lin.out_channels
+        if c.size == 1:
+            c = np.full(n, float(c.reshape(-1)[0]))
+        elif c.size == n and (lin.shape is None or c.ndim <= 1 or c.shape[-2:] == (1, 1)):
+            c = c.reshape(-1)
+        else:
+            raise InputError(f"{where}: Add of a constant of shape {c.shape} after a linear layer with {n} output "
+                             "channels: symeq reads a bias per output channel")
+
+        def op(K, b, N, c=c):
+            cq = N.arr(c)
+            return K, (cq if b is None else b + cq)
+        lin.ops.append(("fn", op))
+        self.advance(node.output[0])
+
+    # -- shapes, identities
+    def reshape(self, node, where):
+        target = [int(v) for v in np.asarray(self.need(node.input[1], where)).reshape(-1)]
+        if len(target) == 4:
+            known = [v for v in target[1:] if v > 0]
+            if len(known) != 3 or int(np.prod(known)) != self.width:
+                raise ShapeError(f"{where}: Reshape to {target} does not fit {self.width} features")
+            self.shape = tuple(known)
+        elif len(target) == 2:
+            self.shape = None
+        elif len(target) == 5 and self.shape is not None:
+            self.fields = target
+        else:
+            raise InputError(f"{where}: Reshape to {target}; symeq reads (batch, features) or (batch, C, H, W)")
+        self.advance(node.output[0])
+
+    def flatten(self, node, where):
+        if int(_attr(node, "axis", 1)) != 1:
+            raise InputError(f"{where}: Flatten with axis {_attr(node, 'axis', 1)}; expected axis 1")
+        self.shape = None
+        self.advance(node.output[0])
+
+    def identity(self, node, where):
+        self.advance(node.output[0])
+
+    def dropout(self, node, where):
+        training = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        if training is not None:
+            flag = self.consts.get(training)
+            if flag is None:
+                raise InputError(f"{where}: Dropout whose training_mode is not a constant; export in eval mode")
+            if bool(np.asarray(flag).reshape(-1)[0]):
+                raise InputError(f"{where}: Dropout in training mode (a random mask); export the network in eval "
+                                 "mode (model.eval()), where dropout is the identity")
+        if len(node.output) > 1 and node.output[1] and any(node.output[1] in n.input for n in self.nodes):
+            raise InputError(f"{where}: Dropout's mask is used; symeq reads eval-mode Dropout (the identity)")
+        self.note(f"{where}: Dropout (eval mode: the identity) dropped")
+        self.advance(node.output[0])
+
+    def softmax(self, node, where):
+        op = node.op_type
+        if self.pending is None or self.shape is not None or int(_attr(node, "axis", -1)) not in (1, -1):
+            self.refuse(where, op, REFUSED[op] + ", over the features (axis 1 of (batch, features))")
+        kind = "softmax" if op == "Softmax" else "log_softmax"
+        self.output_op = {"type": kind, "op": op, "node": where.split(": ", 1)[1]}
+        self.note(f"{where}: {op} at the output recorded as the output operation; the logits (the last linear "
+                  f"layer's outputs) are what is checked and certified, which carries to the {kind} outputs because "
+                  "it commutes with permutations (the output action must be a permutation)")
+        self.advance(node.output[0])
+
+    # -- activations
+    def activation(self, node, where):
+        if self.pending is None:
+            raise InputError(f"{where}: an activation ({node.op_type}) without a linear layer before it")
+        nodes, consts = self.nodes, self.consts
+        region, produced = [], {self.cur}
+        j = self.i
+        while j < len(nodes) and nodes[j].op_type in ACTIVATION_OPS + ("Constant",):
+            nd = nodes[j]
+            if nd.op_type == "Constant":
+                consts[nd.output[0]] = _constant(nd, f"{self.p}: node {j + 1}")
+                j += 1
+                continue
+            if not any(x in produced for x in nd.input):
+                break
+            region.append(nd)
+            produced.add(nd.output[0])
+            j += 1
+        y = region[-1].output[0]
+        self.pending.activation = _recognise(region, self.cur, y, consts, where)
+        self.layers.append(self.pending)
+        self.pending = None
+        self.cur = y
+        self.i = j
+
+    def finish(self):
+        p = self.p
+        if self.pre:
+            kind, _, owhere = self.pre[-1]
+            raise InputError(f"{owhere}: {'average pooling' if kind == 'pool' else 'BatchNormalization'} after the "
+                             "last activation, with no linear layer after it to fold into")
+        if self.pending is None:
+            raise InputError(f"{p}: the network must end with a linear layer (Gemm, MatMul or Conv): the last layer "
+                             "of a symeq model is affine")
+        if self.cur != self.g.output[0].name:
+            raise InputError(f"{p}: the graph output {self.g.output[0].name!r} is not the last layer's output "
+                             f"{self.cur!r}")
+        self.layers.append(self.pending)
+        self.pending = None
+        return self
+
+
+_BN_READ = ("; its scale gamma/sqrt(var + eps) was computed in float64 and is read, on the exact path, as that "
+            "float64 value converted exactly to a rational (beta, the mean and the weights as the dyadic "
+            "rationals they are)")
+
+
+def _replay(lin: _Linear, N):
+    """The layer's (kernel or weight, bias) in the numbers ``N``: raw arrays, then every fold in order."""
+    from .conv import fold_pool_after_kernel, fold_pool_into_dense, fold_pool_into_kernel
+
+    K = N.arr(lin.raw_K)
+    b = N.arr(lin.raw_b) if lin.raw_b is not None else None
+    for kind, data in lin.ops:
+        if kind == "dense-pool":
+            K = fold_pool_into_dense(K, N, data)
+        elif kind == "conv-pool":
+            K = fold_pool_into_kernel(K, N, data)
+        elif kind == "after-pool":
+            K = fold_pool_after_kernel(K, N, *data)
+        else:
+            K, b = data(K, b, N)
+    return K, b
+
+
+HANDLERS = {
+    "Gemm": _ChainReader.gemm, "MatMul": _ChainReader.matmul, "Conv": _ChainReader.conv,
+    "BatchNormalization": _ChainReader.batchnorm, "AveragePool": _ChainReader.average_pool,
+    "GlobalAveragePool": _ChainReader.average_pool, "ReduceMean": _ChainReader.reduce,
+    "ReduceMax": _ChainReader.reduce, "Flatten": _ChainReader.flatten, "Reshape": _ChainReader.reshape,
+    "Identity": _ChainReader.identity, "Dropout": _ChainReader.dropout, "Softmax": _ChainReader.softmax,
+    "LogSoftmax": _ChainReader.softmax, "Add": _ChainReader.bias_add,
+    **{op: _ChainReader.activation for op in ACTIVATION_OPS if op not in ("Add", "Identity")},
+}
+
+
+def read_onnx_chain(path) -> _ChainReader:
+    """Read an ONNX file's chain: the reader after its run, with ``n`` (input size), ``layers``
+    (:class:`_Linear`, each with its activation, the last without), ``notes`` (every fold and drop,
+    one line each) and ``output_op`` (a softmax or log-softmax at the output, or None)."""
+    proto = _load_proto(path)
+    r = _ChainReader(proto, str(path))
+    r.run()
+    r.group = _group_from_metadata(proto, str(path))
+    return r
 
 
 def read_onnx_layers(path):
@@ -301,174 +881,24 @@ def read_onnx_layers(path):
     ``W`` is the float64 weight (out x in) with ``b`` the bias or None, or for a convolution a dict
     ``{"shape": ConvShape, "kernel": array, "channel_bias": array or None}`` (the conv2d layer kind), the
     activation a name of :data:`CANDIDATES` or a spec with parameters (None for the last, affine layer).  The raw float
-    values are kept: float32 weights become the float64 numbers they are, exactly.
+    values are kept: float32 weights become the float64 numbers they are, exactly; folded BatchNorm and
+    pooling are applied in float64 (:func:`load_onnx_exact` applies them exactly).
     """
-    from ..layers.conv import ConvShape
+    from .conv import FloatFold
 
-    proto = _load_proto(path)
-    p = str(path)
-    g = proto.graph
-    consts = {t.name: _tensor(t, p) for t in g.initializer}
-    inputs = [i for i in g.input if i.name not in consts]
-    if len(inputs) != 1:
-        raise InputError(f"{p}: expected one graph input (the network's input), found {[i.name for i in inputs]}")
-    if len(g.output) != 1:
-        raise InputError(f"{p}: expected one graph output, found {len(g.output)}")
-    dims = [d.dim_value if d.HasField("dim_value") else None for d in inputs[0].type.tensor_type.shape.dim]
-    shape = None  # (C, H, W) while the activations are images
-    if len(dims) == 4 and all(d for d in dims[1:]):
-        shape = tuple(dims[1:])
-        n = int(np.prod(shape))
-    elif len(dims) == 2 and dims[1]:
-        n = dims[1]
-    else:
-        raise InputError(f"{p}: the input {inputs[0].name!r} has shape {dims}; expected (batch, features) or "
-                         "(batch, channels, height, width) with known sizes")
-    cur, width = inputs[0].name, n
-    layers, pending = [], None  # pending: (W, b) of a linear layer waiting for its activation
-    nodes = list(g.node)
-    i = 0
-
-    def uses_cur(node):
-        return cur in node.input
-
-    while i < len(nodes):
-        node = nodes[i]
-        where = f"{p}: node {i} ({node.name or node.op_type})"
-        op = node.op_type
-        if op == "Constant":
-            consts[node.output[0]] = _constant(node, where)
-            i += 1
-            continue
-        if not uses_cur(node):
-            if op in ("Shape", "Gather", "Unsqueeze", "Concat", "Cast") and all(x in consts for x in node.input):
-                raise InputError(f"{where}: shape arithmetic ({op}) is not supported; export with a fixed input shape")
-            raise InputError(f"{where}: operator {op} does not read the current activations {cur!r} "
-                             "(symeq reads chains of layers, not branching graphs)")
-        if op in LINEAR_OPS:
-            if pending is not None:  # two linear layers in a row: the first is affine (identity activation)
-                raise InputError(f"{where}: two linear layers without an activation between them; symeq reads "
-                                 "sigma(W x + b) layers (merge the affine maps before exporting)")
-            if op == "Gemm":
-                a, bname = node.input[0], node.input[1]
-                if _attr(node, "transA", 0):
-                    raise InputError(f"{where}: Gemm with transA=1 is not a layer applied to a batch of inputs")
-                B = np.asarray(_need(consts, bname, where), dtype=np.float64)
-                W = B if _attr(node, "transB", 0) else B.T
-                W = float(_attr(node, "alpha", 1.0)) * W
-                b = None
-                if len(node.input) > 2 and node.input[2]:
-                    b = float(_attr(node, "beta", 1.0)) * np.broadcast_to(
-                        np.asarray(_need(consts, node.input[2], where), dtype=np.float64).reshape(-1), (W.shape[0],))
-                out = node.output[0]
-                shape = None
-            elif op == "MatMul":
-                other = node.input[1] if node.input[0] == cur else node.input[0]
-                if node.input[0] != cur:
-                    raise InputError(f"{where}: MatMul with the weight on the left; expected x @ W")
-                B = np.asarray(_need(consts, other, where), dtype=np.float64)
-                if B.ndim != 2:
-                    raise InputError(f"{where}: MatMul weight {other!r} has shape {B.shape}, expected a matrix")
-                W, b, out = B.T, None, node.output[0]
-                if i + 1 < len(nodes) and nodes[i + 1].op_type == "Add" and out in nodes[i + 1].input:
-                    add = nodes[i + 1]
-                    cn = add.input[1] if add.input[0] == out else add.input[0]
-                    if cn in consts:
-                        b = np.broadcast_to(np.asarray(consts[cn], dtype=np.float64).reshape(-1), (W.shape[0],)).copy()
-                        out = add.output[0]
-                        i += 1
-                shape = None
-            else:  # Conv
-                if shape is None:
-                    raise InputError(f"{where}: Conv needs image-shaped input (batch, C, H, W); reshape before it")
-                K = np.asarray(_need(consts, node.input[1], where), dtype=np.float64)
-                if K.ndim != 4:
-                    raise InputError(f"{where}: Conv kernel of shape {K.shape}; symeq reads 2-d convolutions")
-                pads = list(_attr(node, "pads", [0, 0, 0, 0]))
-                strides = list(_attr(node, "strides", [1, 1]))
-                dil = list(_attr(node, "dilations", [1, 1]))
-                auto = _attr(node, "auto_pad", b"NOTSET")
-                if int(_attr(node, "group", 1)) != 1 or set(dil) != {1} or len(set(pads)) != 1 or \
-                        len(set(strides)) != 1 or auto not in (b"NOTSET", "NOTSET"):
-                    raise InputError(f"{where}: symeq reads Conv with group 1, dilation 1, equal strides and equal "
-                                     f"paddings (got group {_attr(node, 'group', 1)}, dilations {dil}, strides "
-                                     f"{strides}, pads {pads}, auto_pad {auto!r})")
-                if K.shape[1] != shape[0]:
-                    raise ShapeError(f"{where}: Conv kernel has {K.shape[1]} input channels, the input has {shape[0]}")
-                conv = ConvShape(shape[0], K.shape[0], shape[1], shape[2], K.shape[2], K.shape[3],
-                                 stride=int(strides[0]), padding=int(pads[0]))
-                cb = None
-                if len(node.input) > 2 and node.input[2]:
-                    cb = np.asarray(_need(consts, node.input[2], where), dtype=np.float64).reshape(-1)
-                    if cb.shape[0] != K.shape[0]:
-                        raise ShapeError(f"{where}: Conv bias of length {cb.shape[0]}, expected {K.shape[0]}")
-                W = {"shape": conv, "kernel": K, "channel_bias": cb}  # the conv2d layer kind, kernels kept
-                b = None
-                out = node.output[0]
-                shape = (conv.out_channels, *conv.out_hw)
-            n_in, n_out = (W["shape"].in_dim, W["shape"].out_dim) if isinstance(W, dict) else (W.shape[1], W.shape[0])
-            if n_in != width:
-                raise ShapeError(f"{where}: weight takes {n_in} inputs, the activations have {width}")
-            pending, cur, width = (W, b), out, n_out
-            i += 1
-            continue
-        if op in SHAPE_OPS:
-            if op == "Reshape":
-                target = [int(v) for v in np.asarray(_need(consts, node.input[1], where)).reshape(-1)]
-                if len(target) == 4:
-                    known = [v for v in target[1:] if v > 0]
-                    if len(known) != 3 or int(np.prod(known)) != width:
-                        raise ShapeError(f"{where}: Reshape to {target} does not fit {width} features")
-                    shape = tuple(known)
-                elif len(target) == 2:
-                    shape = None
-                else:
-                    raise InputError(f"{where}: Reshape to {target}; symeq reads (batch, features) or "
-                                     "(batch, C, H, W)")
-            elif op == "Flatten":
-                if int(_attr(node, "axis", 1)) != 1:
-                    raise InputError(f"{where}: Flatten with axis {_attr(node, 'axis', 1)}; expected axis 1")
-                shape = None
-            cur = node.output[0]
-            i += 1
-            continue
-        if op in ACTIVATION_OPS:
-            if pending is None:
-                raise InputError(f"{where}: an activation ({op}) without a linear layer before it")
-            # the elementwise region: consecutive elementwise nodes reading z, the region or constants
-            region, produced = [], {cur}
-            j = i
-            while j < len(nodes) and nodes[j].op_type in ACTIVATION_OPS + ("Constant",):
-                nd = nodes[j]
-                if nd.op_type == "Constant":
-                    consts[nd.output[0]] = _constant(nd, f"{p}: node {j}")
-                    j += 1
-                    continue
-                if not any(x in produced for x in nd.input):
-                    break
-                region.append(nd)
-                produced.add(nd.output[0])
-                j += 1
-            y = region[-1].output[0]
-            name = _recognise(region, cur, y, consts, where)
-            layers.append((pending[0], pending[1], name, where))
-            pending, cur = None, y
-            i = j
-            continue
-        raise InputError(f"{where}: operator {op} is not supported; symeq reads {SUPPORTED}")
-    if pending is None:
-        raise InputError(f"{p}: the network must end with a linear layer (Gemm, MatMul or Conv): the last layer "
-                         "of a symeq model is affine")
-    if cur != g.output[0].name:
-        raise InputError(f"{p}: the graph output {g.output[0].name!r} is not the last layer's output {cur!r}")
-    layers.append((pending[0], pending[1], None, p))
-    return n, layers, Path(p).stem, _group_from_metadata(proto, p)
+    r = read_onnx_chain(path)
+    return r.n, _realised(r, FloatFold), Path(str(path)).stem, r.group
 
 
-def _need(consts, name, where):
-    if name not in consts:
-        raise InputError(f"{where}: {name!r} is not a constant (initializer or Constant node); weights must be fixed")
-    return consts[name]
+def _realised(r: _ChainReader, N) -> list:
+    out = []
+    for lin in r.layers:
+        K, b = _replay(lin, N)
+        if lin.shape is not None:
+            out.append(({"shape": lin.shape, "kernel": K, "channel_bias": b}, None, lin.activation, lin.where))
+        else:
+            out.append((K, b, lin.activation, lin.where))
+    return out
 
 
 def load_float_network(path):
@@ -481,32 +911,74 @@ def load_float_network(path):
     return load_numeric_model(path)
 
 
+def _meta(r: _ChainReader) -> dict:
+    meta = {}
+    if r.notes:
+        meta["reader_notes"] = list(r.notes)
+    if r.output_op is not None:
+        meta["output_op"] = dict(r.output_op)
+    return meta
+
+
 def load_onnx(path):
     """A :class:`~symeq.numeric.models.NumericModel` (float64) from an ONNX file, with the group its
     metadata holds (written by :func:`export_onnx`; files from elsewhere have none: pass one).
 
-    Raises :class:`~symeq.errors.InputError` (exit 2) for an unsupported operator (named with its
-    node) or an unreadable file.
+    What the reader folded or dropped is in ``model.meta["reader_notes"]``; a softmax or
+    log-softmax at the output in ``model.meta["output_op"]`` (the model is the logits:
+    :func:`check_output_op`).  Raises :class:`~symeq.errors.InputError` (exit 2) for an unsupported
+    operator (named with its node and the reason) or an unreadable file.
     """
+    from .conv import FloatFold, NumericConvLayer
     from .models import NumericDenseLayer, NumericModel, numeric_activation
 
-    from .conv import NumericConvLayer
-
-    n, specs, name, group = read_onnx_layers(path)
+    r = read_onnx_chain(path)
     layers = []
-    for W, b, act, where in specs:
+    for W, b, act, where in _realised(r, FloatFold):
         try:
             a = None if act is None else numeric_activation(act, where)
         except InputError as e:
             raise InputError(f"{where}: computes {act}, which symeq cannot use yet ({e})") from None
         if isinstance(W, dict):
-            layers.append(NumericConvLayer(W["shape"], W["kernel"], W["channel_bias"], a))
+            cb = W["channel_bias"] if W["channel_bias"] is not None else np.zeros(W["shape"].out_channels)
+            layers.append(NumericConvLayer(W["shape"], W["kernel"], cb, a))
         else:
             layers.append(NumericDenseLayer(W, b, a))
     try:
-        return NumericModel(n, layers, group, name)
+        return NumericModel(r.n, layers, r.group, Path(str(path)).stem, _meta(r))
     except InputError as e:
         raise InputError(f"{path}: {e}") from None
+
+
+def check_output_op(model, group=None) -> str | None:
+    """The note for a model read with a softmax or log-softmax at the output, or None without one.
+
+    Softmax (and log-softmax) commute with permutations of their inputs and with nothing else among
+    the monomial maps (a sign flip or a scaling changes softmax), so the logits' certificate carries
+    to the probabilities exactly when the group's output action is a permutation of the outputs:
+    otherwise :class:`~symeq.errors.InputError` saying so."""
+    op = (getattr(model, "meta", None) or {}).get("output_op")
+    if op is None:
+        return None
+    group = group if group is not None else model.group
+    if group is not None:
+        for name, (_, B) in zip(group.names, group.generators):
+            Bm = _as_dense(B)
+            if not (np.all((Bm == 0) | (Bm == 1)) and np.all(Bm.sum(axis=0) == 1) and np.all(Bm.sum(axis=1) == 1)):
+                raise InputError(f"the network ends with a {op['type']} ({op['node']}), which commutes with "
+                                 f"permutations of its inputs only; the output action of {name} is not a permutation, "
+                                 "so equivariance of the logits would not carry to the outputs")
+    return (f"the network ends with a {op['type']} ({op['node']}): the logits (the last linear layer) are "
+            f"checked; the {op['type']} commutes with the output permutations, so the result carries to its outputs")
+
+
+def _as_dense(B) -> np.ndarray:
+    if hasattr(B, "to_dense"):
+        return np.asarray(B.to_dense(), dtype=np.float64)
+    try:
+        return np.asarray(B, dtype=np.float64)
+    except TypeError:  # an exact matrix (python-flint)
+        return np.array([[float(int(x.p)) / float(int(x.q)) for x in row] for row in B.tolist()])
 
 
 def _fmpq_of(x: float):
@@ -517,36 +989,39 @@ def _fmpq_of(x: float):
 
 
 def load_onnx_exact(path):
-    """An exact :class:`~symeq.models.Model`: every weight is read as the dyadic rational it is.
+    """An exact :class:`~symeq.models.Model`: every weight is read as the dyadic rational it is, and the
+    folds (BatchNorm, pooling) are applied in exact rational arithmetic (a BatchNorm's scale
+    gamma/sqrt(var + eps), irrational in general, is its float64 value read as that rational).
 
     The activations must be exact ones (:func:`symeq.activations.activation_from_spec`).
     """
     from ..activations import activation_from_spec
+    from ..layers.conv import ConvLayer
     from ..models import DenseLayer, Model
     from ..numbers import matrix
     from ..sizes import check_width
+    from .conv import ExactFold
 
-    from ..layers.conv import ConvLayer
-
-    n, specs, name, group = read_onnx_layers(path)
+    r = read_onnx_chain(path)
+    for lin in r.layers:  # size guards before the exact work
+        check_width(lin.shape.out_dim if lin.shape is not None else lin.raw_K.shape[0], f"{lin.where}: layer width")
     layers = []
-    for W, b, act, where in specs:
-        check_width(W["shape"].out_dim if isinstance(W, dict) else W.shape[0], f"{where}: layer width")
+    for W, b, act, where in _realised(r, ExactFold):
         try:
             a = None if act is None else activation_from_spec(act, where)
         except InputError as e:
             raise InputError(f"{where}: --exact-floats needs an exact activation ({e}); use `symeq certify` for "
                              "float networks") from None
         if isinstance(W, dict):
-            K = [[[[_fmpq_of(x) for x in r] for r in kc] for kc in ko] for ko in W["kernel"]]
-            cb = None if W["channel_bias"] is None else [_fmpq_of(x) for x in W["channel_bias"]]
-            layers.append(ConvLayer(W["shape"], K, cb, a))
+            cb = W["channel_bias"]
+            cb = [_fmpq_of(0)] * W["shape"].out_channels if cb is None else list(cb)
+            layers.append(ConvLayer(W["shape"], W["kernel"].tolist(), cb, a))
             continue
-        Wq = matrix([[_fmpq_of(x) for x in row] for row in W])
-        bq = None if b is None else [_fmpq_of(x) for x in b]
+        Wq = matrix(W.tolist())
+        bq = None if b is None else list(b)
         layers.append(DenseLayer(Wq, bq, a))
     try:
-        return Model(n, layers, group, name)
+        return Model(r.n, layers, r.group, Path(str(path)).stem, _meta(r))
     except InputError as e:
         raise InputError(f"{path}: {e}") from None
 
