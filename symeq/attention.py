@@ -39,6 +39,7 @@ from .layers.attention import (  # the layer itself; re-exported here for existi
     HeadsLayer,
     _canonical_scores,
     block_monomial_parts,
+    score_key,
     check_heads_layer,
     factor_kron,
     head_permutation,
@@ -61,6 +62,7 @@ __all__ = [
     "token_permutations",
     "random_equivariant_attention",
     "scramble_attention",
+    "softmax_mirror_attention",
     "head_permutation",
     "block_monomial_parts",
     "LATENT_GROUP",
@@ -96,6 +98,8 @@ def random_equivariant_attention(
     dense=None,
     rng=None,
     name: str = "lightning attention (layerwise equivariant)",
+    scoring: str = "lightning",
+    scale=None,
 ):
     """A random attention model whose heads transform as prescribed under the group.
 
@@ -169,7 +173,7 @@ def random_equivariant_attention(
         Q = Ah * M
         K = M.inv().transpose()
         heads.append(Head(Q, K, Vh, Oh))
-    layers = [AttentionLayer(T, heads)]
+    layers = [AttentionLayer(T, heads, None, scoring, scale)]
     if dense:
         # token-wise layers X -> sigma(X W^T + b), each equivariant with the channel action C_out
         # on both sides (a permutation for the built-in patch mirror), then an affine one
@@ -184,6 +188,36 @@ def random_equivariant_attention(
             layers.append(DenseLayer(tokenwise(W, T), b * T, act, T))
     model = Model(T * d, layers, group, name)
     return model
+
+
+def softmax_mirror_attention(perturb: bool = False, scale=None):
+    """A softmax attention model on a 2x4 image (4 tokens of 1x2 patches, d = d_k = d_v = d_out = 2,
+    :func:`patch_mirror`) that is layerwise equivariant by construction: under the mirror heads 1
+    and 2 swap and head 3 maps to itself with the inner sign action diag(1, -1) on its value
+    space (V_3 has the columns (1, 1) and (1, -1), which the pixel swap C fixes and negates).
+
+    ``perturb=True`` changes one entry of head 3's output matrix (O_3[1][1]: 2 -> 5), which
+    breaks equivariance; ``scale``: a rational softmax scale (default 1/sqrt(2), torch's).
+
+    >>> import symeq
+    >>> v = symeq.verify(softmax_mirror_attention())
+    >>> v.verdict, head_permutation(v.actions[0][0], tokens=4, heads=3, dv=2)
+    ('layerwise-equivariant', [1, 0, 2])
+    """
+    from .models import Model
+    from .numbers import matrix
+
+    group = patch_mirror()
+    C = matrix([[0, 1], [1, 0]])
+    A1, V1, O1 = matrix([[1, -1], [0, 2]]), matrix([[2, 1], [-1, 1]]), matrix([[1, 0], [2, -1]])
+    A3, V3 = matrix([[1, 2], [2, 1]]), matrix([[1, 1], [1, -1]])
+    # head 2 = head 1 seen through the mirror: A_2 = C^T A_1 C, V_2 = C^T V_1, O_2 = O_1 C
+    A2, V2, O2 = C.transpose() * A1 * C, C.transpose() * V1, O1 * C
+    O3 = matrix([[5 if perturb else 2, 2], [3, -3]])  # diag(1, -1) O_3 = O_3 C when unperturbed
+    M = matrix([[1, 1], [0, 1]])                         # a query/key factorisation A = (A M) (M^-T)^T
+    heads = [Head(A * M, M.inv().transpose(), V, O) for A, V, O in ((A1, V1, O1), (A2, V2, O2), (A3, V3, O3))]
+    name = "softmax attention, mirror: heads 1 and 2 swap, head 3 signs" + (" (O_3 perturbed)" if perturb else "")
+    return Model(8, [AttentionLayer(4, heads, None, "softmax", scale)], group, name)
 
 
 def _is_signed_perm(M: fmpq_mat) -> bool:
@@ -214,7 +248,7 @@ def scramble_attention(model, rng=None):
         while M.det() == 0:
             M = _rand(rng, dk, dk, -2, 2)
         heads.append(Head(hd.query * M, hd.key * M.inv().transpose(), hd.value * N, N.inv() * hd.out))
-    layers = [AttentionLayer(att.tokens, heads)] + [l.copy() for l in model.layers[1:]]
+    layers = [att.with_heads(heads)] + [l.copy() for l in model.layers[1:]]
     return Model(model.input_dim, layers, model.group, model.name + " (scrambled)", dict(model.meta))
 
 
@@ -231,7 +265,7 @@ def head_clones(layer: AttentionLayer) -> list[list[int]]:
     """
     classes: dict = {}
     for h, head in enumerate(layer.heads):
-        key, _ = _canonical_scores(head.scores)
+        key, _ = score_key(head.scores, layer.scoring)
         classes.setdefault(key, []).append(h)
     return [hs for hs in classes.values() if len(hs) > 1]
 
@@ -362,7 +396,7 @@ def reduce_heads(model) -> HeadReduction:
     att = model.layers[0]
     classes: dict = {}
     for h, head in enumerate(att.heads):
-        key, s = _canonical_scores(head.scores)
+        key, s = score_key(head.scores, att.scoring)  # softmax: equal scores only (lambda = 1)
         classes.setdefault(key, []).append((h, s))
     heads, groups = [], []
     for key, members in classes.items():
@@ -389,7 +423,7 @@ def reduce_heads(model) -> HeadReduction:
         heads.append(Head(base.query, base.key, V, O))
         groups.append(lams)
     changed = len(heads) < len(att.heads)
-    red = Model(model.input_dim, [AttentionLayer(att.tokens, heads)] + [l.copy() for l in model.layers[1:]],
+    red = Model(model.input_dim, [att.with_heads(heads)] + [l.copy() for l in model.layers[1:]],
                 model.group, model.name + " (heads merged)", dict(model.meta))
     return HeadReduction(red, groups, changed)
 
@@ -434,7 +468,7 @@ def lift_heads(original, reduction: HeadReduction, actions):
     zero_q = fmpq_mat(att.d, att.heads[0].query.ncols())
     for _ in range(n_inactive):
         heads.append(Head(zero_q, fmpq_mat(zero_q), identity(att.d), fmpq_mat(dv, att.d_out)))
-    lifted = Model(original.input_dim, [AttentionLayer(T, heads)] + [l.copy() for l in original.layers[1:]],
+    lifted = Model(original.input_dim, [att.with_heads(heads)] + [l.copy() for l in original.layers[1:]],
                    original.group, original.name + " (re-parametrized)", dict(original.meta))
     new_actions = [list(a) for a in actions]
     for g, (P, parts) in enumerate(blocks):

@@ -332,7 +332,8 @@ BALL_PRECISIONS = (64, 128, 256, 512, 1024)
 
 
 def _has_real(model: Model) -> bool:
-    return any(getattr(l, "activation", None) is not None and l.activation.kind == "real" for l in model.layers)
+    return any((getattr(l, "activation", None) is not None and l.activation.kind == "real")
+               or getattr(l, "scoring", None) == "softmax" for l in model.layers)  # softmax: real-valued too
 
 
 def layers_first(model: Model, group: FiniteGroup, deadline: Deadline, *, max_candidates: int = 64,
@@ -364,8 +365,11 @@ def _ball_forward(model: Model, x: list):
 
     y = [v if isinstance(v, arb) else arb(v) for v in x]
     for l in model.layers:
+        if hasattr(l, "ball_forward"):  # attention (lightning or softmax): the layer's own enclosure
+            y = l.ball_forward(y)
+            continue
         if l.kind != "dense":
-            raise InputError(f"ball evaluation covers dense layers only, not {l.kind}")
+            raise InputError(f"ball evaluation covers dense and attention layers only, not {l.kind}")
         W = mat_rows(l.weight)
         z = []
         for row, b in zip(W, l.bias):

@@ -17,12 +17,13 @@ import json
 from pathlib import Path
 
 from .activations import activation_from_spec
-from .check import check_keys
+from .schema import check_keys
 from .errors import InputError, ShapeError
 from .groups import FiniteGroup
 from .layers.base import declared_biases
 from .models import DenseLayer, Model
-from .numbers import fmpq, format_matrix, format_vector, mat_rows, matrix, parse_matrix, parse_vector
+from .numbers import (fmpq, format_matrix, format_number, format_vector, mat_rows, matrix, parse_matrix, parse_number,
+                      parse_vector)
 from .sizes import check_total_degree, check_width
 
 __all__ = ["MODEL_FORMAT", "CERTIFICATE_FORMAT", "read_json", "write_json", "model_from_json",
@@ -38,8 +39,8 @@ CERTIFICATE_FORMAT = "symeq-certificate/2"  # sparse actions; symeq.check also r
 # no bias.
 MODEL_KEYS = (("format", "name", "input_dim", "layers", "group"), ("input_dim", "layers"))
 DENSE_KEYS = (("type", "weight", "bias", "activation"), ("weight", "bias"))
-ATTENTION_KEYS = (("type", "tokens", "heads"), ("type", "tokens", "heads"))
-HEAD_KEYS = (("query", "key", "value", "out"), ("query", "key", "value", "out"))
+ATTENTION_KEYS = (("type", "tokens", "heads", "scoring", "scale", "bias"), ("type", "tokens", "heads"))
+HEAD_KEYS = (("query", "key", "value", "out", "score_bias"), ("query", "key", "value", "out"))
 FLATTEN_KEYS = (("type",), ("type",))
 
 
@@ -258,11 +259,33 @@ def _attention_from_json(spec: dict, input_dim: int, at: str):
         k = parse_matrix(hs["key"], f"{at}.heads[{h}].key", shape=(d, q.ncols()))
         v = parse_matrix(hs["value"], f"{at}.heads[{h}].value", shape=(d, None))
         o = parse_matrix(hs["out"], f"{at}.heads[{h}].out", shape=(v.ncols(), None))
-        parsed.append(Head(q, k, v, o))
+        sb = hs.get("score_bias")
+        sb = None if sb is None else parse_vector(sb, f"{at}.heads[{h}].score_bias", d)
+        parsed.append(Head(q, k, v, o, sb))
+    scoring, scale = _attention_scoring(spec, at)
+    bias = spec.get("bias")
+    bias = None if bias is None else parse_vector(bias, f"{at}.bias", parsed[0].out.ncols())
     try:
-        return AttentionLayer(T, parsed)
+        return AttentionLayer(T, parsed, None, scoring, scale, bias)
     except InputError as e:
         raise InputError(f"{at}: {e}") from None
+
+
+def _attention_scoring(spec: dict, at: str):
+    """``"scoring"`` ("lightning", the default, or "softmax") and the softmax ``"scale"`` (an exact
+    rational; absent: torch's 1/sqrt(d_k), kept exact, docs/attention.md)."""
+    scoring = spec.get("scoring", "lightning")
+    if scoring not in ("lightning", "softmax"):
+        raise InputError(f"{at}.scoring: must be \"lightning\" or \"softmax\", got {scoring!r}")
+    if "scale" not in spec or spec["scale"] is None:
+        return scoring, None
+    if scoring != "softmax":
+        raise InputError(f"{at}.scale: a scale belongs to softmax attention only (\"scoring\": \"softmax\")")
+    v = spec["scale"]
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise InputError(f"{at}.scale: an exact rational (an integer or a string such as \"1/2\"), got {v!r}; "
+                         "leave it out for 1/sqrt(d_k)")
+    return scoring, parse_number(v, f"{at}.scale")
 
 
 def model_header(data, where: str = "model") -> int:
@@ -302,6 +325,15 @@ def layers_to_json(model: Model) -> list[dict]:
             out.append({"type": "attention", "tokens": l.tokens, "heads": [
                 {"query": format_matrix(h.query), "key": format_matrix(h.key),
                  "value": format_matrix(h.value), "out": format_matrix(h.out)} for h in l.heads]})
+            if l.scoring != "lightning":  # lightning files stay as they were (the digest too)
+                out[-1]["scoring"] = l.scoring
+                if l.scale is not None:
+                    out[-1]["scale"] = format_number(l.scale)
+                if l.bias is not None:
+                    out[-1]["bias"] = format_vector(l.bias)
+                for spec, h in zip(out[-1]["heads"], l.heads):
+                    if h.score_bias is not None:
+                        spec["score_bias"] = format_vector(h.score_bias)
             continue
         if l.kind == "conv2d":
             s = l.shape

@@ -158,23 +158,27 @@ class Model(LayeredShape):
         first = self.layers[0]
         if first.kind != "attention":
             return self
-        from .layers.attention import HeadsLayer, tokenwise
+        from .layers.attention import tokenwise
 
         T = first.tokens
-        heads = HeadsLayer(T, [h.scores for h in first.heads], [h.value for h in first.heads])
+        heads = first.heads_layer()  # lightning or softmax (scoring and scale carried)
         Ot = first.out_stack().transpose()  # d_out x H d_v
+        c = getattr(first, "bias", None)  # softmax attention's output bias (None: none)
         if len(self.layers) == 1:
-            nxt = DenseLayer(tokenwise(Ot, T), None, None, T)
+            nxt = DenseLayer(tokenwise(Ot, T), None if c is None else list(c) * T, None, T)
             rest = []
         else:
             l1 = self.layers[1]
-            nxt = DenseLayer(tokenwise(l1.token_weight * Ot, T), list(l1.bias), l1.activation, T)
+            b1 = list(l1.bias) if c is None else [b + sum((w * v for w, v in zip(row, c)), 0) for row, b in
+                                                  zip(mat_rows(l1.token_weight), l1.token_bias)] * T
+            nxt = DenseLayer(tokenwise(l1.token_weight * Ot, T), b1, l1.activation, T)
             rest = [l.copy() for l in self.layers[2:]]
         return Model(self.input_dim, [heads, nxt] + rest, self.group, self.name, dict(self.meta))
 
     @property
     def is_polynomial(self) -> bool:
-        return all(l.activation is None or l.activation.is_polynomial for l in self.layers)
+        return all((l.activation is None or l.activation.is_polynomial)
+                   and getattr(l, "scoring", "lightning") != "softmax" for l in self.layers)
 
     @property
     def has_relu(self) -> bool:

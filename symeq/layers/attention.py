@@ -19,6 +19,17 @@ For a generator acting by P (x) C, head h is matched to the head k with C^T A_h 
 in GL(d_v); the action on the value spaces is P (x) R with block (h, k) of R equal to lambda N^T.
 Models, generators, submodels and dimension counts of attention live in :mod:`symeq.attention`.
 
+Softmax attention (``scoring="softmax"``, docs/attention.md)::
+
+    f(X) = sum_h softmax_rows(s X Q_h K_h^T X^T) X V_h O_h,    s = 1/sqrt(d_k) (torch) or a rational
+
+is not rational-valued, but its layer checks are algebraic: softmax commutes with permuting rows
+and columns alike, so under X -> P X C^T a head h goes to a head k when C^T A_h C = A_k *exactly*
+(no free scalar: softmax(c S) != softmax(S) for c != 1) and C^T V_h = V_k N.  The scale s is the
+same for every head (one d_k, or one rational ``scale``), so it drops out of these conditions and
+is kept exactly as what it is (never rounded): ``scale=None`` means 1/sqrt(d_k), which is only
+ever evaluated in arb balls (:meth:`AttentionLayer.ball_forward`) for refutation witnesses.
+
 >>> tokenwise(identity(2), 3).nrows()
 6
 """
@@ -48,7 +59,14 @@ __all__ = [
     "check_heads_layer",
     "match_heads",
     "LATENT_GROUP",
+    "SCORINGS",
+    "score_key",
+    "transformed_scores",
+    "softmax_scale_ball",
 ]
+
+SCORINGS = ("lightning", "softmax")
+"""The scorings of an attention layer: lightning (polynomial, the default) and softmax."""
 
 LATENT_GROUP = "per-head GL(d_v) x head permutations (block monomial), on every token"
 
@@ -93,6 +111,7 @@ class Head:
     key: fmpq_mat
     value: fmpq_mat
     out: fmpq_mat
+    score_bias: object = None  # softmax only: b in S_ts = x_t^T Q K^T x_s + b^T x_s (a list of d rationals)
 
     def __post_init__(self):
         for name in ("query", "key", "value", "out"):
@@ -100,6 +119,12 @@ class Head:
             if not isinstance(m, fmpq_mat):
                 setattr(self, name, matrix(m))
         d = self.query.nrows()
+        if self.score_bias is not None:
+            self.score_bias = [fmpq(v) for v in self.score_bias]
+            if len(self.score_bias) != d:
+                raise ShapeError(f"score_bias must have d = {d} entries, got {len(self.score_bias)}")
+            if all(v == 0 for v in self.score_bias):
+                self.score_bias = None
         if self.key.nrows() != d or self.value.nrows() != d:
             raise ShapeError(f"query, key and value must have d = {d} rows (got {self.key.nrows()}, {self.value.nrows()})")
         if self.key.ncols() != self.query.ncols():
@@ -111,6 +136,10 @@ class Head:
     def scores(self) -> fmpq_mat:
         """A = Q K^T (d x d)."""
         return self.query * self.key.transpose()
+
+    def copy(self) -> "Head":
+        return Head(fmpq_mat(self.query), fmpq_mat(self.key), fmpq_mat(self.value), fmpq_mat(self.out),
+                    None if self.score_bias is None else list(self.score_bias))
 
 
 def _tokens(x_col: list, T: int, d: int) -> fmpq_mat:
@@ -125,6 +154,102 @@ def _head_outputs(X: fmpq_mat, A_list, V_list) -> list[fmpq_mat]:
 def _linear(coeffs, xs, zero):
     """sum_j coeffs[j] xs[j], skipping zero coefficients (xs: fmpq or fmpq_mpoly entries)."""
     return sum((c * x for c, x in zip(coeffs, xs) if c != 0), zero)
+
+
+def _check_scoring(scoring, scale, dks: list):
+    """The exact scale of a layer with this scoring (None: 1/sqrt(d_k)), or InputError."""
+    if scoring not in SCORINGS:
+        raise InputError(f"attention scoring must be one of {', '.join(map(repr, SCORINGS))}, got {scoring!r}")
+    if scoring == "lightning":
+        if scale is not None:
+            raise InputError("a scale belongs to softmax attention only (lightning attention has a free score scalar)")
+        return None
+    if scale is None:
+        if len(set(dks)) > 1:
+            raise InputError(f"softmax attention with the default scale 1/sqrt(d_k) needs one d_k in every head "
+                             f"(got {sorted(set(dks))}); give a rational \"scale\" instead")
+        return None
+    if isinstance(scale, bool) or not isinstance(scale, (int, fmpq)):
+        raise InputError(f"the softmax scale must be an exact rational, got {scale!r}")
+    scale = fmpq(scale)
+    if scale <= 0:
+        raise InputError(f"the softmax scale must be positive, got {scale}")
+    return scale
+
+
+def softmax_scale_ball(scale, dk: int):
+    """The scale s as an arb ball: the rational itself, or 1/sqrt(d_k) enclosed by arb."""
+    from flint import arb
+
+    return arb(scale) if scale is not None else 1 / arb(dk).sqrt()
+
+
+def _softmax_ball(S: list) -> list:
+    """softmax of a row of arb balls, rigorously: exp(S_u - m) / sum_w exp(S_w - m), m = mid of the max."""
+    from flint import arb
+
+    m = max((v.mid() for v in S), key=lambda v: float(v)) if S else arb(0)
+    e = [(v - m).exp() for v in S]
+    z = sum(e, arb(0))
+    return [v / z for v in e]
+
+
+def _rational_only(scoring: str) -> None:
+    if scoring == "softmax":
+        from ..errors import NotExactError
+
+        raise NotExactError("softmax attention is not rational-valued: it is checked algebraically and "
+                            "evaluated only in arb balls (ball_forward), never exactly at a point")
+
+
+def score_key(A: fmpq_mat, scoring: str = "lightning", bias=None):
+    """(key, scalar) under which score matrices are matched: up to a scalar for lightning
+    (:func:`_canonical_scores`), entry by entry for softmax (scalar 1: no free score scalar),
+    together with the score bias b (softmax: S_ts = x_t^T A x_s + b^T x_s)."""
+    if scoring == "softmax":
+        b = bias if bias is not None else [0] * A.ncols()
+        return tuple((int(x.p), int(x.q)) for x in list(A.entries()) + [fmpq(v) for v in b]), fmpq(1)
+    return _canonical_scores(A)
+
+
+def transformed_scores(A: fmpq_mat, bias, C: fmpq_mat) -> tuple:
+    """(C^T A C, C^T b): the score matrix and score bias of a head seen through X -> X C^T."""
+    Ct = C.transpose()
+    if bias is None:
+        return Ct * A * C, None
+    return Ct * A * C, list((Ct * fmpq_mat(len(bias), 1, list(bias))).entries())
+
+
+def _check_softmax_layer(layer, P_in, Q_out, c_in, c_out) -> tuple[bool, str]:
+    """A sufficient exact condition for f(P x) = Q f(x) on a whole softmax layer: P_in = P (x) C,
+    Q_out = P (x) C_out, and for every score matrix M the heads h with C^T A_h C = M carry
+    sum_h C^T V_h O_h = (sum_{k: A_k = M} V_k O_k) C_out^T (softmax(P S P^T) = P softmax(S) P^T)."""
+    if any(v != 0 for v in (c_in or [])) or any(v != 0 for v in (c_out or [])):
+        return False, "affine actions are not supported on softmax attention"
+    T, d, do = layer.tokens, layer.d, layer.d_out
+    fin, fout = factor_kron(P_in, T, d), factor_kron(Q_out, T, do)
+    if fin is None or fout is None or fin[0] != fout[0]:
+        return False, ("sufficient condition not met: the actions are not one token permutation (x) channel "
+                       "matrices")
+    (_, C), (_, Co) = fin, fout
+    Ct = C.transpose()
+    sums: dict = {}
+    for h in layer.heads:
+        At, bt = transformed_scores(h.scores, h.score_bias, C)
+        key = score_key(At, "softmax", bt)[0]
+        sums.setdefault(key, [fmpq_mat(d, do), fmpq_mat(d, do)])[0] += Ct * h.value * h.out
+    for h in layer.heads:
+        key = score_key(h.scores, "softmax", h.score_bias)[0]
+        sums.setdefault(key, [fmpq_mat(d, do), fmpq_mat(d, do)])[1] += h.value * h.out * Co.transpose()
+    for i, (lhs, rhs) in enumerate(sums.values()):
+        if lhs != rhs:
+            return False, ("sufficient condition not met: for some score matrix the heads' C^T V O and "
+                           "V O C_out^T differ (the layer may still be equivariant; not decided here)")
+    c = layer.bias if layer.bias is not None else [fmpq(0)] * do
+    if [sum((Co[i, j] * c[j] for j in range(do)), fmpq(0)) for i in range(do)] != c:
+        return False, "the output bias c is not fixed by C_out (C_out c != c): f(P x) != Q f(x) at x = 0"
+    return True, (f"softmax(P S P^T) = P softmax(S) P^T, and the {len(layer.heads)} heads' score matrices and "
+                  "V O products correspond exactly under C and C_out: f(P x) = Q f(x) for all x, exactly")
 
 
 class AttentionShape:
@@ -156,11 +281,12 @@ class AttentionLayer(AttentionShape):
     into a :class:`HeadsLayer` and a token-wise dense layer (``symeq.models.Model.chain``).
     """
 
-    scoring: ClassVar[str] = "lightning"
-
     tokens: int
     heads: list
     activation: object = None
+    scoring: str = "lightning"
+    scale: object = None  # softmax only: a rational scale s, or None for torch's 1/sqrt(d_k)
+    bias: object = None   # softmax only: the output bias c (d_out rationals), added to every token
 
     def __post_init__(self):
         if not isinstance(self.tokens, int) or self.tokens < 1:
@@ -171,7 +297,33 @@ class AttentionLayer(AttentionShape):
         h0 = self.heads[0]
         for i, h in enumerate(self.heads):
             if h.query.nrows() != h0.query.nrows() or h.out.ncols() != h0.out.ncols() or h.value.ncols() != h0.value.ncols():
-                raise ShapeError(f"head {i} has other shapes than head 0 (all heads need the same d, d_v, d_out)")
+                raise ShapeError(f"head {i + 1} has other shapes than head 1 (all heads need the same d, d_v, d_out)")
+        self.scale = _check_scoring(self.scoring, self.scale, [h.query.ncols() for h in self.heads])
+        if self.bias is not None:
+            self.bias = [fmpq(v) for v in self.bias]
+            if len(self.bias) != self.d_out:
+                raise ShapeError(f"the attention bias must have d_out = {self.d_out} entries, got {len(self.bias)}")
+            if all(v == 0 for v in self.bias):
+                self.bias = None
+        if self.scoring == "lightning" and (self.bias is not None or any(h.score_bias is not None for h in self.heads)):
+            raise InputError("score biases and an output bias belong to softmax attention only (lightning "
+                             "attention is the polynomial f(X) = sum_h (X Q_h K_h^T X^T) X V_h O_h)")
+
+    @property
+    def dk(self) -> int:
+        return self.heads[0].query.ncols()
+
+    def with_heads(self, heads: list) -> "AttentionLayer":
+        """The same kind of layer (tokens, scoring, scale, output bias) with other heads."""
+        return AttentionLayer(self.tokens, heads, None, self.scoring, self.scale,
+                              None if self.bias is None else list(self.bias))
+
+    def heads_layer(self) -> "HeadsLayer":
+        """The first layer of the chain (``symeq.models.Model.chain``): the heads' value spaces (the
+        output bias goes with the output projection into the next layer)."""
+        sb = [h.score_bias for h in self.heads]
+        return HeadsLayer(self.tokens, [h.scores for h in self.heads], [h.value for h in self.heads], None,
+                          self.scoring, self.scale, self.dk, None if all(b is None for b in sb) else sb)
 
     @property
     def d(self) -> int:
@@ -196,6 +348,7 @@ class AttentionLayer(AttentionShape):
         return fmpq_mat(len(rows), self.d_out, [x for r in rows for x in r])
 
     def forward(self, Xb: fmpq_mat) -> fmpq_mat:
+        _rational_only(self.scoring)
         T, d = self.tokens, self.d
         A = [h.scores for h in self.heads]
         V = [h.value for h in self.heads]
@@ -210,16 +363,45 @@ class AttentionLayer(AttentionShape):
         return fmpq_mat(T * self.d_out, Xb.ncols(), [cols[c][i] for i in range(T * self.d_out) for c in range(len(cols))])
 
     def copy(self) -> "AttentionLayer":
-        return AttentionLayer(self.tokens, [Head(fmpq_mat(h.query), fmpq_mat(h.key), fmpq_mat(h.value), fmpq_mat(h.out))
-                                            for h in self.heads])
+        return self.with_heads([h.copy() for h in self.heads])
 
     @property
     def hidden_label(self) -> str:
-        return f"lightning attention ({len(self.heads)} heads, d_v = {self.dv}, {self.tokens} tokens)"
+        return f"{self.scoring} attention ({len(self.heads)} heads, d_v = {self.dv}, {self.tokens} tokens)"
 
     @property
     def label(self) -> str:
-        return f"attention {self.in_dim}->{self.out_dim} ({len(self.heads)} heads, d_v = {self.dv}, {self.tokens} tokens)"
+        kind = "attention" if self.scoring == "lightning" else "softmax attention"
+        return f"{kind} {self.in_dim}->{self.out_dim} ({len(self.heads)} heads, d_v = {self.dv}, {self.tokens} tokens)"
+
+    def ball_forward(self, x: list) -> list:
+        """f at one point, every entry an arb ball (``flint.arb``; x rationals or balls) at the
+        context's precision: a rigorous enclosure for both scorings (softmax: arb's exp, and the
+        scale 1/sqrt(d_k) as a ball when it is not a given rational)."""
+        from flint import arb
+
+        T, d, do = self.tokens, self.d, self.d_out
+        y = [v if isinstance(v, arb) else arb(v) for v in x]
+        X = [y[t * d:(t + 1) * d] for t in range(T)]
+        zero = arb(0)
+        s = softmax_scale_ball(self.scale, self.dk) if self.scoring == "softmax" else None
+        out = [[arb(0) for _ in range(do)] for _ in range(T)]
+        for h in self.heads:
+            A, VO = mat_rows(h.scores.transpose()), mat_rows((h.value * h.out).transpose())
+            XA = [[_linear(col, X[t], zero) for col in A] for t in range(T)]
+            XVO = [[_linear(col, X[u], zero) for col in VO] for u in range(T)]
+            xb = [_linear(h.score_bias, X[u], zero) if h.score_bias is not None else zero for u in range(T)]
+            for t in range(T):
+                S = [sum((a * b for a, b in zip(XA[t], X[u])), arb(0)) + xb[u] for u in range(T)]
+                if s is not None:
+                    S = _softmax_ball([s * v for v in S])
+                for k in range(do):
+                    out[t][k] += sum((S[u] * XVO[u][k] for u in range(T)), arb(0))
+        if self.bias is not None:
+            for t in range(T):
+                for k in range(do):
+                    out[t][k] += arb(self.bias[k])
+        return [v for row in out for v in row]
 
     def _forward_entries(self, x: list, zero) -> list:
         """f at one point given as a flat list of scalars (``fmpq`` or ``fmpq_mpoly``), the
@@ -255,6 +437,8 @@ class AttentionLayer(AttentionShape):
         if (P_in.nrows(), P_in.ncols()) != (n, n) or (Q_out.nrows(), Q_out.ncols()) != (m, m):
             raise ShapeError(f"an action on a {n}->{m} attention layer needs {n}x{n} and {m}x{m} matrices, got "
                              f"{P_in.nrows()}x{P_in.ncols()} and {Q_out.nrows()}x{Q_out.ncols()}")
+        if self.scoring == "softmax":
+            return _check_softmax_layer(self, P_in, Q_out, c_in, c_out)
         # each output entry is a cubic in n variables: at most C(n + 3, 3) terms, m of them per side
         check_monomials(2 * m * monomials_upto(n, 3), "checking an action on an attention layer")
         ctx = fmpq_mpoly_ctx.get(("x", n), "degrevlex")
@@ -340,12 +524,24 @@ class HeadsLayer(HeadsShape):
     Implements :class:`symeq.layers.base.Layer` (kind ``"heads"``).
     """
 
-    scoring: ClassVar[str] = "lightning"
-
     tokens: int
     scores: list
     values: list
     activation: object = None
+    scoring: str = "lightning"
+    scale: object = None  # softmax only: a rational scale, or None for 1/sqrt(dk)
+    dk: int | None = None  # softmax only: d_k of the heads (the default scale 1/sqrt(d_k))
+    score_biases: list | None = None  # softmax only: per head b_h (or None), S_ts = x_t^T A_h x_s + b_h^T x_s
+
+    def bias_of(self, h: int):
+        return None if self.score_biases is None else self.score_biases[h]
+
+    def __post_init__(self):
+        if self.scoring == "softmax" and self.scale is None and self.dk is None:
+            raise InputError("a softmax heads layer needs d_k (for its scale 1/sqrt(d_k)) or a rational scale")
+        self.scale = _check_scoring(self.scoring, self.scale, [self.dk] if self.dk is not None else [])
+        if self.scoring == "lightning" and self.score_biases is not None and any(b is not None for b in self.score_biases):
+            raise InputError("score biases belong to softmax heads only")
 
     def check_action(self, P_in: fmpq_mat, Q_out: fmpq_mat, c_in=None, c_out=None) -> tuple[bool, str]:
         """f(P_in x) = Q_out f(x) for Q_out = P (x) R block monomial (:func:`check_heads_layer`,
@@ -376,6 +572,7 @@ class HeadsLayer(HeadsShape):
         return len(actions) > 1, iter([(rho, None) for rho in actions])
 
     def forward(self, Xb: fmpq_mat) -> fmpq_mat:
+        _rational_only(self.scoring)
         T, d, H, dv = self.tokens, self.d, self.heads, self.dv
         n_out = T * H * dv
         cols = []
@@ -448,16 +645,21 @@ def check_heads_layer(layer: HeadsLayer, P_in: fmpq_mat, Q: fmpq_mat) -> tuple[b
     if parts is None:
         return False, "the latent action is not block monomial (one invertible d_v x d_v block per head)"
     Ct = C.transpose()
+    soft = layer.scoring == "softmax"
     for h, (k, B) in enumerate(parts):
-        At = Ct * layer.scores[h] * C
+        At, bt = transformed_scores(layer.scores[h], layer.bias_of(h), C)
         Ak = layer.scores[k]
-        key_t, s_t = _canonical_scores(At)
-        key_k, s_k = _canonical_scores(Ak)
+        key_t, s_t = score_key(At, layer.scoring, bt)
+        key_k, s_k = score_key(Ak, layer.scoring, layer.bias_of(k))
         if key_t != key_k:
-            return False, f"head {h}: C^T A_h C is not a multiple of A_{k}"
+            return False, (f"head {h + 1}: C^T A_h C is not equal to A_{k + 1} (softmax: no free score scalar)" if soft
+                           else f"head {h + 1}: C^T A_h C is not a multiple of A_{k + 1}")
         lam = s_t / s_k if s_k != 0 else fmpq(1)
         if lam * (Ct * layer.values[h]) != layer.values[k] * B.transpose():
-            return False, f"head {h}: lambda C^T V_h != V_{k} B^T"
+            return False, f"head {h + 1}: lambda C^T V_h != V_{k + 1} B^T"
+    if soft:
+        return True, (f"C^T A_h C = A_pi(h) and C^T V_h = V_pi(h) B_h^T for all {H} heads, so softmax(P S P^T) = "
+                      "P softmax(S) P^T gives Y_h(P X C^T) = P Y_pi(h)(X) B_h, exactly")
     return True, f"Y_h(P X C^T) = P Y_pi(h)(X) B_h for all {H} heads, exactly"
 
 
@@ -478,18 +680,20 @@ def match_heads(layer: HeadsLayer, P_in: fmpq_mat):
     index: dict = {}
     base = []
     for k, A in enumerate(layer.scores):
-        key, s = _canonical_scores(A)
+        key, s = score_key(A, layer.scoring, layer.bias_of(k))
         base.append((key, s))
         index.setdefault(key, []).append(k)
     transformed = []
     classes: dict = {}
     for h in range(H):
-        key, s = _canonical_scores(Ct * layer.scores[h] * C)
+        At, bt = transformed_scores(layer.scores[h], layer.bias_of(h), C)
+        key, s = score_key(At, layer.scoring, bt)
         transformed.append((key, s))
         classes.setdefault(key, []).append(h)
     for key, hs in classes.items():
         if len(index.get(key, [])) != len(hs):
-            return [], (f"head {hs[0]}: after the channel action its score matrix C^T A C is not a multiple of "
+            what = "equal to" if layer.scoring == "softmax" else "a multiple of"
+            return [], (f"head {hs[0] + 1}: after the channel action its score matrix C^T A C is not {what} "
                         f"any head's A (or the multiplicities differ): no head permutation exists")
     tied = [(hs, index[key]) for key, hs in classes.items() if len(hs) > 1]
     fixed = {hs[0]: index[key][0] for key, hs in classes.items() if len(hs) == 1}
@@ -507,7 +711,7 @@ def match_heads(layer: HeadsLayer, P_in: fmpq_mat):
             rhs = Ct * layer.values[h]
             G = Vk.transpose() * Vk
             if G.det() == 0:
-                return [], (f"head {k}: its value matrix does not have full column rank d_v (a degenerate head); "
+                return [], (f"head {k + 1}: its value matrix does not have full column rank d_v (a degenerate head); "
                             "INCONCLUSIVE")
             N = G.solve(Vk.transpose() * rhs)
             if Vk * N != rhs:

@@ -39,11 +39,56 @@ from ..errors import InputError
 from ..layers.attention import AttentionShape, HeadsShape
 from .monomial import MonomialAction, as_action
 
-__all__ = ["NumericAttention", "NumericHeads", "value_space_action", "factor_kron_numeric", "match_heads_numeric"]
+__all__ = ["scoring_from_json", "NumericAttention", "NumericHeads", "value_space_action", "factor_kron_numeric", "match_heads_numeric"]
 
 
 def _f(M) -> np.ndarray:
     return np.array([[float(int(x.p)) / float(int(x.q)) for x in row] for row in M.table()], dtype=float)
+
+
+def scoring_from_json(spec: dict, at: str) -> tuple:
+    """(scoring, scale, score biases, output bias) of an attention layer of a model file, floats
+    allowed: ``"scoring"`` ("lightning", the default, or "softmax"), the softmax ``"scale"``
+    (absent: 1/sqrt(d_k)), the heads' ``"score_bias"`` and the layer's ``"bias"``."""
+    scoring = spec.get("scoring", "lightning")
+    if scoring not in ("lightning", "softmax"):
+        raise InputError(f"{at}.scoring: must be \"lightning\" or \"softmax\", got {scoring!r}")
+    v = spec.get("scale")
+    d, heads = None, spec.get("heads") or []
+    sb = [None if not isinstance(hs, dict) or hs.get("score_bias") is None else
+          np.array([_float(x, f"{at}.heads[{h}].score_bias") for x in _list(hs["score_bias"], f"{at}.heads[{h}].score_bias")])
+          for h, hs in enumerate(heads)]
+    sb = None if all(b is None for b in sb) else sb
+    bias = spec.get("bias")
+    bias = None if bias is None else np.array([_float(x, f"{at}.bias") for x in _list(bias, f"{at}.bias")])
+    if v is None:
+        return scoring, None, sb, bias
+    if scoring != "softmax":
+        raise InputError(f"{at}.scale: a scale belongs to softmax attention only (\"scoring\": \"softmax\")")
+    q = _float(v, f"{at}.scale")
+    if not q > 0:
+        raise InputError(f"{at}.scale: must be positive, got {v!r}")
+    return scoring, q, sb, bias
+
+
+def _list(v, where: str) -> list:
+    if not isinstance(v, list):
+        raise InputError(f"{where}: expected a list of numbers, got {type(v).__name__}")
+    return v
+
+
+def _float(v, where: str) -> float:
+    """A finite float from a JSON number or an exact "p/q" string."""
+    from ..numbers import parse_number
+
+    if isinstance(v, float):
+        if not np.isfinite(v):
+            raise InputError(f"{where}: {v!r} is not finite")
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise InputError(f"{where}: expected a number, got {v!r}")
+    q = parse_number(v, where)
+    return float(int(q.p)) / float(int(q.q))
 
 
 @dataclass
@@ -59,10 +104,15 @@ class NumericAttention(AttentionShape):
     value: list
     out: list
     scoring: str = "lightning"
+    scale: float | None = None  # softmax: the score scale s (None: torch's 1/sqrt(d_k))
+    score_bias: list | None = None  # softmax: per head b_h (d) or None, S_ts = x_t^T A_h x_s + b_h^T x_s
+    bias: object = None  # softmax: the output bias c (d_out), added to every token
 
     def __post_init__(self):
         if self.scoring not in ("lightning", "softmax"):
             raise InputError(f"attention scoring must be 'lightning' or 'softmax', got {self.scoring!r}")
+        if self.scale is not None and (self.scoring != "softmax" or not float(self.scale) > 0):
+            raise InputError(f"a scale belongs to softmax attention and must be positive, got {self.scale!r}")
         for name in ("query", "key", "value", "out"):
             mats = [np.asarray(m, dtype=float) for m in getattr(self, name)]
             if any(not np.all(np.isfinite(m)) for m in mats):
@@ -71,12 +121,32 @@ class NumericAttention(AttentionShape):
         d = self.query[0].shape[0]
         for h, (q, k, v, o) in enumerate(zip(self.query, self.key, self.value, self.out)):
             if q.shape[0] != d or k.shape != q.shape or v.shape[0] != d or o.shape[0] != v.shape[1]:
-                raise InputError(f"head {h}: query/key (d x d_k), value (d x d_v), out (d_v x d_out) shapes do not fit")
+                raise InputError(f"head {h + 1}: query/key (d x d_k), value (d x d_v), out (d_v x d_out) shapes do not fit")
+        if self.score_bias is not None:
+            self.score_bias = [None if b is None else np.asarray(b, dtype=float).reshape(d) for b in self.score_bias]
+            if all(b is None or not np.any(b) for b in self.score_bias):
+                self.score_bias = None
+        if self.bias is not None:
+            self.bias = np.asarray(self.bias, dtype=float).reshape(self.out[0].shape[1])
+        if self.scoring == "lightning" and (self.score_bias is not None or self.bias is not None):
+            raise InputError("score biases and an output bias belong to softmax attention only")
 
     @classmethod
-    def from_exact(cls, layer, scoring: str = "lightning") -> "NumericAttention":
+    def from_exact(cls, layer, scoring: str | None = None) -> "NumericAttention":
+        """The float twin of an exact :class:`symeq.layers.attention.AttentionLayer` (its scoring
+        and scale unless ``scoring`` is given)."""
+        scoring = scoring if scoring is not None else getattr(layer, "scoring", "lightning")
+        scale = getattr(layer, "scale", None)
+        scale = float(int(scale.p)) / float(int(scale.q)) if scale is not None and scoring == "softmax" else None
+        fl = lambda v: None if v is None else np.array([float(int(x.p)) / float(int(x.q)) for x in v])  # noqa: E731
+        sb = [fl(getattr(h, "score_bias", None)) for h in layer.heads]
         return cls(layer.tokens, [_f(h.query) for h in layer.heads], [_f(h.key) for h in layer.heads],
-                   [_f(h.value) for h in layer.heads], [_f(h.out) for h in layer.heads], scoring)
+                   [_f(h.value) for h in layer.heads], [_f(h.out) for h in layer.heads], scoring, scale,
+                   None if all(b is None for b in sb) else sb, fl(getattr(layer, "bias", None)))
+
+    def score_scale(self) -> float:
+        """The factor s in softmax(s X A X^T): the given scale, else 1/sqrt(d_k) (as torch)."""
+        return float(self.scale) if self.scale is not None else 1.0 / np.sqrt(self.query[0].shape[1])
 
     activation = None  # a layer of a NumericModel: no pointwise activation after it
 
@@ -118,12 +188,15 @@ class NumericAttention(AttentionShape):
 
     def copy(self) -> "NumericAttention":
         return NumericAttention(self.tokens, [m.copy() for m in self.query], [m.copy() for m in self.key],
-                                [m.copy() for m in self.value], [m.copy() for m in self.out], self.scoring)
+                                [m.copy() for m in self.value], [m.copy() for m in self.out], self.scoring,
+                                self.scale, None if self.score_bias is None else
+                                [None if b is None else b.copy() for b in self.score_bias],
+                                None if self.bias is None else self.bias.copy())
 
     def heads_layer(self) -> "NumericHeads":
         """The first layer of the chain: the value spaces (see :func:`symeq.models.Model.chain`)."""
         return NumericHeads(self.tokens, [q @ k.T for q, k in zip(self.query, self.key)], list(self.value),
-                            self.scoring, self.query[0].shape[1])
+                            self.scoring, self.query[0].shape[1], self.scale, self.score_bias)
 
     def out_stack(self) -> np.ndarray:
         """O stacked over heads (H d_v x d_out)."""
@@ -140,8 +213,10 @@ class NumericAttention(AttentionShape):
     def scores(self, X: np.ndarray, h: int) -> np.ndarray:
         A = self.query[h] @ self.key[h].T
         S = np.einsum("ntc,cd,nsd->nts", X, A, X)
+        if self.score_bias is not None and self.score_bias[h] is not None:
+            S = S + (X @ self.score_bias[h])[:, None, :]
         if self.scoring == "softmax":
-            S = S / np.sqrt(self.query[h].shape[1])
+            S = S * self.score_scale()
             S = np.exp(S - S.max(axis=-1, keepdims=True))
             S = S / S.sum(axis=-1, keepdims=True)
         return S
@@ -154,6 +229,8 @@ class NumericAttention(AttentionShape):
     def __call__(self, X: np.ndarray) -> np.ndarray:
         X = self._tokens(X)
         Z = sum(self.scores(X, h) @ (X @ self.value[h]) @ self.out[h] for h in range(len(self.query)))
+        if self.bias is not None:
+            Z = Z + self.bias
         return Z.reshape(Z.shape[0], -1)
 
 
@@ -186,15 +263,19 @@ class NumericHeads(HeadsShape):
     values: list
     scoring: str = "lightning"
     dk: int = 1
+    scale: float | None = None  # softmax: the score scale (None: 1/sqrt(dk))
+    score_biases: list | None = None  # softmax: per head b_h or None
     activation = None
 
     def forward(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=float).reshape(-1, self.tokens, self.d)
         outs = []
-        for A, V in zip(self.scores, self.values):
+        for h, (A, V) in enumerate(zip(self.scores, self.values)):
             S = np.einsum("ntc,cd,nsd->nts", X, A, X)
+            if self.score_biases is not None and self.score_biases[h] is not None:
+                S = S + (X @ self.score_biases[h])[:, None, :]
             if self.scoring == "softmax":
-                S = S / np.sqrt(self.dk)
+                S = S * (float(self.scale) if self.scale is not None else 1.0 / np.sqrt(self.dk))
                 S = np.exp(S - S.max(axis=-1, keepdims=True))
                 S = S / S.sum(axis=-1, keepdims=True)
             outs.append(S @ (X @ V))

@@ -52,7 +52,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from ..activations import LATENT_GROUPS, relu as _exact_relu
-from ..check import check_keys
+from ..schema import check_keys
 from ..errors import EngineMissing, InputError, ShapeError
 from ..layers.base import TOKEN_MIXING, DenseNames
 from ..models import LayeredShape
@@ -610,15 +610,17 @@ class NumericModel(LayeredShape):
             return self
         T = first.tokens
         Ot = first.out_stack().T  # d_out x H d_v
+        c = getattr(first, "bias", None)  # softmax attention's output bias: into the next layer's bias
         if len(self.layers) == 1:
-            nxt = NumericDenseLayer(np.kron(np.eye(T), Ot), None, None, T)
+            nxt = NumericDenseLayer(np.kron(np.eye(T), Ot), None if c is None else np.tile(c, T), None, T)
             rest = []
         else:
             l1 = self.layers[1]
             W1 = l1.token_weight if l1.tokens == T else l1.weight[: l1.out_dim // T, : l1.in_dim // T]
             if l1.out_dim % T or not np.array_equal(l1.weight, np.kron(np.eye(T), W1)):
                 raise InputError("the layer after attention must be token-wise (weight I_T (x) W)")
-            nxt = NumericDenseLayer(np.kron(np.eye(T), W1 @ Ot), l1.bias.copy(), l1.activation, T)
+            b1 = l1.bias.copy() if c is None else l1.bias + np.tile(W1 @ c, T)
+            nxt = NumericDenseLayer(np.kron(np.eye(T), W1 @ Ot), b1, l1.activation, T)
             rest = [l.copy() for l in self.layers[2:]]
         return NumericModel(self.input_dim, [first.heads_layer(), nxt] + rest, self.group, self.name, dict(self.meta))
 
@@ -803,8 +805,10 @@ def _attention_from_json(spec: dict, input_dim: int, at: str) -> NumericAttentio
             if m.shape[0] != rows:
                 raise ShapeError(f"{at}.heads[{h}].{k} has {m.shape[0]} rows, expected {rows}")
             mats[k].append(m)
+    from .attention import scoring_from_json
+
     try:
-        return NumericAttention(T, mats["query"], mats["key"], mats["value"], mats["out"])
+        return NumericAttention(T, mats["query"], mats["key"], mats["value"], mats["out"], *scoring_from_json(spec, at))
     except InputError as e:
         raise InputError(f"{at}: {e}") from None
 
@@ -968,7 +972,7 @@ def _npz_conv(z, i: int, act, files) -> NumericConvLayer:
 def _check_npz_names(p: Path, files, n_layers: int) -> None:
     """Refuse an array name the .npz model layout does not have (a misspelt "biases_0" must not
     become a zero bias), naming it with the closest allowed name."""
-    from ..check import close_names
+    from ..schema import close_names
 
     n_gens = sum(1 for f in files if f.startswith("group_input_"))
     allowed = (["activations"] + [f"{w}_{i}" for i in range(n_layers) for w in ("weight", "bias", "conv", "conv_meta")]
@@ -1053,103 +1057,239 @@ def _torch_activation_spec(mod, kind: str, idx: int) -> dict:
     return {"type": name}
 
 
+def _torch_modules(seq, torch, prefix=""):
+    """The leaf modules of a (nested) ``nn.Sequential`` in order, with their dotted index ("2.1")."""
+    for idx, mod in enumerate(seq):
+        label = f"{prefix}{idx}"
+        if isinstance(mod, torch.nn.Sequential):
+            yield from _torch_modules(mod, torch, label + ".")
+        else:
+            yield label, mod
+
+
+_TORCH_REFUSED = {
+    "MaxPool2d": "max pooling (escnn's group pooling included) is piecewise linear in its window and not a layer of "
+                 "symeq's chain model; use average pooling or an invariant linear readout",
+    "AdaptiveMaxPool2d": "max pooling is not a layer of symeq's chain model; use average pooling",
+    "MaxPoolChannels": "a max over each field's channels (group pooling) is not supported",
+    "GroupPooling": "a max over each field's channels (group pooling) is not supported",
+    "LayerNorm": "layer norm divides by a data-dependent norm, which breaks the monomial latent groups in general; "
+                 "it is not supported",
+    "GroupNorm": "group norm divides by a data-dependent norm; it is not supported",
+    "InstanceNorm2d": "instance norm divides by a data-dependent norm; it is not supported",
+}
+_TORCH_DROPOUTS = ("Dropout", "Dropout1d", "Dropout2d", "AlphaDropout", "FeatureAlphaDropout")
+
+
 def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> NumericModel:
-    """A numeric model from an ``nn.Sequential`` of ``Conv2d``, ``Flatten``, ``Linear`` and activations.
+    """A numeric model from a (nested) ``nn.Sequential`` of ``Conv2d``, ``Linear``, activations and the
+    modules that fold into them.
 
     Known activations: Tanh, GELU (erf or tanh form), Sigmoid, ReLU, SiLU, Softplus (beta 1), ELU,
-    LeakyReLU (parameters read as rationals) and symeq's Polynomial.
-    ``Conv2d`` (zero or circular padding, any stride, no dilation or groups) becomes a
-    :class:`symeq.numeric.conv.NumericConvLayer` (kernels kept); it needs ``input_shape = (C, H, W)`` of
-    the network's input (later layers follow the shapes).  ``Flatten`` is the identity on symeq's
-    channel-major pixel order; a ``Linear`` after a convolution is the convolution with a whole-image
-    kernel; ``AvgPool2d`` (no padding) is folded exactly into the next layer; max pooling is refused.
+    LeakyReLU (parameters read as rationals) and symeq's Polynomial.  ``Conv2d`` (zero or circular
+    padding, any stride, no dilation; ``groups > 1`` read as its block-diagonal kernel) becomes a
+    :class:`symeq.numeric.conv.NumericConvLayer` (kernels kept); it needs ``input_shape = (C, H, W)``
+    of the network's input (later layers follow the shapes).  ``Flatten`` is the identity on symeq's
+    channel-major pixel order; a ``Linear`` after a convolution is the convolution with a
+    whole-image kernel.  Folded exactly (in float64) into the neighbouring linear layer, and listed
+    in ``model.meta["reader_notes"]``: ``BatchNorm1d``/``BatchNorm2d`` in eval mode (into the layer
+    before it when no activation lies between, else into the next one), ``AvgPool2d`` (no padding
+    of its own; before a padded convolution when its windows tile the image, see
+    :func:`symeq.numeric.conv.pool_before_conv`) and ``AdaptiveAvgPool2d(1)``.  ``Dropout`` in
+    eval mode and ``Identity`` are dropped; ``Softmax``/``LogSoftmax`` as the last module is the
+    output operation (``model.meta["output_op"]``; the model is the logits).  Training-mode
+    BatchNorm or Dropout, max pooling and norms are refused by name.
     """
     from ..layers.conv import ConvShape
-    from .conv import fold_average_pool_float
+    from .conv import FloatFold, fold_pool_after_kernel, fold_pool_into_dense, fold_pool_into_kernel, \
+        pool_after_conv, pool_before_conv
 
     torch = _torch()
     if not isinstance(seq, torch.nn.Sequential):
         raise InputError(f"expected a torch.nn.Sequential, got {type(seq).__name__}")
-    layers, pending = [], None  # pending: a layer built from a Linear/Conv2d, waiting for its activation
-    pool = None                 # a pending AvgPool2d (kernel, stride, shape before it), folded into the next layer
+    F = FloatFold
+    layers, notes = [], []
+    pending = None  # [kind, K or W, b, ConvShape or None, label]: a linear layer waiting for its activation
+    pre = []        # ("pool", pool, label) / ("bn", (s, t), label): for the next linear layer's inputs
+    output_op = None
     shape = None if input_shape is None else tuple(int(v) for v in input_shape)
     if shape is not None and len(shape) != 3:
         raise InputError(f"input_shape must be (channels, height, width), got {input_shape!r}")
     image = False  # a convolution came before: later Linear layers are whole-image kernels
 
-    def make(kind, *args):  # the pending layer with the given activation
-        return NumericConvLayer(*args) if kind == "conv" else NumericDenseLayer(*args)
+    def start(p, label):
+        nonlocal pending
+        if pending is not None:
+            layers.append(finish(pending, None))
+        for kind, data, plabel in reversed(pre):  # x -> op_1 -> ... -> op_k -> layer: fold op_k first
+            if kind == "pool":
+                if p[0] == "conv":
+                    try:
+                        p[3] = pool_before_conv(data, p[3])
+                    except InputError as e:
+                        raise InputError(f"module {plabel}: {e}") from None
+                    p[1] = fold_pool_into_kernel(p[1], F, data)
+                else:
+                    p[1] = fold_pool_into_dense(p[1], F, data)
+                notes.append(f"module {plabel}: average pooling folded exactly into module {label}")
+            else:
+                s, t = data
+                if p[0] == "conv":
+                    if p[3].padding and p[3].padding_mode == "zeros" and np.any(t != 0):
+                        raise InputError(f"module {plabel}: a BatchNorm after the activation, before the zero-padded "
+                                         f"module {label}: its shift does not fold exactly (the padding stays 0); "
+                                         "put the BatchNorm before the activation, or use padding 0")
+                    b0 = p[2] if p[2] is not None else np.zeros(p[1].shape[0])
+                    p[2] = b0 + p[1].sum(axis=(2, 3)) @ t
+                    p[1] = p[1] * s[None, :, None, None]
+                else:
+                    rep = p[1].shape[1] // len(s)
+                    b0 = p[2] if p[2] is not None else np.zeros(p[1].shape[0])
+                    p[2] = b0 + p[1] @ np.repeat(t, rep)
+                    p[1] = p[1] * np.repeat(s, rep)[None, :]
+                notes.append(f"module {plabel}: BatchNorm (eval) folded exactly into the inputs of module {label} "
+                             "(scale gamma/sqrt(var + eps) in float64)")
+        pre.clear()
+        pending = p
 
     def finish(p, act):
-        layer = make(p[0], *p[1:-1], act)
-        if p[-1] is not None:  # a pooling before this layer, folded exactly (padding 0)
-            layer = fold_average_pool_float(*p[-1], layer)
-        return layer
+        kind, K, b, conv, _ = p
+        if kind == "conv":
+            return NumericConvLayer(conv, K, b if b is not None else np.zeros(conv.out_channels), act)
+        return NumericDenseLayer(K, b if b is not None else np.zeros(K.shape[0]), act)
 
-    for idx, mod in enumerate(seq):
+    def array(t):
+        return t.detach().cpu().double().numpy()
+
+    for label, mod in _torch_modules(seq, torch):
         kind = type(mod).__name__
-        if isinstance(mod, (torch.nn.Linear, torch.nn.Conv2d)) and pending is not None:
-            layers.append(finish(pending, None))
-            pending = None
+        if output_op is not None:
+            raise InputError(f"module {label} ({kind}) after the {output_op['type']} of module {output_op['module']}: "
+                             "symeq reads a softmax or log-softmax only as the last module")
         if isinstance(mod, torch.nn.Linear):
-            W = mod.weight.detach().cpu().double().numpy()
-            b = None if mod.bias is None else mod.bias.detach().cpu().double().numpy()
+            W = array(mod.weight)
+            b = None if mod.bias is None else array(mod.bias)
             if image:  # after a convolution (and a Flatten): the conv with a whole-image kernel
                 if W.shape[1] != shape[0] * shape[1] * shape[2]:
-                    raise InputError(f"module {idx}: Linear with {W.shape[1]} inputs after a {shape} image")
+                    raise InputError(f"module {label}: Linear with {W.shape[1]} inputs after a {shape} image")
                 C, H, Wd = shape
-                pending = ("conv", ConvShape(C, W.shape[0], H, Wd, H, Wd), W.reshape(W.shape[0], C, H, Wd), b, pool)
+                start(["conv", W.reshape(W.shape[0], C, H, Wd), b, ConvShape(C, W.shape[0], H, Wd, H, Wd), label], label)
                 shape = (W.shape[0], 1, 1)
             else:
-                pending, shape = ("dense", W, b, None), None
-            pool = None
+                start(["dense", W, b, None, label], label)
+                shape = None
         elif isinstance(mod, torch.nn.Conv2d):
             if shape is None:
-                raise InputError(f"module {idx} is a Conv2d: pass input_shape=(C, H, W) of the network's input")
-            if mod.groups != 1 or tuple(mod.dilation) != (1, 1) or mod.padding_mode not in ("zeros", "circular") \
+                raise InputError(f"module {label} is a Conv2d: pass input_shape=(C, H, W) of the network's input")
+            if tuple(mod.dilation) != (1, 1) or mod.padding_mode not in ("zeros", "circular") \
                     or isinstance(mod.padding, str) or len(set(mod.stride)) != 1 or len(set(mod.padding)) != 1:
-                raise InputError(f"module {idx}: symeq reads Conv2d with groups=1, dilation 1, zero or circular "
-                                 "padding given as a number, and equal strides and paddings in both directions")
+                raise InputError(f"module {label}: symeq reads Conv2d with dilation 1, zero or circular padding given "
+                                 "as a number, and equal strides and paddings in both directions")
             kh, kw = mod.kernel_size
             conv = ConvShape(shape[0], mod.out_channels, shape[1], shape[2], kh, kw,
                              stride=mod.stride[0], padding=mod.padding[0], padding_mode=mod.padding_mode)
-            K = mod.weight.detach().cpu().double().numpy()
-            b = None if mod.bias is None else mod.bias.detach().cpu().double().numpy()
-            pending = ("conv", conv, K, b, pool)
-            pool, image = None, True
+            K = array(mod.weight)
+            if mod.groups != 1:  # grouped / depthwise: the block-diagonal kernel (exact zeros between groups)
+                full = np.zeros((K.shape[0], shape[0], kh, kw))
+                per_out, per_in = K.shape[0] // mod.groups, shape[0] // mod.groups
+                for o in range(K.shape[0]):
+                    full[o, (o // per_out) * per_in:(o // per_out + 1) * per_in] = K[o]
+                K = full
+                notes.append(f"module {label}: Conv2d with groups={mod.groups} read as its block-diagonal kernel")
+            start(["conv", K, None if mod.bias is None else array(mod.bias), conv, label], label)
+            image = True
             shape = (conv.out_channels, *conv.out_hw)
-        elif isinstance(mod, torch.nn.AvgPool2d):
-            k = mod.kernel_size if isinstance(mod.kernel_size, int) else mod.kernel_size[0]
-            st = mod.stride if isinstance(mod.stride, int) else (mod.stride[0] if mod.stride else k)
-            if pending is not None or shape is None or pool is not None or mod.padding not in (0, (0, 0)):
-                raise InputError(f"module {idx}: AvgPool2d (no padding) is read after an activation, on an image")
-            pool = (k, st, shape)
-            shape = (shape[0], (shape[1] - k) // st + 1, (shape[2] - k) // st + 1)
-        elif isinstance(mod, torch.nn.AdaptiveAvgPool2d):  # global average pooling (output 1 x 1) only
-            out = mod.output_size if isinstance(mod.output_size, tuple) else (mod.output_size, mod.output_size)
-            if pending is not None or shape is None or pool is not None or tuple(out) != (1, 1) or shape[1] != shape[2]:
-                raise InputError(f"module {idx}: AdaptiveAvgPool2d is read as a global average pooling (output 1) "
-                                 "of a square image, after an activation")
-            pool = (shape[1], shape[1], shape)
-            shape = (shape[0], 1, 1)
-        elif kind in ("MaxPool2d", "MaxPoolChannels", "AdaptiveMaxPool2d"):
-            raise InputError(f"module {idx} is a {kind}: max pooling (escnn's group pooling included) is piecewise "
-                             "linear and not supported; use average pooling or an invariant linear readout")
+        elif isinstance(mod, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
+            if mod.training or mod.running_mean is None:
+                raise InputError(f"module {label}: {kind} in training mode (batch statistics); call model.eval() "
+                                 "before reading it")
+            C = mod.num_features
+            if (shape is not None and image and shape[0] != C) or (shape is None and pending is not None
+                                                                   and pending[1].shape[0] != C):
+                raise InputError(f"module {label}: {kind} over {C} channels does not fit the activations")
+            gamma = array(mod.weight) if mod.affine else np.ones(C)
+            beta = array(mod.bias) if mod.affine else np.zeros(C)
+            s = gamma / np.sqrt(array(mod.running_var) + float(mod.eps))
+            t = beta - s * array(mod.running_mean)
+            if pending is not None:  # before the activation: scale the layer's outputs
+                if pending[0] == "conv" and pending[1].shape[0] != C or pending[0] == "dense" and pending[1].shape[0] != C:
+                    raise InputError(f"module {label}: {kind} over {C} channels after a layer of "
+                                     f"{pending[1].shape[0]} outputs")
+                b0 = pending[2] if pending[2] is not None else np.zeros(C)
+                pending[2] = s * b0 + t
+                pending[1] = pending[1] * s.reshape((-1,) + (1,) * (pending[1].ndim - 1))
+                notes.append(f"module {label}: {kind} (eval) folded exactly into the outputs of module {pending[4]} "
+                             "(scale gamma/sqrt(var + eps) in float64)")
+            else:
+                pre.append(("bn", (s, t), label))
+        elif kind in _TORCH_DROPOUTS:
+            if mod.training and float(mod.p) > 0:
+                raise InputError(f"module {label}: {kind} in training mode (a random mask); call model.eval() "
+                                 "before reading it, where dropout is the identity")
+            notes.append(f"module {label}: {kind} (eval mode: the identity) dropped")
+        elif isinstance(mod, torch.nn.Identity):
+            continue
+        elif isinstance(mod, (torch.nn.AvgPool2d, torch.nn.AdaptiveAvgPool2d)):
+            if shape is None:
+                raise InputError(f"module {label}: {kind} needs image-shaped activations (pass input_shape)")
+            C, H, W = shape
+            if isinstance(mod, torch.nn.AdaptiveAvgPool2d):
+                out = mod.output_size if isinstance(mod.output_size, tuple) else (mod.output_size, mod.output_size)
+                if tuple(out) != (1, 1):
+                    raise InputError(f"module {label}: AdaptiveAvgPool2d is read as a global average pooling (output 1)")
+                pool = (H, W, H, W, shape)
+            else:
+                k = mod.kernel_size if isinstance(mod.kernel_size, tuple) else (mod.kernel_size, mod.kernel_size)
+                st = mod.stride if isinstance(mod.stride, tuple) else ((mod.stride, mod.stride) if mod.stride else k)
+                if mod.padding not in (0, (0, 0)) or mod.ceil_mode:
+                    raise InputError(f"module {label}: AvgPool2d is read without padding of its own and ceil_mode=False")
+                pool = (int(k[0]), int(k[1]), int(st[0]), int(st[1]), shape)
+            if pending is not None:  # after a convolution, before its activation: fold into it
+                if pending[0] != "conv":
+                    raise InputError(f"module {label}: average pooling after a dense layer")
+                old = pending[3]
+                try:
+                    pending[3] = pool_after_conv(old, pool)
+                except InputError as e:
+                    raise InputError(f"module {label}: {e}") from None
+                pending[1] = fold_pool_after_kernel(pending[1], F, old, pool)
+                notes.append(f"module {label}: average pooling folded exactly into the outputs of module {pending[4]}")
+            else:
+                pre.append(("pool", pool, label))
+            shape = (C, (H - pool[0]) // pool[2] + 1, (W - pool[1]) // pool[3] + 1)
+        elif kind in _TORCH_REFUSED:
+            raise InputError(f"module {label} is a {kind}: {_TORCH_REFUSED[kind]}")
         elif isinstance(mod, torch.nn.Flatten):
             continue
+        elif isinstance(mod, (torch.nn.Softmax, torch.nn.LogSoftmax)):
+            if pending is None or mod.dim not in (1, -1, None):
+                raise InputError(f"module {label}: {kind} is read only as the last module, over the features "
+                                 "(dim=1) of the last linear layer")
+            output_op = {"type": "softmax" if kind == "Softmax" else "log_softmax", "module": label,
+                         "node": f"module {label}"}
+            notes.append(f"module {label}: {kind} at the output recorded as the output operation; the logits are what "
+                         "is checked and certified (it commutes with permutations: the output action must be one)")
         elif kind in _TORCH_ACTS or kind == "Polynomial":
             if pending is None:
-                raise InputError(f"module {idx} ({kind}) is an activation without a Linear or Conv2d before it")
-            act = numeric_activation(_torch_activation_spec(mod, kind, idx)) if kind != "Polynomial" else \
+                raise InputError(f"module {label} ({kind}) is an activation without a Linear or Conv2d before it")
+            act = numeric_activation(_torch_activation_spec(mod, kind, label)) if kind != "Polynomial" else \
                 numeric_activation({"type": "polynomial", "coeffs": [repr(float(c)) for c in mod.coeffs]})
             layers.append(finish(pending, act))
             pending = None
         else:
-            raise InputError(f"module {idx} is a {kind}; symeq reads Sequentials of Conv2d, AvgPool2d, Flatten, "
-                             "Linear, Tanh, GELU, Sigmoid, ReLU, SiLU, Softplus, ELU, LeakyReLU")
+            raise InputError(f"module {label} is a {kind}; symeq reads (nested) Sequentials of Conv2d, Linear, "
+                             "BatchNorm1d/2d (eval), AvgPool2d, AdaptiveAvgPool2d(1), Flatten, Dropout (eval), "
+                             "Identity, Tanh, GELU, Sigmoid, ReLU, SiLU, Softplus, ELU, LeakyReLU, and Softmax or "
+                             "LogSoftmax as the last module")
+    if pre:
+        raise InputError(f"module {pre[-1][2]}: average pooling or BatchNorm after the last activation must be followed "
+                         "by a Conv2d or Linear layer (it is folded into it)")
     if pending is None:
         raise InputError("the Sequential must end with a Linear or Conv2d layer (the last layer is affine)")
-    if pool is not None:
-        raise InputError("an AvgPool2d must be followed by a Conv2d or Linear layer (it is folded into it)")
     layers.append(finish(pending, None))
-    return NumericModel(layers[0].in_dim, layers, _as_group(group), name)
+    meta = {}
+    if notes:
+        meta["reader_notes"] = notes
+    if output_op is not None:
+        meta["output_op"] = output_op
+    return NumericModel(layers[0].in_dim, layers, _as_group(group), name, meta)

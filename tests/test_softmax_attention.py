@@ -1,0 +1,153 @@
+"""Softmax attention on the exact path (issue 29, docs/attention.md): the model file keys, the
+matching of heads without a score scalar, the exact layer checks, arb witnesses, the float twin."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from flint import arb, fmpq
+
+import symeq
+from symeq.attention import head_permutation, softmax_mirror_attention
+from symeq.cli import main
+from symeq.errors import InputError, NotExactError
+from symeq.io import model_from_json, model_to_json
+from symeq.layers.attention import AttentionLayer, Head, block_monomial_parts, factor_kron
+from symeq.models import Model
+from symeq.numbers import matrix
+
+
+def _blocks(v, heads=3, dv=2):
+    """[(target head, block)] of the value-space action of the first generator."""
+    _, R = factor_kron(v.actions[0][0], 4, heads * dv)
+    return [(k, B.entries()) for k, B in block_monomial_parts(R, heads, dv)]
+
+
+def test_acceptance_model_verifies_with_the_head_actions():
+    v = symeq.verify(softmax_mirror_attention())
+    assert v.verdict == "layerwise-equivariant" and v.exit_code == 0
+    assert head_permutation(v.actions[0][0], tokens=4, heads=3, dv=2) == [1, 0, 2]
+    one, sign = [1, 0, 0, 1], [1, 0, 0, -1]
+    assert _blocks(v) == [(1, one), (0, one), (2, sign)]   # heads 1, 2 swap; head 3: the sign action
+    assert "softmax(P S P^T) = P softmax(S) P^T" in v.derivation.layer_checks[0].detail
+
+
+def test_perturbed_output_matrix_is_refuted_by_a_ball_witness():
+    v = symeq.verify(softmax_mirror_attention(perturb=True))
+    assert v.verdict == "not-equivariant" and v.exit_code == 1
+    w = v.equivariance.witness
+    assert v.equivariance.method == "arb-witness"
+    lo, hi = w.enclosures[w.output]
+    assert lo > 0 or hi < 0
+    # the witness re-evaluated here with balls at another precision still excludes 0
+    m = softmax_mirror_attention(perturb=True)
+    A, B = m.group.generators[0]
+    gx = [sum((A[i, j] * w.x[j] for j in range(8)), fmpq(0)) for i in range(8)]
+    fx, fgx = m.layers[0].ball_forward(w.x), m.layers[0].ball_forward(gx)
+    diff = fgx[w.output] - sum((arb(B[w.output, j]) * fx[j] for j in range(8)), arb(0))
+    assert not diff.contains(0)
+
+
+def test_no_free_score_scalar():
+    """Head 2's score is twice head 1's mirrored score: lightning moves the 2 into V, softmax cannot."""
+    C = matrix([[0, 1], [1, 0]])
+    A1, V1, O1 = matrix([[1, -1], [0, 2]]), matrix([[2, 1], [-1, 1]]), matrix([[1, 0], [2, -1]])
+    A2, V2, O2 = 2 * (C.transpose() * A1 * C), C.transpose() * V1 / 2, O1 * C
+    I2 = matrix([[1, 0], [0, 1]])
+    heads = [Head(A1, I2, V1, O1), Head(A2, I2, V2, O2)]
+    from symeq.groups.tokens import patch_mirror
+
+    light = Model(8, [AttentionLayer(4, heads)], patch_mirror())
+    assert symeq.verify(light).verdict == "layerwise-equivariant"
+    soft = Model(8, [AttentionLayer(4, [h.copy() for h in heads], None, "softmax")], patch_mirror())
+    v = symeq.verify(soft)
+    assert v.verdict == "not-equivariant"      # softmax(2 s) != softmax(s): a ball witness proves it
+    assert v.equivariance.method == "arb-witness"
+
+
+def test_rational_scale_and_scale_independence_of_the_checks():
+    for scale in (fmpq(1, 3), 2, None):
+        assert symeq.verify(softmax_mirror_attention(scale=scale)).verdict == "layerwise-equivariant"
+        assert symeq.verify(softmax_mirror_attention(True, scale=scale)).verdict == "not-equivariant"
+
+
+def test_score_and_output_biases():
+    base = softmax_mirror_attention()
+    att = base.layers[0]
+    C = [[0, 1], [1, 0]]
+    # b_2 = C^T b_1 for the swapped pair, C^T b_3 = b_3 for the fixed head; c fixed by C_out
+    sb = [[1, -2], [-2, 1], [3, 3]]
+    heads = [Head(h.query, h.key, h.value, h.out, b) for h, b in zip(att.heads, sb)]
+    good = Model(8, [AttentionLayer(4, heads, None, "softmax", None, [5, 5])], base.group)
+    assert symeq.verify(good).verdict == "layerwise-equivariant"
+    for bad_sb, bad_c in ((sb, [5, 4]), ([[1, -2], [1, -2], [3, 3]], [5, 5])):
+        heads = [Head(h.query, h.key, h.value, h.out, b) for h, b in zip(att.heads, bad_sb)]
+        bad = Model(8, [AttentionLayer(4, heads, None, "softmax", None, bad_c)], base.group)
+        assert symeq.verify(bad).verdict == "not-equivariant", (bad_sb, bad_c)
+    assert C  # the channel action of patch_mirror() is the swap
+
+
+def test_model_file_round_trip_and_refusals(tmp_path):
+    m = softmax_mirror_attention(scale=fmpq(1, 2))
+    data = model_to_json(m)
+    assert data["layers"][0]["scoring"] == "softmax" and data["layers"][0]["scale"] == "1/2"
+    back = model_from_json(json.loads(json.dumps(data)))
+    assert back.layers[0].scoring == "softmax" and back.layers[0].scale == fmpq(1, 2)
+    assert model_to_json(back) == data
+    # lightning files are unchanged: no scoring key written
+    from symeq.attention import random_equivariant_attention
+
+    assert "scoring" not in model_to_json(random_equivariant_attention(rng=0))["layers"][0]
+    for key, value, words in (("scoring", "cosine", "scoring"), ("scale", 0.5, "exact rational"),
+                              ("scale", "-1", "positive"), ("bias", ["1", "2", "3"], "2")):
+        bad = json.loads(json.dumps(data))
+        bad["layers"][0][key] = value
+        with pytest.raises(InputError, match=words):
+            model_from_json(bad)
+        f = tmp_path / f"bad_{key}.json"
+        f.write_text(json.dumps(bad))
+        assert main(["verify", str(f)]) == 2
+    light = model_to_json(random_equivariant_attention(rng=0))
+    light["layers"][0]["scale"] = "1/2"
+    with pytest.raises(InputError, match="softmax attention only"):
+        model_from_json(light)
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    for perturb, code in ((False, 0), (True, 1)):
+        f = tmp_path / f"m{int(perturb)}.json"
+        f.write_text(json.dumps(model_to_json(softmax_mirror_attention(perturb))))
+        assert main(["verify", str(f)]) == code
+    assert main(["verify", str(tmp_path / "m0.json"), "--identifiability"]) == 3
+    out = capsys.readouterr().out
+    assert "softmax attention is not polynomial" in out
+
+
+def test_exact_forward_refuses_and_float_twin_agrees_with_balls():
+    m = softmax_mirror_attention()
+    from flint import fmpq_mat
+
+    with pytest.raises(NotExactError):
+        m.forward(fmpq_mat(8, 1))
+    assert not m.is_polynomial
+    from symeq.numeric.models import from_exact, model_from_json as numeric_from_json
+
+    x = [fmpq(1, 2), fmpq(-1, 3), 1, 2, 0, fmpq(3, 4), -1, 1]
+    balls = m.layers[0].ball_forward(x)
+    xf = np.array([[float(fmpq(v).p) / float(fmpq(v).q) for v in x]])
+    for twin in (from_exact(m), numeric_from_json(model_to_json(m))):
+        assert twin.layers[0].scoring == "softmax"
+        got = twin(xf)[0]
+        for g, b in zip(got, balls):
+            assert abs(g - float(b.mid())) <= 1e-12 + float(b.rad())
+
+
+def test_heads_are_matched_exactly_not_up_to_a_scalar():
+    from symeq.layers.attention import score_key
+
+    A = matrix([[1, 2], [3, 4]])
+    assert score_key(A, "lightning")[0] == score_key(2 * A, "lightning")[0]
+    assert score_key(A, "softmax")[0] != score_key(2 * A, "softmax")[0]
+    assert score_key(A, "softmax", [1, 0])[0] != score_key(A, "softmax")[0]
