@@ -234,6 +234,9 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
                   "or three hidden layers; with more, the linear factors of "
                   "the deeper pre-activations are not certified")
     bias = _resolve_bias(model, "auto")
+    if bias is None:  # the declared parameter space: biases in some layers only
+        return na("biases in every layer or in none", f"{hidden} hidden layers: the Jacobian-factor certificate "
+                  "takes biases in every layer or in none; this model declares them in some layers only")
     h = f"{hidden} hidden layers"
     # shape and size first, for both arguments: free, and checked before any work
     ws = list(model.widths)
@@ -550,8 +553,8 @@ def _widening(model, bias, deadline, certificate, fmt, na, one_layer):
     if bias and not any(b2) and not any(b3):
         return na("widening: a top block with biases", f"{h}: the top block's biases are all zero, and its "
                   "one-hidden-layer certificate would cover bias-free parameters only")
-    top = Model(n, [DenseLayer(layers[1].weight, b2, layers[1].activation), DenseLayer(layers[2].weight, b3, None)],
-                name="top block")
+    top = Model(n, [DenseLayer(layers[1].weight, b2, layers[1].activation, has_bias=bias),
+                    DenseLayer(layers[2].weight, b3, None, has_bias=bias)], name="top block")
     deadline.check("deciding the top block (one hidden layer)")
     remaining = None if deadline.seconds is None else max(deadline.seconds - deadline.elapsed(), 0.001)
     td = one_layer(top, timeout=remaining, certificate=certificate)
@@ -641,7 +644,7 @@ def _widening3(model, bias, deadline, certificate, fmt, na, one_layer):
     tail = Model(n, [DenseLayer(layers[1].weight, list(layers[1].bias), layers[1].activation),
                      DenseLayer(layers[2].weight, list(layers[2].bias), layers[2].activation),
                      DenseLayer(layers[3].weight, list(layers[3].bias), None)], name="tail")
-    if _resolve_bias(tail, "auto") != bias:
+    if any(b != 0 for l in tail.layers for b in l.bias) != bias:
         return na("three hidden layers widening: a tail with biases", f"{h}: the tail's biases are all zero, and its "
                   "certificate would cover bias-free parameters only")
     status, reason, cond, fields = _widening(tail, bias, deadline, certificate, fmt, na, one_layer)

@@ -9,8 +9,9 @@ Unknowns
 --------
 theta' has the architecture and the activations of ``model``.  Its entries are named
 ``w{l}_{i}_{j}`` (layer ``l`` counted from 1 as in f_1 ... f_L, row ``i`` and column ``j`` from 0,
-like the inputs ``x0, x1, ...``) and ``b{l}_{i}``.  A *bias-free* model (every bias of theta is
-zero, with ``bias="auto"``) gets no bias unknowns: its fibre is taken inside the bias-free models.
+like the inputs ``x0, x1, ...``) and ``b{l}_{i}``.  With ``bias="auto"`` the unknowns are those of
+the declared parameter space (:func:`symeq.layers.base.declared_biases`): a layer with ``"bias":
+null`` gets no bias unknowns, a layer with a bias vector (zeros included) gets them, per layer.
 
 Gauge fixing
 ------------
@@ -55,6 +56,7 @@ from dataclasses import dataclass, field
 from flint import fmpq, fmpq_mpoly_ctx
 
 from ..errors import InputError
+from ..layers.base import declared_biases
 from ..numbers import mat_rows
 from ..expand import expand_forward, theta_entries
 
@@ -101,7 +103,7 @@ class FibreIdeal:
     gauge : the fixed entries (:class:`GaugeFix`), empty when no activation needs a gauge
     fixed : ``{name: value}`` of the fixed entries
     point : theta itself as a solution, ``{name: value}`` over ``variables``
-    bias : whether theta' has bias unknowns
+    bias : whether theta' has bias unknowns: a bool when every layer agrees, else one bool per layer
     notes : remarks on the construction (e.g. a monomial neuron with a zero row, left unfixed)
     ungauged : ``(layer, neuron)`` of neurons with continuous scalings whose shifted incoming row is
         zero (inactive): no entry fixes their scale, so their orbit is not finite in the slice
@@ -114,7 +116,7 @@ class FibreIdeal:
     gauge: list
     fixed: dict
     point: dict
-    bias: bool
+    bias: bool | tuple
     notes: list = field(default_factory=list)
     ungauged: list = field(default_factory=list)
 
@@ -155,14 +157,21 @@ class FibreIdeal:
         """One line: sizes of the ideal and what was fixed."""
         g = ", ".join(f"{x.name}={x.value}" for x in self.gauge) or "none"
         degs = max((p.total_degree() for p in self.generators), default=0)
+        said = ("with" if self.bias else "without") if isinstance(self.bias, bool) else \
+            "with the biases of layers " + ", ".join(str(l) for l, b in enumerate(self.bias, 1) if b) + " (none in the others)"
         return (f"fibre ideal: {self.n_variables} unknowns, {self.n_generators} generators of degree <= {degs}, "
-                f"{'with' if self.bias else 'without'} biases, gauge: {g}")
+                f"{said} biases, gauge: {g}")
 
     def __repr__(self) -> str:
         return f"FibreIdeal({self.summary()})"
 
 
-def parameter_names(model, bias: bool = True) -> list[str]:
+def _flag(bias, i: int) -> bool:
+    """Layer ``i``'s (0-based) bias flag from a bool (every layer) or one flag per layer."""
+    return bias if isinstance(bias, bool) else bool(bias[i])
+
+
+def parameter_names(model, bias: bool | tuple = True) -> list[str]:
     """All parameter names of ``model``'s architecture, layer by layer: weights row by row, then biases.
 
     >>> from symeq.models import Model, DenseLayer
@@ -176,30 +185,51 @@ def parameter_names(model, bias: bool = True) -> list[str]:
         for i in range(layer.out_dim):
             for j in range(layer.in_dim):
                 names.append(f"w{l}_{i}_{j}")
-        if bias:
+        if _flag(bias, l - 1):
             for i in range(layer.out_dim):
                 names.append(f"b{l}_{i}")
     return names
 
 
-def parameter_values(model, bias: bool = True) -> dict:
+def parameter_values(model, bias: bool | tuple = True) -> dict:
     """``{name: value}`` of ``model``'s parameters, with the names of :func:`parameter_names`."""
     out = {}
     for l, layer in enumerate(model.layers, 1):
         for i, row in enumerate(mat_rows(layer.weight)):
             for j, v in enumerate(row):
                 out[f"w{l}_{i}_{j}"] = fmpq(v)
-        if bias:
+        if _flag(bias, l - 1):
             for i, v in enumerate(layer.bias):
                 out[f"b{l}_{i}"] = fmpq(v)
     return out
 
 
-def _needs_gauge(activation, bias: bool) -> bool:
+def _needs_gauge(activation, bias: bool, nxt: bool | None = None) -> bool:
     # c (t - s)^d (+ e with biases): alpha scales the shifted pre-activation; without biases the bias
     # must stay s (1 - alpha) = 0 and no bias absorbs e (1 - alpha^d) (docs/theory.md, the
-    # absorbed-constant rule), see Activation.continuous.
-    return activation.continuous(bias)
+    # absorbed-constant rule), see Activation.continuous.  Per layer: ``bias`` the layer's own biases
+    # (they absorb the shift), ``nxt`` the next layer's (they absorb the offset; None: as ``bias``).
+    return scalings_continuous(activation, bias, bias if nxt is None else nxt)
+
+
+def scalings_continuous(act, own: bool, nxt: bool) -> bool:
+    """Whether every alpha != 0 scales a neuron with activation ``act`` in the declared parameter space:
+    a monomial c (t - s)^d when its layer has biases (they take the shift s (1 - alpha)) or s = 0; a
+    monomial up to a constant also needs the next layer's biases (they take the offset e (1 - alpha^d)).
+
+    >>> from symeq.activations import monomial, polynomial
+    >>> scalings_continuous(polynomial([0, 1, 1]), True, False), scalings_continuous(polynomial([0, 1, 1]), True, True)
+    (False, True)
+    >>> scalings_continuous(monomial(3), False, False)
+    True
+    """
+    if act is None or not act.is_polynomial:
+        return False
+    if act.symmetry == "monomial":
+        return own or act.shift == 0
+    if act.symmetry == "monomial-plus-constant":
+        return nxt and (own or act.shift == 0)
+    return act.continuous(own and nxt)
 
 
 def dead_neurons(model) -> set:
@@ -215,15 +245,15 @@ def dead_neurons(model) -> set:
             for i, row in enumerate(mat_rows(layer.weight)) if all(v == 0 for v in row)}
 
 
-def offsets_into(model, l: int, bias: bool) -> bool:
+def offsets_into(model, l: int, bias) -> bool:
     """Whether latent actions on hidden layer l - 1 may add offsets to layer l's biases."""
-    if l < 2 or not bias:
+    if l < 2 or not _flag(bias, l - 1):
         return False
     act = model.layers[l - 2].activation
     return any((qo := act.affine_admissible(a)) is not None and qo[1] != 0 for a in (fmpq(-1), fmpq(2)))
 
 
-def safe_gauge_entries(model, l: int, bias: bool) -> list[str]:
+def safe_gauge_entries(model, l: int, bias) -> list[str]:
     """Entries of hidden layer l's incoming rows that are nonzero at *every* point of the orbit.
 
     ``"c"`` for a weight column c (first layer: every row is nonzero there; deeper layers, whose
@@ -240,12 +270,12 @@ def safe_gauge_entries(model, l: int, bias: bool) -> list[str]:
     else:
         out = [str(c) for c in range(layer.in_dim)] if all(v != 0 for r in rows for v in r) else []
     s = layer.activation.shift
-    if bias and all(fmpq(b) - s != 0 for b in layer.bias) and not offsets_into(model, l, bias):
+    if _flag(bias, l - 1) and all(fmpq(b) - s != 0 for b in layer.bias) and not offsets_into(model, l, bias):
         out.append("bias")
     return out
 
 
-def _first_layer_form(model, bias: bool):
+def _first_layer_form(model, bias):
     """Coefficients (1, t, t^2, ...) of a linear form nonzero on every shifted row of the first layer.
 
     For each nonzero row, L_t(row) is a nonzero polynomial in t of degree < r (r entries), so it
@@ -253,6 +283,7 @@ def _first_layer_form(model, bias: bool):
     """
     layer = model.layers[0]
     s = layer.activation.shift
+    bias = _flag(bias, 0)
     rows = [[fmpq(v) for v in r] + ([fmpq(b) - s] if bias else []) for r, b in zip(mat_rows(layer.weight), layer.bias)]
     if any(all(v == 0 for v in r) for r in rows):
         return None
@@ -264,7 +295,7 @@ def _first_layer_form(model, bias: bool):
     raise AssertionError("no linear form found")  # pragma: no cover - excluded by the degree count
 
 
-def _gauge(model, bias: bool, mode: str) -> tuple[list[GaugeFix], list[str], list]:
+def _gauge(model, flags, mode: str) -> tuple[list[GaugeFix], list[str], list]:
     if mode in ("none", None, False):
         return [], [], []
     if mode not in ("auto", True):
@@ -273,11 +304,12 @@ def _gauge(model, bias: bool, mode: str) -> tuple[list[GaugeFix], list[str], lis
     dead = dead_neurons(model)
     for l, layer in enumerate(model.layers[:-1], 1):
         act = layer.activation
-        if not _needs_gauge(act, bias):
+        bias = _flag(flags, l - 1)
+        if not _needs_gauge(act, bias, _flag(flags, l)):
             continue
         s = act.shift
-        safe = safe_gauge_entries(model, l, bias)
-        form = _first_layer_form(model, bias) if l == 1 and not safe else None
+        safe = safe_gauge_entries(model, l, flags)
+        form = _first_layer_form(model, flags) if l == 1 and not safe else None
         for i, row in enumerate(mat_rows(layer.weight)):
             if form is not None:
                 # no single entry is nonzero on the whole orbit: a linear form that is (the first
@@ -314,17 +346,32 @@ def _gauge(model, bias: bool, mode: str) -> tuple[list[GaugeFix], list[str], lis
     return fixes, notes, ungauged
 
 
-def _resolve_bias(model, bias) -> bool:
-    all_zero = all(b == 0 for layer in model.layers for b in layer.bias)
+def layer_bias_flags(model, bias="auto") -> tuple[bool, ...]:
+    """Per layer, whether theta' has its bias unknowns: ``"auto"`` the declared parameter space
+    (:func:`symeq.layers.base.declared_biases`), True every layer, False none (theta must then be
+    bias-free), or one flag per layer."""
     if bias == "auto":
-        return not all_zero
+        return declared_biases(model)
     if bias is True:
-        return True
+        return (True,) * len(model.layers)
     if bias is False:
-        if not all_zero:
+        if not all(b == 0 for layer in model.layers for b in layer.bias):
             raise InputError("bias=False needs a bias-free model (every bias zero); use bias='auto' or True")
-        return False
-    raise InputError(f"bias must be 'auto', True or False, got {bias!r}")
+        return (False,) * len(model.layers)
+    if isinstance(bias, (tuple, list)) and len(bias) == len(model.layers) and all(isinstance(b, bool) for b in bias):
+        for l, (b, layer) in enumerate(zip(bias, model.layers), 1):
+            if not b and any(x != 0 for x in layer.bias):
+                raise InputError(f"layer {l} has a nonzero bias but no bias unknowns were asked for")
+        return tuple(bias)
+    raise InputError(f"bias must be 'auto', True, False or one bool per layer, got {bias!r}")
+
+
+def _resolve_bias(model, bias) -> bool | None:
+    """One bias flag for every layer (:func:`layer_bias_flags`), or None when the layers' declarations
+    differ (some layers with biases, others without): a method that takes one flag for the whole
+    model does not apply then."""
+    flags = layer_bias_flags(model, bias)
+    return flags[0] if len(set(flags)) == 1 else None
 
 
 # f(x; theta') with every parameter an unknown has a number of monomials that grows like C(t + d - 1, d)
@@ -375,11 +422,12 @@ def fibre_ideal(model, *, gauge: str = "auto", bias="auto", deadline=None) -> Fi
     """
     if not model.is_polynomial:
         raise InputError("the fibre ideal needs a polynomial model (ReLU fibres are handled by symeq.relu)")
-    use_bias = _resolve_bias(model, bias)
-    fixes, notes, ungauged = _gauge(model, use_bias, gauge)
+    flags = layer_bias_flags(model, bias)
+    use_bias = flags[0] if len(set(flags)) == 1 else flags
+    fixes, notes, ungauged = _gauge(model, flags, gauge)
     fixed = {g.name: g.value for g in fixes if not g.form}
-    names = parameter_names(model, use_bias)
-    theta = parameter_values(model, use_bias)
+    names = parameter_names(model, flags)
+    theta = parameter_values(model, flags)
     unknowns = [n for n in names if n not in fixed]
     n = model.input_dim
     xnames = tuple(f"x{i}" for i in range(n))
@@ -398,10 +446,10 @@ def fibre_ideal(model, *, gauge: str = "auto", bias="auto", deadline=None) -> Fi
         return zero + (fixed[name] if name in fixed else constant)
 
     new = expand_forward(model, zero, xs, lambda l, i, j: entry(f"w{l}_{i}_{j}", 0),
-                         (lambda l, i: entry(f"b{l}_{i}", 0)) if use_bias else None, deadline=deadline,
-                         what=_WHAT, symbolic=True, hint=_HINT)
+                         (lambda l, i: entry(f"b{l}_{i}", 0) if flags[l - 1] else None) if any(flags) else None,
+                         deadline=deadline, what=_WHAT, symbolic=True, hint=_HINT)
     theta_weight, theta_bias = theta_entries(model)
-    old = expand_forward(model, zero, xs, theta_weight, theta_bias if use_bias else None, deadline=deadline,
+    old = expand_forward(model, zero, xs, theta_weight, theta_bias if any(flags) else None, deadline=deadline,
                          what="expanding f(x; theta)")
     diffs = [a - b for a, b in zip(new, old)]
     small = fmpq_mpoly_ctx.get(tuple(unknowns), "degrevlex") if unknowns else None

@@ -501,6 +501,9 @@ def tensor_identifiability(model, *, timeout: float | None = None, certificate: 
         return na("size guard", f"{R} neurons, degree {d}: beyond the size guard ({MAX_NEURONS} neurons, degree "
                   f"{MAX_DEGREE})")
     bias = _resolve_bias(model, "auto")
+    if bias is None:  # issue 25: the declared parameter space has biases in one of the two layers only
+        return na("biases in both layers or in none", "the tensor method takes biases in both layers or in none; "
+                  "this model declares them in one layer only")
     try:
         return _decide(model, act, d, bias, deadline, t0, certificate, field)
     except BudgetExceeded as e:
