@@ -694,18 +694,11 @@ def _continuous(act, own: bool, nxt: bool | None = None):
     """(s, d, e) when every alpha != 0 scales a neuron with this activation (sigma = c (t - s)^d + e), else None.
 
     ``own``: the neuron's layer has biases (they absorb the shift s (1 - alpha) of the pre-activation);
-    ``nxt``: the next layer has biases (they absorb the offset e (1 - alpha^d)); None: as ``own``."""
-    nxt = own if nxt is None else nxt
-    if act is None or not act.is_polynomial:
-        return None
-    sym = act.symmetry
-    if sym == "monomial":
-        ok = own or act.shift == 0
-    elif sym == "monomial-plus-constant":
-        ok = nxt and (own or act.shift == 0)
-    else:
-        ok = act.continuous(own and nxt)
-    if not ok:
+    ``nxt``: the next layer has biases (they absorb the offset e (1 - alpha^d)); None: as ``own``
+    (:func:`symeq.fibre.ideal.scalings_continuous`)."""
+    from .ideal import scalings_continuous
+
+    if not scalings_continuous(act, own, own if nxt is None else nxt):
         return None
     return fmpq(act.shift), act.degree, fmpq(act._reduced()[0])
 
@@ -1198,7 +1191,7 @@ _PARAMETER_ORDER = ("per layer: W row-major, then b (when the layer has biases);
 
 
 def _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) -> dict:
-    from ..check import layers_digest
+    from ..digest import layers_digest
     from ..io import layers_to_json
 
     layers_json = layers_to_json(model)
@@ -1224,7 +1217,7 @@ def _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) -> dict:
 def _family_certificate(model, bias, fam, dim_orbit, gens) -> dict:
     """``not-identifiable``: the family (kind, hidden layer, neurons) and the dimension it proves; the checker
     re-derives the family's condition and tangents from the model and recomputes the ranks."""
-    from ..check import layers_digest
+    from ..digest import layers_digest
     from ..io import layers_to_json
 
     return {

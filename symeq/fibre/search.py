@@ -970,6 +970,11 @@ def search_fibre(model, group=None, *, engine: str = "auto", timeout: float | No
     use_bias = _resolve_bias(model, bias)
     rng = random.Random(seed)
     res = FibreSearch("undetermined", engine=main_engine)
+    if use_bias is None:  # issue 25: some layers declare biases, others none
+        res.proof.append("the fibre-wide search takes biases in every layer or in none; this model declares them "
+                         "in some layers only, so nothing was searched")
+        res.seconds = time.perf_counter() - t0
+        return res
 
     def finish(verdict=None):
         if verdict is not None:
