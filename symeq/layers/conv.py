@@ -28,7 +28,8 @@ with a constant kernel (:func:`fold_average_pool`): the readers fold them, exact
 refused (it is piecewise linear; not implemented).
 
 The dense expansion (:func:`dense_rows`, :meth:`ConvLayer.dense`) stays available to compare
-against in tests and for the dense-only algorithms (submodels, the fibre), within a size guard.
+against in tests and for the algorithms that read dense rows (the symbolic expansion and the fibre
+ideal), within a size guard; submodels reduce chains of conv2d layers on their channels.
 
 Examples
 --------
