@@ -45,9 +45,19 @@ import numpy as np
 
 from .errors import InputError, Undetermined
 
-__all__ = ["Certification", "certify", "certify_mirror_run", "read_data", "exact_group_from_numeric", "DEFAULT_NOISE_POINTS"]
+__all__ = ["Certification", "certify", "certify_mirror_run", "read_data", "exact_group_from_numeric", "DEFAULT_NOISE_POINTS",
+           "METRICS", "TASKS"]
 
 DEFAULT_NOISE_POINTS = 2000
+
+
+METRICS = {
+    "parameters": "whole-network relative parameter distance ||theta - theta-bar|| / ||theta|| (every weight and "
+                  "bias together)",
+    "data": "whole-network data-weighted distance sqrt(sum_i ||Delta_i Sigma-bar_{i-1}^{1/2}||^2 / sum_i "
+            "||theta_i Sigma-bar_{i-1}^{1/2}||^2), Sigma-bar the second moment of each layer's input on the data "
+            "symmetrised over the group",
+}
 
 
 @dataclass
@@ -69,9 +79,18 @@ class Certification:
     notes: list = field(default_factory=list)
     seconds: float = 0.0
     reason: str | None = None
+    metric: str = "parameters"     # the one metric that chooses theta-bar and judges max_allowed
+    distance: float | None = None  # theta-bar's value in that metric
+    layer_distances_data: list | None = None  # per layer, weighted by the data reaching it
+    data_info: dict | None = None  # inputs the data never use, where the noise inputs come from
+    diagnostics: list | None = None  # per hidden layer: the paper's metric beside the K one, and the units
+    search: dict | None = None     # restarts, lower bound, gap
+    actions: list | None = None    # theta-bar's rho_i(g) (the actions it was projected with)
+    finetune: dict | None = None   # the fine-tuning run, when asked
 
     @property
     def max_distance(self) -> float:
+        """The largest per-layer relative parameter distance (reported; the metric is :attr:`distance`)."""
         return max(self.layer_distances) if self.layer_distances else 0.0
 
     @property
@@ -85,10 +104,18 @@ class Certification:
         return {
             "status": self.status,
             "exit_code": self.exit_code,
-            "distances": {"parameters_per_layer": self.layer_distances, "parameters_max": self.max_distance,
+            "verified": self.verification is not None and self.status != "undetermined",
+            "distances": {"metric": self.metric, "metric_description": METRICS[self.metric],
+                          "distance": self.distance,
+                          "parameters_per_layer": self.layer_distances, "parameters_max": self.max_distance,
+                          "data_weighted_per_layer": self.layer_distances_data,
                           "function": self.function_distance, "task_loss": self.task_loss,
                           "max_allowed": self.max_allowed},
-            "actions": {"method": self.method, "proven_nearest": self.proven_nearest, "candidates": self.candidates},
+            "data": self.data_info,
+            "layers": self.diagnostics,
+            "actions": {"method": self.method, "proven_nearest": self.proven_nearest, "candidates": self.candidates,
+                        "theta_bar": self.actions, "search": self.search},
+            "finetune": self.finetune,
             "digits": self.digits,
             "verdict": None if self.verification is None else self.verification.verdict,
             "widths": None if self.float_model is None else self.float_model.widths,
@@ -98,37 +125,118 @@ class Certification:
         }
 
     def report(self) -> str:
-        lines = ["distance to the nearest layerwise-equivariant network found (theta-bar):"]
+        verified = self.verification is not None and self.status != "undetermined"
+        lines = ["distance to the nearest layerwise-equivariant network found (theta-bar):" if verified else
+                 "candidate theta-bar, NOT verified (see the last line): its distances, for what they are worth:"]
+        lines.append(f"  metric (chooses theta-bar, judges --max-distance): {METRICS[self.metric]}: "
+                     f"{self.distance:.3g}" if self.distance is not None else "  metric: none computed")
         for i, d in enumerate(self.layer_distances, 1):
-            lines.append(f"  layer {i}: relative parameter distance {d:.3g}")
+            extra = "" if self.layer_distances_data is None else \
+                f"; weighted by the data reaching it {self.layer_distances_data[i - 1]:.3g}"
+            lines.append(f"  layer {i}: relative parameter distance {d:.3g}{extra}")
         for kind, fd in self.function_distance.items():
             lines.append(f"  function distance on {kind} ({fd['points']} inputs): median {fd['median']:.3g}, "
                          f"max {fd['max']:.3g} (relative)")
-        if self.task_loss:
-            tl = self.task_loss
-            extra = "" if "accuracy_theta" not in tl else \
-                f"; accuracy {tl['accuracy_theta']:.4f} -> {tl['accuracy_theta_bar']:.4f}"
-            lines.append(f"  task loss ({tl['kind']}): theta {tl['theta']:.6g}, theta-bar {tl['theta_bar']:.6g}{extra}")
-        label = "" if "nearest" in self.method else \
-            f" ({'proven nearest' if self.proven_nearest else 'best found, not proven nearest'})"
+        lines += _task_lines(self.task_loss)
+        if self.data_info:
+            lines += _data_lines(self.data_info)
+        if self.diagnostics:
+            lines += _diagnostic_lines(self.diagnostics)
+        label = f" ({'proven nearest' if self.proven_nearest else 'best found, not proven nearest'} in the " \
+                f"{self.metric} metric)"
         lines.append(f"actions: {self.method}{label}")
         for c in self.candidates:
-            lines.append(f"  candidate {c['method']}: max layer distance {c['max_distance']:.3g}")
+            lines.append(f"  candidate {c['method']}: {self.metric} distance {c['distance']:.3g}")
+        if self.search and self.search.get("line"):
+            lines.append(f"  {self.search['line']}")
+        if self.finetune:
+            lines += _finetune_lines(self.finetune)
         grids = ", ".join(f"10^-{d}" for d in self.digits)
-        lines.append(f"theta rounded to the grid(s) {grids} (per layer), then averaged over the group exactly (rationals)")
+        ft = "the fine-tuned network " if self.finetune else "theta "
+        lines.append(f"{ft}rounded to the grid(s) {grids} (per layer), then averaged over the group exactly "
+                     "(rationals)")
         lines += [f"note: {n}" for n in self.notes]
         v = self.verification
         if v is not None:
-            lines.append(f"exact verification of theta-bar: {v.verdict} ({v.end_to_end_method})")
+            what = "the fine-tuned network" if self.finetune else "theta-bar"
+            lines.append(f"exact verification of {what}: {v.verdict} ({v.end_to_end_method})")
             lines += _action_lines(v)
         if self.status == "certified":
-            lines.append(f"certified: theta-bar is layerwise equivariant (exact proof); {self.seconds:.2f} s")
+            what = "the fine-tuned network (written with --out)" if self.finetune else "theta-bar"
+            lines.append(f"certified: {what} is layerwise equivariant (exact proof); {self.seconds:.2f} s")
         elif self.status == "too far":
-            lines.append(f"certified theta-bar, but its distance {self.max_distance:.3g} is above --max-distance "
-                         f"{self.max_allowed:g}; {self.seconds:.2f} s")
+            lines.append(f"certified theta-bar, but its {self.metric} distance {self.distance:.3g} is above "
+                         f"--max-distance {self.max_allowed:g}; {self.seconds:.2f} s")
         else:
             lines.append(f"undetermined: {self.reason}; {self.seconds:.2f} s")
         return "\n".join(lines)
+
+
+def _task_lines(tl) -> list:
+    if not tl:
+        return []
+    out = [f"  task loss ({tl['kind']}; task {tl['task']}, {tl['task_source']}):"]
+    for split in tl["splits"]:
+        vals = ", ".join(f"{name} {v:.6g}" for name, v in split["loss"].items())
+        acc = "" if "accuracy" not in split else \
+            "; accuracy " + ", ".join(f"{name} {v:.4f}" for name, v in split["accuracy"].items())
+        out.append(f"    on {split['name']} ({split['points']} inputs): {vals}{acc}")
+    return out
+
+
+def _data_lines(info) -> list:
+    out = []
+    if info.get("noise"):
+        out.append(f"  noise inputs: {info['noise']}")
+    z, c = info.get("unused_inputs", {}).get("zero", []), info.get("unused_inputs", {}).get("constant", [])
+    if z:
+        out.append(f"  inputs the data never use (zero on every data point; numbered from 1): {_list(z)}")
+    if c:
+        out.append(f"  inputs the data never vary (constant on every data point, so their weights act as a bias; "
+                   f"numbered from 1): {_list(c)}")
+    return out
+
+
+def _list(xs, k: int = 40) -> str:
+    return ", ".join(map(str, xs[:k])) + (f", ... ({len(xs)} in all)" if len(xs) > k else "")
+
+
+def _diagnostic_lines(diag) -> list:
+    out = ["  per hidden layer, the paper's metric (least-squares A_i with A_i f_i(x) ~ f_i(gx)) beside the same error "
+           "with theta-bar's rho_i(g) in K_i (median relative error on held-out data points):"]
+    for d in diag:
+        why = []
+        if d["near_linear"]:
+            why.append(f"{len(d['near_linear'])} near-linear unit(s) (an approximate GL symmetry of the linear regime, "
+                       f"not in K): {_list(d['near_linear'], 12)}")
+        if d["near_dead"]:
+            why.append(f"{len(d['near_dead'])} near-dead unit(s) (A is free on them): {_list(d['near_dead'], 12)}")
+        if d["near_clone_pairs"]:
+            pairs = ", ".join(f"{a}~{b}" for a, b in d["near_clones"][:8])
+            why.append(f"{d['near_clone_pairs']} near-clone pair(s) (A can mix them): {pairs}")
+        gap = "" if not why else "; units that explain a gap: " + "; ".join(why)
+        out.append(f"    hidden layer {d['layer']} ({d['generator']}): paper {d['paper_metric']:.3g}, K {d['k_metric']:.3g}"
+                   f" of {d['width']} units{gap}")
+    return out
+
+
+def _finetune_lines(ft) -> list:
+    out = [f"fine-tuned inside the layerwise-equivariant subspace of these actions: {ft['steps']} projected gradient "
+           f"step(s), {ft['seconds']:.1f} s, stopped by {ft['stopped_by']} (Adam, lr {ft['lr']:g}, batches of "
+           f"{ft['batch_size']}; trained on {ft['train_points']} points, {ft['held_out_points']} held out)"]
+    if "parameters_per_layer" in ft:
+        w = ft.get("data_weighted_per_layer")
+        out.append("  the fine-tuned network's relative parameter distance to theta: " + ", ".join(
+            f"layer {i} {d:.3g}" + ("" if w is None else f" (on the data {w[i - 1]:.3g})")
+            for i, d in enumerate(ft["parameters_per_layer"], 1)) + f"; whole network {ft['parameters']:.3g}")
+    if "function" in ft:
+        out.append("  its function distance to theta: " + ", ".join(
+            f"on {k} median {v['median']:.3g}, max {v['max']:.3g}" for k, v in ft["function"].items()))
+    n = ft.get("nearest")
+    if n:
+        out.append(f"  the nearest theta-bar (before fine-tuning): {n['metric']} distance {n['distance']:.3g}, per layer "
+                   + ", ".join(f"{d:.3g}" for d in n["parameters_per_layer"]))
+    return out
 
 
 def _action_lines(v) -> list:
@@ -210,68 +318,140 @@ def _relative(F, Fb) -> dict:
     return {"median": float(np.median(r)), "max": float(np.max(r)), "points": int(F.shape[0])}
 
 
-def _task_loss(model, bar, x, y) -> dict | None:
-    """Task loss of theta and theta-bar: cross-entropy and accuracy with labels (one logit per class, or
-    one output read as the logit of class 1 for labels 0/1), else the reconstruction error of an
-    autoencoder (output = input dimension); None otherwise.  The labels fit (:func:`_checked_data`)."""
-    F, Fb = model(x), bar(x)
-    if y is not None and model.output_dim == 1:  # binary: the output is the logit of class 1
-        def bce(Z):
-            z = Z[:, 0]
-            return float(np.mean(np.logaddexp(0.0, z) - y * z))
-
-        return {"kind": "binary cross-entropy on the data's labels (the output as the logit of class 1)",
-                "theta": bce(F), "theta_bar": bce(Fb),
-                "accuracy_theta": float(np.mean((F[:, 0] > 0) == (y == 1))),
-                "accuracy_theta_bar": float(np.mean((Fb[:, 0] > 0) == (y == 1)))}
-    if y is not None:
-        def ce(Z):
-            Z = Z - Z.max(axis=1, keepdims=True)
-            return float(np.mean(np.log(np.exp(Z).sum(axis=1)) - Z[np.arange(len(y)), y]))
-
-        return {"kind": "cross-entropy on the data's labels", "theta": ce(F), "theta_bar": ce(Fb),
-                "accuracy_theta": float(np.mean(F.argmax(axis=1) == y)),
-                "accuracy_theta_bar": float(np.mean(Fb.argmax(axis=1) == y))}
-    if model.output_dim == model.input_dim:
-        return {"kind": "reconstruction mean squared error (autoencoder)", "theta": float(np.mean((F - x) ** 2)),
-                "theta_bar": float(np.mean((Fb - x) ** 2))}
-    return None
+TASKS = ("classifier", "autoencoder")
 
 
-def _checked_data(model, data):
-    """The data as (x, y or None), checked against the network before any work: x has the network's
-    input size, and labels are classes 0 .. outputs-1 (0/1 for a single output)."""
+def _losses(F, x, y, task: str) -> tuple[float, float | None]:
+    """(task loss, accuracy or None) of outputs F on (x, y): reconstruction MSE, cross-entropy, or binary
+    cross-entropy with the single output as the logit of class 1."""
+    if task == "autoencoder":
+        return float(np.mean((F - x) ** 2)), None
+    if F.shape[1] == 1:
+        z = F[:, 0]
+        return float(np.mean(np.logaddexp(0.0, z) - y * z)), float(np.mean((z > 0) == (y == 1)))
+    Z = F - F.max(axis=1, keepdims=True)
+    return (float(np.mean(np.log(np.exp(Z).sum(axis=1)) - Z[np.arange(len(y)), y])),
+            float(np.mean(F.argmax(axis=1) == y)))
+
+
+def _task_kind(task: str, outputs: int) -> str:
+    if task == "autoencoder":
+        return "reconstruction mean squared error"
+    return ("binary cross-entropy on the data's labels (the output as the logit of class 1)" if outputs == 1
+            else "cross-entropy on the data's labels")
+
+
+def _task_loss(models: dict, splits: list, task: str | None, source: str) -> dict | None:
+    """Task loss (and accuracy) of each named network on each named split ``(name, x, y)``; None without a task.
+
+    The keys of the first split's ``loss`` keep the legacy names ``theta``, ``theta_bar`` at the top level."""
+    if task is None:
+        return None
+    out = {"kind": _task_kind(task, next(iter(models.values())).output_dim), "task": task, "task_source": source,
+           "splits": []}
+    for name, x, y in splits:
+        sp = {"name": name, "points": int(x.shape[0]), "loss": {}}
+        for mname, m in models.items():
+            loss, acc = _losses(m(x), x, y, task)
+            sp["loss"][mname] = loss
+            if acc is not None:
+                sp.setdefault("accuracy", {})[mname] = acc
+        out["splits"].append(sp)
+    first = out["splits"][0]
+    for mname in models:
+        out[mname] = first["loss"][mname]
+        if "accuracy" in first:
+            out[f"accuracy_{mname}"] = first["accuracy"][mname]
+    return out
+
+
+def _checked_data(model, data, task: str | None = None):
+    """The data as (x, y or None, task or None, where the task came from), checked against the network before
+    any work: x has the network's input size; the task is ``task`` when given, else read from the data
+    (labels and an output unlike the input: a classifier; no labels and output = input: an autoencoder),
+    and never guessed: labels with an output the size of the input need ``task``."""
+    if task is not None and task not in TASKS:
+        raise InputError(f"--task must be classifier or autoencoder, got {task!r}")
     x, y = read_data(data)
     if x is None:
+        if task is not None:
+            raise InputError(f"--task {task} needs --data (the task loss is measured on the data)")
         return None
-    x = x.reshape(x.shape[0], -1)
     if x.shape[1] != model.input_dim:
         raise InputError(f"the data has {x.shape[1]} features, the network takes {model.input_dim}")
-    if y is not None:
-        y = np.asarray(y).astype(np.int64).reshape(-1)
-        if y.shape[0] != x.shape[0]:
-            raise InputError(f"the data has {x.shape[0]} inputs but {y.shape[0]} labels")
-        classes = max(2, model.output_dim)
-        if y.size and (y.min() < 0 or y.max() >= classes):
-            what = ("one output, read as the logit of class 1 (labels 0 and 1)" if model.output_dim == 1
-                    else f"{model.output_dim} outputs, one logit per class (labels 0 .. {model.output_dim - 1})")
-            raise InputError(f"the data's labels run from {y.min()} to {y.max()}, but the network has {what}; "
-                             "leave y out for the function distance alone")
-    return x, y
+    if task == "autoencoder":
+        if model.output_dim != model.input_dim:
+            raise InputError(f"--task autoencoder needs an output the size of the input ({model.input_dim}); the "
+                             f"network has {model.output_dim} outputs")
+        return x, None, "autoencoder", "--task autoencoder" + ("; the labels y are not used" if y is not None else "")
+    if task == "classifier" and y is None:
+        raise InputError('--task classifier needs labels: an array "y" in the data')
+    if y is None:
+        if model.output_dim == model.input_dim:
+            return x, None, "autoencoder", "read from the data: no labels, and the output has the input's size"
+        return x, None, None, "no labels, and the output is not the input's size: no task loss"
+    if task is None and model.output_dim == model.input_dim:
+        raise InputError(f"the data has labels, and the network's output has the input's size ({model.input_dim}): "
+                         "it may be an autoencoder or a classifier; say which with --task autoencoder (the labels "
+                         "are not used) or --task classifier (one logit per class)")
+    if y.shape[0] != x.shape[0]:
+        raise InputError(f"the data has {x.shape[0]} inputs but {y.shape[0]} labels")
+    classes = max(2, model.output_dim)
+    if y.min() < 0 or y.max() >= classes:
+        what = ("one output, read as the logit of class 1 (labels 0 and 1)" if model.output_dim == 1
+                else f"{model.output_dim} outputs, one logit per class (labels 0 .. {model.output_dim - 1})")
+        raise InputError(f"the data's labels run from {y.min()} to {y.max()}, but the network has {what}; "
+                         "leave y out for the function distance alone")
+    return x, y, "classifier", "--task classifier" if task else "read from the data: labels given"
+
+
+def _validated(x, y, where: str):
+    """x as an N x features float array with N >= 1 and every entry finite; y as integer labels (an array
+    of integers, or of floats that are whole numbers), one per row, or None."""
+    try:
+        x = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: the inputs x are not numbers") from None
+    if x.ndim == 0 or x.shape[0] == 0 or x.size == 0:
+        raise InputError(f"{where}: the data has no inputs (x has shape {x.shape}); give at least one data point")
+    x = x.reshape(x.shape[0], -1)
+    bad = ~np.isfinite(x)
+    if bad.any():
+        rows = np.flatnonzero(bad.any(axis=1))
+        raise InputError(f"{where}: x has {int(bad.sum())} entries that are NaN or infinite (in {len(rows)} data "
+                         f"point(s), the first is point {int(rows[0]) + 1}); remove or impute them")
+    if y is None:
+        return x, None
+    y = np.asarray(y)
+    if y.dtype.kind not in "biuf":
+        raise InputError(f"{where}: the labels y are not numbers (dtype {y.dtype})")
+    y = y.reshape(-1)
+    if y.dtype.kind == "f":
+        if not np.all(np.isfinite(y)):
+            raise InputError(f"{where}: the labels y contain NaN or infinite values")
+        frac = np.flatnonzero(y != np.round(y))
+        if frac.size:
+            raise InputError(f"{where}: the labels y must be whole numbers (class indices); {frac.size} are not, the "
+                             f"first is {y[frac[0]]!r} at point {int(frac[0]) + 1}")
+    if y.shape[0] != x.shape[0]:
+        raise InputError(f"{where}: x has {x.shape[0]} rows but y has {y.shape[0]} labels")
+    return x, y.astype(np.int64)
 
 
 def read_data(data):
-    """(x, y or None) from a path to an .npz (arrays x, optional y) or a (x, y) pair / Dataset."""
+    """(x, y or None) from a path to an .npz (arrays x, optional y) or a (x, y) pair / Dataset, checked
+    (:func:`_validated`: at least one point, finite entries, whole-number labels, one per point)."""
     if data is None:
         return None, None
     if hasattr(data, "x"):
-        return np.asarray(data.x, dtype=np.float64), getattr(data, "y", None)
+        return _validated(data.x, getattr(data, "y", None), "the data")
     if isinstance(data, tuple):
-        x, y = data
-        return np.asarray(x, dtype=np.float64), None if y is None else np.asarray(y)
+        if len(data) != 2:
+            raise InputError("data as a tuple must be (x, y) (y may be None)")
+        return _validated(data[0], data[1], "the data")
     from pathlib import Path
 
-    from .check import close_names
+    from .schema import close_names
     from .numeric.models import open_npz
 
     p = Path(data)
@@ -283,12 +463,12 @@ def read_data(data):
             raise InputError(f'{p}: unknown array "{name}"{hint}; a data set .npz holds "x", "y" and "shape"')
         if "x" not in z.files:
             raise InputError(f'{p}: a data set .npz needs an array "x" (N x features) and optionally "y" (labels)')
-        x = np.asarray(z["x"], dtype=np.float64)
-        y = np.asarray(z["y"]).astype(np.int64).reshape(-1) if "y" in z.files else None
-    x = x.reshape(x.shape[0], -1)
-    if y is not None and y.shape[0] != x.shape[0]:
-        raise InputError(f"{p}: x has {x.shape[0]} rows but y has {y.shape[0]} labels")
-    return x, y
+        try:
+            x = z["x"]
+            y = z["y"] if "y" in z.files else None
+        except ValueError as e:  # object arrays need allow_pickle, which symeq never sets
+            raise InputError(f"{p}: unreadable array ({e})") from None
+    return _validated(x, y, str(p))
 
 
 def _chains_for(model, group, gen_actions):
@@ -312,10 +492,68 @@ def _per_generator_matching(model, group, deadline=None):
     return [[per[g][i][0] for g in range(len(per))] for i in range(model.depth - 1)]
 
 
+def _finetune_options(finetune) -> dict | None:
+    """None (no fine-tuning) or the fine-tuning options, checked: steps, lr, seconds, batch_size, holdout,
+    progress."""
+    if finetune is None or finetune is False:
+        return None
+    opts = {"steps": 300, "lr": 1e-3, "seconds": 120.0, "batch_size": 256, "holdout": 0.2, "progress": True}
+    if finetune is not True:
+        if not isinstance(finetune, dict):
+            raise InputError("finetune must be True or a dict of options (steps, lr, seconds, batch_size, holdout, "
+                             "progress)")
+        unknown = set(finetune) - set(opts)
+        if unknown:
+            raise InputError(f"unknown fine-tuning option(s) {sorted(unknown)}; known: {sorted(opts)}")
+        opts.update(finetune)
+    if not (isinstance(opts["steps"], int) and 1 <= opts["steps"] <= 10 ** 6):
+        raise InputError(f"--finetune-steps must be an integer from 1 to 10^6, got {opts['steps']!r}")
+    if not (isinstance(opts["lr"], (int, float)) and 0 < opts["lr"] <= 10 and math.isfinite(opts["lr"])):
+        raise InputError(f"--finetune-lr must be a number in (0, 10], got {opts['lr']!r}")
+    if opts["seconds"] is not None and not (isinstance(opts["seconds"], (int, float)) and opts["seconds"] > 0):
+        raise InputError(f"--finetune-seconds must be positive, got {opts['seconds']!r}")
+    if not (isinstance(opts["batch_size"], int) and opts["batch_size"] >= 1):
+        raise InputError(f"the fine-tuning batch size must be a positive integer, got {opts['batch_size']!r}")
+    if not (isinstance(opts["holdout"], (int, float)) and 0 < opts["holdout"] < 1):
+        raise InputError(f"--holdout must be a fraction strictly between 0 and 1, got {opts['holdout']!r}")
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        from .errors import EngineMissing
+
+        raise EngineMissing("--finetune trains with torch, which is not installed: pip install 'symeq[numeric]' "
+                            "(or pip install torch)")
+    return opts
+
+
+def _actions_json(group, gen_actions) -> list:
+    """theta-bar's rho_i(g) per hidden layer and generator: cycles (numbered from 1), source and signs."""
+    from .notation import format_cycles
+
+    out = []
+    for i, per in enumerate(gen_actions, 1):
+        for name, a in zip(group.names, per):
+            cols, vals = [int(c) for c in a.cols], [int(v) for v in np.sign(a.vals)]
+            out.append({"layer": i, "generator": name, "cycles": format_cycles(cols, vals),
+                        "source": [c + 1 for c in cols], "signs": vals})
+    return out
+
+
+def _noise_inputs(model, x, noise_points, seed):
+    """Noise inputs: N(0, I), or with data the data's per-feature mean and standard deviation."""
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((noise_points, model.input_dim))
+    if x is None:
+        return Z, "i.i.d. N(0, 1) (no --data)"
+    return x.mean(axis=0) + x.std(axis=0) * Z, ("Gaussian with the data's per-feature mean and standard deviation "
+                                                "(a feature constant on the data stays at its value)")
+
+
 def certify(network, group=None, *, input_shape=None, digits: int | None = None, data=None,
             max_distance: float | None = None, tol: float = 1e-6, timeout: float | None = 600.0,
             noise_points: int = DEFAULT_NOISE_POINTS, seed: int = 0, name: str | None = None,
-            conv: str = "auto") -> Certification:
+            conv: str = "auto", task: str | None = None, metric: str = "parameters", restarts: int = 8,
+            finetune=None) -> Certification:
     """Find the nearest layerwise-equivariant network to a float one and prove it exactly.
 
     Parameters
@@ -326,8 +564,17 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     group : a FiniteGroup, a NumericGroup or a built-in group name; default the network's
     digits : the rounding grid 10^-digits of every layer (default, per layer: three digits below the
         layer's largest deviation from its projection; 12 for a layer the projection does not move)
-    data : an .npz path (x, optional y) or (x, y): function distance and task loss on data
-    max_distance : a largest relative layer distance above which the status is "too far" (exit 1)
+    data : an .npz path (x, optional y) or (x, y): function distance, task loss, data-weighted distances
+    task : "classifier" or "autoencoder"; default read from the data (labels and an output unlike the
+        input: classifier; no labels, output = input: autoencoder); labels with output = input need it
+    metric : "parameters" (whole-network ||theta - theta-bar|| / ||theta||) or "data" (the same weighted
+        by the second moment of each layer's input on the data, symmetrised over the group; needs data):
+        the one metric that chooses theta-bar among the candidates and judges ``max_distance``
+    max_distance : a distance in ``metric`` above which the status is "too far" (exit 1)
+    restarts : seeded random restarts of the joint search (groups of order 2, two or more hidden layers)
+    finetune : True or a dict (steps, lr, seconds, batch_size, holdout, progress): train inside the
+        layerwise-equivariant subspace of the chosen actions on a split of the data (torch extra), then
+        round, average and verify the fine-tuned network exactly (:func:`symeq.numeric.train.finetune_equivariant`)
     tol : the float twin's tolerance (only decides which candidate actions are tried)
     conv : how convolutions are averaged: "dense" (through their dense matrix, with the matching
         search; a kernel is written back when the average is a convolution), "kernels" (on the
@@ -352,11 +599,13 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     from .numeric.layerwise import derive_latent_actions_numeric
     from .numeric.models import NumericDenseLayer, NumericModel
     from .numeric.monomial import MonomialAction
-    from .numeric.project import (check_projectable, group_elements, is_homomorphism, layer_distances,
-                                  nearest_involution_actions, repair_cyclic, restrict_to_projectable, reynolds_exact,
-                                  reynolds_float, signs_allowed, trivial_actions)
+    from .numeric.project import (_key, check_projectable, data_scaled, element_actions, group_elements,
+                                  involution_lower_bound, is_homomorphism, layer_diagnostics, layer_distances,
+                                  nearest_involution_actions, parameter_distance, random_involutions, repair_cyclic,
+                                  restrict_to_projectable, reynolds_exact, reynolds_float, second_moments,
+                                  signs_allowed, symmetrised_moment, trivial_actions, unused_inputs,
+                                  weighted_distances)
     from .sizes import check_memory, check_width
-    from .theorem import verify
 
     t0 = time.perf_counter()
     deadline = Deadline(timeout)
@@ -366,6 +615,10 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     original = model  # with its conv2d layers, when it has some
     if conv not in ("auto", "dense", "kernels"):
         raise InputError(f"conv must be \"auto\", \"dense\" or \"kernels\", got {conv!r}")
+    if metric not in METRICS:
+        raise InputError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    if not (isinstance(restarts, int) and 0 <= restarts <= 10_000):
+        raise InputError(f"--restarts must be an integer from 0 to 10000, got {restarts!r}")
     has_conv = any(l.kind == "conv2d" for l in model.layers)
     kernels = has_conv and (conv == "kernels" or (conv == "auto" and any(
         l.kind == "conv2d" and l.in_dim * l.out_dim > DENSE_EXPANSION_LIMIT for l in model.layers)))
@@ -399,7 +652,23 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
             activation_from_spec(l.activation.spec, f"hidden layer {i}")
         except InputError as e:
             raise InputError(f"hidden layer {i}: no exact activation for {l.activation.spec}: {e}") from None
-    data = _checked_data(model, data)  # read once and checked before the work
+    checked = _checked_data(model, data, task)  # read once and checked before the work
+    if metric == "data" and checked is None:
+        raise InputError("--metric data weights the distance by the data: give --data")
+    ft_opts = _finetune_options(finetune)
+    if ft_opts is not None:
+        if checked is None or checked[2] is None:
+            raise InputError("--finetune trains on the task: give --data (with labels y for a classifier, or "
+                             "--task autoencoder for a network whose output has the input's size)")
+        if has_conv:
+            raise InputError("--finetune covers dense networks (a convolution's weight sharing is not kept by the "
+                             "fine-tuning steps)")
+        if checked[0].shape[0] < 10:
+            raise InputError(f"--finetune needs at least 10 data points (a held-out split); the data has "
+                             f"{checked[0].shape[0]}")
+    if kernels and metric != "parameters":
+        raise InputError("--metric data is not available for convolutions averaged on their kernels (--conv kernels)")
+    x = None if checked is None else checked[0]
     words, _, _, _ = group_elements(ngroup)
     notes = list(notes_conv)
     sub = [i for i, l in enumerate(model.layers[:-1], 1)
@@ -409,17 +678,42 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
                      "sigmoid's affine flip, shifted or monomial activations); the actions searched are permutations, "
                      "a subgroup of K_i, so a nearer layerwise-equivariant network through all of K_i may exist")
     if kernels:
-        return _certify_conv_kernels(model, ngroup, egroup, digits=digits, data=data, max_distance=max_distance,
+        return _certify_conv_kernels(model, ngroup, egroup, digits=digits, data=checked, max_distance=max_distance,
                                      tol=tol, timeout=timeout, noise_points=noise_points, seed=seed,
                                      deadline=deadline, t0=t0, notes=notes)
-    candidates = []  # (max distance, total squared distance, method, proven, gen actions)
+    moments = None
+    if x is not None:
+        moments = second_moments(model, x)
+        if moments is None:
+            if metric == "data":
+                raise InputError("--metric data: a layer is wider than the data moments allow "
+                                 "(symeq.numeric.project.MAX_MOMENT_WIDTH)")
+            notes.append("a layer is too wide for the data's second moments: no data-weighted distances")
+    candidates, seen = [], {}
 
     def consider(gen_actions, method, proven):
-        chains = _chains_for(model, ngroup, gen_actions)
+        key = b"".join(_key(a) for per in gen_actions for a in per)
+        if key in seen:  # the same actions from another start: one candidate, every way it was found
+            c = seen[key]
+            if proven and not c["proven"]:
+                c["also"].append(c["method"])
+                c["method"], c["proven"] = method, True
+            elif method != c["method"] and method not in c["also"]:
+                c["also"].append(method)
+            return
+        chains = element_actions(ngroup, gen_actions)
         proj = reynolds_float(model, chains)
-        d = layer_distances(model, proj)
-        total = sum((np.sum((l.weight - W) ** 2) + np.sum((l.bias - b) ** 2)) for l, (W, b) in zip(model.layers, proj))
-        candidates.append((max(d), float(total), method, proven, gen_actions, chains, proj))
+        c = {"layer": layer_distances(model, proj), "pdist": parameter_distance(model, proj), "method": method,
+             "proven": proven, "gen": gen_actions, "chains": chains, "proj": proj, "also": [], "wd": None,
+             "ddist": None}
+        if moments is not None:
+            c["wd"], _ = weighted_distances(model, proj, moments)
+            if metric == "data":
+                sym = [symmetrised_moment(S, chains, li) for li, S in enumerate(moments)]
+                _, c["ddist"] = weighted_distances(model, proj, sym)
+        c["score"] = c["pdist"] if metric == "parameters" else c["ddist"]
+        seen[key] = c
+        candidates.append(c)
 
     twin = None
     try:
@@ -446,19 +740,47 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
             notes.append("the float twin's actions are not monomial (attention value spaces)")
     except InputError as e:
         notes.append(f"the float twin found no actions ({e})")
+    hidden = model.depth - 1
+    search = {"restarts": 0, "lower_bound": None, "optimal": False, "line": None}
     if len(words) == 2 and len(ngroup.generators) == 1:
-        starts = [(None, "identity")] + ([(None, "forward"), (None, "backward")] if model.depth > 2 else [])
-        starts += [] if twin is None else [(twin, "identity")]
-        for start, init in starts:
+        starts = [(None, "identity", "start: identity")]
+        if hidden > 1:  # the joint search: warm starts, then seeded random restarts
+            starts += [(None, "forward", "start: each layer's best matching from the input up"),
+                       (None, "backward", "start: each layer's best matching from the output down")]
+            starts += [] if twin is None else [(twin, "identity", "start: the float twin's actions")]
+            rng = np.random.default_rng(seed)
+            starts += [(random_involutions(model, ngroup, rng), "identity", f"random restart {k + 1} (seed {seed})")
+                       for k in range(restarts)]
+        runs = [(model, s) for s in starts]
+        if metric == "data":  # also searched on theta weighted by the data (a heuristic; judged by the metric)
+            scaled = data_scaled(model, moments)
+            runs += [(scaled, s) for s in starts[:3]]
+        for m, (start, init, label) in runs:
             try:
-                a = nearest_involution_actions(model, ngroup, start=start, init=init, deadline=deadline)
+                a = nearest_involution_actions(m, ngroup, start=start, init=init, deadline=deadline)
             except Undetermined as e:
                 if candidates:  # a candidate is already there: the search stops, the rest goes on
                     notes.append(f"the matching search stopped at its time budget ({e})")
                     break
                 raise
-            consider(a.actions, a.method, a.proven_nearest)
+            if label.startswith("random"):
+                search["restarts"] += 1
+            weighted = m is not model
+            method = a.method if hidden == 1 and not weighted else \
+                f"maximum-weight matching per layer, layers in turn ({label}" + \
+                ("; columns weighted by the data's root mean square" if weighted else "") + ")"
+            # proven nearest: in the parameter metric, by the exact matching on theta itself
+            consider(a.actions, method, a.proven_nearest and not weighted and metric == "parameters")
             notes += [n for n in a.notes if n not in notes]
+        if hidden > 1 and metric == "parameters":
+            try:
+                lb, how = involution_lower_bound(model, ngroup, deadline)
+            except Undetermined as e:
+                lb, how = None, f"its matchings ran past the time budget ({e})"
+            search["lower_bound_method"] = how
+            if lb is not None:
+                den = sum(float(np.sum(l.weight ** 2) + np.sum(l.bias ** 2)) for l in model.layers)
+                search["lower_bound"] = float(np.sqrt(lb / den)) if den > 0 else float(np.sqrt(lb))
     else:
         consider(trivial_actions(model, ngroup), "the trivial action (always a homomorphism)", False)
         per = _per_generator_matching(model, ngroup, deadline)
@@ -471,10 +793,28 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
         notes.append(f"group of order {len(words)}: candidates are the float twin's actions (repaired for a cyclic "
                      "group), the per-generator matchings (generators of order 2) and the trivial action; best found, "
                      "not proven nearest")
-    least = min(c[1] for c in candidates)
-    ties = [c for c in candidates if c[1] <= least * (1 + 1e-9) + 1e-300]
-    best = next((c for c in ties if c[3]), ties[0])  # a proven nearest candidate wins a tie
-    _, _, method, proven, gen_actions, chains, proj = best
+    least = min(c["score"] for c in candidates)
+    ties = [c for c in candidates if c["score"] <= least * (1 + 1e-9) + 1e-300]
+    best = next((c for c in ties if c["proven"]), ties[0])  # a proven nearest candidate wins a tie
+    method, proven, gen_actions, chains, proj = best["method"], best["proven"], best["gen"], best["chains"], best["proj"]
+    if best["also"]:
+        method += f" (also found from {len(best['also'])} other start(s))"
+    if proven:
+        search.update(optimal=True, line="optimal: the exact matching over every homomorphism into the actions "
+                                         "searched (proven nearest)")
+    elif search["lower_bound"] is not None:
+        lbv, b = search["lower_bound"], best["score"]
+        search["gap"] = max(0.0, b - lbv)
+        if b <= lbv * (1 + 1e-9) + 1e-15:
+            search.update(optimal=True, line=f"optimal: theta-bar's distance {b:.3g} equals the lower bound "
+                                             f"({search['lower_bound_method']})")
+        else:
+            search["line"] = (f"within {b - lbv:.3g} of the optimum: the nearest homomorphism's distance lies in "
+                              f"[{lbv:.3g}, {b:.3g}] (lower bound: {search['lower_bound_method']}; "
+                              f"{search['restarts']} random restart(s))")
+    elif hidden > 1 and len(words) == 2:
+        search["line"] = (f"no lower bound computed ({search.get('lower_bound_method', 'none for the data metric')}); "
+                          f"{search['restarts']} random restart(s)")
     # the grid, per layer: three digits below the layer's largest entrywise deviation from its projection
     # (12 for a layer the projection leaves as it is), and at least three below its largest weight
     if digits is None:
@@ -483,12 +823,28 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
             dev = max(float(np.max(np.abs(l.weight - W), initial=0.0)), float(np.max(np.abs(l.bias - b), initial=0.0)))
             rel = dev / max(float(np.max(np.abs(l.weight), initial=0.0)), float(np.max(np.abs(l.bias), initial=0.0)),
                             1e-300)
-            D = 12 if rel <= 1e-13 else int(min(15, max(3, math.ceil(-math.log10(dev)) + 3)))
-            scale = max(float(np.max(np.abs(l.weight), initial=0.0)), 1e-300)
-            digits.append(int(max(D, min(15, math.ceil(-math.log10(scale)) + 3))))
+            digits.append(_digits_for(dev, rel, float(np.max(np.abs(l.weight), initial=0.0))))
     else:
         digits = [digits] * model.depth
-    exact = reynolds_exact(model, chains, digits, conv_shapes)
+    nearest = NumericModel(model.input_dim, [NumericDenseLayer(W.copy(), b.copy(), l.activation)
+                                             for l, (W, b) in zip(model.layers, proj)], ngroup, model.name)
+    source, ft_info, split = model, None, None
+    if ft_opts is not None:
+        from .numeric.train import finetune_equivariant
+
+        xs, ys = checked[0], checked[1]
+        order = np.random.default_rng(seed).permutation(xs.shape[0])
+        nh = max(1, int(round(ft_opts["holdout"] * xs.shape[0])))
+        held, train = order[:nh], order[nh:]
+        split = ((xs[train], None if ys is None else ys[train]), (xs[held], None if ys is None else ys[held]))
+        left = None if timeout is None else max(0.0, timeout - deadline.elapsed())
+        secs = ft_opts["seconds"] if left is None else min(ft_opts["seconds"] or left, 0.5 * left)
+        source, ft_info = finetune_equivariant(nearest, chains, split[0][0], split[0][1], checked[2],
+                                               steps=ft_opts["steps"], lr=float(ft_opts["lr"]),
+                                               batch_size=ft_opts["batch_size"], seconds=secs, seed=seed,
+                                               progress=ft_opts["progress"], deadline=deadline)
+        ft_info.update(train_points=int(len(train)), held_out_points=int(len(held)))
+    exact = reynolds_exact(source, chains, digits, conv_shapes)
     if any(sh is not None and e[4] is None for sh, e in zip(conv_shapes, exact)):
         # all or nothing: a conv2d layer after a dense one would meet actions that are no channel action
         # times a pixel permutation in the exact walk, so one layer that does not fold makes every layer dense
@@ -508,10 +864,12 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
         else:
             layers.append(DenseLayer(Wq, bq, act))
         flayers.append(NumericDenseLayer(Wf, bf, l.activation))
-    bar_name = f"{model.name} (nearest layerwise equivariant)"
+    bar_name = f"{model.name} (nearest layerwise equivariant)" if ft_opts is None else \
+        f"{model.name} (layerwise equivariant, fine-tuned)"
     exact_model = Model(model.input_dim, layers, egroup, bar_name)
     bar = NumericModel(model.input_dim, flayers, ngroup, bar_name)
-    dists = layer_distances(model, [(l.weight, l.bias) for l in bar.layers])
+    written = [(l.weight, l.bias) for l in bar.layers]
+    dists = layer_distances(model, written) if ft_opts is None else best["layer"]
     for li, e in enumerate(exact):  # a convolution kept as one: its distance on its own parameters
         if e[4] is not None:
             K0, b0 = np.asarray(original.layers[li].kernel), np.asarray(original.layers[li].channel_bias)
@@ -520,28 +878,66 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
             num = np.sqrt(np.sum((K0 - K1) ** 2) + np.sum((b0 - b1) ** 2))
             den = np.sqrt(np.sum(K0 ** 2) + np.sum(b0 ** 2))
             dists[li] = float(num / den) if den > 0 else float(num)
-    cand_json = [{"method": c[2], "max_distance": c[0], "squared_distance": c[1]} for c in candidates]
+    cand_json = [{"method": c["method"], "also_found_by": c["also"], "distance": c["score"],
+                  "parameters_per_layer": c["layer"], "parameters_max": max(c["layer"]),
+                  "parameters": c["pdist"], "data_weighted": c["ddist"]} for c in candidates]
     cert = Certification("undetermined", dists, {}, None, digits, method, proven, cand_json, None, exact_model, bar,
-                         max_distance, notes)
-    return _finish(cert, model, bar, egroup, data, noise_points, seed, timeout, deadline, t0)
+                         max_distance, notes, metric=metric, distance=best["score"],
+                         layer_distances_data=best["wd"], search=search, actions=_actions_json(ngroup, gen_actions))
+    if ft_opts is None and metric == "parameters":  # the written (rounded) theta-bar's distance
+        cert.distance = parameter_distance(model, written)
+    if ft_info is not None:
+        ft_info["nearest"] = {"metric": metric, "distance": best["score"], "parameters_per_layer": best["layer"]}
+        ft_info["parameters_per_layer"] = layer_distances(model, written)
+        ft_info["parameters"] = parameter_distance(model, written)
+        if moments is not None:
+            ft_info["data_weighted_per_layer"], _ = weighted_distances(model, written, moments)
+        cert.finetune = ft_info
+        notes.append("with --finetune the exact verification and the written files are of the fine-tuned network; "
+                     "theta-bar (the nearest, in the lines above) is its float projection for the same actions, not "
+                     "verified on its own")
+    if x is not None:
+        try:
+            cert.diagnostics = layer_diagnostics(model, x, ngroup, gen_actions, seed)
+        except (np.linalg.LinAlgError, ValueError) as e:  # a degenerate fit: the diagnostics are left out
+            notes.append(f"the paper's metric could not be fitted on the data ({e})")
+    return _finish(cert, model, bar, egroup, checked, noise_points, seed, timeout, deadline, t0,
+                   nearest=nearest if ft_opts is not None else None, split=split)
 
 
-def _finish(cert, model, bar, egroup, data, noise_points, seed, timeout, deadline, t0):
+def _finish(cert, model, bar, egroup, checked, noise_points, seed, timeout, deadline, t0, nearest=None, split=None):
     """Function distances and task loss of theta-bar, then its exact verification: the status."""
+    from .numeric.project import unused_inputs
     from .theorem import verify
 
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((noise_points, model.input_dim))
-    cert.function_distance = {"noise": _relative(model(X), bar(X))}
-    x, y = read_data(data)
+    x = None if checked is None else checked[0]
+    X, how = _noise_inputs(model, x, noise_points, seed)
+    ref = bar if nearest is None else nearest  # the lines above are of the nearest theta-bar
+    cert.function_distance = {"noise": _relative(model(X), ref(X))}
+    cert.data_info = {"noise": how}
     if x is not None:
-        cert.function_distance["data"] = _relative(model(x), bar(x))
-        cert.task_loss = _task_loss(model, bar, x, y)
+        cert.function_distance["data"] = _relative(model(x), ref(x))
+        cert.data_info["unused_inputs"] = unused_inputs(x)
+        if split is None:
+            cert.task_loss = _task_loss({"theta": model, "theta_bar": bar}, [("the data", x, checked[1])],
+                                        checked[2], checked[3])
+        else:
+            cert.task_loss = _task_loss({"theta": model, "theta_bar": nearest, "theta_bar_finetuned": bar},
+                                        [("the fine-tuning split", *split[0]), ("the held-out split", *split[1])],
+                                        checked[2], checked[3])
+            cert.finetune["function"] = {"noise": _relative(model(X), bar(X)), "data": _relative(model(x), bar(x))}
+    if timeout is not None and deadline.elapsed() >= timeout:
+        cert.reason = (f"the time budget of {timeout:g} s ran out before the exact verification of theta-bar "
+                       "(raise --timeout)")
+        cert.seconds = time.perf_counter() - t0
+        return cert
     try:
-        left = None if timeout is None else max(0.0, timeout - deadline.elapsed())
+        left = None if timeout is None else max(1e-3, timeout - deadline.elapsed())
         v = verify(cert.model, egroup, timeout=left, seed=seed)
     except Undetermined as e:
-        cert.reason = f"the exact verification of theta-bar stopped: {e}"
+        cert.reason = (f"the exact verification of theta-bar stopped at the end of the time budget of {timeout:g} s "
+                       f"(raise --timeout): {e}" if timeout is not None else
+                       f"the exact verification of theta-bar stopped: {e}")
         cert.seconds = time.perf_counter() - t0
         return cert
     except InputError as e:  # theta-bar is well formed by construction: a refusal is no verdict on it
@@ -556,7 +952,7 @@ def _finish(cert, model, bar, egroup, data, noise_points, seed, timeout, deadlin
     elif v.reparametrized:  # the actions hold at theta' (same function), which is not the theta-bar written
         cert.reason = ("the exact pipeline found no action at theta-bar itself, only at a re-parametrized theta' "
                        "with the same function: theta-bar's layerwise equivariance is not proven")
-    elif cert.max_allowed is not None and cert.max_distance > cert.max_allowed:
+    elif cert.max_allowed is not None and cert.distance > cert.max_allowed:
         cert.status = "too far"
     else:
         cert.status = "certified"
@@ -600,6 +996,7 @@ def _certify_conv_kernels(model, ngroup, egroup, *, digits, data, max_distance, 
                            "large for the dense matching search")
     chains = element_actions(ngroup, acts)
     layers, flayers, dists, grids = [], [], [], []
+    tot_num = tot_den = 0.0
     for li, l in enumerate(model.layers):
         deadline.check(f"averaging layer {li + 1} over the group")
         act = None if l.activation is None else activation_from_spec(l.activation.spec)
@@ -634,6 +1031,7 @@ def _certify_conv_kernels(model, ngroup, egroup, *, digits, data, max_distance, 
             num = np.sqrt(np.sum((l.weight - Wf) ** 2) + np.sum((l.bias - bf) ** 2))
             den = np.sqrt(np.sum(l.weight ** 2) + np.sum(l.bias ** 2))
         dists.append(float(num / den) if den > 0 else float(num))
+        tot_num, tot_den = tot_num + float(num) ** 2, tot_den + float(den) ** 2
         grids.append(int(D))
     bar_name = f"{model.name} (nearest layerwise equivariant)"
     exact_model = Model(model.input_dim, layers, egroup, bar_name)
@@ -641,9 +1039,12 @@ def _certify_conv_kernels(model, ngroup, egroup, *, digits, data, max_distance, 
     method = f"the float twin's actions (max residual {der.max_residual:.3g}), convolutions averaged on their kernels"
     notes.append("convolutions too large for their dense matrix: averaged on their kernels, with the float twin's "
                  "actions only (no matching search): best found, not proven nearest")
+    whole = float(np.sqrt(tot_num / tot_den)) if tot_den > 0 else float(np.sqrt(tot_num))
     cert = Certification("undetermined", dists, {}, None, grids, method, False,
-                         [{"method": method, "max_distance": max(dists), "squared_distance": None}], None,
-                         exact_model, bar, max_distance, notes)
+                         [{"method": method, "also_found_by": [], "distance": whole, "parameters_per_layer": dists,
+                           "parameters_max": max(dists), "parameters": whole, "data_weighted": None}], None,
+                         exact_model, bar, max_distance, notes, metric="parameters", distance=whole,
+                         actions=_actions_json(ngroup, acts))
     return _finish(cert, model, bar, egroup, data, noise_points, seed, timeout, deadline, t0)
 
 
@@ -658,7 +1059,7 @@ def certify_mirror_run(model, data, task: str, timeout: float = 600.0) -> dict:
 
     group = mirror_group(data.shape, task, model.output_dim)
     try:
-        c = certify(model, group, data=(data.x, data.y if task == "classifier" else None), timeout=timeout)
+        c = certify(model, group, data=(data.x, data.y if task == "classifier" else None), timeout=timeout, task=task)
     except SymeqError as e:
         return {"status": "not certified", "reason": str(e)}
     return {"status": c.status, "parameter_distance_per_layer": c.layer_distances,

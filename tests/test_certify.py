@@ -185,13 +185,14 @@ def test_labels_that_do_not_fit_the_outputs_are_refused_before_the_work(tmp_path
     save_npz(noisy, tmp_path / "net.npz")
     x = np.random.default_rng(0).standard_normal((30, 16))
     np.savez(tmp_path / "d.npz", x=x, y=np.arange(30) % 20)
-    assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:4x4", "--data", str(tmp_path / "d.npz")]) == 2
+    assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:4x4", "--data", str(tmp_path / "d.npz"),
+                 "--task", "classifier"]) == 2
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith("error: ") and "labels run from 0 to 19" in err and "16 outputs" in err, err
     from symeq.certification import certify
 
     with pytest.raises(InputError, match="labels run from -1"):
-        certify(noisy, G, data=(x, np.arange(30) % 3 - 1))
+        certify(noisy, G, data=(x, np.arange(30) % 3 - 1), task="classifier")
 
 
 def test_one_output_with_labels_0_1_gives_binary_cross_entropy():
@@ -396,9 +397,9 @@ def test_cyclic_group_repairs_the_twin_cycles():
     c = certify(net, G)
     assert c.status == "certified"
     trivial = next(x for x in c.candidates if x["method"].startswith("the trivial"))
-    assert c.max_distance <= trivial["max_distance"] + 1e-12
+    assert c.distance <= trivial["distance"] + 1e-12
     for x in c.candidates:
-        assert x["squared_distance"] >= min(y["squared_distance"] for y in c.candidates)
+        assert x["distance"] >= min(y["distance"] for y in c.candidates)
     ng = group_from_exact(G)
     twin_like = [[MonomialAction(np.array([1, 2, 0, 3, 4, 5, 6, 7]), np.ones(8))]]  # a 3-cycle: breaks g^4 = e
     assert not is_homomorphism(ng, twin_like)[0]

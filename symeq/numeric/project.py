@@ -61,7 +61,9 @@ from .monomial import MonomialAction
 __all__ = ["Actions", "signed_permutation", "group_elements", "element_actions", "is_homomorphism",
            "reynolds_float", "reynolds_exact", "layer_distances", "nearest_involution_actions", "trivial_actions",
            "check_projectable", "signs_allowed", "restrict_to_projectable", "repair_cyclic", "fold_conv",
-           "conv_tap_maps", "reynolds_conv_exact", "MAX_FULL_MATCHING"]
+           "conv_tap_maps", "reynolds_conv_exact", "MAX_FULL_MATCHING", "layer_inputs", "second_moments",
+           "symmetrised_moment", "weighted_distances", "parameter_distance", "data_scaled", "random_involutions",
+           "involution_lower_bound", "MAX_MOMENT_WIDTH", "layer_diagnostics", "unused_inputs"]
 
 #: above this many positive-gain pairs on a layer the matching (networkx, pure Python: about 40 s for
 #: 20 000 pairs on 1024 neurons) is bounded (then the result is labelled "best found, not proven nearest")
@@ -646,3 +648,208 @@ def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20, i
                          "was no involution: the matching was bounded (the assignment's 2-cycles kept, the rest "
                          "matched among themselves), so not proven nearest")
     return Actions([[a] for a in rho[1:-1]], method, proven, notes)
+
+
+# -- data-aware distances (docs/certify.md, "Distances on the data") -------------------------------------------
+
+#: widths above which the data's second moments (a (n+1) x (n+1) matrix per layer) are not formed
+MAX_MOMENT_WIDTH = 4096
+
+
+def _augmented(a: MonomialAction) -> MonomialAction:
+    """diag(rho, 1): the action on a layer's input with the constant 1 that carries the bias."""
+    return MonomialAction(np.append(a.cols, a.n), np.append(np.where(a.vals < 0, -1.0, 1.0), 1.0))
+
+
+def layer_inputs(model, x: np.ndarray) -> list:
+    """Each layer's input on the data (theta's features: x, f_1(x), ..., f_{L-1}(x)), N x n_{i-1}."""
+    out, Y = [], np.asarray(x, dtype=np.float64)
+    for l in model.layers:
+        out.append(Y)
+        Y = l.forward(Y)
+    return out
+
+
+def second_moments(model, x: np.ndarray) -> list | None:
+    """Per layer Sigma_{i-1} = E[(y, 1)(y, 1)^T] of its input y on the data (the 1 carries the bias);
+    None when some layer is wider than :data:`MAX_MOMENT_WIDTH`."""
+    if max(model.widths[:-1]) > MAX_MOMENT_WIDTH:
+        return None
+    out = []
+    for Y in layer_inputs(model, x):
+        Y1 = np.hstack([Y, np.ones((Y.shape[0], 1))])
+        out.append(Y1.T @ Y1 / Y.shape[0])
+    return out
+
+
+def symmetrised_moment(S: np.ndarray, chains, li: int) -> np.ndarray:
+    """Sigma-bar = (1/|G|) sum_g rho~(g) Sigma rho~(g)^T, rho~ = diag(rho_{li}(g), 1): the second moment of the
+    data augmented by the group's action on that layer's input.  Every rho~(g) keeps Sigma-bar, so the
+    Reynolds average is the orthogonal projection in <A, B> = tr(A Sigma-bar B^T) (docs/certify.md)."""
+    acc = np.zeros_like(S)
+    for chain in chains:
+        r = _augmented(chain[li])
+        acc += r.left(r.left(S).T).T  # rho S rho^T
+    return acc / len(chains)
+
+
+def weighted_distances(model, projected, moments) -> tuple[list, float]:
+    """Per layer ||[W - W-bar, b - b-bar] Sigma^{1/2}|| / ||[W, b] Sigma^{1/2}|| (Sigma from ``moments``:
+    the relative change of the layer's pre-activation on the data, as a root mean square), and the
+    whole network's sqrt(sum_i num_i^2 / sum_i den_i^2)."""
+    per, tn, td = [], 0.0, 0.0
+    for l, (W, b), S in zip(model.layers, projected, moments):
+        D = np.hstack([l.weight - W, (l.bias - b)[:, None]])
+        T = np.hstack([l.weight, l.bias[:, None]])
+        num = max(float(np.sum((D @ S) * D)), 0.0)
+        den = max(float(np.sum((T @ S) * T)), 0.0)
+        per.append(float(np.sqrt(num / den)) if den > 0 else float(np.sqrt(num)))
+        tn, td = tn + num, td + den
+    return per, (float(np.sqrt(tn / td)) if td > 0 else float(np.sqrt(tn)))
+
+
+def parameter_distance(model, projected) -> float:
+    """The whole network's ||theta - theta-bar|| / ||theta|| (every weight and bias together)."""
+    num = sum(float(np.sum((l.weight - W) ** 2) + np.sum((l.bias - b) ** 2)) for l, (W, b) in zip(model.layers, projected))
+    den = sum(float(np.sum(l.weight ** 2) + np.sum(l.bias ** 2)) for l in model.layers)
+    return float(np.sqrt(num / den)) if den > 0 else float(np.sqrt(num))
+
+
+def data_scaled(model, moments):
+    """theta with the columns of every W_i scaled by the data's root mean square of that input
+    (sqrt of Sigma_{i-1}'s diagonal): the matching search on it weights the neurons the data use
+    (a heuristic for candidates under the data metric; the candidates are judged by that metric)."""
+    from .models import NumericDenseLayer, NumericModel
+
+    layers = []
+    for l, S in zip(model.layers, moments):
+        s = np.sqrt(np.maximum(np.diag(S)[:-1], 0.0))
+        layers.append(NumericDenseLayer(l.weight * s[None, :], l.bias.copy(), l.activation))
+    return NumericModel(model.input_dim, layers, model.group, model.name)
+
+
+# -- the search at depth: seeded restarts and a lower bound ----------------------------------------------------
+
+def random_involutions(model, group, rng) -> list:
+    """Generator actions per hidden layer: a random involution on each (a random pairing of a random
+    half of the neurons, signs at random where the activation allows them); a restart of the search."""
+    out = []
+    for l, w in zip(model.layers[:-1], model.widths[1:-1]):
+        cols = np.arange(w)
+        perm = rng.permutation(w)
+        k = int(rng.integers(0, w // 2 + 1))
+        for t in range(k):
+            a, b = perm[2 * t], perm[2 * t + 1]
+            cols[a], cols[b] = b, a
+        vals = np.ones(w)
+        if signs_allowed(l.activation):
+            s = rng.choice([-1.0, 1.0], size=w)
+            for j in range(w):  # a 2-cycle carries one common sign, as the matching's
+                s[j] = s[min(j, cols[j])]
+            vals = s
+        out.append([MonomialAction(cols, vals)])
+    return out
+
+
+def _one_layer_cost(W, b, P_in, P_out) -> float:
+    """||[W, b] - Reynolds_{e, g}([W, b])||^2 for one layer and an involution (P_in, P_out)."""
+    inv = P_out.inverse()
+    Wg = inv.left(P_in.right(W))
+    bg = inv.left(b[:, None])[:, 0]
+    return float(np.sum((W - Wg) ** 2) + np.sum((b - bg) ** 2)) / 4.0
+
+
+def involution_lower_bound(model, group, deadline=None) -> tuple[float | None, str]:
+    """A lower bound on min ||theta - theta-bar||^2 over every homomorphism {e, g} -> prod_i of the
+    (signed) permutations searched, and how it was found.
+
+    The squared distance is a sum over layers, T_1(rho_1) + T_2(rho_1, rho_2) + ... + T_L(rho_{L-1}),
+    each term >= 0.  So the sum of the terms' independent minima is a lower bound: min T_1 is the
+    first layer's own matching (rho_0 is fixed), min T_L the last layer's (rho_L fixed), and a middle
+    term's own minimum is 0 (identity on both sides).  None where a matching was bounded (not exact).
+    """
+    words, ins, outs, _ = group_elements(group)
+    if len(words) != 2 or len(group.generators) != 1:
+        return None, "the lower bound is for a group of order 2"
+    hidden = model.depth - 1
+    rho = [ins[1]] + [MonomialAction.identity(w) for w in model.widths[1:-1]] + [outs[1]]
+    total, parts = 0.0, []
+    for i, side in ((1, "in"), (hidden, "out")):
+        if deadline is not None:
+            deadline.check(f"the lower bound's matching on hidden layer {i}")
+        S, d = _layer_terms(model, rho, i, side)
+        cols, vals, ok = _best_involution(S, d, signs_allowed(model.layers[i - 1].activation))
+        if not ok:
+            return None, f"the matching on hidden layer {i} was bounded"
+        a = MonomialAction(cols, vals)
+        if side == "in":
+            l = model.layers[0]
+            total += _one_layer_cost(l.weight, l.bias, rho[0], a)
+        else:
+            l = model.layers[-1]
+            total += _one_layer_cost(l.weight, l.bias, a, rho[-1])
+    return total, ("the first layer's and the last layer's own optima (each layer's matching alone; the middle "
+                   "layers' own optimum is 0)")
+
+
+# -- the paper's metric beside the K-restricted one, and the units that explain the gap ------------------------
+
+#: a unit is near-linear when an affine function of its pre-activation explains this much of its output's
+#: variance on the data (R^2), near-dead when its output's standard deviation is below this fraction of the
+#: layer's largest, near-clones when their outputs correlate (in absolute value) at least this much
+NEAR_LINEAR_R2, NEAR_DEAD, NEAR_CLONE = 0.999, 1e-3, 0.999
+
+
+def _median_rel(T, P):
+    norms = np.maximum(np.linalg.norm(T, axis=1), 1e-300)
+    return float(np.median(np.linalg.norm(T - P, axis=1) / norms))
+
+
+def layer_diagnostics(model, x: np.ndarray, group, gen_actions, seed: int = 0) -> list:
+    """Per hidden layer i and generator g, on the data x: the paper's metric (median relative error
+    |f_i(gx) - A f_i(x)| / |f_i(gx)| of the least-squares A, fitted on two thirds of the data, measured on the
+    rest) beside the same error with A = rho_i(g) of the chosen actions (in K_i), and the units that
+    explain a gap: near-linear (an approximate GL symmetry of the linear regime, not in K_i), near-dead
+    (A is free on them) and near-clone pairs (A can mix them).  Units are numbered from 1."""
+    rng = np.random.default_rng(seed)
+    N = x.shape[0]
+    order = rng.permutation(N)
+    fit, test = (order[: (2 * N) // 3], order[(2 * N) // 3:]) if N >= 30 else (order, order)
+    out = []
+    for i in range(1, model.depth):
+        l = model.layers[i - 1]
+        Z = model.forward(x, i - 1) @ l.weight.T + l.bias if i > 1 else x @ l.weight.T + l.bias
+        F = l.activation(Z)
+        sd = F.std(axis=0)
+        dead = sd <= NEAR_DEAD * max(float(sd.max(initial=0.0)), 1e-300)
+        lin = np.zeros(F.shape[1], dtype=bool)
+        for j in np.flatnonzero(~dead):
+            zc, fc = Z[:, j] - Z[:, j].mean(), F[:, j] - F[:, j].mean()
+            vz = float(zc @ zc)
+            r2 = float((zc @ fc) ** 2 / (vz * float(fc @ fc))) if vz > 0 else 0.0
+            lin[j] = r2 >= NEAR_LINEAR_R2
+        clones = []
+        live = np.flatnonzero(~dead)
+        if 1 < len(live) <= 2048:
+            C = np.corrcoef(F[:, live].T)
+            iu, ju = np.triu_indices(len(live), 1)
+            hit = np.abs(C[iu, ju]) >= NEAR_CLONE
+            clones = [(int(live[a]) + 1, int(live[b]) + 1) for a, b in zip(iu[hit], ju[hit])]
+        for gi, (name, (A, _)) in enumerate(zip(group.names, group.generators)):
+            Fg = model.forward(x @ np.asarray(A).T, i)
+            At, *_ = np.linalg.lstsq(F[fit], Fg[fit], rcond=None)
+            rho = gen_actions[i - 1][gi]
+            out.append({"layer": i, "generator": name, "paper_metric": _median_rel(Fg[test], F[test] @ At),
+                        "k_metric": _median_rel(Fg[test], rho.apply_rows(F[test])),
+                        "fit_points": int(len(fit)), "test_points": int(len(test)),
+                        "near_linear": [int(j) + 1 for j in np.flatnonzero(lin)],
+                        "near_dead": [int(j) + 1 for j in np.flatnonzero(dead)],
+                        "near_clones": clones[:50], "near_clone_pairs": len(clones), "width": int(F.shape[1])})
+    return out
+
+
+def unused_inputs(x: np.ndarray) -> dict:
+    """Inputs the data never use: zero on every data point, and constant (the bias absorbs them); from 1."""
+    zero = np.all(x == 0, axis=0)
+    const = np.all(x == x[:1], axis=0) & ~zero
+    return {"zero": [int(j) + 1 for j in np.flatnonzero(zero)], "constant": [int(j) + 1 for j in np.flatnonzero(const)]}

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import EngineMissing, InputError
 
 __all__ = ["Dataset", "load_digits_dataset", "load_npz_dataset", "image_permutation", "build_mlp", "train_mlp",
-           "ProgressBar"]
+           "ProgressBar", "finetune_equivariant", "task_loss_torch"]
 
 ACTIVATIONS = ("tanh", "gelu", "relu", "poly")
 
@@ -78,7 +78,7 @@ def load_npz_dataset(path) -> Dataset:
     z = open_npz(p, "a data set .npz with an array \"x\"")
     if "x" not in z.files:
         raise InputError(f"{p}: a data set .npz needs an array \"x\" (and optionally \"y\", \"shape\")")
-    from ..check import close_names
+    from ..schema import close_names
 
     for name in sorted(set(z.files) - {"x", "y", "shape"}):  # a misspelt "Y" must not drop the labels
         close = close_names(name, ["x", "y", "shape"], 1)
@@ -248,3 +248,103 @@ def train_mlp(net, data: Dataset, task: str = "autoencoder", *, epochs: int = 30
     net.to("cpu")   # the analysis (numpy) reads the weights from the CPU
     stats["device"] = str(device)
     return stats
+
+
+def _torch_reynolds(torch, chains, li: int):
+    """The Reynolds average of layer li as a function on torch tensors (W, b) -> (W-bar, b-bar)."""
+    maps = []
+    for chain in chains:
+        P_in, P_out = chain[li], chain[li + 1]
+        inv = P_out.inverse()
+        maps.append((torch.from_numpy(P_in.cols), torch.from_numpy(P_in.vals), torch.from_numpy(inv.cols),
+                     torch.from_numpy(inv.vals)))
+
+    def project(W, b):
+        accW, accb = torch.zeros_like(W), torch.zeros_like(b)
+        for in_cols, in_vals, out_cols, out_vals in maps:
+            right = torch.empty_like(W)
+            right[:, in_cols] = W * in_vals.to(W.dtype)              # W P_in
+            accW += out_vals.to(W.dtype)[:, None] * right[out_cols]   # P_out^-1 W P_in
+            accb += out_vals.to(b.dtype) * b[out_cols]
+        return accW / len(maps), accb / len(maps)
+
+    return project
+
+
+def task_loss_torch(torch, out, x, y, task: str):
+    """The task loss: reconstruction MSE (autoencoder), cross-entropy (one logit per class) or binary
+    cross-entropy (one output, the logit of class 1)."""
+    if task == "autoencoder":
+        return torch.mean((out - x) ** 2)
+    if out.shape[1] == 1:
+        return torch.nn.functional.binary_cross_entropy_with_logits(out[:, 0], y.to(out.dtype))
+    return torch.nn.functional.cross_entropy(out, y)
+
+
+def finetune_equivariant(model, chains, x: np.ndarray, y, task: str, *, steps: int = 300, lr: float = 1e-3,
+                         batch_size: int = 256, seconds: float | None = None, seed: int = 0, progress: bool = True,
+                         deadline=None) -> tuple:
+    """Train a layerwise-equivariant float network inside the subspace of its actions (torch extra).
+
+    ``model``: a NumericModel already in the subspace (theta-bar in floats); ``chains``: the element
+    actions (:func:`symeq.numeric.project.element_actions`).  Projected gradient steps: the gradient is
+    averaged over the group (the orthogonal projection of the gradient onto the subspace), Adam steps
+    with it (its per-coordinate scaling commutes with signed permutations, so the step stays in the
+    subspace), and the Reynolds average is applied after every step so that rounding drift never
+    accumulates: every iterate is layerwise equivariant for the same actions, up to float rounding.
+    The caller rounds and averages the result exactly (:func:`symeq.numeric.project.reynolds_exact`).
+
+    At most ``steps`` steps (minibatches of ``batch_size``, seeded) and ``seconds`` (or the
+    ``deadline``'s time); progress on stderr.  Returns (the fine-tuned NumericModel, info dict:
+    steps done, seconds, final training loss, why it stopped).
+    """
+    torch = _torch()
+    from .models import NumericDenseLayer, NumericModel
+
+    if steps < 1:
+        raise InputError("--finetune-steps must be at least 1")
+    torch.manual_seed(seed)
+    net = model.to_torch(dtype=torch.float64)
+    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+    projs = [_torch_reynolds(torch, chains, li) for li in range(len(linears))]
+    X = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))
+    Y = None if y is None else torch.from_numpy(np.asarray(y, dtype=np.int64))
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    gen = torch.Generator().manual_seed(seed)
+    bar = ProgressBar(steps, "fine-tuning inside the layerwise-equivariant subspace", progress)
+    t0 = time.perf_counter()
+    done, why, loss_v = 0, f"{steps} steps", float("nan")
+    order, pos = torch.randperm(X.shape[0], generator=gen), 0
+    for k in range(steps):
+        if seconds is not None and time.perf_counter() - t0 > seconds:
+            why = f"its time budget of {seconds:g} s"
+            break
+        if deadline is not None and deadline.seconds is not None and deadline.elapsed() >= deadline.seconds:
+            why = "the command's time budget"
+            break
+        if pos >= X.shape[0]:
+            order, pos = torch.randperm(X.shape[0], generator=gen), 0
+        idx = order[pos:pos + batch_size]
+        pos += batch_size
+        xb = X[idx]
+        loss = task_loss_torch(torch, net(xb), xb, None if Y is None else Y[idx], task)
+        opt.zero_grad()
+        loss.backward()
+        with torch.no_grad():
+            for lin, P in zip(linears, projs):
+                lin.weight.grad, lin.bias.grad = P(lin.weight.grad, lin.bias.grad)
+        opt.step()
+        with torch.no_grad():
+            for lin, P in zip(linears, projs):
+                W, b = P(lin.weight, lin.bias)
+                lin.weight.copy_(W)
+                lin.bias.copy_(b)
+        done, loss_v = k + 1, float(loss.detach())
+        if k % 10 == 0 or k + 1 == steps:
+            bar.update(k + 1, f"loss {loss_v:.5g}")
+    bar.close()
+    layers = [NumericDenseLayer(lin.weight.detach().numpy().copy(), lin.bias.detach().numpy().copy(), l.activation)
+              for lin, l in zip(linears, model.layers)]
+    out = NumericModel(model.input_dim, layers, model.group, model.name)
+    return out, {"steps": done, "seconds": round(time.perf_counter() - t0, 3), "train_loss_last_batch": loss_v,
+                 "stopped_by": why, "lr": lr, "batch_size": batch_size}
