@@ -5,8 +5,9 @@ Commands, one module each (each module's docstring gives the full usage):
 * :mod:`symeq.cli.verify` -- ``verify``, ``check``, ``example``, ``generate``, ``groups``: the exact
   path (premise, derived actions, checks, verdict, certificate) and its independent checker;
 * :mod:`symeq.cli.explain` -- ``explain``: a step-by-step report (Markdown, HTML) with a picture;
-* :mod:`symeq.cli.fibre` -- ``fibre``: identifiability at theta (tensor or Jacobian-factor
-  certificates, else the fibre ideal against the orbit, with a witness);
+* :mod:`symeq.cli.fibre` -- ``fibre``: identifiability at theta (Sussmann/Fefferman, tensor,
+  Jacobian-factor and local Jacobian-rank certificates, else the fibre ideal against the orbit, with
+  a witness);
 * :mod:`symeq.cli.hunt` -- ``hunt``: the resumable search for ReLU counterexamples;
 * :mod:`symeq.cli.numeric` -- ``numeric-check``, ``experiment``: the float twin for real-size
   trained networks and the paper's experiment;
