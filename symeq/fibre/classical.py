@@ -66,18 +66,32 @@ from dataclasses import dataclass, field
 from flint import fmpq
 
 from ..budget import Deadline
-from ..check import CLASSICAL_GROUPS as GROUPS
-from ..check import CLASSICAL_LISTED as MAX_LISTED
-from ..check import CLASSICAL_STATEMENTS as STATEMENTS
-from ..check import classical_digest
+from ..digest import classical_digest
 from ..errors import BudgetExceeded
+from ..layers.base import declared_biases
 from ..numbers import mat_rows
+
+#: symeq's own copy of the classical tables (the checker, symeq_check.identifiability.classical, keeps its
+#: own; tests/test_classical.py holds them equal): the activations with a theorem and the group of theta's
+#: orbit; the conditions' statements, in certificate order; failing entries listed per condition
+GROUPS = {"tanh": "signed permutations", "sigmoid": "affine flips"}
+STATEMENTS = {
+    "R1": "no hidden unit has all its outgoing weights zero",
+    "R2": "no hidden unit has all its incoming weights zero",
+    "R3": "no two hidden units have (w, b) = +-(w', b')",
+    "F1": "every bias is nonzero",
+    "F2": "the biases of a layer have pairwise distinct absolute values",
+    "F3": "every weight is nonzero",
+    "F4": "two weights leaving the same node: reduced ratio P/Q with Q > 100 D and |P| > 100 D, "
+          "D = max(D_{l-1}, D_l)",
+}
+MAX_LISTED = 20
 
 __all__ = ["FORMAT", "ClassicalDecision", "classical_identifiability", "sussmann_conditions",
            "reducibility_witness", "fefferman_conditions", "sigmoid_to_tanh", "same_function",
            "in_orbit", "apply_changes", "THEOREM_ACTIVATIONS", "MAX_PARAMETERS", "MAX_RATIO_PAIRS"]
 
-#: certificate format (shared with the tensor method), checked by :mod:`symeq.check`
+#: certificate format (shared with the tensor method), checked by :mod:`symeq_check`
 FORMAT = "symeq-identifiability/1"
 #: activations covered by a theorem here (``Activation.to_spec()["type"]``)
 THEOREM_ACTIVATIONS = ("tanh", "sigmoid")
@@ -300,9 +314,14 @@ def in_orbit(theta, theta2, act: str = "tanh", skip_bias=()) -> bool:
 
 # ----------------------------------------------------------------------------- witnesses
 
-def reducibility_witness(theta, act: str, layer: int, conditions: list[dict]) -> dict | None:
+def reducibility_witness(theta, act: str, layer: int, conditions: list[dict], biases=None) -> dict | None:
     """theta' with theta's function outside its orbit, from the first failed condition R1-R3 of the
     hidden layer ``layer`` (w_j the rows of W_layer, v_j the columns of W_{layer+1}), or None.
+
+    ``biases`` (one bool per layer, default: every layer has biases) is the declared parameter space:
+    theta' changes no bias of a layer without biases.  Then R1 changes an incoming weight instead of
+    the bias, R2 needs the next layer's biases (or a constant act(b_j) = 0: tanh at b_j = 0, whose
+    outgoing weights are free), and the sigmoid's +-clones of R3 need them too; else None.
 
     * R1 (v_j = 0): b'_j = b_j + 1 (+ 2 when b_j = -1/2): unit j contributes 0 anyway.
     * R2 (w_j = 0, v_j != 0): v'_j = 0 and b'_{layer+1} = b_{layer+1} + v_j act(b_j), the constant
@@ -317,24 +336,51 @@ def reducibility_witness(theta, act: str, layer: int, conditions: list[dict]) ->
     failed = {c["name"]: c for c in conditions if not c["holds"]}
     (W, b), (V, c) = theta[layer - 1], theta[layer]
     m, nxt = len(V), layer + 1
+    own, next_bias = (True, True) if biases is None else (biases[layer - 1], biases[layer])
     changes, terms, sign = [], [], None
-    if "R1" in failed:
+    if "R1" in failed and own:
         j = failed["R1"]["failing"][0]
         t = fmpq(2) if b[j] == fmpq(-1, 2) else fmpq(1)
         changes.append({"layer": layer, "param": "bias", "index": [j], "value": _q(b[j] + t)})
         cond, units = "R1", [j]
-        text = (f"unit {j} of hidden layer {layer} has no outgoing weight: changing its bias to {b[j] + t} "
+        text = (f"unit {j + 1} of hidden layer {layer} has no outgoing weight: changing its bias to {b[j] + t} "
                 "changes nothing in f")
+    elif "R1" in failed:  # no bias in this layer: an incoming weight moves instead
+        j = failed["R1"]["failing"][0]
+        for t in (fmpq(1), fmpq(2), fmpq(3)):
+            w = W[j][0] + t
+            changes = [{"layer": layer, "param": "weight", "index": [j, 0], "value": _q(w)}]
+            wit = {"condition": "R1", "layer": layer, "units": [j], "sign": None, "changes": changes,
+                   "bias_terms": []}
+            if not in_orbit(theta, apply_changes(theta, wit)[0], act):
+                break
+        else:
+            return None
+        cond, units = "R1", [j]
+        text = (f"unit {j + 1} of hidden layer {layer} has no outgoing weight: changing its incoming weight from "
+                f"input {1} to {w} changes nothing in f (the layer has no biases)")
     elif "R2" in failed:
         j = failed["R2"]["failing"][0]
         v = [V[i][j] for i in range(m)]
-        changes += [{"layer": nxt, "param": "weight", "index": [i, j], "value": "0"} for i in range(m) if v[i] != 0]
-        terms.append({"layer": nxt, "coefficient": [_q(x) for x in v], "at": _q(b[j])})
+        if not next_bias and not (act == "tanh" and b[j] == 0):
+            return None  # the constant v_j act(b_j) has no bias to move into in the declared space
+        if next_bias:
+            changes += [{"layer": nxt, "param": "weight", "index": [i, j], "value": "0"}
+                        for i in range(m) if v[i] != 0]
+            terms.append({"layer": nxt, "coefficient": [_q(x) for x in v], "at": _q(b[j])})
+            text = (f"unit {j + 1} of hidden layer {layer} has no incoming weight: it adds the constant "
+                    f"v_{j + 1} {act}({b[j]}); moving it into the bias of layer {nxt} and setting v_{j + 1}' = 0 "
+                    "keeps f")
+        else:  # tanh(0) = 0: the unit adds nothing, its outgoing weights are free
+            i = next(i for i in range(m) if v[i] != 0)
+            changes.append({"layer": nxt, "param": "weight", "index": [i, j], "value": _q(2 * v[i])})
+            text = (f"unit {j + 1} of hidden layer {layer} has no incoming weight and bias 0: tanh(0) = 0, so "
+                    f"doubling its outgoing weight to output {i + 1} keeps f")
         cond, units = "R2", [j]
-        text = (f"unit {j} of hidden layer {layer} has no incoming weight: it adds the constant v_{j} {act}({b[j]}); "
-                f"moving it into the bias of layer {nxt} and setting v_{j}' = 0 keeps f")
     elif "R3" in failed:
         j, k, sign = failed["R3"]["failing"][0]
+        if act == "sigmoid" and sign == -1 and not next_bias:
+            return None  # sigmoid(-t) = 1 - sigmoid(t): the move shifts the next bias, which is not declared
         vk = [V[i][k] for i in range(m)]
         e0 = [fmpq(1)] + [fmpq(0)] * (m - 1)
         for t in (vk, [2 * x for x in vk], [x / 2 for x in vk], [x + y for x, y in zip(vk, e0)],
@@ -353,9 +399,9 @@ def reducibility_witness(theta, act: str, layer: int, conditions: list[dict]) ->
         else:
             return None
         cond, units = "R3", [j, k]
-        text = (f"units {j} and {k} of hidden layer {layer} are {'clones' if sign == 1 else '+-clones'} "
-                f"((w_{k}, b_{k}) = {'' if sign == 1 else '-'}(w_{j}, b_{j})): moving output weight of {k} to {j} "
-                "keeps f")
+        text = (f"units {j + 1} and {k + 1} of hidden layer {layer} are {'clones' if sign == 1 else '+-clones'} "
+                f"((w_{k + 1}, b_{k + 1}) = {'' if sign == 1 else '-'}(w_{j + 1}, b_{j + 1})): moving output weight "
+                f"of {k + 1} to {j + 1} keeps f")
     else:
         return None
     return {"condition": cond, "layer": layer, "units": units, "sign": sign, "changes": changes,
@@ -463,9 +509,60 @@ def _activation_name(layer) -> str | None:
     return spec.get("type") if isinstance(spec, dict) else None
 
 
-def _orbit_text(n: int | None, widths) -> str:
-    text = " * ".join(f"2^{w} {w}!" for w in widths)
+def _orbit_text(n: int | None, widths, flips=None) -> str:
+    """``2^n n!`` per hidden layer; where ``flips`` gives a count (a sigmoid layer whose next layer has no
+    biases: the affine flips that keep the next bias 0), ``Z n!`` (``n!`` when Z = 1)."""
+    flips = flips or [None] * len(widths)
+    text = " * ".join(f"2^{w} {w}!" if z is None else f"{w}!" if z == 1 else f"{z} {w}!"
+                      for w, z in zip(widths, flips))
     return text + (f" = {n}" if n is not None and n.bit_length() < 100 else "")
+
+
+#: the sets of units whose outgoing columns sum to zero are counted up to this many distinct partial sums
+MAX_FLIP_SUMS = 1 << 20
+
+
+def zero_sum_flips(columns) -> int | None:
+    """The number of sets S of units (the empty one included) whose outgoing columns sum to zero: the
+    affine flips of a sigmoid layer that keep a next bias which the model does not have at 0 (the flip
+    of unit j adds v_j to it).  None past :data:`MAX_FLIP_SUMS` distinct partial sums.
+
+    >>> from flint import fmpq
+    >>> zero_sum_flips([[fmpq(1)], [fmpq(2)], [fmpq(3)]]), zero_sum_flips([[fmpq(1)], [fmpq(-1)], [fmpq(2)]])
+    (1, 2)
+    >>> zero_sum_flips([[fmpq(1), fmpq(0)], [fmpq(0), fmpq(1)]])
+    1
+    """
+    sums = {tuple(fmpq(0) for _ in (columns[0] if columns else ())): 1}
+    for col in columns:
+        nxt = dict(sums)
+        for key, count in sums.items():
+            k2 = tuple(a + b for a, b in zip(key, col))
+            nxt[k2] = nxt.get(k2, 0) + count
+        sums = nxt
+        if len(sums) > MAX_FLIP_SUMS:
+            return None
+    return sums.get(tuple(fmpq(0) for _ in (columns[0] if columns else ())), 0)
+
+
+def declared_orbit(rows, act: str, biases) -> tuple[int | None, list]:
+    """(size, per-layer flip counts) of theta's orbit in the declared parameter space: every permutation,
+    and the sign flips of tanh units (2^n) or the affine flips of sigmoid units -- these add the unit's
+    outgoing column to the next bias, so without next biases only the sets of units whose columns sum to
+    zero (:func:`zero_sum_flips`).  The stabiliser is trivial under R1-R3 / F1-F4, so the points are
+    distinct.  Size None when a count is beyond :data:`MAX_FLIP_SUMS`."""
+    size, flips = 1, []
+    for l in range(1, len(rows)):
+        n = len(rows[l - 1][0])
+        if act == "tanh" or biases[l]:
+            flips.append(None)
+            size *= 2 ** n * math.factorial(n)
+            continue
+        V = rows[l][0]
+        z = zero_sum_flips([[V[i][j] for i in range(len(V))] for j in range(n)])
+        flips.append(z)
+        size = None if z is None or size is None else size * z * math.factorial(n)
+    return size, flips
 
 
 def classical_identifiability(model, *, timeout: float | None = None, certificate: bool = True) -> ClassicalDecision:
@@ -537,10 +634,11 @@ def classical_identifiability(model, *, timeout: float | None = None, certificat
             return done("undetermined", f"Fefferman's ratio condition needs {pairs} pairs of weights: beyond the "
                         f"size guard ({MAX_RATIO_PAIRS})", "size guard", method="fefferman")
     rows = [(mat_rows(l.weight), [fmpq(x) for x in l.bias]) for l in layers]
+    biases = declared_biases(model)  # a layer with "bias": null has no bias parameters
     try:
         if len(layers) == 2:
-            return _sussmann(model, rows, act, widths, deadline, done, certificate)
-        return _fefferman(model, rows, act, widths, deadline, done, certificate)
+            return _sussmann(model, rows, act, widths, deadline, done, certificate, biases)
+        return _fefferman(model, rows, act, widths, deadline, done, certificate, biases)
     except BudgetExceeded as e:
         return done("undetermined", f"budget exceeded: {e}", "budget",
                     method="sussmann" if len(layers) == 2 else "fefferman")
@@ -553,31 +651,57 @@ def _header(model, method, act, widths, verdict) -> dict:
             "layers_sha256": classical_digest(layers_to_json(model), model.input_dim)}
 
 
-def _orbit_fields(size: int, hidden) -> dict:
+def _orbit_fields(size: int, hidden, flips=None) -> dict:
     return {"orbit_size": str(size) if size.bit_length() < 3.3 * MAX_ORBIT_DIGITS else None,
-            "orbit_formula": _orbit_text(None, hidden)}
+            "orbit_formula": _orbit_text(None, hidden, flips)}
 
 
-def _sussmann(model, rows, act, widths, deadline, done, want_cert) -> ClassicalDecision:
+def _scope(widths, biases) -> str:
+    if all(biases):
+        return f"every real parameter of widths {widths}, biases included (also where theta's biases are zero)"
+    if not any(biases):
+        return f"every real parameter of widths {widths} without biases (the declared parameter space)"
+    return (f"every real parameter of widths {widths} in the declared parameter space: biases in layer"
+            f"{'s' if sum(biases) > 1 else ''} {', '.join(str(l) for l, b in enumerate(biases, 1) if b)} only")
+
+
+def _sussmann(model, rows, act, widths, deadline, done, want_cert, biases=None) -> ClassicalDecision:
     (W1, b1), (W2, b2) = rows
     n = len(W1)
+    biases = (True,) * len(rows) if biases is None else tuple(biases)
     conds = sussmann_conditions(W1, b1, W2, deadline)
-    scope = f"every real parameter of widths {widths}, biases included (also where theta's biases are zero)"
+    scope = _scope(widths, biases)
     if all(c["holds"] for c in conds):
-        orbit = 2 ** n * math.factorial(n)
+        # the fibre among all parameters is the orbit (Sussmann); in the declared space it is the orbit's
+        # points there: a sigmoid flip moves the output bias, so without one only zero-sum sets of flips
+        orbit, flips = declared_orbit(rows, act, biases)
+        restricted = flips != [None]
+        group = GROUPS[act] if not restricted else "permutations and the affine flips that keep the output bias 0"
+        if orbit is None:
+            return done("undetermined", f"irreducible (R1-R3 hold), so by Sussmann 1992 the fibre is the orbit, but "
+                        f"counting the affine flips that keep the missing output bias at 0 exceeds {MAX_FLIP_SUMS} "
+                        "partial sums", "size guard", method="sussmann", conditions=conds, scope=scope)
         cert = None
         if want_cert:
             cert = dict(_header(model, "sussmann", act, widths, "identifiable"), conditions=conds,
-                        group=GROUPS[act], **_orbit_fields(orbit, [n]))
+                        group=GROUPS[act], **_orbit_fields(orbit, [n], flips))
         return done("identifiable", f"irreducible (R1-R3 hold): by Sussmann 1992 every parameter with the same "
-                    f"function is one of the {GROUPS[act]} of theta's {n} hidden units; orbit of {_orbit_text(orbit, [n])} points",
+                    f"function is one of the {group} of theta's {n} hidden units; orbit of "
+                    f"{_orbit_text(orbit, [n], flips)} points"
+                    + (" (the output layer has no bias: an affine flip would move it)" if restricted else ""),
                     "Sussmann: irreducible", method="sussmann", orbit_size=orbit, fibre_points=orbit,
                     fibre_dimension=0, conditions=conds, certificate=cert, scope=scope)
-    wit = reducibility_witness(rows, act, 1, conds)
+    wit = reducibility_witness(rows, act, 1, conds, biases)
+    failed = [c["name"] for c in conds if not c["holds"]]
+    if wit is None and not all(biases):
+        # Sussmann's reducibility moves a constant or a sigmoid flip into a bias the model does not have
+        return done("undetermined", f"reducible ({', '.join(failed)} fail{'s' if len(failed) == 1 else ''}), but "
+                    "the witness would change a bias the model does not have (\"bias\": null): in the declared "
+                    "parameter space Sussmann's theorem decides nothing here", f"Sussmann: {failed[0]} fails",
+                    method="sussmann", conditions=conds, scope=scope)
     # the witness is proved by the identities of the activation; a failure here is a bug in symeq
     if wit is None or not _proven_witness(rows, act, 1, wit):
-        raise AssertionError(f"no proven Sussmann witness for {[c['name'] for c in conds if not c['holds']]}")
-    failed = [c["name"] for c in conds if not c["holds"]]
+        raise AssertionError(f"no proven Sussmann witness for {failed}")
     cert = None
     if want_cert:
         cert = dict(_header(model, "sussmann", act, widths, "not-identifiable"), conditions=conds,
@@ -588,18 +712,19 @@ def _sussmann(model, rows, act, widths, deadline, done, want_cert) -> ClassicalD
                 certificate=cert, scope=scope)
 
 
-def _fefferman(model, rows, act, widths, deadline, done, want_cert) -> ClassicalDecision:
+def _fefferman(model, rows, act, widths, deadline, done, want_cert, biases=None) -> ClassicalDecision:
     tanh_rows = sigmoid_to_tanh(rows) if act == "sigmoid" else rows
     conds = fefferman_conditions(tanh_rows, widths[0], deadline)
     form = "" if act == "tanh" else " (on the tanh form of the sigmoid net)"
     scope = (f"the parameters of any widths satisfying Fefferman's conditions F1-F4{form}, every layer (the "
              "output layer as tanh of it)")
     failed = [c["name"] for c in conds if not c["holds"]]
+    biases = (True,) * len(rows) if biases is None else tuple(biases)
     if failed and act == "tanh":  # a reducible hidden layer gives an exact witness, as for Sussmann
         for layer in range(1, len(rows)):
             deadline.check("looking for a reducible hidden layer")
             red = sussmann_conditions(rows[layer - 1][0], rows[layer - 1][1], rows[layer][0], deadline)
-            wit = reducibility_witness(rows, act, layer, red) if not all(c["holds"] for c in red) else None
+            wit = reducibility_witness(rows, act, layer, red, biases) if not all(c["holds"] for c in red) else None
             if wit is None:
                 continue
             if not _proven_witness(rows, act, layer, wit):  # pragma: no cover - a bug in symeq
@@ -613,7 +738,7 @@ def _fefferman(model, rows, act, widths, deadline, done, want_cert) -> Classical
                         "(a multiset that every element of K keeps differs)",
                         f"reducible hidden layer {layer}: {wit['condition']} fails", method="fefferman",
                         conditions=conds + [dict(c, name=f"{c['name']}@{layer}") for c in red], witness=wit,
-                        certificate=cert, scope=f"every real parameter of widths {widths}")
+                        certificate=cert, scope=_scope(widths, biases))
     if failed:
         first = next(c for c in conds if not c["holds"])
         return done("undetermined", f"Fefferman's sufficient condition{'s' if len(failed) > 1 else ''} "
@@ -622,12 +747,19 @@ def _fefferman(model, rows, act, widths, deadline, done, want_cert) -> Classical
                     "this decides nothing", f"Fefferman: {', '.join(failed)} fail", method="fefferman",
                     conditions=conds, scope=scope)
     hidden = widths[1:-1]
-    orbit = math.prod(2 ** w * math.factorial(w) for w in hidden)
+    orbit, flips = declared_orbit(rows, act, biases)
+    restricted = any(z is not None for z in flips)
+    if orbit is None:
+        return done("undetermined", f"F1-F4 hold on every layer{form}, but counting the affine flips that keep the "
+                    f"missing biases at 0 exceeds {MAX_FLIP_SUMS} partial sums", "size guard", method="fefferman",
+                    conditions=conds, scope=scope)
     cert = None
     if want_cert:
         cert = dict(_header(model, "fefferman", act, widths, "identifiable"), conditions=conds,
-                    group=GROUPS[act], **_orbit_fields(orbit, hidden))
+                    group=GROUPS[act], **_orbit_fields(orbit, hidden, flips))
     return done("identifiable", f"F1-F4 hold on every layer{form}: by Fefferman 1994 every net satisfying them "
                 f"with the same function has widths {widths} and is one of the {GROUPS[act]} of theta's hidden "
-                f"nodes; orbit of {_orbit_text(orbit, hidden)} points", "Fefferman: F1-F4 hold", method="fefferman",
+                f"nodes; orbit of {_orbit_text(orbit, hidden, flips)} points"
+                + (" in the declared parameter space (an affine flip moves the next layer's bias, and some layers "
+                   "have none)" if restricted else ""), "Fefferman: F1-F4 hold", method="fefferman",
                 orbit_size=orbit, fibre_points=None, conditions=conds, certificate=cert, scope=scope)
