@@ -1,6 +1,7 @@
-"""Exact models: dense layers x -> sigma(W x + b) with rational parameters, and their networks.
+"""Exact models: chains of layers with rational parameters (dense x -> sigma(W x + b), conv2d, attention).
 
-A :class:`Model` is a list of :class:`DenseLayer` (the last one affine) with an optional
+A :class:`Model` is a list of layers of the Layer protocol (dense, conv2d, attention as the first
+layer; the last one affine) with an optional
 :class:`~symeq.groups.FiniteGroup` acting on its input and output.  It evaluates exactly on
 rational points (one point or a batch, the batch as an ``fmpq_mat`` with one column per point),
 expands into polynomials in the input (``fmpq_mpoly``), and can be generated at random
