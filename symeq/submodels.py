@@ -27,10 +27,17 @@ Examples
 >>> from symeq.models import DenseLayer, Model
 >>> from symeq.numbers import matrix
 >>> m = Model(1, [DenseLayer(matrix([[1], [1], [0]]), [0, 0, 2], tanh_series(3)),
-...               DenseLayer(matrix([[2, 3, 5]]), None, None)])
+...               DenseLayer(matrix([[2, 3, 5]]), [0], None)])
 >>> r = reduce_model(m)
 >>> r.model.widths, r.removed, r.merged
 ([1, 1, 1], [(1, 2, 'inactive (zero incoming row)')], [(1, 1, 0)])
+
+Without an output bias (``None``: none in the declared parameter space) the constant neuron stays:
+
+>>> m2 = Model(1, [DenseLayer(matrix([[1], [1], [0]]), [0, 0, 2], tanh_series(3)),
+...                DenseLayer(matrix([[2, 3, 5]]), None, None)])
+>>> reduce_model(m2).model.widths
+[1, 2, 1]
 >>> x = [fmpq(1, 2)]
 >>> r.model(x) == m(x)
 True
@@ -47,6 +54,7 @@ from dataclasses import dataclass, field
 
 from flint import fmpq, fmpq_mat
 
+from .layers.base import declared_biases
 from .layerwise import absorbs_offsets, canonical_rows
 from .models import DenseLayer, Model
 from .numbers import mat_rows, monomial_matrix, monomial_parts
@@ -123,8 +131,9 @@ def reduce_model(model: Model) -> Reduction:
     if model.has_conv:
         return _reduce_conv(model)
     affine = absorbs_offsets(model)
-    # a bias-free model stays bias-free: a dead neuron's constant sigma(0) != 0 has no bias to go to
-    bias_free = all(b == 0 for l in model.layers for b in l.bias)
+    # the declared parameter space stays: a constant (a dead neuron's sigma(b), a clone's offset) goes into
+    # the next bias only where the next layer has biases (symeq.layers.base.declared_biases)
+    flags = declared_biases(model)
     layers = [(mat_rows(l.weight), list(l.bias), l.activation) for l in model.layers]
     # groups[i][j]: the original neurons (with factors q) that reduced neuron j of layer i stands for
     groups = [[[(j, fmpq(1))] for j in range(len(layers[i][0]))] for i in range(len(layers) - 1)]
@@ -139,7 +148,7 @@ def reduce_model(model: Model) -> Reduction:
             for j in range(len(rows)):
                 if all(x == 0 for x in rows[j]) and len(rows) > 1:
                     c = act(bias[j])
-                    if bias_free and c != 0 and any(r[j] != 0 for r in nrows):
+                    if not flags[i + 1] and c != 0 and any(r[j] != 0 for r in nrows):
                         continue  # kept: removing it would give the next layer a bias
                     nbias = [b + r[j] * c for b, r in zip(nbias, nrows)]
                     removed.extend((i + 1, o, "inactive (zero incoming row)") for o, _ in groups[i][j])
@@ -168,6 +177,8 @@ def reduce_model(model: Model) -> Reduction:
                     # shifted row k = alpha * shifted row j, so y_k = q y_j + o (o = 0 without biases)
                     alpha = scales[k] / scales[j]
                     q, o = act.affine_admissible(alpha) if affine else (act.admissible(alpha), fmpq(0))
+                    if o != 0 and not flags[i + 1] and any(r[k] != 0 for r in nrows):
+                        continue  # the offset would need a bias the next layer does not have
                     nrows = [list(r) for r in nrows]
                     if o != 0:
                         nbias = [b + r[k] * o for b, r in zip(nbias, nrows)]
@@ -183,7 +194,8 @@ def reduce_model(model: Model) -> Reduction:
                 seen[key] = k
             if changed:
                 break
-    new_layers = [DenseLayer(fmpq_mat(len(r), len(r[0]), [x for row in r for x in row]), b, a) for r, b, a in layers]
+    new_layers = [DenseLayer(fmpq_mat(len(r), len(r[0]), [x for row in r for x in row]), b, a, has_bias=f)
+                  for (r, b, a), f in zip(layers, flags)]
     reduced = Model(model.input_dim, new_layers, model.group, model.name + " (reduced)", dict(model.meta))
     return Reduction(reduced, removed, merged, groups)
 
