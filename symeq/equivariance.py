@@ -368,8 +368,21 @@ def _ball_forward(model: Model, x: list):
         if hasattr(l, "ball_forward"):  # attention (lightning or softmax): the layer's own enclosure
             y = l.ball_forward(y)
             continue
+        if l.kind == "conv2d":  # through the kernels: sparse rows from the layer's index map, no dense expansion
+            oh, ow = l.shape.out_hw
+            z = []
+            for krow, b in zip(l.rows, l.channel_bias):
+                taps = [(arb(w), src) for w, src in zip(krow, l.sources) if w != 0]
+                for q in range(oh * ow):
+                    acc = arb(b)
+                    for w, src in taps:
+                        if src[q] >= 0:
+                            acc += w * y[src[q]]
+                    z.append(acc)
+            y = z if l.activation is None else [l.activation.ball(t) for t in z]
+            continue
         if l.kind != "dense":
-            raise InputError(f"ball evaluation covers dense and attention layers only, not {l.kind}")
+            raise InputError(f"ball evaluation covers dense, conv2d and attention layers only, not {l.kind}")
         W = mat_rows(l.weight)
         z = []
         for row, b in zip(W, l.bias):

@@ -33,12 +33,22 @@ def cmd_numeric_check(args) -> int:
 
     if str(args.model).lower().endswith(".onnx"):  # the reader needs the onnx extra: say so before reading
         require_extra("onnx", "pip install 'symeq[onnx]'", f"reading {args.model}")
-    model = load_model_args(args, read=load_float_network, builtin=False)
-    if not args.tol > 0:
+    if args.tol is not None and not args.tol > 0:
         raise InputError("--tol must be positive")
-    print(f"numeric check of {args.model}: widths {model.widths}, group {model.group.label}", file=sys.stderr)
-    d = derive_latent_actions_numeric(model, tol=args.tol, max_tie_variants=args.max_tie_nodes)
-    out = {"model": str(args.model), "widths": model.widths, "derivation": d.to_json()}
+    model = load_model_args(args, read=load_float_network, builtin=False)
+    from ..numeric.onnx_io import check_output_op
+
+    output_note = check_output_op(model)  # a softmax head: the output action must be a permutation
+    tol, tol_why = default_tolerance(model) if args.tol is None else (args.tol, "given")
+    print(f"numeric check of {args.model}: widths {model.widths}, group {model.group.label}; tolerance {tol:g} "
+          f"({tol_why})", file=sys.stderr)
+    for line in model.meta.get("reader_notes", []):
+        print(f"  read: {line}", file=sys.stderr)
+    d = derive_latent_actions_numeric(model, tol=tol, max_tie_variants=args.max_tie_nodes)
+    if output_note:
+        d.notes.append(output_note)
+    out = {"model": str(args.model), "widths": model.widths, "tolerance": {"value": tol, "why": tol_why},
+           "reader_notes": model.meta.get("reader_notes", []), "derivation": d.to_json()}
     actions = recovered_actions(d, model.group.names)
     lines = [d.report()] + [_action_line(a) for a in actions if a.get("cycles") is not None]
     if args.metric:
@@ -61,6 +71,35 @@ def cmd_numeric_check(args) -> int:
         print("\n".join(lines))
     # a search that ran out of budget is no verdict: exit 3 (undetermined), never 1
     return {"within tolerance": 0, "not within tolerance": 1, "undetermined": 3}[d.status]
+
+
+#: numeric-check's default tolerance: 256 unit roundoffs of the weights' float type, at least 1e-6
+ROUNDOFFS = 256
+
+
+def default_tolerance(model) -> tuple[float, str]:
+    """numeric-check's tolerance when ``--tol`` is not given, and why.
+
+    The residuals are relative (|u - alpha v| / |u| per neuron).  Weights stored in float32 carry a
+    relative rounding of up to u = 2^-24 ~ 6e-8 each, and the exporters compute them by sums
+    (escnn's basis expansion, a BatchNorm folded in float32) that add up to a few hundred such
+    roundings: 256 u ~ 1.5e-5 covers an exactly equivariant float32 export (escnn readouts show
+    1.7e-6), while a genuinely non-equivariant layer (one kernel not symmetric) has residuals of
+    1e-3 to 1, far above.  float64 weights keep the documented 1e-6 (256 u = 2.8e-14 would refuse
+    float64 networks that were computed in float32 and cast), which is far below the residual of a
+    non-equivariant layer too.  Files that do not say their float type (JSON decimals) are float64.
+    """
+    name = (getattr(model, "meta", None) or {}).get("weights_dtype")
+    if name is None or name == "float64":
+        return 1e-6, "the default for float64 weights"
+    import numpy as np
+
+    try:
+        u = float(np.finfo(np.dtype(name)).eps) / 2
+    except TypeError:  # bfloat16 and other types numpy does not know: 8 bits of mantissa
+        u = 2.0 ** -8
+    tol = max(1e-6, ROUNDOFFS * u)
+    return tol, f"the default for {name} weights: {ROUNDOFFS} unit roundoffs of {name}, u = {u:.3g}"
 
 
 MAX_TEXT_NEURONS = 1024  # wider actions are summarised in the text output (all of them are in --json)
@@ -104,7 +143,9 @@ def recovered_actions(d, generator_names) -> list[dict]:
     for i, acts in enumerate(d.actions, 1):
         for gname, a in zip(generator_names, acts):
             entry = {"layer": i, "generator": gname}
-            if isinstance(a, MonomialAction):
+            if a is None:  # not derived: the derivation says why (undetermined)
+                entry.update(kind="none", cycles=None)
+            elif isinstance(a, MonomialAction):
                 vals = [float(v) for v in a.vals]
                 entry.update(kind="monomial", source=[int(c) for c in a.cols], factor=vals)
                 if a.offset is not None:
@@ -157,7 +198,9 @@ def register(subparsers) -> None:
     n = subparsers.add_parser("numeric-check", help="numeric layerwise analysis of a float model (.json or .npz)")
     n.add_argument("model", help="model file: symeq-model/1 JSON (floats allowed), .npz or .onnx")
     add_group_options(n)
-    n.add_argument("--tol", type=float, default=1e-6, help="relative residual tolerance (default 1e-6)")
+    n.add_argument("--tol", type=float, default=None,
+                   help="relative residual tolerance (default: follows the weights' float type: 1e-6 for float64, "
+                        "256 unit roundoffs = 1.53e-5 for float32)")
     n.add_argument("--max-tie-nodes", type=int, default=720, metavar="N",
                    help="node budget of the search over tied neurons (default 720; exit 3 when it runs out)")
     n.add_argument("--metric", action="store_true", help="also the paper's metric on noise inputs")

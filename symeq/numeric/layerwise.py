@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
+from ..layers.base import NoPartner
 from .models import NumericGroup, NumericModel, _as_group
 from ..walk import ChainWalk, TieWalk, cayley_homomorphism
 from .match import _fit, _input_bias, _latent_action, linear_assignment  # linear_assignment: re-exported
@@ -76,6 +77,9 @@ __all__ = [
 ]
 
 DEFAULT_TOL = 1e-6
+#: a convolution whose geometry does not carry the action is matched on its dense rows up to this size
+DENSE_FALLBACK_ENTRIES = 4_000_000
+DENSE_FALLBACK_ROWS = 4096
 
 
 # -- derivation from the weights ---------------------------------------------------------------
@@ -132,7 +136,8 @@ class NumericDerivation:
         every action is linear (the twin of :attr:`symeq.layerwise.Derivation.offsets`)."""
         if not any(getattr(a, "offset", None) is not None for acts in self.actions for a in acts):
             return None
-        return [[a.offset_or_zero if isinstance(a, MonomialAction) else np.zeros(a.shape[0]) for a in acts]
+        return [[a.offset_or_zero if isinstance(a, MonomialAction) else None if a is None else np.zeros(a.shape[0])
+                 for a in acts]
                 for acts in self.actions]
 
     @property
@@ -156,6 +161,7 @@ class NumericDerivation:
                          f"max deviation {self.homomorphism_error:.3g}")
         for i, acts in enumerate(self.actions, 1):
             lines.append(f"  rho_{i}: " + ", ".join(a.kind() if isinstance(a, MonomialAction) else
+                                                    "not derived" if a is None else
                                                     "block monomial (attention value spaces)" for a in acts))
         lines += [f"  note: {n}" for n in self.notes]
         if self.status == "undetermined":
@@ -184,7 +190,9 @@ class NumericDerivation:
         }
 
 
-def _action_json(a) -> dict:
+def _action_json(a) -> dict | None:
+    if a is None:  # not derived (the derivation is undetermined there)
+        return None
     if not isinstance(a, MonomialAction):
         return {"matrix": np.asarray(a).tolist()}
     out = {"cols": a.cols.tolist(), "vals": a.vals.tolist()}
@@ -219,9 +227,26 @@ class _FloatRows:
 
     def step(self, i: int, prev) -> list:
         """The candidate (rho, record) on hidden layer i + 1: the layer's own matching of actions
-        (``match_action`` of :class:`~symeq.numeric.models.NumericDenseLayer` or
-        :class:`~symeq.numeric.attention.NumericHeads`)."""
-        _, candidates = self.model.layers[i].match_action(prev, reference=self.V[i], li=i)
+        (``match_action`` of :class:`~symeq.numeric.models.NumericDenseLayer`,
+        :class:`~symeq.numeric.conv.NumericConvLayer` or :class:`~symeq.numeric.attention.NumericHeads`).
+
+        A convolution whose geometry does not carry the input action (a stride 2 on an even grid under
+        a rotation, an action that is not channel (x) pixel) is matched on its dense rows instead when
+        they are small enough (:data:`DENSE_FALLBACK_ENTRIES`, at most :data:`DENSE_FALLBACK_ROWS`
+        neurons): the residuals then say how far it is from equivariant, instead of no answer."""
+        layer = self.model.layers[i]
+        try:
+            _, candidates = layer.match_action(prev, reference=self.V[i], li=i)
+        except NoPartner as e:
+            if layer.kind != "conv2d" or layer.in_dim * layer.out_dim > DENSE_FALLBACK_ENTRIES \
+                    or layer.out_dim > DENSE_FALLBACK_ROWS:
+                raise
+            from .models import NumericDenseLayer
+
+            dense = NumericDenseLayer(layer.weight, layer.bias, layer.activation)
+            _, candidates = dense.match_action(prev, reference=dense.match_reference(), li=i)
+            candidates = [(rho, (rec[0], rec[1], rec[2], f"{rec[3]}; on the dense rows, since the kernels' geometry "
+                                 f"does not carry the action ({e})")) for rho, rec in candidates]
         return [((rho, record), rho) for rho, record in candidates]
 
     def close(self, prev, B, acc: list) -> tuple:
@@ -232,6 +257,10 @@ class _FloatRows:
         """|W_L rho_{L-1} - rho_out W_L| / |W_L| and the same for b_L: the last-layer check, in floats."""
         last = self.model.layers[-1]
         Bm = as_action(B)
+        if last.kind == "conv2d" and isinstance(prev, MonomialAction) and isinstance(Bm, MonomialAction):
+            from .conv import sparse_commutator_residual  # no dense expansion of the output convolution
+
+            return sparse_commutator_residual(last, prev, Bm)
         lhs = right_multiply(last.weight, prev)
         rhs = left_multiply(Bm, last.weight)
         rb = left_multiply(Bm, last.bias[:, None])[:, 0]
@@ -519,7 +548,15 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
 
     for gi, (A, B) in enumerate(group.generators):
         name = group.names[gi]
-        ((worst, chain, res),) = list(chain_walk.run(A, B))
+        found = list(chain_walk.run(A, B))
+        if not found:  # a layer's matching gave no candidate (NoPartner): no verdict, the reason said
+            why = chain_walk.failure or "no candidate action"
+            undetermined.append(f"generator {name}: {why}")
+            residuals.append(LayerResidual(min(max(chain_walk.nodes, 1), L), name, float("inf"), float("inf"), None,
+                                           f"not matched: {why}"))
+            chains.append([None] * (L - 1))
+            continue
+        ((worst, chain, res),) = found
         if worst > tol and any(r[2] is not None and r[2] <= 10 * tol for r in res) and \
                 all(l.kind == "dense" for l in model.layers):  # the tie walk reads dense rows
             # (near) tied neurons: resolve them by their outgoing weights instead
@@ -553,7 +590,7 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
         residuals.append(LayerResidual(L, name, r_last, r_last, None, "|W rho - rho_out W| / |W| and the same for b"))
         chains.append(chain)
     hom, order = (None, None)
-    if check_homomorphism and L > 1:
+    if check_homomorphism and L > 1 and not any(a is None for c in chains for a in c):
         hom, order = _homomorphism_error(group, chains)
     actions = [[chains[gi][i] for gi in range(len(chains))] for i in range(L - 1)]
     notes = list(tie_notes)

@@ -1288,6 +1288,9 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
         raise InputError("the Sequential must end with a Linear or Conv2d layer (the last layer is affine)")
     layers.append(finish(pending, None))
     meta = {}
+    params = [t for t in seq.parameters() if t.is_floating_point()]
+    if params:  # the least precise float type of the weights: numeric-check's default tolerance follows it
+        meta["weights_dtype"] = str(max((t.dtype for t in params), key=lambda d: torch.finfo(d).eps)).replace("torch.", "")
     if notes:
         meta["reader_notes"] = notes
     if output_op is not None:
