@@ -1,7 +1,8 @@
 """Numeric models: the float twin of :mod:`symeq.models` (numpy float64 by default).
 
-A :class:`NumericModel` is a list of :class:`NumericDenseLayer` ``x -> sigma(W x + b)`` (the last
-one affine) with an optional :class:`NumericGroup` acting on input and output, exactly as an exact
+A :class:`NumericModel` is a list of float layers, :class:`NumericDenseLayer` ``x -> sigma(W x + b)``,
+:class:`~symeq.numeric.conv.NumericConvLayer` and attention as the first layer (the last one affine),
+with an optional :class:`NumericGroup` acting on input and output, exactly as an exact
 :class:`~symeq.models.Model`, but with ``numpy`` arrays.  Batches are arrays with *one row per
 point* (shape ``(N, n_in)``, the numpy/torch habit), where the exact side uses one column per point.
 
