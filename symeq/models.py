@@ -24,6 +24,8 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import random
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -110,6 +112,22 @@ class LayeredShape:
         return len(self.layers)
 
 
+#: True while :func:`linear_hidden_allowed` is active: a hidden affine (degree-1) layer is then allowed
+_LINEAR_HIDDEN = contextvars.ContextVar("symeq_linear_hidden", default=False)
+
+
+@contextlib.contextmanager
+def linear_hidden_allowed():
+    """Allow hidden affine (degree-1) layers while models are built: only identifiability is decided for
+    them (``symeq fibre``, :mod:`symeq.fibre.decide`); their latent group GL_n is not monomial, so every
+    other command refuses them."""
+    token = _LINEAR_HIDDEN.set(True)
+    try:
+        yield
+    finally:
+        _LINEAR_HIDDEN.reset(token)
+
+
 @dataclass(eq=False)
 class Model(LayeredShape):
     """A network f = f_L o ... o f_1 of dense layers with exact parameters.
@@ -132,7 +150,8 @@ class Model(LayeredShape):
         self.check_layers()
         self._dense_after_conv()
         for i, layer in enumerate(self.layers[:-1], 1):
-            if layer.kind not in TOKEN_MIXING and layer.activation.symmetry in ("affine", "constant"):
+            if layer.kind not in TOKEN_MIXING and layer.activation.symmetry in ("affine", "constant") and not (
+                    layer.activation.symmetry == "affine" and _LINEAR_HIDDEN.get()):
                 raise InputError(
                     f"hidden layer {i} has a {layer.activation.symmetry} activation: its latent symmetry group "
                     "is not a group of monomial matrices; use a polynomial of degree >= 2 or relu"

@@ -21,11 +21,22 @@ the hints name only options that can succeed.  ``--certificate CERT.json`` write
 ``symeq-identifiability/1`` certificate of the deciding method (not Gröbner), for
 ``symeq check CERT.json MODEL.json``.
 
+``--field R|C`` (default R): the statuses are about real parameters -- a fibre point counts against
+identifiability only when it is real (the tensor method's scalings restricted to R, the Gröbner
+step's exact real count); the JSON says ``"over": "R"`` with the complex count or status beside it
+where it differs; ``--field C`` asks the complex question.
+
+The report (JSON with ``--json``) is always printed, with the strongest result reached: a Gröbner
+step refused by its size guard or stopped by the budget leaves the earlier answer standing (the
+Gröbner step after a proven answer is capped at 10 s, enforced).
+
 Exit codes: 0 identifiable, 1 not identifiable (witness or proven family given), 2 bad input, a
-missing engine or a size guard that stopped everything, 3 locally identifiable (near theta the fibre
-is the orbit; the global question is open), unknown (the budget ran out, no engine process is left
-behind; or no method covers the model, e.g. GELU: every method's reason is listed) or not applicable
-(a single ``--method`` whose sufficient condition fails: nothing is decided).
+missing engine or the one ``--method`` asked for refused by its size guard before it started (the
+report is still printed), 3 locally identifiable (near theta the fibre is the orbit; the global
+question is open), unknown (the budget ran out, no engine process is left behind; a size guard
+refused the Gröbner step after the other methods decided nothing; or no method covers the model,
+e.g. GELU: every method's reason is listed) or not applicable (a single ``--method`` whose
+sufficient condition fails: nothing is decided).
 
 Text output numbers rows, columns and neurons from 1 (the unknowns ``w{l}_{i}_{j}``, ``b{l}_{i}``
 included, with a line saying so); ``--json`` keeps the names with rows and columns from 0.
@@ -71,7 +82,9 @@ def comparison_to_json(c, model_path: str | None = None, max_points: int = 64) -
         "radical": c.radical,
         "field": c.groebner_field,
         "exact": c.exact,
-        "over": "C (identifiable over C implies over R)" if c.status == "identifiable" else "C",
+        "over": c.over,
+        "complex_status": c.complex_status,
+        "complex_reason": c.complex_reason,
         "engine": c.engine,
         "seconds": round(c.seconds, 4),
         "ideal": {"unknowns": ideal.n_variables, "generators": ideal.n_generators,
@@ -102,8 +115,10 @@ def _text(d: dict) -> str:
         f"field: {d['field']}",
         f"orbit size: {d['orbit_size']} (stabilizer {d['stabilizer_size']})",
         f"engine: {d['engine']}, {d['seconds']:.3g} s",
-        f"verdict: {d['status']} -- {d['reason']}",
+        f"verdict: {d['status']} (over {d.get('over') or 'C'}) -- {d['reason']}",
     ]
+    if d.get("complex_status"):
+        lines.append(f"over C: {d['complex_status']} -- {d.get('complex_reason')}")
     w = d.get("witness")
     if w:
         lines.append("witness: " + w.get("text", json.dumps(w)) + (" (real)" if d.get("witness_real") else ""))
@@ -134,18 +149,23 @@ def _fibre(args) -> int:
     timeout = args.timeout
     if timeout is not None and not timeout > 0:
         raise InputError("--timeout must be positive")
-    model = load_model_args(args, builtin=False, need_group=False)
+    from ..models import linear_hidden_allowed
+
+    with linear_hidden_allowed():  # a hidden affine layer gets an identifiability answer (decide.py)
+        model = load_model_args(args, builtin=False, need_group=False)
     method = getattr(args, "method", "auto")
     cert_path = getattr(args, "certificate", None)
     try:
         rep = decide_identifiability(model, method=method, timeout=timeout, engine=args.engine,
-                                     certificate=bool(cert_path))
-    except (LimitExceeded, BudgetExceeded) as e:
+                                     certificate=bool(cert_path), field=getattr(args, "field", "R"))
+    except (LimitExceeded, BudgetExceeded) as e:  # pragma: no cover - the decision returns a report for these
         r = getattr(e, "report", None)
         if r is not None:
             _progress(args, r)
         raise
     _progress(args, rep)
+    if rep.refused and rep.limit is not None:  # the one method asked for was refused before it started (exit 2)
+        print(f"error: {rep.limit}", file=sys.stderr)
     d = report_to_json(rep, str(args.model))
     if cert_path:
         if rep.certificate is None:
@@ -193,6 +213,11 @@ def report_to_json(rep, model_path: str | None = None) -> dict:
     else:
         d = dict(rep.result or {}, model=model_path)
     d["status"] = rep.status
+    d["over"] = d.get("over") or rep.over
+    if rep.limit is not None:
+        from ..fibre.decide import _limit_json
+
+        d["limit"] = _limit_json(rep.limit)
     d.setdefault("reason", rep.reason)
     if rep.method is not None:
         d["method"] = rep.method
@@ -220,7 +245,9 @@ def report_text(d: dict, rep) -> str:
     else:
         text = "\n".join([f"method: {d.get('method') or 'none decided'}"]
                          + ([f"condition: {d['condition']}"] if d.get("condition") else [])
-                         + [f"verdict: {d['status']} -- {d.get('reason', rep.reason)}"])
+                         + [f"verdict: {d['status']} (over {d.get('over') or rep.over}) -- "
+                            f"{d.get('reason', rep.reason)}"]
+                         + ([f"witness: {d['witness']['text']}"] if (d.get("witness") or {}).get("text") else []))
     lines = [text]
     if len(rep.tried) > 1 or rep.status not in ("identifiable", "not-identifiable"):
         lines.append("methods tried:")
@@ -304,9 +331,13 @@ def _tensor_text(d: dict) -> str:
     elif d["status"] == "identifiable":
         perms = "a product of symmetric groups S_n, one per hidden layer," if deep else "S_n"
         lines.append(f"orbit: {perms} x a torus of dimension {d['orbit_dimension']}")
+    over = d.get("over") or "C"
     if d.get("fibre_points") is not None:
-        lines.append(f"fibre: {d['fibre_points']} points over C")
-    lines.append(f"verdict: {d['status']} -- {d['reason']}")
+        extra = ""
+        if over == "R" and d.get("complex_fibre_points") not in (None, d["fibre_points"]):
+            extra = f" ({d['complex_fibre_points']} over C)"
+        lines.append(f"fibre: {d['fibre_points']} points over {over}{extra}")
+    lines.append(f"verdict: {d['status']} (over {over}) -- {d['reason']}")
     if d.get("certificate"):
         lines.append(f"certificate: {d['certificate']} (check with: symeq check {d['certificate']} {d['model']})")
     return "\n".join(lines)
@@ -330,6 +361,9 @@ def register(subparsers) -> None:
                         "two or three hidden layers; jacobian-rank: local identifiability by the exact "
                         "Jacobian rank mod p (ReLU, leaky ReLU: the exact functional dimension); groebner: the fibre ideal; auto (default): in this order, "
                         "the first global verdict wins")
+    f.add_argument("--field", default="R", choices=("R", "C"),
+                   help="R (default): identifiability of theta among real parameters (a fibre point counts only "
+                        "when it is real); C: among complex parameters")
     f.add_argument("--certificate", metavar="CERT.json",
                    help="write the symeq-identifiability/1 certificate of the deciding method (classical, "
                         "tensor, Jacobian factors or Jacobian rank) for `symeq check`")

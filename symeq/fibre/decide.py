@@ -37,10 +37,13 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 
-from ..budget import Deadline
+from ..budget import BudgetAlarm, Deadline, process_deadline
 from ..errors import BudgetExceeded, InputError, LimitExceeded, MemoryLimit, MonomialLimit
 
 __all__ = ["METHODS", "EXIT_CODES", "IdentifiabilityReport", "decide_identifiability", "relu_local_identifiability"]
@@ -53,6 +56,10 @@ EXIT_CODES = {"identifiable": 0, "not-identifiable": 1, "locally-identifiable": 
 _GLOBAL = ("identifiable", "not-identifiable")
 #: the Jacobian step's answers that stand when the Gröbner step cannot start or finish
 _ANSWERS = ("locally-identifiable", "not-identifiable")
+#: seconds the Gröbner step may add after a proven answer (its dimension and degree), enforced
+PROVEN_STEP_CAP = 10.0
+#: seconds kept back from the command's budget so that the report is printed before its alarm
+_REPORT_MARGIN = 1.0
 
 
 @dataclass
@@ -74,6 +81,9 @@ class IdentifiabilityReport:
     hints : options that can succeed, with why
     notes : remarks (the Gröbner-engine note when that step ran without a real engine)
     limit : the size guard that stopped the Gröbner step (a :class:`~symeq.errors.LimitExceeded`), if any
+    over : the field the status is about: "R" (real parameters, the default) or "C" (``field="C"``)
+    refused : True when the one method asked for (``method`` not "auto") was refused by its size guard
+        before it started: ``symeq fibre`` prints the report and exits 2
     """
 
     status: str
@@ -88,9 +98,13 @@ class IdentifiabilityReport:
     notes: list = field(default_factory=list)
     limit: LimitExceeded | None = field(default=None, repr=False)
     seconds: float = 0.0
+    over: str = "R"
+    refused: bool = False
 
     @property
     def exit_code(self) -> int:
+        if self.refused and self.status not in _GLOBAL + ("locally-identifiable",):
+            return 2
         return EXIT_CODES.get(self.status, 3)
 
     def summary(self) -> str:
@@ -100,8 +114,10 @@ class IdentifiabilityReport:
 
     def to_json(self) -> dict:
         out = dict(self.result or {})
-        out.update({"status": self.status, "method": self.method, "reason": self.reason,
+        out.update({"status": self.status, "method": self.method, "reason": self.reason, "over": self.over,
                     "tried": list(self.tried), "hints": list(self.hints), "seconds": round(self.seconds, 4)})
+        if self.limit is not None:
+            out["limit"] = _limit_json(self.limit)
         if self.notes:
             out["notes"] = list(dict.fromkeys(list(out.get("notes") or []) + self.notes))
         if self.local is not None and self.method != "jacobian-rank":
@@ -113,8 +129,56 @@ def _hidden(model) -> int:
     return len(model.layers) - 1
 
 
+def _limit_json(e: LimitExceeded) -> dict:
+    return {"limit": e.limit, "value": e.value, "maximum": e.maximum, "option": e.option, "what": e.what,
+            "message": str(e)}
+
+
+class _StepCapped(BaseException):
+    """Raised by :func:`_hard_cap` when a step ran past its cap (a BaseException: nothing swallows it)."""
+
+
+@contextlib.contextmanager
+def _hard_cap(seconds: float | None):
+    """Interrupt the enclosed step after ``seconds`` with :class:`_StepCapped`, also inside code that checks
+    no deadline (a real-time timer in the main thread; engine processes are killed by their ``finally``
+    blocks).  A command's own alarm (:class:`~symeq.budget.Alarm`) is suspended meanwhile and re-armed with
+    the time it had left; when it would fire first, it fires.  Elsewhere (no SIGALRM, another thread) the
+    step's own deadline is all there is."""
+    if seconds is None or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    seconds = max(0.05, seconds)
+    old = signal.getsignal(signal.SIGALRM)
+    outer, _ = signal.getitimer(signal.ITIMER_REAL)
+    outer_first = 0 < outer <= seconds
+    t0 = time.monotonic()
+
+    def fire(signum, frame):
+        if outer_first and callable(old):
+            old(signum, frame)  # the command's budget: its own BudgetAlarm
+        raise _StepCapped()
+
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, outer if outer_first else seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        if outer > 0 and not outer_first:
+            signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer - (time.monotonic() - t0)))
+
+
+def _command_left() -> float | None:
+    """Seconds before the command's alarm fires, less the margin to print the report (None: no alarm)."""
+    end = process_deadline()
+    return None if end is None else max(0.05, end - time.perf_counter() - _REPORT_MARGIN)
+
+
 def decide_identifiability(model, *, method: str = "auto", timeout: float | None = None, engine: str = "auto",
-                           certificate: bool = True) -> IdentifiabilityReport:
+                           certificate: bool = True, field: str = "R") -> IdentifiabilityReport:
     """Decide identifiability of ``model``'s theta by the first method that applies (see the module docstring).
 
     Parameters
@@ -124,22 +188,27 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
     timeout : seconds for the whole decision (each step gets what is left)
     engine : the Gröbner engine (``symeq fibre --engine``)
     certificate : build the certificate of the deciding method where it has one
+    field : "R" (default): about real parameters, a fibre point counts only when it is real; "C": the
+        complex question (``symeq fibre --field C``)
 
     Returns
     -------
     IdentifiabilityReport
-
-    Raises
-    ------
-    LimitExceeded, BudgetExceeded
-        When the Gröbner step is refused by a size guard or runs out of time and no earlier step
-        reached a verdict (not even a local one); the report is the exception's ``report`` attribute.
+        Always a report, with the strongest result reached: a size guard that refuses the Gröbner step,
+        or a budget that runs out in it, leaves the earlier answer (or "unknown" with ``limit`` set, and
+        ``refused`` when the one method asked for was refused before it started).
     """
     if method != "auto" and method not in METHODS:
         raise InputError(f"method must be 'auto' or one of {', '.join(METHODS)}; got {method!r}")
+    if field not in ("R", "C"):
+        raise InputError(f"field must be 'R' or 'C', got {field!r}")
     t0 = time.perf_counter()
+    # every step ends before the command's alarm (symeq.budget.Alarm) would interrupt it, so that the
+    # report with the strongest result reached is printed
+    command = _command_left()
+    if command is not None:
+        timeout = command if timeout is None else min(timeout, command)
     deadline = Deadline(timeout)
-    model = model.with_group(None)
     tried: list = []
     hints: list = []
     notes: list = []
@@ -148,13 +217,25 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
     def left():
         return None if timeout is None else max(0.5, timeout - deadline.elapsed())
 
-    def report(status, meth, reason, result=None, decision=None, cert=None, limit=None):
+    def report(status, meth, reason, result=None, decision=None, cert=None, limit=None, refused=False):
         return IdentifiabilityReport(status, meth, reason, tried, result, decision, local, cert, hints, notes, limit,
-                                     time.perf_counter() - t0)
+                                     time.perf_counter() - t0, field, refused)
 
     def wanted(name):
         return method in ("auto", name)
 
+    from ..models import linear_hidden_allowed
+
+    with linear_hidden_allowed():  # a hidden affine layer is a kind of activation here (_affine_decision)
+        model = model.with_group(None)
+        affine = _affine_decision(model)
+        if affine is not None:
+            status, reason, witness = affine
+            tried.append({"method": "affine", "status": status, "reason": reason})
+            return report(status, "affine" if status in _GLOBAL else None, reason,
+                          {"method": "affine", "status": status, "reason": reason, "over": "R",
+                           "condition": "hidden affine (degree-1) layers: their GL symmetry against the "
+                                        "monomial latent group", "witness": witness, "exact": True})
     # 1. classical theorems (real activations)
     if wanted("classical"):
         try:
@@ -177,7 +258,7 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
             tried.append({"method": "jacobian-factors", "status": "not-applicable",
                           "reason": "two or three hidden layers needed, this model has 1"})
             return report("not-applicable", None, tried[-1]["reason"])
-        td = tensor_identifiability(model, timeout=left(), certificate=certificate)
+        td = tensor_identifiability(model, timeout=left(), certificate=certificate, field=field)
         if h == 1 or td.condition == "dense layers":
             name = "tensor"
             tried.append({"method": "tensor", "status": td.status, "reason": td.reason})
@@ -192,6 +273,9 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
         if td.status in _GLOBAL or method != "auto":
             return report(td.status, name if td.status in _GLOBAL else None, td.reason, td.to_json(), td,
                           td.certificate)
+        if td.complex_witness is not None and field == "R":
+            notes.append("over C the tensor method found a fibre point outside the orbit (a scaling lambda that is "
+                         "not real): " + td.complex_witness.get("text", ""))
     # 4. local: the Jacobian rank (modulo 2^61-1 for polynomial activations; on the linear regions for
     #    ReLU / leaky ReLU, symeq.relu.fdim)
     if wanted("jacobian-rank"):
@@ -205,7 +289,11 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
         except LimitExceeded as e:
             tried.append({"method": "jacobian-rank", "status": "refused", "reason": str(e)})
             if method == "jacobian-rank":
-                raise
+                return report("unknown", None, str(e), limit=e, refused=True)
+        except BudgetExceeded as e:
+            tried.append({"method": "jacobian-rank", "status": "unknown", "reason": f"budget exceeded: {e}"})
+            if method == "jacobian-rank":
+                return report("unknown", None, f"budget exceeded: {e}")
         else:
             tried.append({"method": "jacobian-rank", "status": local.status,
                           "reason": local.reason.removeprefix("jacobian-rank: ")})
@@ -213,7 +301,7 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
                 return report(local.status, "jacobian-rank" if local.status in _GLOBAL + ("locally-identifiable",)
                               else None, local.reason, local.to_json(), local, local.certificate)
     # 5. Gröbner: a global answer where its size guard lets it start (after a proof of non-identifiability
-    #    by the Jacobian step it only adds the fibre's dimension and degree, within at most 10 s)
+    #    by the Jacobian step it only adds the fibre's dimension and degree, within at most 10 s, enforced)
     if not wanted("groebner"):  # pragma: no cover - every single method returned above
         return report("unknown", None, "no method decided")
     from .orbit import compare_with_orbit
@@ -223,19 +311,17 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
         tried.append({"method": "groebner", "status": "not-applicable",
                       "reason": "the fibre ideal needs dense layers with polynomial activations"})
         return _fallback(report, local, tried)
-    from ..layers.base import declared_biases
-
-    if len(set(declared_biases(model))) > 1:  # issue 25: the orbit count takes one bias declaration
-        tried.append({"method": "groebner", "status": "not-applicable",
-                      "reason": "the orbit count of the Gröbner step takes biases in every layer or in none; "
-                                "this model declares them in some layers only"})
-        return _fallback(report, local, tried)
+    budget = left()
+    if proven:
+        budget = PROVEN_STEP_CAP if budget is None else min(budget, PROVEN_STEP_CAP)
+    cap = budget
     try:
-        budget = left()
-        if proven:
-            budget = 10.0 if budget is None else min(budget, 10.0)
         _engine_note(engine, notes)
-        c = compare_with_orbit(model, engine=engine, timeout=budget)
+        hard = None if cap is None else cap + (0.5 if proven else 1.0)
+        if hard is not None and _command_left() is not None:
+            hard = min(hard, _command_left())
+        with _hard_cap(hard):
+            c = compare_with_orbit(model, engine=engine, timeout=cap, field=field)
     except LimitExceeded as e:
         tried.append({"method": "groebner", "status": "refused", "reason": str(e)})
         if isinstance(e, MonomialLimit):
@@ -247,23 +333,23 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
             hints.append("the Gröbner step needs more memory than the budget: --memory GB raises it where the "
                          "machine has it")
         notes[:] = [n for n in notes if "Gröbner engine" not in n]  # the engine was never needed
-        if method == "groebner" or local is None or local.status not in _ANSWERS:
-            # nothing better than "unknown": the size guard is the answer (exit 2 in fibre, "undetermined"
-            # with the limit in verify), the report rides on the exception
-            e.report = report("unknown", None, str(e), limit=e)
-            raise
+        if method == "groebner":
+            return report("unknown", None, str(e), limit=e, refused=True)
         out = _fallback(report, local, tried)
         out.limit = e
         return out
-    except BudgetExceeded as e:
-        tried.append({"method": "groebner", "status": "unknown", "reason": f"budget exceeded: {e}"})
-        if method == "groebner" or local is None or local.status not in _ANSWERS:
-            e.report = report("unknown", None, str(e))
-            raise
+    except (BudgetExceeded, _StepCapped, BudgetAlarm) as e:
+        why = (f"stopped at its cap of {cap:.3g} s" if isinstance(e, _StepCapped) else
+               getattr(e, "message", None) or f"budget exceeded: {e}")
+        tried.append({"method": "groebner", "status": "unknown", "reason": why})
+        if method == "groebner":
+            return report("unknown", None, why)
         return _fallback(report, local, tried)
     tried.append({"method": "groebner", "status": c.status, "reason": c.reason})
     if c.criterion != "groebner":  # decided structurally (equation count, inactive neuron): no engine was needed
         notes[:] = [n for n in notes if "Gröbner engine" not in n]
+    if c.complex_status is not None:
+        notes.append(f"over C the Gröbner step says {c.complex_status}: {c.complex_reason}")
     if c.status in _GLOBAL:
         if proven and c.status == "identifiable":  # pragma: no cover - two proofs disagree
             raise AssertionError("the Gröbner fibre contradicts a proven family in the fibre")
@@ -376,7 +462,7 @@ def _relu_certificate(model, f) -> dict | None:
 
     Written for dense networks with ReLU or leaky ReLU hidden layers and some nonzero bias (the checker
     counts the biases of such a model among the parameters, as :mod:`symeq.relu.fdim` does); else None."""
-    from ..check import layers_digest
+    from ..digest import layers_digest
     from ..io import layers_to_json
 
     layers = model.layers
@@ -438,3 +524,168 @@ def _monomial_hint(model, e: MonomialLimit, hints: list) -> None:
                      f"{need / 2**30:.3g} GB > the memory budget of {cap / 2**30:.3g} GB")
     else:
         hints.append(f"--max-monomials {value} lets the Gröbner step start (about {need / 2**30:.3g} GB estimated)")
+
+
+def _declared_bias(model, layer) -> bool:
+    """Whether ``layer`` has bias parameters in the declared space (``"bias": null``: none)."""
+    has = getattr(layer, "has_bias", None)
+    if has is not None:
+        return bool(has)
+    from .ideal import _resolve_bias  # pragma: no cover - layers without the declared-space flag
+
+    return _resolve_bias(model, "auto")  # pragma: no cover
+
+
+def _affine_decision(model):
+    """(status, reason, witness) when a hidden layer has an affine (degree-1) activation, else None.
+
+    sigma(t) = a t + c commutes with every invertible A with A 1 = 1 (sigma(A z) = A sigma(z)), so a hidden
+    affine layer of width n has a GL-type symmetry: (W_l, b_l, W_{l+1}) -> (A W_l, A b_l, W_{l+1} A^-1) keeps f
+    and moves no bias that is not declared.  The latent group of Theorem 4.1 is a group of monomial matrices
+    (docs/identifiability.md, "Affine activations"):
+
+    * width n >= 2: the family A_s = I + s e_i (e_j - e_i)^T (s != 1) is exact and leaves the orbit: its
+      tangent at s = 0 is not in the span of the tangents of every diagonal scaling of hidden layers l-1,
+      l, l+1 (checked by an exact rank over Q, on the weight coordinates, which offsets never touch); the
+      orbit K . theta is a finite union of orbits of the torus K° and near theta it is K° . theta, a smooth
+      manifold, so a curve in it has its tangent there.  Not identifiable (over R and C).
+    * width 1: GL_1 is the scaling alpha of the neuron, in K; with one hidden layer the linear part a u v^T
+      of f is a rank-one matrix, so every theta' in the fibre is (u / alpha, alpha v) with biases left to
+      decide: identifiable unless a declared bias pair trades (b_1 + t, b_2 - a t u) or, without b_2 and
+      with c != 0, the scaling needs a bias change K cannot make.  Deeper networks: "unknown".
+
+    Examples
+    --------
+    >>> from symeq.models import Model, DenseLayer, linear_hidden_allowed
+    >>> from symeq.activations import polynomial
+    >>> with linear_hidden_allowed():
+    ...     m = Model(2, [DenseLayer([[1, 2], [3, -1]], None, polynomial([0, 1])),
+    ...                   DenseLayer([[2, -1]], None, None)])
+    >>> _affine_decision(m)[0]
+    'not-identifiable'
+    """
+    from flint import fmpq, fmpq_mat
+
+    from ..numbers import mat_rows
+
+    layers = model.layers
+    affine = [i for i, l in enumerate(layers[:-1])
+              if l.activation is not None and getattr(l.activation, "symmetry", None) == "affine"]
+    if not affine:
+        return None
+    hidden_last = len(layers) - 2
+    for l in affine:
+        n = layers[l].out_dim
+        if n < 2:
+            continue
+        a, c = layers[l].activation.coeffs[1], layers[l].activation.coeffs[0]
+        W = [[fmpq(x) for x in r] for r in mat_rows(layers[l].weight)]
+        Wn = [[fmpq(x) for x in r] for r in mat_rows(layers[l + 1].weight)]
+        b = [fmpq(x) for x in layers[l].bias]
+        m, p = len(W[0]), len(Wn)
+
+        def vec(dW, dWn):
+            return [dW[i][k] for i in range(n) for k in range(m)] + [dWn[q][i] for q in range(p) for i in range(n)]
+
+        zero_W = [[fmpq(0)] * m for _ in range(n)]
+        zero_Wn = [[fmpq(0)] * n for _ in range(p)]
+        gens = []
+        for k in range(n):  # the scalings of layer l's own neurons: row k of W_l, column k of W_{l+1} (negated)
+            dW = [[W[i][t] if i == k else fmpq(0) for t in range(m)] for i in range(n)]
+            dWn = [[-Wn[q][i] if i == k else fmpq(0) for i in range(n)] for q in range(p)]
+            gens.append(vec(dW, dWn))
+        if l >= 1:  # the previous hidden layer's scalings: columns of W_l
+            for k in range(m):
+                gens.append(vec([[W[i][t] if t == k else fmpq(0) for t in range(m)] for i in range(n)], zero_Wn))
+        if l + 1 <= hidden_last:  # the next hidden layer's scalings: rows of W_{l+1}
+            for k in range(p):
+                gens.append(vec(zero_W, [[Wn[q][i] if q == k else fmpq(0) for i in range(n)] for q in range(p)]))
+        G = fmpq_mat(len(gens), len(gens[0]), [x for g in gens for x in g])
+        base = G.rank()
+        for i in range(n):
+            for j in range(n):
+                if i == j:
+                    continue
+                dW = [[W[j][t] - W[i][t] if r == i else fmpq(0) for t in range(m)] for r in range(n)]
+                dWn = [[(Wn[q][i] if r == i else -Wn[q][i] if r == j else fmpq(0)) for r in range(n)] for q in range(p)]
+                v = vec(dW, dWn)
+                if not any(v):
+                    continue
+                H = fmpq_mat(len(gens) + 1, len(v), [x for g in gens + [v] for x in g])
+                if H.rank() == base:
+                    continue
+                _check_gl_family(W, b, Wn, a, c, i, j)
+                name = f"hidden layer {l + 1}"
+                fam = (f"W_{l + 1} -> A_s W_{l + 1}, b_{l + 1} -> A_s b_{l + 1}, W_{l + 2} -> W_{l + 2} A_s^-1 with "
+                       f"A_s = I + s e_{i + 1} (e_{j + 1} - e_{i + 1})^T (s != 1): row {i + 1} of W_{l + 1} becomes "
+                       f"(1 - s) row {i + 1} + s row {j + 1}")
+                reason = (f"{name} is affine (sigma(t) = {a} t + {c}) of width {n} >= 2: for every invertible A with "
+                          "A 1 = 1, sigma(A z) = A sigma(z), so the parameter with (A W, A b, W' A^-1) in place of "
+                          f"(W, b, W') there has the same function; the family {fam} is exact (checked at s = 1/2) and "
+                          f"leaves the orbit of the monomial latent group: its tangent at s = 0 is not in the span of "
+                          "the tangents of the diagonal scalings (exact rank over Q), so the fibre is larger than the "
+                          "orbit (a GL symmetry, not a monomial one): not identifiable over R (and over C)")
+                witness = {"kind": "gl-family", "layer": l + 1, "neurons": [i + 1, j + 1], "family": fam,
+                           "real": True, "text": f"the exact family {fam} in the fibre, outside the orbit"}
+                return "not-identifiable", reason, witness
+        return ("unknown", f"hidden layer {l + 1} is affine of width {n}: its GL families are tangent to the "
+                "diagonal scalings at this theta (degenerate weights); undecided", None)
+    # every affine hidden layer has width 1: its GL_1 is the neuron's scaling alpha, in the latent group
+    if len(layers) != 2:
+        names = ", ".join(str(l + 1) for l in affine)
+        return ("unknown", f"hidden layer(s) {names} are affine of width 1: GL_1 is the scaling (alpha, 1/alpha) of "
+                "the neuron, inside the monomial latent group, so it decides nothing by itself; the other methods do "
+                "not cover affine layers in deeper networks: undecided", None)
+    first, last = layers
+    a, c = first.activation.coeffs[1], first.activation.coeffs[0]
+    v = [fmpq(x) for x in mat_rows(first.weight)[0]]
+    u = [fmpq(r[0]) for r in mat_rows(last.weight)]
+    if not any(v) or not any(u):
+        return ("unknown", "the hidden neuron is affine of width 1 and " + ("dead (zero incoming weights)" if not any(v)
+                else "unused (zero outgoing weights)") + ": the fibre is not a rank-one factorization; undecided", None)
+    b1, b2 = _declared_bias(model, first), _declared_bias(model, last)
+    lin = ("the linear part a W_2 W_1 = a u v^T of f is a nonzero rank-one matrix, so every theta' in the fibre has "
+           "W_1' = alpha W_1, W_2' = W_2 / alpha for one real alpha != 0")
+    if b1 and b2:
+        reason = (f"hidden layer 1 is affine (sigma(t) = {a} t + {c}) of width 1 and both biases are declared: the "
+                  "line (b_1 + t, b_2 - a t W_2) keeps f exactly (sigma(z + t) = sigma(z) + a t) and every orbit point "
+                  "with W_1' = W_1 is theta itself (the scaling alpha is read off W_1 != 0): not identifiable over R "
+                  "(and over C)")
+        return "not-identifiable", reason, {"kind": "bias-line", "real": True,
+                                            "text": "the line b_1 -> b_1 + t, b_2 -> b_2 - a t W_2 in the fibre"}
+    if b1 and not b2 and c != 0:
+        reason = (f"hidden layer 1 is affine (sigma(t) = {a} t + {c}) of width 1 and the output layer has no bias: "
+                  f"{lin}; each alpha gives a point of the fibre with b_1' = alpha (b_1 + c/a) - c/a, while a latent "
+                  "scaling alpha != 1 would add sigma(0) (1 - alpha) W_2 / alpha to an output bias that is not "
+                  "declared, so the orbit is {theta}: not identifiable over R (and over C)")
+        return "not-identifiable", reason, {"kind": "scaling-curve", "real": True,
+                                            "text": "alpha -> (alpha W_1, alpha (b_1 + c/a) - c/a, W_2 / alpha)"}
+    if b2 and not b1:
+        orbit = ("{(alpha W_1, W_2 / alpha, b_2 + " + (f"{c} (1 - 1/alpha) W_2" if c != 0 else "0") + ") : alpha != 0}")
+    elif not b1 and not b2 and c != 0:
+        orbit = "{theta} (a scaling alpha != 1 would move sigma(0) W_2 / alpha, and no declared bias absorbs it)"
+    else:
+        orbit = "{(alpha W_1, alpha b_1, W_2 / alpha) : alpha != 0}" if b1 else "{(alpha W_1, W_2 / alpha) : alpha != 0}"
+    reason = (f"hidden layer 1 is affine (sigma(t) = {a} t + {c}) of width 1: GL_1 is the neuron's scaling alpha, "
+              f"in the latent group; {lin}, and the constant term then fixes the declared biases, so the fibre is "
+              f"the orbit {orbit} and alpha is unique (read off W_1 != 0): identifiable over R (and over C)")
+    return "identifiable", reason, None
+
+
+def _check_gl_family(W, b, Wn, a, c, i, j) -> None:
+    """The GL family's point at s = 1/2 has the same affine map z_l -> z_{l+1} (exact; a bug otherwise)."""
+    from flint import fmpq, fmpq_mat
+
+    n = len(W)
+    s = fmpq(1, 2)
+    A = fmpq_mat(n, n, [fmpq(int(r == k)) + (s * (int(k == j) - int(k == i)) if r == i else 0)
+                        for r in range(n) for k in range(n)])
+    Ai = A.inv()
+    Wm, Wnm = fmpq_mat(W), fmpq_mat(Wn)
+    bm = fmpq_mat(n, 1, b)
+    one = fmpq_mat(n, 1, [1] * n)
+    if A * one != one:  # pragma: no cover - the construction keeps A 1 = 1
+        raise AssertionError("A 1 != 1")
+    W2, b2, Wn2 = A * Wm, A * bm, Wnm * Ai
+    if Wn2 * W2 != Wnm * Wm or Wn2 * (b2 * a + one * c) != Wnm * (bm * a + one * c):  # pragma: no cover
+        raise AssertionError("the GL family left the fibre")

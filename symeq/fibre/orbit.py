@@ -39,8 +39,10 @@ and equality forces the fibre to be exactly the orbit and the ideal to be radica
 Field
 -----
 Gröbner dimension and degree describe the *complex* fibre.  "identifiable" is proved over C, and
-then holds over R too (the orbit points are real).  "not-identifiable" is a statement over C; the
-extra points may be non-real (the real count from Hermite's trace form is reported when available).
+then holds over R too (the orbit points are real).  Over C, "not-identifiable" may rest on non-real
+points; :func:`compare_with_orbit` answers over R by default (:func:`real_reading`): a real witness,
+or the exact real count from Hermite's trace form against the orbit, and "unknown" over R when only
+complex extra points are known (``field="C"`` keeps the complex answer).
 
 Examples
 --------
@@ -72,7 +74,7 @@ from ..sizes import check_orbit
 from .groebner import GroebnerResult, best_exact_engine, groebner, hermite_counts
 from .ideal import FibreIdeal, _needs_gauge, fibre_ideal, offsets_into, safe_gauge_entries
 
-__all__ = ["FibreComparison", "compare_with_orbit", "latent_orbit", "MAX_GROUP_ELEMENTS", "StructuralDecision",
+__all__ = ["FibreComparison", "compare_with_orbit", "real_reading", "latent_orbit", "MAX_GROUP_ELEMENTS", "StructuralDecision",
            "structural_decision", "gauge_completeness"]
 
 #: refuse to enumerate more latent group elements than this
@@ -135,6 +137,12 @@ class FibreComparison:
     witness_real: bool | None = None
     criterion: str = "groebner"
     dimension_lower_bound: int | None = None
+    #: the field the status is about: "R" (real parameters, the default of :func:`compare_with_orbit`)
+    #: or "C"; over R a fibre point counts only when it is real
+    over: str = "C"
+    #: over R: the status and reason over C, when they differ from the real ones (else None)
+    complex_status: str | None = None
+    complex_reason: str | None = None
 
     @property
     def groebner_field(self) -> str:
@@ -456,8 +464,69 @@ def structural_decision(model, ideal: FibreIdeal) -> StructuralDecision | None:
 
 def compare_with_orbit(model, *, engine: str = "auto", timeout: float | None = None, bias="auto",
                        check_radical: bool = True, witnesses: bool = True,
-                       witness_timeout: float = WITNESS_TIMEOUT, structural: bool = True) -> FibreComparison:
+                       witness_timeout: float = WITNESS_TIMEOUT, structural: bool = True,
+                       field: str = "R") -> FibreComparison:
     """Decide whether theta is identifiable by comparing its fibre with its orbit (small models).
+
+    ``field`` ("R", the default, or "C") is the field the status is about: the Gröbner comparison
+    counts complex points (``field`` "C" keeps that answer); over R a fibre point outside the orbit
+    counts only when it is real (:func:`real_reading`): a real witness, or more real points than the
+    orbit in the exact real count (Hermite's trace form); a larger complex fibre with as many real
+    points as the orbit is identifiable over R, with the complex status beside it.  Other arguments
+    and the returned fields: :func:`_compare_over_c`.
+    """
+    if field not in ("R", "C"):
+        raise InputError(f"field must be 'R' or 'C', got {field!r}")
+    t0 = time.perf_counter()
+    c = _compare_over_c(model, engine=engine, timeout=timeout, bias=bias, check_radical=check_radical,
+                        witnesses=witnesses, witness_timeout=witness_timeout, structural=structural)
+    if field == "C":
+        return c
+    left = None if timeout is None else max(1.0, timeout - (time.perf_counter() - t0))
+    return real_reading(model, c, engine=engine, timeout=left)
+
+
+def real_reading(model, c: FibreComparison, *, engine: str = "auto", timeout: float | None = None) -> FibreComparison:
+    """``c`` (a comparison over C) read over R: the status about real parameters.
+
+    * identifiable over C: identifiable over R (the orbit points are real);
+    * not identifiable with a real witness (a real line, a nontrivial stabilizer, a real extra point, or
+      more real points than the orbit): not identifiable over R;
+    * a finite fibre whose real points, counted exactly, are the orbit's (and no fibre point outside the
+      gauge slice, :func:`gauge_completeness`; the scaling onto the slice of a real point is real):
+      identifiable over R -- the real fibre is the orbit;
+    * otherwise (only complex witnesses known): "unknown" over R, the complex answer beside it.
+    """
+    import dataclasses
+
+    if c.over == "R":
+        return c
+    if c.status != "not-identifiable" or c.witness_real is True:
+        return dataclasses.replace(c, over="R")
+    if c.dimension == 0 and c.real_points is not None and c.distinct_points is not None             and c.real_points == c.orbit_size and c.stabilizer_size == 1:
+        t0 = time.perf_counter()
+        ok, why = gauge_completeness(model, c.ideal, engine=engine, timeout=timeout)
+        if ok:
+            reason = (f"the real fibre is the orbit: of the fibre's {c.distinct_points} distinct complex points "
+                      f"exactly {c.real_points} are real (Hermite's trace form, exact over Q), the {c.orbit_size} "
+                      "orbit points" + ("; " + why if c.ideal.gauge else ""))
+            return dataclasses.replace(c, status="identifiable", reason=reason, over="R",
+                                       complex_status=c.status, complex_reason=c.reason,
+                                       seconds=c.seconds + time.perf_counter() - t0)
+        return dataclasses.replace(
+            c, status="unknown", over="R", complex_status=c.status, complex_reason=c.reason,
+            reason=f"over R undecided: the {c.real_points} real points of the gauge slice are the orbit, but points "
+                   f"outside the slice are not excluded ({why}); over C: {c.reason}",
+            seconds=c.seconds + time.perf_counter() - t0)
+    return dataclasses.replace(
+        c, status="unknown", over="R", complex_status=c.status, complex_reason=c.reason,
+        reason=f"over R undecided: no real fibre point outside the orbit is known; over C not identifiable: {c.reason}")
+
+
+def _compare_over_c(model, *, engine: str = "auto", timeout: float | None = None, bias="auto",
+                    check_radical: bool = True, witnesses: bool = True,
+                    witness_timeout: float = WITNESS_TIMEOUT, structural: bool = True) -> FibreComparison:
+    """Decide whether theta is identifiable over C by comparing its fibre with its orbit (small models).
 
     Parameters
     ----------
