@@ -1106,6 +1106,10 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
         pool_after_conv, pool_before_conv
 
     torch = _torch()
+    from .torch_attention import from_torch_attention, is_attention_module
+
+    if is_attention_module(seq):  # nn.MultiheadAttention or the hand-written block (docs/attention.md)
+        return from_torch_attention(seq, group, name, input_shape=input_shape)
     if not isinstance(seq, torch.nn.Sequential):
         raise InputError(f"expected a torch.nn.Sequential, got {type(seq).__name__}")
     F = FloatFold

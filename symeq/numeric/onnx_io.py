@@ -931,7 +931,10 @@ def load_onnx(path):
     """
     from .conv import FloatFold, NumericConvLayer
     from .models import NumericDenseLayer, NumericModel, numeric_activation
+    from .onnx_attention import has_attention_subgraph, load_onnx_attention
 
+    if has_attention_subgraph(path):  # torch's exported attention (MatMul / Softmax / Reshape): docs/attention.md
+        return load_onnx_attention(path)
     r = read_onnx_chain(path)
     layers = []
     for W, b, act, where in _realised(r, FloatFold):

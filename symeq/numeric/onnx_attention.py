@@ -1,0 +1,220 @@
+"""Reading the attention subgraph that torch exports to ONNX (docs/attention.md).
+
+``torch.onnx.export`` (the TorchScript exporter, ``dynamo=False``) writes ``nn.MultiheadAttention``
+and the hand-written block (Linear q, k, v, scaled dot product, softmax, output projection) as a
+subgraph of MatMul / Gemm (the projections), Add (their biases), Reshape / Transpose (the heads),
+Mul / Div / Sqrt (the scale), Softmax and the shape arithmetic around them.  This reader
+recognises it in three steps, and refuses anything else by name:
+
+1. **operators**: every node's operator must be one of :data:`ATTENTION_OPS` (a node of another
+   operator is refused with its name and operator), with exactly one Softmax over the last axis;
+2. **roles**: the linear nodes (MatMul or Gemm with a weight from the file) are sorted by where
+   they stand: upstream of the Softmax (the query and key projections, or one fused in-projection),
+   upstream of the second operand of the MatMul after the Softmax (the value projection, or the fused
+   one), and downstream of that MatMul (the output projection); each bias is the initializer added
+   to a MatMul's output (or Gemm's C).  Other linear nodes (a residual, an MLP) are refused;
+3. **the numbers**: the heads H (a divisor of the query width), the scale (1/sqrt(d_k) or 1) and
+   which of the two score-side projections is the query are the candidates under which the layer
+   read (:func:`symeq.numeric.torch_attention.attention_layer_from_weights`) agrees with
+   onnxruntime's run of the file on seeded Gaussian inputs within :data:`ONNX_TOLERANCE` (the file
+   computes in float32); none agreeing is a refusal with the smallest difference found.
+
+The weights are the float32 values of the file, read as the float64 numbers they are.  A fused
+attention operator (``Attention``, ``MultiHeadAttention`` of the com.microsoft domain, ONNX 23's
+``Attention``) is refused by name: torch's TorchScript exporter does not write one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import EngineMissing, InputError
+
+__all__ = ["ATTENTION_OPS", "ONNX_TOLERANCE", "has_attention_subgraph", "load_onnx_attention"]
+
+ATTENTION_OPS = frozenset({"MatMul", "Gemm", "Add", "Mul", "Div", "Sqrt", "Transpose", "Reshape", "Shape", "Gather",
+                           "Unsqueeze", "Squeeze", "Concat", "Constant", "Slice", "Cast", "Split", "Softmax", "Identity",
+                           "Flatten", "ConstantOfShape", "Expand", "Mod", "Equal", "Where", "Range", "Sub", "Pow"})
+"""The operators of torch's exported attention subgraph (with its shape arithmetic)."""
+
+ONNX_TOLERANCE = 1e-4
+"""Largest relative difference between onnxruntime's float32 run and the layer read."""
+
+_FUSED = ("Attention", "MultiHeadAttention", "ScaledDotProductAttention")
+
+
+def has_attention_subgraph(path) -> bool:
+    """Whether the ONNX file has a Softmax whose output feeds a MatMul (attention, not an output softmax)."""
+    from .onnx_io import _load_proto
+
+    proto = _load_proto(path)
+    nodes = list(proto.graph.node)
+    if any(n.op_type in _FUSED for n in nodes):
+        return True
+    soft = {o for n in nodes if n.op_type == "Softmax" for o in n.output}
+    return any(n.op_type == "MatMul" and any(i in soft for i in n.input) for n in nodes)
+
+
+def _where(path, node) -> str:
+    return f"{path}: node {node.name or '(unnamed)'} ({node.op_type})"
+
+
+def load_onnx_attention(path, samples: int = 32, seed: int = 0):
+    """A :class:`~symeq.numeric.models.NumericModel` of one softmax attention layer from an ONNX
+    file written by torch (see the module docstring), with the group of its metadata."""
+    from onnx import numpy_helper
+
+    from .models import NumericModel
+    from .onnx_io import _group_from_metadata, _load_proto
+    from .torch_attention import attention_layer_from_weights
+
+    proto = _load_proto(path)
+    g = proto.graph
+    nodes = list(g.node)
+    for n in nodes:
+        if n.op_type in _FUSED:
+            raise InputError(f"{_where(path, n)}: a fused attention operator is not read; export with "
+                             "torch.onnx.export(..., dynamo=False), which writes MatMul / Softmax / Reshape")
+        if n.op_type not in ATTENTION_OPS:
+            raise InputError(f"{_where(path, n)}: not an operator of the attention subgraph symeq reads "
+                             f"({', '.join(sorted(ATTENTION_OPS))}); an attention model with other layers (a "
+                             "residual, a norm, an MLP after it) is not read yet")
+    soft = [n for n in nodes if n.op_type == "Softmax"]
+    if len(soft) != 1:
+        raise InputError(f"{path}: {len(soft)} Softmax nodes; symeq reads one attention layer (one Softmax over the "
+                         "heads' scores)")
+    S = soft[0]
+    axis = next((a.i for a in S.attribute if a.name == "axis"), -1)
+    if axis not in (-1, 3):
+        raise InputError(f"{_where(path, S)}: softmax over axis {axis}; attention normalises the scores over the "
+                         "last axis (the keys)")
+    inits = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in g.initializer}
+    for n in nodes:  # Constant nodes holding 2-d float weights count as initializers
+        if n.op_type == "Constant":
+            for a in n.attribute:
+                if a.name == "value":
+                    arr = numpy_helper.to_array(a.t)
+                    if arr.dtype.kind == "f" and arr.ndim >= 1:
+                        inits.setdefault(n.output[0], arr.astype(np.float64))
+    producer = {o: n for n in nodes for o in n.output}
+    graph_inputs = [i for i in g.input if i.name not in inits]
+    if len(graph_inputs) != 1 or len(g.output) != 1:
+        raise InputError(f"{path}: an attention file needs one input and one output, got {len(graph_inputs)} and "
+                         f"{len(g.output)}")
+
+    anc_cache: dict = {}
+
+    def ancestors(name: str) -> frozenset:
+        """Node ids upstream of a tensor (its producer included)."""
+        if name in anc_cache:
+            return anc_cache[name]
+        n = producer.get(name)
+        out = frozenset() if n is None else frozenset({id(n)}).union(*[ancestors(i) for i in n.input if i])
+        anc_cache[name] = out
+        return out
+
+    # the linear nodes: MatMul with a 2-d weight from the file, Gemm with B from the file
+    linear = []
+    for n in nodes:
+        if n.op_type == "MatMul" and len(n.input) == 2 and n.input[1] in inits and inits[n.input[1]].ndim == 2:
+            W, b, out = inits[n.input[1]].T, None, n.output[0]
+            users = [u for u in nodes if u.op_type == "Add" and out in u.input]
+            if len(users) == 1:
+                other = [i for i in users[0].input if i != out]
+                if other and other[0] in inits and inits[other[0]].ndim == 1 and inits[other[0]].shape[0] == W.shape[0]:
+                    b = inits[other[0]]
+            linear.append((n, W, b))
+        elif n.op_type == "Gemm" and len(n.input) >= 2 and n.input[1] in inits:
+            at = {a.name: a for a in n.attribute}
+            alpha = at["alpha"].f if "alpha" in at else 1.0
+            beta = at["beta"].f if "beta" in at else 1.0
+            if alpha != 1.0 or (len(n.input) > 2 and beta != 1.0) or ("transA" in at and at["transA"].i):
+                raise InputError(f"{_where(path, n)}: Gemm with alpha, beta other than 1 or transA is not read")
+            B = inits[n.input[1]]
+            W = B if ("transB" in at and at["transB"].i) else B.T
+            b = inits[n.input[2]] if len(n.input) > 2 and n.input[2] in inits else None
+            linear.append((n, W, b))
+        elif n.op_type in ("MatMul", "Gemm") and any(i in inits for i in n.input):
+            raise InputError(f"{_where(path, n)}: a weight in an unexpected position (symeq reads x W and Gemm(x, W))")
+    post = [n for n in nodes if n.op_type == "MatMul" and S.output[0] in n.input]
+    if len(post) != 1 or post[0].input[0] != S.output[0]:
+        raise InputError(f"{_where(path, S)}: the Softmax must feed one MatMul as its left operand (scores x values)")
+    M2 = post[0]
+    score_side = ancestors(S.output[0])
+    value_side = ancestors(M2.input[1])
+    after = [(n, W, b) for n, W, b in linear if id(M2) in ancestors(n.output[0])]
+    qk = [(n, W, b) for n, W, b in linear if id(n) in score_side]
+    v = [(n, W, b) for n, W, b in linear if id(n) in value_side]
+    used = {id(n) for n, _, _ in after + qk + v}
+    extra = [n for n, _, _ in linear if id(n) not in used]
+    if extra:
+        raise InputError(f"{_where(path, extra[0])}: a linear node outside the attention's q, k, v and output "
+                         "projections (symeq reads one attention layer)")
+    if len(after) != 1:
+        raise InputError(f"{path}: {len(after)} linear nodes after the attention (expected the one output projection)")
+    _, Wo, bo = after[0]
+    if len(qk) == 1 and len(v) == 1 and qk[0][0] is v[0][0]:  # one fused in-projection, in torch's order q, k, v
+        _, W, b = qk[0]
+        if W.shape[0] % 3:
+            raise InputError(f"{_where(path, qk[0][0])}: a fused in-projection needs 3 x E outputs, got {W.shape[0]}")
+        E = W.shape[0] // 3
+        parts = [(W[:E], None if b is None else b[:E]), (W[E:2 * E], None if b is None else b[E:2 * E])]
+        vpart = (W[2 * E:], None if b is None else b[2 * E:])
+    elif len(qk) == 2 and len(v) == 1 and all(n is not v[0][0] for n, _, _ in qk):
+        parts = [(W, b) for _, W, b in qk]
+        vpart = (v[0][1], v[0][2])
+    else:
+        raise InputError(f"{path}: the projections upstream of the Softmax ({len(qk)}) and of the values ({len(v)}) "
+                         "are not the q, k, v of one attention layer")
+    d = parts[0][0].shape[1]
+    if any(p[0].shape[1] != d for p in parts) or vpart[0].shape[1] != d:
+        raise InputError(f"{path}: the q, k, v projections read inputs of different widths")
+    shape = [dim.dim_value for dim in graph_inputs[0].type.tensor_type.shape.dim]
+    n_in = int(np.prod([s for s in shape[1:]])) if len(shape) > 1 and all(s > 0 for s in shape[1:]) else None
+    if n_in is None or n_in % d:
+        raise InputError(f"{path}: the input's shape {shape} is not (batch, T*d) or (batch, T, d) with d = {d}")
+    T = n_in // d
+    # 3. the numbers: onnxruntime's run of the file against the candidates
+    X = np.random.default_rng(seed).standard_normal((samples, n_in))
+    ref = _run(path, graph_inputs[0].name, X, shape)
+    E = parts[0][0].shape[0]
+    best, tried = None, []
+    for H in [h for h in range(1, E + 1) if E % h == 0 and vpart[0].shape[0] % h == 0]:
+        for scale in (None, 1.0):
+            for (Wq, bq), (Wk, bk) in ((parts[0], parts[1]), (parts[1], parts[0])):
+                layer = attention_layer_from_weights(T, H, Wq, Wk, vpart[0], Wo, bq, bk, vpart[1], bo, scale)
+                got = layer(X)
+                if got.shape != ref.shape:
+                    continue
+                rel = float(np.max(np.linalg.norm(got - ref, axis=1) / np.maximum(np.linalg.norm(ref, axis=1), 1e-300)))
+                tried.append(rel)
+                if best is None or rel < best[0]:
+                    best = (rel, layer, H, scale)
+    if best is None or not best[0] <= ONNX_TOLERANCE:
+        raise InputError(f"{path}: the subgraph around the Softmax does not compute softmax multi-head attention of "
+                         f"its weights under any head count and scale tried (smallest relative difference "
+                         f"{min(tried) if tried else float('nan'):.3g} > {ONNX_TOLERANCE:g} against onnxruntime)")
+    rel, layer, H, scale = best
+    note = (f"attention subgraph recognised: {T} tokens x {d}, {H} heads of d_k = {E // H}, scale "
+            f"{'1/sqrt(d_k)' if scale is None else scale}; checked against onnxruntime on {samples} seeded inputs "
+            f"(max relative difference {rel:.3g}, float32 file)")
+    group = _group_from_metadata(proto, str(path))
+    meta = {"reader_notes": [note], "reader_check": {"samples": samples, "seed": seed, "max_relative_difference": rel}}
+    return NumericModel(T * d, [layer], group, Path(str(path)).stem, meta)
+
+
+def _run(path, name, X, shape):
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise EngineMissing("reading an attention ONNX file checks it with onnxruntime: pip install onnxruntime") \
+            from None
+    try:
+        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        x = X.astype(np.float32).reshape([X.shape[0]] + [s for s in shape[1:]])
+        y = sess.run(None, {name: x})[0]
+    except Exception as e:
+        raise InputError(f"{path}: onnxruntime could not run the file ({type(e).__name__}: {str(e)[:160]})") from None
+    return np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)

@@ -1,0 +1,119 @@
+"""Attention in (issue 29, docs/attention.md): nn.MultiheadAttention and the hand-written block read
+by from_torch, and torch's exported ONNX attention subgraph read by load_onnx."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from symeq.errors import InputError  # noqa: E402
+from symeq.numeric.models import from_torch  # noqa: E402
+from symeq.numeric.onnx_io import load_onnx  # noqa: E402
+from symeq.numeric.torch_attention import TokenAttention, from_torch_attention  # noqa: E402
+
+
+class Block(torch.nn.Module):
+    """The common hand-written attention block (Linear q, k, v, scaled dot product, softmax, out)."""
+
+    def __init__(self, d, heads, tokens, bias=True, factor=1.0):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(d, d, bias=bias) for _ in range(3))
+        self.o = torch.nn.Linear(d, d, bias=bias)
+        self.num_heads, self.tokens, self.factor = heads, tokens, factor
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], self.tokens, -1)
+        N, T, d = x.shape
+        H = self.num_heads
+        hd = d // H
+
+        def split(t):
+            return t.view(N, T, H, hd).transpose(1, 2)
+
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        a = torch.softmax(q @ k.transpose(-1, -2) / hd ** 0.5, -1)
+        return (self.factor * self.o((a @ v).transpose(1, 2).reshape(N, T, d))).reshape(N, -1)
+
+
+def _export(module, n, path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), (torch.randn(2, n),), str(path), dynamo=False, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("bias", [True, False])
+def test_multihead_attention_read_and_exported(tmp_path, batch_first, bias):
+    torch.manual_seed(3)
+    m = TokenAttention(4, 6, 3, bias=bias, batch_first=batch_first).eval()
+    if bias:  # torch starts the biases at 0: make them matter
+        with torch.no_grad():
+            m.attn.in_proj_bias.normal_()
+            m.attn.out_proj.bias.normal_()
+    read = from_torch(m)                      # the hook in from_torch
+    layer = read.layers[0]
+    assert layer.scoring == "softmax" and len(layer.query) == 3 and layer.tokens == 4
+    assert (layer.score_bias is not None) == bias and (layer.bias is not None) == bias
+    X = np.random.default_rng(0).standard_normal((7, 24))
+    with torch.no_grad():
+        ref = m.double()(torch.tensor(X)).numpy()
+    m.float()
+    assert np.max(np.abs(read(X) - ref)) < 1e-12
+    # the bare module, with the number of tokens given
+    assert np.max(np.abs(from_torch_attention(m.attn, tokens=4)(X) - ref)) < 1e-12
+    f = tmp_path / "mha.onnx"
+    _export(m, 24, f)
+    onnx_read = load_onnx(f)
+    assert "3 heads" in onnx_read.meta["reader_notes"][0]
+    assert np.max(np.abs(onnx_read(X) - read(X))) < 1e-5 * max(1.0, np.abs(ref).max())
+
+
+def test_hand_written_block_read_and_exported(tmp_path):
+    torch.manual_seed(4)
+    b = Block(6, 2, 5).eval()
+    read = from_torch_attention(b)
+    X = np.random.default_rng(1).standard_normal((4, 30))
+    with torch.no_grad():
+        ref = b.double()(torch.tensor(X)).numpy()
+    b.float()
+    assert np.max(np.abs(read(X) - ref)) < 1e-12
+    f = tmp_path / "block.onnx"
+    _export(b, 30, f)
+    assert np.max(np.abs(load_onnx(f)(X) - read(X))) < 1e-5
+
+
+def test_refusals(tmp_path):
+    torch.manual_seed(5)
+    with pytest.raises(InputError, match="does not compute standard softmax"):
+        from_torch_attention(Block(6, 2, 5, factor=1.5))        # forward is not the weights' attention
+    with pytest.raises(InputError, match="kdim or vdim"):
+        from_torch_attention(torch.nn.MultiheadAttention(4, 2, kdim=3, vdim=3), tokens=2)
+    with pytest.raises(InputError, match="add_bias_kv"):
+        from_torch_attention(torch.nn.MultiheadAttention(4, 2, add_bias_kv=True), tokens=2)
+    with pytest.raises(InputError, match="number of tokens"):
+        from_torch_attention(torch.nn.MultiheadAttention(4, 2))
+
+    class Tanh(Block):
+        def forward(self, x):
+            return torch.tanh(super().forward(x))
+
+    f = tmp_path / "tanh.onnx"
+    _export(Tanh(6, 2, 5), 30, f)
+    with pytest.raises(InputError, match=r"\(Tanh\): not an operator of the attention subgraph"):
+        load_onnx(f)
+
+    class Twice(Block):  # two attention layers: two Softmax nodes
+        def forward(self, x):
+            return super().forward(super().forward(x))
+
+    f = tmp_path / "twice.onnx"
+    _export(Twice(6, 2, 5), 30, f)
+    with pytest.raises(InputError, match="2 Softmax nodes"):
+        load_onnx(f)
