@@ -29,7 +29,7 @@ from .errors import BudgetExceeded
 
 __all__ = ["Deadline", "Alarm", "BudgetAlarm", "DEFAULT_BUDGETS", "alarm_grace", "last_step", "process_deadline"]
 
-#: default time budgets of the commands in seconds (``--timeout`` changes them); README states them
+#: default time budgets of the commands in seconds (``--timeout`` changes them); docs/cli.md states them
 DEFAULT_BUDGETS = {
     "verify": 300.0,
     "check": 300.0,

@@ -33,7 +33,7 @@ __all__ = ["MODEL_FORMAT", "CERTIFICATE_FORMAT", "read_json", "write_json", "mod
 MODEL_FORMAT = "symeq-model/1"
 CERTIFICATE_FORMAT = "symeq-certificate/2"  # sparse actions; symeq.check also reads /1 (dense)
 
-# The schema of a model file (README, "Model files"): the keys allowed in each object, and the
+# The schema of a model file (docs/model-files.md): the keys allowed in each object, and the
 # required ones.  An unknown key is refused (exit 2) instead of ignored: a misspelt "biases" must
 # not silently become a bias-free layer.  "bias" is required on dense and conv2d layers; null means
 # no bias.

