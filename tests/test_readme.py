@@ -10,6 +10,7 @@ docs/cli.md are the commands' defaults, and the blocks of docs/examples.md run a
 page says.
 """
 
+import difflib
 import re
 import shlex
 import subprocess
@@ -117,7 +118,10 @@ def test_worked_example_prints_what_the_readme_shows(tmp_path, monkeypatch, caps
         code = main(argv[1:])
         out = capsys.readouterr().out
         assert code == 0, (command, out)
-        assert _normalise(out.rstrip("\n").split("\n")) == _normalise(shown), command
+        real, said = _normalise(out.rstrip("\n").split("\n")), _normalise(shown)
+        assert real == said, (f"README.md's worked example: `{command}` prints something else now; paste its real "
+                              "output into the README:\n" + "\n".join(difflib.unified_diff(said, real, "README", "real",
+                                                                                      lineterm="")))
     assert "(-1)(2 3)" in text and "Both exit 0" in text
 
 
@@ -214,6 +218,7 @@ def test_check_certificate_signature_shown_is_real():
     """The call the snippet's comment shows works as shown: its keyword options are accepted, and
     what comes back is the class it names."""
     import symeq
+    import symeq_check
 
     m = re.search(r"#\s*check_certificate\((.*)\)\s*->\s*(\w+)", _snippet())
     assert m, "the snippet shows check_certificate's signature in a comment"
@@ -223,11 +228,11 @@ def test_check_certificate_signature_shown_is_real():
     assert options, shown
     model = symeq.random_equivariant_model(symeq.mirror(1, 2), ["regular"], symeq.tanh_series(3), rng=0)
     v = symeq.verify(model)
-    report = symeq.check_certificate(v.certificate(), symeq.model_to_json(v.model),
+    report = symeq_check.check_certificate(v.certificate(), symeq.model_to_json(v.model),
                                      **{k: int(x) for k, x in options.items()})
     assert type(report).__name__ == returned and report.accepted
     with pytest.raises(TypeError):
-        symeq.check_certificate(v.certificate(), symeq.model_to_json(v.model), no_such_option=1)
+        symeq_check.check_certificate(v.certificate(), symeq.model_to_json(v.model), no_such_option=1)
 
 
 def test_npz_layout_as_documented(tmp_path, capsys):
@@ -306,5 +311,7 @@ def test_examples_hunt_report_is_the_real_output(tmp_path, monkeypatch, capsys):
         assert argv[:2] == ["symeq", "hunt"]
         assert main(argv[1:]) == 0, line
         out = capsys.readouterr().out
-    assert out.rstrip("\n").split("\n") == shown.rstrip("\n").split("\n")
+    real, said = out.rstrip("\n").split("\n"), shown.rstrip("\n").split("\n")
+    assert real == said, ("docs/examples.md's hunt catalogue differs from the real output; paste it into the page:\n"
+                          + "\n".join(difflib.unified_diff(said, real, "docs/examples.md", "real", lineterm="")))
     assert Path("deep-find.svg").is_file()
