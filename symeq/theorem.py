@@ -533,6 +533,7 @@ def verify(
     fibre_search: bool = True,
     identifiability: bool = False,
     max_tie_nodes: int = 100000,
+    identifiability_field: str = "R",
 ) -> Verification:
     """Verify the conclusion of Theorem 4.1 for ``model`` at its parameter theta.
 
@@ -545,6 +546,7 @@ def verify(
     seed : seed of the random points of the probabilistic method
     identifiability : also decide identifiability at theta by comparing the fibre with the orbit
         (Groebner basis; small polynomial models only, within the time budget)
+    identifiability_field : "R" (default): among real parameters; "C": among complex ones
     fibre_search : when no action exists at theta (or at a reduced submodel), search the fibre
         for a layerwise-equivariant theta' (small polynomial models: one Groebner basis per
         candidate action; one hidden ReLU layer: the exact canonical-form decision)
@@ -561,7 +563,8 @@ def verify(
                 fibre_search=fibre_search, max_tie_nodes=max_tie_nodes)
     if identifiability and v.verdict != "not-equivariant":
         try:
-            _decide_identifiability(v, model, timeout, group if group is not None else model.group)
+            _decide_identifiability(v, model, timeout, group if group is not None else model.group,
+                                    field=identifiability_field)
         except (LimitExceeded, BudgetExceeded) as e:
             _identifiability_stopped(v, e, timeout)
     return v
@@ -607,7 +610,8 @@ def _acts_by_signed_permutations(group) -> bool:
     return True
 
 
-def _decide_identifiability(v: Verification, model: Model, timeout: float | None, group=None) -> None:
+def _decide_identifiability(v: Verification, model: Model, timeout: float | None, group=None,
+                            field: str = "R") -> None:
     """Replace an 'unknown' identifiability status by a decision at theta: the one report of
     :func:`symeq.fibre.decide.decide_identifiability` (classical theorems, tensor, Jacobian factors,
     Jacobian rank, Gröbner; docs/identifiability.md), which ``symeq fibre`` and ``symeq explain`` share.
@@ -626,7 +630,7 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
         red = reduce_model(model.with_group(None))
     target = red.model if red is not None and red.changed else model
     try:
-        r = decide_identifiability(target, timeout=budget, certificate=False)
+        r = decide_identifiability(target, timeout=budget, certificate=False, field=field)
     except InputError as e:
         if isinstance(e, LimitExceeded):
             raise
@@ -679,8 +683,17 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
         # asked for and not reached (budget, engine, size guards): the premise is open, so the run is
         # undetermined (exit 3) although the layerwise conclusion stands
         v.notes.append(f"identifiability: undecided ({r.reason})")
+        stopped = ""
+        if r.limit is not None:  # a size guard refused a step (the report is kept: issue 25)
+            info["limit"] = {"limit": r.limit.limit, "value": r.limit.value, "maximum": r.limit.maximum,
+                             "option": r.limit.option, "what": r.limit.what}
+            stopped = f"a size limit refused the computation before it started ({r.limit}); "
+        elif r.budget is not None:  # the time budget ran out in a step
+            info["limit"] = {"limit": "time (s)", "value": None, "maximum": budget, "option": "--timeout",
+                             "what": None}
+            stopped = f"the time budget ran out ({r.budget}); raise it with --timeout; "
         v.identifiability = dict(info, status="undetermined",
-                                 detail=f"not decided: {r.reason} (methods tried: {tried})"
+                                 detail=f"not decided: {stopped}{r.reason} (methods tried: {tried})"
                                  + (f"; {'; '.join(r.hints)}" if r.hints else ""))
         return
     if previous == "not-identifiable" and r.status == "locally-identifiable":
@@ -691,9 +704,9 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
         detail = (f"locally identifiable: {r.reason}; the theorem's premise (global identifiability) is open "
                   f"(methods tried: {tried})")
     else:
-        # the field the decision holds over is the deciding method's own (tensor and Groebner: over C,
-        # which implies R; Sussmann and Fefferman: over R)
-        over = res.get("over") or ("C" if r.method in ("tensor", "groebner", "jacobian-factors") else "R")
+        # the field the decision is about: R by default (a fibre point counts only when real), C with
+        # identifiability_field="C"; Sussmann and Fefferman are about R
+        over = res.get("over") or r.over
         detail = f"{r.reason} (over {over}; decided by {r.method}; methods tried: {tried})"
     v.identifiability = dict(info, status=r.status, detail=detail)
     if previous == "not-identifiable" and r.status == "identifiable":  # pragma: no cover

@@ -40,7 +40,8 @@ def cmd_verify(args) -> int:
     _progress(f"verifying {model.name}: widths {model.widths}, group {model.group.label}")
     # the Gröbner-engine note comes with the identifiability result, only when that step ran (issue 18)
     v = verify(model, method=args.method, timeout=args.timeout, seed=args.seed, fibre_search=not args.no_fibre_search,
-               identifiability=args.identifiability, max_tie_nodes=args.max_tie_nodes)
+               identifiability=args.identifiability, max_tie_nodes=args.max_tie_nodes,
+               identifiability_field=getattr(args, "field", "R"))
     if args.certificate:
         write_json(v.certificate(), args.certificate)
         _progress(f"certificate written to {args.certificate}")
@@ -153,6 +154,8 @@ def register(sub) -> None:
                         "running out is undetermined, never a refutation)")
     v.add_argument("--identifiability", action="store_true",
                    help="also decide identifiability at theta (tensor method, then fibre vs orbit by Groebner)")
+    v.add_argument("--field", default="R", choices=("R", "C"),
+                   help="with --identifiability: R (default) among real parameters, C among complex ones")
     v.add_argument("--no-fibre-search", action="store_true",
                    help="do not search the fibre for a layerwise-equivariant theta' when none exists at theta")
     v.add_argument("--matrix", action="store_true",

@@ -100,6 +100,8 @@ class IdentifiabilityReport:
     seconds: float = 0.0
     over: str = "R"
     refused: bool = False
+    #: the budget message when the time budget stopped a step (the report keeps what was reached)
+    budget: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -217,9 +219,11 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
     def left():
         return None if timeout is None else max(0.5, timeout - deadline.elapsed())
 
+    stopped: list = [None]  # the budget message of a step the time budget stopped
+
     def report(status, meth, reason, result=None, decision=None, cert=None, limit=None, refused=False):
         return IdentifiabilityReport(status, meth, reason, tried, result, decision, local, cert, hints, notes, limit,
-                                     time.perf_counter() - t0, field, refused)
+                                     time.perf_counter() - t0, field, refused, stopped[0])
 
     def wanted(name):
         return method in ("auto", name)
@@ -292,6 +296,7 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
                 return report("unknown", None, str(e), limit=e, refused=True)
         except BudgetExceeded as e:
             tried.append({"method": "jacobian-rank", "status": "unknown", "reason": f"budget exceeded: {e}"})
+            stopped[0] = str(e)
             if method == "jacobian-rank":
                 return report("unknown", None, f"budget exceeded: {e}")
         else:
@@ -342,6 +347,7 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
         why = (f"stopped at its cap of {cap:.3g} s" if isinstance(e, _StepCapped) else
                getattr(e, "message", None) or f"budget exceeded: {e}")
         tried.append({"method": "groebner", "status": "unknown", "reason": why})
+        stopped[0] = why
         if method == "groebner":
             return report("unknown", None, why)
         return _fallback(report, local, tried)
