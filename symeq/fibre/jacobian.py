@@ -81,7 +81,7 @@ from ..numbers import mat_rows
 __all__ = ["METHOD", "PRIME", "JacobianDecision", "jacobian_identifiability", "parameter_layout",
            "MAX_PARAMS", "MODULAR_LAYERS"]
 
-#: the ``method`` of the certificate (inside ``symeq-identifiability/1``), checked by :mod:`symeq.check`
+#: the ``method`` of the certificate (inside ``symeq-identifiability/1``), checked by :mod:`symeq_check`
 METHOD = "jacobian-rank"
 #: the Mersenne prime 2^61 - 1 (numpy multiplies modulo it with shifts and masks)
 PRIME = (1 << 61) - 1
@@ -202,7 +202,7 @@ def bias_field(bias: tuple, model=None) -> bool | list:
 def parameter_layout(model, bias=None) -> list[tuple[str, int, int]]:
     """The parameter vector's layout: per layer ``(name, layer index, count)``, weights row-major then biases.
 
-    This order is the certificate's (and :mod:`symeq.check` rebuilds it from the model file): for
+    This order is the certificate's (and :mod:`symeq_check` rebuilds it from the model file): for
     each layer its weight matrix W_i row by row, then its bias b_i when the layer has bias parameters
     in the declared parameter space (:func:`layer_biases`; ``bias`` True/False: every layer/none).
 
@@ -597,6 +597,28 @@ def _rank_rows(J: np.ndarray, want_rows: bool, threads: int = 2) -> tuple[int, l
         rows.append(j)
         j += 1
     return r, rows
+
+
+def _pivot_columns(J: np.ndarray, r: int, threads: int = 2) -> list[int]:
+    """r columns of J (the certificate's rows) whose block has rank r mod p: the pivots of J's echelon form.
+    ``symeq check`` then eliminates only that block (rows x r instead of rows x P)."""
+    import flint
+
+    old = flint.ctx.threads
+    try:
+        flint.ctx.threads = max(1, threads)
+        R, rk = _to_nmod(J).rref()
+    finally:
+        flint.ctx.threads = old
+    if rk != r:  # pragma: no cover - the same matrix, the same prime
+        raise AssertionError(f"the certified rows have rank {rk}, not {r}")
+    cols, j, M = [], 0, R.ncols()
+    for i in range(rk):
+        while j < M and int(R[i, j]) == 0:
+            j += 1
+        cols.append(j)
+        j += 1
+    return cols
 
 
 def _affine_last(twins) -> bool:
@@ -1100,9 +1122,15 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
             r, rows = _rank_rows(J, want_cert, threads)
         timings["rank"] = timings.get("rank", 0.0) + time.perf_counter() - t
         history.append({"points": n, "rank": r})
+        if want_cert and rows is not None and r == P - dim_orbit and r < P:
+            # fewer pivots than parameters (a continuous orbit): name the r x r block for the checker
+            t = time.perf_counter()
+            pivots[:] = _pivot_columns(J[rows], r, threads)
+            timings["pivots"] = time.perf_counter() - t
         return pts, r, rows
 
     upper = P - dim_orbit
+    pivots: list = []
     pts, r, rows = rank_at(N)
     fams, best = [], None
     for attempt in range(MAX_ROUNDS):
@@ -1127,6 +1155,8 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
         # the checker re-reads dense and conv2d layers: other kinds get the verdict without a certificate
         covered = all(layer.kind in ("dense", "conv2d", "attention") for layer in model.layers)
         cert = _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) if want_cert and covered else None
+        if cert is not None and pivots:
+            cert["pivot_columns"] = list(pivots)
         return done("locally-identifiable",
                     f"the Jacobian of theta -> (f_theta(x_1), ..., f_theta(x_{N})) has rank {r} modulo 2^61-1 = "
                     f"#params {P} - dim K.theta {dim_orbit}: near theta the fibre is the orbit (constant-rank "
