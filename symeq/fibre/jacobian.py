@@ -100,6 +100,8 @@ STRUCTURED = True
 STRUCTURED_MIN_PARAMS = 1000
 #: families whose tangents are tried one by one (each is a curve or linear space in the fibre)
 MAX_FAMILIES = 2000
+#: name the r pivot columns in a certificate with r < #params (the checker then eliminates that block only)
+PIVOT_COLUMNS = False
 #: the sample points f_theta(t) = f_theta is re-checked at exactly, for a rotation curve, up to this many parameters
 _CURVE_CHECK_PARAMS = 2000
 
@@ -1122,7 +1124,7 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
             r, rows = _rank_rows(J, want_cert, threads)
         timings["rank"] = timings.get("rank", 0.0) + time.perf_counter() - t
         history.append({"points": n, "rank": r})
-        if want_cert and rows is not None and r == P - dim_orbit and r < P:
+        if PIVOT_COLUMNS and want_cert and rows is not None and r == P - dim_orbit and r < P:
             # fewer pivots than parameters (a continuous orbit): name the r x r block for the checker
             t = time.perf_counter()
             pivots[:] = _pivot_columns(J[rows], r, threads)
