@@ -65,7 +65,7 @@ from .reals import real_root_count
 
 __all__ = ["FORMAT", "TensorDecision", "tensor_identifiability", "decide", "MAX_NEURONS", "MAX_MODE_ENTRIES"]
 
-#: certificate format written by :func:`tensor_identifiability`, checked by :mod:`symeq.check`
+#: certificate format written by :func:`tensor_identifiability`, checked by :mod:`symeq_check`
 FORMAT = "symeq-identifiability/1"
 #: primes for the modular rank: a full rank modulo p proves full rank over Q (never the converse)
 PRIMES = (2305843009213693951, 4611686018427387847)  # 2^61 - 1 and the largest prime below 2^62
@@ -587,7 +587,7 @@ def _decide(model, act, d, bias, deadline, t0, want_cert, field="R") -> TensorDe
         if latent != "all":
             for a in latent:  # pragma: no branch - K always solves its own system
                 if g(a) != 0:
-                    raise AssertionError(f"latent scaling {a} does not solve neuron {j}'s system")
+                    raise AssertionError(f"latent scaling {a} does not solve neuron {j + 1}'s system")
             sizes.append(len(latent))
         neurons.append({"neuron": j, "b": _q(b1[j]), "degrees": sorted(ps),
                         "polynomials": [[k, _poly_json(p)] for k, p in sorted(ps.items())],

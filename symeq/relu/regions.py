@@ -198,21 +198,21 @@ def _check_layers(layers) -> tuple[list, int, int]:
         try:
             W, b, relu = layer
         except (TypeError, ValueError):
-            raise InputError(f"layer {i} must be a triple (W, b, relu)") from None
+            raise InputError(f"layer {i + 1} must be a triple (W, b, relu)") from None
         W = [[as_fmpq(v) for v in row] for row in W]
         b = [as_fmpq(v) for v in b]
-        relu = _activation_flag(relu, i)
+        relu = _activation_flag(relu, i + 1)
         if len(W) != len(b):
-            raise InputError(f"layer {i}: W has {len(W)} rows but b has {len(b)} entries")
+            raise InputError(f"layer {i + 1}: W has {len(W)} rows but b has {len(b)} entries")
         if not W:
-            raise InputError(f"layer {i} has no neurons")
+            raise InputError(f"layer {i + 1} has no neurons")
         width_in = len(W[0])
         if any(len(row) != width_in for row in W):
-            raise InputError(f"layer {i}: rows of W have different lengths")
+            raise InputError(f"layer {i + 1}: rows of W have different lengths")
         if n_prev is not None and width_in != n_prev:
-            raise InputError(f"layer {i} expects input of size {width_in}, previous layer gives {n_prev}")
+            raise InputError(f"layer {i + 1} expects input of size {width_in}, previous layer gives {n_prev}")
         if width_in == 0:
-            raise InputError(f"layer {i} has input dimension 0")
+            raise InputError(f"layer {i + 1} has input dimension 0")
         out.append((W, b, relu))
         n_prev = len(W)
     return out, len(out[0][0][0]), len(out[-1][0])
@@ -226,7 +226,7 @@ def _activation_flag(relu, i: int):
     if a == 0:
         return True
     if a == 1:
-        raise InputError(f"layer {i}: a leaky ReLU slope of 1 is the identity; make the layer affine instead")
+        raise InputError(f"layer {i + 1}: a leaky ReLU slope of 1 is the identity; make the layer affine instead")
     return a
 
 
