@@ -612,6 +612,12 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     from .layers.conv import DENSE_EXPANSION_LIMIT
 
     model = _as_numeric(network, input_shape, name)
+    if model.has_attention:  # softmax attention: its own road (symeq/certify_attention.py, docs/attention.md)
+        from .certify_attention import certify_attention
+
+        return certify_attention(model, group, digits=digits, data=None if data is None else read_data(data)[0],
+                                 max_distance=max_distance, timeout=timeout, noise_points=noise_points, seed=seed,
+                                 t0=t0)
     original = model  # with its conv2d layers, when it has some
     if conv not in ("auto", "dense", "kernels"):
         raise InputError(f"conv must be \"auto\", \"dense\" or \"kernels\", got {conv!r}")
