@@ -37,7 +37,7 @@ from pathlib import Path
 from _common import markdown_table, write_results
 
 from symeq.activations import tanh_series
-from symeq.check import check_files
+from symeq_check import check_files
 from symeq.groups import dihedral
 from symeq.io import load_model, model_to_json, write_json
 from symeq.models import random_equivariant_model, scramble

@@ -36,7 +36,7 @@ from _common import markdown_table, write_results
 from flint import fmpq
 
 from symeq.activations import real, tanh_series
-from symeq.check import check_files
+from symeq_check import check_files
 from symeq.groups import dihedral
 from symeq.io import load_model, model_to_json, write_json
 from symeq.models import DenseLayer, Model, random_equivariant_model, scramble

@@ -42,7 +42,7 @@ from _common import markdown_table, write_results  # noqa: E402
 from bench_fibre import ACTIVATIONS, make_model  # noqa: E402
 
 from symeq.activations import monomial, tanh_series  # noqa: E402
-from symeq.check import check_certificate  # noqa: E402
+from symeq_check import check_certificate  # noqa: E402
 from symeq.errors import BudgetExceeded, SymeqError  # noqa: E402
 from symeq.fibre.engines import available_engines  # noqa: E402
 from symeq.fibre.orbit import compare_with_orbit  # noqa: E402

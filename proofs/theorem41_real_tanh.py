@@ -23,7 +23,7 @@ from flint import fmpq
 from _common import print_verification, write
 from symeq import verify
 from symeq.activations import real
-from symeq.check import check_certificate
+from symeq_check import check_certificate
 from symeq.groups import builtin_group
 from symeq.io import model_from_json, model_to_json, write_json
 from symeq.models import random_equivariant_model, scramble

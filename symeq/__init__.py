@@ -27,7 +27,7 @@ _EXPORTS = {
     "sigmoid_series": "activations", "relu": "activations",
     "decide_equivariance": "equivariance", "derive_latent_actions": "layerwise",
     "load_model": "io", "save_model": "io", "model_from_json": "io", "model_to_json": "io",
-    "check_certificate": "check", "matrix": "numbers", "fmpq": "numbers",
+    "matrix": "numbers", "fmpq": "numbers",
     "builtin_example": "examples",
     "from_torch": "numeric.models", "certify": "certification", "Certification": "certification",
     "load_onnx": "numeric.onnx_io", "export_onnx": "numeric.onnx_io",
@@ -37,7 +37,7 @@ __all__ = sorted(_EXPORTS) + ["__version__", "register_notebook_pictures"]
 
 
 def __getattr__(name):
-    # Lazy imports keep `import symeq` (and the standalone checker) light.
+    # Lazy imports keep `import symeq` light.  (The certificate checker is the separate package symeq_check.)
     if name in _EXPORTS:
         import importlib
 

@@ -67,12 +67,13 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from flint import fmpq, fmpq_poly
 
-from .check import REAL_SYMMETRY_TABLE as _REAL_TABLE, check_keys, close_names
 from .errors import InputError, NotExactError
 from .numbers import format_number, parse_number
+from .schema import check_keys, close_names
 from .sizes import check_degree
 
 __all__ = [
@@ -124,9 +125,19 @@ REAL_ACTIVATIONS = {
 #: Every symmetry (alpha, beta, q, c) with sigma(alpha t + beta) = q sigma(t) + c for all real t,
 #: of each real activation (the proofs that the tables are complete: docs/theory.md, "Real
 #: activations"); ``"positive"`` is leaky ReLU's family alpha > 0, beta = 0, q = alpha, c = 0.
-#: The table lives in the standalone checker (:data:`symeq.check.REAL_SYMMETRY_TABLE`), so that
-#: symeq, its float twin and the checker read one definition.
-REAL_SYMMETRIES = _REAL_TABLE
+#: This is symeq's own copy, read-only; the certificate checker keeps its own
+#: (``symeq_check.real.REAL_SYMMETRY_TABLE``, with a self-test that evaluates every row), and
+#: tests/test_real_symmetry_tables.py holds the two equal and shows a wrong row in either is caught.
+REAL_SYMMETRIES = MappingProxyType({
+    "tanh": ((1, 0, 1, 0), (-1, 0, -1, 0)),      # odd
+    "erf": ((1, 0, 1, 0), (-1, 0, -1, 0)),       # odd
+    "sigmoid": ((1, 0, 1, 0), (-1, 0, -1, 1)),   # sigma(-t) = 1 - sigma(t)
+    "gelu": ((1, 0, 1, 0),),                     # gelu(-t) = gelu(t) - t is not of this form
+    "silu": ((1, 0, 1, 0),),
+    "softplus": ((1, 0, 1, 0),),
+    "elu": ((1, 0, 1, 0),),
+    "leaky_relu": "positive",                    # positively homogeneous
+})
 
 #: Every activation name of model files (``"type"``), one spelling each.
 ACTIVATION_NAMES = ("polynomial", "monomial", "tanh_series", "sigmoid_series", "relu") + tuple(REAL_ACTIVATIONS)
@@ -701,7 +712,7 @@ def activation_from_spec(spec, where: str = "activation") -> Activation | None:
     """Build an activation from its JSON description (None stays None: an affine layer).
 
     Read strictly: an unknown ``"type"`` is refused with the closest names, an unknown key with
-    the keys allowed there (:func:`symeq.check.check_keys`); a string is a name or a shorthand
+    the keys allowed there (:func:`symeq.schema.check_keys`); a string is a name or a shorthand
     (``"tanh"``, ``"tanh3"``).
 
     >>> activation_from_spec({"type": "tanh", "order": 3})

@@ -31,7 +31,7 @@ __all__ = ["MODEL_FORMAT", "CERTIFICATE_FORMAT", "read_json", "write_json", "mod
            "ATTENTION_KEYS", "HEAD_KEYS"]
 
 MODEL_FORMAT = "symeq-model/1"
-CERTIFICATE_FORMAT = "symeq-certificate/2"  # sparse actions; symeq.check also reads /1 (dense)
+CERTIFICATE_FORMAT = "symeq-certificate/2"  # sparse actions; symeq_check also reads /1 (dense)
 
 # The schema of a model file (docs/model-files.md): the keys allowed in each object, and the
 # required ones.  An unknown key is refused (exit 2) instead of ignored: a misspelt "biases" must

@@ -3,7 +3,7 @@
 :func:`verify` decides end-to-end equivariance exactly, derives the layerwise actions
 rho_i : G -> K_i, checks them exactly, and returns a :class:`Verification` with the verdict,
 the derived actions, every check made, a readable report and a certificate that the independent
-checker :mod:`symeq.check` re-verifies with nothing but ``fractions.Fraction``.
+checker :mod:`symeq_check` re-verifies with nothing but ``fractions.Fraction``.
 
 Verdicts and exit codes: ``layerwise-equivariant`` (0), ``not-equivariant`` (1, with a rational
 witness), ``no-layerwise-parameter`` (1, reserved for the fibre-wide search), ``undetermined`` (3).
@@ -16,7 +16,7 @@ Examples
 ('layerwise-equivariant', 0)
 >>> len(v.actions), len(v.actions[0])   # hidden layers x generators
 (2, 1)
->>> from symeq.check import check_certificate
+>>> from symeq_check import check_certificate
 >>> from symeq.io import model_to_json
 >>> check_certificate(v.certificate(), model_to_json(builtin_example())).accepted
 True
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from .version import __version__
 from .budget import Deadline
-from .check import layers_digest
+from .digest import layers_digest
 from .equivariance import EquivarianceResult, _has_real, decide_equivariance, layers_first, refute_with_balls
 from .errors import BudgetExceeded, InputError, LimitExceeded
 from .groups import FiniteGroup

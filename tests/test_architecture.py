@@ -1,6 +1,7 @@
 """The package's levels (docs/architecture.md): every import of a symeq module, function-local ones
 included, points to the same level or a lower one; the certificate checker imports only the
-standard library; docstrings cite files inside the repository."""
+standard library and nothing of symeq, and symeq imports it only in its check command; docstrings cite
+files inside the repository."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ PKG = ROOT / "symeq"
 # lowest first; a module belongs to the longest prefix that names it
 LEVELS = [
     ["symeq.errors", "symeq.version", "symeq.numbers", "symeq.budget", "symeq.sizes", "symeq.procs", "symeq.unionfind",
-     "symeq.cliargs", "symeq.notation", "symeq.check"],
+     "symeq.cliargs", "symeq.notation", "symeq.schema", "symeq.digest"],
     ["symeq.groups"],
     ["symeq.activations", "symeq.layers", "symeq.layers.base", "symeq.layers.dense"],
     ["symeq.models", "symeq.io", "symeq.examples", "symeq.expand"],
@@ -24,7 +25,7 @@ LEVELS = [
     ["symeq.equivariance", "symeq.fibre", "symeq.fibre.deep", "symeq.relu", "symeq.numeric"],
     ["symeq.theorem", "symeq.certification"],
     ["symeq.explain", "symeq.display"],
-    ["symeq.cli", "symeq.__main__", "symeq"],
+    ["symeq.cli", "symeq.__main__", "symeq.check", "symeq"],
 ]
 
 
@@ -81,19 +82,59 @@ def test_imports_point_down():
     assert not bad, "imports that point up:\n" + "\n".join(bad)
 
 
-def test_checker_imports_only_the_standard_library():
-    tree = ast.parse((PKG / "check.py").read_text())
-    names = set()
+CHECKER = ROOT / "symeq_check"
+#: the one place of symeq that imports the checker: the ``symeq check`` command (and the alias
+#: ``python -m symeq.check``, whose import runs only as a script)
+CHECK_COMMAND = {"symeq/cli/verify.py", "symeq/check.py"}
+
+
+def _top_imports(path: Path):
+    """(line, top-level module, in a function or under ``if __name__``) of every absolute import."""
+    tree = ast.parse(path.read_text())
+    guarded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.If)):
+            guarded |= {id(n) for n in ast.walk(node) if n is not node}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, f"check.py line {node.lineno}: a relative import"
-            names.add((node.module or "").split(".")[0])
-    names.discard("__future__")
+            for a in node.names:
+                yield node.lineno, a.name.split(".")[0], id(node) in guarded
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            yield node.lineno, (node.module or "").split(".")[0], id(node) in guarded
+
+
+def test_checker_imports_only_the_standard_library():
+    """symeq_check (every module, function-local imports included) imports the standard library and
+    itself (relative imports), nothing else: no symeq, no flint, sympy or numpy."""
     if not hasattr(sys, "stdlib_module_names"):
         pytest.skip("needs Python 3.10+ to know the standard library's names")
-    assert names <= set(sys.stdlib_module_names), f"check.py imports {sorted(names - set(sys.stdlib_module_names))}"
+    files = sorted(CHECKER.rglob("*.py"))
+    assert len(files) > 10, "the checker package was not found"
+    bad = [f"{path.relative_to(ROOT)}:{line}: imports {mod}" for path in files for line, mod, _ in _top_imports(path)
+           if mod != "__future__" and mod not in sys.stdlib_module_names]
+    assert not bad, "the checker imports outside the standard library:\n" + "\n".join(bad)
+
+
+def test_only_the_check_command_imports_the_checker():
+    """Library code never reads the checker (its axioms, tables or digest): symeq keeps its own copies."""
+    bad = []
+    for path, _ in modules():
+        rel = path.relative_to(ROOT).as_posix()
+        for line, mod, guarded in _top_imports(path):
+            if mod != "symeq_check":
+                continue
+            if rel not in CHECK_COMMAND or (rel == "symeq/check.py" and not guarded):
+                bad.append(f"{rel}:{line}")
+    assert not bad, "symeq modules importing symeq_check outside the check command: " + ", ".join(bad)
+    found = {path.relative_to(ROOT).as_posix() for path, _ in modules()
+             if any(mod == "symeq_check" for _, mod, _ in _top_imports(path))}
+    assert found == CHECK_COMMAND, found  # the test reads the files it means
+
+
+def test_checker_modules_stay_small():
+    """No module of the checker over 900 lines (docs/architecture.md: read in a sitting per subject)."""
+    sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in CHECKER.rglob("*.py")}
+    assert sizes and max(sizes.values()) <= 900, {k: v for k, v in sizes.items() if v > 900}
 
 
 def test_docstrings_cite_files_inside_the_repository():

@@ -14,7 +14,7 @@ from symeq.attention import (
     AttentionLayer, Head, block_monomial_parts, factor_kron, head_clones, head_permutation,
     patch_mirror, random_equivariant_attention, scramble_attention,
 )
-from symeq.check import check_certificate
+from symeq_check import check_certificate
 from symeq.cli import main
 from symeq.io import model_from_json, model_to_json
 from symeq.models import Model

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from symeq.check import check_certificate, layers_digest
+from symeq_check import check_certificate, layers_digest
 from symeq.examples import builtin_example
 from symeq.io import model_to_json
 from symeq.theorem import INLINE_PARAMETERS, verify

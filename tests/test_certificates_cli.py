@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from symeq.activations import monomial, relu, tanh_series
-from symeq.check import check_certificate
+from symeq_check import check_certificate
 from symeq.cli import main
 from symeq.groups import builtin_group
 from symeq.io import model_to_json

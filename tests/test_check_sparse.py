@@ -13,31 +13,32 @@ from pathlib import Path
 import pytest
 
 import symeq
-from symeq import check as chk
+from symeq_check.algebra import _matmul, _matvec, _smatvec, _smul, _sparse, _sparse_times, _times_sparse, _transpose
 from symeq.activations import monomial, relu, sigmoid_series, tanh_series
 from symeq.attention import random_equivariant_attention, scramble_attention
-from symeq.check import CheckError, check_certificate
+from symeq_check import CheckError, check_certificate
 from symeq.groups import builtin_group, dihedral
 from symeq.io import model_to_json
 from symeq.models import random_equivariant_model, scramble
 from symeq.theorem import verify
 
-CHECK_PY = Path(chk.__file__)
+CHECKER = Path(check_certificate.__code__.co_filename).parent  # the symeq_check package
 
 
-def test_check_py_imports_only_the_standard_library():
-    tree = ast.parse(CHECK_PY.read_text(encoding="utf-8"))
-    names = []
-    for node in ast.walk(tree):  # also imports inside functions
-        if isinstance(node, ast.Import):
-            names += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, f"relative import from .{node.module} in check.py"
-            names.append(node.module)
-        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "__import__":
-            pytest.fail("check.py calls __import__")
-    top = {n.split(".")[0] for n in names}
-    assert top, "no imports found: the test is not reading check.py"
+def test_checker_imports_only_the_standard_library():
+    """Every module of the checker package: absolute imports of the standard library, relative ones of itself."""
+    files = sorted(CHECKER.rglob("*.py"))
+    assert len(files) > 10, "the test is not reading the checker package"
+    top = set()
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):  # also imports inside functions
+            if isinstance(node, ast.Import):
+                top |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                top.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "__import__":
+                pytest.fail(f"{path.name} calls __import__")
+    assert top, "no imports found"
     assert top <= set(sys.stdlib_module_names) | {"__future__"}, top - set(sys.stdlib_module_names)
 
 
@@ -217,15 +218,15 @@ def test_sparse_algebra_matches_dense_products(seed):
     n = rng.randint(1, 7)
     p, q = _random_monomial(n, rng), _random_monomial(n, rng, scalars=seed % 2 == 0)
     w = tuple(tuple(Fraction(rng.randint(-5, 5), rng.randint(1, 3)) for _ in range(n)) for _ in range(rng.randint(1, 5)))
-    assert chk._times_sparse(w, p) == chk._matmul(w, _dense(p, n))
-    wt = chk._transpose(w)
-    assert chk._sparse_times(p, wt) == chk._matmul(_dense(p, n), wt)
-    assert _dense(chk._smul(p, q), n) == chk._matmul(_dense(p, n), _dense(q, n))
-    g = chk._sparse(tuple(tuple(Fraction(rng.randint(-2, 2)) for _ in range(n)) for _ in range(n)))  # a general matrix
-    assert _dense(chk._smul(g, p), n) == chk._matmul(_dense(g, n), _dense(p, n))
-    assert _dense(chk._smul(p, g), n) == chk._matmul(_dense(p, n), _dense(g, n))
+    assert _times_sparse(w, p) == _matmul(w, _dense(p, n))
+    wt = _transpose(w)
+    assert _sparse_times(p, wt) == _matmul(_dense(p, n), wt)
+    assert _dense(_smul(p, q), n) == _matmul(_dense(p, n), _dense(q, n))
+    g = _sparse(tuple(tuple(Fraction(rng.randint(-2, 2)) for _ in range(n)) for _ in range(n)))  # a general matrix
+    assert _dense(_smul(g, p), n) == _matmul(_dense(g, n), _dense(p, n))
+    assert _dense(_smul(p, g), n) == _matmul(_dense(p, n), _dense(g, n))
     x = tuple(Fraction(rng.randint(-3, 3)) for _ in range(n))
-    assert chk._smatvec(g, x) == chk._matvec(_dense(g, n), x)
+    assert _smatvec(g, x) == _matvec(_dense(g, n), x)
 
 
 def _clones_model():

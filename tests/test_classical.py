@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from symeq.activations import real, tanh_series
-from symeq.check import CheckError, check_certificate
+from symeq_check import CheckError, check_certificate
 from symeq.cli import main
 from symeq.fibre import classical
 from symeq.fibre.classical import (apply_changes, classical_identifiability, fefferman_conditions, in_orbit,

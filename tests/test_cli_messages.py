@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from symeq import check as checker
+import symeq_check as checker
 from symeq.cli import main
 from symeq.examples import builtin_example
 from symeq.io import model_to_json
@@ -38,7 +38,7 @@ def files(tmp_path_factory):
 
 
 def _both(argv):
-    """(exit code of `symeq check ...`, exit code of `python -m symeq.check ...`)."""
+    """(exit code of `symeq check ...`, exit code of `python -m symeq_check ...`)."""
     return main(["check", *argv]), checker.main(list(argv))
 
 
@@ -62,7 +62,7 @@ def test_swapped_arguments_are_named(files, capsys):
     assert _both([files["model"], files["cert"]]) == (2, 2)
     err = capsys.readouterr().err
     assert err.count("did you swap the arguments?") == 2
-    assert "usage: symeq check CERT MODEL" in err and "usage: python -m symeq.check CERT MODEL" in err
+    assert "usage: symeq check CERT MODEL" in err and "usage: python -m symeq_check CERT MODEL" in err
     assert "budget" not in err  # an argument error comes before the budget line
     # a model twice, or a certificate twice: the message says which one is out of place
     assert main(["check", files["model"], files["model"]]) == 2

@@ -554,7 +554,7 @@ def test_dense_path_and_native_path_agree(name, fields, hidden, n):
 
 def test_checker_refuses_malformed_and_wrong_channel_pixel_actions(tmp_path):
     import json
-    from symeq.check import CheckError, check_certificate
+    from symeq_check import CheckError, check_certificate
     from symeq.io import model_to_json
 
     model = _escnn_model("C4", hidden=1)
@@ -657,7 +657,7 @@ def test_checker_leaves_dense_before_conv_unverified_not_rejected():
     """A dense layer before the first convolution: verify handles the mixed chain; the checker's conv
     section does not check it and says so (accepted None), it never rejects a correct certificate."""
     import symeq
-    from symeq.check import check_certificate
+    from symeq_check import check_certificate
     from symeq.io import model_to_json
     from symeq.layers.conv_nets import regular_network
     from symeq.models import DenseLayer, Model

@@ -9,7 +9,7 @@ from flint import fmpq, fmpq_mat
 
 import symeq
 from symeq.activations import tanh_series
-from symeq.check import check_certificate
+from symeq_check import check_certificate
 from symeq.cli import main
 from symeq.io import model_to_json
 from symeq.layers.conv import ConvLayer, ConvShape

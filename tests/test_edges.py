@@ -18,7 +18,7 @@ from flint import fmpq
 
 from symeq import procs
 from symeq.activations import polynomial, sigmoid_series, tanh_series
-from symeq.check import check_certificate
+from symeq_check import check_certificate
 from symeq.cli import main
 from symeq.errors import MemoryLimit
 from symeq.examples import builtin_example

@@ -13,7 +13,7 @@ import pytest
 from flint import fmpq
 
 import symeq
-from symeq.check import check_certificate
+from symeq_check import check_certificate
 from symeq.errors import EngineMissing
 from symeq.examples import builtin_example
 from symeq.cli.explain import register

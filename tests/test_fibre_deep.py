@@ -11,7 +11,7 @@ from fractions import Fraction
 import pytest
 
 from symeq.activations import monomial, polynomial, sigmoid_series, tanh_series
-from symeq.check import CheckError, check_certificate
+from symeq_check import CheckError, check_certificate
 from symeq.errors import MemoryLimit, Undetermined
 from symeq.cli import main
 from symeq.fibre.orbit import compare_with_orbit

@@ -12,7 +12,7 @@ import pytest
 from flint import fmpq
 
 from symeq.activations import monomial, polynomial, sigmoid_series, tanh_series
-from symeq.check import check_certificate
+from symeq_check import check_certificate
 from symeq.fibre import compare_with_orbit, fibre_ideal, latent_orbit, line_in_fibre
 from symeq.fibre.orbit import structural_decision
 from symeq.fibre.witness import jacobian_at

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from symeq.activations import polynomial, sigmoid_series, tanh_series
-from symeq.check import check_certificate
+from symeq_check import check_certificate
 from symeq.cli import main
 from symeq.fibre.tensor import decide, tensor_identifiability
 from symeq.io import model_to_json, save_model
@@ -258,7 +258,7 @@ def test_all_minors_wider_hidden_layer():
     assert [p["kind"] for p in t.certificate["kruskal"]["modes"][:2]] == ["all-minors", "all-minors"]
     assert _check(t, m).accepted is True
     # V with three dependent columns: the same proof must fail in the checker
-    from symeq.check import _KProof
+    from symeq_check.identifiability.tensor import _KProof
 
     V = [[Fraction(x) for x in c] for c in ([1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 1])]
     W = [[Fraction(x) for x in c] for c in ([1, 2, 0], [0, 1, 5], [3, 1, 1], [1, 0, 1])]
@@ -271,7 +271,7 @@ def test_all_minors_wider_hidden_layer():
                                     [Fraction(1, 2), Fraction(1, 4), 0, -Fraction(1, 48)]])
 def test_checker_derives_the_same_latent_scalings(coeffs):
     # the checker's own rule (symeq/check.py) must match Activation.continuous / finite_scalings
-    from symeq.check import _latent_scalings
+    from symeq_check.identifiability.tensor import _latent_scalings
 
     act = polynomial(coeffs)
     for bias in (False, True):
@@ -295,7 +295,7 @@ def _paths(o, p=()):
 def test_every_field_is_checked(which):
     """Replace every field of a certificate by other values: the checker never accepts the change
     (only the free-text description of a witness is not checked)."""
-    from symeq.check import CheckError, parse_number
+    from symeq_check import CheckError, parse_number
 
     if which == "identifiable":
         m = _random_model((3, 3, 3), tanh_series(3), seed=1, den=3)

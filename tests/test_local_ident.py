@@ -13,7 +13,9 @@ from fractions import Fraction
 import pytest
 from flint import fmpq, fmpq_mat
 
-from symeq import check
+import symeq_check as check
+from symeq_check.identifiability import rank
+from symeq_check.identifiability.rank import _CHECK_PRIMES, _jac_is_prime, _jac_rank, _jac_rank_small
 from symeq.activations import monomial, polynomial, relu, tanh_series
 from symeq.cli import main
 from symeq.examples import builtin_example
@@ -278,7 +280,7 @@ def test_certificate_of_another_model_is_a_mismatch(cert_and_model):
 
 def test_checker_size_limit_says_so(cert_and_model, monkeypatch):
     cert, model = cert_and_model
-    monkeypatch.setattr(check, "MAX_JACOBIAN_WORK", 10)
+    monkeypatch.setattr(rank, "MAX_JACOBIAN_WORK", 10)
     rep = check.check_certificate(cert, model)
     assert rep.accepted is None and rep.exit_code == 3 and "size limit" in rep.reasons[0]
 
@@ -292,9 +294,9 @@ def test_packed_rank_matches_flint():
         B = [[rng.randrange(50) for _ in range(c)] for _ in range(rank)]
         M = [[sum(a * b for a, b in zip(row, col)) % jm.PRIME for col in zip(*B)] for row in A]
         want = nmod_mat(M, jm.PRIME).rank()
-        assert check._jac_rank(M, c) == want
+        assert _jac_rank(M, c) == want
     big = [[rng.randrange(jm.PRIME) for _ in range(40)] for _ in range(40)]  # many folds
-    assert check._jac_rank(big, 40) == nmod_mat(big, jm.PRIME).rank()
+    assert _jac_rank(big, 40) == nmod_mat(big, jm.PRIME).rank()
 
 
 # ----------------------------------------------------------------------------- one report
@@ -536,13 +538,13 @@ def test_small_prime_rank_matches_flint():
     from flint import nmod_mat
 
     rng = random.Random(6)
-    for q in check._CHECK_PRIMES:
-        assert check._jac_is_prime(q) and q < 2 ** 30
+    for q in _CHECK_PRIMES:
+        assert _jac_is_prime(q) and q < 2 ** 30
         for r, c, rank in ((6, 9, 4), (12, 7, 5), (40, 40, 40), (30, 50, 17)):
             A = [[rng.randrange(q) for _ in range(rank)] for _ in range(r)]
             B = [[rng.randrange(q) for _ in range(c)] for _ in range(rank)]
             M = [[sum(a * b for a, b in zip(row, col)) % q for col in zip(*B)] for row in A]
-            assert check._jac_rank_small(M, c, q) == nmod_mat(M, q).rank()
+            assert _jac_rank_small(M, c, q) == nmod_mat(M, q).rank()
 
 
 def _family_cert(m):

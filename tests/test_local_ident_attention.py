@@ -12,7 +12,10 @@ import random
 import pytest
 from flint import fmpq_mat
 
-from symeq import check
+import symeq_check as check
+from symeq_check.digest import _layers_digest
+from symeq_check.identifiability.rank import JACOBIAN_PRIME, _jac_attention_tangents, _jac_count, _jac_rows, _jac_tokens
+from symeq_check.model import _model
 from symeq.activations import monomial, tanh_series
 from symeq.fibre import jacobian as jm
 from symeq.io import model_to_json
@@ -62,24 +65,24 @@ def test_attention_certificate_accepted(att_cert):
 
 def test_checker_rows_equal_the_producers_jacobian(att_cert):
     m, _, cert, model = att_cert
-    _, layers, _ = check._model(model)
+    _, layers, _ = _model(model)
     pts = jm._points(m.input_dim, 2, 11)
     J = jm._jacobian(jm._twins(m, cert["bias"]), jm._points_mod(pts), jm.Deadline(None))
     K = m.layers[-1].out_dim
     for n, pt in enumerate(pts):
-        rows = check._jac_rows(layers, cert["bias"], pt, list(range(K)), check.JACOBIAN_PRIME)
+        rows = _jac_rows(layers, cert["bias"], pt, list(range(K)), JACOBIAN_PRIME)
         assert rows == [[int(v) for v in J[n * K + k]] for k in range(K)]
 
 
 def test_checker_tangent_is_in_the_kernel_and_matches_the_producers(att_cert):
     m, r, cert, model = att_cert
-    _, layers, _ = check._model(model)
-    T = check._jac_tokens(layers)
+    _, layers, _ = _model(model)
+    T = _jac_tokens(layers)
     offs, c = [], 0
     for l in layers:
-        offs += [c, c + check._jac_count(l, False, T)]
-        c += check._jac_count(l, cert["bias"], T)
-    mine = check._jac_attention_tangents(layers, offs)
+        offs += [c, c + _jac_count(l, False, T)]
+        c += _jac_count(l, cert["bias"], T)
+    mine = _jac_attention_tangents(layers, offs)
     theirs = [v for _, v in jm.orbit_tangent(m, cert["bias"])]
     assert len(mine) == len(theirs)
     assert [{k: str(x) for k, x in a.items()} for a in mine] == [{k: str(x) for k, x in b.items()} for b in theirs]
@@ -121,6 +124,6 @@ def test_continuous_scaling_in_a_token_wise_layer_is_not_covered():
     assert r.status == "not-applicable" and r.certificate is None
     cert = _json(jm.jacobian_identifiability(_attention()).certificate)
     target = _json(model_to_json(m))
-    cert["layers_sha256"] = check._layers_digest(check._model(target)[1])
+    cert["layers_sha256"] = _layers_digest(_model(target)[1])
     rep = check.check_certificate(cert, target)
     assert rep.accepted is False and any("token-wise layer" in x for x in rep.reasons)

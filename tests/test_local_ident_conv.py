@@ -11,7 +11,12 @@ import random
 import numpy as np
 import pytest
 
-from symeq import check
+import symeq_check as check
+from symeq_check.identifiability import rank
+from symeq_check.conv import _Conv
+from symeq_check.digest import _layers_digest
+from symeq_check.identifiability.rank import JACOBIAN_PRIME, _jac_rows
+from symeq_check.model import _model
 from symeq.activations import monomial, tanh_series
 from symeq.fibre import jacobian as jm
 from symeq.io import model_to_json
@@ -71,15 +76,15 @@ def test_bias_free_conv_certificate():
 
 
 def test_checker_rows_equal_the_producers_jacobian():
-    """The checker's own stdlib reading of the conv layers (check._Conv.sources) gives the producer's rows."""
+    """The checker's own stdlib reading of the conv layers (_Conv.sources) gives the producer's rows."""
     m = _deep_conv()
-    _, layers, _ = check._model(_json(model_to_json(m)))
-    geometry = [l.sources() if isinstance(l, check._Conv) else None for l in layers]
+    _, layers, _ = _model(_json(model_to_json(m)))
+    geometry = [l.sources() if isinstance(l, _Conv) else None for l in layers]
     pts = jm._points(m.input_dim, 3, 7)
     J = jm._jacobian(jm._twins(m, True), jm._points_mod(pts), jm.Deadline(None))
     K = m.layers[-1].out_dim
     for n, pt in enumerate(pts):
-        rows = check._jac_rows(layers, True, pt, list(range(K)), check.JACOBIAN_PRIME, geometry)
+        rows = _jac_rows(layers, True, pt, list(range(K)), JACOBIAN_PRIME, geometry)
         assert rows == [[int(v) for v in J[n * K + k]] for k in range(K)]
 
 
@@ -90,14 +95,14 @@ def test_checker_conv_rows_equal_its_dense_rows_with_shared_weights():
     dense = DenseLayer([[rng.randint(-3, 3) for _ in range(32)] for _ in range(2)], [1, 0], None)
     m = Model(16, [conv, dense])
     dm = Model(16, [DenseLayer(conv.weight, conv.bias, conv.activation), dense])
-    _, cl, _ = check._model(_json(model_to_json(m)))
-    _, dl, _ = check._model(_json(model_to_json(dm)))
-    geometry = [l.sources() if isinstance(l, check._Conv) else None for l in cl]
-    p, src = check.JACOBIAN_PRIME, geometry[0]
+    _, cl, _ = _model(_json(model_to_json(m)))
+    _, dl, _ = _model(_json(model_to_json(dm)))
+    geometry = [l.sources() if isinstance(l, _Conv) else None for l in cl]
+    p, src = JACOBIAN_PRIME, geometry[0]
     pt = jm._points(16, 1, 3)[0]
     for k in range(2):
-        rc = check._jac_rows(cl, True, pt, [k], p, geometry)[0]
-        rd = check._jac_rows(dl, True, pt, [k], p)[0]
+        rc = _jac_rows(cl, True, pt, [k], p, geometry)[0]
+        rd = _jac_rows(dl, True, pt, [k], p)[0]
         for o in range(2):
             for t in range(9):
                 want = sum(rd[(o * 16 + q) * 16 + s] for q, s in enumerate(src[t]) if s >= 0) % p
@@ -159,7 +164,7 @@ def test_rows_at_one_point_fall_short_of_the_rank(conv_cert):
 
 def test_conv_row_work_limit_says_so(conv_cert, monkeypatch):
     _, _, cert, model = conv_cert
-    monkeypatch.setattr(check, "MAX_JACOBIAN_ROW_WORK", 10)
+    monkeypatch.setattr(rank, "MAX_JACOBIAN_ROW_WORK", 10)
     rep = check.check_certificate(cert, model)
     assert rep.accepted is None and any("MAX_JACOBIAN_ROW_WORK" in x for x in rep.reasons)
 
@@ -179,7 +184,7 @@ def test_continuous_scaling_next_to_a_conv_layer_is_not_covered():
     # the certificate of the tanh twin, moved onto the monomial model with its digest
     cert = _json(jm.jacobian_identifiability(model(tanh_series(3))).certificate)
     target = _json(model_to_json(model(monomial(2))))
-    cert["layers_sha256"] = check._layers_digest(check._model(target)[1])
+    cert["layers_sha256"] = _layers_digest(_model(target)[1])
     rep = check.check_certificate(cert, target)
     assert rep.accepted is False and any("convolution" in x for x in rep.reasons)
 

@@ -11,7 +11,9 @@ import random
 
 import pytest
 
-from symeq import check
+import symeq_check as check
+from symeq_check.identifiability.rank import _jac_rows
+from symeq_check.model import _model
 from symeq.activations import relu
 from symeq.fibre.decide import relu_local_identifiability
 from symeq.io import model_to_json
@@ -145,6 +147,6 @@ def test_checker_rows_equal_fdims_jacobian_leaky_two_hidden_layers():
     signs, bad = fdim._exact_forward(layers, X)
     assert not bad
     J = fdim._jacobian_mod(layers, X, signs, p)
-    _, cl, _ = check._model(_json(model_to_json(m)))
-    rows = [r for x in X for r in check._jac_rows(cl, True, [Fraction(int(v.p), int(v.q)) for v in x], [0, 1], p)]
+    _, cl, _ = _model(_json(model_to_json(m)))
+    rows = [r for x in X for r in _jac_rows(cl, True, [Fraction(int(v.p), int(v.q)) for v in x], [0, 1], p)]
     assert [list(map(int, r)) for r in J] == rows

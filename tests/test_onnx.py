@@ -204,7 +204,7 @@ def test_escnn_style_conv_net_certifies_to_its_equivariant_neighbour(tmp_path):
     assert c.status == "certified"
     assert 1e-9 < c.max_distance < 1e-6
     assert c.model.layers[0].kind == "conv2d"  # the average is again a convolution: kernels kept
-    from symeq.check import check_files
+    from symeq_check import check_files
     from symeq.io import model_to_json, write_json
 
     write_json(model_to_json(c.model), tmp_path / "bar.json")

@@ -9,7 +9,7 @@ import pytest
 from flint import fmpq, fmpq_mat
 
 from symeq.activations import monomial, polynomial, relu, tanh_series
-from symeq.check import check_certificate
+from symeq_check import check_certificate
 from symeq.groups import builtin_group
 from symeq.io import model_to_json
 from symeq.layerwise import check_layerwise, derive_latent_actions

@@ -20,7 +20,7 @@ import pytest
 from flint import fmpq
 
 from symeq.activations import REAL_ACTIVATIONS, real
-from symeq.check import check_certificate
+from symeq_check import check_certificate
 from symeq.groups import builtin_group, global_sign
 from symeq.io import model_from_json, model_to_json
 from symeq.models import DenseLayer, Model, random_equivariant_model, scramble
@@ -125,7 +125,7 @@ def _tamper_cases(cert):
 @pytest.mark.parametrize("case", list(_tamper_cases({"equivariance": {"witness": {
     "output": 0, "enclosures": [["1", "2"], ["3", "4"]]}}})))
 def test_tampered_ball_witness_is_rejected(case):
-    from symeq.check import CheckError
+    from symeq_check import CheckError
 
     cert, data = _tanh_refutation()
     bad = copy.deepcopy(cert)
@@ -150,7 +150,7 @@ def test_witness_precision_is_only_a_working_precision():
 def test_tampered_real_activation_fields_are_rejected():
     """The activation of a layer (its name and parameter) binds the certificate: changed in the
     model file, the digest or the identity check refuses it."""
-    from symeq.check import CheckError
+    from symeq_check import CheckError
 
     m = _net("leaky_relu")
     cert = _roundtrip(verify(m).certificate())
@@ -197,7 +197,8 @@ def test_checker_intervals_enclose_arb(name):
     """The checker's stdlib intervals and flint's arb balls enclose the same values."""
     from flint import arb, ctx
 
-    from symeq.check import _real_activation, _real_interval
+    from symeq_check.intervals import _real_interval
+    from symeq_check.real import _real_activation
 
     act = real(name)
     cact, _ = _real_activation(act.to_spec(), "test")
@@ -217,7 +218,8 @@ def test_checker_intervals_enclose_arb(name):
 
 
 def test_checker_intervals_gelu_tanh_form():
-    from symeq.check import _real_activation, _real_interval
+    from symeq_check.intervals import _real_interval
+    from symeq_check.real import _real_activation
 
     cact, _ = _real_activation({"type": "gelu", "approximate": "tanh"}, "test")
     lo, hi = _real_interval(cact, (Fraction(1), Fraction(1)), 64)
@@ -285,7 +287,8 @@ def test_checker_intervals_on_huge_arguments_stay_small(name):
     """Saturated pre-activations (|t| = 10^9) are enclosed at once, without forming exp(10^9)."""
     import time
 
-    from symeq.check import _real_activation, _real_interval
+    from symeq_check.intervals import _real_interval
+    from symeq_check.real import _real_activation
 
     cact, _ = _real_activation(real(name).to_spec(), "test")
     t0 = time.perf_counter()
@@ -391,7 +394,8 @@ def test_canonical_form_is_sound_on_a_float_check():
     needs its constant in the bias; without it the forms differ)."""
     import numpy as np
 
-    from symeq.check import _layers, _real_same_function_failure
+    from symeq_check.evaluate import _real_same_function_failure
+    from symeq_check.model import _layers
     from symeq.numeric import from_exact
 
     m = _with_dead_neuron_and_clone("sigmoid", flip_clone=True)
@@ -403,7 +407,7 @@ def test_canonical_form_is_sound_on_a_float_check():
     x = np.linspace(-1, 1, 8).reshape(2, 4)
     assert np.allclose(from_exact(m).forward(x), from_exact(base).forward(x), atol=1e-12)
     # widths differ, so compare through the canonical forms directly
-    from symeq.check import _real_canonical_form
+    from symeq_check.evaluate import _real_canonical_form
 
     assert _real_canonical_form(la) == _real_canonical_form(lb)
     data["layers"][1]["bias"][0] = str(Fraction(data["layers"][1]["bias"][0]) + 1)
@@ -422,7 +426,8 @@ def test_checker_intervals_meet_arb_balls_on_random_intervals(spec):
     from flint import arb, ctx
 
     from symeq.activations import activation_from_spec
-    from symeq.check import _real_activation, _real_interval
+    from symeq_check.intervals import _real_interval
+    from symeq_check.real import _real_activation
 
     act = activation_from_spec(spec)
     cact, _ = _real_activation(spec, "test")
@@ -487,7 +492,7 @@ def test_every_field_of_the_real_certificates_is_tampered():
     certificate is changed, removed, or gets a neighbour: the checker refuses each, unless the field
     is a report (listed above, with the reason) or the change leaves a true claim, and then the
     claim is confirmed here independently: a changed ball witness only by symeq's own arb at 256 bits."""
-    from symeq.check import CheckError
+    from symeq_check import CheckError
 
     cases = {}
     for name in ("sigmoid", "leaky_relu"):

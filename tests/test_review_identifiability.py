@@ -2,7 +2,7 @@
 
 import json
 
-from symeq import check
+import symeq_check as check
 from symeq.activations import monomial
 from symeq.fibre.jacobian import jacobian_identifiability
 from symeq.io import model_to_json

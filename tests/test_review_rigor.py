@@ -16,7 +16,9 @@ from fractions import Fraction as F
 import pytest
 from flint import arb, ctx, fmpq
 
-import symeq.check as C
+from symeq_check.conv import _Conv, _conv_failure
+from symeq_check.intervals import _exp_bounds, _interval_apply
+from symeq_check.real import _Real
 
 
 # -- certify: proven nearest only over all of K_i ------------------------------------------------
@@ -81,9 +83,9 @@ def test_stdlib_intervals_enclose_the_true_values(bits):
     ctx.prec = 600
     try:
         for name, param in ACTS:
-            act = C._Real(name, param)
+            act = _Real(name, param)
             for x in POINTS:
-                lo, hi = C._interval_apply(act, (x, x), bits)
+                lo, hi = _interval_apply(act, (x, x), bits)
                 assert lo <= hi
                 assert _encloses(lo, hi, _reference(name, param, x)), (name, param, x, bits)
     finally:
@@ -99,7 +101,7 @@ def test_stdlib_intervals_enclose_on_intervals():
             a = F(rng.randint(-300, 300), rng.choice([1, 7, 64]))
             b = a + F(rng.randint(0, 300), rng.choice([1, 7, 64]))
             for name, param in ACTS:
-                lo, hi = C._interval_apply(C._Real(name, param), (a, b), 60)
+                lo, hi = _interval_apply(_Real(name, param), (a, b), 60)
                 for k in range(5):
                     r = _reference(name, param, a + (b - a) * F(k, 4))
                     assert not (_arb(hi) < r) and not (_arb(lo) > r), (name, param, a, b, k)
@@ -109,7 +111,7 @@ def test_stdlib_intervals_enclose_on_intervals():
 
 def test_exp_bounds_far_left_and_moderate_right():
     for r in (F(-10 ** 9), F(-105), F(-104), F(-1, 3), F(0), F(1, 7), F(50)):
-        lo, hi = C._exp_bounds(r, 40)
+        lo, hi = _exp_bounds(r, 40)
         e = _arb(r).exp()
         assert not (_arb(hi) < e) and not (_arb(lo) > e), r
 
@@ -161,9 +163,9 @@ def test_conv_fast_paths_agree_with_the_dense_check():
                     Q = ConvAction((0,), (fmpq(1),), tuple(qpix), (oh, ow))
                     ref = dense.check_action(P.to_matrix(), Q.to_matrix())[0]
                     assert layer.check_action(P, Q)[0] == ref, (H, W, k, s, p, mode, R, sym)
-                    cl = C._Conv((1, H, W), k, k, s, p, mode, (tuple(F(int(x.p), int(x.q)) for x in flat),), (F(1),),
+                    cl = _Conv((1, H, W), k, k, s, p, mode, (tuple(F(int(x.p), int(x.q)) for x in flat),), (F(1),),
                                  act_t)
-                    why = C._conv_failure(cl, ((0,), (F(1),), tuple(pin)), ((0,), (F(1),), tuple(qpix)))
+                    why = _conv_failure(cl, ((0,), (F(1),), tuple(pin)), ((0,), (F(1),), tuple(qpix)))
                     assert (why is None) == ref, (H, W, k, s, p, mode, R, sym, why)
                     accepted += ref
     assert accepted > 10  # the symmetric kernels are accepted: the comparison is not vacuous

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from symeq.activations import polynomial
-from symeq.check import CheckError, check_certificate
+from symeq_check import CheckError, check_certificate
 from symeq.cli import main
 from symeq.errors import InputError
 from symeq.io import model_from_json, model_to_json

@@ -57,7 +57,7 @@ def cmd_verify(args) -> int:
 
 def cmd_check(args) -> int:
     """Exit 0 accepted, 1 rejected, 2 malformed or swapped files or a certificate of another model, 3 nothing verifiable."""
-    from ..check import CheckError, check_files
+    from symeq_check import CheckError, check_files  # the one import of the checker in symeq
 
     try:  # the budget line comes once both files are read and in order: bad input is one error line
         report = check_files(args.certificate, args.model, usage="usage: symeq check CERT MODEL",
@@ -164,7 +164,7 @@ def register(sub) -> None:
 
     c = sub.add_parser("check", help="re-verify a certificate with the independent checker",
                        description="Re-verify a certificate against its model with the standard-library checker "
-                                   "(symeq/check.py; also `python -m symeq.check CERT MODEL`). Exit 0 accepted, "
+                                   "(the symeq_check package; also `python -m symeq_check CERT MODEL`). Exit 0 accepted, "
                                    "1 rejected, 2 malformed input or a certificate of another model, 3 nothing "
                                    "verifiable.")
     c.add_argument("certificate", metavar="CERT", help="certificate file (symeq-certificate/2 or symeq-identifiability/1)")

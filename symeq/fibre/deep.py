@@ -106,7 +106,7 @@ from .ideal import _resolve_bias
 
 __all__ = ["METHOD", "deep_decision", "MAX_WIDTH", "MAX_ENTRIES", "MAX_DEGREE"]
 
-#: the ``method`` of the certificate (inside ``symeq-identifiability/1``), checked by :mod:`symeq.check`
+#: the ``method`` of the certificate (inside ``symeq-identifiability/1``), checked by :mod:`symeq_check`
 METHOD = "jacobian-factors"
 #: size guards, checked before any work starts
 MAX_WIDTH = 1024

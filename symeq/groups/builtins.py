@@ -158,7 +158,7 @@ def canonical_spec(spec: str) -> str:
 
 def unknown_group(name: str, spec: str) -> InputError:
     """The error for an unknown group name: the closest known names, not the whole catalogue."""
-    from ..check import close_names
+    from ..schema import close_names
 
     known = list(BUILTIN_GROUPS) + list(GROUP_ALIASES)
     close = close_names(name, known)

@@ -25,7 +25,7 @@ from typing import Sequence
 
 from flint import fmpq, fmpq_mat
 
-from ..check import check_keys
+from ..schema import check_keys
 from ..errors import GroupActionError, GroupTooLarge, InputError, ShapeError
 from ..numbers import (
     block_diag,

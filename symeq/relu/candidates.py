@@ -34,7 +34,7 @@ from pathlib import Path
 
 from flint import fmpq, fmpq_mat
 
-from ..check import check_keys
+from ..schema import check_keys
 from ..errors import InputError
 from ..groups.builtins import PLANE_ROTATIONS
 from ..numbers import format_matrix, mat_rows, matrix, nullspace, parse_number

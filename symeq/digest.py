@@ -1,0 +1,162 @@
+"""The digests that bind a certificate to its model (``layers_sha256``), computed by the prover.
+
+symeq's own implementation (level 0, standard library only): the certificate checker
+(``symeq_check.digest``) implements the same canonical forms on its own, and a test holds the two equal
+on every model (tests/test_certificate_digest.py).  The forms are written down in docs/certificates.md:
+
+* :func:`layers_digest` -- digest form 2 of the declared layers (the equivariance, Jacobian-rank and
+  ReLU local-identifiability certificates): ``flatten`` layers left out; every number (a JSON integer or a
+  numeric string) as its reduced fraction's string; a null or all-zero ``bias`` as null; polynomial
+  activation families as ``{"type": "polynomial", "coeffs": [...]}`` without trailing zeros; ``gelu``,
+  ``elu`` and ``leaky_relu`` with their defaults written; ``conv2d`` with ``input_shape``, ``stride``,
+  ``padding`` and ``padding_mode`` written (``dilation``/``groups`` of 1 dropped); attention without
+  ``"scoring": "lightning"``.  SHA-256 of the sorted, compact, ASCII JSON of ``{"digest_form": 2,
+  "input_dim": n, "layers": [...]}``.
+* :func:`classical_digest` -- the Sussmann/Fefferman certificates' digest of dense layers: SHA-256 of the
+  ``repr`` of the tuple of ``(W rows, b, activation)`` with every number as its reduced fraction's string,
+  a null bias as zeros, and the activation as ``"tanh"``/``"sigmoid"`` (else its spec's sorted JSON text).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from fractions import Fraction
+
+DIGEST_FORM = 2
+_FRACTION = re.compile(r"([+-]?)(\d+)/(\d+)")
+_DECIMAL = re.compile(r"([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?")
+_REAL_DEFAULTS = {"gelu": ("approximate", "none"), "elu": ("alpha", "1"), "leaky_relu": ("slope", "1/100")}
+_POLYNOMIAL_FAMILIES = ("tanh_series", "sigmoid_series", "monomial", "polynomial")
+_CLASSICAL = ("tanh", "sigmoid")
+
+
+def _number(value) -> Fraction | None:
+    """The exact number a JSON value writes (an integer, "p/q" or a decimal string), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return Fraction(value)
+    if not isinstance(value, str):
+        return None
+    m = _FRACTION.fullmatch(value)
+    if m:
+        return Fraction(int(m[1] + m[2]), int(m[3])) if int(m[3]) else None
+    m = _DECIMAL.fullmatch(value)
+    if m and (m[2] or m[3]):
+        exponent = int(m[4] or 0) - len(m[3] or "")
+        return int(m[1] + (m[2] or "") + (m[3] or "")) * Fraction(10) ** exponent
+    return None
+
+
+def _text(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+def _normal(value):
+    if isinstance(value, dict):
+        return {k: _normal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    x = _number(value)
+    return value if x is None else _text(x)
+
+
+def _tanh_coeffs(order: int) -> list[Fraction]:
+    """Taylor coefficients of tanh up to t^order, from T' = 1 - T^2."""
+    a = [Fraction(0)] * (order + 1)
+    for k in range(order):
+        a[k + 1] = ((1 if k == 0 else 0) - sum(a[i] * a[k - i] for i in range(k + 1))) / (k + 1)
+    return a
+
+
+def _activation(spec):
+    if not isinstance(spec, dict):
+        return _normal(spec)
+    kind = spec.get("type")
+    if kind in _POLYNOMIAL_FAMILIES:
+        if kind == "tanh_series":
+            coeffs = _tanh_coeffs(int(spec["order"]))
+        elif kind == "sigmoid_series":  # 1/2 + tanh(t/2)/2
+            coeffs = [a / 2 ** (k + 1) for k, a in enumerate(_tanh_coeffs(int(spec["order"])))]
+            coeffs[0] += Fraction(1, 2)
+        elif kind == "monomial":
+            coeffs = [Fraction(0)] * int(spec["degree"]) + [Fraction(1)]
+        else:
+            coeffs = [_number(c) for c in spec["coeffs"]]
+        while len(coeffs) > 1 and coeffs[-1] == 0:
+            coeffs.pop()
+        return {"type": "polynomial", "coeffs": [_text(c) for c in coeffs]}
+    out = _normal(spec)
+    if kind in _REAL_DEFAULTS:
+        key, default = _REAL_DEFAULTS[kind]
+        out.setdefault(key, default)
+    return out
+
+
+def canonical_layers(layers_json) -> list:
+    """Digest form 2 of a model file's ``layers`` (as symeq writes them, or any file symeq reads)."""
+    out, shape = [], None
+    for spec in layers_json:
+        kind = spec.get("type")
+        if kind == "flatten":
+            continue
+        if kind == "dense" and shape is not None:  # after a conv2d: the conv with a whole-image kernel
+            C, H, W = shape
+            spec = {"type": "conv2d", "input_shape": shape, "bias": spec.get("bias"),
+                    "kernel": [[[row[(c * H + i) * W:(c * H + i + 1) * W] for i in range(H)] for c in range(C)]
+                               for row in spec["weight"]],
+                    "stride": 1, "padding": 0, "padding_mode": "zeros", "activation": spec.get("activation")}
+            kind = "conv2d"
+        layer = {k: (_activation(v) if k == "activation" else _normal(v)) for k, v in spec.items()}
+        if "bias" in layer and (layer["bias"] is None or all(b == "0" for b in layer["bias"])):
+            layer["bias"] = None
+        if kind == "conv2d":
+            if spec.get("input_shape") is not None:
+                shape = [int(v) for v in spec["input_shape"]]
+            stride, padding = int(spec.get("stride", 1)), int(spec.get("padding", 0))
+            for key in ("dilation", "groups"):
+                if layer.get(key) in ("1", ["1", "1"]):
+                    del layer[key]
+            layer.update(input_shape=[str(v) for v in shape], stride=str(stride), padding=str(padding),
+                         padding_mode=spec.get("padding_mode", "zeros"))
+            kh, kw = len(spec["kernel"][0][0]), len(spec["kernel"][0][0][0])
+            shape = [len(spec["kernel"]), (shape[1] + 2 * padding - kh) // stride + 1,
+                     (shape[2] + 2 * padding - kw) // stride + 1]
+        elif kind == "attention" and layer.get("scoring") == "lightning":
+            del layer["scoring"]
+        out.append(layer)
+    return out
+
+
+def layers_digest(layers_json, input_dim: int) -> str:
+    """SHA-256 (hex) of the declared layers in digest form 2 (docs/certificates.md).
+
+    >>> a = layers_digest([{"type": "dense", "weight": [["1/2"]], "bias": None, "activation": None}], 1)
+    >>> a == layers_digest([{"type": "dense", "weight": [["0.5"]], "bias": [0], "activation": None}], 1)
+    True
+    """
+    text = json.dumps({"digest_form": DIGEST_FORM, "input_dim": int(input_dim), "layers": canonical_layers(layers_json)},
+                      sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def classical_digest(layers_json, input_dim: int) -> str:
+    """SHA-256 of a model's dense layers in the classical certificates' form (docs/certificates.md).
+
+    >>> a = classical_digest([{"type": "dense", "weight": [["1/2"]], "bias": None, "activation": {"type": "tanh"}},
+    ...                       {"type": "dense", "weight": [[1]], "bias": [0], "activation": None}], 1)
+    >>> a == classical_digest([{"type": "dense", "weight": [["0.5"]], "bias": [0], "activation": {"type": "tanh"}},
+    ...                        {"type": "dense", "weight": [[1]], "bias": None, "activation": None}], 1)
+    True
+    """
+    canon = []
+    for spec in layers_json:
+        W = tuple(tuple(str(_number(x)) for x in row) for row in spec["weight"])
+        b = spec.get("bias")
+        b = ("0",) * len(W) if b is None else tuple(str(_number(x)) for x in b)
+        act = spec.get("activation")
+        if act is not None:
+            act = act["type"] if act.get("type") in _CLASSICAL else json.dumps(act, sort_keys=True)
+        canon.append((W, b, act))
+    return hashlib.sha256(repr(tuple(canon)).encode()).hexdigest()

@@ -1,0 +1,55 @@
+"""Independent certificate checker: ``python -m symeq_check CERT MODEL``.
+
+It re-verifies a certificate written by symeq (``symeq-certificate/2``, the older ``/1``, or
+``symeq-identifiability/1``) against a ``symeq-model/1`` file and trusts nothing but the Python standard
+library: numbers are :class:`fractions.Fraction`, files are read with :mod:`json`, and it imports nothing of
+symeq and no flint, sympy or numpy, so that a bug in the prover (or in a Groebner engine) cannot make it
+accept a wrong certificate.  Its axioms (the real activations' identity table) are its own copy.  It runs
+as a copied directory or as one zipapp file: ``python -m symeq_check --zipapp symeq_check.pyz`` writes the
+file, ``python3 -I symeq_check.pyz CERT MODEL`` runs it.  Exit 0 accepted, 1 rejected, 2 malformed input or
+a certificate of another model, 3 nothing verifiable.  Text output numbers layers, generators, rows,
+neurons, heads and outputs from 1; JSON paths in messages keep the arrays' 0-based indices.
+
+The map (one subject per module; the lower ones first, each imports only those above it):
+
+==============================  ==========================================================================
+``_numbers``                    exact numbers: Fractions from JSON, vectors, matrices, :class:`CheckError`
+``schema``                      format names, allowed/required keys, :func:`check_keys`
+``report``                      :class:`CheckReport`, the outcome and its exit code
+``real``                        real activations: the identity table (the axioms), reading, exact values
+``activations``                 ReLU and polynomial activations, exact evaluation, the one-neuron identity
+``algebra``                     dense and sparse exact matrices, group closure, homomorphism, minors
+``attention``                   lightning attention: reading, heads, block-monomial actions
+``conv``                        conv2d on its kernels: reading, geometry, forward, channel-pixel actions
+``model``                       a model file: layers (kept with their JSON), group, the theorem's chain
+``digest``                      ``layers_sha256``: the canonical form of the declared layers (form 2), form 1
+``evaluate``                    exact evaluation, the same function (lattices, canonical forms)
+``intervals``                   interval arithmetic, enclosures, the witnesses of ``not-equivariant``
+``layerwise``                   ``symeq-certificate/1``, ``/2``: Theorem 4.1 at theta
+``identifiability.tensor``      one hidden layer, Kruskal (no ``method``)
+``identifiability.deep``        ``jacobian-factors``: two or three hidden layers
+``identifiability.classical``   ``sussmann``, ``fefferman``: real tanh and sigmoid networks
+``identifiability.rank``        ``jacobian-rank``, ``locally-identifiable``: Jacobian rows mod p
+``identifiability.family``      ``jacobian-rank``, ``not-identifiable``: an exact family in the fibre
+``selftest``                    the self-test of the axioms (``python -m symeq_check --self-test``)
+``dispatch``                    the one table: (format, method, verdict) -> checker
+``command``                     files, argument order, ``main``
+==============================  ==========================================================================
+
+The kernel a ``layerwise-equivariant`` verdict rests on is ``layerwise`` and what it imports: ``_numbers``,
+``schema``, ``report``, ``real``, ``activations``, ``algebra``, ``attention``, ``conv``, ``model``,
+``digest``, ``evaluate``, plus ``dispatch`` and ``command`` -- about 2 260 lines with their docstrings and
+comments (about 1 650 lines of code), of which ``conv`` and ``attention`` are 540 that a dense model
+never reaches.  The identifiability modules and ``intervals`` are not part of it.
+"""
+from ._numbers import CheckError, parse_number
+from .command import check_files, main
+from .digest import layers_digest
+from .dispatch import CERTIFICATE_CHECKERS, check_certificate
+from .report import CheckReport
+from .schema import (CERT_FORMAT, CERT_FORMAT_DENSE, IDENTIFIABILITY_FORMAT, MODEL_FORMAT, check_keys,
+                     close_names)
+
+__all__ = ["CERTIFICATE_CHECKERS", "CERT_FORMAT", "CERT_FORMAT_DENSE", "CheckError", "CheckReport",
+           "IDENTIFIABILITY_FORMAT", "MODEL_FORMAT", "check_certificate", "check_files", "check_keys",
+           "close_names", "layers_digest", "main", "parse_number"]

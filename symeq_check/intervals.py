@@ -1,0 +1,366 @@
+"""Rigorous interval arithmetic on Fractions (Taylor series with explicit remainders, outward rounding),
+the real activations' enclosures, and the witnesses of ``not-equivariant``: an exact x with f(P x) != Q f(x),
+or a ball witness (``"kind": "arb"``) whose enclosure of some output of f(P x) - Q f(x) excludes 0.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import lru_cache
+
+from ._numbers import CheckError, _count, _dict, _fmt, _short, _vector
+from .algebra import _matvec
+from .evaluate import _evaluate
+from .model import _Layer
+from .real import _Real, _real_exact
+from .report import CheckReport
+from .schema import EQ_WITNESS_KEYS, check_keys
+
+
+def _check_witness(report: CheckReport, eq: dict, n_in: int, layers: list[_Layer],
+                   group: list) -> None:
+    witness = eq.get("witness")
+    if witness is None:
+        report.reasons.append("a not-equivariant certificate needs a witness")
+        return
+    if isinstance(witness, dict) and witness.get("kind") == "arb":  # real activations: a ball witness
+        _check_ball_witness(report, witness, n_in, layers, group)
+        return
+    check_keys(_dict(witness, "witness"), "certificate.equivariance.witness", *EQ_WITNESS_KEYS)
+    g = witness.get("generator")
+    if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < len(group):
+        raise CheckError(f"witness: generator must be an index below {len(group)}, got {_short(g)}")
+    x = _vector(witness.get("x"), "witness x", n_in)
+    p, q = group[g]
+    lhs, rhs = _evaluate(layers, _matvec(p, x)), _matvec(q, _evaluate(layers, x))
+    report.checks.append(f"witness, generator {g + 1}, x = {_fmt(x)}: f(P x) = {_fmt(lhs)}")
+    report.checks.append(f"witness, generator {g + 1}, x = {_fmt(x)}: Q f(x) = {_fmt(rhs)}")
+    if lhs == rhs:
+        report.reasons.append("the witness does not break equivariance: f(P x) == Q f(x)")
+    else:
+        report.checks.append(f"f(P x) != Q f(x): the model is not equivariant under generator {g + 1}")
+BALL_WITNESS_KEYS = (("kind", "generator", "generator_name", "x", "precision", "output", "enclosures"),
+                     ("kind", "generator", "x", "precision", "output", "enclosures"))
+MAX_BALL_PRECISION = 4096
+
+
+# -- rigorous interval evaluation (Fractions, outward rounding) --------------------------------
+#
+# An interval is a pair (lo, hi) of Fractions with lo <= value <= hi.  Every function below
+# returns bounds that are proved: Taylor series with an explicit remainder bound, alternating series
+# bounded by their first omitted term, and outward rounding to dyadic numbers of `bits` significant
+# bits (to keep the Fractions small).  Nothing is a float.
+
+def _round_down(x: Fraction, bits: int) -> Fraction:
+    """The largest number m 2^e <= x with m of about `bits` bits (x itself when 0)."""
+    if x == 0:
+        return x
+    n, d = x.numerator, x.denominator
+    e = n.bit_length() - d.bit_length() - bits if n > 0 else (-n).bit_length() - d.bit_length() - bits
+    if e >= 0:
+        return Fraction(n // (d << e) << e)
+    return Fraction((n << -e) // d, 1 << -e)
+
+
+def _round_up(x: Fraction, bits: int) -> Fraction:
+    return -_round_down(-x, bits)
+
+
+def _iv_round(a, bits):
+    return _round_down(a[0], bits), _round_up(a[1], bits)
+
+
+def _iv_mul(a, b):
+    ps = (a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1])
+    return min(ps), max(ps)
+
+
+def _iv_scale(c: Fraction, a):
+    return (c * a[0], c * a[1]) if c >= 0 else (c * a[1], c * a[0])
+
+
+def _exp_bounds(r: Fraction, bits: int):
+    """lo <= exp(r) <= hi: r / 2^s in [-1/2, 1/2], Taylor series with its tail bound, then s squarings.
+
+    Callers pass r <= 0 or small r (the activations below are written with exp of non-positive
+    arguments); for r <= -(bits + 64), 0 < exp(r) <= 2^r <= 2^-(bits + 64) is returned at once, so no
+    huge number is ever formed.
+    """
+    cut = bits + 64
+    if r <= -cut:
+        return Fraction(0), Fraction(1, 1 << cut)
+    if r > 4 * cut:
+        raise CheckError(f"exp({_round_down(r, 20)}): argument beyond the checker's range")
+    s = 0
+    while abs(r) > Fraction(1, 2) * 2 ** s:
+        s += 1
+    x = r / 2 ** s
+    wp = bits + s + 20
+    eps = Fraction(1, 1 << wp)
+    total, term, k = Fraction(1), Fraction(1), 0
+    while True:
+        k += 1
+        term = term * x / k
+        total += term
+        if abs(term) <= eps:
+            break
+    # tail: sum_{j > k} |x|^j / j! <= |term| sum_{i >= 1} (|x| / (k + 1))^i <= |term| (|x| <= 1/2)
+    lo, hi = _round_down(total - abs(term), wp), _round_up(total + abs(term), wp)
+    for _ in range(s):
+        lo, hi = _round_down(lo * lo, wp), _round_up(hi * hi, wp)
+    return lo, hi
+
+
+def _sqrt_bounds(q: Fraction, bits: int):
+    """lo <= sqrt(q) <= hi for q >= 0 (integer square roots of q 4^k)."""
+    from math import isqrt
+
+    k = bits + 8
+    n = q.numerator * 4 ** k
+    lo = isqrt(n // q.denominator)
+    return Fraction(lo, 2 ** k), Fraction(lo + 1, 2 ** k)
+
+
+def _atan_inv_bounds(m: int, bits: int):
+    """atan(1/m) for an integer m >= 2: an alternating series, between consecutive partial sums."""
+    eps = Fraction(1, 1 << (bits + 8))
+    total, k = Fraction(0), 0
+    while True:
+        term = Fraction(1, (2 * k + 1) * m ** (2 * k + 1))
+        if term < eps:
+            return (total - term, total) if k % 2 else (total, total + term)
+        total += term if k % 2 == 0 else -term
+        k += 1
+
+
+@lru_cache(maxsize=16)
+def _pi_bounds(bits: int):
+    """pi = 16 atan(1/5) - 4 atan(1/239) (Machin), with bounds."""
+    a, b = _atan_inv_bounds(5, bits + 8), _atan_inv_bounds(239, bits + 8)
+    return 16 * a[0] - 4 * b[1], 16 * a[1] - 4 * b[0]
+
+
+def _atanh_bounds(z: Fraction, bits: int):
+    """atanh(z) for 0 <= z <= 1/3: positive terms z^(2n+1)/(2n+1), tail <= next term / (1 - z^2)."""
+    eps = Fraction(1, 1 << (bits + 8))
+    total, n, p = Fraction(0), 0, z
+    while True:
+        term = p / (2 * n + 1)
+        if term < eps:
+            return total, total + term / (1 - z * z)
+        total += term
+        n += 1
+        p *= z * z
+
+
+@lru_cache(maxsize=16)
+def _log2_bounds(bits: int):
+    lo, hi = _atanh_bounds(Fraction(1, 3), bits + 8)  # log 2 = 2 atanh(1/3)
+    return 2 * lo, 2 * hi
+
+
+def _log_bounds(y: Fraction, bits: int):
+    """lo <= log(y) <= hi for y > 0: y = 2^k m with 1 <= m < 2, log m = 2 atanh((m - 1) / (m + 1))."""
+    k = y.numerator.bit_length() - y.denominator.bit_length()
+    m = y / Fraction(2) ** k
+    while m >= 2:
+        m, k = m / 2, k + 1
+    while m < 1:
+        m, k = m * 2, k - 1
+    wp = bits + abs(k).bit_length() + 8
+    z = _atanh_bounds((m - 1) / (m + 1), wp)
+    l2 = _iv_scale(Fraction(k), _log2_bounds(wp))
+    return 2 * z[0] + l2[0], 2 * z[1] + l2[1]
+
+
+def _erf_bounds(u: Fraction, bits: int):
+    """lo <= erf(u) <= hi: the alternating Maclaurin series (2/sqrt pi) sum (-1)^n u^(2n+1) / (n! (2n+1)),
+    past its largest term bounded by the first omitted one; for u >= 6, 1 - exp(-u^2) <= erf(u) <= 1."""
+    if u < 0:
+        lo, hi = _erf_bounds(-u, bits)
+        return -hi, -lo
+    if u == 0:
+        return Fraction(0), Fraction(0)
+    if u >= 6:  # erfc(u) <= exp(-u^2) / (u sqrt(pi)) <= exp(-u^2)
+        return 1 - _exp_bounds(-u * u, bits)[1], Fraction(1)
+    wp = bits + 16
+    eps = Fraction(1, 1 << wp)
+    total, n, p, fact = Fraction(0), 0, u, 1
+    u2 = u * u
+    while True:
+        term = p / (fact * (2 * n + 1))
+        if n > u2 + 1 and term < eps:
+            break  # from n > u^2 on the terms decrease: the tail is within one term
+        total += term if n % 2 == 0 else -term
+        n += 1
+        p *= u2
+        fact *= n
+    s = (total - term, total + term)
+    pi = _pi_bounds(wp)
+    root = (_sqrt_bounds(pi[0], wp)[0], _sqrt_bounds(pi[1], wp)[1])
+    c = (Fraction(2) / root[1], Fraction(2) / root[0])
+    lo, hi = _iv_mul(s, c)
+    return max(lo, Fraction(-1)), min(hi, Fraction(1))
+
+
+def _tanh_bounds(t: Fraction, bits: int):
+    """tanh(t) = 1 - 2 E / (1 + E) with E = exp(-2t) for t >= 0 (decreasing in E); odd."""
+    if t < 0:
+        lo, hi = _tanh_bounds(-t, bits)
+        return -hi, -lo
+    lo, hi = _exp_bounds(-2 * t, bits + 4)
+    return 1 - 2 * hi / (1 + hi), 1 - 2 * lo / (1 + lo)
+
+
+def _sigmoid_bounds(t: Fraction, bits: int):
+    """1 / (1 + exp(-t)) for t >= 0, exp(t) / (1 + exp(t)) for t < 0 (both monotone in the exp)."""
+    if t >= 0:
+        lo, hi = _exp_bounds(-t, bits + 4)
+        return 1 / (1 + hi), 1 / (1 + lo)
+    lo, hi = _exp_bounds(t, bits + 4)
+    return lo / (1 + lo), hi / (1 + hi)
+
+
+def _softplus_bounds(t: Fraction, bits: int):
+    """log(1 + exp(t)) = max(t, 0) + log(1 + y), y = exp(-|t|) in (0, 1]; y / (1 + y) <= log(1 + y) <= y
+    when y is below 2^-bits, else the atanh series of log."""
+    lo, hi = _exp_bounds(-abs(t), bits + 4)
+    base = max(t, Fraction(0))
+    if hi < Fraction(1, 1 << bits):
+        return base + lo / (1 + lo), base + hi
+    return base + _log_bounds(1 + lo, bits)[0], base + _log_bounds(1 + hi, bits)[1]
+
+
+def _monotone(f, a, bits):
+    """f([lo, hi]) for an increasing f given by its bounds at a point."""
+    return f(a[0], bits)[0], f(a[1], bits)[1]
+
+
+def _hull_pieces(point, a):
+    """Enclosure of a function monotone on t <= 0 and on t >= 0: the hull at the ends (and 0)."""
+    pts = [point(a[0]), point(a[1])] + ([point(Fraction(0))] if a[0] < 0 < a[1] else [])
+    return min(p[0] for p in pts), max(p[1] for p in pts)
+
+
+def _real_interval(act: _Real, a, bits: int):
+    """An enclosure of act([a_lo, a_hi])."""
+    name = act.name
+    if name == "tanh":
+        return _monotone(_tanh_bounds, a, bits)
+    if name == "erf":
+        return _monotone(_erf_bounds, a, bits)
+    if name == "sigmoid":
+        return _monotone(_sigmoid_bounds, a, bits)
+    if name == "silu":
+        return _iv_mul(a, _monotone(_sigmoid_bounds, a, bits))
+    if name == "softplus":
+        return _monotone(_softplus_bounds, a, bits)
+    if name == "gelu":
+        if act.param == "tanh":  # t (1 + tanh(sqrt(2 / pi) (t + c t^3))) / 2, with t + c t^3 increasing
+            c = Fraction(44715, 1000000)
+            p = (a[0] + c * a[0] ** 3, a[1] + c * a[1] ** 3)
+            pi = _pi_bounds(bits + 8)
+            k = (_sqrt_bounds(2 / pi[1], bits + 8)[0], _sqrt_bounds(2 / pi[0], bits + 8)[1])
+            v = _iv_round(_iv_mul(p, k), bits + 8)
+            th = _monotone(_tanh_bounds, v, bits)
+        else:  # t Phi(t), Phi(t) = (1 + erf(t / sqrt 2)) / 2 increasing
+            r = _sqrt_bounds(Fraction(1, 2), bits + 8)
+            v = _iv_round(_iv_mul(a, r), bits + 8)
+            th = _monotone(_erf_bounds, v, bits)
+        return _iv_mul(a, ((1 + th[0]) / 2, (1 + th[1]) / 2))
+    if name == "elu":
+        def point(t):
+            if t >= 0:
+                return t, t
+            e = _exp_bounds(t, bits + 4)
+            return _iv_scale(act.param, (e[0] - 1, e[1] - 1))
+        return _hull_pieces(point, a)
+    if name == "leaky_relu":
+        return _hull_pieces(lambda t: (_real_exact(act, t),) * 2, a)
+    raise CheckError(f"no interval evaluation for {name}")
+
+
+def _interval_apply(act, a, bits: int):
+    if act is None:
+        return a
+    if isinstance(act, _Real):
+        return _iv_round(_real_interval(act, a, bits), bits)
+    if act == "relu":
+        return max(a[0], Fraction(0)), max(a[1], Fraction(0))
+    if isinstance(act, tuple):  # a polynomial: interval Horner (a valid, if loose, enclosure)
+        acc = (act[-1], act[-1])
+        for c in reversed(act[:-1]):
+            acc = _iv_round(_iv_mul(acc, a), bits)
+            acc = (acc[0] + c, acc[1] + c)
+        return acc
+    raise CheckError(f"no interval evaluation for the layer activation {_short(act)}")
+
+
+def _interval_evaluate(layers: list, x, bits: int):
+    """An enclosure of f(x) for exact x: interval affine maps and activations, rounded outward."""
+    ys = [(v, v) for v in x]
+    for layer in layers:
+        if not isinstance(layer, _Layer):
+            raise CheckError("ball witnesses cover dense layers only")
+        out = []
+        for row, b in zip(layer.weight, layer.bias):
+            lo = hi = b
+            for w, (yl, yh) in zip(row, ys):
+                if w > 0:
+                    lo, hi = lo + w * yl, hi + w * yh
+                elif w < 0:
+                    lo, hi = lo + w * yh, hi + w * yl
+            out.append(_interval_apply(layer.act, _iv_round((lo, hi), bits), bits))
+        ys = out
+    return ys
+
+
+def _check_ball_witness(report: CheckReport, witness: dict, n_in: int, layers: list, group: list) -> None:
+    """A ball witness: the checker's own enclosure of some output of f(P x) - Q f(x) excludes 0.
+
+    The enclosures in the certificate are symeq's (arb); each must meet the checker's own (both
+    contain the true value), and the claimed output's must exclude 0, as must the checker's.
+    """
+    check_keys(witness, "certificate.equivariance.witness", *BALL_WITNESS_KEYS)
+    g = witness.get("generator")
+    if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < len(group):
+        raise CheckError(f"witness: generator must be an index below {len(group)}, got {_short(g)}")
+    x = _vector(witness.get("x"), "witness x", n_in)
+    prec = _count(witness.get("precision"), "witness precision", 2, MAX_BALL_PRECISION)
+    n_out = len(group[g][1])
+    j = _count(witness.get("output"), "witness output", 0, n_out - 1)
+    encl = witness.get("enclosures")
+    if not isinstance(encl, list) or len(encl) != n_out:
+        raise CheckError(f"witness: enclosures must list {n_out} intervals [lo, hi]")
+    claimed = [_vector(e, f"witness enclosures[{i}]", 2) for i, e in enumerate(encl)]
+    if any(lo > hi for lo, hi in claimed):
+        report.reasons.append("witness: an enclosure has lo > hi")
+        return
+    if claimed[j][0] <= 0 <= claimed[j][1]:
+        report.reasons.append(f"witness: the certificate's enclosure of output {j + 1} contains 0: it proves nothing")
+        return
+    bits = prec + 32
+    p, q = group[g]
+    lhs = _interval_evaluate(layers, _matvec(p, x), bits)
+    fx = _interval_evaluate(layers, x, bits)
+    own = []
+    for i, row in enumerate(q):
+        lo, hi = lhs[i]
+        for c, (yl, yh) in zip(row, fx):
+            if c > 0:
+                lo, hi = lo - c * yh, hi - c * yl
+            elif c < 0:
+                lo, hi = lo - c * yl, hi - c * yh
+        own.append((lo, hi))
+    for i, ((lo, hi), (cl, ch)) in enumerate(zip(own, claimed)):
+        if hi < cl or ch < lo:
+            report.reasons.append(f"witness: the certificate's enclosure of output {i + 1} [{cl}, {ch}] is disjoint from "
+                                  f"the checker's own [{_round_down(lo, 30)}, {_round_up(hi, 30)}]")
+            return
+    lo, hi = own[j]
+    report.checks.append(f"ball witness, generator {g + 1}, x = {_fmt(x)}: output {j + 1} of f(P x) - Q f(x) lies in "
+                         f"[{_round_down(lo, 30)}, {_round_up(hi, 30)}] (stdlib intervals at {bits} bits)")
+    if lo <= 0 <= hi:
+        report.reasons.append(f"witness: the checker's own enclosure of output {j + 1} contains 0 at {bits} bits: the "
+                              "witness is not confirmed")
+    else:
+        report.checks.append(f"0 is outside it: the model is not equivariant under generator {g + 1}")

@@ -1,0 +1,119 @@
+"""A model file as the checker reads it (``symeq-model/1``): the layers (dense, token-wise dense after
+attention, conv2d, flatten) with their exact parameters, the group, and the theorem's chain of layers
+(attention split into its heads and output projection).  :class:`Layers` keeps the JSON the layers were
+read from, which the digest hashes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ._numbers import CheckError, Matrix, _count, _dict, _matrix, _short, _vector
+from .activations import _activation
+from .algebra import _identity, _kron, _matmul, _transpose
+from .attention import _Attention, _Heads, _attention
+from .conv import _conv_layer, _dense_after_conv, _out_dim
+from .schema import (ATTENTION_KEYS, DENSE_KEYS, GENERATOR_KEYS, GROUP_KEYS, MODEL_FORMAT, MODEL_KEYS, _path,
+    check_keys)
+
+
+@dataclass(frozen=True)
+class _Layer:
+    weight: Matrix
+    bias: tuple[Fraction, ...]
+    act: object  # None (affine), "relu", a tuple of polynomial coefficients c_0 .. c_d, or a _Real
+    label: str = field(compare=False)
+
+
+class Layers(list):
+    """The layers of a model as this checker reads them, with the JSON they were read from
+    (``declared``, ``input_dim``: what the digest hashes, :mod:`symeq_check.digest`)."""
+
+    def __init__(self, layers, declared, input_dim: int):
+        super().__init__(layers)
+        self.declared, self.input_dim = declared, input_dim
+
+
+def _layers(value, input_dim: int, where: str) -> Layers:
+    if not isinstance(value, list) or not value:
+        raise CheckError(f"{where}: 'layers' must be a non-empty list")
+    layers, width, tokens = [], input_dim, None
+    shape = None  # (C, H, W) after a conv2d layer (conv section below)
+    for i, spec in enumerate(value, 1):
+        name = f"{where} layer {i}"
+        kind = _dict(spec, name).get("type")
+        at = f"{_path(where)}.layers[{i - 1}]"
+        if kind == "attention" and i == 1:
+            check_keys(spec, at, *ATTENTION_KEYS)
+            att = _attention(spec, input_dim, name, at)
+            layers.append(att)
+            tokens, width = att.tokens, att.d_out
+            continue
+        if kind == "flatten":  # (C, H, W) is stored flattened already
+            check_keys(spec, at, ("type",), ("type",))
+            continue
+        if kind == "conv2d" or (kind == "dense" and shape is not None):
+            last = i == len(value)
+            conv = (_conv_layer(spec, shape, width, name, at, last) if kind == "conv2d"
+                    else _dense_after_conv(spec, shape, name, at, last))
+            layers.append(conv)
+            shape, width = conv.out_shape, conv.out_dim
+            continue
+        if kind != "dense":
+            raise CheckError(f"{name}: unsupported layer type {_short(spec.get('type'))}")
+        check_keys(spec, at, *DENSE_KEYS)
+        weight = _matrix(spec.get("weight"), f"{name} weight", cols=width)
+        width = len(weight)
+        bias = spec.get("bias")
+        bias = (Fraction(0),) * width if bias is None else _vector(bias, f"{name} bias", width)  # null: no bias
+        act, label = _activation(spec.get("activation"), name)
+        if i == len(value) and act is not None:
+            raise CheckError(f"{name}: the last layer must be affine (activation null)")
+        if i < len(value) and act is None:
+            raise CheckError(f"{name}: a hidden layer needs a non-null activation")
+        if tokens is not None:  # token-wise after attention: I_T (x) W, bias repeated per token
+            weight, bias, label = _kron(_identity(tokens), weight), bias * tokens, label + " (token-wise)"
+        layers.append(_Layer(weight, bias, act, label))
+    return Layers(layers, value, input_dim)
+
+
+def _chain(layers: list) -> list:
+    """The layers of the theorem: attention splits into its heads and its output projection,
+    which merges into the next token-wise layer (or is the last, affine layer)."""
+    first = layers[0]
+    if not isinstance(first, _Attention):
+        return layers
+    T = first.tokens
+    heads = _Heads(T, tuple(_matmul(q, _transpose(k)) for q, k, _, _ in first.heads),
+                   tuple(v for _, _, v, _ in first.heads))
+    o_t = _transpose(tuple(row for _, _, _, o in first.heads for row in o))  # d_out x H d_v
+    proj = _kron(_identity(T), o_t)
+    if len(layers) == 1:
+        return [heads, _Layer(proj, (Fraction(0),) * len(proj), None, "output projection")]
+    nxt = layers[1]
+    return [heads, _Layer(_matmul(nxt.weight, proj), nxt.bias, nxt.act, nxt.label + " with O merged")] + layers[2:]
+
+
+def _group(value, n_in: int, n_out: int, where: str) -> list[tuple[Matrix, Matrix]]:
+    check_keys(_dict(value, where), _path(where), *GROUP_KEYS)
+    gens = value.get("generators")
+    if not isinstance(gens, list):
+        raise CheckError(f"{where}: 'generators' must be a list")
+    out = []
+    for k, g in enumerate(gens):
+        check_keys(_dict(g, f"{where} generator {k + 1}"), f"{_path(where)}.generators[{k}]", *GENERATOR_KEYS)
+        out.append((_matrix(g.get("input"), f"{where} generator {k + 1} input", n_in, n_in),
+                    _matrix(g.get("output"), f"{where} generator {k + 1} output", n_out, n_out)))
+    return out
+
+
+def _model(model) -> tuple[int, list[_Layer], list | None]:
+    check_keys(_dict(model, "model"), "model", *MODEL_KEYS)
+    if model.get("format") != MODEL_FORMAT:
+        raise CheckError(f"model: format must be {MODEL_FORMAT!r}, got {_short(model.get('format'))}")
+    n_in = _count(model.get("input_dim"), "model input_dim", 1)
+    layers = _layers(model.get("layers"), n_in, "model")
+    group = model.get("group")
+    if group is not None:
+        group = _group(group, n_in, _out_dim(layers[-1]), "model group")
+    return n_in, layers, group
