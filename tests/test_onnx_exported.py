@@ -1,0 +1,556 @@
+"""Networks as people export them (issue 27): BatchNorm, Dropout, pooling, depthwise convolutions,
+softmax heads, external data, and what the readers refuse by name (symeq/numeric/onnx_io.py,
+symeq/numeric/models.py: from_torch, symeq/numeric/conv.py: the exact folds).
+
+The clients are torch modules exported with ``torch.onnx.export(..., dynamo=False)`` (and one with the
+dynamo exporter when onnxscript is installed): an MLP with BatchNorm1d, Dropout and LogSoftmax, a small
+C4 CNN with BatchNorm2d, average pooling before a padded convolution, global average pooling and a
+softmax head, and an escnn-style C4 net at 28x28 (kernels rotated by hand, noise 1e-6).  Each is
+numeric-checked (and certified where that is fast), each with a deliberately broken variant that is
+flagged.  Needs the onnx extra and torch; skipped without them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the ONNX tests need onnx: pip install 'symeq[onnx]'")
+torch = pytest.importorskip("torch", reason="exporting from torch needs torch: pip install 'symeq[numeric]'")
+
+from symeq.cli import main  # noqa: E402
+from symeq.errors import InputError  # noqa: E402
+from symeq.groups import mirror  # noqa: E402
+from symeq.numeric.models import from_torch, numeric_activation  # noqa: E402
+from symeq.numeric.onnx_io import load_onnx, load_onnx_exact  # noqa: E402
+
+
+def _export(net, shape, path, dtype=torch.float32, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, (torch.zeros(*shape, dtype=dtype),), str(path), dynamo=False, **kw)
+
+
+# -- C4 by hand: kernels rotated (escnn's regular fields, 4 channels each) -----------------------
+
+def _lift(K0):
+    """(F, 1, k, k) -> (4F, 1, k, k): channel 4f + r is rot^r of K0[f] (a lifting convolution)."""
+    return torch.stack([torch.rot90(K0, r, dims=(-2, -1)) for r in range(4)], 1).reshape(-1, *K0.shape[1:])
+
+
+def _regular(K0):
+    """(F, E, 4, k, k) -> (4F, 4E, k, k): K[4f + r, 4e + s] = rot^r K0[f, e, (s - r) mod 4] (a group convolution)."""
+    F, E = K0.shape[:2]
+    out = torch.zeros(4 * F, 4 * E, *K0.shape[-2:], dtype=K0.dtype)
+    for r in range(4):
+        for s in range(4):
+            out[r::4, s::4] = torch.rot90(K0[:, :, (s - r) % 4], r, dims=(-2, -1))
+    return out
+
+
+def _field_bn(bn, F, gen):
+    """BatchNorm2d statistics constant on each field (escnn's InnerBatchNorm)."""
+    with torch.no_grad():
+        for t, lo, hi in ((bn.weight, .5, 1.5), (bn.bias, -.3, .3), (bn.running_mean, -.2, .2), (bn.running_var, .5, 2.)):
+            t.copy_((lo + (hi - lo) * torch.rand(F, generator=gen)).repeat_interleave(4))
+
+
+def _c4_cnn(n, F=2, k1=3, k2=3, classes=3, head=None, broken=False, seed=0):
+    """conv (lifting) -> BatchNorm2d -> ReLU -> AvgPool2d(2) -> conv (padded, regular) -> BatchNorm2d -> ReLU ->
+    global average pooling -> Linear (invariant) [-> head], nested Sequentials; rot90-invariant logits."""
+    gen = torch.Generator().manual_seed(seed)
+    c1, c2 = torch.nn.Conv2d(1, 4 * F, k1, padding=k1 // 2), torch.nn.Conv2d(4 * F, 4 * F, k2, padding=k2 // 2)
+    b1, b2 = torch.nn.BatchNorm2d(4 * F), torch.nn.BatchNorm2d(4 * F)
+    lin = torch.nn.Linear(4 * F, classes)
+    with torch.no_grad():
+        c1.weight.copy_(_lift(torch.randn(F, 1, k1, k1, generator=gen) / k1))
+        c1.bias.copy_(0.1 * torch.randn(F, generator=gen).repeat_interleave(4))
+        c2.weight.copy_(_regular(torch.randn(F, F, 4, k2, k2, generator=gen) / (k2 * F)))
+        c2.bias.copy_(0.1 * torch.randn(F, generator=gen).repeat_interleave(4))
+        lin.weight.copy_(torch.randn(classes, F, generator=gen).repeat_interleave(4, dim=1))
+        if broken:  # one kernel not symmetric
+            c2.weight[0, 0, 0, 0] += 0.2
+    _field_bn(b1, F, gen)
+    _field_bn(b2, F, gen)
+    mods = [torch.nn.Sequential(c1, b1, torch.nn.ReLU()), torch.nn.AvgPool2d(2),
+            torch.nn.Sequential(c2, b2, torch.nn.ReLU()), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), lin]
+    return torch.nn.Sequential(*mods, *([head] if head is not None else [])).eval()
+
+
+def _rot_invariance_error(net, n):
+    x = torch.randn(3, 1, n, n, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        return float((net(x) - net(torch.rot90(x, 1, dims=(-2, -1)))).abs().max())
+
+
+def _logits_of(net, x):
+    body = net[:-1] if isinstance(net[-1], (torch.nn.Softmax, torch.nn.LogSoftmax)) else net
+    with torch.no_grad():
+        return body(x).double().numpy()
+
+
+# -- the MLP with BatchNorm1d, Dropout and LogSoftmax ---------------------------------------------
+
+def _mirror_mlp(broken=False):
+    """Linear -> BatchNorm1d -> ReLU -> Dropout -> BatchNorm1d -> Linear -> LogSoftmax, mirror-equivariant:
+    the BatchNorm statistics are invariant under the hidden permutation (one broken channel if asked)."""
+    from symeq.numeric.generate import random_equivariant_numeric
+    from symeq.numeric.layerwise import derive_latent_actions_numeric
+
+    G = mirror(4, 4)
+    m = random_equivariant_numeric(G, [12], numeric_activation("relu"), rng=0)
+    pi = derive_latent_actions_numeric(m).actions[0][0].cols  # the hidden permutation (an involution)
+    rng = np.random.default_rng(3)
+
+    def invariant(lo, hi):
+        v = lo + (hi - lo) * rng.random(12)
+        return torch.tensor((v + v[pi]) / 2, dtype=torch.float32)
+
+    l1, l2 = torch.nn.Linear(16, 12), torch.nn.Linear(12, 16)
+    bn1, bn2 = torch.nn.BatchNorm1d(12), torch.nn.BatchNorm1d(12)
+    with torch.no_grad():
+        for lin, layer in ((l1, m.layers[0]), (l2, m.layers[1])):
+            lin.weight.copy_(torch.from_numpy(layer.weight))
+            lin.bias.copy_(torch.from_numpy(layer.bias))
+        for bn in (bn1, bn2):
+            bn.weight.copy_(invariant(.5, 1.5))
+            bn.bias.copy_(invariant(-.3, .3))
+            bn.running_mean.copy_(invariant(-.2, .2))
+            bn.running_var.copy_(invariant(.5, 2.))
+        if broken:
+            bn1.weight[int(np.flatnonzero(pi != np.arange(12))[0])] += 0.3
+    return torch.nn.Sequential(l1, bn1, torch.nn.ReLU(), torch.nn.Dropout(0.3), bn2, l2,
+                               torch.nn.LogSoftmax(dim=1)).eval()
+
+
+def test_mlp_with_batchnorm_dropout_logsoftmax_reads_checks_and_certifies(tmp_path, capsys):
+    net = _mirror_mlp()
+    _export(net, (2, 16), tmp_path / "mlp.onnx")
+    m = load_onnx(tmp_path / "mlp.onnx")
+    notes = "\n".join(m.meta["reader_notes"])
+    assert m.widths == [16, 12, 16] and m.meta["output_op"]["type"] == "log_softmax"
+    # both folds: into the outputs of the first Gemm and into the inputs of the second; the Dropout is gone
+    assert "folded exactly into the outputs" in notes and "folded exactly into the inputs" in notes
+    assert "float64 value converted exactly to a rational" in notes
+    x = np.random.default_rng(0).standard_normal((5, 16))
+    assert np.max(np.abs(m(x) - _logits_of(net, torch.from_numpy(x).float()))) < 1e-5
+    # the exact path applies the same folds exactly: equal to the float twin up to float64 rounding
+    e = load_onnx_exact(tmp_path / "mlp.onnx")
+    from flint import fmpq
+
+    xq = [[fmpq(int(v * 256), 256) for v in row] for row in x]
+    ye = np.array([[float(int(v.p)) / float(int(v.q)) for v in e(r)] for r in xq])
+    assert np.max(np.abs(ye - m(np.array([[float(v.p) / float(v.q) for v in r] for r in xq])))) < 1e-12
+    from_module = from_torch(net)
+    assert from_module.meta["output_op"]["type"] == "log_softmax"
+    assert np.max(np.abs(from_module(x) - m(x))) < 1e-5
+    capsys.readouterr()
+    assert main(["numeric-check", str(tmp_path / "mlp.onnx"), "--group", "mirror:4x4"]) == 0
+    out, err = capsys.readouterr()
+    assert "tolerance 1.52588e-05 (the default for float32 weights" in err, err
+    assert "log_softmax" in out and "commutes with the output permutations" in out
+    bar, cert = tmp_path / "bar.json", tmp_path / "cert.json"
+    assert main(["certify", str(tmp_path / "mlp.onnx"), "--group", "mirror:4x4", "--out", str(bar),
+                 "--certificate", str(cert)]) == 0
+    assert main(["check", str(cert), str(bar)]) == 0
+
+
+def test_mlp_with_one_broken_batchnorm_channel_is_flagged(tmp_path, capsys):
+    _export(_mirror_mlp(broken=True), (2, 16), tmp_path / "bad.onnx")
+    assert main(["numeric-check", str(tmp_path / "bad.onnx"), "--group", "mirror:4x4"]) == 1
+    assert "NOT within tolerance" in capsys.readouterr().out
+
+
+def test_softmax_head_needs_a_permutation_output_action(tmp_path, capsys):
+    _export(_mirror_mlp(), (2, 16), tmp_path / "mlp.onnx")
+    assert main(["numeric-check", str(tmp_path / "mlp.onnx"), "--group", "sign:16"]) == 2
+    err = capsys.readouterr().err
+    assert "log_softmax" in err and "commutes with permutations of its inputs only" in err
+
+
+# -- the small C4 CNN: BatchNorm2d, pooling before a padded conv, global pooling, softmax ---------------
+
+def test_small_c4_cnn_reads_checks_and_certifies(tmp_path, capsys):
+    net = _c4_cnn(8, head=torch.nn.Softmax(dim=1))
+    assert _rot_invariance_error(net, 8) < 1e-6
+    _export(net, (1, 1, 8, 8), tmp_path / "cnn.onnx")
+    m = load_onnx(tmp_path / "cnn.onnx")
+    assert [l.kind for l in m.layers] == ["conv2d", "conv2d", "dense"]
+    # 2x2 pooling before the 3x3 conv with padding 1 on 4x4: one 6x6 conv, stride 2, padding 2, on 8x8
+    s = m.layers[1].shape
+    assert (s.kh, s.stride, s.padding, s.height) == (6, 2, 2, 8)
+    x = np.random.default_rng(0).standard_normal((4, 64))
+    assert np.max(np.abs(m(x) - _logits_of(net, torch.from_numpy(x).float().reshape(4, 1, 8, 8)))) < 1e-5
+    mt = from_torch(net, input_shape=(1, 8, 8))
+    assert mt.widths == m.widths and np.max(np.abs(mt(x) - m(x))) < 1e-5
+    capsys.readouterr()
+    assert main(["numeric-check", str(tmp_path / "cnn.onnx"), "--group", "rot90:8", "--group-output", "3"]) == 0
+    bar, cert = tmp_path / "bar.json", tmp_path / "cert.json"
+    assert main(["certify", str(tmp_path / "cnn.onnx"), "--group", "rot90:8", "--group-output", "3", "--out", str(bar),
+                 "--certificate", str(cert)]) == 0
+    assert main(["check", str(cert), str(bar)]) == 0
+
+
+def test_small_c4_cnn_with_one_kernel_not_symmetric_is_flagged(tmp_path, capsys):
+    net = _c4_cnn(8, head=torch.nn.Softmax(dim=1), broken=True)
+    _export(net, (1, 1, 8, 8), tmp_path / "bad.onnx")
+    assert main(["numeric-check", str(tmp_path / "bad.onnx"), "--group", "rot90:8", "--group-output", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "layer 2, rot90: max residual" in out and "NOT within tolerance" in out
+
+
+def test_depthwise_conv_and_global_pooling_from_onnx_equal_torch(tmp_path):
+    """A depthwise conv (group = channels, antialiased pooling's form) reads as its block-diagonal kernel."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.Tanh(),
+                              torch.nn.Conv2d(4, 4, 3, padding=1, groups=4, stride=2), torch.nn.Tanh(),
+                              torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 2)).eval()
+    _export(net, (1, 1, 6, 6), tmp_path / "dw.onnx")
+    m = load_onnx(tmp_path / "dw.onnx")
+    assert any("depthwise" in n for n in m.meta["reader_notes"])
+    K = m.layers[1].kernel
+    assert np.all(K[np.arange(4)[:, None] != np.arange(4)[None, :]] == 0)  # off the diagonal blocks: exact zeros
+    x = np.random.default_rng(0).standard_normal((3, 36))
+    assert np.max(np.abs(m(x) - _logits_of(net, torch.from_numpy(x).float().reshape(3, 1, 6, 6)))) < 1e-5
+    mt = from_torch(net, input_shape=(1, 6, 6))
+    assert np.max(np.abs(mt(x) - m(x))) < 1e-5
+
+
+# -- the escnn-style C4 net at 28x28, noise 1e-6 --------------------------------------------------
+
+def _noisy(net, eps=1e-6, seed=2):
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(eps * torch.randn(p.shape, generator=gen))
+    return net
+
+
+def test_escnn_style_c4_net_at_28x28_numeric_check(tmp_path, capsys):
+    """5x5 convolutions, 4 regular fields, AvgPool2d(2) before the padded 5x5 conv: read as one 10x10 conv with
+    stride 2 and padding 4 (the exact fold of docs/onnx.md); noise 1e-6 on every weight gives residuals ~3e-5."""
+    net = _noisy(_c4_cnn(28, F=4, k1=5, k2=5, classes=10))
+    _export(net, (1, 1, 28, 28), tmp_path / "c4.onnx")
+    m = load_onnx(tmp_path / "c4.onnx")
+    s = m.layers[1].shape
+    assert (s.kh, s.kw, s.stride, s.padding, s.height) == (10, 10, 2, 4, 28)
+    capsys.readouterr()
+    assert main(["numeric-check", str(tmp_path / "c4.onnx"), "--group", "rot90:28", "--group-output", "10",
+                 "--tol", "1e-4", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert 1e-7 < r["derivation"]["max_residual"] < 1e-4
+    bad = _c4_cnn(28, F=4, k1=5, k2=5, classes=10, broken=True)
+    _export(bad, (1, 1, 28, 28), tmp_path / "bad.onnx")
+    assert main(["numeric-check", str(tmp_path / "bad.onnx"), "--group", "rot90:28", "--group-output", "10",
+                 "--tol", "1e-4"]) == 1
+
+
+@pytest.mark.slow
+def test_escnn_style_c4_net_at_28x28_certifies_and_checks(tmp_path, capsys):
+    """About 25 s: certify the noisy 28x28 net from its .onnx, symeq check accepts."""
+    net = _noisy(_c4_cnn(28, F=4, k1=5, k2=5, classes=10))
+    _export(net, (1, 1, 28, 28), tmp_path / "c4.onnx")
+    bar, cert = tmp_path / "bar.json", tmp_path / "cert.json"
+    assert main(["certify", str(tmp_path / "c4.onnx"), "--group", "rot90:28", "--group-output", "10", "--out",
+                 str(bar), "--certificate", str(cert), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["status"] == "certified"
+    assert main(["check", str(cert), str(bar)]) == 0
+
+
+# -- no exit 70; conv nets at width; the tolerance follows the dtype ------------------------------
+
+def test_stride_two_on_an_even_grid_gets_residuals_not_exit_70(tmp_path, capsys):
+    torch.manual_seed(0)
+    conv, lin = torch.nn.Conv2d(1, 8, 3, stride=2, padding=1), torch.nn.Linear(8, 2)
+    with torch.no_grad():
+        conv.weight.copy_(_lift(torch.randn(2, 1, 3, 3)))
+        lin.weight.copy_(torch.randn(2, 2).repeat_interleave(4, dim=1))
+    net = torch.nn.Sequential(conv, torch.nn.Tanh(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), lin).eval()
+    _export(net, (1, 1, 28, 28), tmp_path / "s2.onnx")
+    assert main(["numeric-check", str(tmp_path / "s2.onnx"), "--group", "rot90:28", "--group-output", "2"]) == 1
+    out = capsys.readouterr().out
+    assert "on the dense rows, since the kernels' geometry does not carry the action" in out
+    assert "N + 2p - k = 27 is not a multiple of the stride" in out
+
+
+def test_image_to_image_c4_net_at_28x28_without_dense_expansion(tmp_path, capsys):
+    """Lifting conv (2 fields) -> tanh -> conv to one invariant channel: the output conv would be a dense
+    784 x 6272 matrix (4.9 M entries, over the expansion limit); its check runs on the sparse form."""
+    torch.manual_seed(0)
+    c1, c2 = torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.Conv2d(8, 1, 3, padding=1)
+    with torch.no_grad():
+        c1.weight.copy_(_lift(torch.randn(2, 1, 3, 3)))
+        c1.bias.copy_(torch.randn(2).repeat_interleave(4))
+        K0 = torch.randn(2, 3, 3)
+        c2.weight.copy_(torch.stack([torch.rot90(K0, r, dims=(-2, -1)) for r in range(4)], 1).reshape(1, 8, 3, 3))
+    net = torch.nn.Sequential(c1, torch.nn.Tanh(), c2).double().eval()
+    x = torch.randn(2, 1, 28, 28, dtype=torch.float64)
+    with torch.no_grad():  # equivariant: rotating the input rotates the output image
+        assert float((net(torch.rot90(x, 1, dims=(-2, -1))) - torch.rot90(net(x), 1, dims=(-2, -1))).abs().max()) < 1e-12
+    _export(net, (1, 1, 28, 28), tmp_path / "i2i.onnx", dtype=torch.float64)
+    assert main(["numeric-check", str(tmp_path / "i2i.onnx"), "--group", "rot90:28"]) == 0
+    out, err = capsys.readouterr()
+    assert "tolerance 1e-06 (the default for float64 weights)" in err and "layer 2, rot90: max residual" in out
+    with torch.no_grad():
+        c2.weight[0, 3, 0, 0] += 0.1  # one kernel not symmetric
+    _export(net, (1, 1, 28, 28), tmp_path / "bad.onnx", dtype=torch.float64)
+    assert main(["numeric-check", str(tmp_path / "bad.onnx"), "--group", "rot90:28"]) == 1
+
+
+def test_default_tolerance_follows_the_weights_dtype(tmp_path, capsys):
+    """A float32 export whose residuals (~3e-6) exceed float64's 1e-6 passes by default, fails with --tol 1e-6."""
+    net = _mirror_mlp()
+    gen = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(1 + 2e-6 * torch.randn(p.shape, generator=gen))
+    _export(net, (2, 16), tmp_path / "m.onnx")
+    assert main(["numeric-check", str(tmp_path / "m.onnx"), "--group", "mirror:4x4", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["tolerance"]["value"] == pytest.approx(256 * 2.0 ** -24) and 1e-6 < r["derivation"]["max_residual"] < 1.5e-5
+    assert main(["numeric-check", str(tmp_path / "m.onnx"), "--group", "mirror:4x4", "--tol", "1e-6"]) == 1
+
+
+def test_verify_exact_floats_refutes_an_elu_conv_net_with_arb_balls(tmp_path, capsys):
+    """A real-activation conv net: proved layerwise when equivariant; when one kernel entry is off, the ball
+    evaluation now runs through the conv kernels and gives the witness (it refused conv2d before)."""
+    from symeq.equivariance import refute_with_balls
+    from symeq.groups import builtin_group
+
+    def net_for(broken):
+        c1, lin = torch.nn.Conv2d(1, 8, 3, padding=1).double(), torch.nn.Linear(200, 2).double()
+        gen = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            c1.weight.copy_(_lift(torch.randint(-4, 5, (2, 1, 3, 3), generator=gen).double() / 4))
+            c1.bias.copy_(torch.tensor([0.5, -0.25], dtype=torch.float64).repeat_interleave(4))
+            W = torch.randint(-3, 4, (2, 2, 5, 5), generator=gen).double() / 8
+            lin.weight.copy_(torch.stack([torch.rot90(W, r, dims=(-2, -1)) for r in range(4)], 2).reshape(2, -1))
+            if broken:
+                c1.weight[0, 0, 0, 0] += 0.25
+        return torch.nn.Sequential(c1, torch.nn.ELU(), torch.nn.Flatten(), lin)
+
+    for broken, code in ((False, 0), (True, 1)):
+        path = tmp_path / f"elu{int(broken)}.onnx"
+        _export(net_for(broken), (1, 1, 5, 5), path, dtype=torch.float64)
+        assert main(["verify", str(path), "--group", "rot90:5", "--group-output", "2", "--exact-floats"]) == code
+    exact = load_onnx_exact(tmp_path / "elu1.onnx")
+    r = refute_with_balls(exact, builtin_group("rot90:5", output=2))
+    assert r is not None and r.holds is False and r.method == "arb-witness"
+
+
+# -- what the readers refuse, by name --------------------------------------------------------------
+
+class _Residual(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.b(torch.relu(x + self.a(x)))
+
+
+class _GroupPool(torch.nn.Module):
+    """escnn's GroupPooling as it exports: a Reshape to 5-d and a max over each field's channels."""
+
+    def __init__(self):
+        super().__init__()
+        self.c, self.l = torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.Linear(2 * 16, 2)
+
+    def forward(self, x):
+        y = torch.relu(self.c(x))
+        return self.l(y.view(-1, 2, 4, 4, 4).amax(dim=2).flatten(1))
+
+
+@pytest.mark.parametrize("case", ["residual", "group_pool", "layer_norm", "max_pool", "dropout_training",
+                                  "softmax_inside"])
+def test_unsupported_operators_are_refused_by_name_node_and_reason(tmp_path, capsys, case):
+    path = tmp_path / f"{case}.onnx"
+    shape, group = (1, 4), "sign:4"
+    if case == "residual":
+        net, want = _Residual().eval(), ("/Add)", "residual addition: graph networks are not supported yet")
+    elif case == "group_pool":
+        net, shape, group = _GroupPool().eval(), (1, 1, 4, 4), "rot90:4"
+        want = ("ReduceMax", "a max over each field's channels (group pooling) is not supported")
+    elif case == "layer_norm":
+        net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+        want = ("LayerNormalization", "breaks the monomial latent groups")
+    elif case == "max_pool":
+        net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                                  torch.nn.Flatten(), torch.nn.Linear(8, 2))
+        shape, group, want = (1, 1, 4, 4), "rot90:4", ("MaxPool", "max pooling is not a layer")
+    elif case == "dropout_training":
+        net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Dropout(0.5), torch.nn.Linear(4, 2))
+        net.train()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(net, (torch.zeros(*shape),), str(path), dynamo=False,
+                              training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+        want = ("/Dropout)", "Dropout in training mode")
+    else:
+        net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Softmax(dim=1), torch.nn.Linear(3, 2))
+        want = ("Softmax", "read only at the output")
+    if case != "dropout_training":
+        _export(net.eval() if hasattr(net, "eval") else net, shape, path)
+    args = ["numeric-check", str(path), "--group", group] + (["--group-output", "2"] if group == "rot90:4" else [])
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "node " in err and all(w in err for w in want) and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("case", ["layer_norm", "max_pool", "dropout_training", "batchnorm_training"])
+def test_from_torch_refuses_by_name(case):
+    if case == "layer_norm":
+        net, want = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.Linear(4, 2)), "LayerNorm"
+    elif case == "max_pool":
+        net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                                  torch.nn.Linear(2, 2))
+        want = "max pooling"
+    elif case == "dropout_training":
+        net, want = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Dropout(0.5),
+                                        torch.nn.Linear(4, 2)).train(), "Dropout in training mode"
+    else:
+        net, want = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Tanh(),
+                                        torch.nn.Linear(4, 2)).train(), "BatchNorm1d in training mode"
+    with pytest.raises(InputError, match=want):
+        from_torch(net, input_shape=(1, 6, 6) if case == "max_pool" else None)
+
+
+def test_a_dropout_node_in_eval_mode_is_dropped_and_in_training_mode_refused(tmp_path, capsys):
+    """torch's exporter leaves eval-mode Dropout out; other exporters write the node (ratio, training_mode)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+
+    def write(training):
+        inits = [numpy_helper.from_array(rng.standard_normal((3, 4)), "w1"), numpy_helper.from_array(np.zeros(3), "b1"),
+                 numpy_helper.from_array(rng.standard_normal((2, 3)), "w2"), numpy_helper.from_array(np.zeros(2), "b2"),
+                 numpy_helper.from_array(np.array(0.5), "ratio")]
+        ins = ["z", "ratio"]
+        if training is not None:
+            inits.append(numpy_helper.from_array(np.array(training), "mode"))
+            ins.append("mode")
+        nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["z"], transB=1, name="gemm1"),
+                 helper.make_node("Dropout", ins, ["d"], name="drop"),
+                 helper.make_node("Tanh", ["d"], ["t"]), helper.make_node("Gemm", ["t", "w2", "b2"], ["y"], transB=1)]
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [None, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [None, 2])], inits)
+        path = tmp_path / f"drop{training}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        return path
+
+    for training in (None, False):
+        m = load_onnx(write(training))
+        assert m.widths == [4, 3, 2] and any("Dropout (eval mode: the identity) dropped" in n for n in m.meta["reader_notes"])
+    assert main(["numeric-check", str(write(True)), "--group", "sign:4", "--group-output", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "node 2 (drop): Dropout in training mode" in err
+
+
+# -- the exact pooling rule ------------------------------------------------------------------------
+
+def test_pooling_before_a_padded_conv_folds_exactly_when_the_windows_tile_the_image():
+    from flint import fmpq
+
+    from symeq.layers.conv import ConvLayer, ConvShape
+    from symeq.numeric.conv import ExactFold, fold_pool_into_kernel, pool_before_conv
+
+    nx = ConvShape(2, 3, 14, 14, 5, 5, stride=1, padding=2)
+    s = pool_before_conv((2, 2, 2, 2, (2, 28, 28)), nx)
+    assert (s.kh, s.kw, s.stride, s.padding, s.out_hw) == (10, 10, 2, 4, (14, 14))
+    for pool, shape in (((3, 3, 2, 2, (2, 29, 29)), ConvShape(2, 3, 14, 14, 5, 5, padding=2)),  # overlapping windows
+                        ((2, 2, 2, 2, (2, 29, 29)), ConvShape(2, 3, 14, 14, 5, 5, padding=2))):  # a remainder row
+        with pytest.raises(InputError, match="does not fold exactly"):
+            pool_before_conv(pool, shape)
+    # exactly: pooling then the padded conv equals the folded conv, in rationals, on a small case
+    rng = np.random.default_rng(0)
+    pool = (2, 2, 2, 2, (1, 4, 4))
+    small = ConvShape(1, 1, 2, 2, 3, 3, padding=1)
+    K = rng.integers(-3, 4, (1, 1, 3, 3)).astype(float)
+    folded = ConvLayer(pool_before_conv(pool, small), fold_pool_into_kernel(ExactFold.arr(K), ExactFold, pool).tolist(),
+                       [fmpq(1, 3)], None)
+    plain = ConvLayer(small, ExactFold.arr(K).tolist(), [fmpq(1, 3)], None)
+    x = [fmpq(int(v), 7) for v in rng.integers(-9, 10, 16)]
+    pooled = [sum(x[(2 * i + a) * 4 + 2 * j + b] for a in range(2) for b in range(2)) / 4 for i in range(2) for j in range(2)]
+    assert folded(x) == plain(pooled)
+
+
+# -- external data: beside the file, never the current directory ---------------------------------
+
+def _external(net, directory, stem="net"):
+    from onnx import external_data_helper
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{stem}.onnx"
+    _export(net, (1, 4), path)
+    proto = onnx.load(str(path))
+    external_data_helper.convert_model_to_external_data(proto, all_tensors_to_one_file=True,
+                                                        location=f"{stem}.onnx.data", size_threshold=0)
+    onnx.save_model(proto, str(path))
+    assert (directory / f"{stem}.onnx.data").is_file()
+    return path
+
+
+def _mlp4(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2)).eval()
+
+
+def test_external_data_is_read_beside_the_file_from_another_directory(tmp_path, monkeypatch):
+    net = _mlp4(0)
+    path = _external(net, tmp_path / "models")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    m = load_onnx(path)
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    assert np.max(np.abs(m(x) - _logits_of(net, torch.from_numpy(x).float()))) < 1e-6
+
+
+def test_a_stray_data_file_in_the_current_directory_is_never_read(tmp_path, monkeypatch, capsys):
+    mine, other = _mlp4(0), _mlp4(1)
+    path = _external(mine, tmp_path / "models")
+    _external(other, tmp_path / "cwd")  # cwd/net.onnx.data holds another network's weights
+    monkeypatch.chdir(tmp_path / "cwd")
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    assert np.max(np.abs(load_onnx(path)(x) - _logits_of(mine, torch.from_numpy(x).float()))) < 1e-6
+    # with the data file missing beside the model, the one in the current directory is still not used
+    os.remove(tmp_path / "models" / "net.onnx.data")
+    assert main(["numeric-check", str(path), "--group", "sign:4", "--group-output", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "not beside the .onnx file" in err and str(tmp_path / "models") in err
+
+
+def test_external_data_outside_the_model_directory_is_refused(tmp_path):
+    from onnx import external_data_helper
+
+    path = _external(_mlp4(0), tmp_path / "models")
+    proto = onnx.load(str(path), load_external_data=False)
+    for t in external_data_helper._get_all_tensors(proto):
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "../net.onnx.data"
+    onnx.save_model(proto, str(path))
+    with pytest.raises(InputError, match="only from a relative path beside the .onnx file"):
+        load_onnx(path)
+
+
+def test_dynamo_exporter_output_reads_like_the_torchscript_one(tmp_path):
+    """torch >= 2.9's default exporter (needs onnxscript) writes ReduceMean and NAME.onnx.data."""
+    pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript: pip install 'symeq[onnx]'")
+    net = _c4_cnn(8, head=torch.nn.Softmax(dim=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import contextlib
+        import io
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            torch.onnx.export(net, (torch.zeros(1, 1, 8, 8),), str(tmp_path / "d.onnx"), dynamo=True)
+    m = load_onnx(tmp_path / "d.onnx")
+    x = np.random.default_rng(0).standard_normal((3, 64))
+    assert np.max(np.abs(m(x) - _logits_of(net, torch.from_numpy(x).float().reshape(3, 1, 8, 8)))) < 1e-5
+    assert m.meta["output_op"]["type"] == "softmax"
