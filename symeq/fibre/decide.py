@@ -532,16 +532,6 @@ def _monomial_hint(model, e: MonomialLimit, hints: list) -> None:
         hints.append(f"--max-monomials {value} lets the Gröbner step start (about {need / 2**30:.3g} GB estimated)")
 
 
-def _declared_bias(model, layer) -> bool:
-    """Whether ``layer`` has bias parameters in the declared space (``"bias": null``: none)."""
-    has = getattr(layer, "has_bias", None)
-    if has is not None:
-        return bool(has)
-    from .ideal import _resolve_bias  # pragma: no cover - layers without the declared-space flag
-
-    return _resolve_bias(model, "auto")  # pragma: no cover
-
-
 def _affine_decision(model):
     """(status, reason, witness) when a hidden layer has an affine (degree-1) activation, else None.
 
@@ -649,7 +639,9 @@ def _affine_decision(model):
     if not any(v) or not any(u):
         return ("unknown", "the hidden neuron is affine of width 1 and " + ("dead (zero incoming weights)" if not any(v)
                 else "unused (zero outgoing weights)") + ": the fibre is not a rank-one factorization; undecided", None)
-    b1, b2 = _declared_bias(model, first), _declared_bias(model, last)
+    from ..layers.base import declared_biases
+
+    b1, b2 = declared_biases(model)  # the declared parameter space ("bias": null: none)
     lin = ("the linear part a W_2 W_1 = a u v^T of f is a nonzero rank-one matrix, so every theta' in the fibre has "
            "W_1' = alpha W_1, W_2' = W_2 / alpha for one real alpha != 0")
     if b1 and b2:
