@@ -151,3 +151,76 @@ def test_real_reading_keeps_real_witnesses_and_opens_complex_only_ones():
     hidden = dataclasses.replace(c, witness_real=None)
     r = real_reading(m, hidden)
     assert (r.status, r.over, r.complex_status) == ("unknown", "R", "not-identifiable")
+
+
+# ----------------------------------------------------------------------------- certificates and the checker
+
+def _check(cert, model):
+    from symeq_check import check_certificate
+
+    return check_certificate(json.loads(json.dumps(cert)), json.loads(json.dumps(model_to_json(model))))
+
+
+def _refused(cert, model) -> bool:
+    """The checker refuses: a rejection, or a malformed certificate (CheckError, exit 2)."""
+    from symeq_check import CheckError
+
+    try:
+        return _check(cert, model).accepted is False
+    except CheckError:
+        return True
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_real_claim_certificate_is_rechecked_by_sturm(bias):
+    import copy
+
+    m = _t4(bias)
+    cert = tensor_identifiability(m).certificate
+    assert cert["over"] == "R" and [n["real_solutions"] for n in cert["neurons"]] == [1, 1, 1]
+    assert [n["solutions"] for n in cert["neurons"]] == [3, 3, 3]
+    r = _check(cert, m)
+    assert r.accepted is True and any("real solutions (Sturm" in c for c in r.checks)
+    assert any("fibre = orbit over R: 6 points" in c for c in r.checks)
+    tampered = []
+    for value in (3, 0, 2, "all", None):
+        bad = copy.deepcopy(cert)
+        bad["neurons"][1]["real_solutions"] = value
+        tampered.append(bad)
+    no_over = copy.deepcopy(cert)
+    del no_over["over"]  # real_solutions is then an unknown key
+    bare = copy.deepcopy(no_over)
+    for n in bare["neurons"]:
+        del n["real_solutions"]  # the complex claim: 3 solutions for 1 latent scaling
+    other = copy.deepcopy(cert)
+    other["over"] = "C"
+    tampered += [no_over, bare, other]
+    for bad in tampered:
+        assert _refused(bad, m)
+
+
+def test_complex_witness_certificate_says_over_C_and_a_real_claim_is_refused():
+    import copy
+
+    m = _t4(False)
+    cert = tensor_identifiability(m, field="C").certificate
+    assert "over" not in cert and "real_roots" not in cert["witness"]
+    r = _check(cert, m)
+    assert r.accepted is True and any("over C only" in c for c in r.checks)
+    claim = copy.deepcopy(cert)
+    claim["over"] = "R"
+    claim["witness"]["real_roots"] = 0  # no real root: not a real fibre point
+    assert _refused(claim, m)
+    claim["witness"]["real_roots"] = 2
+    assert _refused(claim, m)
+
+
+def test_checker_sturm_count_agrees_with_the_prover():
+    from symeq_check.identifiability.tensor import _real_roots_count
+
+    rng = random.Random(7)
+    for _ in range(200):
+        p = [Fraction(rng.randint(-6, 6), rng.randint(1, 3)) for _ in range(rng.randint(2, 7))]
+        if p[-1] == 0:
+            p[-1] = Fraction(1)
+        assert _real_roots_count(p) == real_root_count([str(c) for c in p])

@@ -621,26 +621,29 @@ def _decide(model, act, d, bias, deadline, t0, want_cert, field="R") -> TensorDe
                 complex_fibre_points=complex_points, real_fibre_points=orbit)
 
 
-def _certificate(header: dict, **fields) -> dict | None:
+def _certificate(header: dict, **fields) -> dict:
     """The certificate: the complex claim (no "over" key; it implies the real one) where the real and the
-    complex claims agree; where they differ (a real-only identifiability, a witness given by its minimal
-    polynomial) the real claim, with "over": "R" and the real-root counts that ``symeq check`` recounts.
-
-    Until the checker recounts real roots (issue 25), a real-only claim writes no certificate."""
+    complex claims agree; where they differ -- an identifiability over R whose per-neuron systems have
+    complex solutions outside K, a witness given by its minimal polynomial -- the real claim, with
+    "over": "R" and the real-root counts ("real_solutions" per neuron, "real_roots" of the witness) that
+    ``symeq check`` recounts with Sturm sequences over the rationals."""
     cert = dict(header, **fields)
     over = cert.pop("over", "C")
+    neurons = cert.get("neurons") or []
     w = cert.get("witness")
     if w is not None:
         w = cert["witness"] = dict(w)
         w.pop("real", None)
-        w.pop("real_roots", None)
-    neurons = cert.get("neurons") or []
-    differs = any(n.get("real_solutions") != n.get("solutions") for n in neurons)
-    for n in neurons:
-        n.pop("real_solutions", None)
-    if over == "R" and differs:
-        return None
-    return cert
+        real_claim = over == "R" and "minimal_polynomial" in w
+        if not real_claim:
+            w.pop("real_roots", None)
+    else:
+        real_claim = over == "R" and any(n.get("real_solutions") != n.get("solutions") for n in neurons)
+    if not real_claim:
+        for n in neurons:
+            n.pop("real_solutions", None)
+        return cert
+    return dict(cert, over="R")
 
 
 def decide(model, *, method: str = "auto", engine: str = "auto", timeout: float | None = None):

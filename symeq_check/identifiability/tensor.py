@@ -10,7 +10,7 @@ from math import comb
 
 from .._numbers import CheckError, _dict, _is_int, _poly, _short, _vector, parse_number
 from ..algebra import _int_columns, _minor_nonzero
-from ..model import _Layer, _model
+from ..model import _Layer, _model, uniform_bias
 from ..report import CheckReport
 from ..schema import _strict
 
@@ -28,6 +28,12 @@ NEURON_KEYS = ("neuron", "b", "degrees", "polynomials", "gcd", "solutions", "lat
 IDENT_WITNESS_KEYS = {"lambda": ("kind", "neuron", "degree", "polynomials", "text", "lambda", "bias"),
                       "minimal_polynomial": ("kind", "neuron", "degree", "polynomials", "text",
                                              "minimal_polynomial")}
+#: a certificate whose claim is about real parameters says "over": "R" (symeq writes it where the real and
+#: the complex claims differ); then every neuron lists "real_solutions" and a witness given by its minimal
+#: polynomial lists "real_roots", recounted here by Sturm's theorem.  Without "over" the claim is about C
+#: (which implies the real one for "identifiable").
+REAL_NEURON_KEYS = NEURON_KEYS + ("real_solutions",)
+REAL_WITNESS_KEYS = IDENT_WITNESS_KEYS["minimal_polynomial"] + ("real_roots",)
 PROOF_KEYS = {"none": (), "full-column-rank": ("rows",), "khatri-rao": ("left", "right"), "all-minors": (),
               "no-proportional-columns": ("pairs",), "nonzero-columns": ("rows",)}
 
@@ -73,6 +79,35 @@ def _ipoly_roots_count(p) -> int:
         return 0
     dp = [k * c for k, c in enumerate(p)][1:]
     return (len(p) - 1) - (len(_ipoly_gcd(p, dp)) - 1)
+
+
+def _sign_at_infinity(p, positive: bool) -> int:
+    s = 1 if p[-1] > 0 else -1
+    return s if positive or (len(p) - 1) % 2 == 0 else -s
+
+
+def _real_roots_count(p) -> int:
+    """Distinct real roots of p != 0 (coefficients from degree 0 up), exactly: the sign changes of the
+    Sturm sequence of the squarefree part at -infinity minus those at +infinity (Sturm 1829)."""
+    p = _ipoly_trim(p)
+    if len(p) <= 1:
+        return 0
+    dp = [k * c for k, c in enumerate(p)][1:]
+    g = _ipoly_gcd(p, dp)
+    p0 = _ipoly_divmod(p, g)[0] if len(g) > 1 else p
+    seq = [_ipoly_trim(p0), _ipoly_trim([k * c for k, c in enumerate(p0)][1:])]
+    while len(seq[-1]) > 1:
+        r = _ipoly_divmod(seq[-2], seq[-1])[1]
+        if not r:
+            break
+        seq.append([-c for c in r])
+    seq = [q for q in seq if q]
+
+    def changes(positive):
+        signs = [_sign_at_infinity(q, positive) for q in seq]
+        return sum(1 for a, b in zip(signs, signs[1:]) if a != b)
+
+    return changes(False) - changes(True)
 
 
 def _neuron_equations(coeffs, b: Fraction, bias: bool, d: int, degrees) -> dict:
@@ -234,7 +269,10 @@ def check_tensor(cert: dict, model: dict, *, max_group_size: int = 10000) -> Che
     report = CheckReport(None, str(verdict))
     if verdict not in ("identifiable", "not-identifiable"):
         raise CheckError(f"certificate: unknown identifiability verdict {_short(verdict)}")
-    _strict(cert, "certificate", IDENT_KEYS[verdict])
+    over = cert.get("over", "C")
+    if "over" in cert and over != "R":
+        raise CheckError(f'certificate: "over" must be "R" when given, got {_short(over)}')
+    _strict(cert, "certificate", IDENT_KEYS[verdict] + (("over",) if "over" in cert else ()))
     if len(layers) != 2 or not isinstance(layers[0], _Layer) or not isinstance(layers[0].act, tuple):
         report.reasons.append("the certificate covers one hidden dense layer with a polynomial activation")
         report.accepted = False
@@ -244,7 +282,12 @@ def check_tensor(cert: dict, model: dict, *, max_group_size: int = 10000) -> Che
     W = [list(r) for r in first.weight]
     R = len(W)
     V = [[last.weight[i][j] for i in range(len(last.weight))] for j in range(R)]
-    bias = any(x != 0 for l in layers for x in l.bias)
+    bias = uniform_bias(layers)  # the declared parameter space (issue 25): biases in both layers or in none
+    if bias is None:
+        report.reasons.append("the tensor certificate takes biases in both layers or in none; this model declares "
+                              "them in one layer only")
+        report.accepted = False
+        return report
     if d < 2:
         report.reasons.append(f"activation degree {d} < 2")
     widths = [n_in] + [len(l.weight) for l in layers]
@@ -271,14 +314,14 @@ def check_tensor(cert: dict, model: dict, *, max_group_size: int = 10000) -> Che
     latent = _latent_scalings(coeffs, bias, d)
     K = _KProof(V, W, R)
     if verdict == "not-identifiable":
-        _check_ident_witness(report, cert, K, coeffs, d, bias, latent, [l for l in first.bias])
+        _check_ident_witness(report, cert, K, coeffs, d, bias, latent, [l for l in first.bias], over)
     else:
-        _check_ident_positive(report, cert, K, coeffs, d, bias, latent, list(first.bias))
+        _check_ident_positive(report, cert, K, coeffs, d, bias, latent, list(first.bias), over)
     report.accepted = not report.reasons
     return report
 
 
-def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1) -> None:
+def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1, over: str = "C") -> None:
     R = K.R
     kr = _strict(cert.get("kruskal"), "certificate.kruskal", KRUSKAL_KEYS)
     modes, proofs, claimed = kr.get("reshaping"), kr.get("modes"), kr.get("k_lower")
@@ -326,9 +369,9 @@ def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1)
     if not isinstance(neurons, list) or len(neurons) != R:
         raise CheckError(f"neurons must list {R} entries")
     allowed = set(range(1, d - 1)) if bias else set(range(d))
-    sizes = []
+    sizes, complex_sizes = [], []
     for j, nd in enumerate(neurons):
-        nd = _strict(nd, f"certificate.neurons[{j}]", NEURON_KEYS)
+        nd = _strict(nd, f"certificate.neurons[{j}]", REAL_NEURON_KEYS if over == "R" else NEURON_KEYS)
         degs = nd.get("degrees")
         if not _is_int(nd.get("neuron")) or nd.get("neuron") != j or \
                 parse_number(nd.get("b"), f"neuron {j + 1} b") != b1[j]:
@@ -359,6 +402,14 @@ def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1)
         if nd.get("solutions") != sols:
             report.reasons.append(f"neuron {j + 1}: {sols} solutions, the certificate says {_short(nd.get('solutions'))}")
             return
+        if over == "R":  # the claim is about real lambda: count the real roots of the gcd (Sturm)
+            real = "all" if sols == "all" else _real_roots_count(g)
+            if nd.get("real_solutions") != real:
+                report.reasons.append(f"neuron {j + 1}: {real} real solutions, the certificate says "
+                                      f"{_short(nd.get('real_solutions'))}")
+                return
+            complex_sizes.append(sols)
+            sols = real
         cl = nd.get("latent")
         if cl != "all" and not (isinstance(cl, list) and cl):
             raise CheckError(f"neuron {j + 1}: latent must be \"all\" or a non-empty list")
@@ -371,11 +422,14 @@ def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1)
             report.reasons.append(f"neuron {j + 1}: latent scalings {_short(cl)} are not the activation's {latent}")
             return
         if sols == "all" or sols != len(latent) or any(_poly(g, a) != 0 for a in latent):
-            report.reasons.append(f"neuron {j + 1}: {sols} solutions but {len(latent)} latent scalings")
+            report.reasons.append(f"neuron {j + 1}: {sols} {'real ' if over == 'R' else ''}solutions but "
+                                  f"{len(latent)} latent scalings")
             return
         sizes.append(len(latent))
     report.checks.append(f"every neuron's system has exactly the latent scalings "
-                         f"({'every alpha != 0' if latent == 'all' else [str(a) for a in latent]}) as solutions")
+                         f"({'every alpha != 0' if latent == 'all' else [str(a) for a in latent]}) as "
+                         + ("real solutions (Sturm sequences; a real theta' has real scalings), "
+                            f"with {complex_sizes} complex ones" if over == "R" else "solutions"))
     if latent == "all":
         if cert.get("orbit_size") is not None or cert.get("orbit_dimension") != R:
             report.reasons.append("orbit: a torus of dimension R (monomial scalings) expected")
@@ -393,12 +447,13 @@ def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1)
     if cert.get("orbit_size") != str(orbit):
         report.reasons.append(f"orbit size {_short(cert.get('orbit_size'))} differs from R! x prod = {orbit}")
         return
-    report.checks.append(f"fibre = orbit over C: {orbit} points, each from a unique latent element")
+    report.checks.append(f"fibre = orbit over {over}: {orbit} points, each from a unique latent element")
 
 
-def _check_ident_witness(report, cert, K: _KProof, coeffs, d, bias, latent, b1) -> None:
+def _check_ident_witness(report, cert, K: _KProof, coeffs, d, bias, latent, b1, over: str = "C") -> None:
     w = _dict(cert.get("witness"), "witness")
-    _strict(w, "certificate.witness", IDENT_WITNESS_KEYS["lambda" if "lambda" in w else "minimal_polynomial"])
+    _strict(w, "certificate.witness", IDENT_WITNESS_KEYS["lambda"] if "lambda" in w else
+            REAL_WITNESS_KEYS if over == "R" else IDENT_WITNESS_KEYS["minimal_polynomial"])
     j = w.get("neuron")
     if not (isinstance(j, int) and not isinstance(j, bool) and 0 <= j < K.R):
         raise CheckError(f"witness: bad neuron {_short(j)}")
@@ -437,5 +492,11 @@ def _check_ident_witness(report, cert, K: _KProof, coeffs, d, bias, latent, b1) 
             any(_ipoly_divmod(p, q)[1] for p in eqs.values()):
         report.reasons.append("the witness polynomial has a latent or zero root, or does not divide every equation")
         return
+    real = _real_roots_count(q)
+    if over == "R" and (w.get("real_roots") != real or real == 0):
+        report.reasons.append(f"the witness polynomial has {real} real roots (Sturm), the certificate says "
+                              f"{_short(w.get('real_roots'))}: a real fibre point outside the orbit needs one")
+        return
     report.checks.append(f"neuron {j + 1}: every root of the witness polynomial solves every equation and none is a latent "
-                         "scaling: fibre points outside the orbit")
+                         f"scaling: fibre points outside the orbit ({real} real root(s), Sturm: "
+                         + ("not identifiable over R and C)" if real else "over C only; the claim is about C)"))
