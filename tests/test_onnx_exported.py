@@ -220,6 +220,37 @@ def test_depthwise_conv_and_global_pooling_from_onnx_equal_torch(tmp_path):
     assert np.max(np.abs(mt(x) - m(x))) < 1e-5
 
 
+def test_batchnorm_after_an_activation_and_pooling_after_a_conv_fold_exactly_on_both_paths(tmp_path):
+    """BatchNorm2d after a ReLU folds into the next (unpadded) conv's inputs, AvgPool2d right after a conv into
+    its outputs; the exact path does the same folds in rationals (equal to the float twin to 1e-15)."""
+    from flint import fmpq
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 3, 3, padding=1), torch.nn.ReLU(), torch.nn.BatchNorm2d(3),
+                              torch.nn.Conv2d(3, 4, 3), torch.nn.AvgPool2d(2), torch.nn.ReLU(), torch.nn.Flatten(),
+                              torch.nn.Linear(36, 2)).eval()
+    with torch.no_grad():
+        bn = net[2]
+        bn.running_mean.uniform_(-1, 1), bn.running_var.uniform_(0.5, 2), bn.weight.uniform_(0.5, 2), bn.bias.uniform_(-1, 1)
+    _export(net, (1, 1, 8, 8), tmp_path / "f.onnx")
+    m, e = load_onnx(tmp_path / "f.onnx"), load_onnx_exact(tmp_path / "f.onnx")
+    notes = " ".join(m.meta["reader_notes"])
+    assert "folded exactly into the inputs" in notes and "folded exactly into the outputs of the convolution" in notes
+    x = np.random.default_rng(0).integers(-8, 8, (2, 64)) / 8
+    assert np.max(np.abs(m(x) - _logits_of(net, torch.from_numpy(x).float().reshape(2, 1, 8, 8)))) < 1e-5
+    ye = np.array([[float(int(v.p)) / float(int(v.q)) for v in e([fmpq(int(v * 8), 8) for v in r])] for r in x])
+    assert np.max(np.abs(ye - m(x))) < 1e-13
+    assert np.max(np.abs(from_torch(net, input_shape=(1, 8, 8))(x) - m(x))) < 1e-5
+    # the same BatchNorm before a zero-padded conv does not fold exactly (its shift is not the padding's 0)
+    net2 = torch.nn.Sequential(*net[:3], torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                               torch.nn.Linear(256, 2)).eval()
+    _export(net2, (1, 1, 8, 8), tmp_path / "g.onnx")
+    with pytest.raises(InputError, match="does not fold exactly"):
+        load_onnx(tmp_path / "g.onnx")
+    with pytest.raises(InputError, match="does not fold exactly"):
+        from_torch(net2, input_shape=(1, 8, 8))
+
+
 # -- the escnn-style C4 net at 28x28, noise 1e-6 --------------------------------------------------
 
 def _noisy(net, eps=1e-6, seed=2):

@@ -61,7 +61,7 @@ __all__ = ["load_float_network", "load_onnx", "load_onnx_exact", "read_onnx_laye
 ONNX_INSTALL = "pip install 'symeq[onnx]'"
 
 LINEAR_OPS = ("Gemm", "MatMul", "Conv")
-SHAPE_OPS = ("Flatten", "Reshape", "Identity")
+SHAPE_OPS = ("Flatten", "Reshape", "Identity", "Squeeze (of 1 x 1 pixels)")
 # elementwise operators an activation subgraph may use (evaluated in float64 by _ELEMENTWISE)
 ACTIVATION_OPS = ("Tanh", "Sigmoid", "Relu", "LeakyRelu", "Elu", "Softplus", "Erf", "Gelu", "Exp", "Log", "Neg",
                   "Abs", "Sqrt", "Reciprocal", "Add", "Sub", "Mul", "Div", "Pow", "Identity")
@@ -403,6 +403,9 @@ class _ChainReader:
             raise InputError(f"{p}: the input {inputs[0].name!r} has shape {dims}; expected (batch, features) or "
                              "(batch, channels, height, width) with known sizes")
         self.n = n
+        floats = [a.dtype for a in self.consts.values() if a.dtype.kind == "f" and a.size > 1]
+        # the least precise float type of the weights: numeric-check's default tolerance follows it
+        self.weights_dtype = str(max(floats, key=lambda d: np.finfo(d).eps)) if floats else None
         self.cur, self.width = inputs[0].name, n
         self.layers = []      # finished _Linear layers (with their activation)
         self.pending = None   # a _Linear waiting for its activation
@@ -762,6 +765,17 @@ class _ChainReader:
     def identity(self, node, where):
         self.advance(node.output[0])
 
+    def squeeze(self, node, where):
+        """Squeeze of the 1 x 1 pixels after a global pooling: (batch, C, 1, 1) -> (batch, C)."""
+        axes = _attr(node, "axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = [int(v) for v in np.asarray(self.need(node.input[1], where)).reshape(-1)]
+        if self.shape is None or self.shape[1:] != (1, 1) or (axes is not None and sorted(int(a) % 4 for a in axes) != [2, 3]):
+            self.refuse(where, "Squeeze", f"symeq reads Squeeze only of the 1 x 1 pixels of (batch, C, 1, 1), got "
+                        f"axes {axes} on {self.shape or (self.width,)}")
+        self.shape = None
+        self.advance(node.output[0])
+
     def dropout(self, node, where):
         training = node.input[2] if len(node.input) > 2 and node.input[2] else None
         if training is not None:
@@ -857,7 +871,7 @@ HANDLERS = {
     "BatchNormalization": _ChainReader.batchnorm, "AveragePool": _ChainReader.average_pool,
     "GlobalAveragePool": _ChainReader.average_pool, "ReduceMean": _ChainReader.reduce,
     "ReduceMax": _ChainReader.reduce, "Flatten": _ChainReader.flatten, "Reshape": _ChainReader.reshape,
-    "Identity": _ChainReader.identity, "Dropout": _ChainReader.dropout, "Softmax": _ChainReader.softmax,
+    "Identity": _ChainReader.identity, "Squeeze": _ChainReader.squeeze, "Dropout": _ChainReader.dropout, "Softmax": _ChainReader.softmax,
     "LogSoftmax": _ChainReader.softmax, "Add": _ChainReader.bias_add,
     **{op: _ChainReader.activation for op in ACTIVATION_OPS if op not in ("Add", "Identity")},
 }
@@ -917,6 +931,8 @@ def _meta(r: _ChainReader) -> dict:
         meta["reader_notes"] = list(r.notes)
     if r.output_op is not None:
         meta["output_op"] = dict(r.output_op)
+    if r.weights_dtype is not None:
+        meta["weights_dtype"] = r.weights_dtype
     return meta
 
 
