@@ -34,6 +34,36 @@ class Layers(list):
         self.declared, self.input_dim = declared, input_dim
 
 
+def declared_biases(layers: Layers) -> tuple[bool, ...]:
+    """Per layer (as :func:`_layers` reads them), whether it has bias parameters in the declared parameter
+    space (issue 25): a bias vector in the file, zeros included, declares them, ``"bias": null`` none;
+    attention layers have none.  As ``symeq.layers.base.declared_biases`` reads a model file.
+
+    >>> L = _layers([{"type": "dense", "weight": [[1]], "bias": ["0"], "activation": {"type": "relu"}},
+    ...              {"type": "dense", "weight": [[1]], "bias": None, "activation": None}], 1, "m")
+    >>> declared_biases(L)
+    (True, False)
+    """
+    specs = [s for s in layers.declared if isinstance(s, dict) and s.get("type") != "flatten"]
+    if len(specs) != len(layers):  # pragma: no cover - one spec per layer read
+        raise CheckError("model: the layers and their declarations differ in number")
+    return tuple(s.get("type") != "attention" and s.get("bias") is not None for s in specs)
+
+
+def bias_field(layers, flags: tuple) -> bool | list:
+    """The certificates' ``bias``: a bool when every layer but attention agrees (False when there are none),
+    else one bool per layer (as ``symeq.fibre.jacobian.bias_field`` writes it)."""
+    rest = {b for b, l in zip(flags, layers) if not isinstance(l, _Attention)}
+    return (rest.pop() if rest else False) if len(rest) <= 1 else list(flags)
+
+
+def uniform_bias(layers: Layers) -> bool | None:
+    """One bias declaration for every layer of ``layers`` (:func:`declared_biases`), or None when some layers
+    declare biases and others do not (the certificates taking one flag do not cover that model)."""
+    flags = set(declared_biases(layers))
+    return flags.pop() if len(flags) == 1 else None
+
+
 def _layers(value, input_dim: int, where: str) -> Layers:
     if not isinstance(value, list) or not value:
         raise CheckError(f"{where}: 'layers' must be a non-empty list")

@@ -198,11 +198,45 @@ def _check_conditions(report: CheckReport, cert: dict, method: str, failures: di
                                  + ("holds" if not fails else f"fails ({len(fails)})"))
 
 
-def _check_orbit(report: CheckReport, cert: dict, hidden: list) -> None:
-    size = 1
-    for w in hidden:
-        size *= 2 ** w * factorial(w)
-    formula = " * ".join(f"2^{w} {w}!" for w in hidden)
+#: the sets of units whose outgoing columns sum to zero are counted up to this many distinct partial sums
+MAX_FLIP_SUMS = 1 << 20
+
+
+def _zero_sum_sets(columns) -> int | None:
+    """The sets of units (the empty one included) whose outgoing columns sum to 0, or None past
+    :data:`MAX_FLIP_SUMS` distinct partial sums (the checker's own count, as symeq.fibre.classical's)."""
+    zero = tuple(Fraction(0) for _ in (columns[0] if columns else ()))
+    sums = {zero: 1}
+    for col in columns:
+        nxt = dict(sums)
+        for key, count in sums.items():
+            k2 = tuple(a + b for a, b in zip(key, col))
+            nxt[k2] = nxt.get(k2, 0) + count
+        sums = nxt
+        if len(sums) > MAX_FLIP_SUMS:
+            return None
+    return sums.get(zero, 0)
+
+
+def _check_orbit(report: CheckReport, cert: dict, hidden: list, layers=None, act: str = "tanh", flags=None) -> None:
+    """The orbit in the declared parameter space (issue 25): 2^n n! per hidden layer, except a sigmoid layer
+    whose next layer has no bias ("bias": null): an affine flip adds the unit's outgoing column to that bias,
+    so only the sets of flips whose columns sum to zero stay (Z n!, n! when Z = 1)."""
+    size, parts = 1, []
+    for l, w in enumerate(hidden, 1):
+        if act == "tanh" or flags is None or flags[l]:
+            size *= 2 ** w * factorial(w)
+            parts.append(f"2^{w} {w}!")
+            continue
+        V = layers[l][0]
+        z = _zero_sum_sets([[row[j] for row in V] for j in range(w)])
+        if z is None:
+            report.reasons.append(f"beyond the checker's size limit: the affine flips of hidden layer {l} that keep "
+                                  f"the missing bias of layer {l + 1} at 0 exceed {MAX_FLIP_SUMS} partial sums")
+            return
+        size *= z * factorial(w)
+        parts.append(f"{w}!" if z == 1 else f"{z} {w}!")
+    formula = " * ".join(parts)
     written = str(size) if size.bit_length() < CLASSICAL_ORBIT_BITS else None
     if cert.get("orbit_formula") != formula or cert.get("orbit_size") != written:
         report.reasons.append(f"orbit size must be {formula}" + (f" = {written}" if written else ""))
@@ -266,10 +300,12 @@ def _orbit_invariants(layers, act: str, skip_bias=()) -> list:
     return out
 
 
-def _check_reducibility_witness(report: CheckReport, wit, layers: list, act: str) -> None:
+def _check_reducibility_witness(report: CheckReport, wit, layers: list, act: str, flags=None) -> None:
     """A witness theta' at hidden layer l: the named condition fails there, theta' differs from theta
     only in layers l and l + 1, the pre-activations of layer l + 1 are equal formal sums, and a
-    K-invariant multiset differs."""
+    K-invariant multiset differs.  ``flags`` (per layer: a bias vector in the file) is the declared
+    parameter space: theta' changes no bias of a layer with ``"bias": null``, and no constant moves there."""
+    flags = (True,) * len(layers) if flags is None else flags
     check_keys(_dict(wit, "witness"), "certificate.witness", *WITNESS_KEYS)
     cond, l, units, sign = wit.get("condition"), wit.get("layer"), wit.get("units"), wit.get("sign")
     if not _is_int(l) or not 1 <= l < len(layers):
@@ -308,6 +344,9 @@ def _check_reducibility_witness(report: CheckReport, wit, layers: list, act: str
         if layer not in (l, l + 1) or isinstance(layer, bool) or param not in ("weight", "bias"):
             raise CheckError(f"{at}: layer must be {l} or {l + 1} (the witness's layer and the next) and param "
                              "'weight' or 'bias'")
+        if param == "bias" and not flags[layer - 1]:
+            report.reasons.append(f"witness: {at} changes a bias of layer {layer}, which has none (\"bias\": null)")
+            return
         target = new[layer - 1][0] if param == "weight" else new[layer - 1][1]
         want = 1 if param == "bias" else 2
         if not isinstance(idx, list) or len(idx) != want or not all(_is_int(i) for i in idx):
@@ -331,6 +370,10 @@ def _check_reducibility_witness(report: CheckReport, wit, layers: list, act: str
         check_keys(_dict(term, at), at, *TERM_KEYS)
         if term.get("layer") != l + 1 or isinstance(term.get("layer"), bool):
             raise CheckError(f"{at}: a constant moves into the next layer's bias, layer {l + 1}")
+        if not flags[l]:
+            report.reasons.append(f"witness: {at} moves a constant into the bias of layer {l + 1}, which has none "
+                                  "(\"bias\": null)")
+            return
         parsed.append((_vector(term.get("coefficient"), f"{at}.coefficient", m), parse_number(term.get("at"), f"{at}.at")))
     new = [(Wi, bi[0]) for Wi, bi in new]
     (W2, b2), (V2, c2) = new[l - 1], new[l]
@@ -367,6 +410,7 @@ def check_classical(cert: dict, model: dict, *, max_group_size: int = 10000) -> 
     if verdict not in ("identifiable", "not-identifiable"):
         raise CheckError(f"certificate: verdict must be identifiable or not-identifiable, got {_short(verdict)}")
     n_in, layers = _classical_layers(model)
+    flags = tuple(spec.get("bias") is not None for spec in model["layers"])  # the declared parameter space
     widths = [n_in] + [len(W) for W, _, _ in layers]
     acts = {a for _, _, a in layers[:-1]}
     act = next(iter(acts)) if len(acts) == 1 else None
@@ -409,7 +453,7 @@ def check_classical(cert: dict, model: dict, *, max_group_size: int = 10000) -> 
         elif cert.get("witness") is not None:
             report.reasons.append("an identifiable certificate carries no witness")
         else:
-            _check_orbit(report, cert, widths[1:-1])
+            _check_orbit(report, cert, widths[1:-1], [(W, b) for W, b, _ in layers], act, flags)
     elif irreducible:
         report.reasons.append(f"verdict not-identifiable, but {', '.join(CLASSICAL_CONDITIONS[method])} hold "
                               "(the theorem says identifiable)")
@@ -418,6 +462,6 @@ def check_classical(cert: dict, model: dict, *, max_group_size: int = 10000) -> 
     elif method == "fefferman" and act != "tanh":
         report.reasons.append("a deep reducibility witness is read for tanh networks only")
     else:
-        _check_reducibility_witness(report, cert.get("witness"), [(W, b) for W, b, _ in layers], act)
+        _check_reducibility_witness(report, cert.get("witness"), [(W, b) for W, b, _ in layers], act, flags)
     report.accepted = not report.reasons
     return report

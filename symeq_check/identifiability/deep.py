@@ -9,9 +9,9 @@ from math import comb, factorial, gcd
 
 from .._numbers import CheckError, _dict, _is_int, _short, parse_number
 from ..algebra import _int_columns, _minor_nonzero
-from ..model import _Layer, _model
+from ..model import _Layer, _model, uniform_bias
 from ..report import CheckReport
-from ..schema import MODEL_FORMAT, _strict
+from ..schema import IDENTIFIABILITY_FORMAT, MODEL_FORMAT, _strict
 from .tensor import check_tensor
 
 
@@ -133,7 +133,11 @@ def _check_ident_deep(report: CheckReport, cert: dict, n_in: int, layers) -> Non
     if any(w != n for w in widths[1:-1]) or widths[0] < n or widths[-1] < n:
         report.reasons.append(f"widths {widths} are not (n0, n, ..., n, nL) with n0 >= n <= nL")
         return
-    bias = any(x != 0 for l in layers for x in l.bias)
+    bias = uniform_bias(layers)  # the declared parameter space: one declaration for every layer (issue 25)
+    if bias is None:
+        report.reasons.append("the Jacobian-factor certificates take biases in every layer or in none; this model "
+                              "declares them in some layers only")
+        return
     if cert.get("activations") == "general":  # any polynomial activations, two hidden layers
         _check_ident_deep_general(report, cert, n, bias, layers)
         return
@@ -208,7 +212,11 @@ def _check_ident_deep_widening(report: CheckReport, cert: dict, widths: list, la
         report.reasons.append(f"a widening certificate covers two hidden layers of widths (n0, n, n2, n3) with "
                               f"n0 >= n < n2 <= n3, not {widths}")
         return
-    bias = any(x != 0 for l in layers for x in l.bias)
+    bias = uniform_bias(layers)  # the declared parameter space: one declaration for every layer (issue 25)
+    if bias is None:
+        report.reasons.append("the Jacobian-factor certificates take biases in every layer or in none; this model "
+                              "declares them in some layers only")
+        return
     general = cert.get("activations") == "general"
     if cert.get("bias") is not bias:
         report.reasons.append(f"certificate bias {_short(cert.get('bias'))} differs from the model's {bias}")
@@ -299,10 +307,14 @@ def _check_ident_deep_widening(report: CheckReport, cert: dict, widths: list, la
         return [str(x) for x in v]
 
     top_model = {"format": MODEL_FORMAT, "input_dim": n, "layers": [
-        {"type": "dense", "weight": [vec(r) for r in Ws[1]], "bias": vec(b2),
+        {"type": "dense", "weight": [vec(r) for r in Ws[1]], "bias": vec(b2) if bias else None,
          "activation": {"type": "polynomial", "coeffs": vec(layers[1].act)}},
-        {"type": "dense", "weight": [vec(r) for r in Ws[2]], "bias": vec(layers[2].bias)}]}
+        {"type": "dense", "weight": [vec(r) for r in Ws[2]], "bias": vec(layers[2].bias) if bias else None}]}
     top = _dict(cert.get("top"), "certificate.top")
+    if top.get("format") != IDENTIFIABILITY_FORMAT:
+        report.reasons.append(f"certificate.top: format must be {IDENTIFIABILITY_FORMAT!r}, got "
+                              f"{_short(top.get('format'))}")
+        return
     if top.get("method") is not None or top.get("verdict") != "identifiable":
         report.reasons.append("certificate.top must be a one-hidden-layer (Kruskal) certificate of 'identifiable'")
         return
@@ -359,7 +371,11 @@ def _check_ident_deep_widening3(report: CheckReport, cert: dict, widths: list, l
                               f"n0 >= n < n3 <= n4, not {widths}")
         return
     n, n3 = widths[1], widths[3]
-    bias = any(x != 0 for l in layers for x in l.bias)
+    bias = uniform_bias(layers)  # the declared parameter space: one declaration for every layer (issue 25)
+    if bias is None:
+        report.reasons.append("the Jacobian-factor certificates take biases in every layer or in none; this model "
+                              "declares them in some layers only")
+        return
     general = cert.get("activations") == "general"
     if cert.get("bias") is not bias:
         report.reasons.append(f"certificate bias {_short(cert.get('bias'))} differs from the model's {bias}")
@@ -409,14 +425,14 @@ def _check_ident_deep_widening3(report: CheckReport, cert: dict, widths: list, l
         return [str(x) for x in v]
 
     tail_model = {"format": MODEL_FORMAT, "input_dim": n, "layers": [
-        {"type": "dense", "weight": [vec(r) for r in Ws[k]], "bias": vec(layers[k].bias),
+        {"type": "dense", "weight": [vec(r) for r in Ws[k]], "bias": vec(layers[k].bias) if bias else None,
          "activation": {"type": "polynomial", "coeffs": vec(layers[k].act)}} for k in (1, 2)] + [
-        {"type": "dense", "weight": [vec(r) for r in Ws[3]], "bias": vec(layers[3].bias)}]}
+        {"type": "dense", "weight": [vec(r) for r in Ws[3]], "bias": vec(layers[3].bias) if bias else None}]}
     if bias and not any(x != 0 for l in layers[1:] for x in l.bias):
         report.reasons.append("the tail has no nonzero bias, so its certificate covers bias-free parameters only")
         return
     tail = _dict(cert.get("tail"), "certificate.tail")
-    if tail.get("method") != DEEP_METHOD or "top" not in tail:
+    if tail.get("format") != IDENTIFIABILITY_FORMAT or tail.get("method") != DEEP_METHOD or "top" not in tail:
         report.reasons.append("certificate.tail must be a widening jacobian-factors certificate")
         return
     sub = check_deep(tail, tail_model)

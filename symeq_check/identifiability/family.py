@@ -7,7 +7,7 @@ from fractions import Fraction
 
 from .._numbers import CheckError, _dict, _is_int, _poly, _short
 from ..digest import _digest_differs
-from ..model import _Layer, _model
+from ..model import _Layer, _model, bias_field, declared_biases
 from ..report import CheckReport
 from ..schema import check_keys
 from .rank import JACOBIAN_PRIME, _jac_mod, _jac_rank, _jac_tangents
@@ -42,8 +42,11 @@ def _fraction_rank(vectors: list[dict]) -> int:
     return rank
 
 
-def _jac_family_tangents(layers, bias: bool, offs, fam) -> tuple[list[dict] | None, str]:
-    """The tangents of the named family, re-derived from the model, or (None, why the condition fails)."""
+def _jac_family_tangents(layers, biases, offs, fam) -> tuple[list[dict] | None, str]:
+    """The tangents of the named family, re-derived from the model, or (None, why the condition fails).
+
+    ``biases``: per layer, whether it has bias parameters (the declared space); no family moves a missing
+    bias: a constant neuron's outgoing weights move into the next bias only when the next layer has one."""
     check_keys(_dict(fam, "certificate.family"), "certificate.family", ("kind", "layer", "neurons"),
                ("kind", "layer", "neurons"))
     kind, li, neurons = fam["kind"], fam["layer"], fam["neurons"]
@@ -55,6 +58,7 @@ def _jac_family_tangents(layers, bias: bool, offs, fam) -> tuple[list[dict] | No
             or any(not _is_int(j) or isinstance(j, bool) or not 1 <= j <= n for j in neurons):
         return None, f"family neurons {_short(neurons)} are not distinct neurons of hidden layer {li}"
     js = [j - 1 for j in neurons]
+    bias, next_bias = biases[li - 1], biases[li]
     wi, bi, wn, bn = offs[2 * li - 2], offs[2 * li - 1], offs[2 * li], offs[2 * li + 1]
     rows, col = layer.weight, (lambda j: [nxt.weight[k][j] for k in range(m)])
     act = layer.act
@@ -68,12 +72,12 @@ def _jac_family_tangents(layers, bias: bool, offs, fam) -> tuple[list[dict] | No
         if any(rows[j]):
             return None, f"neuron {j + 1} of hidden layer {li} has a nonzero incoming weight"
         c = _poly(act, layer.bias[j]) if bias else _poly(act, Fraction(0))
-        if not bias and c:
-            return None, f"neuron {j + 1} of hidden layer {li} outputs {c} and the model has no bias to take it"
+        if not next_bias and c:
+            return None, f"neuron {j + 1} of hidden layer {li} outputs {c} and layer {li + 1} has no bias to take it"
         vecs = []
         for k in range(m):
             v = {wn + k * n + j: Fraction(1)}
-            if bias and c:
+            if next_bias and c:
                 v[bn + k] = -c
             vecs.append(v)
         return vecs, ""
@@ -129,10 +133,11 @@ def _check_jacobian_family(cert: dict, n_in: int, layers) -> CheckReport:
     if _digest_differs(report, cert.get("layers_sha256"), layers):
         report.accepted = False
         return report
-    bias = any(x != 0 for l in layers for x in l.bias)
+    bias = declared_biases(layers)  # the declared parameter space, per layer (issue 25)
     widths = [n_in] + [len(l.weight) for l in layers]
-    P = sum(len(l.weight) * len(l.weight[0]) + (len(l.weight) if bias else 0) for l in layers)
-    for key, want in (("widths", widths), ("bias", bias), ("parameters", P), ("prime", str(JACOBIAN_PRIME))):
+    P = sum(len(l.weight) * len(l.weight[0]) + (len(l.weight) if b else 0) for l, b in zip(layers, bias))
+    for key, want in (("widths", widths), ("bias", bias_field(layers, bias)), ("parameters", P),
+                      ("prime", str(JACOBIAN_PRIME))):
         if cert.get(key) != want or isinstance(cert.get(key), bool) != isinstance(want, bool):
             report.reasons.append(f"certificate {key} {_short(cert.get(key))} differs from the model's {want}")
     claim = cert.get("dimension_lower_bound")
@@ -142,11 +147,11 @@ def _check_jacobian_family(cert: dict, n_in: int, layers) -> CheckReport:
         report.accepted = False
         return report
     offs, c = [], 0
-    for l in layers:
+    for l, b in zip(layers, bias):
         offs.append(c)
         c += len(l.weight) * len(l.weight[0])
         offs.append(c)
-        c += len(l.weight) if bias else 0
+        c += len(l.weight) if b else 0
     offs.append(c)
     offs.append(c)
     vecs, why = _jac_family_tangents(layers, bias, offs, cert.get("family"))

@@ -12,7 +12,7 @@ from ..activations import _apply
 from ..attention import _Attention
 from ..conv import _Conv, _out_dim
 from ..digest import _digest_differs
-from ..model import _Layer, _model
+from ..model import _Layer, _model, bias_field, declared_biases
 from ..real import _Real
 from ..report import CheckReport
 from ..schema import check_keys
@@ -200,6 +200,11 @@ def _jac_bias(layer, tokens: int | None = None):
     return _jac_token_block(layer, tokens)[1] if tokens is not None else layer.bias
 
 
+def _flag(bias, i: int) -> bool:
+    """Layer ``i``'s bias flag: ``bias`` is one bool for every layer or one per layer (the declared space)."""
+    return bias if isinstance(bias, bool) else bool(bias[i])
+
+
 def _jac_count(layer, bias: bool, tokens: int | None = None) -> int:
     """The layer's number of parameters in the certificate's order."""
     if isinstance(layer, _Attention):
@@ -208,7 +213,7 @@ def _jac_count(layer, bias: bool, tokens: int | None = None) -> int:
     return len(W) * len(W[0]) + (len(W) if bias else 0)
 
 
-def _jac_rows(layers, bias: bool, point, outputs, p: int = JACOBIAN_PRIME, geometry=None) -> list[list[int]]:
+def _jac_rows(layers, bias, point, outputs, p: int = JACOBIAN_PRIME, geometry=None) -> list[list[int]]:
     """The rows d f_k(x) / d theta mod p for the outputs k, by reverse mode (one forward pass).
 
     A conv2d layer (:class:`_Conv`) is read on its kernels: ``geometry[i]`` is its ``sources()`` map
@@ -288,21 +293,21 @@ def _jac_rows(layers, bias: bool, point, outputs, p: int = JACOBIAN_PRIME, geome
                 continue
             if kind == "dense":
                 blk = [d * v % p for d in delta for v in hin]
-                if bias:
+                if _flag(bias, i):
                     blk += delta
             elif kind == "tokens":
                 n, d = len(W), len(W[0])
                 Dt = [delta[t * n:(t + 1) * n] for t in range(T)]
                 Ht = [hin[t * d:(t + 1) * d] for t in range(T)]
                 blk = [sum(Dt[t][r] * Ht[t][c] for t in range(T)) % p for r in range(n) for c in range(d)]
-                if bias:
+                if _flag(bias, i):
                     blk += [sum(Dt[t][r] for t in range(T)) % p for r in range(n)]
             else:
                 cols = extra
                 npix = len(cols[0]) if cols else 0
                 D = [delta[o * npix:(o + 1) * npix] for o in range(len(W))]
                 blk = [sum(map(mul, d, col)) % p for d in D for col in cols]
-                if bias:
+                if _flag(bias, i):
                     blk += [sum(d) % p for d in D]
             blocks.append(blk)
             if not i:
@@ -455,8 +460,11 @@ def _jac_is_prime(n: int) -> bool:
     return True
 
 
-def _jac_continuous(coeffs, bias: bool):
-    """(s, d, e) when sigma = c (t - s)^d + e has every alpha != 0 as a latent scaling, else None."""
+def _jac_continuous(coeffs, bias: bool, nxt: bool | None = None):
+    """(s, d, e) when sigma = c (t - s)^d + e has every alpha != 0 as a latent scaling, else None: the shift
+    s (1 - alpha) needs the layer's own biases (``bias``) unless s = 0, the offset e (1 - alpha^d) the next
+    layer's (``nxt``; None: as ``bias``) unless e = 0."""
+    nxt = bias if nxt is None else nxt
     if not isinstance(coeffs, tuple) or len(coeffs) < 3:
         return None
     d = len(coeffs) - 1
@@ -466,7 +474,7 @@ def _jac_continuous(coeffs, bias: bool):
     if any(shifted[k] != 0 for k in range(1, d)):
         return None
     e = shifted[0]
-    if e != 0 and not bias:
+    if e != 0 and not nxt:
         return None
     if not bias and s != 0:
         return None
@@ -479,13 +487,14 @@ def _jac_dense_like(layer) -> bool:
     return isinstance(layer, _Layer) and "token-wise" not in layer.label
 
 
-def _jac_tangents(layers, bias: bool, offs) -> list[dict]:
+def _jac_tangents(layers, bias, offs) -> list[dict]:
     """The scalings' generators at theta; a CheckError names a continuous scaling next to a convolution
     (symeq.fibre.jacobian writes no certificate there: the tangent is computed between dense layers only)."""
     gens = []
     for i, layer in enumerate(layers[:-1]):
         # ReLU: the positive rescalings relu(alpha z) = alpha relu(z), i.e. (s, d, e) = (0, 1, 0)
-        cont = (Fraction(0), 1, Fraction(0)) if _jac_pl(layer.act) is not None else _jac_continuous(layer.act, bias)
+        cont = (Fraction(0), 1, Fraction(0)) if _jac_pl(layer.act) is not None else \
+            _jac_continuous(layer.act, _flag(bias, i), _flag(bias, i + 1))
         if cont is None:
             continue
         if not (_jac_dense_like(layer) and _jac_dense_like(layers[i + 1])):
@@ -501,12 +510,12 @@ def _jac_tangents(layers, bias: bool, offs) -> list[dict]:
             for k, x in enumerate(row):
                 if x:
                     v[offs[2 * i] + j * nin + k] = x
-            if bias and layer.bias[j] - s:
+            if _flag(bias, i) and layer.bias[j] - s:
                 v[offs[2 * i + 1] + j] = layer.bias[j] - s
             for k, nrow in enumerate(nweight):
                 if nrow[j]:
                     v[offs[2 * i + 2] + k * len(nrow) + j] = -d * nrow[j]
-                    if bias and e:
+                    if _flag(bias, i + 1) and e:
                         v[offs[2 * i + 3] + k] = d * e * nrow[j]
             gens.append(v)
     return gens
@@ -537,10 +546,12 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
     if _digest_differs(report, cert.get("layers_sha256"), layers):
         report.accepted = False
         return report
-    bias = any(x != 0 for l in layers if not isinstance(l, _Attention) for x in l.bias)
+    # the declared parameter space (issue 25): a layer's biases are parameters when the file gives it a bias
+    # vector (zeros included), none with "bias": null -- per layer
+    bias = declared_biases(layers)
     widths = [n_in] + [_out_dim(l) for l in layers]
-    P = sum(_jac_count(l, bias, T) for l in layers)
-    for key, want in (("widths", widths), ("bias", bias), ("parameters", P)):
+    P = sum(_jac_count(l, b, T) for l, b in zip(layers, bias))
+    for key, want in (("widths", widths), ("bias", bias_field(layers, bias)), ("parameters", P)):
         if cert.get(key) != want or isinstance(cert.get(key), bool) != isinstance(want, bool):
             report.reasons.append(f"certificate {key} {_short(cert.get(key))} differs from the model's {want}")
     prime = cert.get("prime")
@@ -587,9 +598,9 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
         report.accepted = None
         return report
     offs, c = [], 0
-    for l in layers:  # per layer: where its weights start, where its biases start
+    for l, b in zip(layers, bias):  # per layer: where its weights start, where its biases start
         offs += [c, c + _jac_count(l, False, T)]
-        c += _jac_count(l, bias, T)
+        c += _jac_count(l, b, T)
     try:
         gens = (_jac_attention_tangents(layers, offs) if T is not None else []) + _jac_tangents(layers, bias, offs)
     except CheckError as e:

@@ -1,0 +1,152 @@
+"""Issue 25 (5): every field of every identifiability certificate kind is checked or informational.
+
+For each kind (tensor, Jacobian factors with and without a widening top block, Sussmann, Fefferman,
+jacobian-rank with and without a continuous orbit, its family certificate, the ReLU local certificate)
+every field of a genuine certificate is tampered with (tests/json_mutations.py: each leaf changed, each
+key removed, one added, each list grown and shrunk).  A mutation is refused, unless it is in
+
+* ``INFORMATIONAL`` (docs/certificates.md, "Identifiability certificates"): not read for the verdict;
+  a changed value leaves the verdict as it was;
+* ``REVERIFIED``: data of the proof that the checker recomputes (sample points, row and column
+  choices, Kruskal's and the independence proofs, the per-neuron polynomials read as values): another
+  valid choice is another proof of the same verdict, so the checker may accept it -- with the same verdict.
+
+A new certificate field that the checker ignores shows up as an accepted mutation outside both sets.
+"""
+import json
+
+import pytest
+
+import symeq_check as check
+from json_mutations import field_mutations
+from symeq.activations import monomial, polynomial, real, relu, tanh_series
+from symeq.fibre.classical import classical_identifiability
+from symeq.fibre.decide import relu_local_identifiability
+from symeq.fibre.jacobian import jacobian_identifiability
+from symeq.fibre.tensor import tensor_identifiability
+from symeq.io import model_to_json
+from symeq.models import DenseLayer, Model
+
+INFORMATIONAL = {
+    "jacobian-rank": {".seed", ".parameter_order", ".orbit_generators"},
+    "jacobian-rank family": {".parameter_order", ".orbit_generators"},
+    "tensor": {".witness.text"},  # the witness's description, for people
+}
+REVERIFIED = {
+    "jacobian-rank": {".points", ".rows", ".pivot_columns"},
+    # the witness's neuron: bias-free, every neuron has the same system a_k (1 - lambda^(d-k)) = 0
+    "tensor": {".independence", ".kruskal.modes", ".neurons", ".witness.neuron", ".witness.polynomials"},
+    "widening": {".full_rank.W1_columns", ".full_rank.W2_rows", ".full_rank.W3_rows", ".top.independence",
+                 ".top.kruskal.modes", ".top.neurons"},
+}
+
+
+def _net(n0, Ws, acts, bs=None):
+    return Model(n0, [DenseLayer(W, bs[i] if bs else None, acts[i] if i < len(acts) else None)
+                      for i, W in enumerate(Ws)])
+
+
+def _circ(row):
+    return [[row[(j - i) % 3] for j in range(3)] for i in range(3)]
+
+
+C3 = [_circ([1, 2, -1]), _circ([2, -1, 3]), _circ([1, 1, -3])]
+
+
+def _kinds():
+    """(name, family of field sets, model, certificate) of every identifiability certificate kind."""
+    t4 = polynomial([0, 1, 0, 0, 1])
+    yield ("tensor identifiable", "tensor",
+           _net(3, [[[1, 2, -1], [3, -1, 2], [1, 1, 4]], [[2, -1, 1], [1, 1, -3], [0, 2, 5]]], [polynomial([0, 1, 0, 1])],
+                [[1, -2, 3], [0, 0, 0]]), lambda m: tensor_identifiability(m))
+    yield ("tensor witness over C", "tensor", _net(2, [[[1, 2], [3, -1]], [[2, -1], [1, 1]]], [t4]),
+           lambda m: tensor_identifiability(m, field="C"))
+    yield ("jacobian-factors", "tensor", _net(3, C3, [monomial(2), monomial(3)]), tensor_identifiability)
+    yield ("jacobian-factors general", "tensor",
+           _net(3, C3, [polynomial([1, 2, 1])] * 2, [[1, 1, 1], [2, 2, 2], [-1, -1, -1]]), tensor_identifiability)
+    yield ("jacobian-factors widening", "widening",
+           _net(3, [[[1, 2, -1], [2, -1, 1], [1, 1, 3]], [[1, -2, 1], [2, 1, -1], [-1, 1, 2], [1, 3, 1]],
+                    [[1, 0, 2, -1], [0, 1, 1, 2], [2, -1, 0, 1], [1, 1, -1, 0], [1, 2, 1, 1]]],
+                [monomial(2), monomial(3)], [[1, -1, 2], [0, 1, -1, 2], [1, 0, 0, -1, 1]]), tensor_identifiability)
+    yield ("sussmann identifiable", None,
+           Model(2, [DenseLayer([[1, 2], [3, -1]], [1, -2], real("tanh")), DenseLayer([[2, -1]], [1], None)]),
+           classical_identifiability)
+    yield ("sussmann witness", None,
+           Model(2, [DenseLayer([[1, 2], [-1, -2]], [1, -1], real("tanh")), DenseLayer([[2, -1]], [1], None)]),
+           classical_identifiability)
+    W = [[[201, 401], [-301, 503]], [[211, 409], [-307, 509]], [[223, 419]]]
+    yield ("fefferman identifiable", None,
+           Model(2, [DenseLayer(W[0], [1, -2], real("tanh")), DenseLayer(W[1], [3, -5], real("tanh")),
+                     DenseLayer(W[2], [7], None)]), classical_identifiability)
+    yield ("fefferman witness", None,
+           Model(2, [DenseLayer([[1, 2], [-1, -2]], [1, -1], real("tanh")),
+                     DenseLayer([[2, -1], [1, 3]], [1, 2], real("tanh")), DenseLayer([[2, -1]], [1], None)]),
+           classical_identifiability)
+    yield ("jacobian-rank", "jacobian-rank",
+           Model(2, [DenseLayer([[1, 2], [3, -1]], [1, -2], tanh_series(3)), DenseLayer([[2, -1], [1, 1]], [1, 0], None)]),
+           jacobian_identifiability)
+    yield ("jacobian-rank with an orbit", "jacobian-rank",
+           Model(3, [DenseLayer([[1, 2, -1], [3, -1, 1], [2, 1, 1]], None, monomial(3)),
+                     DenseLayer([[1, 2, 3], [1, -1, 2], [2, 1, 1]], None, None)]), jacobian_identifiability)
+    yield ("jacobian-rank family", "jacobian-rank family",
+           Model(2, [DenseLayer([[1, 2], [1, 2]], [1, 1], tanh_series(3)), DenseLayer([[2, -1], [1, 1]], [1, 0], None)]),
+           jacobian_identifiability)
+    yield ("jacobian-rank relu", "jacobian-rank",
+           Model(2, [DenseLayer([[1, 2], [3, -1], [-2, 1]], [1, -1, 2], relu()), DenseLayer([[1, -2, 3]], [1], None)]),
+           relu_local_identifiability)
+
+
+KINDS = list(_kinds())
+
+
+def _run(cert, model):
+    try:
+        rep = check.check_certificate(cert, model)
+    except check.CheckError:
+        return None, None
+    return rep.accepted, rep.verdict
+
+
+def _field(path: str) -> str:
+    """The field a mutation path is in: '.a.b[3].c-removed' -> '.a.b'."""
+    for cut in ("[", "-removed", "+key", "+item", "-item"):
+        path = path.split(cut)[0]
+    return path
+
+
+def _under(path: str, fields: set) -> bool:
+    return any(path == f or path.startswith(f + ".") for f in fields)
+
+
+@pytest.mark.parametrize("name, family, model, decide", KINDS, ids=[k[0] for k in KINDS])
+def test_every_field_is_checked_or_informational(name, family, model, decide):
+    cert = json.loads(json.dumps(decide(model).certificate))
+    data = json.loads(json.dumps(model_to_json(model)))
+    accepted, verdict = _run(cert, data)
+    assert accepted is True, name
+    info = INFORMATIONAL.get(family, set())
+    again = REVERIFIED.get(family, set())
+    seen_info, refused = set(), 0
+    for path, mutated in field_mutations(cert):
+        ok, v = _run(mutated, data)
+        field = _field(path)
+        if ok is True:
+            assert _under(field, info | again), (name, path, "accepted, but neither checked nor informational")
+            assert v == verdict, (name, path)
+            seen_info |= {f for f in info if _under(field, {f})}
+        else:
+            refused += 1
+    assert refused > 10, name
+    # each informational field present was changed somewhere, and the verdict stayed
+    present = {f for f in info for p, _ in field_mutations(cert) if _under(_field(p), {f})}
+    assert seen_info == present, (name, seen_info, present)
+
+
+def test_top_format_of_the_widening_certificate_is_checked():
+    name, family, model, decide = next(k for k in KINDS if k[0] == "jacobian-factors widening")
+    cert = json.loads(json.dumps(decide(model).certificate))
+    data = json.loads(json.dumps(model_to_json(model)))
+    for bad in ("symeq-identifiability/2", "symeq-certificate/2", None):
+        c = json.loads(json.dumps(cert))
+        c["top"]["format"] = bad
+        assert _run(c, data)[0] is not True, bad
