@@ -37,8 +37,8 @@ CERTIFICATE_FORMAT = "symeq-certificate/2"  # sparse actions; symeq_check also r
 # required ones.  An unknown key is refused (exit 2) instead of ignored: a misspelt "biases" must
 # not silently become a bias-free layer.  "bias" is required on dense and conv2d layers; null means
 # no bias.
-MODEL_KEYS = (("format", "name", "input_dim", "layers", "group"), ("input_dim", "layers"))
-DENSE_KEYS = (("type", "weight", "bias", "activation"), ("weight", "bias"))
+MODEL_KEYS = (("format", "name", "input_dim", "layers", "group"), ("format", "input_dim", "layers"))
+DENSE_KEYS = (("type", "weight", "bias", "activation"), ("type", "weight", "bias"))
 ATTENTION_KEYS = (("type", "tokens", "heads", "scoring", "scale", "bias"), ("type", "tokens", "heads"))
 HEAD_KEYS = (("query", "key", "value", "out", "score_bias"), ("query", "key", "value", "out"))
 FLATTEN_KEYS = (("type",), ("type",))
@@ -81,7 +81,9 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list[Dens
         at = f"{where}[{i}]"
         if not isinstance(spec, dict):
             raise InputError(f"{at} must be an object")
-        kind = spec.get("type", "dense")
+        if "type" not in spec:  # required, as the checker requires it: no layer kind is guessed
+            raise InputError(f"{at}: missing key \"type\" (\"dense\", \"conv2d\", \"flatten\", \"attention\", ...)")
+        kind = spec["type"]
         if kind == "flatten":
             check_keys(spec, at, *FLATTEN_KEYS, error=InputError)
         if kind == "attention":
@@ -293,7 +295,7 @@ def model_header(data, where: str = "model") -> int:
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object")
     check_keys(data, where, *MODEL_KEYS, error=InputError)
-    fmt = data.get("format", MODEL_FORMAT)
+    fmt = data["format"]  # required (MODEL_KEYS), as the checker requires it
     if fmt != MODEL_FORMAT:
         raise InputError(f"{where}: unsupported format {fmt!r}; expected {MODEL_FORMAT!r}")
     n = data.get("input_dim")

@@ -127,8 +127,8 @@ def _chain(layers: list) -> list:
 def _group(value, n_in: int, n_out: int, where: str) -> list[tuple[Matrix, Matrix]]:
     check_keys(_dict(value, where), _path(where), *GROUP_KEYS)
     gens = value.get("generators")
-    if not isinstance(gens, list):
-        raise CheckError(f"{where}: 'generators' must be a list")
+    if not isinstance(gens, list) or not gens:  # as symeq reads it: a group has a generator
+        raise CheckError(f"{where}: 'generators' must be a non-empty list")
     out = []
     for k, g in enumerate(gens):
         check_keys(_dict(g, f"{where} generator {k + 1}"), f"{_path(where)}.generators[{k}]", *GENERATOR_KEYS)

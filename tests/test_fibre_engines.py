@@ -278,8 +278,8 @@ def test_cli_bad_input(tmp_path, capsys):
     assert _run_cli(["fibre", str(bad)]) == 2
     relu = tmp_path / "relu.json"
     relu.write_text(json.dumps({"format": "symeq-model/1", "input_dim": 1,
-                                "layers": [{"weight": [["1"]], "bias": ["0"], "activation": {"type": "relu"}},
-                                           {"weight": [["1"]], "bias": ["0"]}]}))
+                                "layers": [{"type": "dense", "weight": [["1"]], "bias": ["0"], "activation": {"type": "relu"}},
+                                           {"type": "dense", "weight": [["1"]], "bias": ["0"]}]}))
     # a ReLU model is not bad input: the exact ReLU functional dimension decides it locally (exit 3)
     assert _run_cli(["fibre", str(relu)]) == 3
     assert "locally-identifiable" in capsys.readouterr().out

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Callable, ClassVar
 
@@ -814,6 +815,21 @@ def _attention_from_json(spec: dict, input_dim: int, at: str) -> NumericAttentio
         raise InputError(f"{at}: {e}") from None
 
 
+def _floats_as_exact(value, where: str):
+    """``value`` with every JSON float replaced by the string of its exact binary value ("p/q"), for the
+    exact reader; a NaN or an infinity is refused (exit 2)."""
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InputError(f"{where}: {value!r} is not a finite number")
+        q = Fraction(value)
+        return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
+    if isinstance(value, dict):
+        return {k: _floats_as_exact(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_floats_as_exact(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
 def model_from_json(data, where: str = "model") -> NumericModel:
     """A numeric model from the ``symeq-model/1`` structure; floats and "p/q" strings allowed."""
     from ..groups.core import GENERATOR_KEYS, GROUP_KEYS
@@ -825,10 +841,11 @@ def model_from_json(data, where: str = "model") -> NumericModel:
         raise InputError(f"{where}.layers must be a non-empty list of layers")
     from ..io import IMAGE_KINDS
     if any(isinstance(sp, dict) and sp.get("type") in IMAGE_KINDS for sp in specs):
-        # a file with convolutions: the exact reader (kernels, pooling folded, strict keys), then floats
+        # a file with convolutions: the exact reader (kernels, pooling folded, strict keys), then floats; a
+        # float in it (this reader allows them) is handed over as its exact binary value, so nothing rounds
         from ..io import model_from_json as exact_model_from_json
 
-        return from_exact(exact_model_from_json(data, where))
+        return from_exact(exact_model_from_json(_floats_as_exact(data, where), where))
     layers, width = [], n
     tokens = None  # after an attention layer, dense layers act token-wise with per-token weights
     for i, spec in enumerate(specs):
