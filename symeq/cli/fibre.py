@@ -218,6 +218,8 @@ def report_to_json(rep, model_path: str | None = None) -> dict:
         from ..fibre.decide import _limit_json
 
         d["limit"] = _limit_json(rep.limit)
+    if rep.budget is not None:
+        d["stopped"] = rep.budget  # the time budget stopped a step; the strongest result reached is kept
     d.setdefault("reason", rep.reason)
     if rep.method is not None:
         d["method"] = rep.method

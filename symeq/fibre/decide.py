@@ -120,6 +120,8 @@ class IdentifiabilityReport:
                     "tried": list(self.tried), "hints": list(self.hints), "seconds": round(self.seconds, 4)})
         if self.limit is not None:
             out["limit"] = _limit_json(self.limit)
+        if self.budget is not None:
+            out["stopped"] = self.budget
         if self.notes:
             out["notes"] = list(dict.fromkeys(list(out.get("notes") or []) + self.notes))
         if self.local is not None and self.method != "jacobian-rank":
