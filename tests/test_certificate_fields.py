@@ -150,3 +150,52 @@ def test_top_format_of_the_widening_certificate_is_checked():
         c = json.loads(json.dumps(cert))
         c["top"]["format"] = bad
         assert _run(c, data)[0] is not True, bad
+
+
+# ----------------------------------------------------------------------------- the pivot block (issue 25, 6)
+
+def _orbit_certificate():
+    name, family, model, decide = next(k for k in KINDS if k[0] == "jacobian-rank with an orbit")
+    r = decide(model)
+    return model, r, json.loads(json.dumps(r.certificate)), json.loads(json.dumps(model_to_json(model)))
+
+
+def test_pivot_block_is_named_and_accepted():
+    model, r, cert, data = _orbit_certificate()
+    assert r.orbit_dimension > 0 and len(cert["pivot_columns"]) == r.rank < r.n_params
+    rep = check.check_certificate(cert, data)
+    assert rep.accepted is True and any("pivot columns" in c for c in rep.checks), rep.checks
+
+
+def test_pivot_block_tampered_is_refused():
+    """A block through the support of an orbit generator t is singular (J t = 0 restricted to it), so the
+    rank of those columns falls short: refused; so are repeated, missing and out-of-range columns."""
+    from symeq.fibre.jacobian import orbit_tangent
+
+    model, r, cert, data = _orbit_certificate()
+    P, rank = r.n_params, r.rank
+    support = sorted(orbit_tangent(model)[0][1])
+    singular = support + [c for c in range(P) if c not in support][:rank - len(support)]
+    assert len(singular) == rank
+    bad = {"singular block": singular,
+           "a repeated column": cert["pivot_columns"][:-1] + cert["pivot_columns"][:1],
+           "one column short": cert["pivot_columns"][:-1],
+           "outside the parameters": cert["pivot_columns"][:-1] + [P],
+           "not integers": [str(c) for c in cert["pivot_columns"]]}
+    for what, cols in bad.items():
+        rep_ok = _run(dict(cert, pivot_columns=cols), data)[0]
+        assert rep_ok is False or rep_ok is None, what
+    rep = check.check_certificate(dict(cert, pivot_columns=singular), data)
+    assert any("pivot columns" in x and f"not {rank}" in x for x in rep.reasons), rep.reasons
+
+
+def test_standard_library_elimination_agrees(monkeypatch):
+    """SYMEQ_CHECK_STDLIB=1: the checker eliminates with the standard library (no python-flint) and says so;
+    the verdict is the same, with and without the pivot block."""
+    model, r, cert, data = _orbit_certificate()
+    fast = check.check_certificate(cert, data)
+    monkeypatch.setenv("SYMEQ_CHECK_STDLIB", "1")
+    for c in (cert, {k: v for k, v in cert.items() if k != "pivot_columns"}):
+        slow = check.check_certificate(c, data)
+        assert slow.accepted is True and any("standard library" in x for x in slow.checks), slow.checks
+    assert fast.accepted is True and any("nmod_mat" in x for x in fast.checks), fast.checks

@@ -101,7 +101,7 @@ STRUCTURED_MIN_PARAMS = 1000
 #: families whose tangents are tried one by one (each is a curve or linear space in the fibre)
 MAX_FAMILIES = 2000
 #: name the r pivot columns in a certificate with r < #params (the checker then eliminates that block only)
-PIVOT_COLUMNS = False
+PIVOT_COLUMNS = True
 #: the sample points f_theta(t) = f_theta is re-checked at exactly, for a rotation curve, up to this many parameters
 _CURVE_CHECK_PARAMS = 2000
 

@@ -41,7 +41,10 @@ MAX_JACOBIAN_WORK = 3 * 10 ** 11
 #: taps times its output pixels), the multiplications of one reverse-mode row (pure Python: ~10^7 a second)
 MAX_JACOBIAN_ROW_WORK = 2 * 10 ** 9
 JACOBIAN_KEYS = ("format", "method", "verdict", "widths", "bias", "layers_sha256", "prime", "seed", "parameters",
-                 "parameter_order", "points", "rows", "rank", "orbit_dimension", "orbit_generators")
+                 "parameter_order", "points", "rows", "rank", "orbit_dimension", "orbit_generators", "pivot_columns")
+#: ``SYMEQ_CHECK_STDLIB=1`` in the environment: eliminate with the standard library even where python-flint
+#: is importable (its ``nmod_mat`` is then an optional accelerator of the elimination only, named in the report)
+STDLIB_ENV = "SYMEQ_CHECK_STDLIB"
 _SLOT = 128
 
 
@@ -437,6 +440,33 @@ def _jac_rank_small(rows: list[list[int]], ncols: int, q: int) -> int:
     return rank
 
 
+def _flint_nmod_mat():
+    """python-flint's ``nmod_mat`` when importable and not switched off (:data:`STDLIB_ENV`), else None."""
+    import os
+
+    if os.environ.get(STDLIB_ENV, "") not in ("", "0"):
+        return None
+    try:
+        from flint import nmod_mat
+    except ImportError:
+        return None
+    return nmod_mat
+
+
+def _rank_mod(rows, ncols: int, q: int, nmod_mat=None) -> int:
+    """Rank modulo the prime q of rows (iterables of residues in [0, q)): python-flint's ``nmod_mat`` when
+    given, else this module's packed-integer elimination (:func:`_jac_rank_small` below 2^30, else
+    :func:`_jac_rank` for 2^61 - 1)."""
+    if nmod_mat is not None:
+        dense = [list(r) for r in rows]
+        if not dense:
+            return 0
+        return nmod_mat(dense, q).rank()
+    if q < (1 << 30):
+        return _jac_rank_small(rows, ncols, q)
+    return _jac_rank(list(rows), ncols)
+
+
 def _jac_is_prime(n: int) -> bool:
     if n < 2:
         return False
@@ -579,7 +609,14 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
                               f"the {len(points) * K} rows of the Jacobian")
         report.accepted = False
         return report
-    work = len(rows) * r * P
+    pivots = cert.get("pivot_columns")
+    if pivots is not None and (not isinstance(pivots, list) or len(pivots) != r or len(set(map(str, pivots))) != r
+                               or any(not _is_int(c) or isinstance(c, bool) or not 0 <= c < P for c in pivots)):
+        report.reasons.append(f"certificate pivot_columns must list {r} distinct columns of the {P} parameters")
+        report.accepted = False
+        return report
+    ncols = P if pivots is None else r  # with pivots: the r x r block (rows x r) is eliminated, not rows x P
+    work = len(rows) * r * ncols
     # the rows themselves: a conv2d layer costs taps x output pixels x channels per row (twice: forward, backward)
     row_work = len(rows) * sum(len(l.rows) * len(l.rows[0]) * len(l.sources()[0]) if isinstance(l, _Conv)
                                else 4 * l.tokens * (l.tokens + l.d) * _jac_count(l, False) if isinstance(l, _Attention)
@@ -592,7 +629,7 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
         return report
     if work > MAX_JACOBIAN_WORK:
         report.reasons.append(f"beyond the checker's size limit: {len(rows)} rows, rank {r} and {P} parameters need "
-                              f"rows r P = {work:.3g} "
+                              f"rows r {'P' if pivots is None else 'r'} = {work:.3g} "
                               f"slot operations > {MAX_JACOBIAN_WORK:.3g} (symeq_check.identifiability.rank.MAX_JACOBIAN_WORK); nothing "
                               "was verified")
         report.accepted = None
@@ -641,24 +678,39 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
     if cert.get("orbit_dimension") != dim:
         report.reasons.append(f"certificate orbit_dimension {_short(cert.get('orbit_dimension'))} differs from "
                               f"the recomputed {dim}")
+    def block(prime):  # the certified rows, restricted to the pivot columns when the certificate names them
+        if pivots is None:
+            yield from jacobian_rows(prime)
+            return
+        for row in jacobian_rows(prime):
+            yield [row[c] for c in pivots]
+
+    nmod_mat = _flint_nmod_mat()
     rank, modulus = None, JACOBIAN_PRIME
     for q in _CHECK_PRIMES:  # fast: one-digit multipliers; the certificate's prime if both fall short
         try:
-            rq = _jac_rank_small(jacobian_rows(q), P, q)
+            rq = _rank_mod(block(q), ncols, q, nmod_mat)
         except CheckError:  # q divides a denominator
             continue
         if rq == r:
             rank, modulus = rq, q
             break
     if rank is None:
-        rank = _jac_rank(list(jacobian_rows(p)), P)
+        rank = _rank_mod(block(p), ncols, p, nmod_mat)
+    what = "rows" if pivots is None else f"rows restricted to the {r} pivot columns"
     if rank != r:
-        report.reasons.append(f"the {len(rows)} certified rows of the Jacobian have rank {rank} modulo 2^61 - 1, not {r}")
+        report.reasons.append(f"the {len(rows)} certified {what} of the Jacobian have rank {rank} modulo 2^61 - 1, "
+                              f"not {r}")
     elif r != P - dim:
         report.reasons.append(f"rank {r} != #params {P} - dim K.theta {dim}: not locally identifiable")
     if not report.reasons:
         report.checks.append(f"{len(rows)} rows of the Jacobian at {len(points)} rational points recomputed mod "
-                             f"{modulus}: rank {r} (a nonzero {r} x {r} minor modulo a prime: rank over Q >= {r})")
+                             f"{modulus}" + ("" if pivots is None else f", restricted to the certificate's {r} pivot "
+                                             "columns") + f": rank {r} (a nonzero {r} x {r} minor modulo a prime: "
+                             f"rank over Q >= {r})")
+        report.checks.append("the elimination: " + (
+            f"python-flint's nmod_mat (an optional accelerator; {STDLIB_ENV}=1 eliminates with the standard library)"
+            if nmod_mat is not None else "standard library (packed integers)"))
         report.checks.append(f"orbit tangent of K's continuous part: {len(gens)} generator(s) in the kernel, "
                              f"dimension {dim}; rank = #params {P} - {dim}: locally identifiable (constant-rank "
                              "theorem; the fibre far from theta is not examined)")
