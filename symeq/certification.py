@@ -409,9 +409,12 @@ def _validated(x, y, where: str):
     """x as an N x features float array with N >= 1 and every entry finite; y as integer labels (an array
     of integers, or of floats that are whole numbers), one per row, or None."""
     try:
-        x = np.asarray(x, dtype=np.float64)
+        x = np.asarray(x)
+        if x.dtype.kind not in "biuf":  # strings, objects, complex numbers (whose imaginary part would be dropped)
+            raise TypeError
+        x = x.astype(np.float64)
     except (TypeError, ValueError):
-        raise InputError(f"{where}: the inputs x are not numbers") from None
+        raise InputError(f"{where}: the inputs x are not real numbers") from None
     if x.ndim == 0 or x.shape[0] == 0 or x.size == 0:
         raise InputError(f"{where}: the data has no inputs (x has shape {x.shape}); give at least one data point")
     x = x.reshape(x.shape[0], -1)
@@ -890,8 +893,12 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     cert = Certification("undetermined", dists, {}, None, digits, method, proven, cand_json, None, exact_model, bar,
                          max_distance, notes, metric=metric, distance=best["score"],
                          layer_distances_data=best["wd"], search=search, actions=_actions_json(ngroup, gen_actions))
-    if ft_opts is None and metric == "parameters":  # the written (rounded) theta-bar's distance
-        cert.distance = parameter_distance(model, written)
+    if ft_opts is None:  # the written (rounded) theta-bar's distance in the metric
+        if metric == "parameters":
+            cert.distance = parameter_distance(model, written)
+        else:
+            _, cert.distance = weighted_distances(model, written, [symmetrised_moment(S, chains, li)
+                                                                   for li, S in enumerate(moments)])
     if ft_info is not None:
         ft_info["nearest"] = {"metric": metric, "distance": best["score"], "parameters_per_layer": best["layer"]}
         ft_info["parameters_per_layer"] = layer_distances(model, written)

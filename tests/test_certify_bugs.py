@@ -46,6 +46,8 @@ def _certify(path, *extra):
     ({"x": np.ones((5, 16)), "y": np.array([0.5, 1.2, 0.0, 1.0, 0.0])}, "whole numbers"),
     ({"x": np.ones((5, 16)), "y": np.array([0.0, np.nan, 0.0, 1.0, 0.0])}, "NaN"),
     ({"x": np.ones((5, 16)), "y": np.array(["a", "b", "c", "d", "e"])}, "not numbers"),
+    ({"x": np.ones((5, 16)) * (1 + 1j)}, "not real numbers"),
+    ({"x": np.array(5.0)}, "no inputs"),
     ({"x": np.ones((5, 16)), "y": np.array([0, 1, 0, 1, 0])}, "--task"),  # labels, output = input size
 ])
 def test_bad_data_exit_2_with_a_message(tmp_path, capsys, arrays, needle):
