@@ -374,6 +374,63 @@ def test_verify_exact_floats_refutes_an_elu_conv_net_with_arb_balls(tmp_path, ca
     assert r is not None and r.holds is False and r.method == "arb-witness"
 
 
+# -- residual additions: refused by the chain readers, the float twin for numeric-check ----------------
+
+class _C4ResNet(torch.nn.Module):
+    """stem conv -> BN -> ReLU -> relu(x + bn(conv(relu(bn(conv(x)))))) -> global mean -> Linear -> softmax."""
+
+    def __init__(self, F=2, broken=False, seed=0):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.stem, self.bn0 = torch.nn.Conv2d(1, 4 * F, 3, padding=1), torch.nn.BatchNorm2d(4 * F)
+        self.c1, self.bn1 = torch.nn.Conv2d(4 * F, 4 * F, 3, padding=1), torch.nn.BatchNorm2d(4 * F)
+        self.c2, self.bn2 = torch.nn.Conv2d(4 * F, 4 * F, 3, padding=1), torch.nn.BatchNorm2d(4 * F)
+        self.lin = torch.nn.Linear(4 * F, 3)
+        with torch.no_grad():
+            self.stem.weight.copy_(_lift(torch.randn(F, 1, 3, 3, generator=gen) / 3))
+            for c in (self.c1, self.c2):
+                c.weight.copy_(_regular(torch.randn(F, F, 4, 3, 3, generator=gen) / (3 * F)))
+            for c in (self.stem, self.c1, self.c2):
+                c.bias.copy_(0.1 * torch.randn(F, generator=gen).repeat_interleave(4))
+            self.lin.weight.copy_(torch.randn(3, F, generator=gen).repeat_interleave(4, dim=1))
+            if broken:  # one kernel of the block's second conv not symmetric
+                self.c2.weight[0, 0, 0, 0] += 0.2
+        for bn in (self.bn0, self.bn1, self.bn2):
+            _field_bn(bn, F, gen)
+
+    def forward(self, x):
+        x = torch.relu(self.bn0(self.stem(x)))
+        x = torch.relu(x + self.bn2(self.c2(torch.relu(self.bn1(self.c1(x))))))
+        return torch.softmax(self.lin(x.mean(dim=(2, 3))), dim=1)
+
+
+def test_residual_block_float_twin_for_numeric_check_and_refusal_elsewhere(tmp_path, capsys):
+    from symeq.numeric.onnx_io import load_onnx_residual
+
+    net = _C4ResNet().eval()
+    assert _rot_invariance_error(net, 8) < 1e-6
+    _export(net, (1, 1, 8, 8), tmp_path / "res.onnx")
+    twin = load_onnx_residual(tmp_path / "res.onnx")
+    x = np.random.default_rng(0).standard_normal((3, 64))
+    with torch.no_grad():
+        logp = torch.log(net(torch.from_numpy(x).float().reshape(3, 1, 8, 8))).double().numpy()
+    z = twin(x)
+    assert np.max(np.abs(z - np.log(np.exp(z).sum(axis=1, keepdims=True)) - logp)) < 1e-5
+    capsys.readouterr()
+    group = ["--group", "rot90:8", "--group-output", "3"]
+    assert main(["numeric-check", str(tmp_path / "res.onnx"), *group]) == 0
+    out, err = capsys.readouterr()
+    assert "residual addition read as a block of 2 layer(s) with an identity skip" in err
+    assert "the action forced by the addition along the skip" in out and "float twin of a residual network" in out
+    # certify and the exact path read chains: the addition is refused there, by name
+    assert main(["certify", str(tmp_path / "res.onnx"), *group]) == 2
+    assert "residual addition: graph networks are not supported yet" in capsys.readouterr().err
+    _export(_C4ResNet(broken=True).eval(), (1, 1, 8, 8), tmp_path / "bad.onnx")
+    assert main(["numeric-check", str(tmp_path / "bad.onnx"), *group]) == 1
+    out = capsys.readouterr().out
+    assert "layer 3, rot90: max residual 0.0" in out and "NOT within tolerance" in out
+
+
 # -- what the readers refuse, by name --------------------------------------------------------------
 
 class _Residual(torch.nn.Module):
@@ -427,7 +484,8 @@ def test_unsupported_operators_are_refused_by_name_node_and_reason(tmp_path, cap
         want = ("Softmax", "read only at the output")
     if case != "dropout_training":
         _export(net.eval() if hasattr(net, "eval") else net, shape, path)
-    args = ["numeric-check", str(path), "--group", group] + (["--group-output", "2"] if group == "rot90:4" else [])
+    command = "certify" if case == "residual" else "numeric-check"  # numeric-check reads residual blocks' float twin
+    args = [command, str(path), "--group", group] + (["--group-output", "2"] if group == "rot90:4" else [])
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "node " in err and all(w in err for w in want) and "Traceback" not in err, err

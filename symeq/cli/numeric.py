@@ -29,13 +29,12 @@ __all__ = ["register", "cmd_numeric_check", "cmd_experiment"]
 
 def cmd_numeric_check(args) -> int:
     from ..numeric.layerwise import derive_latent_actions_numeric, paper_metric
-    from ..numeric.onnx_io import load_float_network
 
     if str(args.model).lower().endswith(".onnx"):  # the reader needs the onnx extra: say so before reading
         require_extra("onnx", "pip install 'symeq[onnx]'", f"reading {args.model}")
     if args.tol is not None and not args.tol > 0:
         raise InputError("--tol must be positive")
-    model = load_model_args(args, read=load_float_network, builtin=False)
+    model = load_model_args(args, read=_read_float_or_residual, builtin=False)
     from ..numeric.onnx_io import check_output_op
 
     output_note = check_output_op(model)  # a softmax head: the output action must be a permutation
@@ -44,7 +43,12 @@ def cmd_numeric_check(args) -> int:
           f"({tol_why})", file=sys.stderr)
     for line in model.meta.get("reader_notes", []):
         print(f"  read: {line}", file=sys.stderr)
-    d = derive_latent_actions_numeric(model, tol=tol, max_tie_variants=args.max_tie_nodes)
+    from ..numeric.layerwise import ResidualNumericModel, derive_residual_numeric
+
+    if isinstance(model, ResidualNumericModel):  # the float twin of a residual network (docs/onnx.md)
+        d = derive_residual_numeric(model, tol=tol)
+    else:
+        d = derive_latent_actions_numeric(model, tol=tol, max_tie_variants=args.max_tie_nodes)
     if output_note:
         d.notes.append(output_note)
     out = {"model": str(args.model), "widths": model.widths, "tolerance": {"value": tol, "why": tol_why},
@@ -71,6 +75,19 @@ def cmd_numeric_check(args) -> int:
         print("\n".join(lines))
     # a search that ran out of budget is no verdict: exit 3 (undetermined), never 1
     return {"within tolerance": 0, "not within tolerance": 1, "undetermined": 3}[d.status]
+
+
+def _read_float_or_residual(path):
+    """numeric-check's reader: a float chain, or for an ONNX network with residual additions the float twin
+    of the residual graph (:func:`symeq.numeric.onnx_io.load_onnx_residual`)."""
+    from ..numeric.onnx_io import load_float_network, load_onnx_residual
+
+    try:
+        return load_float_network(path)
+    except InputError as e:
+        if str(path).lower().endswith(".onnx") and "residual addition" in str(e):
+            return load_onnx_residual(path)
+        raise
 
 
 #: numeric-check's default tolerance: 256 unit roundoffs of the weights' float type, at least 1e-6

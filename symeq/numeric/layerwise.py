@@ -66,6 +66,8 @@ from .monomial import MonomialAction, as_action, left_multiply, right_multiply
 
 __all__ = [
     "NumericDerivation",
+    "ResidualNumericModel",
+    "derive_residual_numeric",
     "LayerResidual",
     "derive_latent_actions_numeric",
     "compare_with_exact",
@@ -201,6 +203,41 @@ def _action_json(a) -> dict | None:
     return out
 
 
+def _match_candidates(layer, prev, reference, i: int) -> list:
+    """The layer's own matching of actions, with the dense fallback for a convolution whose geometry does
+    not carry the action (see :meth:`_FloatRows.step`): a list of (rho, record)."""
+    try:
+        _, candidates = layer.match_action(prev, reference=reference, li=i)
+    except NoPartner as e:
+        if layer.kind != "conv2d" or layer.in_dim * layer.out_dim > DENSE_FALLBACK_ENTRIES \
+                or layer.out_dim > DENSE_FALLBACK_ROWS:
+            raise
+        from .models import NumericDenseLayer
+
+        dense = NumericDenseLayer(layer.weight, layer.bias, layer.activation)
+        _, candidates = dense.match_action(prev, reference=dense.match_reference(), li=i)
+        candidates = [(rho, (rec[0], rec[1], rec[2], f"{rec[3]}; on the dense rows, since the kernels' geometry "
+                             f"does not carry the action ({e})")) for rho, rec in candidates]
+    return candidates
+
+
+def _commutator_residual(layer, prev, B) -> float:
+    """|W P - B W| / |W| and the same for the bias (with P's offset): an affine layer's check, dense or
+    (convolutions) on the sparse matrix."""
+    Bm = as_action(B)
+    if layer.kind == "conv2d" and isinstance(prev, MonomialAction) and isinstance(Bm, MonomialAction):
+        from .conv import sparse_commutator_residual  # no dense expansion of the convolution
+
+        return sparse_commutator_residual(layer, prev, Bm)
+    lhs = right_multiply(layer.weight, prev)
+    rhs = left_multiply(Bm, layer.weight)
+    rb = left_multiply(Bm, layer.bias[:, None])[:, 0]
+    scale = max(np.linalg.norm(layer.weight), 1e-300)
+    res_w = np.linalg.norm(lhs - rhs) / scale
+    res_b = np.linalg.norm(_input_bias(layer, prev) - rb) / max(np.linalg.norm(layer.bias), scale)
+    return float(max(res_w, res_b))
+
+
 class _FloatRows:
     """The float row matcher of the chain walk (:class:`symeq.walk.ChainWalk`).
 
@@ -234,19 +271,7 @@ class _FloatRows:
         a rotation, an action that is not channel (x) pixel) is matched on its dense rows instead when
         they are small enough (:data:`DENSE_FALLBACK_ENTRIES`, at most :data:`DENSE_FALLBACK_ROWS`
         neurons): the residuals then say how far it is from equivariant, instead of no answer."""
-        layer = self.model.layers[i]
-        try:
-            _, candidates = layer.match_action(prev, reference=self.V[i], li=i)
-        except NoPartner as e:
-            if layer.kind != "conv2d" or layer.in_dim * layer.out_dim > DENSE_FALLBACK_ENTRIES \
-                    or layer.out_dim > DENSE_FALLBACK_ROWS:
-                raise
-            from .models import NumericDenseLayer
-
-            dense = NumericDenseLayer(layer.weight, layer.bias, layer.activation)
-            _, candidates = dense.match_action(prev, reference=dense.match_reference(), li=i)
-            candidates = [(rho, (rec[0], rec[1], rec[2], f"{rec[3]}; on the dense rows, since the kernels' geometry "
-                                 f"does not carry the action ({e})")) for rho, rec in candidates]
+        candidates = _match_candidates(self.model.layers[i], prev, self.V[i], i)
         return [((rho, record), rho) for rho, record in candidates]
 
     def close(self, prev, B, acc: list) -> tuple:
@@ -255,19 +280,7 @@ class _FloatRows:
 
     def last_residual(self, prev, B) -> float:
         """|W_L rho_{L-1} - rho_out W_L| / |W_L| and the same for b_L: the last-layer check, in floats."""
-        last = self.model.layers[-1]
-        Bm = as_action(B)
-        if last.kind == "conv2d" and isinstance(prev, MonomialAction) and isinstance(Bm, MonomialAction):
-            from .conv import sparse_commutator_residual  # no dense expansion of the output convolution
-
-            return sparse_commutator_residual(last, prev, Bm)
-        lhs = right_multiply(last.weight, prev)
-        rhs = left_multiply(Bm, last.weight)
-        rb = left_multiply(Bm, last.bias[:, None])[:, 0]
-        scale = max(np.linalg.norm(last.weight), 1e-300)
-        res_w = np.linalg.norm(lhs - rhs) / scale
-        res_b = np.linalg.norm(_input_bias(last, prev) - rb) / max(np.linalg.norm(last.bias), scale)
-        return float(max(res_w, res_b))
+        return _commutator_residual(self.model.layers[-1], prev, B)
 
     def evaluate(self, A, pis, margins, B, how) -> tuple:
         """(worst residual, chain, layer records) of given permutations per hidden layer (a tie walk result)."""
@@ -601,6 +614,142 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
         notes.append(f"the smallest margin {mm:.3g} is not clearly above the residual {d.max_residual:.3g}: "
                      "some neurons are (near) clones or the network is far from layerwise equivariant; "
                      "the matching of those neurons is ambiguous")
+    return d
+
+
+# -- the float twin of residual networks (numeric-check only) ---------------------------------
+
+@dataclass
+class ResidualNumericModel:
+    """numeric-check's float twin of a network with residual additions (identity skips).
+
+    ``items`` are float layers (:class:`~symeq.numeric.models.NumericDenseLayer`,
+    :class:`~symeq.numeric.conv.NumericConvLayer`) and blocks ``("block", layers, post, where)``:
+    y = post(x + g(x)) with g the chain ``layers`` (its last layer affine) and post an activation or
+    None.  Not a :class:`~symeq.numeric.models.NumericModel` on purpose: certify, verify and the
+    checker read chains, and this model is for :func:`derive_residual_numeric` only.
+    """
+
+    input_dim: int
+    items: list
+    group: NumericGroup | None = None
+    name: str = "model"
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        n = self.input_dim
+        for k, item in enumerate(self.items, 1):
+            layers = item[1] if isinstance(item, tuple) else [item]
+            for layer in layers:
+                if layer.in_dim != n:
+                    raise InputError(f"item {k} expects inputs of size {layer.in_dim}, the previous size is {n}")
+                n = layer.out_dim
+        last = self.items[-1]
+        if isinstance(last, tuple) or last.activation is not None:
+            raise InputError("the network must end with an affine linear layer")
+        self.group = _as_group(self.group)
+        if self.group is not None:
+            self.check_group(self.group)
+
+    @property
+    def layers(self) -> list:
+        """Every linear layer in order (blocks' layers included)."""
+        return [l for item in self.items for l in (item[1] if isinstance(item, tuple) else [item])]
+
+    @property
+    def widths(self) -> list[int]:
+        return [self.input_dim] + [l.out_dim for l in self.layers]
+
+    @property
+    def output_dim(self) -> int:
+        return self.items[-1].out_dim
+
+    def check_group(self, group) -> None:
+        if group.input_dim != self.input_dim or group.output_dim != self.output_dim:
+            raise InputError(f"the group acts on R^{group.input_dim} -> R^{group.output_dim}, the network maps "
+                             f"R^{self.input_dim} -> R^{self.output_dim}")
+
+    def with_group(self, group) -> "ResidualNumericModel":
+        return ResidualNumericModel(self.input_dim, list(self.items), _as_group(group), self.name, dict(self.meta))
+
+    def __call__(self, X) -> np.ndarray:
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        for item in self.items:
+            if isinstance(item, tuple):
+                _, layers, post, _ = item
+                Y = X
+                for l in layers:
+                    Y = l.forward(Y)
+                X = X + Y if post is None else post(X + Y)
+            else:
+                X = item.forward(X)
+        return X
+
+
+def derive_residual_numeric(model: ResidualNumericModel, group=None, *, tol: float = DEFAULT_TOL) -> NumericDerivation:
+    """The numeric derivation along a residual network: the float twin of the graph rule.
+
+    An addition z = x + y forces one action on x, y and z: on a block the action rho_s on its input
+    (the stream) is carried along the skip.  The block's hidden layers are matched as in a chain;
+    its last layer (affine, before the addition) must map the matched action to rho_s itself,
+    measured by |W rho - rho_s W| / |W| (and the bias; sparse for convolutions); the activation after
+    the addition must admit rho_s (ReLU: a positive monomial; a sign flip there is a residual 1).
+    The last layer is checked against the group's output action.  Residuals only, never a proof;
+    the homomorphism check is not run here (noted).
+    """
+    group = _as_group(group) if group is not None else model.group
+    if group is None:
+        raise InputError("no group given: pass --group")
+    model.check_group(group)
+    t0 = time.perf_counter()
+    residuals, chains, undetermined = [], [], []
+    for gi, (A, B) in enumerate(group.generators):
+        name = group.names[gi]
+        prev, chain, li = as_action(A), [], 0
+        try:
+            for item in model.items[:-1]:
+                if isinstance(item, tuple):
+                    _, layers, post, where = item
+                    stream = prev
+                    for layer in layers[:-1]:
+                        li += 1
+                        (rho, rec), = _match_candidates(layer, prev, layer.match_reference(), li - 1)[:1]
+                        residuals.append(LayerResidual(li, name, rec[0], rec[1], rec[2], rec[3]))
+                        chain.append(rho)
+                        prev = rho
+                    li += 1
+                    r = _commutator_residual(layers[-1], prev, stream)
+                    how = (f"residual block ({where}): |W rho - rho_skip W| / |W|, the action forced by the addition "
+                           "along the skip")
+                    if post is not None and isinstance(stream, MonomialAction):
+                        q = post.scalings.q(stream.vals)  # NaN where the stream's scaling is not admissible
+                        if not np.all(np.isfinite(q)):
+                            r = max(r, 1.0)
+                            how += f"; the activation after the addition ({post.spec['type']}) does not admit the skip's action"
+                    residuals.append(LayerResidual(li, name, r, r, None, how))
+                    chain.append(stream)
+                    prev = stream
+                else:
+                    li += 1
+                    (rho, rec), = _match_candidates(item, prev, item.match_reference(), li - 1)[:1]
+                    residuals.append(LayerResidual(li, name, rec[0], rec[1], rec[2], rec[3]))
+                    chain.append(rho)
+                    prev = rho
+        except NoPartner as e:
+            undetermined.append(f"generator {name}: {e}")
+            residuals.append(LayerResidual(li, name, float("inf"), float("inf"), None, f"not matched: {e}"))
+            chain += [None] * (len(model.layers) - 1 - len(chain))
+            chains.append(chain)
+            continue
+        r_last = _commutator_residual(model.items[-1], prev, B)
+        residuals.append(LayerResidual(li + 1, name, r_last, r_last, None,
+                                       "|W rho - rho_out W| / |W| and the same for b"))
+        chains.append(chain)
+    actions = [[chains[gi][i] for gi in range(len(chains))] for i in range(len(chains[0]))]
+    notes = ["float twin of a residual network (numeric-check only): the action on each block's input is carried "
+             "along its skip and forced on its last layer; the homomorphism check is not run on residual networks"]
+    d = NumericDerivation(actions, residuals, tol, None, time.perf_counter() - t0, None, notes)
+    d.undetermined = "; ".join(undetermined) or None
     return d
 
 

@@ -349,6 +349,17 @@ class _Linear:
         return self.shape.out_channels if self.shape is not None else self.raw_K.shape[0]
 
 
+class _Block:
+    """A residual block as read in residual mode (numeric-check's float twin only): ``layers`` (the main
+    branch, its last layer without activation) added to the skip (the stream it started from), then
+    ``post`` (the activation after the addition, or None)."""
+
+    def __init__(self, layers, where):
+        self.layers, self.where = layers, where
+        self.post = None
+        self.shape = layers[-1].shape
+
+
 def _bn_scale(gamma, var, eps):
     """gamma / sqrt(var + eps) in float64: the scale the exact path reads as the rational it is."""
     return np.asarray(gamma, np.float64) / np.sqrt(np.asarray(var, np.float64) + float(eps))
@@ -415,6 +426,9 @@ class _ChainReader:
         self.output_op = None
         self.nodes = list(g.node)
         self.i = 0
+        self.residual = False   # residual mode (numeric-check's float twin): identity-skip additions read as blocks
+        self.streams = {self.cur: (0, self.shape, self.width)}  # activations a residual block may start from
+        self.block = None       # a block whose addition was read, waiting for its activation
 
     # -- helpers
     def need(self, name, where):
@@ -484,6 +498,7 @@ class _ChainReader:
         if self.pending is not None:
             raise InputError(f"{where}: two linear layers without an activation between them; symeq reads "
                              "sigma(W x + b) layers (merge the affine maps before exporting)")
+        self.block = None  # a block without an activation after its addition
         for kind, data, owhere in reversed(self.pre):  # x -> op_1 -> ... -> op_k -> lin: fold op_k first
             if kind == "pool":
                 self.fold_pool_in(lin, data, where, owhere)
@@ -720,6 +735,8 @@ class _ChainReader:
         """Add of a constant after a linear layer (its bias), or an activation's elementwise Add."""
         other = node.input[1] if node.input[0] == self.cur else node.input[0]
         if other not in self.consts:
+            if self.residual and other in self.streams and self.pending is not None and not self.pre:
+                return self.residual_add(node, other, where)
             self.refuse(where, "Add", "residual addition: graph networks are not supported yet")
         if self.pending is None:
             return self.activation(node, where)
@@ -739,6 +756,24 @@ class _ChainReader:
             return K, (cq if b is None else b + cq)
         lin.ops.append(("fn", op))
         self.advance(node.output[0])
+
+    def residual_add(self, node, skip, where):
+        """x + g(x) with g the layers read since the stream ``skip``: one residual block (residual mode)."""
+        k, shape, width = self.streams[skip]
+        if (shape, width) != (self.shape, self.width):
+            raise ShapeError(f"{where}: a residual addition of activations of shapes {shape or (width,)} and "
+                             f"{self.shape or (self.width,)} (a projection shortcut is not read)")
+        branch = [l for l in self.layers[k:]] + [self.pending]
+        if any(isinstance(l, _Block) for l in branch):
+            self.refuse(where, "Add", "a residual block nested in another one is not read")
+        self.layers = self.layers[:k] + [_Block(branch, where)]
+        self.pending = None
+        self.block = self.layers[-1]
+        self.note(f"{where}: residual addition read as a block of {len(branch)} layer(s) with an identity skip "
+                  "(numeric-check's float twin of the graph; certify and the exact path read chains only)")
+        self.cur = node.output[0]
+        self.streams[self.cur] = (len(self.layers), self.shape, self.width)
+        self.i += 1
 
     # -- shapes, identities
     def reshape(self, node, where):
@@ -803,8 +838,21 @@ class _ChainReader:
 
     # -- activations
     def activation(self, node, where):
+        if self.pending is None and self.block is not None and node.op_type in ACTIVATION_OPS:
+            return self.block_activation(node, where)
         if self.pending is None:
             raise InputError(f"{where}: an activation ({node.op_type}) without a linear layer before it")
+        region, j = self.region()
+        y = region[-1].output[0]
+        self.pending.activation = _recognise(region, self.cur, y, self.consts, where)
+        self.layers.append(self.pending)
+        self.pending = None
+        self.cur = y
+        self.streams[y] = (len(self.layers), self.shape, self.width)
+        self.i = j
+
+    def region(self):
+        """The elementwise region starting at the current node (an activation's nodes), and its end."""
         nodes, consts = self.nodes, self.consts
         region, produced = [], {self.cur}
         j = self.i
@@ -819,11 +867,15 @@ class _ChainReader:
             region.append(nd)
             produced.add(nd.output[0])
             j += 1
+        return region, j
+
+    def block_activation(self, node, where):
+        region, j = self.region()
         y = region[-1].output[0]
-        self.pending.activation = _recognise(region, self.cur, y, consts, where)
-        self.layers.append(self.pending)
-        self.pending = None
+        self.block.post = _recognise(region, self.cur, y, self.consts, where)
+        self.block = None
         self.cur = y
+        self.streams[y] = (len(self.layers), self.shape, self.width)
         self.i = j
 
     def finish(self):
@@ -877,12 +929,16 @@ HANDLERS = {
 }
 
 
-def read_onnx_chain(path) -> _ChainReader:
+def read_onnx_chain(path, residual: bool = False) -> _ChainReader:
     """Read an ONNX file's chain: the reader after its run, with ``n`` (input size), ``layers``
     (:class:`_Linear`, each with its activation, the last without), ``notes`` (every fold and drop,
-    one line each) and ``output_op`` (a softmax or log-softmax at the output, or None)."""
+    one line each) and ``output_op`` (a softmax or log-softmax at the output, or None).
+
+    ``residual=True`` (numeric-check's float twin of residual networks) also reads additions of a
+    branch to the activation it started from as :class:`_Block` entries of ``layers``."""
     proto = _load_proto(path)
     r = _ChainReader(proto, str(path))
+    r.residual = residual
     r.run()
     r.group = _group_from_metadata(proto, str(path))
     return r
@@ -905,14 +961,46 @@ def read_onnx_layers(path):
 
 
 def _realised(r: _ChainReader, N) -> list:
+    return _realised_list(r.layers, N)
+
+
+def _realised_list(layers, N) -> list:
     out = []
-    for lin in r.layers:
+    for lin in layers:
         K, b = _replay(lin, N)
         if lin.shape is not None:
             out.append(({"shape": lin.shape, "kernel": K, "channel_bias": b}, None, lin.activation, lin.where))
         else:
             out.append((K, b, lin.activation, lin.where))
     return out
+
+
+def load_onnx_residual(path):
+    """numeric-check's float twin of an ONNX network with residual additions (identity skips): a
+    :class:`symeq.numeric.layerwise.ResidualNumericModel`.  Only numeric-check reads it; certify,
+    verify and the checker read chains and refuse the addition by name."""
+    from .conv import FloatFold, NumericConvLayer
+    from .layerwise import ResidualNumericModel
+    from .models import NumericDenseLayer, numeric_activation
+
+    r = read_onnx_chain(path, residual=True)
+
+    def build(lin):
+        (K, b, act, where), = _realised_list([lin], FloatFold)
+        a = None if act is None else numeric_activation(act, where)
+        if isinstance(K, dict):
+            cb = K["channel_bias"] if K["channel_bias"] is not None else np.zeros(K["shape"].out_channels)
+            return NumericConvLayer(K["shape"], K["kernel"], cb, a)
+        return NumericDenseLayer(K, b, a)
+
+    items = []
+    for item in r.layers:
+        if isinstance(item, _Block):
+            post = None if item.post is None else numeric_activation(item.post, item.where)
+            items.append(("block", [build(l) for l in item.layers], post, item.where.split(": ", 1)[1]))
+        else:
+            items.append(build(item))
+    return ResidualNumericModel(r.n, items, r.group, Path(str(path)).stem, _meta(r))
 
 
 def load_float_network(path):
