@@ -8,6 +8,7 @@ from fractions import Fraction
 from math import comb
 
 from .._numbers import CheckError, _dict, _is_int, _short, _vector
+from ..accel import STDLIB_ENV, nmod_rank
 from ..activations import _apply
 from ..attention import _Attention
 from ..conv import _Conv, _out_dim
@@ -42,9 +43,7 @@ MAX_JACOBIAN_WORK = 3 * 10 ** 11
 MAX_JACOBIAN_ROW_WORK = 2 * 10 ** 9
 JACOBIAN_KEYS = ("format", "method", "verdict", "widths", "bias", "layers_sha256", "prime", "seed", "parameters",
                  "parameter_order", "points", "rows", "rank", "orbit_dimension", "orbit_generators", "pivot_columns")
-#: ``SYMEQ_CHECK_STDLIB=1`` in the environment: eliminate with the standard library even where python-flint
-#: is importable (its ``nmod_mat`` is then an optional accelerator of the elimination only, named in the report)
-STDLIB_ENV = "SYMEQ_CHECK_STDLIB"
+
 _SLOT = 128
 
 
@@ -440,28 +439,12 @@ def _jac_rank_small(rows: list[list[int]], ncols: int, q: int) -> int:
     return rank
 
 
-def _flint_nmod_mat():
-    """python-flint's ``nmod_mat`` when importable and not switched off (:data:`STDLIB_ENV`), else None."""
-    import os
-
-    if os.environ.get(STDLIB_ENV, "") not in ("", "0"):
-        return None
-    try:
-        from flint import nmod_mat
-    except ImportError:
-        return None
-    return nmod_mat
-
-
-def _rank_mod(rows, ncols: int, q: int, nmod_mat=None) -> int:
-    """Rank modulo the prime q of rows (iterables of residues in [0, q)): python-flint's ``nmod_mat`` when
-    given, else this module's packed-integer elimination (:func:`_jac_rank_small` below 2^30, else
-    :func:`_jac_rank` for 2^61 - 1)."""
-    if nmod_mat is not None:
-        dense = [list(r) for r in rows]
-        if not dense:
-            return 0
-        return nmod_mat(dense, q).rank()
+def _rank_mod(rows, ncols: int, q: int, fast=None) -> int:
+    """Rank modulo the prime q of rows (iterables of residues in [0, q)): ``fast`` (the optional accelerator
+    of :mod:`symeq_check.accel`) when given, else this module's packed-integer elimination
+    (:func:`_jac_rank_small` below 2^30, else :func:`_jac_rank` for 2^61 - 1)."""
+    if fast is not None:
+        return fast([list(r) for r in rows], q)
     if q < (1 << 30):
         return _jac_rank_small(rows, ncols, q)
     return _jac_rank(list(rows), ncols)
@@ -685,7 +668,7 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
         for row in jacobian_rows(prime):
             yield [row[c] for c in pivots]
 
-    nmod_mat = _flint_nmod_mat()
+    nmod_mat = nmod_rank()
     rank, modulus = None, JACOBIAN_PRIME
     for q in _CHECK_PRIMES:  # fast: one-digit multipliers; the certificate's prime if both fall short
         try:
