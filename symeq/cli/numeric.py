@@ -46,6 +46,9 @@ def cmd_numeric_check(args) -> int:
     from ..numeric.layerwise import ResidualNumericModel, derive_residual_numeric
 
     if isinstance(model, ResidualNumericModel):  # the float twin of a residual network (docs/onnx.md)
+        if args.metric or args.fdim:
+            raise InputError(f"{args.model}: --metric and --fdim cover chains of layers; this network has residual "
+                             "additions (numeric-check reads them as a float twin for the derivation only)")
         d = derive_residual_numeric(model, tol=tol)
     else:
         d = derive_latent_actions_numeric(model, tol=tol, max_tie_variants=args.max_tie_nodes)
