@@ -27,7 +27,7 @@ activation it is *read off the exact definition* (:meth:`Scalings.of_exact` asks
 
 Models come from an exact model (:func:`from_exact`; lightning attention becomes
 :class:`~symeq.numeric.attention.NumericAttention`), the model file format with floats allowed
-(:func:`model_from_json`, dense and attention layers), an ``.npz`` archive (:func:`load_npz`,
+(:func:`model_from_json`: dense, conv2d and attention layers), an ``.npz`` archive (:func:`load_npz`,
 layout in its docstring) or a torch ``nn.Sequential`` (:func:`from_torch`).  The numeric side
 never claims "verified": results are residuals compared with a tolerance.
 
