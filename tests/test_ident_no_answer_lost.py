@@ -166,3 +166,27 @@ def test_verify_identifiability_keeps_the_layerwise_result_when_groebner_is_refu
     v = verify(m, method="grid", identifiability=True)
     assert v.verdict == "layerwise-equivariant" and v.exit_code == 3
     assert v.identifiability["status"] == "undetermined" and v.identifiability["limit"]["maximum"] == 3
+
+
+@pytest.mark.slow
+def test_real_groebner_step_after_a_proven_answer_is_capped(tmp_path, capsys):
+    """No monkeypatch: (2,3,3,1) tanh_3 with a dead neuron in hidden layer 2; the Jacobian step proves
+    not identifiable, the Gröbner step would run far longer than its 10 s cap (about 11 s in all)."""
+    import random
+
+    r = random.Random(5)
+    a = tanh_series(3)
+    w = [2, 3, 3, 1]
+    layers = []
+    for i in range(3):
+        W = [[r.randint(-3, 3) or 1 for _ in range(w[i])] for _ in range(w[i + 1])]
+        if i == 1:
+            W[1] = [0] * w[i]
+        layers.append(DenseLayer(W, [r.randint(-3, 3) for _ in range(w[i + 1])], a if i < 2 else None))
+    path = _write(tmp_path, Model(2, layers))
+    t0 = time.perf_counter()
+    assert main(["fibre", path, "--json"]) == 1
+    assert time.perf_counter() - t0 < 10 + 8
+    d, _ = _json(capsys)
+    assert (d["status"], d["method"]) == ("not-identifiable", "jacobian-rank")
+    assert d["tried"][-1]["method"] == "groebner"

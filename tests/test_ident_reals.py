@@ -224,3 +224,14 @@ def test_checker_sturm_count_agrees_with_the_prover():
         if p[-1] == 0:
             p[-1] = Fraction(1)
         assert _real_roots_count(p) == real_root_count([str(c) for c in p])
+
+
+def test_verify_identifiability_over_R_and_C():
+    from symeq.groups import trivial_group
+    from symeq.theorem import verify
+
+    m = _t4(False).with_group(trivial_group(3, 3))
+    v = verify(m, method="grid", identifiability=True)
+    assert v.identifiability["status"] == "identifiable" and "over R" in v.identifiability["detail"]
+    c = verify(m, method="grid", identifiability=True, identifiability_field="C")
+    assert c.identifiability["status"] == "not-identifiable" and "over C" in c.identifiability["detail"]
