@@ -8,7 +8,7 @@ structure), is written as a model file. Then
 
 * ``verify``: read the model file, :func:`symeq.verify` it exactly, write the certificate
   (``symeq verify MODEL --certificate CERT`` without the printing);
-* ``check``: :func:`symeq.check.check_files` on that certificate (``symeq-certificate/2``,
+* ``check``: :func:`symeq_check.check_files` on that certificate (``symeq-certificate/2``,
   sparse actions) and the model file, Fractions only: ``symeq check CERT MODEL``;
 * ``check (dense cert)``: the same checker on the same certificate written the older way
   (``symeq-certificate/1``, every action a dense matrix), which it still reads.

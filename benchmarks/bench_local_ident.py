@@ -4,7 +4,7 @@ tanh_series(3) MLPs with biases (random integer weights in [-5, 5], seed 5), fro
 (152 parameters) to (16, 64, 64, 16) (6 288 parameters), plus the hidden-rotation network of
 docs/identifiability.md.  For each: the decision (symeq/fibre/jacobian.py: reverse-mode Jacobian
 modulo p, python-flint's ``nmod_mat`` elimination with 2 threads, the certificate's independent rows),
-split into Jacobian and rank seconds, and the standard-library checker (symeq/check.py,
+split into Jacobian and rank seconds, and the standard-library checker (symeq_check/,
 ``check_jacobian_rank``) on the certificate, with its ratio to the decision.  The checker refuses
 certificates beyond its stated size limit (rows x r x P > ``MAX_JACOBIAN_WORK``): those rows say so.
 

@@ -9,7 +9,7 @@ every hidden layer -- built once with sigma = tanh_series(3); the *same* weights
 * ``verify``: read the model file, :func:`symeq.verify` it, write the certificate. The polynomial
   network decides the premise first (random points at this size) and then derives; the real one
   works layers first (every layer by tanh's odd symmetry, which proves the premise);
-* ``check``: :func:`symeq.check.check_files` on the certificate (Fractions only);
+* ``check``: :func:`symeq_check.check_files` on the certificate (Fractions only);
 * for the real network also ``refute`` and ``check refutation``: one first-layer weight changed by
   1/3, verified (an arb ball witness) and the witness re-proved by the checker's stdlib intervals.
 

@@ -1,4 +1,4 @@
-"""Tests for the independent certificate checker symeq.check (hand-built models and certificates)."""
+"""Tests for the independent certificate checker symeq_check (hand-built models and certificates)."""
 import copy
 import json
 from fractions import Fraction

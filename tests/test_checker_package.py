@@ -94,3 +94,32 @@ def test_one_table_dispatches_every_certificate_kind():
         check_certificate(dict(cert, format="symeq-certificate/9"), model)
     assert check_certificate(cert, model).accepted is True
     assert check_certificate(cert, model_to_json(model_from_json(model))).accepted is True
+
+
+def test_symeqs_own_copies_equal_the_checkers():
+    """symeq keeps its own classical tables, key check and digests; they are the checker's, value for value."""
+    import symeq.digest as prover_digest
+    import symeq.fibre.classical as prover_classical
+    import symeq.schema as prover_schema
+    import symeq_check.digest as checker_digest
+    import symeq_check.identifiability.classical as checker_classical
+    import symeq_check.schema as checker_schema
+    from symeq.errors import InputError
+
+    assert prover_classical.GROUPS == checker_classical.CLASSICAL_GROUPS
+    assert prover_classical.STATEMENTS == checker_classical.CLASSICAL_STATEMENTS
+    assert prover_classical.MAX_LISTED == checker_classical.CLASSICAL_LISTED
+    assert prover_schema.check_keys is not checker_schema.check_keys
+    for obj, allowed, required in (({"weight": 1, "biases": 0}, ["type", "weight", "bias"], ["weight"]),
+                                   ({"weight": 1}, ["type", "weight", "bias"], ["weight", "bias"])):
+        with pytest.raises(InputError) as mine:
+            prover_schema.check_keys(obj, "layers[0]", allowed, required)
+        with pytest.raises(CheckError) as theirs:
+            checker_schema.check_keys(obj, "layers[0]", allowed, required)
+        assert str(mine.value) == str(theirs.value)
+    layers = [{"type": "dense", "weight": [["1/2", "-1"], ["0.25", "3"]], "bias": None, "activation": {"type": "tanh"}},
+              {"type": "dense", "weight": [["1", "1"]], "bias": [0], "activation": None}]
+    assert prover_digest.classical_digest(layers, 2) == checker_classical.classical_digest(layers, 2)
+    layers[0]["activation"] = {"type": "gelu"}
+    assert prover_digest.classical_digest(layers, 2) == checker_classical.classical_digest(layers, 2)
+    assert prover_digest.layers_digest(layers, 2) == checker_digest.layers_digest(layers, 2)

@@ -1,5 +1,5 @@
 """Identifiability of real tanh / sigmoid networks by Sussmann 1992 and Fefferman 1994: verdicts,
-exact witnesses, certificates and their stdlib re-check (symeq/fibre/classical.py, symeq/check.py,
+exact witnesses, certificates and their stdlib re-check (symeq/fibre/classical.py, symeq_check/,
 docs/identifiability.md)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Messages and exit codes of the command line (issue 18, parts 3-5).
 
-* ``symeq check`` / ``python -m symeq.check``: a certificate of another model is exit 2 (bad
+* ``symeq check`` / ``python -m symeq_check``: a certificate of another model is exit 2 (bad
   input), a tampered certificate of the same model exit 1, swapped arguments are named;
 * the budget line comes after the argument and file checks;
 * group names: one canonical spelling, old ones as aliases, a short "did you mean";

@@ -270,7 +270,7 @@ def test_all_minors_wider_hidden_layer():
                                     [0, 1, 1], [1, 2, 1], [0, 1, 0, 0, 1], [0, 1, 1, 1], [5, 0, -2, 0, 1],
                                     [Fraction(1, 2), Fraction(1, 4), 0, -Fraction(1, 48)]])
 def test_checker_derives_the_same_latent_scalings(coeffs):
-    # the checker's own rule (symeq/check.py) must match Activation.continuous / finite_scalings
+    # the checker's own rule (symeq_check/) must match Activation.continuous / finite_scalings
     from symeq_check.identifiability.tensor import _latent_scalings
 
     act = polynomial(coeffs)

@@ -1,5 +1,5 @@
 """Local identifiability by the exact Jacobian rank mod p (symeq/fibre/jacobian.py), its certificate and
-checker (symeq/check.py, "jacobian-rank"), and the one identifiability report (symeq/fibre/decide.py) that
+checker (symeq_check/, "jacobian-rank"), and the one identifiability report (symeq/fibre/decide.py) that
 ``symeq fibre``, ``symeq verify --identifiability`` and ``symeq explain`` share."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """jacobian-rank certificates of native conv2d models (issue 21): symeq/fibre/jacobian.py writes them, and
-symeq/check.py re-reads the conv layers from the model file, recomputes the certified Jacobian rows mod p
+symeq_check/ re-reads the conv layers from the model file, recomputes the certified Jacobian rows mod p
 with the standard library and eliminates them.  Tampering with any field is caught."""
 
 from __future__ import annotations

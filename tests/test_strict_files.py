@@ -7,7 +7,7 @@ model with a group (all of them carry one), a layerwise certificate, a not-equiv
 certificate, identifiability certificates (tensor: both verdicts; deep: Jacobian factors), and the
 .npz model layout.  Models are judged by
 ``symeq verify`` (``symeq.cli.main``), certificates by the standalone checker
-(``symeq.check.check_certificate``), all in-process.
+(``symeq_check.check_certificate``), all in-process.
 """
 from __future__ import annotations
 
