@@ -124,6 +124,9 @@ def test_groebner_221_real_fibre_is_the_orbit():
     r = compare_with_orbit(m, timeout=60)
     assert (r.status, r.over, r.complex_status) == ("identifiable", "R", "not-identifiable"), r.reason
     assert "the real fibre is the orbit" in r.reason and "18 distinct complex points" in r.reason
+    # the tensor method, by another route, counts the same: 2 real points, 18 complex
+    t = tensor_identifiability(m)
+    assert (t.status, t.fibre_points, t.complex_fibre_points) == ("identifiable", 2, 18)
 
 
 def test_cli_groebner_221(tmp_path, capsys):
