@@ -16,6 +16,12 @@
 5. **groebner** -- the fibre ideal against the orbit, when its size guard lets it start; a global
    answer from it replaces a local one.
 
+A model with a hidden affine (degree-1) layer is decided before these by :func:`_affine_decision` (its GL
+symmetry against the monomial latent group).  Every status is about real parameters by default
+(``field="R"``: a fibre point counts only when it is real); ``field="C"`` asks the complex question.
+The report is always returned, with the strongest result reached (docs/identifiability.md, "No answer
+lost").
+
 The first global verdict (identifiable / not identifiable) ends the search; a classical verdict is
 reported with the theorem's name as its method ("sussmann" / "fefferman").  A model that no method
 covers (GELU, SiLU, ... networks) is "unknown" (exit 3) with every method's reason: nothing in the
