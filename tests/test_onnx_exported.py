@@ -568,6 +568,26 @@ def test_pooling_before_a_padded_conv_folds_exactly_when_the_windows_tile_the_im
     assert folded(x) == plain(pooled)
 
 
+def test_model_files_fold_pooling_before_a_padded_conv_by_the_same_rule():
+    """symeq.layers.conv.fold_average_pool (the model-file reader's avgpool2d) folds the tiling case too, with
+    the same kernel as symeq.numeric.conv; overlapping windows before a padded conv stay refused."""
+    from flint import fmpq
+
+    from symeq.layers.conv import ConvLayer, ConvShape, fold_average_pool
+    from symeq.numeric.conv import ExactFold, fold_pool_into_kernel, pool_before_conv
+
+    rng = np.random.default_rng(1)
+    K = rng.integers(-3, 4, (2, 1, 3, 3)).astype(float)
+    nxt = ConvLayer(ConvShape(1, 2, 3, 3, 3, 3, padding=1), ExactFold.arr(K).tolist(), [fmpq(1), fmpq(-1)], None)
+    folded = fold_average_pool(2, 2, (1, 6, 6), nxt)
+    pool = (2, 2, 2, 2, (1, 6, 6))
+    assert folded.shape == pool_before_conv(pool, nxt.shape)
+    assert folded.kernel == fold_pool_into_kernel(ExactFold.arr(K), ExactFold, pool).tolist()
+    with pytest.raises(InputError, match="does not fold exactly"):
+        fold_average_pool(3, 2, (1, 7, 7), ConvLayer(ConvShape(1, 2, 3, 3, 3, 3, padding=1), ExactFold.arr(K).tolist(),
+                                                     None, None))
+
+
 # -- external data: beside the file, never the current directory ---------------------------------
 
 def _external(net, directory, stem="net"):

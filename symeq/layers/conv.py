@@ -776,17 +776,23 @@ class ConvLayer(ConvCore):
 
 
 def fold_average_pool(kernel_size: int, stride: int | None, in_shape: tuple, next_layer: ConvCore) -> ConvCore:
-    """Average pooling (kernel k, stride s, no padding) followed by a convolution with padding 0 as
-    one convolution: kernel K'[v] = sum_{s t + u = v} K[t] / k^2, stride s * s_next.  Exact for the
+    """Average pooling (kernel k, stride s, no padding) followed by a convolution as one convolution:
+    kernel K'[v] = sum_{s t + u = v} K[t] / k^2, stride s * s_next; padding 0, or k p when the next
+    convolution has padding p and the windows tile the image (s = k, sides divisible by k).  Exact for the
     exact layer; the float layer gets the same kernel in floats (the layer's own backend)."""
     k = kernel_size
     sp = k if stride is None else stride
     _posint(k, "pooling kernel_size")
     _posint(sp, "pooling stride")
     nx = next_layer.shape
-    if nx.padding != 0:
-        raise InputError("average pooling before a padded convolution is not supported (only padding 0 folds exactly)")
     C, H, W = in_shape
+    pad = 0
+    if nx.padding != 0:  # exact only when the windows tile the image: the pooled padding is then padding (docs/onnx.md)
+        if not (sp == k and H % k == 0 and W % k == 0):
+            raise InputError(f"average pooling (kernel {k}, stride {sp}) on {H}x{W} before a convolution with padding "
+                             f"{nx.padding} does not fold exactly: only windows that tile the image (stride = kernel, "
+                             "sides divisible by it) keep the pooled padding an average of padding")
+        pad = k * nx.padding
     ph, pw = (H - k) // sp + 1, (W - k) // sp + 1
     if (nx.in_channels, nx.height, nx.width) != (C, ph, pw):
         raise ShapeError(f"the layer after the average pooling expects {nx.in_channels}x{nx.height}x{nx.width}, "
@@ -810,7 +816,7 @@ def fold_average_pool(kernel_size: int, stride: int | None, in_shape: tuple, nex
             ko.append(grid)
         kernel.append(ko)
     # the pooled grid must be covered the same way: rows beyond the last pooling window are unread
-    shape = ConvShape(C, nx.out_channels, H, W, kh2, kw2, stride=sp * nx.stride, padding=0)
+    shape = ConvShape(C, nx.out_channels, H, W, kh2, kw2, stride=sp * nx.stride, padding=pad, padding_mode=nx.padding_mode)
     if shape.out_hw != nx.out_hw:
         raise ShapeError("average pooling folded into the next convolution changes the output size")
     out = type(next_layer)(shape, kernel, next_layer.channel_bias.copy(), next_layer.activation)
