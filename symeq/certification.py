@@ -1061,22 +1061,36 @@ def _certify_conv_kernels(model, ngroup, egroup, *, digits, data, max_distance, 
     return _finish(cert, model, bar, egroup, data, noise_points, seed, timeout, deadline, t0)
 
 
-def certify_mirror_run(model, data, task: str, timeout: float = 600.0) -> dict:
+def certify_mirror_run(model, data, task: str, timeout: float = 600.0, finetune: bool = True) -> dict:
     """The certified nearest layerwise-equivariant network to a network of the mirror experiment
-    (:mod:`symeq.numeric.experiment`) under its horizontal mirror: distances, task loss, status.
+    (:mod:`symeq.numeric.experiment`) under its horizontal mirror: distances, task loss, status; with
+    ``finetune`` (default) also the certified network fine-tuned inside the layerwise-equivariant
+    subspace of the same search's actions (``"finetuned"``: its held-out task loss beside theta's and theta-bar's).
 
-    The certification itself is under the key ``"_certification"`` (not JSON).
+    The certifications themselves are under the keys ``"_certification"`` (not JSON).
     """
     from .errors import SymeqError
     from .numeric.experiment import mirror_group
 
     group = mirror_group(data.shape, task, model.output_dim)
+    pair = (data.x, data.y if task == "classifier" else None)
     try:
-        c = certify(model, group, data=(data.x, data.y if task == "classifier" else None), timeout=timeout, task=task)
+        c = certify(model, group, data=pair, timeout=timeout, task=task)
     except SymeqError as e:
         return {"status": "not certified", "reason": str(e)}
-    return {"status": c.status, "parameter_distance_per_layer": c.layer_distances,
-            "parameter_distance_max": c.max_distance, "function_distance": c.function_distance,
-            "task_loss": c.task_loss, "method": c.method, "proven_nearest": c.proven_nearest, "digits": c.digits,
-            "verdict": None if c.verification is None else c.verification.verdict, "notes": c.notes,
-            "seconds": round(c.seconds, 3), "_certification": c}
+    out = {"status": c.status, "parameter_distance_per_layer": c.layer_distances,
+           "parameter_distance_max": c.max_distance, "distance": c.distance, "metric": c.metric,
+           "function_distance": c.function_distance, "task_loss": c.task_loss, "method": c.method,
+           "proven_nearest": c.proven_nearest, "search": c.search, "digits": c.digits,
+           "verdict": None if c.verification is None else c.verification.verdict, "notes": c.notes,
+           "seconds": round(c.seconds, 3), "_certification": c}
+    if finetune:
+        try:
+            f = certify(model, group, data=pair, timeout=timeout, task=task, finetune={"progress": False})
+        except SymeqError as e:
+            out["finetuned"] = {"status": "not certified", "reason": str(e)}
+        else:
+            out["finetuned"] = {"status": f.status, "verdict": None if f.verification is None else f.verification.verdict,
+                                "task_loss": f.task_loss, "finetune": f.finetune, "seconds": round(f.seconds, 3),
+                                "_certification": f}
+    return out

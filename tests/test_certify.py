@@ -286,7 +286,8 @@ def test_mirror_experiment_saves_networks_and_certifies_them(tmp_path, monkeypat
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     res = run_mirror_experiment(("tanh", "gelu"), "autoencoder", epochs=2, out=tmp_path, progress=False,
-                                certifier=certify_mirror_run, widths=(8, 8, 8), n_fit=300, n_test=100)
+                                certifier=lambda m, d, t: certify_mirror_run(m, d, t, finetune=False),  # fine-tuning:
+                                widths=(8, 8, 8), n_fit=300, n_test=100)  # tests/test_finetune.py
     assert "figures skipped" in capsys.readouterr().err and "figures_skipped" in res
     from symeq.numeric.experiment import written_summary
 

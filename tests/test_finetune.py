@@ -4,7 +4,8 @@ actions, then the exact certificate of the fine-tuned network.
 Networks trained here with torch on scikit-learn's 8x8 digits (mirror augmentation plus an equivariance
 penalty, as in the issue), small and seeded: the fine-tuned certified network's held-out loss is within 2x
 of theta's (reconstruction MSE) or within 1 point of accuracy (classifier), and `symeq check` accepts its
-certificate.  Each case takes a few seconds here (training included), so all run in the default suite.
+certificate.  Each case takes a few seconds here (training included), so they run in the default suite;
+the experiment with its emergence curve (three trainings) is marked slow.
 """
 
 from __future__ import annotations
@@ -151,3 +152,30 @@ def test_finetune_refuses_what_it_cannot_do(tmp_path, capsys, monkeypatch):
     assert main(base) == 2
     err = capsys.readouterr().err
     assert "pip install 'symeq[numeric]'" in err and "torch" in err
+
+
+@pytest.mark.slow
+def test_mirror_experiment_has_the_finetuned_row_and_the_emergence_figure(tmp_path):
+    """symeq experiment mirror (tiny): the table gains the fine-tuned certified network's row, its
+    certificate is written and accepted, and an emergence curve over penalty weights is measured and drawn."""
+    from symeq.certification import certify_mirror_run
+    from symeq.numeric.experiment import run_mirror_experiment
+
+    res = run_mirror_experiment(("tanh",), "autoencoder", epochs=2, out=tmp_path, progress=False,
+                                certifier=certify_mirror_run, widths=(8, 8, 8), n_fit=300, n_test=100,
+                                emergence=(0.0, 1.0))
+    assert "held-out task loss: theta / theta-bar / fine-tuned" in res["table"]
+    assert "fine-tuned certified network" in res["table"]
+    stem = tmp_path / "net_tanh_autoencoder"
+    assert main(["check", f"{stem}_finetuned_certificate.json", f"{stem}_finetuned_certified.json"]) == 0
+    rows = res["emergence"]["tanh"]
+    assert [r["equivariance_weight"] for r in rows] == [0.0, 1.0]
+    for r in rows:
+        assert r["certified"] == "certified" and r["finetuned_certified"] == "certified"
+        assert r["k_distance"] > 0 and r["end_to_end_data"] >= 0 and r["held_out_loss_finetuned_certified"] > 0
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "emergence_tanh_autoencoder.png").is_file()
+    assert str(tmp_path / "emergence_tanh_autoencoder.png") in res["figures"]

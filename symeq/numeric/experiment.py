@@ -28,7 +28,7 @@ from .models import from_torch
 from .monomial import MonomialAction
 
 __all__ = ["PAPER_TABLE", "run_mirror", "run_mirror_experiment", "format_table", "filter_groups", "plot_filters",
-           "mirror_group", "save_networks"]
+           "mirror_group", "save_networks", "emergence_curve", "plot_emergence"]
 
 # Shahverdi et al. 2026, CIFAR10, MLP of depth 4: median relative error of the least-squares A_i
 PAPER_TABLE = {
@@ -212,8 +212,38 @@ def _certified_rows(runs) -> list[str]:
                                                                 f"{c['function_distance']['data']['max']:.3f}"),
             ("task loss theta -> theta-bar", lambda c: "" if not c["task_loss"] else
              f"{c['task_loss']['theta']:.4f} -> {c['task_loss']['theta_bar']:.4f}"),
-            ("actions", lambda c: "nearest (proven)" if c["proven_nearest"] else "best found (not proven nearest)")]
+            ("actions", lambda c: "nearest (proven)" if c["proven_nearest"] else "best found (not proven nearest)"),
+            ("search at depth", lambda c: (c.get("search") or {}).get("line") or ""),
+            ("fine-tuned certified network (symeq certify --finetune)", _finetuned_status),
+            ("held-out task loss: theta / theta-bar / fine-tuned", _finetuned_loss)]
     return ["| " + name + " | " + " | ".join(cell(r, f) for r in runs) + " |" for name, f in rows]
+
+
+def _held_out(c):
+    f = c.get("finetuned") or {}
+    tl = f.get("task_loss") or {}
+    return next((s for s in tl.get("splits", []) if s["name"] == "the held-out split"), None)
+
+
+def _finetuned_status(c) -> str:
+    f = c.get("finetuned")
+    if not f:
+        return ""
+    if f.get("status") not in ("certified", "too far"):
+        return f.get("status", "") + (f" ({f['reason'][:60]})" if f.get("reason") else "")
+    return f"{f['status']} ({f['verdict']}; {f['finetune']['steps']} steps)"
+
+
+def _finetuned_loss(c) -> str:
+    h = _held_out(c)
+    if h is None:
+        return ""
+    L = h["loss"]
+    text = f"{L['theta']:.4f} / {L['theta_bar']:.4f} / {L['theta_bar_finetuned']:.4f}"
+    if "accuracy" in h:
+        A = h["accuracy"]
+        text += f" (accuracy {A['theta']:.3f} / {A['theta_bar']:.3f} / {A['theta_bar_finetuned']:.3f})"
+    return text
 
 
 def filter_groups(action: MonomialAction) -> dict:
@@ -267,6 +297,66 @@ def plot_filters(run: MirrorRun, path) -> None:
     plt.close(fig)
 
 
+def emergence_curve(activation: str, task: str = "autoencoder", weights=(0.0, 0.3, 1.0, 3.0, 10.0), *, data=None,
+                    epochs: int | None = None, seed: int = 0, widths=DEFAULT_WIDTHS, n_fit: int = 6000,
+                    n_test: int = 4000, progress: bool = True, certifier=None, **train_kw) -> list[dict]:
+    """One network per equivariance-penalty weight (same seed, data and schedule), and per network: the
+    end-to-end equivariance error, the paper's metric of layers 1 and 2, the certified theta-bar's distance
+    through K (``certifier``: :func:`symeq.certification.certify_mirror_run`) and the held-out task loss of
+    the certified fine-tuned network beside theta's.  How layerwise equivariance emerges as the penalty grows.
+    """
+    rows = []
+    train_kw.pop("equivariance_weight", None)  # the weights are the curve's
+    for w in weights:
+        r = run_mirror(activation, task, data=data, epochs=epochs, seed=seed, widths=widths, n_fit=n_fit,
+                       n_test=n_test, progress=progress, certifier=certifier, equivariance_weight=float(w), **train_kw)
+        row = {"equivariance_weight": float(w), "end_to_end_noise": r.equivariance["horizontal"]["noise"],
+               "end_to_end_data": r.equivariance["horizontal"]["data"], "paper_metric_layer_1": r.errors[ROWS[0]],
+               "paper_metric_layer_2": r.errors[ROWS[1]]}
+        c = r.certified or {}
+        row["k_distance"] = c.get("distance")
+        row["certified"] = c.get("status")
+        h = _held_out(c) if c else None
+        if h is not None:
+            row["held_out_loss_theta"] = h["loss"]["theta"]
+            row["held_out_loss_finetuned_certified"] = h["loss"]["theta_bar_finetuned"]
+            row["finetuned_certified"] = c["finetuned"]["status"]
+        rows.append(row)
+    return rows
+
+
+def plot_emergence(rows: list[dict], path, title: str = "") -> None:
+    """PNG: the end-to-end error, the paper's metric, the K-distance and the certified fine-tuned task loss
+    against the equivariance-penalty weight (matplotlib extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise EngineMissing("figures need matplotlib: pip install 'symeq[plot]'") from None
+    w = [r["equivariance_weight"] for r in rows]
+    fig, axes = plt.subplots(1, 4, figsize=(14, 3.2))
+    panels = [("end-to-end equivariance error", [("end_to_end_data", "data"), ("end_to_end_noise", "noise")]),
+              ("paper's metric (least-squares A_i)", [("paper_metric_layer_1", "layer 1"),
+                                                      ("paper_metric_layer_2", "layer 2")]),
+              ("certified theta-bar: distance through K", [("k_distance", "whole network")]),
+              ("held-out task loss", [("held_out_loss_theta", "theta"),
+                                      ("held_out_loss_finetuned_certified", "fine-tuned, certified")])]
+    for ax, (name, series) in zip(axes, panels):
+        for key, label in series:
+            ys = [r.get(key) for r in rows]
+            if any(y is not None for y in ys):
+                ax.plot(w, [np.nan if y is None else y for y in ys], marker="o", label=label)
+        ax.set_xscale("symlog", linthresh=0.1)
+        ax.set_xlabel("equivariance penalty weight")
+        ax.set_title(name, fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
 def _plain(obj):
     """JSON-ready: drop the keys starting with "_" (live objects kept for Python callers)."""
     if isinstance(obj, dict):
@@ -301,6 +391,11 @@ def save_networks(runs, out) -> list[str]:
             write_json(model_to_json(r.certified["_certification"].model), f"{stem}_certified.json")
             write_json(r.certified["_certification"].certificate(), f"{stem}_certificate.json")
             r.files += [f"{stem}_certified.json", f"{stem}_certificate.json"]
+            f = (r.certified.get("finetuned") or {}).get("_certification")
+            if f is not None and f.verification is not None and f.status != "undetermined":
+                write_json(model_to_json(f.model), f"{stem}_finetuned_certified.json")
+                write_json(f.certificate(), f"{stem}_finetuned_certificate.json")
+                r.files += [f"{stem}_finetuned_certified.json", f"{stem}_finetuned_certificate.json"]
         files += r.files
     return files
 
@@ -325,14 +420,15 @@ def written_summary(result: dict, out) -> str:
 
 def run_mirror_experiment(activations=("tanh", "gelu"), task: str = "autoencoder", *, epochs: int | None = None,
                           out=None, seed: int = 0, data=None, progress: bool = True, figures: bool = True,
-                          certifier=None, **train_kw) -> dict:
+                          certifier=None, emergence=None, **train_kw) -> dict:
     """Train and measure every activation; write ``table.md``, ``results.json``, PNGs and the networks to ``out``.
 
     Every trained network is saved (``net_<activation>_<task>.npz`` and ``.onnx``), and with a
     ``certifier`` (see :func:`run_mirror`) also its certified nearest layerwise-equivariant network (``..._certified.json``,
     ``..._certificate.json``: ``symeq check`` re-checks them); matplotlib is looked for before the
     training starts, and without it the figures are skipped (said on stderr and in the results); so
-    is onnx, without which the ``.onnx`` files are skipped.
+    is onnx, without which the ``.onnx`` files are skipped.  ``emergence``: penalty weights for
+    :func:`emergence_curve` per activation (``result["emergence"]``, and ``emergence_<act>_<task>.png``).
     """
     try:
         import torch  # noqa: F401
@@ -372,6 +468,10 @@ def run_mirror_experiment(activations=("tanh", "gelu"), task: str = "autoencoder
         result["figures_skipped"] = skipped
     if no_onnx:
         result["onnx_skipped"] = no_onnx
+    if emergence:
+        result["emergence"] = {a: emergence_curve(a, task, emergence, data=data, epochs=epochs, seed=seed,
+                                                  progress=progress, certifier=certifier, **train_kw)
+                               for a in activations}
     if out is not None:
         outp = Path(out)
         outp.mkdir(parents=True, exist_ok=True)
@@ -382,6 +482,10 @@ def run_mirror_experiment(activations=("tanh", "gelu"), task: str = "autoencoder
             for r in runs:
                 p = outp / f"filters_{r.activation}_{r.task}.png"
                 plot_filters(r, p)
+                result["figures"].append(str(p))
+            for a, rows in (result.get("emergence") or {}).items():
+                p = outp / f"emergence_{a}_{task}.png"
+                plot_emergence(rows, p, f"emergence of layerwise equivariance, {a} {task}")
                 result["figures"].append(str(p))
     result["_runs"] = runs
     return result
