@@ -22,6 +22,7 @@ import hashlib
 import json
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 DIGEST_FORM = 2
 _FRACTION = re.compile(r"([+-]?)(\d+)/(\d+)")
@@ -53,7 +54,15 @@ def _text(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
 
 
+@lru_cache(maxsize=1 << 16)
+def _normal_text(value: str) -> str:
+    x = _number(value)
+    return value if x is None else _text(x)
+
+
 def _normal(value):
+    if isinstance(value, str):
+        return _normal_text(value)  # cached: weight sharing repeats the same strings
     if isinstance(value, dict):
         return {k: _normal(v) for k, v in value.items()}
     if isinstance(value, list):

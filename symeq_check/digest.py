@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 from fractions import Fraction
+from functools import lru_cache
 
 from ._numbers import CheckError, parse_number
 from .activations import sigmoid_series_coeffs, tanh_series_coeffs
@@ -57,11 +58,17 @@ def _normal(value):
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
-        try:
-            return _number_text(parse_number(value))
-        except CheckError:  # a name ("zeros", "tanh"), not a number
-            return value
+        return _normal_text(value)
     return value
+
+
+@lru_cache(maxsize=1 << 16)
+def _normal_text(value: str) -> str:
+    """A string: its reduced fraction if it is a number, else itself (cached: shared weights repeat)."""
+    try:
+        return _number_text(parse_number(value))
+    except CheckError:  # a name ("zeros", "tanh"), not a number
+        return value
 
 
 def _canonical_activation(spec):
