@@ -136,6 +136,28 @@ def test_only_the_check_command_imports_the_checker():
     assert found == CHECK_COMMAND, found  # the test reads the files it means
 
 
+def test_checker_has_no_import_cycles():
+    """Inside symeq_check, each module imports only modules below it (its docstring's map, lowest first)."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    for path in CHECKER.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        graph.add_node(name)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1] + ([node.module] if node.module else []))
+                for target in [base] + [f"{base}.{a.name}" for a in node.names]:
+                    if (CHECKER.parent / (target.replace(".", "/") + ".py")).exists() and target != name \
+                            and not target.startswith(name + "."):
+                        graph.add_edge(name, target)
+    assert graph.number_of_edges() > 20, "the test is not reading the checker's imports"
+    cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    assert not cycles, f"import cycles in the checker: {cycles}"
+
+
 def test_checker_modules_stay_small():
     """No module of the checker over 900 lines (docs/architecture.md: read in a sitting per subject)."""
     sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in CHECKER.rglob("*.py")}
