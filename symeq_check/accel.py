@@ -18,6 +18,8 @@ import os
 #: ``SYMEQ_CHECK_STDLIB=1`` in the environment: eliminate with the standard library even where python-flint
 #: is importable
 STDLIB_ENV = "SYMEQ_CHECK_STDLIB"
+#: FLINT threads for the elimination (the prover's default)
+THREADS = 2
 
 
 def nmod_rank():
@@ -31,6 +33,56 @@ def nmod_rank():
         return None
 
     def rank(rows, q: int) -> int:
-        return nmod_mat(rows, q).rank() if rows else 0
+        if not rows:
+            return 0
+        import flint
+
+        old = flint.ctx.threads
+        try:
+            flint.ctx.threads = THREADS  # as the prover eliminates (symeq/fibre/jacobian.py, threads=2)
+            return nmod_mat(rows, q).rank()
+        finally:
+            flint.ctx.threads = old
 
     return rank
+
+
+def nmod_reduced_rank():
+    """A function ``reduced_rank(C, A, K, q)`` by python-flint, or None (as :func:`nmod_rank`).
+
+    C: N rows of the last layer's columns (its input at each point, and 1 for its bias), A: N rows of the
+    other columns, the K outputs of a point side by side (row n = A_1[n], ..., A_K[n]).  Returns
+    ``(rank C, rank of [Q A_1; ...; Q A_K])``, Q the left null space basis e_n - sum_i g_ni e_{S_i} of C
+    read off the echelon form of C^T (S its pivot columns): Q A = A[rest] - g A[S], one product, then the
+    rows n of the result cut into K rows of len(A[0]) / K (docs/identifiability.md, the structured rank)."""
+    if nmod_rank() is None:
+        return None
+    from flint import nmod_mat
+
+    def reduced_rank(C, A, K: int, q: int) -> tuple[int, int]:
+        import flint
+
+        old = flint.ctx.threads
+        try:
+            flint.ctx.threads = THREADS
+            N, m = len(C), len(C[0])
+            E, rc = nmod_mat([[C[n][i] for n in range(N)] for i in range(m)], q).rref()
+            S, j = [], 0
+            for i in range(rc):
+                while int(E[i, j]) == 0:
+                    j += 1
+                S.append(j)
+                j += 1
+            inS = set(S)
+            rest = [n for n in range(N) if n not in inS]
+            if not rest:
+                return rc, 0
+            g = nmod_mat([[int(E[i, n]) for i in range(rc)] for n in rest], q)
+            R = nmod_mat([A[n] for n in rest], q) - g * nmod_mat([A[n] for n in S], q)
+            width = len(A[0]) // K
+            return rc, nmod_mat(len(rest) * K, width, R.entries(), q).rank()
+        finally:
+            flint.ctx.threads = old
+
+    return reduced_rank
+

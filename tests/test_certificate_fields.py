@@ -199,3 +199,29 @@ def test_standard_library_elimination_agrees(monkeypatch):
         slow = check.check_certificate(c, data)
         assert slow.accepted is True and any("standard library" in x for x in slow.checks), slow.checks
     assert fast.accepted is True and any("nmod_mat" in x for x in fast.checks), fast.checks
+
+
+def test_structured_elimination_agrees_with_the_plain_one(monkeypatch):
+    """Every row of every point certified: the accelerated check eliminates the last affine layer's block
+    first; the standard-library path eliminates everything; both accept, and repeated points are refused."""
+    import random
+
+    rng = random.Random(5)
+    widths = (8, 16, 8, 8)
+    layers = []
+    for i in range(3):
+        W = [[rng.randint(-5, 5) for _ in range(widths[i])] for _ in range(widths[i + 1])]
+        layers.append(DenseLayer(W, [rng.randint(-5, 5) for _ in range(widths[i + 1])],
+                                 tanh_series(3) if i < 2 else None))
+    m = Model(8, layers)
+    r = jacobian_identifiability(m)
+    cert, data = json.loads(json.dumps(r.certificate)), json.loads(json.dumps(model_to_json(m)))
+    assert sorted(cert["rows"]) == list(range(len(cert["points"]) * 8))
+    fast = check.check_certificate(cert, data)
+    assert fast.accepted is True and any("last affine layer's block first" in c for c in fast.checks), fast.checks
+    bad = dict(cert, points=[cert["points"][0]] * len(cert["points"]))  # one point repeated: the rank falls
+    rep = check.check_certificate(bad, data)
+    assert rep.accepted is False and any("have rank" in x for x in rep.reasons), rep.reasons
+    monkeypatch.setenv("SYMEQ_CHECK_STDLIB", "1")
+    slow = check.check_certificate(cert, data)
+    assert slow.accepted is True and not any("block first" in c for c in slow.checks)

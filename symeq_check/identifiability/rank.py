@@ -8,7 +8,7 @@ from fractions import Fraction
 from math import comb
 
 from .._numbers import CheckError, _dict, _is_int, _short, _vector
-from ..accel import STDLIB_ENV, nmod_rank
+from ..accel import STDLIB_ENV, nmod_rank, nmod_reduced_rank
 from ..activations import _apply
 from ..attention import _Attention
 from ..conv import _Conv, _out_dim
@@ -450,6 +450,40 @@ def _rank_mod(rows, ncols: int, q: int, fast=None) -> int:
     return _jac_rank(list(rows), ncols)
 
 
+def _structured_rank(rows: list, K: int, wl: int, m_in: int, last_bias: bool, q: int, reduced_rank) -> int | None:
+    """rank_q of the Jacobian rows by eliminating the last affine layer's block first, or None when the rows
+    do not have its structure.
+
+    ``rows`` are all N K rows, point-major (row n K + k: output k at point n), recomputed here; the last
+    layer's columns start at ``wl`` (W_L row-major, K x m_in, then b_L when ``last_bias``).  Each row (n, k)
+    is checked to be e_k (x) C[n] there, C[n] = [h(x_n), 1] (h the last layer's input, read off row (n, 0)).
+    Then row operations inside each output's rows give, over GF(q) and without any assumption,
+    rank = K rank C + rank [Q A_1; ...; Q A_K] (A_k: output k's rows in the other columns, Q a basis of
+    the left null space of C), the identity the prover uses (docs/identifiability.md); ``reduced_rank``
+    (:func:`symeq_check.accel.nmod_reduced_rank`) computes both ranks."""
+    N = len(rows) // K
+    width = K * m_in + (K if last_bias else 0)
+    C, A = [], []
+    for n in range(N):
+        h = rows[n * K][wl:wl + m_in]
+        joined = []
+        for k in range(K):
+            row = rows[n * K + k]
+            if len(row) != wl + width:
+                return None
+            want = [0] * width
+            want[k * m_in:(k + 1) * m_in] = h
+            if last_bias:
+                want[K * m_in + k] = 1
+            if row[wl:] != want:
+                return None
+            joined.extend(row[:wl])
+        C.append(list(h) + ([1] if last_bias else []))
+        A.append(joined)
+    rc, rest = reduced_rank(C, A, K, q)
+    return K * rc + rest
+
+
 def _jac_is_prime(n: int) -> bool:
     if n < 2:
         return False
@@ -669,17 +703,35 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
             yield [row[c] for c in pivots]
 
     nmod_mat = nmod_rank()
+    # with the accelerator and every row of every point: the last affine layer's block is eliminated first
+    last = layers[-1]
+    reduced = nmod_reduced_rank() if (pivots is None and T is None and isinstance(last, _Layer) and last.act is None
+                                      and _jac_dense_like(last) and set(rows) == set(range(len(points) * K))
+                                      and len(layers) > 1) else None
+    structured = False
+
+    def rank_at(q):
+        nonlocal structured
+        if reduced is not None:
+            all_rows = list(block(q))
+            out = _structured_rank(all_rows, K, offs[2 * len(layers) - 2], len(last.weight[0]), bias[-1], q, reduced)
+            if out is not None:
+                structured = True
+                return out
+            return _rank_mod(all_rows, ncols, q, nmod_mat)
+        return _rank_mod(block(q), ncols, q, nmod_mat)
+
     rank, modulus = None, JACOBIAN_PRIME
     for q in _CHECK_PRIMES:  # fast: one-digit multipliers; the certificate's prime if both fall short
         try:
-            rq = _rank_mod(block(q), ncols, q, nmod_mat)
+            rq = rank_at(q)
         except CheckError:  # q divides a denominator
             continue
         if rq == r:
             rank, modulus = rq, q
             break
     if rank is None:
-        rank = _rank_mod(block(p), ncols, p, nmod_mat)
+        rank = rank_at(p)
     what = "rows" if pivots is None else f"rows restricted to the {r} pivot columns"
     if rank != r:
         report.reasons.append(f"the {len(rows)} certified {what} of the Jacobian have rank {rank} modulo 2^61 - 1, "
@@ -693,7 +745,9 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
                              f"rank over Q >= {r})")
         report.checks.append("the elimination: " + (
             f"python-flint's nmod_mat (an optional accelerator; {STDLIB_ENV}=1 eliminates with the standard library)"
-            if nmod_mat is not None else "standard library (packed integers)"))
+            if nmod_mat is not None else "standard library (packed integers)")
+            + ("; the last affine layer's block first (its structure e_k (x) [h(x_n), 1] checked on the recomputed "
+               "rows): rank = K rank C + rank of the reduced rows" if structured else ""))
         report.checks.append(f"orbit tangent of K's continuous part: {len(gens)} generator(s) in the kernel, "
                              f"dimension {dim}; rank = #params {P} - {dim}: locally identifiable (constant-rank "
                              "theorem; the fibre far from theta is not examined)")
