@@ -11,7 +11,12 @@ certificates beyond its stated size limit (rows x r x P > ``MAX_JACOBIAN_WORK``)
 ```
 python benchmarks/bench_local_ident.py            # every row, a few minutes (the 6 288-parameter rank dominates)
 python benchmarks/bench_local_ident.py --quick    # smoke test: the two smallest rows
+python benchmarks/bench_local_ident.py --only 6288 --stdlib   # one row; the checker's standard-library elimination
 ```
+
+The checker eliminates with python-flint's ``nmod_mat`` where importable (``symeq_check/accel.py``; the
+``check_elimination`` column says which), the last affine layer's block first when every row is certified;
+``--stdlib`` sets ``SYMEQ_CHECK_STDLIB=1`` (the standard-library packed-integer elimination).
 
 Results: stdout and ``--out`` (default benchmarks/results/: local_ident.md, local_ident.json); progress on
 stderr.  Times are wall-clock on a machine shared with other jobs (the load average is in the JSON).
@@ -42,7 +47,9 @@ from symeq.models import DenseLayer, Model  # noqa: E402
 CASES = [("built-in example", None), ("(8,16,8,8)", (8, 16, 8, 8)), ("(16,8,4,16)", (16, 8, 4, 16)),
          ("(4,4,4,4,4,4)", (4, 4, 4, 4, 4, 4)), ("hidden rotation (3,5,5,2,1)", "rotation"),
          ("(8,32,32,8)", (8, 32, 32, 8)), ("(16,32,32,16)", (16, 32, 32, 16)),
-         ("(16,64,64,16)", (16, 64, 64, 16))]
+         ("(16,64,64,16)", (16, 64, 64, 16)),
+         # the rows of issue 25's table
+         ("(6,10,8,4)", (6, 10, 8, 4)), ("(8,24,24,8)", (8, 24, 24, 8)), ("(16,40,40,16)", (16, 40, 40, 16))]
 
 
 def mlp(widths, seed=5, acts=None):
@@ -76,7 +83,7 @@ def run_case(name, spec) -> dict:
     row = {"network": name, "params": r.n_params, "rank": r.rank, "bound": r.n_params - (r.orbit_dimension or 0),
            "points": r.points, "status": r.status, "decide_s": decide,
            "jacobian_s": r.timings.get("jacobian", 0.0), "rank_s": r.timings.get("rank", 0.0),
-           "check_s": None, "check": "no certificate", "check_over_decide": None,
+           "check_s": None, "check": "no certificate", "check_over_decide": None, "check_elimination": None,
            "dimension_lower_bound": r.dimension_lower_bound, "load": load, "load_after_check": None}
     if r.certificate is not None:
         cert = json.loads(json.dumps(r.certificate))
@@ -90,6 +97,9 @@ def run_case(name, spec) -> dict:
             rep = check.check_certificate(cert, model)
             row["check_s"] = time.perf_counter() - t
             row["check"] = {True: "accepted", False: "rejected", None: "undetermined"}[rep.accepted]
+            said = " ".join(rep.checks)
+            row["check_elimination"] = ("nmod_mat, last layer first" if "block first" in said else "nmod_mat"
+                                        if "nmod_mat" in said else "standard library")
             row["check_over_decide"] = row["check_s"] / decide
             row["load_after_check"] = round(os.getloadavg()[0], 2)
     print(f"{name}: {row['status']} rank {row['rank']}/{row['bound']} in {decide:.3g} s; check {row['check']}",
@@ -99,7 +109,7 @@ def run_case(name, spec) -> dict:
 
 def markdown(res) -> str:
     cols = ["network", "params", "rank", "bound", "points", "status", "decide_s", "jacobian_s", "rank_s",
-            "check", "check_s", "check_over_decide", "load", "load_after_check"]
+            "check", "check_s", "check_over_decide", "check_elimination", "load", "load_after_check"]
 
     def fmt(v):
         if v is None:
@@ -118,14 +128,23 @@ def markdown(res) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="smoke test: the two smallest rows")
+    p.add_argument("--only", type=int, action="append", metavar="PARAMS",
+                   help="only the rows with this many parameters (repeatable)")
+    p.add_argument("--stdlib", action="store_true", help="the checker's standard-library elimination "
+                   "(SYMEQ_CHECK_STDLIB=1), not python-flint's nmod_mat")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = p.parse_args(argv)
+    if args.stdlib:
+        os.environ["SYMEQ_CHECK_STDLIB"] = "1"
     cases = CASES[:2] if args.quick else CASES
+    if args.only:
+        cases = [(n, s) for n, s in cases if model_for(s).n_params in set(args.only)]
     res = {"cpus": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()],
            "rows": [run_case(n, s) for n, s in cases]}
     text = markdown(res)
     print(text)
-    write_results(args.out, "local_ident" + ("-quick" if args.quick else ""), text, res)
+    write_results(args.out, "local_ident" + ("-quick" if args.quick else "") + ("-only" if args.only else "")
+                  + ("-stdlib" if args.stdlib else ""), text, res)
     return 0
 
 
