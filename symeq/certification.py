@@ -54,9 +54,10 @@ DEFAULT_NOISE_POINTS = 2000
 METRICS = {
     "parameters": "whole-network relative parameter distance ||theta - theta-bar|| / ||theta|| (every weight and "
                   "bias together)",
-    "data": "whole-network data-weighted distance sqrt(sum_i ||Delta_i Sigma-bar_{i-1}^{1/2}||^2 / sum_i "
-            "||theta_i Sigma-bar_{i-1}^{1/2}||^2), Sigma-bar the second moment of each layer's input on the data "
-            "symmetrised over the group",
+    "data": "whole-network data-weighted distance sqrt(sum_i ||Delta_i S_{i-1}^{1/2}||^2 / sum_i "
+            "||theta_i S_{i-1}^{1/2}||^2), S_{i-1} = Sigma_{i-1} + lambda I, Sigma_{i-1} the second moment of layer "
+            "i's input on the data and lambda 1% of its mean eigenvalue; each candidate's theta-bar is its weighted "
+            "least-squares projection (not the Reynolds average)",
 }
 
 
@@ -606,8 +607,8 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
                                   involution_lower_bound, is_homomorphism, layer_diagnostics, layer_distances,
                                   nearest_involution_actions, parameter_distance, random_involutions, repair_cyclic,
                                   restrict_to_projectable, reynolds_exact, reynolds_float, second_moments,
-                                  signs_allowed, symmetrised_moment, trivial_actions, unused_inputs,
-                                  weighted_distances)
+                                  ridged, signs_allowed, trivial_actions, unused_inputs, weighted_distances,
+                                  weighted_projection)
     from .sizes import check_memory, check_width
 
     t0 = time.perf_counter()
@@ -698,6 +699,7 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
                 raise InputError("--metric data: a layer is wider than the data moments allow "
                                  "(symeq.numeric.project.MAX_MOMENT_WIDTH)")
             notes.append("a layer is too wide for the data's second moments: no data-weighted distances")
+    metric_moments = None if metric != "data" else ridged(moments)
     candidates, seen = [], {}
 
     def consider(gen_actions, method, proven):
@@ -716,10 +718,14 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
              "proven": proven, "gen": gen_actions, "chains": chains, "proj": proj, "also": [], "wd": None,
              "ddist": None}
         if moments is not None:
-            c["wd"], _ = weighted_distances(model, proj, moments)
-            if metric == "data":
-                sym = [symmetrised_moment(S, chains, li) for li, S in enumerate(moments)]
-                _, c["ddist"] = weighted_distances(model, proj, sym)
+            c["wd"], c["ddist"] = weighted_distances(model, proj, moments)
+        if metric == "data":  # theta-bar: the nearest equivariant point in the data's weighted distance
+            _, c["reynolds_data_weighted"] = weighted_distances(model, proj, metric_moments)
+            c["proj"], cg = weighted_projection(model, chains, metric_moments, proj)
+            c["layer"], c["pdist"] = layer_distances(model, c["proj"]), parameter_distance(model, c["proj"])
+            c["wd"], _ = weighted_distances(model, c["proj"], moments)
+            _, c["ddist"] = weighted_distances(model, c["proj"], metric_moments)
+            c["cg_residual"] = max(cg)
         c["score"] = c["pdist"] if metric == "parameters" else c["ddist"]
         seen[key] = c
         candidates.append(c)
@@ -837,7 +843,7 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
         digits = [digits] * model.depth
     nearest = NumericModel(model.input_dim, [NumericDenseLayer(W.copy(), b.copy(), l.activation)
                                              for l, (W, b) in zip(model.layers, proj)], ngroup, model.name)
-    source, ft_info, split = model, None, None
+    source, ft_info, split = model if metric == "parameters" else nearest, None, None
     if ft_opts is not None:
         from .numeric.train import finetune_equivariant
 
@@ -889,7 +895,9 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
             dists[li] = float(num / den) if den > 0 else float(num)
     cand_json = [{"method": c["method"], "also_found_by": c["also"], "distance": c["score"],
                   "parameters_per_layer": c["layer"], "parameters_max": max(c["layer"]),
-                  "parameters": c["pdist"], "data_weighted": c["ddist"]} for c in candidates]
+                  "parameters": c["pdist"], "data_weighted": c["ddist"],
+                  **({} if metric != "data" else {"reynolds_data_weighted": c["reynolds_data_weighted"],
+                                                  "cg_residual": c["cg_residual"]})} for c in candidates]
     cert = Certification("undetermined", dists, {}, None, digits, method, proven, cand_json, None, exact_model, bar,
                          max_distance, notes, metric=metric, distance=best["score"],
                          layer_distances_data=best["wd"], search=search, actions=_actions_json(ngroup, gen_actions))
@@ -897,8 +905,7 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
         if metric == "parameters":
             cert.distance = parameter_distance(model, written)
         else:
-            _, cert.distance = weighted_distances(model, written, [symmetrised_moment(S, chains, li)
-                                                                   for li, S in enumerate(moments)])
+            _, cert.distance = weighted_distances(model, written, metric_moments)
     if ft_info is not None:
         ft_info["nearest"] = {"metric": metric, "distance": best["score"], "parameters_per_layer": best["layer"]}
         ft_info["parameters_per_layer"] = layer_distances(model, written)

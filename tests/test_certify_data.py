@@ -135,7 +135,9 @@ def test_metric_data_chooses_and_judges_by_the_data(tmp_path, capsys):
     assert main(args) == 0
     r = json.loads(capsys.readouterr().out)
     d = r["distances"]
-    assert d["metric"] == "data" and "symmetrised" in d["metric_description"]
+    assert d["metric"] == "data" and "weighted least-squares projection" in d["metric_description"]
+    for c in r["actions"]["candidates"]:  # each theta-bar is nearer on the data than the Reynolds average
+        assert c["data_weighted"] <= c["reynolds_data_weighted"] * (1 + 1e-9) and c["cg_residual"] < 1e-6
     assert d["distance"] == pytest.approx(min(c["distance"] for c in r["actions"]["candidates"]), rel=1e-3)
     assert not r["actions"]["proven_nearest"]  # proven nearest is a statement in the parameter metric
     assert any("weighted by the data" in c["method"] for c in r["actions"]["candidates"]) or \
@@ -204,3 +206,36 @@ def test_torch_default_dynamo_exporter_file_certifies(tmp_path, capsys):
     assert main(["certify", str(path), "--group", "mirror:4x4", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["status"] == "certified" and r["distances"]["parameters_max"] < 1e-2
+
+
+def test_digits_dead_pixels_are_named_and_weigh_nothing(tmp_path, capsys):
+    """scikit-learn's digits (raw 0..16 values): pixels 1, 33 and 40 are zero in every image.  A tanh
+    autoencoder 64-8-64 whose weights on those pixels are large: the report names them, and the data-weighted
+    first-layer distance does not count them while the parameter distance does."""
+    datasets = pytest.importorskip("sklearn.datasets")
+    x = datasets.load_digits().data / 16.0
+    G = mirror(8, 8)
+    net = random_equivariant_numeric(G, [8], numeric_activation("tanh"), rng=0)
+    th = net.parameters()
+    net = net.with_parameters(th * (1.0 + 0.05 * np.random.default_rng(1).standard_normal(th.shape)))
+    W = net.layers[0].weight.copy()
+    W[:, [0, 32, 39]] += 3.0 * np.random.default_rng(2).standard_normal((8, 3))  # untrained weights on dead pixels
+    net.layers[0].weight = W
+    save_npz(net, tmp_path / "net.npz")
+    np.savez(tmp_path / "d.npz", x=x)
+    assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:8x8", "--data", str(tmp_path / "d.npz"),
+                 "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["data"]["unused_inputs"]["zero"] == [1, 33, 40]
+    p1, w1 = r["distances"]["parameters_per_layer"][0], r["distances"]["data_weighted_per_layer"][0]
+    assert p1 > 0.3  # the parameter metric counts the dead pixels' weights
+    # the Reynolds average moves half of a dead pixel's weight onto its live mirror image, which the data see;
+    # --metric data's weighted least-squares projection does not
+    assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:8x8", "--data", str(tmp_path / "d.npz"),
+                 "--metric", "data", "--json"]) == 0
+    rd = json.loads(capsys.readouterr().out)
+    wd1 = rd["distances"]["data_weighted_per_layer"][0]
+    assert wd1 < 0.5 * w1, (w1, wd1)
+    assert rd["status"] == "certified"
+    assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:8x8", "--data", str(tmp_path / "d.npz")]) == 0
+    assert "inputs the data never use (zero on every data point; numbered from 1): 1, 33, 40" in capsys.readouterr().out

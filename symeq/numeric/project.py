@@ -63,7 +63,8 @@ __all__ = ["Actions", "signed_permutation", "group_elements", "element_actions",
            "check_projectable", "signs_allowed", "restrict_to_projectable", "repair_cyclic", "fold_conv",
            "conv_tap_maps", "reynolds_conv_exact", "MAX_FULL_MATCHING", "layer_inputs", "second_moments",
            "symmetrised_moment", "weighted_distances", "parameter_distance", "data_scaled", "random_involutions",
-           "involution_lower_bound", "MAX_MOMENT_WIDTH", "layer_diagnostics", "unused_inputs"]
+           "involution_lower_bound", "MAX_MOMENT_WIDTH", "layer_diagnostics", "unused_inputs", "weighted_projection",
+           "ridged", "DATA_RIDGE"]
 
 #: above this many positive-gain pairs on a layer the matching (networkx, pure Python: about 40 s for
 #: 20 000 pairs on 1024 neurons) is bounded (then the result is labelled "best found, not proven nearest")
@@ -853,3 +854,68 @@ def unused_inputs(x: np.ndarray) -> dict:
     zero = np.all(x == 0, axis=0)
     const = np.all(x == x[:1], axis=0) & ~zero
     return {"zero": [int(j) + 1 for j in np.flatnonzero(zero)], "constant": [int(j) + 1 for j in np.flatnonzero(const)]}
+
+
+def _reynolds_aug(T: np.ndarray, chains, li: int) -> np.ndarray:
+    """The Reynolds average of one layer's augmented [W, b] (the bias as the last column)."""
+    W, b = T[:, :-1], T[:, -1]
+    accW, accb = np.zeros_like(W), np.zeros_like(b)
+    for chain in chains:
+        P_in, inv = chain[li], chain[li + 1].inverse()
+        accW += inv.left(P_in.right(W))
+        accb += inv.left(b[:, None])[:, 0]
+    return np.hstack([accW, accb[:, None]]) / len(chains)
+
+
+def weighted_projection(model, chains, moments, projected=None, *, tol: float = 1e-12, maxiter: int = 2000):
+    """Per layer the layerwise-equivariant [W-bar, b-bar] (for these actions) nearest to theta's in the data's
+    weighted distance tr(Delta Sigma Delta^T), Sigma = ``moments[i]`` (:func:`second_moments`).
+
+    The equivariant [W, b] form the image V of the Reynolds operator R (the Frobenius-orthogonal projection).
+    With T-bar = R(T) + D, D in V, the optimum solves R(D Sigma) = R((T - R(T)) Sigma): the operator
+    D -> R(D Sigma) is symmetric and positive semi-definite on V (<R(D1 Sigma), D2> = tr(D1 Sigma D2^T)), so
+    conjugate gradients from D = 0 stay in V (every iterate is layerwise equivariant) and reach, where Sigma
+    is singular (inputs the data never use), the minimiser nearest to the Reynolds average.  Where every
+    rho(g) keeps Sigma, R commutes with D -> D Sigma and D = 0: the Reynolds average itself.
+
+    Returns (per layer (W-bar, b-bar), per layer the relative residual of the conjugate gradients).
+    """
+    projected = projected if projected is not None else reynolds_float(model, chains)
+    out, res = [], []
+    for li, (l, (Wr, br), S) in enumerate(zip(model.layers, projected, moments)):
+        T = np.hstack([l.weight, l.bias[:, None]])
+        TR = np.hstack([Wr, br[:, None]])
+        rhs = _reynolds_aug((T - TR) @ S, chains, li)
+        nrm = float(np.linalg.norm(rhs))
+        D = np.zeros_like(T)
+        r = rhs.copy()
+        p = r.copy()
+        rr = float(np.sum(r * r))
+        k = 0
+        while k < maxiter and rr > (tol * max(nrm, 1e-300)) ** 2:
+            Ap = _reynolds_aug(p @ S, chains, li)
+            pAp = float(np.sum(p * Ap))
+            if pAp <= 0:
+                break
+            a = rr / pAp
+            D += a * p
+            r -= a * Ap
+            rr_new = float(np.sum(r * r))
+            p = r + (rr_new / rr) * p
+            rr = rr_new
+            k += 1
+        D = _reynolds_aug(D, chains, li)  # back onto V exactly in floats (drift)
+        Tb = TR + D
+        out.append((Tb[:, :-1].copy(), Tb[:, -1].copy()))
+        res.append(float(np.sqrt(rr) / nrm) if nrm > 0 else 0.0)
+    return out, res
+
+
+#: the data metric's ridge: Sigma + lambda I with lambda = DATA_RIDGE * tr(Sigma) / (n + 1), so that
+#: directions the data (nearly) never see stay near theta instead of moving freely
+DATA_RIDGE = 1e-2
+
+
+def ridged(moments, ridge: float = DATA_RIDGE) -> list:
+    """Each Sigma plus ``ridge`` times its mean eigenvalue on the diagonal (:data:`DATA_RIDGE`)."""
+    return [S + ridge * float(np.trace(S)) / S.shape[0] * np.eye(S.shape[0]) for S in moments]
