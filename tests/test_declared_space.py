@@ -275,3 +275,25 @@ def test_copy_of_the_certificate_is_not_changed_by_checking():
     before = copy.deepcopy(cert)
     check.check_certificate(cert, _json(data))
     assert cert == before
+
+
+def test_groebner_step_is_not_applicable_to_a_mixed_declaration(tmp_path, capsys):
+    """symeq fibre on a small mixed model: the Gröbner step (whose orbit count takes one declaration) says
+    not applicable, and the Jacobian rank's local answer is the report's; compare_with_orbit refuses it."""
+    from symeq.cli import main
+    from symeq.errors import InputError
+    from symeq.fibre.orbit import compare_with_orbit
+
+    data = {"format": "symeq-model/1", "input_dim": 2, "layers": [
+        _dense([[1, 2], [3, -1]], [1, -2], {"type": "polynomial", "coeffs": ["0", "1", "1"]}),
+        _dense([[2, -1]], None, None)]}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    code = main(["fibre", str(path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    tried = {t["method"]: t for t in out["tried"]}
+    assert tried["groebner"]["status"] == "not-applicable" and "some layers only" in tried["groebner"]["reason"]
+    assert out["status"] != "not-identifiable" or out["method"] == "jacobian-rank", out
+    assert code in (0, 1, 3)
+    with pytest.raises(InputError, match="some layers only"):
+        compare_with_orbit(model_from_json(data), engine="sympy")

@@ -324,6 +324,13 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
         tried.append({"method": "groebner", "status": "not-applicable",
                       "reason": "the fibre ideal needs dense layers with polynomial activations"})
         return _fallback(report, local, tried)
+    from ..layers.base import declared_biases
+
+    if len(set(declared_biases(model))) > 1:  # issue 25: the orbit count takes one bias declaration
+        tried.append({"method": "groebner", "status": "not-applicable",
+                      "reason": "the orbit count of the Gröbner step takes biases in every layer or in none; "
+                                "this model declares them in some layers only"})
+        return _fallback(report, local, tried)
     budget = left()
     if proven:
         budget = PROVEN_STEP_CAP if budget is None else min(budget, PROVEN_STEP_CAP)

@@ -576,6 +576,9 @@ def _compare_over_c(model, *, engine: str = "auto", timeout: float | None = None
     t0 = time.perf_counter()
     budget = Deadline(timeout)
     ideal = fibre_ideal(model, gauge="auto", bias=bias, deadline=budget)
+    if not isinstance(ideal.bias, bool):  # issue 25: the orbit below is counted for one bias declaration
+        raise InputError("the Gröbner orbit count takes biases in every layer or in none; this model declares them "
+                         "in some layers only (symeq fibre decides it by the Jacobian rank)")
     decided = structural_decision(model, ideal) if structural else None
     if decided is not None:
         try:
