@@ -194,6 +194,7 @@ def test_lower_bound_and_search_at_depth_against_brute_force():
     assert c.search["restarts"] == 6
 
 
+@pytest.mark.slow  # the dynamo exporter takes 3-11 s here
 def test_torch_default_dynamo_exporter_file_certifies(tmp_path, capsys):
     """torch.onnx.export without dynamo=False (the onnx extra brings onnxscript) gives a file certify reads."""
     torch = pytest.importorskip("torch")
