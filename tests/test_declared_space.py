@@ -297,3 +297,17 @@ def test_groebner_step_is_not_applicable_to_a_mixed_declaration(tmp_path, capsys
     assert code in (0, 1, 3)
     with pytest.raises(InputError, match="some layers only"):
         compare_with_orbit(model_from_json(data), engine="sympy")
+
+
+@pytest.mark.parametrize("out_bias, hidden_bias", [(None, [1, -1, 2]), (None, None), ([1], [1, -1, 2])])
+def test_relu_certificate_in_the_declared_space(out_bias, hidden_bias):
+    from symeq.fibre.decide import relu_local_identifiability
+
+    m = Model(2, [DenseLayer([[1, 2], [3, -1], [-2, 1]], hidden_bias, relu()),
+                  DenseLayer([[1, -2, 3]], out_bias, None)])
+    d = relu_local_identifiability(m)
+    assert d.status == "locally-identifiable", d.reason
+    cert = _json(d.certificate)
+    assert cert["parameters"] == 9 + 3 * (hidden_bias is not None) + (out_bias is not None)
+    rep = check.check_certificate(cert, _json(model_to_json(m)))
+    assert rep.accepted is True, rep.reasons

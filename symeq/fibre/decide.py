@@ -481,8 +481,8 @@ def _relu_certificate(model, f) -> dict | None:
     sample points and every row of the Jacobian there; ``symeq check`` re-checks exactly that no hidden
     pre-activation is 0 at a point, recomputes the rows and the positive rescalings' tangent, and eliminates.
 
-    Written for dense networks with ReLU or leaky ReLU hidden layers and some nonzero bias (the checker
-    counts the biases of such a model among the parameters, as :mod:`symeq.relu.fdim` does); else None."""
+    Written for dense networks with ReLU or leaky ReLU hidden layers; the parameters are the declared ones
+    (a layer's biases when it has any, as :mod:`symeq.relu.fdim` and the checker count them); else None."""
     from ..digest import layers_digest
     from ..io import layers_to_json
 
@@ -491,10 +491,14 @@ def _relu_certificate(model, f) -> dict | None:
             or any(l.activation is None or not (l.activation.kind == "relu" or l.activation.name == "leaky_relu")
                    for l in layers[:-1]):
         return None
-    if not any(b != 0 for l in layers for b in l.bias) or not f.sample_points:
+    if not f.sample_points:
         return None
-    P = sum(l.in_dim * l.out_dim + l.out_dim for l in layers)
-    if P != f.params:  # pragma: no cover - fdim counts W and b of every layer
+    from ..layers.base import declared_biases
+    from .jacobian import bias_field
+
+    flags = declared_biases(model)  # issue 25: the declared parameter space
+    P = sum(l.in_dim * l.out_dim + (l.out_dim if b else 0) for l, b in zip(layers, flags))
+    if P != f.params:  # neurons with zero incoming weights and bias were pruned by fdim: no certificate
         return None
     K = layers[-1].out_dim
     return {
@@ -502,12 +506,12 @@ def _relu_certificate(model, f) -> dict | None:
         "method": "jacobian-rank",
         "verdict": "locally-identifiable",
         "widths": model.widths,
-        "bias": True,
+        "bias": bias_field(flags, model),
         "layers_sha256": layers_digest(layers_to_json(model), model.input_dim),
         "prime": str((1 << 61) - 1),
         "seed": 0,
         "parameters": P,
-        "parameter_order": "per layer: W row-major, then b",
+        "parameter_order": "per layer: W row-major, then b (when the layer has biases)",
         "points": [[str(x) for x in pt] for pt in f.sample_points],
         "rows": list(range(len(f.sample_points) * K)),
         "rank": f.rank,
