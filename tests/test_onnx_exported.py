@@ -251,6 +251,36 @@ def test_batchnorm_after_an_activation_and_pooling_after_a_conv_fold_exactly_on_
         from_torch(net2, input_shape=(1, 8, 8))
 
 
+@pytest.mark.parametrize("case", ["dense_dense", "conv_conv", "conv_dense"])
+def test_two_linear_layers_in_a_row_compose_exactly(tmp_path, case):
+    from flint import fmpq
+
+    torch.manual_seed(0)
+    nn = torch.nn
+    shape = (1, 6) if case == "dense_dense" else (1, 1, 6, 6)
+    net = {"dense_dense": nn.Sequential(nn.Linear(6, 5), nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 2)),
+           "conv_conv": nn.Sequential(nn.Conv2d(1, 3, 3, padding=1, stride=2), nn.Conv2d(3, 2, 2), nn.ReLU(),
+                                      nn.Flatten(), nn.Linear(8, 2)),
+           "conv_dense": nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.Conv2d(2, 2, 3), nn.Flatten(),
+                                       nn.Linear(32, 3), nn.ReLU(), nn.Linear(3, 2))}[case].eval()
+    _export(net, shape, tmp_path / "c.onnx")
+    m, e = load_onnx(tmp_path / "c.onnx"), load_onnx_exact(tmp_path / "c.onnx")
+    assert any("composed exactly into one" in n for n in m.meta["reader_notes"])
+    n = int(np.prod(shape))
+    x = np.random.default_rng(0).integers(-8, 8, (3, n)) / 8
+    assert np.max(np.abs(m(x) - _logits_of(net, torch.from_numpy(x).float().reshape(3, *shape[1:])))) < 1e-5
+    ye = np.array([[float(int(v.p)) / float(int(v.q)) for v in e([fmpq(int(v * 8), 8) for v in r])] for r in x])
+    assert np.max(np.abs(ye - m(x))) < 1e-12
+
+
+def test_a_padded_conv_right_after_a_conv_is_refused_with_the_reason(tmp_path):
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3, padding=1), torch.nn.Conv2d(2, 2, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Flatten(), torch.nn.Linear(72, 2)).eval()
+    _export(net, (1, 1, 6, 6), tmp_path / "p.onnx")
+    with pytest.raises(InputError, match="only when the second has padding 0"):
+        load_onnx(tmp_path / "p.onnx")
+
+
 # -- the escnn-style C4 net at 28x28, noise 1e-6 --------------------------------------------------
 
 def _noisy(net, eps=1e-6, seed=2):

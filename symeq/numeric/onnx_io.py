@@ -495,9 +495,8 @@ class _ChainReader:
 
     # -- linear layers
     def start_linear(self, lin, where):
-        if self.pending is not None:
-            raise InputError(f"{where}: two linear layers without an activation between them; symeq reads "
-                             "sigma(W x + b) layers (merge the affine maps before exporting)")
+        if self.pending is not None:  # two linear layers in a row: one layer where that is exact
+            lin = self.compose(self.pending, lin, where)
         self.block = None  # a block without an activation after its addition
         for kind, data, owhere in reversed(self.pre):  # x -> op_1 -> ... -> op_k -> lin: fold op_k first
             if kind == "pool":
@@ -506,6 +505,42 @@ class _ChainReader:
                 self.fold_bn_in(lin, data, where, owhere)
         self.pre = []
         self.pending = lin
+
+    def compose(self, first, second, where):
+        """second o first as one linear layer, exactly: dense after dense (W2 W1, W2 b1 + b2), a convolution
+        after a convolution when the second has padding 0 (it then reads only real outputs of the first),
+        and a dense layer after a convolution (the whole-image convolution, padding 0)."""
+        from ..layers.conv import ConvShape
+
+        fw, sw = first.where.split(": ", 1)[1], where.split(": ", 1)[1]
+        if first.shape is None and second.shape is None:
+            second.ops.insert(0, ("compose-dense", first))
+            second.in_dim = first.in_dim
+        elif first.shape is not None:
+            c1 = first.shape
+            if second.shape is None:  # the whole-image convolution on the first's output
+                C, oh, ow = c1.out_channels, *c1.out_hw
+                second.raw_K = second.raw_K.reshape(second.raw_K.shape[0], C, oh, ow)
+                second.shape = ConvShape(C, second.raw_K.shape[0], oh, ow, oh, ow)
+            c2 = second.shape
+            if c2.padding:
+                raise InputError(f"{where}: two linear layers without an activation between them (the convolutions "
+                                 f"of {fw} and {sw}); they are one convolution only when the second has padding 0 "
+                                 "(its zero padding would pad the first one's outputs, which are not 0 at the border)")
+            shape = ConvShape(c1.in_channels, c2.out_channels, c1.height, c1.width, c1.kh + c1.stride * (c2.kh - 1),
+                              c1.kw + c1.stride * (c2.kw - 1), stride=c1.stride * c2.stride, padding=c1.padding,
+                              padding_mode=c1.padding_mode)
+            if shape.out_hw != c2.out_hw:
+                raise ShapeError(f"{where}: composing the convolutions of {fw} and {sw} changes the output size")
+            second.ops.insert(0, ("compose-conv", (first, c1.stride)))
+            second.shape, second.in_dim = shape, shape.in_dim
+        else:
+            raise InputError(f"{where}: two linear layers without an activation between them (a convolution after a "
+                             "dense layer); symeq reads sigma(W x + b) layers (merge the affine maps before exporting)")
+        self.note(f"{where}: two linear layers without an activation between them ({fw} and {sw}) composed exactly "
+                  "into one")
+        second.where = first.where
+        return second
 
     def gemm(self, node, where):
         if _attr(node, "transA", 0):
@@ -907,7 +942,14 @@ def _replay(lin: _Linear, N):
     K = N.arr(lin.raw_K)
     b = N.arr(lin.raw_b) if lin.raw_b is not None else None
     for kind, data in lin.ops:
-        if kind == "dense-pool":
+        if kind == "compose-dense":  # this layer after ``data``: W2 W1, W2 b1 + b2
+            K1, b1 = _replay(data, N)
+            b = (b if b is not None else N.zeros(K.shape[0])) + (K.dot(b1) if b1 is not None else N.zeros(K.shape[0]))
+            K = K.dot(K1)
+        elif kind == "compose-conv":  # this convolution (padding 0) after the convolution ``data[0]``
+            K1, b1 = _replay(data[0], N)
+            K, b = _compose_kernels(K1, b1, K, b, data[1], N)
+        elif kind == "dense-pool":
             K = fold_pool_into_dense(K, N, data)
         elif kind == "conv-pool":
             K = fold_pool_into_kernel(K, N, data)
@@ -916,6 +958,23 @@ def _replay(lin: _Linear, N):
         else:
             K, b = data(K, b, N)
     return K, b
+
+
+def _compose_kernels(K1, b1, K2, b2, s1: int, N):
+    """The kernel and bias of conv_2 o conv_1 (conv_2 with padding 0): K'[o, c, s1 t2 + t1] =
+    sum_m K2[o, m, t2] K1[m, c, t1], b' = b2 + sum_{m, t2} K2[o, m, t2] b1[m]."""
+    O, M, k2h, k2w = K2.shape
+    _, C, k1h, k1w = K1.shape
+    R = N.zeros((O, C, k1h + s1 * (k2h - 1), k1w + s1 * (k2w - 1)))
+    for i in range(k2h):
+        for j in range(k2w):
+            # sum over m of K2[o, m, i, j] K1[m, c, :, :], placed at offset (s1 i, s1 j)
+            R[:, :, s1 * i:s1 * i + k1h, s1 * j:s1 * j + k1w] = R[:, :, s1 * i:s1 * i + k1h, s1 * j:s1 * j + k1w] + \
+                np.tensordot(K2[:, :, i, j], K1, axes=([1], [0]))
+    b = b2 if b2 is not None else N.zeros(O)
+    if b1 is not None:
+        b = b + K2.sum(axis=(2, 3)).dot(b1)
+    return R, b
 
 
 HANDLERS = {
@@ -1035,10 +1094,12 @@ def load_onnx(path):
     """
     from .conv import FloatFold, NumericConvLayer
     from .models import NumericDenseLayer, NumericModel, numeric_activation
-    from .onnx_attention import has_attention_subgraph, load_onnx_attention
+    from .onnx_attention import read_attention
 
-    if has_attention_subgraph(path):  # torch's exported attention (MatMul / Softmax / Reshape): docs/attention.md
-        return load_onnx_attention(path)
+    proto = _load_proto(path)
+    att = read_attention(proto, path)  # torch's exported attention (MatMul / Softmax / Reshape): docs/attention.md
+    if att is not None:
+        return NumericModel(att[0].in_dim, [att[0]], _group_from_metadata(proto, str(path)), Path(str(path)).stem, att[1])
     r = read_onnx_chain(path)
     layers = []
     for W, b, act, where in _realised(r, FloatFold):
