@@ -203,8 +203,9 @@ def _list(xs, k: int = 40) -> str:
 
 
 def _diagnostic_lines(diag) -> list:
+    on = "data points" if diag and diag[0].get("inputs") == "data" else "noise inputs (no --data)"
     out = ["  per hidden layer, the paper's metric (least-squares A_i with A_i f_i(x) ~ f_i(gx)) beside the same error "
-           "with theta-bar's rho_i(g) in K_i (median relative error on held-out data points):"]
+           f"with theta-bar's rho_i(g) in K_i (median relative error on held-out {on}):"]
     for d in diag:
         why = []
         if d["near_linear"]:
@@ -619,7 +620,8 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     if model.has_attention:  # softmax attention: its own road (symeq/certify_attention.py, docs/attention.md)
         from .certify_attention import certify_attention
 
-        return certify_attention(model, group, digits=digits, data=None if data is None else read_data(data)[0],
+        return certify_attention(model, *_groups(model, group), result=Certification, relative=_relative,
+                                 digits=digits, data=None if data is None else read_data(data)[0],
                                  max_distance=max_distance, timeout=timeout, noise_points=noise_points, seed=seed,
                                  t0=t0)
     original = model  # with its conv2d layers, when it has some
@@ -721,7 +723,7 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
             c["wd"], c["ddist"] = weighted_distances(model, proj, moments)
         if metric == "data":  # theta-bar: the nearest equivariant point in the data's weighted distance
             _, c["reynolds_data_weighted"] = weighted_distances(model, proj, metric_moments)
-            c["proj"], cg = weighted_projection(model, chains, metric_moments, proj)
+            c["proj"], cg = weighted_projection(model, chains, metric_moments, proj, deadline=deadline)
             c["layer"], c["pdist"] = layer_distances(model, c["proj"]), parameter_distance(model, c["proj"])
             c["wd"], _ = weighted_distances(model, c["proj"], moments)
             _, c["ddist"] = weighted_distances(model, c["proj"], metric_moments)
@@ -824,9 +826,9 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
             search.update(optimal=True, line=f"optimal: theta-bar's distance {b:.3g} equals the lower bound "
                                              f"({search['lower_bound_method']})")
         else:
-            search["line"] = (f"within {b - lbv:.3g} of the optimum: the nearest homomorphism's distance lies in "
-                              f"[{lbv:.3g}, {b:.3g}] (lower bound: {search['lower_bound_method']}; "
-                              f"{search['restarts']} random restart(s))")
+            search["line"] = (f"within {b - lbv:.3g} of the optimum: the nearest homomorphism's distance (into the "
+                              f"actions searched) lies in [{lbv:.3g}, {b:.3g}] (lower bound: "
+                              f"{search['lower_bound_method']}; {search['restarts']} random restart(s))")
     elif hidden > 1 and len(words) == 2:
         search["line"] = (f"no lower bound computed ({search.get('lower_bound_method', 'none for the data metric')}); "
                           f"{search['restarts']} random restart(s)")
@@ -916,11 +918,19 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
         notes.append("with --finetune the exact verification and the written files are of the fine-tuned network; "
                      "theta-bar (the nearest, in the lines above) is its float projection for the same actions, not "
                      "verified on its own")
-    if x is not None:
+    if max(model.widths[1:-1]) > 2048:
+        notes.append("hidden layers wider than 2048: the paper's metric and the unit diagnostics are not computed")
+    elif timeout is None or deadline.elapsed() < 0.5 * timeout:  # float measurements; the proof comes first
+        # on the data, or without data on noise inputs (N(0, 1), as the paper measures)
+        xd = x if x is not None else _noise_inputs(model, None, max(noise_points, 2 * max(model.widths) + 60), seed)[0]
         try:
-            cert.diagnostics = layer_diagnostics(model, x, ngroup, gen_actions, seed)
+            cert.diagnostics = layer_diagnostics(model, xd, ngroup, gen_actions, seed)
+            for d in cert.diagnostics:
+                d["inputs"] = "data" if x is not None else "noise"
         except (np.linalg.LinAlgError, ValueError) as e:  # a degenerate fit: the diagnostics are left out
-            notes.append(f"the paper's metric could not be fitted on the data ({e})")
+            notes.append(f"the paper's metric could not be fitted ({e})")
+    else:
+        notes.append("the paper's metric and the unit diagnostics were skipped: half of the time budget was spent")
     return _finish(cert, model, bar, egroup, checked, noise_points, seed, timeout, deadline, t0,
                    nearest=nearest if ft_opts is not None else None, split=split)
 

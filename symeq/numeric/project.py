@@ -867,7 +867,8 @@ def _reynolds_aug(T: np.ndarray, chains, li: int) -> np.ndarray:
     return np.hstack([accW, accb[:, None]]) / len(chains)
 
 
-def weighted_projection(model, chains, moments, projected=None, *, tol: float = 1e-12, maxiter: int = 2000):
+def weighted_projection(model, chains, moments, projected=None, *, tol: float = 1e-12, maxiter: int = 2000,
+                        deadline=None):
     """Per layer the layerwise-equivariant [W-bar, b-bar] (for these actions) nearest to theta's in the data's
     weighted distance tr(Delta Sigma Delta^T), Sigma = ``moments[i]`` (:func:`second_moments`).
 
@@ -893,6 +894,8 @@ def weighted_projection(model, chains, moments, projected=None, *, tol: float = 
         rr = float(np.sum(r * r))
         k = 0
         while k < maxiter and rr > (tol * max(nrm, 1e-300)) ** 2:
+            if deadline is not None and k % 20 == 0:
+                deadline.check(f"the data-weighted projection of layer {li + 1}")
             Ap = _reynolds_aug(p @ S, chains, li)
             pAp = float(np.sum(p * Ap))
             if pAp <= 0:
