@@ -167,11 +167,16 @@ def _qm(M: np.ndarray, D: int):
     return fmpq_mat(M.shape[0], M.shape[1], [_q(x, D) for x in M.ravel()])
 
 
-def certify_attention(model, group=None, *, digits: int | None = None, data=None, max_distance: float | None = None,
-                      timeout: float | None = 600.0, noise_points: int = 2000, seed: int = 0, t0=None, **_ignored):
+def certify_attention(model, ngroup, egroup, *, result, relative, digits: int | None = None, data=None,
+                      max_distance: float | None = None, timeout: float | None = 600.0, noise_points: int = 2000,
+                      seed: int = 0, t0=None):
     """The nearest layerwise-equivariant softmax attention layer to ``model`` (one attention layer),
-    proven exactly: a :class:`symeq.certification.Certification` (see the module docstring)."""
-    from .certification import Certification, _groups, _relative
+    proven exactly (see the module docstring).
+
+    Called by :func:`symeq.certification.certify`, which passes the float and exact groups, the
+    result class (``result``: :class:`symeq.certification.Certification`) and its relative function
+    distance (``relative``), so that this module does not import it back."""
+    Certification, _relative = result, relative
     from .layers.attention import AttentionLayer, Head
     from .models import Model
     from .numeric.attention import NumericAttention
@@ -186,7 +191,6 @@ def certify_attention(model, group=None, *, digits: int | None = None, data=None
     if layer.scoring != "softmax":
         raise InputError("certify (attention): the road covers softmax attention (lightning attention has a free "
                          "score scalar between A_h and V_h that this projection does not use)")
-    ngroup, egroup = _groups(model, group)
     if digits is not None and not (isinstance(digits, int) and 1 <= digits <= 30):
         raise InputError(f"--digits must be an integer from 1 to 30, got {digits!r}")
     if len(ngroup.generators) != 1:

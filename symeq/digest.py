@@ -10,8 +10,8 @@ on every model (tests/test_certificate_digest.py).  The forms are written down i
   activation families as ``{"type": "polynomial", "coeffs": [...]}`` without trailing zeros; ``gelu``,
   ``elu`` and ``leaky_relu`` with their defaults written; ``conv2d`` with ``input_shape``, ``stride``,
   ``padding`` and ``padding_mode`` written (``dilation``/``groups`` of 1 dropped); attention without
-  ``"scoring": "lightning"``.  SHA-256 of the sorted, compact, ASCII JSON of ``{"digest_form": 2,
-  "input_dim": n, "layers": [...]}``.
+  ``"scoring": "lightning"``, and without softmax's null or zero ``bias``, ``scale``, heads' ``score_bias``.
+  SHA-256 of the sorted, compact, ASCII JSON of ``{"digest_form": 2, "input_dim": n, "layers": [...]}``.
 * :func:`classical_digest` -- the Sussmann/Fefferman certificates' digest of dense layers: SHA-256 of the
   ``repr`` of the tuple of ``(W rows, b, activation)`` with every number as its reduced fraction's string,
   a null bias as zeros, and the activation as ``"tanh"``/``"sigmoid"`` (else its spec's sorted JSON text).
@@ -132,8 +132,16 @@ def canonical_layers(layers_json) -> list:
             kh, kw = len(spec["kernel"][0][0]), len(spec["kernel"][0][0][0])
             shape = [len(spec["kernel"]), (shape[1] + 2 * padding - kh) // stride + 1,
                      (shape[2] + 2 * padding - kw) // stride + 1]
-        elif kind == "attention" and layer.get("scoring") == "lightning":
-            del layer["scoring"]
+        elif kind == "attention":
+            if layer.get("scoring") == "lightning":
+                del layer["scoring"]
+            for key in ("bias", "scale"):  # softmax's output bias and scale: absent, null and zeros alike
+                if key in layer and layer[key] is None:
+                    del layer[key]
+            for head in layer.get("heads", []):
+                if isinstance(head, dict) and "score_bias" in head and (
+                        head["score_bias"] is None or all(b == "0" for b in head["score_bias"])):
+                    del head["score_bias"]
         out.append(layer)
     return out
 

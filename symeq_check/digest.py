@@ -15,7 +15,8 @@ implemented twice, here and in the prover (``symeq/digest.py``), which must agre
   ``"alpha": "1"``, ``"slope": "1/100"``); any other keeps its keys;
 * a ``conv2d`` layer gets ``input_shape`` (inherited from the layer before it when omitted), ``stride``
   (1), ``padding`` (0) and ``padding_mode`` ("zeros") written; ``dilation`` and ``groups`` of 1 are dropped;
-* an attention layer's ``"scoring": "lightning"`` (the default) is dropped.
+* an attention layer's ``"scoring": "lightning"`` (the default) is dropped, and so are a softmax layer's
+  ``"bias"`` and ``"scale"`` when null (or all zeros) and a head's ``"score_bias"`` when null or all zeros.
 
 The digest is the SHA-256 (hex) of the UTF-8 JSON text of ``{"digest_form": 2, "input_dim": n, "layers":
 [...]}`` with sorted keys, separators ``(",", ":")`` and ASCII escapes.  Certificates written before form 2
@@ -123,8 +124,16 @@ def canonical_layers(layers_json) -> list:
             kernel = spec["kernel"]
             kh, kw = len(kernel[0][0]), len(kernel[0][0][0])
             shape = [len(kernel), (shape[1] + 2 * padding - kh) // stride + 1, (shape[2] + 2 * padding - kw) // stride + 1]
-        elif kind == "attention" and layer.get("scoring") == "lightning":
-            del layer["scoring"]
+        elif kind == "attention":
+            if layer.get("scoring") == "lightning":
+                del layer["scoring"]
+            for key in ("bias", "scale"):  # softmax's output bias and scale: absent, null and zeros alike
+                if key in layer and layer[key] is None:
+                    del layer[key]
+            for head in layer.get("heads", []):
+                if isinstance(head, dict) and "score_bias" in head and (
+                        head["score_bias"] is None or all(b == "0" for b in head["score_bias"])):
+                    del head["score_bias"]
         out.append(layer)
     return out
 

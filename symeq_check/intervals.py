@@ -8,7 +8,8 @@ from fractions import Fraction
 from functools import lru_cache
 
 from ._numbers import CheckError, _count, _dict, _fmt, _short, _vector
-from .algebra import _matvec
+from .algebra import _matmul, _matvec, _transpose
+from .attention import _Attention
 from .evaluate import _evaluate
 from .model import _Layer
 from .real import _Real, _real_exact
@@ -295,12 +296,53 @@ def _interval_apply(act, a, bits: int):
     raise CheckError(f"no interval evaluation for the layer activation {_short(act)}")
 
 
+def _interval_attention(layer: _Attention, x, bits: int):
+    """An enclosure of an attention layer (the model's first layer) at an exact x: lightning exactly;
+    softmax with exact scores S_tu = x_t^T A_h x_u + b_h^T x_u, the scale s (rational, or 1/sqrt(d_k) as
+    an interval), e_u = exp(s (S_tu - max_w S_tw)) <= 1 enclosed, softmax_u in
+    [e_u_lo / (e_u_lo + sum_{w != u} e_w_hi), e_u_hi / (e_u_hi + sum_{w != u} e_w_lo)], then the exact
+    x_u^T V_h O_h and the output bias."""
+    if layer.scoring != "softmax":
+        return [(v, v) for v in _evaluate([layer], x)]
+    T, d, do = layer.tokens, layer.d, layer.d_out
+    X = [tuple(x[t * d:(t + 1) * d]) for t in range(T)]
+    if layer.scale is not None:
+        s = (layer.scale, layer.scale)
+    else:
+        r = _sqrt_bounds(Fraction(len(layer.heads[0][0][0])), bits + 8)
+        s = (1 / r[1], 1 / r[0])
+    c = layer.bias or (Fraction(0),) * do
+    out = [[(c[k], c[k]) for k in range(do)] for _ in range(T)]
+    for h, (Q, K, V, O) in enumerate(layer.heads):
+        A = _matmul(Q, _transpose(K))
+        b = layer.score_biases[h] if layer.score_biases and layer.score_biases[h] else (Fraction(0),) * d
+        VO = _matmul(V, O)
+        XA = [tuple(sum(X[t][i] * A[i][j] for i in range(d)) for j in range(d)) for t in range(T)]
+        XB = [sum(X[u][j] * b[j] for j in range(d)) for u in range(T)]
+        XVO = [tuple(sum(X[u][i] * VO[i][k] for i in range(d)) for k in range(do)) for u in range(T)]
+        for t in range(T):
+            S = [sum(XA[t][j] * X[u][j] for j in range(d)) + XB[u] for u in range(T)]
+            m = max(S)
+            e = [(_exp_bounds(s[1] * (v - m), bits)[0], _exp_bounds(s[0] * (v - m), bits)[1]) for v in S]
+            lo_sum, hi_sum = sum(a for a, _ in e), sum(z for _, z in e)
+            for u in range(T):
+                lo, hi = e[u]
+                w = (lo / (lo + (hi_sum - hi)), hi / (hi + (lo_sum - lo)))
+                for k in range(do):
+                    a, z = _iv_scale(XVO[u][k], w)
+                    out[t][k] = (out[t][k][0] + a, out[t][k][1] + z)
+    return [_iv_round(v, bits) for row in out for v in row]
+
+
 def _interval_evaluate(layers: list, x, bits: int):
     """An enclosure of f(x) for exact x: interval affine maps and activations, rounded outward."""
     ys = [(v, v) for v in x]
     for layer in layers:
+        if isinstance(layer, _Attention):  # the first layer, so its input is exact
+            ys = _interval_attention(layer, x, bits)
+            continue
         if not isinstance(layer, _Layer):
-            raise CheckError("ball witnesses cover dense layers only")
+            raise CheckError("ball witnesses cover dense and attention layers only")
         out = []
         for row, b in zip(layer.weight, layer.bias):
             lo = hi = b

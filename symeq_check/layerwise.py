@@ -12,7 +12,7 @@ from ._numbers import CheckError, Sparse, _count, _dict, _fmt, _indices, _matrix
 from .activations import _neuron_failure
 from .algebra import (_homomorphism, _invertible, _matvec, _monomial_failure, _smatvec, _sparse, _sparse_times,
     _times_sparse)
-from .attention import _Heads, _block_monomial_failure
+from .attention import _Heads, _block_monomial_failure, _softmax_heads_failure
 from .conv import _Conv, _check_conv_layerwise, _conv_canonical_form, _out_dim
 from .digest import _digest_differs
 from .evaluate import MAX_LATTICE, _degree, _evaluate, _lattice, _lattice_size, _same_function_failure
@@ -197,9 +197,14 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
         for i, layer in enumerate(layers, 1):
             last = i == len(layers)
             if isinstance(layer, _Heads):
-                why = _heads_failure(layer, rho[i - 1][g], rho[i][g])
+                soft = layer.scoring == "softmax"
+                why = (_softmax_heads_failure if soft else _heads_failure)(layer, rho[i - 1][g], rho[i][g])
                 if why:
                     report.reasons.append(f"layer {i}, generator {g + 1}: {why}")
+                elif soft:
+                    report.checks.append(f"layer {i}, generator {g + 1}: C^T A_h C = A_pi(h), C^T b_h = b_pi(h), "
+                                         f"C^T V_h = V_pi(h) B_h^T exactly for the {len(layer.scores)} softmax heads "
+                                         "(softmax(P S P^T) = P softmax(S) P^T): verified")
                 else:
                     report.checks.append(f"layer {i}, generator {g + 1}: heads(P x) = Q heads(x) on all "
                                          f"{comb(len(rho[0][g]) + 3, 3)} points of the degree-3 principal "

@@ -115,13 +115,15 @@ def _chain(layers: list) -> list:
         return layers
     T = first.tokens
     heads = _Heads(T, tuple(_matmul(q, _transpose(k)) for q, k, _, _ in first.heads),
-                   tuple(v for _, _, v, _ in first.heads))
+                   tuple(v for _, _, v, _ in first.heads), scoring=first.scoring, score_biases=first.score_biases)
     o_t = _transpose(tuple(row for _, _, _, o in first.heads for row in o))  # d_out x H d_v
     proj = _kron(_identity(T), o_t)
+    c = tuple(first.bias or (Fraction(0),) * first.d_out) * T  # softmax's output bias, on every token
     if len(layers) == 1:
-        return [heads, _Layer(proj, (Fraction(0),) * len(proj), None, "output projection")]
+        return [heads, _Layer(proj, c, None, "output projection")]
     nxt = layers[1]
-    return [heads, _Layer(_matmul(nxt.weight, proj), nxt.bias, nxt.act, nxt.label + " with O merged")] + layers[2:]
+    bias = tuple(b + sum(w * v for w, v in zip(row, c)) for row, b in zip(nxt.weight, nxt.bias))
+    return [heads, _Layer(_matmul(nxt.weight, proj), bias, nxt.act, nxt.label + " with O merged")] + layers[2:]
 
 
 def _group(value, n_in: int, n_out: int, where: str) -> list[tuple[Matrix, Matrix]]:

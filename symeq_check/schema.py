@@ -62,8 +62,8 @@ def check_keys(obj: dict, where: str, allowed, required=(), error=None) -> None:
 # on dense layers (null: no bias), so that a misspelt key cannot turn into a zero bias.
 MODEL_KEYS = (("format", "name", "input_dim", "layers", "group"), ("format", "input_dim", "layers"))
 DENSE_KEYS = (("type", "weight", "bias", "activation"), ("type", "weight", "bias"))
-ATTENTION_KEYS = (("type", "tokens", "heads"), ("type", "tokens", "heads"))
-HEAD_KEYS = (("query", "key", "value", "out"), ("query", "key", "value", "out"))
+ATTENTION_KEYS = (("type", "tokens", "heads", "scoring", "scale", "bias"), ("type", "tokens", "heads"))
+HEAD_KEYS = (("query", "key", "value", "out", "score_bias"), ("query", "key", "value", "out"))
 GROUP_KEYS = (("label", "generators"), ("generators",))
 GENERATOR_KEYS = (("name", "input", "output"), ("input", "output"))
 

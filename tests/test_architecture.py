@@ -23,7 +23,7 @@ LEVELS = [
     ["symeq.models", "symeq.io", "symeq.examples", "symeq.expand"],
     ["symeq.layerwise", "symeq.walk", "symeq.submodels", "symeq.attention"],
     ["symeq.equivariance", "symeq.fibre", "symeq.fibre.deep", "symeq.relu", "symeq.numeric"],
-    ["symeq.theorem", "symeq.certification"],
+    ["symeq.theorem", "symeq.certification", "symeq.certify_attention"],
     ["symeq.explain", "symeq.display"],
     ["symeq.cli", "symeq.__main__", "symeq.check", "symeq"],
 ]

@@ -15,7 +15,12 @@ pytest.importorskip("onnxruntime")
 from symeq.errors import InputError  # noqa: E402
 from symeq.numeric.models import from_torch  # noqa: E402
 from symeq.numeric.onnx_io import load_onnx  # noqa: E402
-from symeq.numeric.torch_attention import TokenAttention, from_torch_attention  # noqa: E402
+from symeq.numeric.torch_attention import TokenAttention, read_torch_attention  # noqa: E402
+
+
+def from_torch_attention(module, tokens=None):
+    layer, _ = read_torch_attention(module, tokens=tokens)
+    return layer
 
 
 class Block(torch.nn.Module):

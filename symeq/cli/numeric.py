@@ -9,6 +9,9 @@
     Exit 0 when every layer is equivariant through K_i within the tolerance, 1 when not, 3 when
     undetermined (the search over tied neurons ran out of ``--max-tie-nodes``).
 ``symeq experiment mirror --activation tanh gelu [--task autoencoder|classifier] [--epochs N] [--out DIR]``
+
+``symeq experiment attention [--heads H] [--epochs STEPS] [--seed S] [--out DIR]``: the one-layer
+multi-head attention autoencoder (:mod:`symeq.numeric.experiment_attention`, docs/attention.md)
     train on scikit-learn's digits (or ``--data FILE.npz``), print the table next to the paper's,
     write table.md, results.json and the filter figures (torch and matplotlib extras).
 
@@ -188,6 +191,11 @@ def recovered_actions(d, generator_names) -> list[dict]:
 def cmd_experiment(args) -> int:
     from ..numeric.experiment import run_mirror_experiment
 
+    if args.which == "attention":  # the attention autoencoder (symeq/numeric/experiment_attention.py)
+        from ..certification import certify
+        from ..numeric.experiment_attention import cmd_attention
+
+        return cmd_attention(args, certify)
     if args.which != "mirror":
         raise InputError(f"unknown experiment {args.which!r}; known: mirror")
     if args.epochs is not None and args.epochs < 1:
@@ -233,7 +241,9 @@ def register(subparsers) -> None:
     n.set_defaults(func=cmd_numeric_check)
 
     e = subparsers.add_parser("experiment", help="the paper's mirror experiment (torch extra)")
-    e.add_argument("which", choices=["mirror"], help="the experiment")
+    e.add_argument("which", choices=["mirror", "attention"], help="the experiment (mirror: the MLPs; attention: the "
+                   "one-layer multi-head attention autoencoder, docs/attention.md)")
+    e.add_argument("--heads", type=int, default=4, help="attention: the number of heads (1, 2, 4 or 8; default 4)")
     e.add_argument("--activation", nargs="+", default=["tanh", "gelu"], choices=["tanh", "gelu", "relu", "poly"],
                    help="first-layer activations to compare (default: tanh gelu)")
     e.add_argument("--task", default="autoencoder", choices=["autoencoder", "classifier"],

@@ -1123,10 +1123,11 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
         pool_after_conv, pool_before_conv
 
     torch = _torch()
-    from .torch_attention import from_torch_attention, is_attention_module
+    from .torch_attention import is_attention_module, read_torch_attention
 
     if is_attention_module(seq):  # nn.MultiheadAttention or the hand-written block (docs/attention.md)
-        return from_torch_attention(seq, group, name, input_shape=input_shape)
+        layer, meta = read_torch_attention(seq, input_shape=input_shape)
+        return NumericModel(layer.in_dim, [layer], group, name, meta)
     if not isinstance(seq, torch.nn.Sequential):
         raise InputError(f"expected a torch.nn.Sequential, got {type(seq).__name__}")
     F = FloatFold

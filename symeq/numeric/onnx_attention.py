@@ -26,13 +26,11 @@ attention operator (``Attention``, ``MultiHeadAttention`` of the com.microsoft d
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from ..errors import EngineMissing, InputError
 
-__all__ = ["ATTENTION_OPS", "ONNX_TOLERANCE", "has_attention_subgraph", "load_onnx_attention"]
+__all__ = ["ATTENTION_OPS", "ONNX_TOLERANCE", "has_attention_subgraph", "read_attention"]
 
 ATTENTION_OPS = frozenset({"MatMul", "Gemm", "Add", "Mul", "Div", "Sqrt", "Transpose", "Reshape", "Shape", "Gather",
                            "Unsqueeze", "Squeeze", "Concat", "Constant", "Slice", "Cast", "Split", "Softmax", "Identity",
@@ -45,11 +43,8 @@ ONNX_TOLERANCE = 1e-4
 _FUSED = ("Attention", "MultiHeadAttention", "ScaledDotProductAttention")
 
 
-def has_attention_subgraph(path) -> bool:
-    """Whether the ONNX file has a Softmax whose output feeds a MatMul (attention, not an output softmax)."""
-    from .onnx_io import _load_proto
-
-    proto = _load_proto(path)
+def has_attention_subgraph(proto) -> bool:
+    """Whether the ONNX graph has a Softmax whose output feeds a MatMul (attention, not an output softmax)."""
     nodes = list(proto.graph.node)
     if any(n.op_type in _FUSED for n in nodes):
         return True
@@ -61,16 +56,16 @@ def _where(path, node) -> str:
     return f"{path}: node {node.name or '(unnamed)'} ({node.op_type})"
 
 
-def load_onnx_attention(path, samples: int = 32, seed: int = 0):
-    """A :class:`~symeq.numeric.models.NumericModel` of one softmax attention layer from an ONNX
-    file written by torch (see the module docstring), with the group of its metadata."""
+def read_attention(proto, path, samples: int = 32, seed: int = 0):
+    """(layer, meta) of the one softmax attention layer of an ONNX graph written by torch (see the
+    module docstring), or None when the graph has no attention subgraph;
+    :func:`symeq.numeric.onnx_io.load_onnx` makes the model of it (with the file's group)."""
     from onnx import numpy_helper
 
-    from .models import NumericModel
-    from .onnx_io import _group_from_metadata, _load_proto
     from .torch_attention import attention_layer_from_weights
 
-    proto = _load_proto(path)
+    if not has_attention_subgraph(proto):
+        return None
     g = proto.graph
     nodes = list(g.node)
     for n in nodes:
@@ -200,9 +195,8 @@ def load_onnx_attention(path, samples: int = 32, seed: int = 0):
     note = (f"attention subgraph recognised: {T} tokens x {d}, {H} heads of d_k = {E // H}, scale "
             f"{'1/sqrt(d_k)' if scale is None else scale}; checked against onnxruntime on {samples} seeded inputs "
             f"(max relative difference {rel:.3g}, float32 file)")
-    group = _group_from_metadata(proto, str(path))
     meta = {"reader_notes": [note], "reader_check": {"samples": samples, "seed": seed, "max_relative_difference": rel}}
-    return NumericModel(T * d, [layer], group, Path(str(path)).stem, meta)
+    return layer, meta
 
 
 def _run(path, name, X, shape):

@@ -32,9 +32,11 @@ Examples
 >>> import torch
 >>> torch.manual_seed(0) and None
 >>> mha = torch.nn.MultiheadAttention(4, 2, batch_first=True)
->>> m = from_torch_attention(mha, tokens=3)
->>> m.layers[0].scoring, len(m.layers[0].query), m.meta["reader_check"]["max_relative_difference"] < 1e-10
+>>> layer, meta = read_torch_attention(mha, tokens=3)
+>>> layer.scoring, len(layer.query), meta["reader_check"]["max_relative_difference"] < 1e-10
 ('softmax', 2, True)
+
+``symeq.numeric.models.from_torch`` calls :func:`read_torch_attention` for such modules.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["READ_TOLERANCE", "is_attention_module", "from_torch_attention", "attention_layer_from_weights",
-           "TokenAttention"]
+__all__ = ["READ_TOLERANCE", "is_attention_module", "read_torch_attention", "attention_layer_from_weights",
+           "TokenAttention", "to_torch_attention"]
 
 READ_TOLERANCE = 1e-6
 """Largest relative difference between the torch module and the layer read from it."""
@@ -57,9 +59,13 @@ _H_NAMES = ("num_heads", "heads", "n_heads", "n_head", "nhead")
 
 
 def _torch():
-    from .models import _torch as t
+    from ..errors import EngineMissing
 
-    return t()
+    try:
+        import torch
+    except ImportError:
+        raise EngineMissing("this needs torch: pip install 'symeq[numeric]' (or pip install torch)") from None
+    return torch
 
 
 def _np(t) -> np.ndarray:
@@ -131,7 +137,7 @@ def _block_parts(module):
 
 
 def is_attention_module(module) -> bool:
-    """Whether :func:`from_torch_attention` reads this module (MHA, a wrapper of one, or the block)."""
+    """Whether :func:`read_torch_attention` reads this module (MHA, a wrapper of one, or the block)."""
     try:
         torch = _torch()
     except InputError:
@@ -204,17 +210,15 @@ def _run_torch(module, how: str, batch_first: bool, X: np.ndarray, T: int, d: in
         module.train(was)
 
 
-def from_torch_attention(module, group=None, name: str = "torch attention", tokens: int | None = None,
-                         input_shape=None, samples: int = 64, seed: int = 0):
-    """A :class:`~symeq.numeric.models.NumericModel` of one softmax attention layer read from torch.
+def read_torch_attention(module, tokens: int | None = None, input_shape=None, samples: int = 64, seed: int = 0):
+    """(layer, meta): the softmax :class:`~symeq.numeric.attention.NumericAttention` read from torch,
+    and what the reader checked.
 
     ``tokens`` (or ``input_shape = (T, d)``, or a ``tokens`` attribute of the module) is the number
     of tokens T of the flattened input (N, T*d).  The read layer is checked against the module on
     ``samples`` seeded Gaussian inputs (float64); a relative difference above
     :data:`READ_TOLERANCE` is refused with the difference found.
     """
-    from .models import NumericModel
-
     if tokens is None and input_shape is not None:
         shape = tuple(int(v) for v in input_shape)
         if len(shape) != 2:
@@ -243,7 +247,7 @@ def from_torch_attention(module, group=None, name: str = "torch attention", toke
                          "seeded inputs: a mask, a positional encoding, dropout in training mode or another scale?)")
     meta = {"reader_check": {"samples": samples, "seed": seed, "max_relative_difference": rel},
             "source": f"torch {type(module).__name__}"}
-    return NumericModel(T * d, [layer], group, name, meta)
+    return layer, meta
 
 
 def TokenAttention(tokens: int, d: int, heads: int, bias: bool = True, batch_first: bool = True):
@@ -270,3 +274,36 @@ def TokenAttention(tokens: int, d: int, heads: int, bias: bool = True, batch_fir
             return Y.reshape(x.shape[0], -1)
 
     return _TokenAttention()
+
+
+def to_torch_attention(layer, batch_first: bool = True):
+    """A :func:`TokenAttention` module computing the softmax layer ``layer`` (NumericAttention).
+
+    Needs torch's shapes: d_k = d_v = d / H, d_out = d, the default scale, and every score bias
+    of the form K_h b_q (solved by least squares, refused when the residual is above 1e-9
+    relative); the output bias becomes ``out_proj.bias`` (value and key biases 0).
+    """
+    torch = _torch()
+    H, d = len(layer.query), layer.d
+    dk, dv = layer.query[0].shape[1], layer.value[0].shape[1]
+    if layer.scoring != "softmax" or layer.scale is not None or d % H or dk != d // H or dv != d // H \
+            or layer.d_out != d:
+        raise InputError(f"this attention layer is not an nn.MultiheadAttention (needs softmax with the default scale, "
+                         f"d_k = d_v = d/H and d_out = d; got d = {d}, H = {H}, d_k = {dk}, d_v = {dv}, "
+                         f"d_out = {layer.d_out})")
+    bq = np.zeros(d)
+    for h in range(H):
+        b = np.zeros(d) if layer.score_bias is None or layer.score_bias[h] is None else layer.score_bias[h]
+        q = np.linalg.lstsq(layer.key[h], b, rcond=None)[0]
+        if np.linalg.norm(layer.key[h] @ q - b) > 1e-9 * max(np.linalg.norm(b), 1e-300) and np.any(b):
+            raise InputError(f"head {h + 1}: its score bias is not K_h b_q for any query bias (not an "
+                             "nn.MultiheadAttention)")
+        bq[h * dk:(h + 1) * dk] = q
+    m = TokenAttention(layer.tokens, d, H, bias=True, batch_first=batch_first)
+    W = np.vstack([np.hstack(layer.query).T, np.hstack(layer.key).T, np.hstack(layer.value).T])
+    with torch.no_grad():
+        m.attn.in_proj_weight.copy_(torch.tensor(W))
+        m.attn.in_proj_bias.copy_(torch.tensor(np.concatenate([bq, np.zeros(2 * d)])))
+        m.attn.out_proj.weight.copy_(torch.tensor(np.vstack(layer.out).T))
+        m.attn.out_proj.bias.copy_(torch.tensor(np.zeros(d) if layer.bias is None else layer.bias))
+    return m.eval()
