@@ -88,7 +88,8 @@ def _rot_invariance_error(net, n):
 
 
 def _logits_of(net, x):
-    body = net[:-1] if isinstance(net[-1], (torch.nn.Softmax, torch.nn.LogSoftmax)) else net
+    body = net[:-1] if isinstance(net, torch.nn.Sequential) and isinstance(net[-1], (torch.nn.Softmax,
+                                                                                  torch.nn.LogSoftmax)) else net
     with torch.no_grad():
         return body(x).double().numpy()
 
@@ -519,6 +520,48 @@ def test_unsupported_operators_are_refused_by_name_node_and_reason(tmp_path, cap
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "node " in err and all(w in err for w in want) and "Traceback" not in err, err
+
+
+class _FieldMean(torch.nn.Module):
+    """GroupPooling replaced by a mean over each field's 4 channels (the rewrite the issue's users made)."""
+
+    def __init__(self, after_activation=True, F=2, seed=0):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.after = after_activation
+        self.c = torch.nn.Conv2d(1, 4 * F, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(F, F, 3, padding=1)
+        self.l = torch.nn.Linear(F, 2)
+        with torch.no_grad():
+            self.c.weight.copy_(_lift(torch.randn(F, 1, 3, 3, generator=gen)))
+            self.c.bias.copy_(torch.randn(F, generator=gen).repeat_interleave(4))
+            K = torch.randn(F, F, 3, 3, generator=gen)
+            self.c2.weight.copy_(sum(torch.rot90(K, r, dims=(-2, -1)) for r in range(4)) / 4)  # rotation-invariant
+
+    def forward(self, x):
+        y = self.c(x)
+        b, _, h, w = y.shape
+        if self.after:
+            y = torch.relu(y).view(b, -1, 4, h, w).mean(2)
+            y = torch.tanh(self.c2(y))
+        else:
+            y = torch.tanh(y.view(b, -1, 4, h, w).mean(2))
+        return self.l(y.mean(dim=(2, 3)))
+
+
+@pytest.mark.parametrize("after_activation", [True, False])
+def test_a_mean_over_each_field_is_read_and_a_max_refused(tmp_path, capsys, after_activation):
+    """(the max, escnn's GroupPooling, is refused in test_unsupported_operators_are_refused_by_name_node_and_reason)"""
+    net = _FieldMean(after_activation).eval()
+    assert _rot_invariance_error(net, 6) < 1e-6
+    _export(net, (1, 1, 6, 6), tmp_path / "f.onnx")
+    m = load_onnx(tmp_path / "f.onnx")
+    side = "inputs" if after_activation else "outputs"
+    assert any(f"a mean over each field's 4 channels folded exactly into the {side}" in n for n in m.meta["reader_notes"])
+    x = np.random.default_rng(0).integers(-8, 8, (3, 36)) / 8
+    assert np.max(np.abs(m(x) - _logits_of(net, torch.from_numpy(x).float().reshape(3, 1, 6, 6)))) < 1e-5
+    assert load_onnx_exact(tmp_path / "f.onnx").widths == m.widths  # (tanh is not evaluated exactly: shapes only)
+    assert main(["numeric-check", str(tmp_path / "f.onnx"), "--group", "rot90:6", "--group-output", "2"]) == 0
 
 
 @pytest.mark.parametrize("case", ["layer_norm", "max_pool", "dropout_training", "batchnorm_training"])

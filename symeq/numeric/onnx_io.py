@@ -66,6 +66,7 @@ SHAPE_OPS = ("Flatten", "Reshape", "Identity", "Squeeze (of 1 x 1 pixels)")
 ACTIVATION_OPS = ("Tanh", "Sigmoid", "Relu", "LeakyRelu", "Elu", "Softplus", "Erf", "Gelu", "Exp", "Log", "Neg",
                   "Abs", "Sqrt", "Reciprocal", "Add", "Sub", "Mul", "Div", "Pow", "Identity")
 FOLDED_OPS = ("BatchNormalization (eval)", "AveragePool", "GlobalAveragePool", "ReduceMean over H, W",
+              "Reshape to 5-d + ReduceMean over each field",
               "Dropout (eval)", "Softmax / LogSoftmax at the output")
 SUPPORTED = ", ".join(LINEAR_OPS[:2] + ("Conv (any group: block-diagonal kernels)", "Add (a bias)") + SHAPE_OPS +
                       ("Constant",) + FOLDED_OPS + tuple(o for o in ACTIVATION_OPS if o not in ("Add", "Identity")))
@@ -501,6 +502,8 @@ class _ChainReader:
         for kind, data, owhere in reversed(self.pre):  # x -> op_1 -> ... -> op_k -> lin: fold op_k first
             if kind == "pool":
                 self.fold_pool_in(lin, data, where, owhere)
+            elif kind == "fieldmean":
+                self.fold_field_mean_in(lin, data, where, owhere)
             else:
                 self.fold_bn_in(lin, data, where, owhere)
         self.pre = []
@@ -636,6 +639,32 @@ class _ChainReader:
         self.note(f"{pwhere}: average pooling {kh}x{kw}, stride {sh}x{sw}, folded exactly into the linear layer of "
                   f"{where.split(': ', 1)[1]}")
 
+    def fold_field_mean_in(self, lin, data, where, fwhere):
+        """A mean over each field's G channels before the linear layer ``lin``: its inputs repeated over the
+        G channels of each field, divided by G (exact)."""
+        from ..layers.conv import ConvShape
+
+        F, G, (H, W) = data
+        if lin.shape is None:
+            if lin.in_dim != F * H * W:
+                raise ShapeError(f"{where}: a layer of {lin.in_dim} inputs after a mean over fields to {F}x{H}x{W}")
+
+            def op(K, b, N, F=F, G=G, H=H, W=W):
+                K4 = K.reshape(K.shape[0], F, 1, H * W)
+                return np.repeat(K4, G, axis=2).reshape(K.shape[0], F * G * H * W) * N.ratio(1, G), b
+            lin.in_dim = F * G * H * W
+        else:
+            c = lin.shape
+
+            def op(K, b, N, G=G):
+                return np.repeat(K, G, axis=1) * N.ratio(1, G), b
+            lin.shape = ConvShape(c.in_channels * G, c.out_channels, c.height, c.width, c.kh, c.kw, stride=c.stride,
+                                  padding=c.padding, padding_mode=c.padding_mode)
+            lin.in_dim = lin.shape.in_dim
+        lin.ops.append(("fn", op))
+        self.note(f"{fwhere}: a mean over each field's {G} channels folded exactly into the inputs of the linear layer "
+                  f"of {where.split(': ', 1)[1]}")
+
     def fold_bn_in(self, lin, bn, where, bwhere):
         """A per-channel affine map x -> s x + t (BatchNorm after an activation) folded into the next linear layer."""
         s, beta, mean = bn
@@ -751,9 +780,11 @@ class _ChainReader:
         if self.fields is not None:
             if op == "ReduceMax":
                 self.refuse(where, op, REFUSED["ReduceMax"] + " (escnn's GroupPooling: a Reshape to 5-d, then "
-                            "ReduceMax over the group axis)")
-            self.refuse(where, op, "a reduction over the fields of a 5-d Reshape is not supported (only a max "
-                        "would be group pooling, which is not supported either)")
+                            "ReduceMax over the group axis; a mean over each field is read)")
+            if axes is None or [int(a) % 5 for a in axes] != [2] or int(_attr(node, "keepdims", 1)):
+                self.refuse(where, op, f"after a Reshape to 5-d symeq reads ReduceMean over axis 2 (a mean over each "
+                            f"field's channels) with keepdims=0, got axes {axes}")
+            return self.field_mean(where, node)
         if op == "ReduceMax":
             self.refuse(where, op, "a max over " + ("the pixels (global max pooling)" if axes is not None and
                                                      sorted(a % 4 for a in axes) == [2, 3] else f"axes {axes}")
@@ -764,6 +795,36 @@ class _ChainReader:
         self.pool((H, W, H, W, self.shape), where)
         if not int(_attr(node, "keepdims", 1)):
             self.shape = None
+        self.advance(node.output[0])
+
+    def field_mean(self, where, node):
+        """The mean over each field's G channels (a Reshape to (batch, F, G, H, W), then ReduceMean over
+        axis 2): linear, folded exactly into the linear layer before it (no activation between: its F x G
+        output channels averaged per field) or after it (its inputs repeated over each field's channels)."""
+        F, G = self.fields
+        C, H, W = self.shape
+        self.fields = None
+        if self.pending is not None:
+            lin = self.pending
+            if lin.shape is None:
+                raise InputError(f"{where}: a mean over fields after a dense layer")
+
+            def op(K, b, N, F=F, G=G):
+                Km = K.reshape((F, G) + K.shape[1:]).sum(axis=1) * N.ratio(1, G)
+                bm = None if b is None else b.reshape(F, G).sum(axis=1) * N.ratio(1, G)
+                return Km, bm
+            lin.ops.append(("fn", op))
+            from ..layers.conv import ConvShape
+
+            c = lin.shape
+            lin.shape = ConvShape(c.in_channels, F, c.height, c.width, c.kh, c.kw, stride=c.stride, padding=c.padding,
+                                  padding_mode=c.padding_mode)
+            self.note(f"{where}: a mean over each field's {G} channels folded exactly into the outputs of the "
+                      f"convolution of {lin.where.split(': ', 1)[1]}")
+        else:
+            self.pre.append(("fieldmean", (F, G, (H, W)), where))
+        self.shape = (F, H, W)
+        self.width = F * H * W
         self.advance(node.output[0])
 
     def bias_add(self, node, where):
@@ -821,7 +882,16 @@ class _ChainReader:
         elif len(target) == 2:
             self.shape = None
         elif len(target) == 5 and self.shape is not None:
-            self.fields = target
+            C, H, W = self.shape
+            F, G = target[1], target[2]
+            if F == -1 and G > 0 and C % G == 0:  # inferred: the batch is target[0]
+                F = C // G
+            elif G == -1 and F > 0 and C % F == 0:
+                G = C // F
+            if F < 1 or G < 1 or F * G != C or tuple(target[3:]) != (H, W):
+                raise InputError(f"{where}: Reshape to {target} of activations of shape {self.shape}; symeq reads a "
+                                 "5-d Reshape (batch, fields, group, H, W) that splits the channels into fields")
+            self.fields = (F, G)
         else:
             raise InputError(f"{where}: Reshape to {target}; symeq reads (batch, features) or (batch, C, H, W)")
         self.advance(node.output[0])
@@ -917,8 +987,8 @@ class _ChainReader:
         p = self.p
         if self.pre:
             kind, _, owhere = self.pre[-1]
-            raise InputError(f"{owhere}: {'average pooling' if kind == 'pool' else 'BatchNormalization'} after the "
-                             "last activation, with no linear layer after it to fold into")
+            what = {"pool": "average pooling", "fieldmean": "a mean over fields"}.get(kind, "BatchNormalization")
+            raise InputError(f"{owhere}: {what} after the last activation, with no linear layer after it to fold into")
         if self.pending is None:
             raise InputError(f"{p}: the network must end with a linear layer (Gemm, MatMul or Conv): the last layer "
                              "of a symeq model is affine")
