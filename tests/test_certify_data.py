@@ -240,3 +240,30 @@ def test_digits_dead_pixels_are_named_and_weigh_nothing(tmp_path, capsys):
     assert rd["status"] == "certified"
     assert main(["certify", str(tmp_path / "net.npz"), "--group", "mirror:8x8", "--data", str(tmp_path / "d.npz")]) == 0
     assert "inputs the data never use (zero on every data point; numbered from 1): 1, 33, 40" in capsys.readouterr().out
+
+
+def test_lower_bound_when_the_matching_is_bounded_uses_the_assignment(monkeypatch):
+    """A bounded matching (wide layers) still gives a bound: cost = C - w/2 for every involution, and no
+    involution weighs more than the optimal assignment.  Forced here on a small net: the bound stays below
+    the brute-force optimum and equals the exact one when the assignment is an involution."""
+    import symeq.numeric.project as project
+
+    G = mirror(2, 2)
+    base = random_equivariant_numeric(G, [4, 4], numeric_activation("tanh"), rng=3)
+    th = base.parameters()
+    net = base.with_parameters(th * (1 + 0.5 * np.random.default_rng(4).standard_normal(th.shape)))
+    exact, _ = involution_lower_bound(net, net.group)
+    original = project._best_involution
+
+    def bounded(S, d, signs):
+        cols, vals, _ = original(S, d, signs)
+        return cols, vals, False
+
+    monkeypatch.setattr(project, "_best_involution", bounded)
+    lb, how = involution_lower_bound(net, net.group)
+    assert "assignment relaxation" in how and lb <= exact + 1e-12
+    invs = _signed_involutions(4)
+    best = min(sum(float(np.sum((l.weight - W) ** 2) + np.sum((l.bias - b) ** 2))
+                   for l, (W, b) in zip(net.layers, reynolds_float(net, element_actions(net.group, [[a], [c]]))))
+               for a in invs for c in invs)
+    assert lb <= best * (1 + 1e-9)
