@@ -122,3 +122,34 @@ def test_refusals(tmp_path):
     _export(Twice(6, 2, 5), 30, f)
     with pytest.raises(InputError, match="2 Softmax nodes"):
         load_onnx(f)
+
+
+def test_exported_multihead_attention_autoencoder_certifies_and_checks(tmp_path):
+    """Acceptance (issue 29): a torch nn.MultiheadAttention autoencoder exported with
+    torch.onnx.export(dynamo=False) certifies, and symeq check accepts the certificate."""
+    from symeq.certification import certify
+    from symeq.cli import main
+    from symeq.groups.tokens import patch_mirror
+    from symeq.numeric.torch_attention import to_torch_attention
+
+    group = patch_mirror(2, 8, 1, 4)             # 4 tokens of 4 pixels: tokens and pixels mirrored
+    torch.manual_seed(7)
+    raw = TokenAttention(4, 4, 2, bias=True).eval()
+    with torch.no_grad():
+        raw.attn.in_proj_bias.normal_()
+        raw.attn.out_proj.bias.normal_()
+    bar = certify(from_torch(raw), group)        # a layerwise-equivariant attention layer, exactly
+    assert bar.status == "certified"
+    net = to_torch_attention(bar.float_model.layers[0])
+    with torch.no_grad():                        # a trained network is never exactly equivariant
+        for p in net.parameters():
+            p.add_(1e-5 * torch.randn_like(p))
+    f = tmp_path / "mha_autoencoder.onnx"
+    _export(net, 16, f)
+    out, cert = tmp_path / "theta_bar.json", tmp_path / "theta_bar.cert.json"
+    code = main(["certify", str(f), "--group", "patchmirror:2x8:1x4", "--out", str(out), "--certificate", str(cert)])
+    assert code == 0
+    c = certify(str(f), group)
+    assert c.status == "certified" and c.distance < 1e-3
+    assert c.actions["head_permutation"] == bar.actions["head_permutation"]
+    assert main(["check", str(cert), str(out)]) == 0

@@ -151,3 +151,81 @@ def test_heads_are_matched_exactly_not_up_to_a_scalar():
     assert score_key(A, "lightning")[0] == score_key(2 * A, "lightning")[0]
     assert score_key(A, "softmax")[0] != score_key(2 * A, "softmax")[0]
     assert score_key(A, "softmax", [1, 0])[0] != score_key(A, "softmax")[0]
+
+
+# -- the certificates and symeq check (symeq_check) ----------------------------------------------
+
+def _certificate(model):
+    v = symeq.verify(model)
+    return json.loads(json.dumps(v.certificate())), json.loads(json.dumps(model_to_json(model)))
+
+
+def test_symeq_check_accepts_the_acceptance_certificates(tmp_path):
+    from symeq_check import check_certificate
+
+    for perturb in (False, True):
+        cert, model = _certificate(softmax_mirror_attention(perturb))
+        rep = check_certificate(cert, model)
+        assert rep.accepted is True, rep.reasons
+        text = " ".join(rep.checks)
+        assert ("ball witness" in text) if perturb else ("softmax heads" in text)
+        # and through the command line, with files
+        c, m = tmp_path / f"c{int(perturb)}.json", tmp_path / f"m{int(perturb)}.json"
+        c.write_text(json.dumps(cert))
+        m.write_text(json.dumps(model))
+        assert main(["check", str(c), str(m)]) == 0
+
+
+def test_symeq_check_rejects_tampering():
+    from symeq_check import CheckError, check_certificate
+
+    cert, model = _certificate(softmax_mirror_attention())
+    # head 3's inner sign action flipped: C^T V_3 = V_3 B^T fails
+    bad = json.loads(json.dumps(cert))
+    blocks = bad["latent_actions"][0][0]["blocks"]
+    blocks[2] = [[str(-fmpq(x)) for x in row] for row in blocks[2]]
+    rep = check_certificate(bad, model)
+    assert rep.accepted is False and any("head 3" in r for r in rep.reasons), rep.reasons
+    # the model read as lightning: the heads are checked as polynomials (scores equal, so they still pass),
+    # but the file no longer matches the certificate's theta (the digest / copy differs)
+    light = json.loads(json.dumps(model))
+    del light["layers"][0]["scoring"]
+    assert check_certificate(cert, light).accepted is not True
+    # a softmax model file with a lightning-only key combination is malformed
+    odd = json.loads(json.dumps(model))
+    odd["layers"][0]["scoring"] = "lightning"
+    odd["layers"][0]["scale"] = "1/2"
+    with pytest.raises(CheckError):
+        check_certificate(cert, odd)
+    # the refutation: a witness whose claimed enclosure is moved off the true value is rejected
+    wcert, wmodel = _certificate(softmax_mirror_attention(True))
+    w = wcert["equivariance"]["witness"]
+    j = w["output"]
+    lo, hi = (fmpq(v) for v in w["enclosures"][j])
+    shift = 10 * (abs(lo) + abs(hi) + 1)
+    w["enclosures"][j] = [str(lo + shift), str(hi + shift)]
+    rep = check_certificate(wcert, wmodel)
+    assert rep.accepted is False and any("disjoint" in r for r in rep.reasons), rep.reasons
+    # the same witness against the unperturbed (equivariant) model proves nothing there
+    wcert2, _ = _certificate(softmax_mirror_attention(True))
+    rep = check_certificate(wcert2, json.loads(json.dumps(model_to_json(softmax_mirror_attention()))))
+    assert rep.accepted is not True
+
+
+def test_checker_softmax_intervals_agree_with_arb():
+    """The checker's stdlib enclosure of softmax attention contains arb's midpoint at several points."""
+    from fractions import Fraction
+
+    from symeq_check.intervals import _interval_evaluate
+    from symeq_check.model import _layers
+
+    for scale in (None, fmpq(1, 3)):
+        m = softmax_mirror_attention(scale=scale)
+        layers = _layers(json.loads(json.dumps(model_to_json(m)))["layers"], 8, "m")
+        for x in ([fmpq(1, 2), fmpq(-1, 3), 1, 2, 0, fmpq(3, 4), -1, 1], [3, -2, 1, 0, fmpq(5, 2), 1, -1, 2]):
+            own = _interval_evaluate(layers, [Fraction(int(fmpq(v).p), int(fmpq(v).q)) for v in x], 96)
+            balls = m.layers[0].ball_forward(x)
+            for (lo, hi), b in zip(own, balls):
+                assert lo <= hi
+                assert float(lo) - 1e-9 <= float(b.mid()) <= float(hi) + 1e-9
+                assert float(hi - lo) < 1e-12
