@@ -966,7 +966,9 @@ def load_npz(path) -> NumericModel:
         elif "group_label" in files or "group_names" in files:
             raise InputError(f"{p}: group_label/group_names without group_input_0 and group_output_0")
         try:
-            return NumericModel(layers[0].in_dim, layers, group, p.stem)
+            floats = [z[f].dtype for f in files if f.split("_")[0] in ("weight", "bias", "conv") and z[f].dtype.kind == "f"]
+            meta = {"weights_dtype": str(max(floats, key=lambda d: np.finfo(d).eps))} if floats else {}
+            return NumericModel(layers[0].in_dim, layers, group, p.stem, meta)  # the dtype: numeric-check's tolerance
         except InputError as e:
             raise InputError(f"{p}: {e}") from None
 
