@@ -453,6 +453,7 @@ def test_residual_block_float_twin_for_numeric_check_and_refusal_elsewhere(tmp_p
     out, err = capsys.readouterr()
     assert "residual addition read as a block of 2 layer(s) with an identity skip" in err
     assert "the action forced by the addition along the skip" in out and "float twin of a residual network" in out
+    assert "homomorphism on the group's relations (order 4): max deviation 0" in out
     # certify and the exact path read chains: the addition is refused there, by name
     assert main(["certify", str(tmp_path / "res.onnx"), *group]) == 2
     assert "residual addition: graph networks are not supported yet" in capsys.readouterr().err

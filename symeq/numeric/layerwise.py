@@ -694,8 +694,8 @@ def derive_residual_numeric(model: ResidualNumericModel, group=None, *, tol: flo
     its last layer (affine, before the addition) must map the matched action to rho_s itself,
     measured by |W rho - rho_s W| / |W| (and the bias; sparse for convolutions); the activation after
     the addition must admit rho_s (ReLU: a positive monomial; a sign flip there is a residual 1).
-    The last layer is checked against the group's output action.  Residuals only, never a proof;
-    the homomorphism check is not run here (noted).
+    The last layer is checked against the group's output action, and g -> (rho_i(g))_i against the
+    group's relations as in a chain.  Residuals only, never a proof.
     """
     group = _as_group(group) if group is not None else model.group
     if group is None:
@@ -746,9 +746,12 @@ def derive_residual_numeric(model: ResidualNumericModel, group=None, *, tol: flo
                                        "|W rho - rho_out W| / |W| and the same for b"))
         chains.append(chain)
     actions = [[chains[gi][i] for gi in range(len(chains))] for i in range(len(chains[0]))]
+    hom, order = None, None
+    if chains[0] and not any(a is None for c in chains for a in c):  # the actions on every hidden space
+        hom, order = _homomorphism_error(group, chains)
     notes = ["float twin of a residual network (numeric-check only): the action on each block's input is carried "
-             "along its skip and forced on its last layer; the homomorphism check is not run on residual networks"]
-    d = NumericDerivation(actions, residuals, tol, None, time.perf_counter() - t0, None, notes)
+             "along its skip and forced on its last layer"]
+    d = NumericDerivation(actions, residuals, tol, hom, time.perf_counter() - t0, order, notes)
     d.undetermined = "; ".join(undetermined) or None
     return d
 

@@ -549,12 +549,16 @@ class _ChainReader:
         if _attr(node, "transA", 0):
             raise InputError(f"{where}: Gemm with transA=1 is not a layer applied to a batch of inputs")
         B = np.asarray(self.need(node.input[1], where), dtype=np.float64)
+        if B.ndim != 2:
+            raise InputError(f"{where}: Gemm weight {node.input[1]!r} has shape {B.shape}, expected a matrix")
         W = B if _attr(node, "transB", 0) else B.T
         W = float(_attr(node, "alpha", 1.0)) * W
         b = None
         if len(node.input) > 2 and node.input[2]:
-            b = float(_attr(node, "beta", 1.0)) * np.broadcast_to(
-                np.asarray(self.need(node.input[2], where), dtype=np.float64).reshape(-1), (W.shape[0],))
+            c = np.asarray(self.need(node.input[2], where), dtype=np.float64).reshape(-1)
+            if c.size not in (1, W.shape[0]):
+                raise ShapeError(f"{where}: Gemm bias of {c.size} entries for {W.shape[0]} outputs")
+            b = float(_attr(node, "beta", 1.0)) * np.broadcast_to(c, (W.shape[0],))
         self.dense(W, b, where)
         self.advance(node.output[0])
 
@@ -709,7 +713,14 @@ class _ChainReader:
             raise InputError(f"{where}: BatchNormalization in training mode (batch statistics); export the "
                              "network in eval mode (model.eval())")
         gamma, beta, mean, var = (np.asarray(self.need(x, where), dtype=np.float64).reshape(-1) for x in node.input[1:5])
+        if not len(gamma) == len(beta) == len(mean) == len(var):
+            raise ShapeError(f"{where}: BatchNormalization with scale, bias, mean and variance of lengths "
+                             f"{len(gamma)}, {len(beta)}, {len(mean)}, {len(var)}")
+        if np.any(var < 0) or not np.all(np.isfinite(np.concatenate([gamma, beta, mean, var]))):
+            raise InputError(f"{where}: BatchNormalization with a negative or non-finite variance or parameter")
         eps = float(_attr(node, "epsilon", 1e-5))
+        if not eps > 0 and np.any(var + eps <= 0):
+            raise InputError(f"{where}: BatchNormalization with var + epsilon <= 0")
         s = _bn_scale(gamma, var, eps)
         C = len(s)
         if self.shape is not None and self.shape[0] != C or self.shape is None and self.width != C:
