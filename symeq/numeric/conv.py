@@ -9,6 +9,12 @@ linear memory); matching compares the C_out transformed kernels with theta's by 
 with residuals and a margin, as a float dense layer compares its rows.  A float result reports its
 error; it never decides.
 
+Below the layer: the exact folds of average pooling into a neighbouring convolution (written once over
+:class:`FloatFold` and :class:`ExactFold`, so the ONNX reader and ``from_torch`` fold the same way on the
+float and the exact path; the rule for a padded convolution is at :func:`pool_before_conv`), and the
+convolution's matrix in sparse form (:func:`sparse_weight`, :func:`sparse_commutator_residual`: the
+last-layer check of an output convolution without the dense expansion).
+
 Examples
 --------
 >>> from symeq.layers.conv import ConvShape
@@ -37,7 +43,9 @@ from ..layers.conv_numbers import NumpyNumbers
 from .match import _latent_action, _match_layer
 from .monomial import MonomialAction, as_action
 
-__all__ = ["NumericConvLayer", "channel_pixel_parts", "fold_average_pool_float"]
+__all__ = ["NumericConvLayer", "channel_pixel_parts", "fold_average_pool_float", "FloatFold", "ExactFold",
+           "pool_before_conv", "pool_after_conv", "fold_pool_into_kernel", "fold_pool_after_kernel",
+           "fold_pool_into_dense", "sparse_weight", "sparse_commutator_residual"]
 
 
 def _transform_name(R) -> str:

@@ -1,16 +1,27 @@
-"""ONNX in and out: feed-forward networks of Gemm / MatMul + Add / Conv layers and known activations.
+"""ONNX in and out: chains of Gemm / MatMul + Add / Conv layers and known activations, and what folds into them.
 
 ONNX is the exchange format that torch, TensorFlow and JAX export, and reading it executes no
 code: a file is a protobuf of nodes and weight tensors (``onnx`` extra, ``pip install 'symeq[onnx]'``,
 imported at run time).  :func:`load_onnx` walks the graph in order and reads a chain of
 
 * linear layers: ``Gemm`` (``alpha``, ``beta``, ``transA = 0``, ``transB``), ``MatMul`` followed by an
-  ``Add`` of a constant vector (the bias; a ``MatMul`` alone is bias-free), and ``Conv`` (2-d, one
-  group, dilation 1, equal strides and symmetric equal paddings), read as the conv2d layer kind
-  with its kernels (:class:`symeq.numeric.conv.NumericConvLayer`, exact
+  ``Add`` of a constant (the bias), and ``Conv`` (2-d, dilation 1, equal strides and symmetric equal
+  paddings; ``group > 1``, depthwise included, as its block-diagonal kernel), read as the conv2d
+  layer kind with its kernels (:class:`symeq.numeric.conv.NumericConvLayer`, exact
   :class:`symeq.layers.conv.ConvLayer`; channel-major pixel order, torch's ``Flatten``);
+* what folds into them exactly, each fold listed in ``model.meta["reader_notes"]``:
+  ``BatchNormalization`` (eval) into the layer before it (its outputs) or after it (its inputs);
+  ``AveragePool``, ``GlobalAveragePool`` and ``ReduceMean`` over H, W into the next layer (before a
+  padded convolution only when the windows tile the image: :func:`symeq.numeric.conv.pool_before_conv`)
+  or into the convolution before it; a mean over each field (``Reshape`` to 5-d + ``ReduceMean``
+  over axis 2); two linear layers in a row where their composition is one layer; the folds are
+  replayed in float64 for the float twin and in exact rationals for :func:`load_onnx_exact`
+  (a BatchNorm's scale gamma/sqrt(var + eps) as its float64 value, read exactly);
 * shape nodes: ``Flatten``, ``Reshape`` (to 2-d: the identity on that pixel order; to 4-d: the
-  ``(C, H, W)`` shape a following ``Conv`` needs), ``Identity``;
+  ``(C, H, W)`` shape a following ``Conv`` needs), ``Squeeze`` of 1 x 1 pixels, ``Identity`` and
+  ``Dropout`` in eval mode (dropped and listed);
+* ``Softmax``/``LogSoftmax`` at the output: ``model.meta["output_op"]``; the model is the logits,
+  and :func:`check_output_op` requires the output action to be a permutation;
 * activations: the elementwise nodes between two linear layers.  One node ``Tanh``, ``Sigmoid``,
   ``Relu``, ``Gelu`` (either form), ``Erf``, ``Softplus``, ``LeakyRelu`` or ``Elu`` (with its
   ``alpha``) is read directly.  A subgraph of ``Add``/``Sub``/``Mul``/``Div``/``Pow`` is a
@@ -22,11 +33,18 @@ imported at run time).  :func:`load_onnx` walks the graph in order and reads a c
   is given to :func:`symeq.numeric.models.numeric_activation`, which refuses, naming the node,
   an activation symeq does not know.
 
-Weights come from initializers and ``Constant`` nodes.  They are read as float64 for the float
-twin (:class:`~symeq.numeric.models.NumericModel`); :func:`load_onnx_exact` reads them as the exact
-dyadic rationals they are (``Fraction(float)`` is exact) for ``--exact-floats``.  Anything else
-(an unknown operator, a branch in the graph, a truncated or corrupted file) is an
-:class:`~symeq.errors.InputError` (exit 2) that names the node or the file.
+The reader is one table from operator to handler (:data:`HANDLERS`) and one of refusals with their
+reasons (:data:`REFUSED`: a residual ``Add``, group pooling's ``ReduceMax``, max pooling, the norms,
+training-mode BatchNorm and Dropout, ...); every refusal names the operator, the node (numbered from
+1, with its name) and the reason (docs/onnx.md has both tables).  Weights come from initializers
+and ``Constant`` nodes, and external data files are read from beside the ``.onnx`` file only, never
+the current directory.  They are read as float64 for the float twin
+(:class:`~symeq.numeric.models.NumericModel`); :func:`load_onnx_exact` reads them as the exact
+dyadic rationals they are (``Fraction(float)`` is exact) for ``--exact-floats``.
+:func:`load_onnx_residual` (numeric-check only) also reads identity-skip residual blocks, as the
+float twin of the graph (:func:`symeq.numeric.layerwise.derive_residual_numeric`).  Anything else (an
+unknown operator, a truncated or corrupted file) is an :class:`~symeq.errors.InputError` (exit 2)
+that names the node or the file.
 
 :func:`export_onnx` writes a model (exact or float; convolutions as their dense matrices) as
 ONNX: ``Gemm`` layers (float64 by default, float32 on request), the activations as ONNX
@@ -56,7 +74,8 @@ import numpy as np
 
 from ..errors import EngineMissing, InputError, ShapeError
 
-__all__ = ["load_float_network", "load_onnx", "load_onnx_exact", "read_onnx_layers", "export_onnx", "ONNX_INSTALL"]
+__all__ = ["load_float_network", "load_onnx", "load_onnx_exact", "load_onnx_residual", "read_onnx_chain",
+           "read_onnx_layers", "check_output_op", "export_onnx", "ONNX_INSTALL", "HANDLERS", "REFUSED"]
 
 ONNX_INSTALL = "pip install 'symeq[onnx]'"
 
