@@ -168,9 +168,10 @@ def test_mlp_with_one_broken_batchnorm_channel_is_flagged(tmp_path, capsys):
 
 def test_softmax_head_needs_a_permutation_output_action(tmp_path, capsys):
     _export(_mirror_mlp(), (2, 16), tmp_path / "mlp.onnx")
-    assert main(["numeric-check", str(tmp_path / "mlp.onnx"), "--group", "sign:16"]) == 2
-    err = capsys.readouterr().err
-    assert "log_softmax" in err and "commutes with permutations of its inputs only" in err
+    for command in ("numeric-check", "certify"):
+        assert main([command, str(tmp_path / "mlp.onnx"), "--group", "sign:16"]) == 2
+        err = capsys.readouterr().err
+        assert "log_softmax" in err and "commutes with permutations of its inputs only" in err
 
 
 # -- the small C4 CNN: BatchNorm2d, pooling before a padded conv, global pooling, softmax ---------------

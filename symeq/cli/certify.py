@@ -118,6 +118,11 @@ def cmd_certify(args) -> int:
 
         timeout = DEFAULT_BUDGETS["certify"]
     _progress(f"certifying {args.model}: widths {network.widths}")
+    from ..numeric.onnx_io import check_output_op  # a softmax head needs a permutation output action (docs/onnx.md)
+
+    check_output_op(network, group)
+    for line in getattr(network, "meta", {}).get("reader_notes", []):
+        _progress(f"  read: {line}")
     c = certify(network, group, digits=args.digits, data=data, max_distance=args.max_distance, tol=args.tol,
                 timeout=timeout, noise_points=args.points, seed=args.seed, conv=args.conv, task=args.task,
                 metric=args.metric, restarts=args.restarts, finetune=finetune)
@@ -172,7 +177,7 @@ def register(subparsers) -> None:
                         "extra), then certify the fine-tuned network exactly")
     c.add_argument("--finetune-steps", type=int, default=None, metavar="N", help="fine-tuning steps (default 300)")
     c.add_argument("--finetune-seconds", type=float, default=None, metavar="S",
-                   help="fine-tuning time budget (default 120 s, at most half of what --timeout leaves)")
+                   help="fine-tuning time budget, all runs together (default 60 s, at most half of what --timeout leaves)")
     c.add_argument("--finetune-lr", type=float, default=None, metavar="LR", help="Adam's step size (default 1e-3)")
     c.add_argument("--holdout", type=float, default=None, metavar="F",
                    help="fraction of the data held out from fine-tuning (default 0.2)")
