@@ -223,9 +223,12 @@ def _diagnostic_lines(diag) -> list:
 
 
 def _finetune_lines(ft) -> list:
-    out = [f"fine-tuned inside the layerwise-equivariant subspace of these actions: {ft['steps']} projected gradient "
-           f"step(s), {ft['seconds']:.1f} s, stopped by {ft['stopped_by']} (Adam, lr {ft['lr']:g}, batches of "
-           f"{ft['batch_size']}; trained on {ft['train_points']} points, {ft['held_out_points']} held out)"]
+    out = [f"fine-tuned inside the layerwise-equivariant subspace of {ft['actions']}: {ft['steps']} projected "
+           f"gradient step(s), {ft['seconds']:.1f} s, stopped by {ft['stopped_by']} (Adam, lr {ft['lr']:g}, batches "
+           f"of {ft['batch_size']}; trained on {ft['train_points']} points, {ft['held_out_points']} held out)"]
+    if len(ft.get("tried", [])) > 1:
+        out.append("  runs (the one with the lower loss on the fine-tuning split is kept; the held-out split is not "
+                   "used to choose): " + "; ".join(f"{t['actions']}: loss {t['train_loss']:.5g}" for t in ft["tried"]))
     if "parameters_per_layer" in ft:
         w = ft.get("data_weighted_per_layer")
         out.append("  the fine-tuned network's relative parameter distance to theta: " + ", ".join(
@@ -502,7 +505,7 @@ def _finetune_options(finetune) -> dict | None:
     progress."""
     if finetune is None or finetune is False:
         return None
-    opts = {"steps": 300, "lr": 1e-3, "seconds": 120.0, "batch_size": 256, "holdout": 0.2, "progress": True}
+    opts = {"steps": 300, "lr": 1e-3, "seconds": 60.0, "batch_size": 256, "holdout": 0.2, "progress": True}
     if finetune is not True:
         if not isinstance(finetune, dict):
             raise InputError("finetune must be True or a dict of options (steps, lr, seconds, batch_size, holdout, "
@@ -606,7 +609,8 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     from .numeric.monomial import MonomialAction
     from .numeric.project import (_key, check_projectable, data_scaled, element_actions, group_elements,
                                   involution_lower_bound, is_homomorphism, layer_diagnostics, layer_distances,
-                                  nearest_involution_actions, parameter_distance, random_involutions, repair_cyclic,
+                                  nearest_involution_actions, paired_involutions, parameter_distance,
+                                  random_involutions, repair_cyclic,
                                   restrict_to_projectable, reynolds_exact, reynolds_float, second_moments,
                                   ridged, signs_allowed, trivial_actions, unused_inputs, weighted_distances,
                                   weighted_projection)
@@ -856,11 +860,31 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
         split = ((xs[train], None if ys is None else ys[train]), (xs[held], None if ys is None else ys[held]))
         left = None if timeout is None else max(0.0, timeout - deadline.elapsed())
         secs = ft_opts["seconds"] if left is None else min(ft_opts["seconds"] or left, 0.5 * left)
-        source, ft_info = finetune_equivariant(nearest, chains, split[0][0], split[0][1], checked[2],
-                                               steps=ft_opts["steps"], lr=float(ft_opts["lr"]),
-                                               batch_size=ft_opts["batch_size"], seconds=secs, seed=seed,
-                                               progress=ft_opts["progress"], deadline=deadline)
-        ft_info.update(train_points=int(len(train)), held_out_points=int(len(held)))
+        starts = [("theta-bar's actions (the nearest)", gen_actions, chains, nearest)]
+        if len(words) == 2 and len(ngroup.generators) == 1:
+            # a trivial rho_i forces f(x) = f(gx) after layer i, which an autoencoder cannot afford: fine-tune
+            # also from actions that pair the neurons, and keep the run with the lower loss on the fine-tuning split
+            paired = paired_involutions(model, ngroup)
+            if b"".join(_key(a) for per in paired for a in per) != b"".join(_key(a) for per in gen_actions for a in per):
+                pch = element_actions(ngroup, paired)
+                pproj = reynolds_float(model, pch)
+                starts.append(("actions pairing the neurons (greedy on theta's weights, from the input up)", paired,
+                               pch, NumericModel(model.input_dim, [NumericDenseLayer(W, b, l.activation) for l, (W, b)
+                                                                   in zip(model.layers, pproj)], ngroup, model.name)))
+        tried = []
+        for label, gacts, ch, start in starts:
+            ft_model, info = finetune_equivariant(start, ch, split[0][0], split[0][1], checked[2],
+                                                  steps=ft_opts["steps"], lr=float(ft_opts["lr"]),
+                                                  batch_size=ft_opts["batch_size"], seconds=secs / len(starts),
+                                                  seed=seed, progress=ft_opts["progress"], deadline=deadline)
+            info["train_loss"] = _losses(ft_model(split[0][0]), split[0][0], split[0][1], checked[2])[0]
+            info["actions"] = label
+            tried.append((info["train_loss"], len(tried), ft_model, info, gacts, ch))
+        _, _, source, ft_info, ft_gen, chains = min(tried, key=lambda t: (t[0], t[1]))
+        ft_info["tried"] = [{"actions": t[3]["actions"], "steps": t[3]["steps"], "seconds": t[3]["seconds"],
+                             "train_loss": t[0]} for t in tried]
+        ft_info.update(train_points=int(len(train)), held_out_points=int(len(held)),
+                       actions_json=_actions_json(ngroup, ft_gen))
     exact = reynolds_exact(source, chains, digits, conv_shapes)
     if any(sh is not None and e[4] is None for sh, e in zip(conv_shapes, exact)):
         # all or nothing: a conv2d layer after a dense one would meet actions that are no channel action
@@ -915,9 +939,10 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
         if moments is not None:
             ft_info["data_weighted_per_layer"], _ = weighted_distances(model, written, moments)
         cert.finetune = ft_info
-        notes.append("with --finetune the exact verification and the written files are of the fine-tuned network; "
-                     "theta-bar (the nearest, in the lines above) is its float projection for the same actions, not "
-                     "verified on its own")
+        cert.actions = ft_info["actions_json"]  # the written network's
+        notes.append("with --finetune the exact verification, the written files and the actions in --json are of the "
+                     "fine-tuned network; theta-bar (the nearest, in the lines above) is reported by its float "
+                     "projection and not verified on its own")
     if max(model.widths[1:-1]) > 2048:
         notes.append("hidden layers wider than 2048: the paper's metric and the unit diagnostics are not computed")
     elif timeout is None or deadline.elapsed() < 0.5 * timeout:  # float measurements; the proof comes first

@@ -91,6 +91,9 @@ def test_tanh_autoencoder_finetuned_and_certified(tmp_path, capsys):
     assert held["loss"]["theta_bar_finetuned"] < held["loss"]["theta_bar"]  # fine-tuning helped
     ft = r["finetune"]
     assert 1 <= ft["steps"] <= 300 and ft["train_points"] + ft["held_out_points"] == 1797
+    tried = ft["tried"]  # from theta-bar's actions and from actions pairing the neurons; the lower training loss kept
+    assert len(tried) == 2 and ft["train_loss"] == min(t["train_loss"] for t in tried)
+    assert [a["layer"] for a in r["actions"]["theta_bar"]] == [1, 2]  # the written network's actions
     assert r["status"] == "certified" and r["verdict"] == "layerwise-equivariant"
 
 

@@ -64,7 +64,7 @@ __all__ = ["Actions", "signed_permutation", "group_elements", "element_actions",
            "conv_tap_maps", "reynolds_conv_exact", "MAX_FULL_MATCHING", "layer_inputs", "second_moments",
            "symmetrised_moment", "weighted_distances", "parameter_distance", "data_scaled", "random_involutions",
            "involution_lower_bound", "MAX_MOMENT_WIDTH", "layer_diagnostics", "unused_inputs", "weighted_projection",
-           "ridged", "DATA_RIDGE"]
+           "ridged", "DATA_RIDGE", "paired_involutions"]
 
 #: above this many positive-gain pairs on a layer the matching (networkx, pure Python: about 40 s for
 #: 20 000 pairs on 1024 neurons) is bounded (then the result is labelled "best found, not proven nearest")
@@ -939,3 +939,33 @@ DATA_RIDGE = 1e-2
 def ridged(moments, ridge: float = DATA_RIDGE) -> list:
     """Each Sigma plus ``ridge`` times its mean eigenvalue on the diagonal (:data:`DATA_RIDGE`)."""
     return [S + ridge * float(np.trace(S)) / S.shape[0] * np.eye(S.shape[0]) for S in moments]
+
+
+def paired_involutions(model, group) -> list:
+    """Generator actions per hidden layer that pair (almost) every neuron with another, from the input up:
+    on each layer the pairs of largest |S_jk| given the layer below (greedy), the sign of S_jk where the
+    activation allows signs.  Far from theta in general, but a hidden representation that can carry what
+    changes under the mirror (a trivial rho_i forces f(x) = f(gx) downstream of it): the start of
+    ``certify --finetune``'s second run."""
+    words, ins, outs, _ = group_elements(group)
+    if len(words) != 2 or len(group.generators) != 1:
+        raise InputError("paired actions are for a group of order 2")
+    rho = [ins[1]] + [MonomialAction.identity(w) for w in model.widths[1:-1]] + [outs[1]]
+    for i in range(1, model.depth):
+        S, _ = _layer_terms(model, rho, i, "in")
+        signs = signs_allowed(model.layers[i - 1].activation)
+        score = np.abs(S) if signs else S.copy()
+        n = S.shape[0]
+        iu, ju = np.triu_indices(n, 1)
+        order = np.argsort(-score[iu, ju], kind="stable")
+        cols, vals, used = np.arange(n), np.ones(n), np.zeros(n, dtype=bool)
+        for t in order:
+            a, b = int(iu[t]), int(ju[t])
+            if used[a] or used[b]:
+                continue
+            used[a] = used[b] = True
+            cols[a], cols[b] = b, a
+            if signs and S[a, b] < 0:
+                vals[a] = vals[b] = -1.0
+        rho[i] = MonomialAction(cols, vals)
+    return [[a] for a in rho[1:-1]]
