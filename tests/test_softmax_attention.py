@@ -229,3 +229,16 @@ def test_checker_softmax_intervals_agree_with_arb():
                 assert lo <= hi
                 assert float(lo) - 1e-9 <= float(b.mid()) <= float(hi) + 1e-9
                 assert float(hi - lo) < 1e-12
+
+
+def test_float_twin_matches_heads_with_their_score_biases():
+    from symeq.numeric.layerwise import derive_latent_actions_numeric
+    from symeq.numeric.models import from_exact
+
+    att = softmax_mirror_attention().layers[0]
+    residuals = []
+    for sb in ([[1, -2], [-2, 1], [3, 3]], [[1, -2], [1, -2], [3, 3]]):   # equivariant, then b_2 != C^T b_1
+        heads = [Head(h.query, h.key, h.value, h.out, b) for h, b in zip(att.heads, sb)]
+        m = Model(8, [AttentionLayer(4, heads, None, "softmax", None, [5, 5])], softmax_mirror_attention().group)
+        residuals.append(derive_latent_actions_numeric(from_exact(m)).max_residual)
+    assert residuals[0] < 1e-12 and residuals[1] > 0.1

@@ -331,8 +331,8 @@ def match_heads_numeric(layer: NumericHeads, P_in: np.ndarray):
     """The value-space action P (x) R making the heads layer equivariant under P_in = P (x) C.
 
     The float twin of :func:`symeq.attention.match_heads`: head h is matched to the head k with
-    C^T A_h C ~ lambda A_k (lambda = 1 for softmax scores) by linear assignment on the relative
-    residuals, V_k N ~ C^T V_h is solved by least squares, and block (h, k) of R is
+    C^T A_h C ~ lambda A_k (lambda = 1 for softmax scores, whose score biases are matched too:
+    C^T b_h ~ b_k) by linear assignment on the relative residuals, V_k N ~ C^T V_h is solved by least squares, and block (h, k) of R is
     (lambda N)^T.  Returns (action, residuals per head, margin, failure or None).
     """
     T, H, dv = layer.tokens, layer.heads, layer.dv
@@ -340,13 +340,21 @@ def match_heads_numeric(layer: NumericHeads, P_in: np.ndarray):
     if fin is None:
         return None, np.full(H, np.inf), 0.0, "the group does not act as a token permutation (x) a channel matrix"
     P, C = fin
-    At = [C.T @ A @ C for A in layer.scores]
+    sb = getattr(layer, "score_biases", None)
+    zero = np.zeros(layer.d)
+
+    def stack(A, b):  # softmax: the score bias is matched with the score matrix, [A; b^T]
+        return A if sb is None else np.vstack([A, b[None, :]])
+
+    At = [stack(C.T @ A @ C, C.T @ (zero if sb is None or sb[h] is None else sb[h]))
+          for h, A in enumerate(layer.scores)]
+    Ak_all = [stack(A, zero if sb is None or sb[k] is None else sb[k]) for k, A in enumerate(layer.scores)]
     cost = np.zeros((H, H))
     lam = np.ones((H, H))
     for h in range(H):
         nh = max(np.linalg.norm(At[h]), 1e-300)
         for k in range(H):
-            Ak = layer.scores[k]
+            Ak = Ak_all[k]
             if layer.scoring != "softmax":  # lightning scores are trilinear: a scalar moves into V
                 lam[h, k] = float(np.sum(At[h] * Ak) / max(np.sum(Ak * Ak), 1e-300))
             cost[h, k] = np.linalg.norm(At[h] - lam[h, k] * Ak) / nh
