@@ -205,6 +205,22 @@ def test_small_c4_cnn_with_one_kernel_not_symmetric_is_flagged(tmp_path, capsys)
     assert "layer 2, rot90: max residual" in out and "NOT within tolerance" in out
 
 
+@pytest.mark.parametrize("client", ["mlp", "cnn"])
+def test_exact_floats_proves_the_folded_exports_and_refutes_the_broken_ones(tmp_path, capsys, client):
+    """The folds are exact: verify --exact-floats reads the float32 export with BatchNorm (its scale as the float64
+    rational), pooling and the softmax head folded, proves it layerwise equivariant, and refutes the broken variant."""
+    for broken, code in ((False, 0), (True, 1)):
+        path = tmp_path / f"{client}{int(broken)}.onnx"
+        if client == "mlp":
+            _export(_mirror_mlp(broken=broken), (2, 16), path)
+            group = ["--group", "mirror:4x4"]
+        else:
+            _export(_c4_cnn(8, head=torch.nn.Softmax(dim=1), broken=broken), (1, 1, 8, 8), path)
+            group = ["--group", "rot90:8", "--group-output", "3"]
+        assert main(["verify", str(path), *group, "--exact-floats"]) == code
+    assert "Verdict: not-equivariant" in capsys.readouterr().out
+
+
 def test_depthwise_conv_and_global_pooling_from_onnx_equal_torch(tmp_path):
     """A depthwise conv (group = channels, antialiased pooling's form) reads as its block-diagonal kernel."""
     torch.manual_seed(0)
