@@ -670,9 +670,9 @@ def _alias_spec(name: str):
         except ValueError:
             raise InputError(f"expected an integer after ':' in {name!r}") from None
     if base == "polynomial":
-        return {"type": "polynomial", "coeffs": arg.split(",")}
+        return {"type": "polynomial", "coeffs": [c.strip() for c in arg.split(",")]}  # "0, 1, 2" on a command line
     if base in ("elu", "leaky_relu"):
-        return {"type": base, "alpha" if base == "elu" else "slope": arg}
+        return {"type": base, "alpha" if base == "elu" else "slope": arg.strip()}
     if base == "gelu":
         return {"type": "gelu", "approximate": arg}
     return None

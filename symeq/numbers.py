@@ -52,10 +52,13 @@ __all__ = [
     "solve_unique",
 ]
 
+# the exact number syntax of every file (the checker, symeq_check/_numbers.py, reads the same one;
+# tests/test_schema_agreement.py): "p/q", an integer or a decimal with an optional exponent, no spaces
 _NUMBER = re.compile(
-    r"^\s*(?P<sign>[+-]?)(?:(?P<p>\d+)\s*/\s*(?P<q>\d+)|(?P<int>\d+)(?:\.(?P<frac>\d*))?"
-    r"|\.(?P<frac2>\d+))(?:[eE](?P<exp>[+-]?\d+))?\s*$"
+    r"(?P<sign>[+-]?)(?:(?P<p>\d+)/(?P<q>\d+)|(?P<int>\d+)(?:\.(?P<frac>\d*))?"
+    r"|\.(?P<frac2>\d+))(?:[eE](?P<exp>[+-]?\d+))?"
 )
+MAX_EXPONENT = 1000  # the largest decimal exponent read (the checker's too)
 
 
 def parse_number(value, where: str = "number") -> fmpq:
@@ -76,7 +79,7 @@ def parse_number(value, where: str = "number") -> fmpq:
             f'"1/2" or "{value!r}" (at {where})'
         )
     if isinstance(value, str):
-        m = _NUMBER.match(value)
+        m = _NUMBER.fullmatch(value)
         if not m or (m["exp"] is not None and m["p"] is not None):
             raise InputError(f"cannot read {value!r} as an exact number; use \"p/q\", \"-3\" or \"0.25\" (at {where})")
         sign = -1 if m["sign"] == "-" else 1
@@ -88,7 +91,7 @@ def parse_number(value, where: str = "number") -> fmpq:
         digits = (m["int"] or "") + (m["frac"] or m["frac2"] or "")
         scale = len(m["frac"] or m["frac2"] or "")
         exp = int(m["exp"] or 0) - scale
-        if abs(exp) > 10000:
+        if abs(exp) > MAX_EXPONENT:
             raise InputError(f"exponent too large in {value!r} (at {where})")
         n = sign * int(digits or "0")
         return fmpq(n * 10**exp) if exp >= 0 else fmpq(n, 10**-exp)

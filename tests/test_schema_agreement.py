@@ -91,3 +91,29 @@ def test_numeric_check_reads_a_conv_file_with_a_float(tmp_path, capsys):
     data["layers"][0]["bias"] = [float("nan")]
     path.write_text(json.dumps(data))
     assert main(["numeric-check", str(path)]) == 2
+
+
+NUMBERS = ["1", "-1", "+1", "1/2", "-6/4", "+1/2", " 1/2", "1 / 2", "1/2 ", ".5", "5.", "-.5", "1e3", "1E-3", "1.5e2",
+           "1e1000", "1e10000", "1e10001", "1/0", "0/1", "1/2e3", "", "-", ".", "e3", "1_000", "0x10", "1.2.3",
+           "00012", "-0", "+-1", "inf", "nan", "1e+3", "\t3/4\n", "- 1", "1 e3", 7, -3, True, 0.5, None, [1]]
+
+
+@pytest.mark.parametrize("text", NUMBERS, ids=[repr(t) for t in NUMBERS])
+def test_prover_and_checker_read_one_number_syntax(text):
+    """Every number of a file: both read it, to the same value, or both refuse it."""
+    from fractions import Fraction
+
+    from symeq.numbers import parse_number as prover_number
+    from symeq_check import parse_number as checker_number
+
+    try:
+        mine = prover_number(text)
+    except SymeqError:
+        mine = None
+    try:
+        theirs = checker_number(text)
+    except CheckError:
+        theirs = None
+    assert (mine is None) == (theirs is None), (text, mine, theirs)
+    if mine is not None:
+        assert Fraction(int(mine.p), int(mine.q)) == theirs
