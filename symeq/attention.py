@@ -265,7 +265,7 @@ def head_clones(layer: AttentionLayer) -> list[list[int]]:
     """
     classes: dict = {}
     for h, head in enumerate(layer.heads):
-        key, _ = score_key(head.scores, layer.scoring)
+        key, _ = score_key(head.scores, layer.scoring, head.score_bias)
         classes.setdefault(key, []).append(h)
     return [hs for hs in classes.values() if len(hs) > 1]
 
@@ -396,7 +396,7 @@ def reduce_heads(model) -> HeadReduction:
     att = model.layers[0]
     classes: dict = {}
     for h, head in enumerate(att.heads):
-        key, s = score_key(head.scores, att.scoring)  # softmax: equal scores only (lambda = 1)
+        key, s = score_key(head.scores, att.scoring, head.score_bias)  # softmax: equal scores only (lambda = 1)
         classes.setdefault(key, []).append((h, s))
     heads, groups = [], []
     for key, members in classes.items():
@@ -420,7 +420,7 @@ def reduce_heads(model) -> HeadReduction:
             continue
         V, O = fac
         base = att.heads[h0]
-        heads.append(Head(base.query, base.key, V, O))
+        heads.append(Head(base.query, base.key, V, O, base.score_bias))
         groups.append(lams)
     changed = len(heads) < len(att.heads)
     red = Model(model.input_dim, [att.with_heads(heads)] + [l.copy() for l in model.layers[1:]],
@@ -459,7 +459,7 @@ def lift_heads(original, reduction: HeadReduction, actions):
     for j, hd in enumerate(ratt.heads):
         index.append(list(range(len(heads), len(heads) + per[j])))
         for _ in range(per[j]):
-            heads.append(Head(hd.query, hd.key, hd.value, hd.out / per[j]))
+            heads.append(Head(hd.query, hd.key, hd.value, hd.out / per[j], hd.score_bias))
     n_inactive = H - len(heads)
     if n_inactive < 0:  # pragma: no cover - copies never exceed the original heads
         raise AssertionError("more head copies than heads")

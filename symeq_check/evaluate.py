@@ -71,6 +71,8 @@ def _same_function_failure(layers, theta2, n_in: int) -> str | None:
         return "theta' has other widths"
     if [l.act for l in layers] != [l.act for l in theta2]:
         return "theta' has other activations"
+    if isinstance(layers[0], _Attention) and layers[0].scoring == "softmax":
+        return _softmax_same_function_failure(layers, theta2)
     if all(isinstance(l, _Conv) for l in list(layers) + list(theta2)):
         if _conv_canonical_form(layers) == _conv_canonical_form(theta2):
             return None
@@ -94,6 +96,30 @@ def _same_function_failure(layers, theta2, n_in: int) -> str | None:
     for x in _lattice(n_in, _degree(layers)):
         if _evaluate(layers, x) != _evaluate(theta2, x):
             return f"f(x; theta') != f(x; theta) at x = {_fmt(x)}"
+    return None
+
+
+def _softmax_canonical(layer: _Attention):
+    """Softmax attention up to what keeps its function: heads grouped by (A_h, b_h), each group's
+    sum of V_h O_h (groups summing to 0 dropped), with the tokens, scale and output bias."""
+    groups: dict = {}
+    for h, (q, k, v, o) in enumerate(layer.heads):
+        b = layer.score_biases[h] if layer.score_biases and layer.score_biases[h] else (Fraction(0),) * layer.d
+        key = (_matmul(q, tuple(zip(*k))), tuple(b), len(q[0]) if layer.scale is None else None)
+        vo = _matmul(v, o)
+        old = groups.get(key)
+        groups[key] = vo if old is None else tuple(tuple(x + y for x, y in zip(r, s)) for r, s in zip(old, vo))
+    kept = sorted((k, vo) for k, vo in groups.items() if any(any(r) for r in vo))
+    return layer.tokens, layer.scale, layer.bias, kept
+
+
+def _softmax_same_function_failure(layers, theta2) -> str | None:
+    """Softmax attention: equal canonical forms (:func:`_softmax_canonical`) and equal later layers prove
+    equal functions (the converse is not claimed)."""
+    if not isinstance(theta2[0], _Attention) or _softmax_canonical(layers[0]) != _softmax_canonical(theta2[0]):
+        return "theta' and theta are not shown to be the same function (their softmax heads' canonical forms differ)"
+    if list(layers[1:]) != list(theta2[1:]):
+        return "theta' and theta differ after the attention layer"
     return None
 
 

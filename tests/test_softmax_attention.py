@@ -242,3 +242,24 @@ def test_float_twin_matches_heads_with_their_score_biases():
         m = Model(8, [AttentionLayer(4, heads, None, "softmax", None, [5, 5])], softmax_mirror_attention().group)
         residuals.append(derive_latent_actions_numeric(from_exact(m)).max_residual)
     assert residuals[0] < 1e-12 and residuals[1] > 0.1
+
+
+def test_softmax_clones_are_merged_lifted_and_checked():
+    """Two heads with equal scores whose outputs are only equivariant together: verify merges them (a
+    submodel), lifts back to theta' and symeq check proves theta' the same function by a canonical form."""
+    from symeq_check import check_certificate
+
+    base = softmax_mirror_attention()
+    att = base.layers[0]
+    h3 = att.heads[2]
+    Oa = matrix([[1, 5], [0, 1]])
+    heads = [att.heads[0], att.heads[1], Head(h3.query, h3.key, h3.value, Oa), Head(h3.query, h3.key, h3.value, h3.out - Oa)]
+    m = Model(8, [AttentionLayer(4, heads, None, "softmax")], base.group, "softmax clones")
+    v = symeq.verify(m)
+    assert v.verdict == "layerwise-equivariant" and v.reparametrized
+    assert "its heads are in the certificate" in v.report()
+    cert, model = json.loads(json.dumps(v.certificate())), json.loads(json.dumps(model_to_json(m)))
+    assert check_certificate(cert, model).accepted is True
+    cert["parameters"]["layers"][0]["heads"][3]["out"][0][0] = "7"      # theta' is then another function
+    rep = check_certificate(cert, model)
+    assert rep.accepted is False and any("canonical forms differ" in r for r in rep.reasons)
