@@ -281,7 +281,7 @@ def _jac_rows(layers, bias, point, outputs, p: int = JACOBIAN_PRIME, geometry=No
             dc = [k * x % p for k, x in enumerate(c)][1:] or [0]
             ss.append([_jac_poly(dc, zj, p) for zj in z])
             h = [_jac_poly(c, zj, p) for zj in z]
-    out = []
+    out, WT = [], {}
     for k in outputs:
         delta = [int(i == k) for i in range(len(h))]
         blocks = []
@@ -315,7 +315,9 @@ def _jac_rows(layers, bias, point, outputs, p: int = JACOBIAN_PRIME, geometry=No
             if not i:
                 continue
             if kind == "dense":
-                delta = [sum(delta[a] * W[a][j] for a in range(len(W))) % p for j in range(len(hin))]
+                if i not in WT:
+                    WT[i] = list(zip(*W))  # W's columns, once per point
+                delta = [sum(map(mul, delta, col)) % p for col in WT[i]]  # delta W, column by column
             elif kind == "tokens":
                 delta = [sum(Dt[t][r] * W[r][c] for r in range(n)) % p for t in range(T) for c in range(d)]
             else:
