@@ -1,7 +1,8 @@
 """The checker of ``symeq-certificate/1`` and ``/2`` (Theorem 4.1 at theta): the actions' reading, the
 layer identities f_i(rho_{i-1}(g) x) = rho_i(g) f_i(x) identically in x, the parameters theta' and their
-digest, the homomorphism of the generated group, and (``not-equivariant``) the witness.  Together with the
-modules it imports, this is the kernel a ``layerwise-equivariant`` verdict rests on.
+digest, the homomorphism of the generated group, and (``not-equivariant``) the witness, re-proved by
+:mod:`symeq_check.intervals`.  With the modules of :data:`symeq_check.KERNEL` this is the kernel a
+``layerwise-equivariant`` verdict rests on.
 """
 from __future__ import annotations
 
