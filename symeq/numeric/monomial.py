@@ -132,6 +132,14 @@ def to_float_matrix(m) -> np.ndarray:
     >>> to_float_matrix([[1, 2]]).tolist()
     [[1.0, 2.0]]
     """
+    if hasattr(m, "nrows") and hasattr(m, "numer_denom"):  # integer numerators over one denominator: no fmpq per entry
+        num, den = m.numer_denom()
+        d = int(den)
+        out = np.zeros(m.nrows() * m.ncols())
+        for i, x in enumerate(num.entries()):
+            if x:
+                out[i] = int(x) / d  # correctly rounded, as int(q.p) / int(q.q) of the reduced entry
+        return out.reshape(m.nrows(), m.ncols())
     if hasattr(m, "nrows") and hasattr(m, "entries"):
         vals = [int(q.p) / int(q.q) for q in m.entries()]
         return np.array(vals, dtype=np.float64).reshape(m.nrows(), m.ncols())
