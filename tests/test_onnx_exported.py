@@ -381,6 +381,30 @@ def test_image_to_image_c4_net_at_28x28_without_dense_expansion(tmp_path, capsys
     assert main(["numeric-check", str(tmp_path / "bad.onnx"), "--group", "rot90:28"]) == 1
 
 
+@pytest.mark.slow
+def test_four_channel_image_to_image_c4_net_at_28x28(tmp_path, capsys):
+    """The issue's case (about 10 s): 4 -> 16 -> 16 -> 4 channels at 28x28; the output conv's dense matrix would
+    have 3136 x 12544 = 39 M entries.  numeric-check runs on the kernels and the sparse form."""
+    import time
+
+    torch.manual_seed(0)
+    F = 4
+    c1, c2, c3 = (torch.nn.Conv2d(4, 4 * F, 3, padding=1), torch.nn.Conv2d(4 * F, 4 * F, 3, padding=1),
+                  torch.nn.Conv2d(4 * F, 4, 3, padding=1))
+    with torch.no_grad():
+        K0 = torch.randn(F, 4, 3, 3)
+        c1.weight.copy_(torch.stack([torch.rot90(K0, r, dims=(-2, -1)) for r in range(4)], 1).reshape(4 * F, 4, 3, 3))
+        c1.bias.copy_(torch.randn(F).repeat_interleave(4))
+        c2.weight.copy_(_regular(torch.randn(F, F, 4, 3, 3) / 10))
+        K1 = torch.randn(4, F, 3, 3)
+        c3.weight.copy_(torch.stack([torch.rot90(K1, r, dims=(-2, -1)) for r in range(4)], 2).reshape(4, 4 * F, 3, 3))
+    net = torch.nn.Sequential(c1, torch.nn.Tanh(), c2, torch.nn.Tanh(), c3).double().eval()
+    _export(net, (1, 4, 28, 28), tmp_path / "i2i.onnx", dtype=torch.float64)
+    t0 = time.perf_counter()
+    assert main(["numeric-check", str(tmp_path / "i2i.onnx"), "--group", "rot90:28x4"]) == 0
+    assert time.perf_counter() - t0 < 60
+
+
 def test_default_tolerance_follows_the_weights_dtype(tmp_path, capsys):
     """A float32 export whose residuals (~3e-6) exceed float64's 1e-6 passes by default, fails with --tol 1e-6."""
     net = _mirror_mlp()
