@@ -18,10 +18,18 @@ proves statements about rational parameters.  :func:`certify` joins them (docs/c
 3. **proof**: theta-bar goes through the exact pipeline; its verification is the certificate that
    ``symeq check`` re-checks on the written model file.
 
-The result reports the distances first: per layer ||theta_i - theta-bar_i|| / ||theta_i||, the
-function distance |f_theta(x) - f_theta-bar(x)| / |f_theta(x)| (median and max) on Gaussian noise
-inputs and on data, and the task loss of both with labels (cross-entropy, accuracy) or, for an
-autoencoder (output = input dimension, no labels), the reconstruction error.
+The result reports the distances first: the one metric (:data:`METRICS`) that chose theta-bar and
+judges ``max_distance`` (the whole network's relative parameter distance, or with ``metric="data"``
+the data-weighted one, theta-bar then being each candidate's weighted least-squares projection),
+per layer ||theta_i - theta-bar_i|| / ||theta_i|| and with data the same weighted by the data
+reaching the layer, the function distance |f_theta(x) - f_theta-bar(x)| / |f_theta(x)| (median and
+max) on noise inputs (at the data's scale when there are data) and on data, the task loss of both
+(``task`` or read from the data: cross-entropy and accuracy, or an autoencoder's reconstruction
+error), the inputs the data never use, per hidden layer the paper's metric beside the K-restricted
+one with the units that explain a gap, and for a group of order 2 at depth a lower bound on the
+optimum (``search``).  With ``finetune`` the network is also trained inside the
+layerwise-equivariant subspace (:func:`symeq.numeric.train.finetune_equivariant`), and the
+fine-tuned network is what is rounded, averaged and verified (docs/certify.md).
 
 Examples
 --------
