@@ -26,7 +26,15 @@ time; otherwise the matching decides (exactly up to :data:`MAX_FULL_MATCHING` ca
 bounded and labelled not proven beyond).
 With one hidden layer this is the nearest homomorphism G -> K_1 exactly (up to float rounding of
 the costs); deeper, the layers are optimised in turn until none changes (each step optimal given
-its neighbours, the whole not proven nearest), and the report says which.
+its neighbours, the whole not proven nearest), and the report says which; certify restarts it from
+seeded random involutions (:func:`random_involutions`) and bounds the optimum from below
+(:func:`involution_lower_bound`: the first and last layers' own optima).
+
+With data, :func:`second_moments` and :func:`weighted_distances` weigh each layer's distance by
+the data reaching it, and :func:`weighted_projection` gives, for fixed actions, the equivariant
+parameters nearest in that weighted distance (the Reynolds average only when the actions keep the
+data's second moment, docs/certify.md); :func:`layer_diagnostics` puts the paper's least-squares
+metric beside the K-restricted one, with the near-linear, near-dead and near-clone units.
 
 Supported: input and output representations by signed permutations; hidden actions that are
 signed permutations where the activation is odd without shift (tanh, erf, odd series), and
