@@ -396,6 +396,7 @@ def test_four_channel_image_to_image_c4_net_at_28x28(tmp_path, capsys):
         c1.weight.copy_(torch.stack([torch.rot90(K0, r, dims=(-2, -1)) for r in range(4)], 1).reshape(4 * F, 4, 3, 3))
         c1.bias.copy_(torch.randn(F).repeat_interleave(4))
         c2.weight.copy_(_regular(torch.randn(F, F, 4, 3, 3) / 10))
+        c2.bias.copy_(torch.randn(F).repeat_interleave(4))
         K1 = torch.randn(4, F, 3, 3)
         c3.weight.copy_(torch.stack([torch.rot90(K1, r, dims=(-2, -1)) for r in range(4)], 2).reshape(4, 4 * F, 3, 3))
     net = torch.nn.Sequential(c1, torch.nn.Tanh(), c2, torch.nn.Tanh(), c3).double().eval()
