@@ -6,8 +6,11 @@ The clients are torch modules exported with ``torch.onnx.export(..., dynamo=Fals
 dynamo exporter when onnxscript is installed): an MLP with BatchNorm1d, Dropout and LogSoftmax, a small
 C4 CNN with BatchNorm2d, average pooling before a padded convolution, global average pooling and a
 softmax head, and an escnn-style C4 net at 28x28 (kernels rotated by hand, noise 1e-6).  Each is
-numeric-checked (and certified where that is fast), each with a deliberately broken variant that is
-flagged.  Needs the onnx extra and torch; skipped without them.
+numeric-checked (and certified where that is fast, or proved by verify --exact-floats), each with a
+deliberately broken variant that is flagged.  Also: the refusals by name, the exact folds (pooling
+before a padded conv, BatchNorm on either side, a mean over fields, two linear layers in a row), the
+residual block's float twin, external data, the dtype tolerance, conv nets at 28x28 without dense
+expansion, and arb balls through conv kernels.  Needs the onnx extra and torch; skipped without them.
 """
 
 from __future__ import annotations
