@@ -360,6 +360,16 @@ def test_stride_two_on_an_even_grid_gets_residuals_not_exit_70(tmp_path, capsys)
     assert "N + 2p - k = 27 is not a multiple of the stride" in out
 
 
+def test_stride_two_too_large_for_the_dense_rows_is_undetermined_with_the_reason(tmp_path, capsys):
+    torch.manual_seed(0)
+    conv, lin = torch.nn.Conv2d(1, 24, 3, stride=2, padding=1), torch.nn.Linear(24, 2)  # 24 x 14 x 14 = 4704 neurons
+    net = torch.nn.Sequential(conv, torch.nn.Tanh(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), lin).eval()
+    _export(net, (1, 1, 28, 28), tmp_path / "big.onnx")
+    assert main(["numeric-check", str(tmp_path / "big.onnx"), "--group", "rot90:28", "--group-output", "2"]) == 3
+    out = capsys.readouterr().out
+    assert "undetermined" in out and "does not map this convolution's sampling grid onto itself" in out
+
+
 def test_image_to_image_c4_net_at_28x28_without_dense_expansion(tmp_path, capsys):
     """Lifting conv (2 fields) -> tanh -> conv to one invariant channel: the output conv would be a dense
     784 x 6272 matrix (4.9 M entries, over the expansion limit); its check runs on the sparse form."""
