@@ -258,8 +258,9 @@ def run_attention_experiment(*, heads: int = 4, steps: int | None = None, seed: 
     if heads not in (1, 2, 4, 8):
         raise InputError(f"--heads must divide the token width 8 (1, 2, 4 or 8), got {heads!r}")
     ds = data if data is not None else load_digits_dataset()
-    if ds.x.shape[1] != 64:
-        raise InputError("the attention experiment cuts 8x8 images into 2x4 patches: the data must have 64 features")
+    if ds.x.shape[1] != 64 or tuple(getattr(ds, "shape", (8, 8, 1))) != (8, 8, 1):
+        raise InputError("the attention experiment cuts 8x8 one-channel images into 2x4 patches: the data must be "
+                         f"8x8x1 (64 features), got shape {getattr(ds, 'shape', None)} with {ds.x.shape[1]} features")
     x = digit_tokens(ds.x)
     horizontal, vertical = mirror_groups()
     hidx, vidx = _index(horizontal), _index(vertical)
@@ -360,10 +361,16 @@ def _channel(group) -> np.ndarray:
 
 def cmd_attention(args, certifier=None) -> int:
     """The CLI of ``symeq experiment attention`` (options: --epochs = training steps, --seed, --out,
-    --heads, --json, --quiet); exit 1 when ``symeq check`` rejects theta-bar's certificate."""
+    --heads, --data (an 8x8x1 data set .npz), --json, --quiet; --activation and --task belong to the
+    mirror experiment and are not used); exit 1 when ``symeq check`` rejects theta-bar's certificate."""
+    data = None
+    if getattr(args, "data", None):
+        from .train import load_npz_dataset
+
+        data = load_npz_dataset(args.data)
     res = run_attention_experiment(heads=getattr(args, "heads", None) or 4, steps=args.epochs, seed=args.seed,
                                    out=args.out, progress=not args.quiet, figures=args.out is not None,
-                                   certifier=certifier)
+                                   certifier=certifier, data=data)
     if args.json:
         print(json.dumps({k: v for k, v in res.items() if not k.startswith("_")}, indent=1))
     else:
