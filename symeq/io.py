@@ -204,6 +204,7 @@ def _conv2d_from_json(spec: dict, n: int, shape, at: str, pool=None):
             rows = [[x / (H * W) for x in r for _ in range(H * W)] for r in rows]
             shape, pool = pool[1], None
         layer = ConvLayer.from_dense(rows, b, act, shape)
+        layer.has_bias = b is not None
     else:
         check_keys(spec, at, *CONV_KEYS, error=InputError)
         shape = _image_shape(spec, n, shape, at)
