@@ -390,8 +390,9 @@ def fibre_ideal(model, *, gauge: str = "auto", bias="auto", deadline=None) -> Fi
     gauge : {"auto", "none"}
         ``"auto"`` fixes, for every neuron with a monomial activation, the first nonzero entry of
         its incoming row to theta's value (see the module docstring); ``"none"`` fixes nothing.
-    bias : {"auto", True, False}
-        Whether theta' has bias unknowns; ``"auto"``: none when every bias of theta is zero.
+    bias : {"auto", True, False} or one bool per layer
+        Whether theta' has bias unknowns; ``"auto"``: the declared parameter space, per layer (a layer
+        given a bias vector has them, zeros included; one with ``"bias": null`` has none).
     deadline : :class:`~symeq.budget.Deadline`, optional
         Checked between the steps of the expansion (:class:`~symeq.errors.BudgetExceeded` past it).
 

@@ -20,7 +20,8 @@ J = d(f(x_1; theta), ..., f(x_N; theta)) / d theta, a (N n_L) x P matrix (P para
   (exit 3 in ``symeq fibre``).
 * **not identifiable, proven.**  When the rank falls short, exact families through theta inside the
   fibre are looked for: a dead neuron (zero outgoing weights: its incoming weights are free), a
-  constant neuron (zero incoming weights: its outgoing weights move into the next bias), two clones
+  constant neuron (zero incoming weights: its outgoing weights move into the next bias, when the next
+  layer has biases, or are free when its constant is 0), two clones
   (equal incoming weights: the outgoing weights split), and a *hidden rotation* (a degree-2
   activation a (t - e)^2 + c whose neurons have proportional outgoing columns mu_j v: the
   pre-activations u = z - e can be moved by any R with R^T diag(mu) R = diag(mu), a rational curve
@@ -30,6 +31,10 @@ J = d(f(x_1; theta), ..., f(x_N; theta)) / d theta, a (N n_L) x P matrix (P para
   **not identifiable** with ``dimension_lower_bound`` = D - dim K.theta.
 * otherwise the rank deficit is **evidence** only (the status stays ``unknown``): the rank is
   recomputed at 1.5 times as many points and the report says whether it stayed put.
+
+The parameters are the declared ones (:func:`layer_biases`): a layer with ``"bias": null`` has no bias
+parameters, one with a bias vector (zeros included) has them, per layer; the orbit tangent and the
+families never move a missing bias.
 
 The Jacobian is computed by reverse mode in modular arithmetic, never by expanding polynomials:
 one forward pass over all points (matrix products in python-flint's ``nmod_mat``), one backward
