@@ -8,9 +8,9 @@ import warnings
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
+torch = pytest.importorskip("torch", reason="torch attention needs torch: pip install 'symeq[numeric]'")
+pytest.importorskip("onnx", reason="ONNX files need onnx: pip install 'symeq[onnx]'")
+pytest.importorskip("onnxruntime", reason="the ONNX attention reader checks with onnxruntime: pip install onnxruntime")
 
 from symeq.errors import InputError  # noqa: E402
 from symeq.numeric.models import from_torch  # noqa: E402

@@ -8,10 +8,11 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-pytest.importorskip("sklearn")
+pytest.importorskip("torch", reason="the experiment trains with torch: pip install 'symeq[numeric]'")
+pytest.importorskip("onnx", reason="ONNX files need onnx: pip install 'symeq[onnx]'")
+pytest.importorskip("onnxruntime", reason="the ONNX attention reader checks with onnxruntime: pip install onnxruntime")
+pytest.importorskip("sklearn", reason="the digits need scikit-learn: pip install 'symeq[numeric]'")
+pytest.importorskip("matplotlib", reason="the score-map figure needs matplotlib: pip install 'symeq[plot]'")
 
 from symeq.certification import certify  # noqa: E402
 from symeq.numeric.experiment_attention import (  # noqa: E402
