@@ -153,3 +153,19 @@ def test_exported_multihead_attention_autoencoder_certifies_and_checks(tmp_path)
     assert c.status == "certified" and c.distance < 1e-3
     assert c.actions["head_permutation"] == bar.actions["head_permutation"]
     assert main(["check", str(cert), str(out)]) == 0
+
+
+def test_dynamo_export_with_a_fixed_batch_is_read(tmp_path):
+    """torch's newer exporter (dynamo=True, a fixed batch size of 2) writes the same operators; the
+    reader runs onnxruntime in batches of the file's size."""
+    pytest.importorskip("onnxscript", reason="torch's dynamo exporter needs onnxscript: pip install 'symeq[onnx]'")
+    torch.manual_seed(8)
+    m = TokenAttention(4, 6, 3).eval()
+    with torch.no_grad():
+        m.attn.in_proj_bias.normal_()
+    f = tmp_path / "dynamo.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, (torch.randn(2, 24),), str(f), dynamo=True, input_names=["x"], output_names=["y"])
+    X = np.random.default_rng(3).standard_normal((5, 24))
+    assert np.max(np.abs(load_onnx(f)(X) - from_torch(m)(X))) < 1e-5

@@ -207,8 +207,14 @@ def _run(path, name, X, shape):
             from None
     try:
         sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        x = X.astype(np.float32).reshape([X.shape[0]] + [s for s in shape[1:]])
-        y = sess.run(None, {name: x})[0]
+        batch = shape[0] if shape and shape[0] > 0 else X.shape[0]  # a file exported with a fixed batch size
+        ys = []
+        for i in range(0, X.shape[0], batch):
+            chunk = X[i:i + batch]
+            pad = np.zeros((batch - chunk.shape[0], X.shape[1])) if chunk.shape[0] < batch else chunk[:0]
+            x = np.vstack([chunk, pad]).astype(np.float32).reshape([batch] + [s for s in shape[1:]])
+            ys.append(np.asarray(sess.run(None, {name: x})[0], dtype=np.float64).reshape(batch, -1)[:chunk.shape[0]])
+        y = np.vstack(ys)
     except Exception as e:
         raise InputError(f"{path}: onnxruntime could not run the file ({type(e).__name__}: {str(e)[:160]})") from None
     return np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
