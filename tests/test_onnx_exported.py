@@ -211,7 +211,8 @@ def test_small_c4_cnn_with_one_kernel_not_symmetric_is_flagged(tmp_path, capsys)
 @pytest.mark.parametrize("client", ["mlp", "cnn"])
 def test_exact_floats_proves_the_folded_exports_and_refutes_the_broken_ones(tmp_path, capsys, client):
     """The folds are exact: verify --exact-floats reads the float32 export with BatchNorm (its scale as the float64
-    rational), pooling and the softmax head folded, proves it layerwise equivariant, and refutes the broken variant."""
+    rational), pooling and the softmax head folded, proves it layerwise equivariant, and refutes the broken variant;
+    it says how it read them."""
     for broken, code in ((False, 0), (True, 1)):
         path = tmp_path / f"{client}{int(broken)}.onnx"
         if client == "mlp":
@@ -221,7 +222,10 @@ def test_exact_floats_proves_the_folded_exports_and_refutes_the_broken_ones(tmp_
             _export(_c4_cnn(8, head=torch.nn.Softmax(dim=1), broken=broken), (1, 1, 8, 8), path)
             group = ["--group", "rot90:8", "--group-output", "3"]
         assert main(["verify", str(path), *group, "--exact-floats"]) == code
-    assert "Verdict: not-equivariant" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "Verdict: not-equivariant" in out and "  read: " in err
+    if client == "mlp":
+        assert "float64 value converted exactly to a rational" in err
 
 
 def test_depthwise_conv_and_global_pooling_from_onnx_equal_torch(tmp_path):

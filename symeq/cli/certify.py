@@ -120,9 +120,7 @@ def cmd_certify(args) -> int:
     _progress(f"certifying {args.model}: widths {network.widths}")
     from ..numeric.onnx_io import check_output_op  # a softmax head needs a permutation output action (docs/onnx.md)
 
-    check_output_op(network, group)
-    for line in getattr(network, "meta", {}).get("reader_notes", []):
-        _progress(f"  read: {line}")
+    check_output_op(network, group)  # (the reader's folds are printed by load_model_args)
     c = certify(network, group, digits=args.digits, data=data, max_distance=args.max_distance, tol=args.tol,
                 timeout=timeout, noise_points=args.points, seed=args.seed, conv=args.conv, task=args.task,
                 metric=args.metric, restarts=args.restarts, finetune=finetune)

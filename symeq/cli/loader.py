@@ -132,6 +132,8 @@ def load_model_args(args, *, read=None, builtin: bool = True, need_group: bool =
         elif read is None:
             from ..io import load_model as read
         model = read(path)
+        for line in (getattr(model, "meta", None) or {}).get("reader_notes", []):  # folds and drops (docs/onnx.md)
+            print(f"  read: {line}", file=sys.stderr)
         group = group_from_args(args)
     if group is not None:
         model = model.with_group(group)

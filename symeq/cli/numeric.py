@@ -44,8 +44,6 @@ def cmd_numeric_check(args) -> int:
     tol, tol_why = default_tolerance(model) if args.tol is None else (args.tol, "given")
     print(f"numeric check of {args.model}: widths {model.widths}, group {model.group.label}; tolerance {tol:g} "
           f"({tol_why})", file=sys.stderr)
-    for line in model.meta.get("reader_notes", []):
-        print(f"  read: {line}", file=sys.stderr)
     from ..numeric.layerwise import ResidualNumericModel, derive_residual_numeric
 
     if isinstance(model, ResidualNumericModel):  # the float twin of a residual network (docs/onnx.md)
