@@ -306,6 +306,79 @@ def test_a_padded_conv_right_after_a_conv_is_refused_with_the_reason(tmp_path):
         load_onnx(tmp_path / "p.onnx")
 
 
+# -- D4 (escnn's regular fields of the dihedral group, 8 channels each) -------------------------------
+
+def _d4():
+    """D4 as (r, f): x -> rot^r(flip^f(x)) on the last two axes; its multiplication table from a test image."""
+    ops = [(r, f) for f in (0, 1) for r in range(4)]
+    def T(g, x):
+        r, f = g
+        return torch.rot90(torch.flip(x, dims=(-1,)) if f else x, r, dims=(-2, -1))
+    probe = torch.arange(9.0).reshape(3, 3) ** 1.5
+    imgs = [T(g, probe) for g in ops]
+    def index(x):
+        return next(i for i, y in enumerate(imgs) if torch.equal(x, y))
+    mul = [[index(T(a, T(b, probe))) for b in ops] for a in ops]
+    inv = [next(b for b in range(8) if mul[a][b] == 0) for a in range(8)]
+    return ops, T, mul, inv
+
+def _d4_lift(K0):  # (F, 1, k, k) -> (8F, 1, k, k): channel 8f + a = T_a K0[f]
+    ops, T, _, _ = _d4()
+    return torch.stack([T(g, K0) for g in ops], 1).reshape(-1, *K0.shape[1:])
+
+def _d4_regular(K0):  # (F, E, 8, k, k) -> (8F, 8E, k, k): K[8f + a, 8e + b] = T_a K0[f, e, a^-1 b]
+    ops, T, mul, inv = _d4()
+    F, E = K0.shape[:2]
+    out = torch.zeros(8 * F, 8 * E, *K0.shape[-2:])
+    for a in range(8):
+        for b in range(8):
+            out[a::8, b::8] = T(ops[a], K0[:, :, mul[inv[a]][b]])
+    return out
+
+def _d4_cnn(n=8, F=1, broken=False, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    c1, c2 = torch.nn.Conv2d(1, 8 * F, 3, padding=1), torch.nn.Conv2d(8 * F, 8 * F, 3, padding=1)
+    b1, b2 = torch.nn.BatchNorm2d(8 * F), torch.nn.BatchNorm2d(8 * F)
+    lin = torch.nn.Linear(8 * F, 3)
+    with torch.no_grad():
+        c1.weight.copy_(_d4_lift(torch.randn(F, 1, 3, 3, generator=gen) / 3))
+        c1.bias.copy_(0.1 * torch.randn(F, generator=gen).repeat_interleave(8))
+        c2.weight.copy_(_d4_regular(torch.randn(F, F, 8, 3, 3, generator=gen) / (3 * F)))
+        c2.bias.copy_(0.1 * torch.randn(F, generator=gen).repeat_interleave(8))
+        lin.weight.copy_(torch.randn(3, F, generator=gen).repeat_interleave(8, dim=1))
+        if broken:
+            c2.weight[0, 0, 0, 0] += 0.2
+    for bn in (b1, b2):
+        with torch.no_grad():
+            for t, lo, hi in ((bn.weight, .5, 1.5), (bn.bias, -.3, .3), (bn.running_mean, -.2, .2), (bn.running_var, .5, 2.)):
+                t.copy_((lo + (hi - lo) * torch.rand(F, generator=gen)).repeat_interleave(8))
+    return torch.nn.Sequential(torch.nn.Sequential(c1, b1, torch.nn.ReLU()), torch.nn.AvgPool2d(2),
+                               torch.nn.Sequential(c2, b2, torch.nn.ReLU()), torch.nn.AdaptiveAvgPool2d(1),
+                               torch.nn.Flatten(), lin, torch.nn.Softmax(dim=1)).eval()
+
+
+def test_d4_cnn_reads_checks_verifies_and_a_broken_kernel_is_flagged(tmp_path, capsys):
+    net = _d4_cnn()
+    x = torch.randn(3, 1, 8, 8, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        for g in (lambda t: torch.rot90(t, 1, dims=(-2, -1)), lambda t: torch.flip(t, dims=(-1,))):
+            assert float((net(x) - net(g(x))).abs().max()) < 1e-6
+    _export(net, (1, 1, 8, 8), tmp_path / "d4.onnx")
+    group = ["--group", "dihedral:8", "--group-output", "3"]
+    assert main(["numeric-check", str(tmp_path / "d4.onnx"), *group]) == 0
+    assert main(["verify", str(tmp_path / "d4.onnx"), *group, "--exact-floats"]) == 0
+    _export(_d4_cnn(broken=True), (1, 1, 8, 8), tmp_path / "bad.onnx")
+    assert main(["numeric-check", str(tmp_path / "bad.onnx"), *group]) == 1
+
+
+def test_d4_cnn_certifies_and_checks(tmp_path):
+    _export(_d4_cnn(), (1, 1, 8, 8), tmp_path / "d4.onnx")
+    bar, cert = tmp_path / "bar.json", tmp_path / "cert.json"
+    assert main(["certify", str(tmp_path / "d4.onnx"), "--group", "dihedral:8", "--group-output", "3", "--out", str(bar),
+                 "--certificate", str(cert)]) == 0
+    assert main(["check", str(cert), str(bar)]) == 0
+
+
 # -- the escnn-style C4 net at 28x28, noise 1e-6 --------------------------------------------------
 
 def _noisy(net, eps=1e-6, seed=2):
