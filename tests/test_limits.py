@@ -167,6 +167,7 @@ def test_width_limit(tmp_path, capsys):
 
 def test_max_monomials_option(tmp_path, capsys):
     m = _two_layer({"type": "tanh_series", "order": 3})
+    m["layers"][1]["bias"] = ["0"]  # biases in both layers: the Gröbner step takes one declaration (issue 25)
     path = _write(tmp_path, m)
     assert main(["fibre", path, "--method", "groebner", "--max-monomials", "3", "--timeout", "30"]) == 2
     err = capsys.readouterr().err
