@@ -71,10 +71,10 @@ from types import MappingProxyType
 
 from flint import fmpq, fmpq_poly
 
-from .errors import InputError, NotExactError
-from .numbers import format_number, parse_number
-from .schema import check_keys, close_names
-from .sizes import check_degree
+from ..errors import InputError, NotExactError
+from ..numbers import format_number, parse_number
+from ..schema import check_keys, close_names
+from ..sizes import check_degree
 
 __all__ = [
     "Activation",
