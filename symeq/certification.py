@@ -254,7 +254,7 @@ def _finetune_lines(ft) -> list:
 
 def _action_lines(v) -> list:
     """theta-bar's proven actions rho_i(g) as cycles (neurons from 1), as `symeq verify` shows them."""
-    from .theorem import _describe_action
+    from .theorem import describe_action
 
     d = getattr(v, "derivation", None)
     if d is None or not d.found or not d.actions:
@@ -263,7 +263,7 @@ def _action_lines(v) -> list:
     layers = v.model.chain().layers
     for i, per_g in enumerate(d.actions):
         for gname, M in zip(v.group.names, per_g):
-            lines += _describe_action(layers[i], M, f"rho_{i + 1}({gname})")
+            lines += describe_action(layers[i], M, f"rho_{i + 1}({gname})")
     return lines
 
 

@@ -577,7 +577,7 @@ def report_identifiability(v, model, timeout: float | None = None) -> dict:
     import copy
 
     from .errors import BudgetExceeded, LimitExceeded
-    from .theorem import _decide_identifiability, _identifiability_stopped
+    from .theorem import decide_verification_identifiability, identifiability_stopped
 
     if v.identifiability.get("status") != "unknown" or v.verdict == "not-equivariant":
         return v.identifiability
@@ -585,9 +585,9 @@ def report_identifiability(v, model, timeout: float | None = None) -> dict:
     w = copy.copy(v)
     w.identifiability, w.notes = dict(v.identifiability), []
     try:
-        _decide_identifiability(w, model.with_group(None), budget)
+        decide_verification_identifiability(w, model.with_group(None), budget)
     except (LimitExceeded, BudgetExceeded) as e:
-        _identifiability_stopped(w, e, budget)
+        identifiability_stopped(w, e, budget)
     if w.identifiability.get("status") in (None, "unknown"):
         return v.identifiability
     return w.identifiability

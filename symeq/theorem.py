@@ -38,8 +38,10 @@ from .layerwise import Derivation, absorbs_offsets, derive_latent_actions
 from .models import Model
 from .notation import format_cycles, wrap_cycles
 from .numbers import format_matrix, format_number, mat_rows, monomial_parts
+from .steps import Skip, run_steps
 
-__all__ = ["Verification", "verify", "EXIT_CODES", "latent_group_names"]
+__all__ = ["Verification", "verify", "EXIT_CODES", "VERIFY_STEPS", "latent_group_names", "describe_action",
+           "decide_verification_identifiability", "identifiability_stopped"]
 
 EXIT_CODES = {"layerwise-equivariant": 0, "not-equivariant": 1, "no-layerwise-parameter": 1, "undetermined": 3}
 
@@ -78,6 +80,8 @@ class Verification:
     original: Model | None = None
     reduction: object = None
     fibre: object = None
+    #: the verify pipeline's trace: ``(step, reason)`` per step tried (reason None for the one that decided)
+    steps: list = field(default_factory=list)
 
     @property
     def reparametrized(self) -> bool:
@@ -218,7 +222,7 @@ class Verification:
                              "arriving at j changes sign, c*j: it is multiplied by c)")
                 for i, per_g in enumerate(d.actions):
                     for gname, M in zip(G.names, per_g):
-                        lines.extend(_describe_action(chain.layers[i], M, f"rho_{i + 1}({gname}) on hidden layer "
+                        lines.extend(describe_action(chain.layers[i], M, f"rho_{i + 1}({gname}) on hidden layer "
                                                       f"{i + 1} ({knames[i]})", matrix))
                         offset = None if d.offsets is None else d.offsets[i][G.names.index(gname)]
                         if offset is not None and any(x != 0 for x in offset):
@@ -326,7 +330,7 @@ def _dense_lines(M) -> list[str]:
     return ["    [" + " ".join(f"{str(x):>3}" for x in row) + "]" for row in mat_rows(M)]
 
 
-def _describe_action(layer, M, title: str = "action", matrix: bool = False) -> list[str]:
+def describe_action(layer, M, title: str = "action", matrix: bool = False) -> list[str]:
     """Lines showing an action: its cycles (signed permutation), or for attention heads the
     token and head permutations and the d_v x d_v blocks of P (x) R; the matrix when asked."""
     sparse = action_to_json(layer, M)
@@ -566,14 +570,14 @@ def verify(
                 fibre_search=fibre_search, max_tie_nodes=max_tie_nodes)
     if identifiability and v.verdict != "not-equivariant":
         try:
-            _decide_identifiability(v, model, timeout, group if group is not None else model.group,
+            decide_verification_identifiability(v, model, timeout, group if group is not None else model.group,
                                     field=identifiability_field)
         except (LimitExceeded, BudgetExceeded) as e:
-            _identifiability_stopped(v, e, timeout)
+            identifiability_stopped(v, e, timeout)
     return v
 
 
-def _identifiability_stopped(v: Verification, e: LimitExceeded | BudgetExceeded, timeout: float | None) -> None:
+def identifiability_stopped(v: Verification, e: LimitExceeded | BudgetExceeded, timeout: float | None) -> None:
     """Record that a size guard (symeq/sizes.py) or the time budget stopped the identifiability decision.
 
     The layerwise result stays as it was; the premise becomes ``"undetermined"`` (exit 3 through
@@ -613,7 +617,29 @@ def _acts_by_signed_permutations(group) -> bool:
     return True
 
 
-def _decide_identifiability(v: Verification, model: Model, timeout: float | None, group=None,
+def _identifiability_info(r) -> dict:
+    """The fields of ``Verification.identifiability`` that a decision report gives, whatever its status."""
+    res = r.result or {}
+    info = {"method": r.method, "condition": res.get("condition"), "tried": r.tried, "hints": r.hints,
+            "fibre_dimension": res.get("dimension"), "fibre_degree": res.get("degree"),
+            "fibre_points": res.get("fibre_points"), "orbit_size": res.get("orbit_size"),
+            "field": res.get("field"), "engine": res.get("engine")}
+    c = r.decision
+    if r.method == "groebner":
+        info.update(fibre_dimension=c.dimension, fibre_degree=c.degree, orbit_size=c.orbit_size, field=c.field,
+                    engine=c.engine, condition="Gröbner basis of the fibre ideal" if c.criterion == "groebner"
+                    else f"{c.criterion}: no Gröbner basis needed")
+    if r.method == "jacobian-rank":
+        info.update(rank=res.get("rank"), parameters=res.get("parameters"),
+                    orbit_dimension=res.get("orbit_dimension"),
+                    dimension_lower_bound=res.get("dimension_lower_bound"))
+    if r.limit is not None:
+        info["groebner_limit"] = {"limit": r.limit.limit, "value": r.limit.value, "maximum": r.limit.maximum,
+                                  "option": r.limit.option, "what": r.limit.what}
+    return info
+
+
+def decide_verification_identifiability(v: Verification, model: Model, timeout: float | None, group=None,
                             field: str = "R") -> None:
     """Replace an 'unknown' identifiability status by a decision at theta: the one report of
     :func:`symeq.fibre.decide.decide_identifiability` (classical theorems, tensor, Jacobian factors,
@@ -641,22 +667,7 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
         return
     tried = "; ".join(f"{t['method']}: {t['status']}" for t in r.tried)
     res = r.result or {}
-    info = {"method": r.method, "condition": res.get("condition"), "tried": r.tried, "hints": r.hints,
-            "fibre_dimension": res.get("dimension"), "fibre_degree": res.get("degree"),
-            "fibre_points": res.get("fibre_points"), "orbit_size": res.get("orbit_size"),
-            "field": res.get("field"), "engine": res.get("engine")}
-    c = r.decision
-    if r.method == "groebner":
-        info.update(fibre_dimension=c.dimension, fibre_degree=c.degree, orbit_size=c.orbit_size, field=c.field,
-                    engine=c.engine, condition="Gröbner basis of the fibre ideal" if c.criterion == "groebner"
-                    else f"{c.criterion}: no Gröbner basis needed")
-    if r.method == "jacobian-rank":
-        info.update(rank=res.get("rank"), parameters=res.get("parameters"),
-                    orbit_dimension=res.get("orbit_dimension"),
-                    dimension_lower_bound=res.get("dimension_lower_bound"))
-    if r.limit is not None:
-        info["groebner_limit"] = {"limit": r.limit.limit, "value": r.limit.value, "maximum": r.limit.maximum,
-                                  "option": r.limit.option, "what": r.limit.what}
+    info = _identifiability_info(r)
     for note in r.notes:
         v.notes.append(f"identifiability: {note}")
     previous = v.identifiability.get("status")
@@ -716,6 +727,154 @@ def _decide_identifiability(v: Verification, model: Model, timeout: float | None
         raise AssertionError("the identifiability decision contradicts the exhaustive search at theta")
 
 
+@dataclass
+class _Run:
+    """The state the steps of :func:`_verify` share: the input, the budget, the notes, and what the
+    earlier steps found (``pre``: the layers-first derivation, ``eq``: the premise, ``d``: the
+    derivation at theta)."""
+
+    model: Model
+    group: FiniteGroup
+    deadline: Deadline
+    method: str
+    seed: object
+    max_candidates: int
+    fibre_search: bool
+    max_tie_nodes: int
+    notes: list = field(default_factory=list)
+    pre: Derivation | None = None
+    eq: EquivarianceResult | None = None
+    d: Derivation | None = None
+
+    def result(self, verdict, model, eq, d, ident, **extra) -> Verification:
+        v = Verification(verdict, model, self.group, eq, d, ident, self.notes, self.deadline.elapsed())
+        for k, val in extra.items():
+            setattr(v, k, val)
+        return v
+
+
+_FOUND_AT_THETA = ("k(g) with theta^g = k(g) theta found at theta, {uniq}; the fibre was not computed, "
+                   "so identifiability itself is not decided (the conclusion holds regardless)")
+
+
+def _step_layers_first(run: _Run):
+    """Real activations and ReLU: an exact check of every layer proves the premise without enumerating
+    regions or evaluating sigma (regions and balls only refute, later steps)."""
+    if not (_has_real(run.model) or run.model.has_relu):
+        return Skip("the premise is polynomial: decided by the end-to-end methods")
+    run.pre, proved = layers_first(run.model, run.group, run.deadline, max_candidates=run.max_candidates,
+                                   max_nodes=run.max_tie_nodes)
+    if proved is None:
+        return Skip("no layer-by-layer proof at theta")
+    uniq = "unique" if run.pre.unique else "not unique (tied neurons)"
+    run.notes.append("layers first: every layer was proved equivariant exactly, which proves end-to-end "
+                     "equivariance (a composition of equivariant layers is equivariant)")
+    return run.result("layerwise-equivariant", run.model, proved, run.pre,
+                      {"status": "unknown", "detail": _FOUND_AT_THETA.format(uniq=uniq)})
+
+
+def _step_relu_conv_submodel(run: _Run):
+    """ReLU at image size: the submodel's proven layers before any linear region."""
+    if not (run.model.has_relu and run.model.has_conv):
+        return Skip("not a ReLU network with convolutions")
+    return _relu_conv_submodel_first(run.model, run.group, run.deadline, run.max_candidates, run.notes) \
+        or Skip("no reduced submodel with actions")
+
+
+def _step_real_refute(run: _Run):
+    """Real activations without a layerwise proof: the submodel, leaky ReLU's fibre, then a ball witness
+    refutes, else undetermined (always decides)."""
+    if not _has_real(run.model):
+        return Skip("no real activation")
+    return _verify_real_refute(run.model, run.group, run.deadline, run.pre, run.notes, run.seed,
+                               run.max_candidates, fibre_search=run.fibre_search)
+
+
+def _step_premise(run: _Run):
+    """The premise, end to end (decide_equivariance): decides when it fails (not-equivariant)."""
+    run.eq = decide_equivariance(run.model, run.group, method=run.method, rng=run.seed, deadline=run.deadline)
+    if run.eq.holds:
+        return Skip("the premise holds")
+    return run.result("not-equivariant", run.model, run.eq, None,
+                      {"status": "unknown", "detail": "not examined: the premise (end-to-end equivariance) fails"})
+
+
+def _step_actions_at_theta(run: _Run):
+    """The conclusion at theta: the derivation of the layerwise actions (Theorem 4.1)."""
+    run.d = run.pre if run.pre is not None else derive_latent_actions(
+        run.model, run.group, max_candidates=run.max_candidates, deadline=run.deadline, max_nodes=run.max_tie_nodes)
+    if not run.d.found:
+        return Skip(f"no latent action at theta ({run.d.failure})")
+    uniq = "unique" if run.d.unique else "not unique (tied neurons)"
+    if run.eq.probabilistic:
+        run.notes.append("end-to-end equivariance was first checked at random points; the exact layerwise checks "
+                         "now prove it (a composition of equivariant layers is equivariant)")
+    return run.result("layerwise-equivariant", run.model, run.eq, run.d,
+                      {"status": "unknown", "detail": _FOUND_AT_THETA.format(uniq=uniq)})
+
+
+def _step_submodel(run: _Run):
+    """Weak identifiability: merge clones, remove inactive neurons, derive, lift back to theta'."""
+    lifted = _try_submodel(run.model, run.group, run.deadline, run.max_candidates)
+    if lifted is None:
+        return Skip("no inactive neuron or clone, or the reduced model has no actions")
+    theta2, d2, red = lifted
+    ident = {"status": "unknown",
+             "detail": f"theta is a lift of a smaller submodel ({len(red.removed)} inactive neuron(s) removed, "
+                       f"{len(red.merged)} clone(s) merged); the reduced parameter has layerwise actions, and "
+                       "theta' (same widths, same function) is layerwise equivariant; identifiability of the "
+                       "reduced parameter was not decided"}
+    run.notes.append("re-parametrized: the actions hold at theta' (same widths, same function as theta), obtained by "
+                     "merging clones, removing inactive neurons, and lifting back with equal splits of the outgoing "
+                     "weights and inactive neurons where the orbit sizes require it (weak identifiability, "
+                     "Theorem 4.1)")
+    return run.result("layerwise-equivariant", theta2, run.eq, d2, ident, original=run.model, reduction=red)
+
+
+def _step_polynomial_fibre(run: _Run):
+    """Small polynomial MLPs: the fibre-wide search (symeq.fibre.search)."""
+    return _try_polynomial_fibre(run.model, run.group, run.deadline, run.fibre_search, run.eq, run.d, run.notes) \
+        or Skip("not run, or the fibre-wide search did not decide")
+
+
+def _step_relu_fibre(run: _Run):
+    """One hidden ReLU layer: the exact fibre-wide decision (symeq.relu.fibre)."""
+    if not run.fibre_search:
+        return Skip("the fibre-wide search is off")
+    relu_fibre = _try_relu_fibre(run.model, run.group, run.deadline)
+    if run.model.has_relu and run.model.depth > 2:
+        _relu_probe(run.model, run.notes)
+        run.notes.append("the exact fibre-wide decision for ReLU covers one hidden layer; this network is deeper")
+    if relu_fibre is None:
+        return Skip("not one hidden dense ReLU layer")
+    _, v = relu_fibre(run.eq, run.d, run.notes)
+    return v if v is not None else Skip("the ReLU fibre decision did not decide")
+
+
+def _step_undetermined(run: _Run):
+    """No step decided: undetermined, with what the exhaustive search says about identifiability."""
+    eq, d = run.eq, run.d
+    if eq.exact and d.exhaustive and 0 in d.candidates.values():
+        ident = {"status": "not-identifiable",
+                 "detail": "theta^g has the same function as theta (f is equivariant, proven exactly) but is not "
+                           "k . theta for any k in prod K_i (exhaustive search): the fibre is larger than the orbit"}
+    else:
+        ident = {"status": "unknown", "detail": "no latent action found at theta; identifiability not decided"}
+    run.notes.append("the conclusion fails at theta itself, and the fibre-wide search did not decide whether a "
+                     "re-parametrization theta' in the same fibre is layerwise equivariant")
+    return run.result("undetermined", run.model, eq, d, ident)
+
+
+#: the steps of :func:`verify`, in order (docs/architecture.md, "Pipelines"); the last one always decides
+VERIFY_STEPS = (_step_layers_first, _step_relu_conv_submodel, _step_real_refute, _step_premise,
+                _step_actions_at_theta, _step_submodel, _step_polynomial_fibre, _step_relu_fibre,
+                _step_undetermined)
+
+
+#: the names the tests and earlier callers used
+_decide_identifiability = decide_verification_identifiability
+
+
 def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search, max_tie_nodes=100000) -> Verification:
     group = group if group is not None else model.group
     if group is None:
@@ -723,82 +882,15 @@ def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search
     model.check_group(group)
     deadline = Deadline(timeout)
     group.validate()
-    notes = []
-    pre = None
+    run = _Run(model, group, deadline, method, seed, max_candidates, fibre_search, max_tie_nodes)
     if method != "auto" and (_has_real(model) or model.has_relu):  # the methods decide polynomial premises
-        notes.append(f"method {method!r} was not used: it decides polynomial premises; "
-                     + ("real activations are proved layers first and refuted by arb balls" if _has_real(model)
-                        else "ReLU models are proved layers first and decided by exact linear regions"))
-    if _has_real(model) or model.has_relu:
-        # layers first: an exact check of every layer proves the premise without enumerating regions
-        # or evaluating sigma; regions (ReLU) and balls (real activations) only refute, within the budget
-        pre, proved = layers_first(model, group, deadline, max_candidates=max_candidates, max_nodes=max_tie_nodes)
-        if proved is not None:
-            uniq = "unique" if pre.unique else "not unique (tied neurons)"
-            ident = {"status": "unknown",
-                     "detail": f"k(g) with theta^g = k(g) theta found at theta, {uniq}; the fibre was not computed, "
-                               "so identifiability itself is not decided (the conclusion holds regardless)"}
-            notes.append("layers first: every layer was proved equivariant exactly, which proves end-to-end "
-                         "equivariance (a composition of equivariant layers is equivariant)")
-            return Verification("layerwise-equivariant", model, group, proved, pre, ident, notes, deadline.elapsed())
-        if model.has_relu and model.has_conv:  # ReLU at size: the submodel's proven layers before any region
-            sub = _relu_conv_submodel_first(model, group, deadline, max_candidates, notes)
-            if sub is not None:
-                return sub
-    if _has_real(model):
-        return _verify_real_refute(model, group, deadline, pre, notes, seed, max_candidates,
-                                   fibre_search=fibre_search)
-    eq = decide_equivariance(model, group, method=method, rng=seed, deadline=deadline)
-    if not eq.holds:
-        ident = {"status": "unknown", "detail": "not examined: the premise (end-to-end equivariance) fails"}
-        return Verification("not-equivariant", model, group, eq, None, ident, notes, deadline.elapsed())
-    d = pre if pre is not None else derive_latent_actions(model, group, max_candidates=max_candidates,
-                                                          deadline=deadline, max_nodes=max_tie_nodes)
-    if d.found:
-        uniq = "unique" if d.unique else "not unique (tied neurons)"
-        ident = {"status": "unknown",
-                 "detail": f"k(g) with theta^g = k(g) theta found at theta, {uniq}; the fibre was not computed, "
-                           "so identifiability itself is not decided (the conclusion holds regardless)"}
-        if eq.probabilistic:
-            notes.append("end-to-end equivariance was first checked at random points; the exact layerwise checks "
-                         "now prove it (a composition of equivariant layers is equivariant)")
-        return Verification("layerwise-equivariant", model, group, eq, d, ident, notes, deadline.elapsed())
-    lifted = _try_submodel(model, group, deadline, max_candidates)
-    if lifted is not None:
-        theta2, d2, red = lifted
-        ident = {"status": "unknown",
-                 "detail": f"theta is a lift of a smaller submodel ({len(red.removed)} inactive neuron(s) removed, "
-                           f"{len(red.merged)} clone(s) merged); the reduced parameter has layerwise actions, and "
-                           "theta' (same widths, same function) is layerwise equivariant; identifiability of the "
-                           "reduced parameter was not decided"}
-        notes.append("re-parametrized: the actions hold at theta' (same widths, same function as theta), obtained by "
-                     "merging clones, removing inactive neurons, and lifting back with equal splits of the outgoing "
-                     "weights and inactive neurons where the orbit sizes require it (weak identifiability, "
-                     "Theorem 4.1)")
-        v = Verification("layerwise-equivariant", theta2, group, eq, d2, ident, notes, deadline.elapsed())
-        v.original = model
-        v.reduction = red
-        return v
-    poly = _try_polynomial_fibre(model, group, deadline, fibre_search, eq, d, notes)
-    if poly is not None:
-        return poly
-    relu_fibre = _try_relu_fibre(model, group, deadline) if fibre_search else None
-    if fibre_search and model.has_relu and model.depth > 2:
-        _relu_probe(model, notes)
-        notes.append("the exact fibre-wide decision for ReLU covers one hidden layer; this network is deeper")
-    if relu_fibre is not None:
-        fd, v = relu_fibre(eq, d, notes)
-        if v is not None:
-            return v
-    if eq.exact and d.exhaustive and 0 in d.candidates.values():
-        ident = {"status": "not-identifiable",
-                 "detail": "theta^g has the same function as theta (f is equivariant, proven exactly) but is not "
-                           "k . theta for any k in prod K_i (exhaustive search): the fibre is larger than the orbit"}
-    else:
-        ident = {"status": "unknown", "detail": "no latent action found at theta; identifiability not decided"}
-    notes.append("the conclusion fails at theta itself, and the fibre-wide search did not decide whether a "
-                 "re-parametrization theta' in the same fibre is layerwise equivariant")
-    return Verification("undetermined", model, group, eq, d, ident, notes, deadline.elapsed())
+        run.notes.append(f"method {method!r} was not used: it decides polynomial premises; "
+                         + ("real activations are proved layers first and refuted by arb balls" if _has_real(model)
+                            else "ReLU models are proved layers first and decided by exact linear regions"))
+    trace: list = []
+    v = run_steps(VERIFY_STEPS, run, trace)
+    v.steps = trace
+    return v
 
 
 def _relu_conv_submodel_first(model, group, deadline, max_candidates, notes):

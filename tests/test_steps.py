@@ -1,0 +1,89 @@
+"""Pipelines as steps (issue 26, item 7; docs/architecture.md, "Pipelines"): the step runner, and each
+step of ``verify``, ``certify``, the identifiability decision, the fibre search and the hunter called
+alone: it decides, or it does not apply and says why."""
+
+
+from flint import fmpq, fmpq_mat
+
+from symeq.activations import relu
+from symeq.budget import Deadline
+from symeq.examples import builtin_example
+from symeq.groups import builtin_group
+from symeq.models import DenseLayer, random_equivariant_model
+from symeq.steps import Skip, run_steps, step_name
+from symeq import theorem
+from symeq.theorem import VERIFY_STEPS, verify
+
+
+def test_run_steps_records_every_skip_and_the_decider():
+    trace = []
+    out = run_steps([lambda s: Skip("no"), lambda s: None, lambda s: s * 2, lambda s: 1 / 0], 5, trace)
+    assert out == 10
+    assert [r for _, r in trace] == ["no", "", None]  # the step after the decider never runs
+    assert run_steps([lambda s: Skip("a")], 0, []) is None
+    assert not Skip("x") and step_name(theorem._step_premise) == "premise"
+
+
+def _run(model, group=None, fibre_search=True):
+    group = group if group is not None else model.group
+    return theorem._Run(model, group, Deadline(60), "auto", 0, 64, fibre_search, 100000)
+
+
+def _perturbed(model):
+    m = model.copy()
+    W = fmpq_mat(m.layers[0].weight)
+    W[0, 0] = W[0, 0] + fmpq(1, 7)
+    m.layers[0] = DenseLayer(W, m.layers[0].bias, m.layers[0].activation)
+    return m
+
+
+def test_verify_trace_names_the_deciding_step():
+    v = verify(builtin_example())
+    names = [n for n, _ in v.steps]
+    assert names[-1] == "actions_at_theta" and v.steps[-1][1] is None
+    assert names == [step_name(s) for s in VERIFY_STEPS[:len(names)]]
+    assert dict(v.steps)["layers_first"] == "the premise is polynomial: decided by the end-to-end methods"
+
+
+def test_layers_first_step_alone():
+    poly = builtin_example()
+    assert isinstance(theorem._step_layers_first(_run(poly)), Skip)
+    G = builtin_group("mirror:2x2")
+    m = random_equivariant_model(G, ["regular"], relu(), rng=3)
+    v = theorem._step_layers_first(_run(m))
+    assert v.verdict == "layerwise-equivariant" and v.derivation.found
+
+
+def test_relu_conv_and_real_steps_say_why_they_do_not_apply():
+    poly = builtin_example()
+    assert theorem._step_relu_conv_submodel(_run(poly)).reason == "not a ReLU network with convolutions"
+    assert theorem._step_real_refute(_run(poly)).reason == "no real activation"
+
+
+def test_premise_step_decides_only_when_it_fails():
+    m = builtin_example()
+    run = _run(m)
+    out = theorem._step_premise(run)
+    assert isinstance(out, Skip) and run.eq.holds
+    bad = _perturbed(m)
+    v = theorem._step_premise(_run(bad))
+    assert v.verdict == "not-equivariant"
+
+
+def test_actions_step_and_the_final_step():
+    m = builtin_example()
+    run = _run(m)
+    theorem._step_premise(run)
+    assert theorem._step_actions_at_theta(run).verdict == "layerwise-equivariant"
+    # the last step always decides: undetermined, whatever came before
+    run.d = run.d  # the derivation found above
+    v = theorem._step_undetermined(run)
+    assert v.verdict == "undetermined" and v.exit_code == 3
+
+
+def test_relu_fibre_step_off_and_not_applicable():
+    m = builtin_example()
+    run = _run(m, fibre_search=False)
+    assert theorem._step_relu_fibre(run).reason == "the fibre-wide search is off"
+    run = _run(m)
+    assert theorem._step_relu_fibre(run).reason == "not one hidden dense ReLU layer"
