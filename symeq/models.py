@@ -35,7 +35,7 @@ from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx
 from .activations import Activation
 from .errors import InputError, ShapeError
 from .groups import FiniteGroup
-from .layers.base import TOKEN_MIXING
+from .layers.registry import any_supports, supports
 from .layers.dense import DenseLayer
 from .expand import expand_forward, theta_entries
 from .numbers import (
@@ -67,8 +67,9 @@ class LayeredShape:
     def check_layers(self) -> None:
         """The layer chain: at least one layer, sizes that match, only the last layer affine.
 
-        A token-mixing layer (attention, heads: ``TOKEN_MIXING`` of :mod:`symeq.layers.base`) has no
-        activation rules; it must be the first layer, and a heads layer needs a layer after it.
+        A token-mixing layer (attention, heads: capability ``"token-mixing"`` of
+        :mod:`symeq.layers.registry`) has no activation rules; it must be the first layer, and a kind
+        without ``"last-layer"`` (heads) needs a layer after it.
         """
         if not self.layers:
             raise InputError("a model needs at least one layer")
@@ -78,11 +79,11 @@ class LayeredShape:
                 raise ShapeError(f"layer {i} expects inputs of size {layer.in_dim}, but the previous size is {n}")
             last = i == len(self.layers)
             n = layer.out_dim
-            if layer.kind in TOKEN_MIXING:
+            if supports(layer, "token-mixing"):
                 if i != 1:
                     raise InputError(f"layer {i}: an attention layer must be the first layer")
-                if layer.kind == "heads" and last:
-                    raise InputError("a heads layer needs an output layer after it")
+                if last and not supports(layer, "last-layer"):
+                    raise InputError(f"a {layer.kind} layer needs an output layer after it")
                 continue
             if last and layer.activation is not None:
                 raise InputError(f"layer {i} is the last layer and must be affine (activation null)")
@@ -150,7 +151,7 @@ class Model(LayeredShape):
         self.check_layers()
         self._dense_after_conv()
         for i, layer in enumerate(self.layers[:-1], 1):
-            if layer.kind not in TOKEN_MIXING and layer.activation.symmetry in ("affine", "constant") and not (
+            if not supports(layer, "token-mixing") and layer.activation.symmetry in ("affine", "constant") and not (
                     layer.activation.symmetry == "affine" and _LINEAR_HIDDEN.get()):
                 raise InputError(
                     f"hidden layer {i} has a {layer.activation.symmetry} activation: its latent symmetry group "
@@ -164,36 +165,25 @@ class Model(LayeredShape):
         return sum(l.n_params if hasattr(l, "n_params") else l.in_dim * l.out_dim + l.out_dim for l in self.layers)
 
     @property
-    def has_attention(self) -> bool:
-        return self.layers[0].kind in TOKEN_MIXING
+    def token_mixing(self) -> bool:
+        """Whether the first layer mixes tokens (attention or heads; the only place such a layer may be)."""
+        return supports(self.layers[0], "token-mixing")
+
+    has_attention = token_mixing  # the older name, kept for callers
 
     @property
     def tokens(self) -> int | None:
-        return self.layers[0].tokens if self.has_attention else None
+        return self.layers[0].tokens if self.token_mixing else None
 
     def chain(self) -> "Model":
         """The layers the theorem is about: an attention layer splits into its heads (value
         spaces, a latent space) and its output projection, which merges into the next token-wise
         layer (or is the last, affine layer).  For dense models the chain is the model itself."""
         first = self.layers[0]
-        if first.kind != "attention":
+        if not supports(first, "splits-in-chain"):
             return self
-        from .layers.attention import tokenwise
-
-        T = first.tokens
-        heads = first.heads_layer()  # lightning or softmax (scoring and scale carried)
-        Ot = first.out_stack().transpose()  # d_out x H d_v
-        c = getattr(first, "bias", None)  # softmax attention's output bias (None: none)
-        if len(self.layers) == 1:
-            nxt = DenseLayer(tokenwise(Ot, T), None if c is None else list(c) * T, None, T)
-            rest = []
-        else:
-            l1 = self.layers[1]
-            b1 = list(l1.bias) if c is None else [b + sum((w * v for w, v in zip(row, c)), 0) for row, b in
-                                                  zip(mat_rows(l1.token_weight), l1.token_bias)] * T
-            nxt = DenseLayer(tokenwise(l1.token_weight * Ot, T), b1, l1.activation, T)
-            rest = [l.copy() for l in self.layers[2:]]
-        return Model(self.input_dim, [heads, nxt] + rest, self.group, self.name, dict(self.meta))
+        layers = type(first).split_chain(first, self.layers[1:])  # the kind's own split
+        return Model(self.input_dim, layers, self.group, self.name, dict(self.meta))
 
     @property
     def is_polynomial(self) -> bool:
@@ -210,7 +200,7 @@ class Model(LayeredShape):
             raise InputError("only polynomial models have a degree")
         d = 1
         for l in self.layers:
-            if l.kind in TOKEN_MIXING:
+            if supports(l, "token-mixing"):  # X A X^T X V: degree 3
                 d *= 3
             elif l.activation is not None:
                 d *= l.activation.degree
@@ -237,7 +227,7 @@ class Model(LayeredShape):
         """
         if not self.is_polynomial:
             raise InputError("only polynomial models expand into polynomials")
-        if self.has_attention:
+        if self.token_mixing:
             raise InputError("symbolic expansion of attention layers is not implemented; use the grid method")
         if ctx is None:
             ctx = fmpq_mpoly_ctx.get(("x", self.input_dim), "degrevlex")
@@ -263,32 +253,27 @@ class Model(LayeredShape):
 
     def parameters_equal(self, other: "Model") -> bool:
         return self.widths == other.widths and all(
-            (a.parameters_key() == b.parameters_key()) if a.kind == b.kind == "conv2d"
-            else a.kind != "conv2d" != b.kind and a.weight == b.weight and a.bias == b.bias
-            for a, b in zip(self.layers, other.layers)
+            a.parameters_key() == b.parameters_key() for a, b in zip(self.layers, other.layers)
         )
 
     def _dense_after_conv(self) -> None:
         """A dense layer after a convolution (a Flatten and a Linear, as every reader may give it) is the
         convolution with one whole-image kernel per neuron: the same function, and then every action
         after the first convolution is a channel action times a pixel permutation (docs/conv.md)."""
-        from .layers.conv import ConvLayer
-
         layers = list(self.layers)
         for i in range(1, len(layers)):
             prev, layer = layers[i - 1], layers[i]
-            if prev.kind == "conv2d" and layer.kind == "dense" and layer.tokens is None:
-                layers[i] = ConvLayer.from_dense(mat_rows(layer.weight), list(layer.bias), layer.activation,
-                                                 prev.out_shape)
-                layers[i].has_bias = layer.has_bias  # the declared parameter space stays the layer's
+            if supports(prev, "image-output") and supports(layer, "plain-dense"):
+                layers[i] = type(prev).from_dense_layer(layer, prev.out_shape)  # declared bias kept
         self.layers = layers
 
     @property
-    def has_conv(self) -> bool:
-        """Whether some layer is a native convolution (kind ``"conv2d"``): its actions are
-        :class:`symeq.layers.conv.ConvAction` (channel action (x) pixel permutation), and the
-        algorithms written for dense layers (tie walk, submodels, fibre) refuse it or expand it."""
-        return any(l.kind == "conv2d" for l in self.layers)
+    def sparse_actions(self) -> bool:
+        """Whether some layer's actions are :class:`symeq.layers.conv.ConvAction` (channel action (x)
+        pixel permutation; capability ``"sparse-actions"``, a native convolution)."""
+        return any_supports(self.layers, "sparse-actions")
+
+    has_conv = sparse_actions  # the older name, kept for callers
 
     def __repr__(self) -> str:
         acts = ", ".join(l.activation.spec["type"] if l.activation is not None else l.kind for l in self.layers[:-1])

@@ -258,6 +258,13 @@ class AttentionShape:
     ``symeq.numeric.attention.NumericAttention``."""
 
     kind: ClassVar[str] = "attention"
+    #: what the kind can do (symeq.layers.registry.CAPABILITIES)
+    capabilities: ClassVar[frozenset] = frozenset({
+        "token-mixing", "last-layer", "splits-in-chain", "neuron-reduction", "ball-evaluation", "jacobian-rank"})
+    schema: ClassVar[dict] = {
+        "attention": (("type", "tokens", "heads", "scoring", "scale", "bias"), ("type", "tokens", "heads")),
+        "head": (("query", "key", "value", "out", "score_bias"), ("query", "key", "value", "out")),
+    }
 
     @property
     def in_dim(self) -> int:
@@ -479,6 +486,9 @@ class HeadsShape:
     float ``symeq.numeric.attention.NumericHeads``."""
 
     kind: ClassVar[str] = "heads"
+    #: what the kind can do (symeq.layers.registry.CAPABILITIES): only in a model's chain, never in a file
+    capabilities: ClassVar[frozenset] = frozenset({"token-mixing", "head-blocks", "neuron-reduction"})
+    schema: ClassVar[dict] = {}
 
     @property
     def d(self) -> int:
@@ -726,3 +736,125 @@ def match_heads(layer: HeadsLayer, P_in: fmpq_mat):
     if not results:
         return [], "no head matching solves V_k N = C^T V_h (the value spaces do not correspond)"
     return results, None
+
+
+# -- the kind's declarations for symeq.layers.registry: the chain split and the model file ------------
+
+def split_chain(first: AttentionLayer, rest: list) -> list:
+    """The chain layers of ``[first] + rest`` (``symeq.models.Model.chain``): the heads (value spaces,
+    a latent space) and the output projection, merged into the next token-wise layer (or the last,
+    affine layer)."""
+    from .dense import DenseLayer
+
+    T = first.tokens
+    heads = first.heads_layer()  # lightning or softmax (scoring and scale carried)
+    Ot = first.out_stack().transpose()  # d_out x H d_v
+    c = getattr(first, "bias", None)  # softmax attention's output bias (None: none)
+    if not rest:
+        return [heads, DenseLayer(tokenwise(Ot, T), None if c is None else list(c) * T, None, T)]
+    l1 = rest[0]
+    b1 = list(l1.bias) if c is None else [b + sum((w * v for w, v in zip(row, c)), 0) for row, b in
+                                          zip(mat_rows(l1.token_weight), l1.token_bias)] * T
+    nxt = DenseLayer(tokenwise(l1.token_weight * Ot, T), b1, l1.activation, T)
+    return [heads, nxt] + [l.copy() for l in rest[1:]]
+
+
+def attention_to_json(l: AttentionLayer, declared_bias: bool = False) -> dict:
+    """The model-file object of an attention layer (lightning files stay as they were, the digest too)."""
+    from ..numbers import format_matrix, format_number, format_vector
+
+    out = {"type": "attention", "tokens": l.tokens, "heads": [
+        {"query": format_matrix(h.query), "key": format_matrix(h.key),
+         "value": format_matrix(h.value), "out": format_matrix(h.out)} for h in l.heads]}
+    if l.scoring != "lightning":
+        out["scoring"] = l.scoring
+        if l.scale is not None:
+            out["scale"] = format_number(l.scale)
+        if l.bias is not None:
+            out["bias"] = format_vector(l.bias)
+        for spec, h in zip(out["heads"], l.heads):
+            if h.score_bias is not None:
+                spec["score_bias"] = format_vector(h.score_bias)
+    return out
+
+
+def attention_parameters_key(l: AttentionLayer) -> tuple:
+    """What two attention layers must share to be equal (``Model.parameters_equal``)."""
+    return ("attention", l.tokens, l.scoring, l.scale, None if l.bias is None else tuple(l.bias),
+            tuple((h.query, h.key, h.value, h.out, None if h.score_bias is None else tuple(h.score_bias))
+                  for h in l.heads))
+
+
+AttentionLayer.to_json = attention_to_json
+AttentionLayer.split_chain = split_chain
+AttentionLayer.parameters_key = attention_parameters_key
+
+
+def attention_scoring(spec: dict, at: str):
+    """``"scoring"`` ("lightning", the default, or "softmax") and the softmax ``"scale"`` (an exact
+    rational; absent: torch's 1/sqrt(d_k), kept exact, docs/attention.md)."""
+    from ..numbers import parse_number
+
+    scoring = spec.get("scoring", "lightning")
+    if scoring not in ("lightning", "softmax"):
+        raise InputError(f"{at}.scoring: must be \"lightning\" or \"softmax\", got {scoring!r}")
+    if "scale" not in spec or spec["scale"] is None:
+        return scoring, None
+    if scoring != "softmax":
+        raise InputError(f"{at}.scale: a scale belongs to softmax attention only (\"scoring\": \"softmax\")")
+    v = spec["scale"]
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise InputError(f"{at}.scale: an exact rational (an integer or a string such as \"1/2\"), got {v!r}; "
+                         "leave it out for 1/sqrt(d_k)")
+    return scoring, parse_number(v, f"{at}.scale")
+
+
+def attention_from_json(spec: dict, input_dim: int, at: str) -> AttentionLayer:
+    """An ``"attention"`` object of a model file (the first layer, on ``input_dim`` = T d inputs)."""
+    from ..numbers import parse_matrix, parse_vector
+    from ..schema import check_keys
+
+    keys = AttentionShape.schema
+    check_keys(spec, at, *keys["attention"], error=InputError)
+    T = spec.get("tokens")
+    if not isinstance(T, int) or isinstance(T, bool) or T < 1:
+        raise InputError(f"{at}: \"tokens\" must be a positive integer (the number of tokens T)")
+    if input_dim % T:
+        raise ShapeError(f"{at}: input_dim {input_dim} is not a multiple of {T} tokens (inputs are T x d, flattened by rows)")
+    d = input_dim // T
+    heads = spec.get("heads")
+    if not isinstance(heads, list) or not heads:
+        raise InputError(f"{at}: \"heads\" must be a non-empty list of {{query, key, value, out}}")
+    parsed = []
+    for h, hs in enumerate(heads):
+        if not isinstance(hs, dict):
+            raise InputError(f"{at}.heads[{h}] must be an object with \"query\", \"key\", \"value\" and \"out\" matrices")
+        check_keys(hs, f"{at}.heads[{h}]", *keys["head"], error=InputError)
+        q = parse_matrix(hs["query"], f"{at}.heads[{h}].query", shape=(d, None))
+        k = parse_matrix(hs["key"], f"{at}.heads[{h}].key", shape=(d, q.ncols()))
+        v = parse_matrix(hs["value"], f"{at}.heads[{h}].value", shape=(d, None))
+        o = parse_matrix(hs["out"], f"{at}.heads[{h}].out", shape=(v.ncols(), None))
+        sb = hs.get("score_bias")
+        sb = None if sb is None else parse_vector(sb, f"{at}.heads[{h}].score_bias", d)
+        parsed.append(Head(q, k, v, o, sb))
+    scoring, scale = attention_scoring(spec, at)
+    bias = spec.get("bias")
+    bias = None if bias is None else parse_vector(bias, f"{at}.bias", parsed[0].out.ncols())
+    try:
+        return AttentionLayer(T, parsed, None, scoring, scale, bias)
+    except InputError as e:
+        raise InputError(f"{at}: {e}") from None
+
+
+def read_attention(spec: dict, ctx, at: str) -> AttentionLayer:
+    """The registry's reader: an attention layer must be the first; after it, dense layers are token-wise."""
+    if ctx.index != 0:
+        raise InputError(f"{at}: an attention layer must be the first layer")
+    layer = attention_from_json(spec, ctx.input_dim, at)
+    ctx.tokens, ctx.n = layer.tokens, layer.d_out
+    return layer
+
+
+LAYER_KINDS = (AttentionLayer, HeadsLayer)
+JSON_READERS = {"attention": read_attention}
+JSON_ADVERTISED = ("attention",)

@@ -572,6 +572,16 @@ class ConvLayer(ConvCore):
     """
 
     kind: ClassVar[str] = "conv2d"
+    #: what the kind can do (symeq.layers.registry.CAPABILITIES)
+    capabilities: ClassVar[frozenset] = frozenset({
+        "last-layer", "image-output", "sparse-actions", "channel-reduction", "ball-evaluation", "jacobian-rank"})
+    schema: ClassVar[dict] = {
+        "conv2d": (("type", "kernel", "bias", "stride", "padding", "padding_mode", "input_shape", "activation",
+                    "dilation", "groups"), ("kernel", "bias")),
+        "avgpool2d": (("type", "kernel_size", "stride", "input_shape"), ("type", "kernel_size")),
+        "global_avgpool": (("type", "input_shape"), ("type",)),
+        "flatten": (("type",), ("type",)),
+    }
 
     shape: ConvShape
     kernel: list
@@ -612,6 +622,43 @@ class ConvLayer(ConvCore):
 
     def __call__(self, x: Sequence) -> list:
         return self.forward(fmpq_mat(len(x), 1, [as_fmpq(v) for v in x])).entries()
+
+    @classmethod
+    def from_dense_layer(cls, layer, in_shape: tuple) -> "ConvLayer":
+        """A dense layer after a convolution as the convolution with one whole-image kernel per neuron
+        (the same function; the declared parameter space stays the layer's)."""
+        from ..numbers import mat_rows
+
+        out = cls.from_dense(mat_rows(layer.weight), list(layer.bias), layer.activation, in_shape)
+        out.has_bias = layer.has_bias
+        return out
+
+    def ball_forward(self, y: list) -> list:
+        """The layer on arb balls, through the kernels (sparse rows from the index map, no dense expansion)."""
+        from flint import arb
+
+        oh, ow = self.shape.out_hw
+        z = []
+        for krow, b in zip(self.rows, self.channel_bias):
+            taps = [(arb(w), src) for w, src in zip(krow, self.sources) if w != 0]
+            for q in range(oh * ow):
+                acc = arb(b)
+                for w, src in taps:
+                    if src[q] >= 0:
+                        acc += w * y[src[q]]
+                z.append(acc)
+        return z if self.activation is None else [self.activation.ball(t) for t in z]
+
+    def to_json(self, declared_bias: bool) -> dict:
+        """The model-file object (``symeq.io``): the kernels, never the expansion."""
+        from ..numbers import format_vector
+
+        s = self.shape
+        return {"type": "conv2d", "input_shape": list(self.in_shape),
+                "kernel": [[[format_vector(r) for r in kc] for kc in ko] for ko in self.kernel],
+                "bias": format_vector(self.channel_bias) if declared_bias else None, "stride": s.stride,
+                "padding": s.padding, "padding_mode": s.padding_mode,
+                "activation": None if self.activation is None else self.activation.to_spec()}
 
     # -- the group on the grids -------------------------------------------------------------
     def _in_action(self, M, what: str = "input") -> ConvAction:
@@ -823,3 +870,139 @@ def fold_average_pool(kernel_size: int, stride: int | None, in_shape: tuple, nex
     if hasattr(next_layer, "has_bias"):  # the declared parameter space is the next layer's
         out.has_bias = next_layer.has_bias
     return out
+
+
+# -- the model file (symeq.layers.registry.read_layers) ----------------------------------------------
+
+def _image_shape(spec: dict, n: int, shape, at: str) -> tuple:
+    given = spec.get("input_shape")
+    if given is not None:
+        if (not isinstance(given, list) or len(given) != 3
+                or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in given)):
+            raise InputError(f"{at}.input_shape must be [channels, height, width] (positive integers)")
+        if shape is not None and tuple(given) != tuple(shape):
+            raise ShapeError(f"{at}.input_shape {given} differs from the previous layer's output shape {list(shape)}")
+        shape = tuple(given)
+    if shape is None:
+        raise InputError(f"{at}: a {spec.get('type')} layer needs \"input_shape\": [channels, height, width]")
+    C, H, W = shape
+    if C * H * W != n:
+        raise ShapeError(f"{at}.input_shape {[C, H, W]} has {C * H * W} entries, but the layer's input has {n}")
+    return shape
+
+
+def read_flatten(spec: dict, ctx, at: str):
+    """``"flatten"``: (C, H, W) is stored flattened already (channel-major, row-major): nothing to read."""
+    from ..schema import check_keys
+
+    check_keys(spec, at, *ConvLayer.schema["flatten"], error=InputError)
+    return None
+
+
+def read_image_layer(spec: dict, ctx, at: str):
+    """A layer on images (``conv2d``, pooling, or a dense layer after a convolution) as a native
+    :class:`ConvLayer` (kernels kept, never expanded); updates ``ctx`` (shape, size, pending pooling).
+
+    Average pooling is folded exactly into the next layer (:func:`fold_average_pool`); a dense layer
+    after a convolution (after a ``flatten``) is the convolution with a whole-image kernel
+    (:meth:`ConvLayer.from_dense`); max pooling is refused.
+    """
+    if ctx.tokens is not None:
+        raise InputError(f"{at}: a {spec['type']} layer cannot follow an attention layer")
+    layer, ctx.shape, ctx.pool = _read_image(spec, ctx.n, ctx.shape, at, ctx.pool)
+    ctx.takes_over["dense"] = read_image_layer  # a dense layer after it: a whole-image kernel per neuron
+    ctx.n = ctx.shape[0] * ctx.shape[1] * ctx.shape[2]  # after a pooling: the pooled size
+    return layer
+
+
+def _read_image(spec: dict, n: int, shape, at: str, pool=None):
+    from ..activations import activation_from_spec
+    from ..numbers import mat_rows, parse_matrix, parse_vector
+    from ..schema import check_keys
+    from ..sizes import check_width
+
+    keys = ConvLayer.schema
+    kind = spec.get("type", "dense")
+    if kind in ("maxpool2d", "group_maxpool"):
+        raise InputError(f"{at}: {kind} is piecewise linear and not supported on the exact path (max pooling "
+                         "and escnn's group pooling are refused; use average pooling, a global average pooling "
+                         "or an invariant linear readout)")
+    if pool is not None and pool[0] == "global" and kind != "dense":
+        raise InputError(f"{at}: a global average pooling must be followed by a dense layer")
+    if kind == "avgpool2d":
+        check_keys(spec, at, *keys["avgpool2d"], error=InputError)
+        shape = _image_shape(spec, n, shape, at)
+        k, st = spec.get("kernel_size"), spec.get("stride", spec.get("kernel_size"))
+        for name, v in (("kernel_size", k), ("stride", st)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise InputError(f"{at}.{name} must be a positive integer, got {v!r}")
+        if pool is not None:
+            raise InputError(f"{at}: two pooling layers in a row are not supported")
+        C, H, W = shape
+        if k > min(H, W):
+            raise ShapeError(f"{at}: a {k}x{k} pooling does not fit {H}x{W} images")
+        return None, (C, (H - k) // st + 1, (W - k) // st + 1), ("avg", k, st, shape)
+    if kind == "global_avgpool":
+        check_keys(spec, at, *keys["global_avgpool"], error=InputError)
+        shape = _image_shape(spec, n, shape, at)
+        if pool is not None:
+            raise InputError(f"{at}: two pooling layers in a row are not supported")
+        return None, (shape[0], 1, 1), ("global", shape)
+    act = None
+    if kind == "dense":  # after a convolution: a whole-image kernel per neuron
+        from .dense import DenseLayer
+
+        check_keys(spec, at, *DenseLayer.schema["dense"], error=InputError)
+        C, H, W = shape
+        if isinstance(spec["weight"], list):
+            check_width(len(spec["weight"]), f"{at}.weight (neurons)")
+        Wm = parse_matrix(spec["weight"], f"{at}.weight", shape=(None, C * H * W))
+        bias = spec.get("bias")
+        b = None if bias is None else parse_vector(bias, f"{at}.bias", length=Wm.nrows())
+        act = activation_from_spec(spec.get("activation"), f"{at}.activation")
+        rows = mat_rows(Wm)
+        if pool is not None and pool[0] == "global":  # mean over pixels, then W: W[o, c] / (H W) at every pixel
+            C, H, W = pool[1]
+            rows = [[x / (H * W) for x in r for _ in range(H * W)] for r in rows]
+            shape, pool = pool[1], None
+        layer = ConvLayer.from_dense(rows, b, act, shape)
+        layer.has_bias = b is not None
+    else:
+        check_keys(spec, at, *keys["conv2d"], error=InputError)
+        shape = _image_shape(spec, n, shape, at)
+        for name in ("dilation", "groups"):
+            v = spec.get(name, 1)
+            if v not in (1, [1, 1]):
+                raise InputError(f"{at}.{name} = {v!r}: only {name} 1 is supported for conv2d layers")
+        C, H, W = shape
+        kernel = spec.get("kernel")
+        if (not isinstance(kernel, list) or not kernel or not isinstance(kernel[0], list) or not kernel[0]
+                or not isinstance(kernel[0][0], list) or not kernel[0][0] or not isinstance(kernel[0][0][0], list)):
+            raise InputError(f"{at}.kernel must be a nested list out_channels x in_channels x kh x kw")
+        conv = ConvShape(C, len(kernel), H, W, len(kernel[0][0]), len(kernel[0][0][0]),
+                         stride=spec.get("stride", 1), padding=spec.get("padding", 0),
+                         padding_mode=spec.get("padding_mode", "zeros"))
+        oh, ow = conv.out_hw
+        check_width(conv.out_channels * oh * ow, f"{at}: conv2d output (channels x height x width)")
+        parsed = []
+        for o, ko in enumerate(kernel):
+            if not isinstance(ko, list) or len(ko) != C:
+                raise ShapeError(f"{at}.kernel[{o}] must have {C} input channels")
+            parsed.append([mat_rows(parse_matrix(kc, f"{at}.kernel[{o}][{c}]", shape=(conv.kh, conv.kw)))
+                           for c, kc in enumerate(ko)])
+        bias = spec.get("bias")
+        b = None if bias is None else parse_vector(bias, f"{at}.bias", length=conv.out_channels)
+        act = activation_from_spec(spec.get("activation"), f"{at}.activation")
+        layer = ConvLayer(conv, parsed, b, act, has_bias=b is not None)
+    if pool is not None:  # ("avg", k, stride, shape before pooling)
+        try:
+            layer = fold_average_pool(pool[1], pool[2], pool[3], layer)
+        except InputError as e:
+            raise InputError(f"{at}: {e}") from None
+    return layer, layer.out_shape, None
+
+
+LAYER_KINDS = (ConvLayer,)
+JSON_READERS = {"conv2d": read_image_layer, "avgpool2d": read_image_layer, "global_avgpool": read_image_layer,
+                "maxpool2d": read_image_layer, "group_maxpool": read_image_layer, "flatten": read_flatten}
+JSON_ADVERTISED = ("conv2d", "flatten")

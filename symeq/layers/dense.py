@@ -206,6 +206,11 @@ class DenseLayer(DenseNames):
     """
 
     kind: ClassVar[str] = "dense"
+    #: what the kind can do (symeq.layers.registry.CAPABILITIES); a token-wise layer has fewer
+    capabilities: ClassVar[frozenset] = frozenset({
+        "last-layer", "plain-dense", "dense-rows", "tie-walk", "neuron-reduction", "ball-evaluation",
+        "tensor-decision", "fibre-ideal", "jacobian-rank", "reynolds"})
+    schema: ClassVar[dict] = {"dense": (("type", "weight", "bias", "activation"), ("type", "weight", "bias"))}
 
     weight: fmpq_mat
     bias: list
@@ -375,3 +380,69 @@ class DenseLayer(DenseNames):
         tied = [(js, index[key]) for key, js in classes.items() if len(js) > 1]
         base = {js[0]: index[key][0] for key, js in classes.items() if len(js) == 1}
         return bool(tied), _bijections(act, len(U), base, tied, uscales, vscales)
+
+    @classmethod
+    def layer_capabilities(cls, layer) -> frozenset:
+        """A token-wise layer (after attention, ``tokens`` set) is not a plain dense layer: the tensor
+        decision, the fibre ideal's dense path and the one-vector rank rows do not read it."""
+        if getattr(layer, "tokens", None) is None:
+            return cls.capabilities
+        return cls.capabilities - {"plain-dense", "tensor-decision", "fibre-ideal"}
+
+    def ball_forward(self, y: list) -> list:
+        """The layer on arb balls (exact rationals or balls in, balls out)."""
+        from flint import arb
+
+        z = []
+        for row, b in zip(mat_rows(self.weight), self.bias):
+            acc = arb(b)
+            for w, v in zip(row, y):
+                if w != 0:
+                    acc += arb(w) * v
+            z.append(acc)
+        return z if self.activation is None else [self.activation.ball(t) for t in z]
+
+    def parameters_key(self) -> tuple:
+        """What two layers of this kind must share to be equal."""
+        return ("dense", self.weight, tuple(self.bias))
+
+    def to_json(self, declared_bias: bool) -> dict:
+        """The model-file object (``symeq.io``); ``declared_bias`` False writes ``"bias": null``."""
+        from ..numbers import format_matrix, format_vector
+
+        return {
+            "type": "dense",
+            "weight": format_matrix(self.token_weight),
+            "bias": format_vector(self.token_bias) if declared_bias else None,  # null: no bias parameters
+            "activation": None if self.activation is None else self.activation.to_spec(),
+        }
+
+
+def read_dense(spec: dict, ctx, at: str):
+    """A ``"dense"`` object of a model file (after attention: a token-wise layer I_T (x) W; after a
+    convolution the conv kind reads it, ``ctx.takes_over``)."""
+    from ..activations import activation_from_spec
+    from ..numbers import parse_matrix, parse_vector
+    from ..schema import check_keys
+    from ..sizes import check_width
+
+    check_keys(spec, at, *DenseLayer.schema["dense"], error=InputError)
+    tokens, n = ctx.tokens, ctx.n
+    if isinstance(spec["weight"], list):  # size first: rows are neurons
+        check_width(len(spec["weight"]) * (tokens or 1), f"{at}.weight (neurons)")
+    W = parse_matrix(spec["weight"], f"{at}.weight", shape=(None, n))
+    bias = spec.get("bias")
+    b = None if bias is None else parse_vector(bias, f"{at}.bias", length=W.nrows())
+    act = activation_from_spec(spec.get("activation"), f"{at}.activation")
+    ctx.n = W.nrows()
+    if tokens is None:
+        return DenseLayer(W, b, act, has_bias=b is not None)  # a vector, zeros included: declared
+    from ..numbers import identity, kron
+
+    return DenseLayer(kron(identity(tokens), W), list(b if b is not None else [0] * W.nrows()) * tokens, act,
+                      tokens, b is not None)
+
+
+LAYER_KINDS = (DenseLayer,)
+JSON_READERS = {"dense": read_dense}
+JSON_ADVERTISED = ("dense",)
