@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError, Undetermined
+from .steps import Skip, step_name
 
 __all__ = ["Certification", "certify", "certify_mirror_run", "read_data", "exact_group_from_numeric", "DEFAULT_NOISE_POINTS",
            "METRICS", "TASKS"]
@@ -96,6 +97,7 @@ class Certification:
     search: dict | None = None     # restarts, lower bound, gap
     actions: list | None = None    # theta-bar's rho_i(g) (the actions it was projected with)
     finetune: dict | None = None   # the fine-tuning run, when asked
+    steps: list = field(default_factory=list)  # (candidate step, why it added none, or None) in order
 
     @property
     def max_distance(self) -> float:
@@ -565,6 +567,487 @@ def _noise_inputs(model, x, noise_points, seed):
                                                 "(a feature constant on the data stays at its value)")
 
 
+class _CertifyRun:
+    """The state the steps of :func:`certify` share: the float network (convolutions expanded where
+    they are projected dense), its groups, the data and its moments, the options, and the candidates
+    (``consider`` adds one, once per distinct tuple of actions, with every way it was found)."""
+
+    def __init__(self, model, original, ngroup, egroup, *, words, kernels, conv_shapes, checked, metric, restarts,
+                 seed, tol, deadline, notes, ft_opts):
+        self.model, self.original, self.ngroup, self.egroup = model, original, ngroup, egroup
+        self.kernels, self.conv_shapes, self.checked, self.metric = kernels, conv_shapes, checked, metric
+        self.restarts, self.seed, self.tol, self.deadline, self.notes = restarts, seed, tol, deadline, notes
+        self.ft_opts = ft_opts
+        self.x = None if checked is None else checked[0]
+        self.words = words
+        self.moments = self.metric_moments = None
+        self.candidates, self.seen = [], {}
+        self.twin = None  # the float twin's actions, when they are a homomorphism
+        self.search = {"restarts": 0, "lower_bound": None, "optimal": False, "line": None}
+        self.trace: list = []  # (step, reason) per candidate step (reason None: it added candidates)
+
+    @property
+    def involutions(self) -> bool:
+        """A group of order 2 with one generator: the matching search applies."""
+        return len(self.words) == 2 and len(self.ngroup.generators) == 1
+
+    def consider(self, gen_actions, method, proven):
+        from .numeric.project import (_key, element_actions, layer_distances, parameter_distance, reynolds_float,
+                                      weighted_distances, weighted_projection)
+
+        key = b"".join(_key(a) for per in gen_actions for a in per)
+        if key in self.seen:  # the same actions from another start: one candidate, every way it was found
+            c = self.seen[key]
+            if proven and not c["proven"]:
+                c["also"].append(c["method"])
+                c["method"], c["proven"] = method, True
+            elif method != c["method"] and method not in c["also"]:
+                c["also"].append(method)
+            return
+        model, moments, metric_moments = self.model, self.moments, self.metric_moments
+        chains = element_actions(self.ngroup, gen_actions)
+        proj = reynolds_float(model, chains)
+        c = {"layer": layer_distances(model, proj), "pdist": parameter_distance(model, proj), "method": method,
+             "proven": proven, "gen": gen_actions, "chains": chains, "proj": proj, "also": [], "wd": None,
+             "ddist": None}
+        if moments is not None:
+            c["wd"], c["ddist"] = weighted_distances(model, proj, moments)
+        if self.metric == "data":  # theta-bar: the nearest equivariant point in the data's weighted distance
+            _, c["reynolds_data_weighted"] = weighted_distances(model, proj, metric_moments)
+            c["proj"], cg = weighted_projection(model, chains, metric_moments, proj, deadline=self.deadline)
+            c["layer"], c["pdist"] = layer_distances(model, c["proj"]), parameter_distance(model, c["proj"])
+            c["wd"], _ = weighted_distances(model, c["proj"], moments)
+            _, c["ddist"] = weighted_distances(model, c["proj"], metric_moments)
+            c["cg_residual"] = max(cg)
+        c["score"] = c["pdist"] if self.metric == "parameters" else c["ddist"]
+        self.seen[key] = c
+        self.candidates.append(c)
+
+
+def _certify_options(conv, metric, restarts) -> None:
+    """The options' values, checked before any work."""
+    if conv not in ("auto", "dense", "kernels"):
+        raise InputError(f"conv must be \"auto\", \"dense\" or \"kernels\", got {conv!r}")
+    if metric not in METRICS:
+        raise InputError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    if not (isinstance(restarts, int) and 0 <= restarts <= 10_000):
+        raise InputError(f"--restarts must be an integer from 0 to 10000, got {restarts!r}")
+
+
+def _dense_for_projection(model, conv):
+    """``(model, kernels, conv_shapes, notes)``: convolutions through their dense expansion (shared
+    weights), unless they are averaged on their kernels (``conv="kernels"``, or too large for "auto")."""
+    from .layers.conv import DENSE_EXPANSION_LIMIT
+    from .numeric.models import NumericDenseLayer, NumericModel
+
+    has_conv = any(l.kind == "conv2d" for l in model.layers)
+    kernels = has_conv and (conv == "kernels" or (conv == "auto" and any(
+        l.kind == "conv2d" and l.in_dim * l.out_dim > DENSE_EXPANSION_LIMIT for l in model.layers)))
+    conv_shapes = [l.shape if l.kind == "conv2d" else None for l in model.layers]
+    if not has_conv or kernels:
+        return model, kernels, conv_shapes, []
+    model = NumericModel(model.input_dim, [NumericDenseLayer(np.array(l.weight, dtype=np.float64),
+                                                             np.array(l.bias, dtype=np.float64), l.activation)
+                                           if l.kind == "conv2d" else l for l in model.layers],
+                         model.group, model.name)
+    return model, kernels, conv_shapes, [
+        "convolutions are projected through their dense expansion; a layer whose average is again a "
+        "convolution (the actions respect the image grid) is written back as a conv2d layer"]
+
+
+def _certify_guards(model, kernels, noise_points, digits) -> None:
+    """Size guards and the exact twin of every activation, before the work."""
+    from .activations import activation_from_spec
+    from .numeric.project import check_projectable
+    from .sizes import check_memory, check_width
+
+    for i, w in enumerate(model.widths):  # size guards before any work
+        check_width(w, f"certify: width of layer {i}")
+    if not (isinstance(noise_points, int) and noise_points >= 1):
+        raise InputError(f"noise_points must be a positive integer, got {noise_points!r}")
+    if digits is not None and not (isinstance(digits, int) and 1 <= digits <= 30):
+        raise InputError(f"--digits must be an integer from 1 to 30, got {digits!r}")
+    if not kernels:
+        check_projectable(model)
+    elif model.has_attention:
+        raise InputError("certify projects dense and convolutional networks only")
+    # theta-bar as exact rationals (python-flint objects and their integers, about 200 bytes an entry,
+    # twice: the matrices and the model's copy) next to the float work
+    check_memory(400 * model.n_params, f"certify: theta-bar in exact rationals ({model.n_params} parameters)")
+    for i, l in enumerate(model.layers[:-1], 1):  # the exact twin of every activation, before the work
+        try:
+            activation_from_spec(l.activation.spec, f"hidden layer {i}")
+        except InputError as e:
+            raise InputError(f"hidden layer {i}: no exact activation for {l.activation.spec}: {e}") from None
+
+
+def _data_guards(metric, checked, finetune, has_conv, kernels):
+    """What --metric data and --finetune need of the data, before the work; the fine-tuning options."""
+    if metric == "data" and checked is None:
+        raise InputError("--metric data weights the distance by the data: give --data")
+    ft_opts = _finetune_options(finetune)
+    if ft_opts is not None:
+        if checked is None or checked[2] is None:
+            raise InputError("--finetune trains on the task: give --data (with labels y for a classifier, or "
+                             "--task autoencoder for a network whose output has the input's size)")
+        if has_conv:
+            raise InputError("--finetune covers dense networks (a convolution's weight sharing is not kept by the "
+                             "fine-tuning steps)")
+        if checked[0].shape[0] < 10:
+            raise InputError(f"--finetune needs at least 10 data points (a held-out split); the data has "
+                             f"{checked[0].shape[0]}")
+    if kernels and metric != "parameters":
+        raise InputError("--metric data is not available for convolutions averaged on their kernels (--conv kernels)")
+    return ft_opts
+
+
+def _subgroup_note(model) -> list:
+    """The note when some K_i has scalings the projection does not use (its actions are a subgroup)."""
+    from .numeric.project import signs_allowed
+
+    sub = [i for i, l in enumerate(model.layers[:-1], 1)
+           if l.activation.scalings.alphas != "one" and not signs_allowed(l.activation)]
+    if not sub:
+        return []
+    return [f"hidden layer(s) {sub}: K_i has scalings the projection does not use (ReLU's positive factors, "
+            "sigmoid's affine flip, shifted or monomial activations); the actions searched are permutations, "
+            "a subgroup of K_i, so a nearer layerwise-equivariant network through all of K_i may exist"]
+
+
+def _data_moments(st: _CertifyRun) -> None:
+    """The data's second moments (data-weighted distances) and, for --metric data, their ridged form."""
+    from .numeric.project import ridged, second_moments
+
+    if st.x is not None:
+        st.moments = second_moments(st.model, st.x)
+        if st.moments is None:
+            if st.metric == "data":
+                raise InputError("--metric data: a layer is wider than the data moments allow "
+                                 "(symeq.numeric.project.MAX_MOMENT_WIDTH)")
+            st.notes.append("a layer is too wide for the data's second moments: no data-weighted distances")
+    st.metric_moments = None if st.metric != "data" else ridged(st.moments)
+
+
+def _step_float_twin(st: _CertifyRun):
+    """Candidate: the float twin's actions (restricted to what the projection uses; a cyclic group's
+    broken cycles repaired when they are no homomorphism)."""
+    from .numeric.layerwise import derive_latent_actions_numeric
+    from .numeric.monomial import MonomialAction
+    from .numeric.project import is_homomorphism, repair_cyclic, restrict_to_projectable
+
+    notes = st.notes
+    try:
+        der = derive_latent_actions_numeric(st.model, tol=st.tol, max_tie_variants=720)
+    except InputError as e:
+        notes.append(f"the float twin found no actions ({e})")
+        return Skip(f"the float twin found no actions ({e})")
+    acts = der.actions
+    if not all(isinstance(a, MonomialAction) for per in acts for a in per):
+        notes.append("the float twin's actions are not monomial (attention value spaces)")
+        return Skip("the float twin's actions are not monomial")
+    acts, changed = restrict_to_projectable(st.model, acts)
+    if changed:
+        notes.append("the float twin's actions have scale factors or offsets the projection does not use "
+                     "(ReLU, sigmoid, shifted or monomial activations): their permutations (with signs where "
+                     "the activation is odd) are used, a subgroup of K_i")
+    hom, why = is_homomorphism(st.ngroup, acts)
+    if hom:
+        st.twin = acts
+        st.consider(acts, f"the float twin's actions (max residual {der.max_residual:.3g})", False)
+        return None
+    notes.append(f"the float twin's actions are not a homomorphism: {why}")
+    if len(st.ngroup.generators) == 1 and len(st.words) > 2:  # cyclic: repair the cycles that break g^m = e
+        fixed_acts, nfix = repair_cyclic(acts, len(st.words))
+        st.consider(fixed_acts, f"the float twin's actions with {nfix} neuron(s) whose cycles break "
+                                f"g^{len(st.words)} = e fixed", False)
+        return None
+    return Skip(f"the float twin's actions are not a homomorphism: {why}")
+
+
+def _step_involution_search(st: _CertifyRun):
+    """Candidates for a group of order 2: the exact matching (one hidden layer), or the joint search
+    layer by layer from warm starts and seeded random restarts, with its lower bound."""
+    from .numeric.project import data_scaled, nearest_involution_actions, random_involutions
+
+    if not st.involutions:
+        return Skip(f"a group of order 2 with one generator needed; this one has order {len(st.words)}")
+    model, ngroup, hidden, notes = st.model, st.ngroup, st.model.depth - 1, st.notes
+    starts = [(None, "identity", "start: identity")]
+    if hidden > 1:  # the joint search: warm starts, then seeded random restarts
+        starts += [(None, "forward", "start: each layer's best matching from the input up"),
+                   (None, "backward", "start: each layer's best matching from the output down")]
+        starts += [] if st.twin is None else [(st.twin, "identity", "start: the float twin's actions")]
+        rng = np.random.default_rng(st.seed)
+        starts += [(random_involutions(model, ngroup, rng), "identity", f"random restart {k + 1} (seed {st.seed})")
+                   for k in range(st.restarts)]
+    runs = [(model, s) for s in starts]
+    if st.metric == "data":  # also searched on theta weighted by the data (a heuristic; judged by the metric)
+        scaled = data_scaled(model, st.moments)
+        runs += [(scaled, s) for s in starts[:3]]
+    for m, (start, init, label) in runs:
+        try:
+            a = nearest_involution_actions(m, ngroup, start=start, init=init, deadline=st.deadline)
+        except Undetermined as e:
+            if st.candidates:  # a candidate is already there: the search stops, the rest goes on
+                notes.append(f"the matching search stopped at its time budget ({e})")
+                break
+            raise
+        if label.startswith("random"):
+            st.search["restarts"] += 1
+        weighted = m is not model
+        method = a.method if hidden == 1 and not weighted else \
+            f"maximum-weight matching per layer, layers in turn ({label}" + \
+            ("; columns weighted by the data's root mean square" if weighted else "") + ")"
+        # proven nearest: in the parameter metric, by the exact matching on theta itself
+        st.consider(a.actions, method, a.proven_nearest and not weighted and st.metric == "parameters")
+        notes += [n for n in a.notes if n not in notes]
+    if hidden > 1 and st.metric == "parameters":
+        _lower_bound(st)
+    return None
+
+
+def _lower_bound(st: _CertifyRun) -> None:
+    """The lower bound of the nearest homomorphism's distance (two or more hidden layers, parameter metric)."""
+    from .numeric.project import involution_lower_bound
+
+    try:
+        lb, how = involution_lower_bound(st.model, st.ngroup, st.deadline)
+    except Undetermined as e:
+        lb, how = None, f"its matchings ran past the time budget ({e})"
+    st.search["lower_bound_method"] = how
+    if lb is not None:
+        den = sum(float(np.sum(l.weight ** 2) + np.sum(l.bias ** 2)) for l in st.model.layers)
+        st.search["lower_bound"] = float(np.sqrt(lb / den)) if den > 0 else float(np.sqrt(lb))
+
+
+def _step_trivial_action(st: _CertifyRun):
+    """Candidate for a larger group: the trivial action (always a homomorphism)."""
+    from .numeric.project import trivial_actions
+
+    if st.involutions:
+        return Skip("a group of order 2: the matching search covers it")
+    st.consider(trivial_actions(st.model, st.ngroup), "the trivial action (always a homomorphism)", False)
+    return None
+
+
+def _step_per_generator(st: _CertifyRun):
+    """Candidate for a larger group: the nearest involution of each generator by matching, when together
+    they are a homomorphism."""
+    from .numeric.project import is_homomorphism
+
+    if st.involutions:
+        return Skip("a group of order 2: the matching search covers it")
+    per = _per_generator_matching(st.model, st.ngroup, st.deadline)
+    out = None
+    if per is None:
+        out = Skip("a generator is not of order 2")
+    else:
+        hom, why = is_homomorphism(st.ngroup, per)
+        if hom:
+            st.consider(per, "the nearest involution of each generator by matching (together a homomorphism)", False)
+        else:
+            st.notes.append(f"the per-generator matchings are not a homomorphism: {why}")
+            out = Skip(f"the per-generator matchings are not a homomorphism: {why}")
+    st.notes.append(f"group of order {len(st.words)}: candidates are the float twin's actions (repaired for a cyclic "
+                    "group), the per-generator matchings (generators of order 2) and the trivial action; best found, "
+                    "not proven nearest")
+    return out
+
+
+#: where the candidate actions of :func:`certify` come from, in order (docs/architecture.md, "Pipelines");
+#: every step runs, the nearest candidate in the metric is theta-bar (a proven nearest one wins a tie)
+CANDIDATE_STEPS = (_step_float_twin, _step_involution_search, _step_trivial_action, _step_per_generator)
+
+
+def _choose(st: _CertifyRun):
+    """theta-bar's candidate: the nearest in the metric (a proven nearest one wins a tie), and the search's line."""
+    search = st.search
+    least = min(c["score"] for c in st.candidates)
+    ties = [c for c in st.candidates if c["score"] <= least * (1 + 1e-9) + 1e-300]
+    best = next((c for c in ties if c["proven"]), ties[0])
+    method = best["method"]
+    if best["also"]:
+        method += f" (also found from {len(best['also'])} other start(s))"
+    if best["proven"]:
+        search.update(optimal=True, line="optimal: the exact matching over every homomorphism into the actions "
+                                         "searched (proven nearest)")
+    elif search["lower_bound"] is not None:
+        lbv, b = search["lower_bound"], best["score"]
+        search["gap"] = max(0.0, b - lbv)
+        if b <= lbv * (1 + 1e-9) + 1e-15:
+            search.update(optimal=True, line=f"optimal: theta-bar's distance {b:.3g} equals the lower bound "
+                                             f"({search['lower_bound_method']})")
+        else:
+            search["line"] = (f"within {b - lbv:.3g} of the optimum: the nearest homomorphism's distance (into the "
+                              f"actions searched) lies in [{lbv:.3g}, {b:.3g}] (lower bound: "
+                              f"{search['lower_bound_method']}; {search['restarts']} random restart(s))")
+    elif st.model.depth - 1 > 1 and len(st.words) == 2:
+        search["line"] = (f"no lower bound computed ({search.get('lower_bound_method', 'none for the data metric')}); "
+                          f"{search['restarts']} random restart(s)")
+    return best, method
+
+
+def _grid_digits(model, proj, digits):
+    """The grid, per layer: three digits below the layer's largest entrywise deviation from its projection
+    (12 for a layer the projection leaves as it is), and at least three below its largest weight."""
+    if digits is not None:
+        return [digits] * model.depth
+    out = []
+    for l, (W, b) in zip(model.layers, proj):
+        dev = max(float(np.max(np.abs(l.weight - W), initial=0.0)), float(np.max(np.abs(l.bias - b), initial=0.0)))
+        rel = dev / max(float(np.max(np.abs(l.weight), initial=0.0)), float(np.max(np.abs(l.bias), initial=0.0)),
+                        1e-300)
+        out.append(_digits_for(dev, rel, float(np.max(np.abs(l.weight), initial=0.0))))
+    return out
+
+
+def _finetune_runs(st: _CertifyRun, best, nearest, timeout):
+    """--finetune: train from theta-bar's actions (and, for an involution, from actions pairing the neurons)
+    on a split of the data; the run with the lower loss on the fine-tuning split is kept.
+    ``(source, chains, ft_info, split)``."""
+    from .numeric.models import NumericDenseLayer, NumericModel
+    from .numeric.project import _key, element_actions, paired_involutions, reynolds_float
+    from .numeric.train import finetune_equivariant
+
+    model, ngroup, ft_opts, checked, deadline = st.model, st.ngroup, st.ft_opts, st.checked, st.deadline
+    gen_actions = best["gen"]
+    xs, ys = checked[0], checked[1]
+    order = np.random.default_rng(st.seed).permutation(xs.shape[0])
+    nh = max(1, int(round(ft_opts["holdout"] * xs.shape[0])))
+    held, train = order[:nh], order[nh:]
+    split = ((xs[train], None if ys is None else ys[train]), (xs[held], None if ys is None else ys[held]))
+    left = None if timeout is None else max(0.0, timeout - deadline.elapsed())
+    secs = ft_opts["seconds"] if left is None else min(ft_opts["seconds"] or left, 0.5 * left)
+    starts = [("theta-bar's actions (the nearest)", gen_actions, best["chains"], nearest)]
+    if st.involutions:
+        # a trivial rho_i forces f(x) = f(gx) after layer i, which an autoencoder cannot afford: fine-tune
+        # also from actions that pair the neurons, and keep the run with the lower loss on the fine-tuning split
+        paired = paired_involutions(model, ngroup)
+        if b"".join(_key(a) for per in paired for a in per) != b"".join(_key(a) for per in gen_actions for a in per):
+            pch = element_actions(ngroup, paired)
+            pproj = reynolds_float(model, pch)
+            starts.append(("actions pairing the neurons (greedy on theta's weights, from the input up)", paired,
+                           pch, NumericModel(model.input_dim, [NumericDenseLayer(W, b, l.activation) for l, (W, b)
+                                                               in zip(model.layers, pproj)], ngroup, model.name)))
+    tried = []
+    for label, gacts, ch, start in starts:
+        ft_model, info = finetune_equivariant(start, ch, split[0][0], split[0][1], checked[2],
+                                              steps=ft_opts["steps"], lr=float(ft_opts["lr"]),
+                                              batch_size=ft_opts["batch_size"], seconds=secs / len(starts),
+                                              seed=st.seed, progress=ft_opts["progress"], deadline=deadline)
+        info["train_loss"] = _losses(ft_model(split[0][0]), split[0][0], split[0][1], checked[2])[0]
+        info["actions"] = label
+        tried.append((info["train_loss"], len(tried), ft_model, info, gacts, ch))
+    _, _, source, ft_info, ft_gen, chains = min(tried, key=lambda t: (t[0], t[1]))
+    ft_info["tried"] = [{"actions": t[3]["actions"], "steps": t[3]["steps"], "seconds": t[3]["seconds"],
+                         "train_loss": t[0]} for t in tried]
+    ft_info.update(train_points=int(len(train)), held_out_points=int(len(held)),
+                   actions_json=_actions_json(ngroup, ft_gen))
+    return source, chains, ft_info, split
+
+
+def _exact_theta_bar(st: _CertifyRun, source, chains, digits, bar_name):
+    """theta-bar rounded to the grid and averaged exactly: the exact model (conv2d layers kept where every
+    projected convolution is one) and its float copy."""
+    from .activations import activation_from_spec
+    from .models import DenseLayer, Model
+    from .numeric.models import NumericDenseLayer, NumericModel
+    from .numeric.project import reynolds_exact
+
+    model, conv_shapes = st.model, st.conv_shapes
+    exact = reynolds_exact(source, chains, digits, conv_shapes)
+    if any(sh is not None and e[4] is None for sh, e in zip(conv_shapes, exact)):
+        # all or nothing: a conv2d layer after a dense one would meet actions that are no channel action
+        # times a pixel permutation in the exact walk, so one layer that does not fold makes every layer dense
+        if any(e[4] is not None for e in exact):
+            st.notes.append("some projected convolutions are no convolutions any more: every layer is written dense")
+        exact = [e[:4] + (None,) for e in exact]
+        conv_shapes = [None] * len(conv_shapes)
+        st.notes.append("the projected convolutions share no kernels (the actions do not respect the image grid): "
+                        "theta-bar is written as a dense network")
+    layers, flayers = [], []
+    for li, (l, (Wq, bq, Wf, bf, conv)) in enumerate(zip(model.layers, exact)):
+        act = None if l.activation is None else activation_from_spec(l.activation.spec)
+        if conv is not None:
+            from .layers.conv import ConvLayer
+
+            layers.append(ConvLayer(conv_shapes[li], conv[0], conv[1], act))
+        else:
+            layers.append(DenseLayer(Wq, bq, act))
+        flayers.append(NumericDenseLayer(Wf, bf, l.activation))
+    return exact, Model(model.input_dim, layers, st.egroup, bar_name), NumericModel(model.input_dim, flayers,
+                                                                                      st.ngroup, bar_name)
+
+
+def _kept_conv_distances(st: _CertifyRun, exact, dists) -> None:
+    """A convolution kept as one: its distance on its own parameters (kernel and channel bias)."""
+    for li, e in enumerate(exact):
+        if e[4] is not None:
+            K0, b0 = np.asarray(st.original.layers[li].kernel), np.asarray(st.original.layers[li].channel_bias)
+            K1 = np.array([int(x.p) / int(x.q) for x in np.asarray(e[4][0], dtype=object).ravel()]).reshape(K0.shape)
+            b1 = np.array([int(x.p) / int(x.q) for x in e[4][1]])
+            num = np.sqrt(np.sum((K0 - K1) ** 2) + np.sum((b0 - b1) ** 2))
+            den = np.sqrt(np.sum(K0 ** 2) + np.sum(b0 ** 2))
+            dists[li] = float(num / den) if den > 0 else float(num)
+
+
+def _certification(st: _CertifyRun, best, method, digits, exact, exact_model, bar, max_distance, ft_info):
+    """The Certification (status "undetermined" until :func:`_finish` verifies theta-bar exactly)."""
+    from .numeric.project import layer_distances, parameter_distance, weighted_distances
+
+    model, metric = st.model, st.metric
+    written = [(l.weight, l.bias) for l in bar.layers]
+    dists = layer_distances(model, written) if ft_info is None else best["layer"]
+    _kept_conv_distances(st, exact, dists)
+    cand_json = [{"method": c["method"], "also_found_by": c["also"], "distance": c["score"],
+                  "parameters_per_layer": c["layer"], "parameters_max": max(c["layer"]),
+                  "parameters": c["pdist"], "data_weighted": c["ddist"],
+                  **({} if metric != "data" else {"reynolds_data_weighted": c["reynolds_data_weighted"],
+                                                  "cg_residual": c["cg_residual"]})} for c in st.candidates]
+    cert = Certification("undetermined", dists, {}, None, digits, method, best["proven"], cand_json, None,
+                         exact_model, bar, max_distance, st.notes, metric=metric, distance=best["score"],
+                         layer_distances_data=best["wd"], search=st.search,
+                         actions=_actions_json(st.ngroup, best["gen"]))
+    if ft_info is None:  # the written (rounded) theta-bar's distance in the metric
+        if metric == "parameters":
+            cert.distance = parameter_distance(model, written)
+        else:
+            _, cert.distance = weighted_distances(model, written, st.metric_moments)
+        return cert
+    ft_info["nearest"] = {"metric": metric, "distance": best["score"], "parameters_per_layer": best["layer"]}
+    ft_info["parameters_per_layer"] = layer_distances(model, written)
+    ft_info["parameters"] = parameter_distance(model, written)
+    if st.moments is not None:
+        ft_info["data_weighted_per_layer"], _ = weighted_distances(model, written, st.moments)
+    cert.finetune = ft_info
+    cert.actions = ft_info["actions_json"]  # the written network's
+    st.notes.append("with --finetune the exact verification, the written files and the actions in --json are of the "
+                    "fine-tuned network; theta-bar (the nearest, in the lines above) is reported by its float "
+                    "projection and not verified on its own")
+    return cert
+
+
+def _unit_diagnostics(st: _CertifyRun, cert, gen_actions, noise_points, timeout) -> None:
+    """The paper's metric and the unit diagnostics (float measurements; the proof comes first), on the
+    data, or without data on noise inputs (N(0, 1), as the paper measures)."""
+    from .numeric.project import layer_diagnostics
+
+    model, x = st.model, st.x
+    if max(model.widths[1:-1]) > 2048:
+        st.notes.append("hidden layers wider than 2048: the paper's metric and the unit diagnostics are not computed")
+    elif timeout is None or st.deadline.elapsed() < 0.5 * timeout:
+        xd = x if x is not None else _noise_inputs(model, None, max(noise_points, 2 * max(model.widths) + 60),
+                                                   st.seed)[0]
+        try:
+            cert.diagnostics = layer_diagnostics(model, xd, st.ngroup, gen_actions, st.seed)
+            for d in cert.diagnostics:
+                d["inputs"] = "data" if x is not None else "noise"
+        except (np.linalg.LinAlgError, ValueError) as e:  # a degenerate fit: the diagnostics are left out
+            st.notes.append(f"the paper's metric could not be fitted ({e})")
+    else:
+        st.notes.append("the paper's metric and the unit diagnostics were skipped: half of the time budget was spent")
+
+
 def certify(network, group=None, *, input_shape=None, digits: int | None = None, data=None,
             max_distance: float | None = None, tol: float = 1e-6, timeout: float | None = 600.0,
             noise_points: int = DEFAULT_NOISE_POINTS, seed: int = 0, name: str | None = None,
@@ -609,25 +1092,12 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     ----------
     Shahverdi, Marchetti, Bokman, Kohn, arXiv 2601.21645 (2026), Theorem 4.1; docs/certify.md.
     """
-    from .activations import activation_from_spec
     from .budget import Deadline
-    from .models import DenseLayer, Model
-    from .numeric.layerwise import derive_latent_actions_numeric
     from .numeric.models import NumericDenseLayer, NumericModel
-    from .numeric.monomial import MonomialAction
-    from .numeric.project import (_key, check_projectable, data_scaled, element_actions, group_elements,
-                                  involution_lower_bound, is_homomorphism, layer_diagnostics, layer_distances,
-                                  nearest_involution_actions, paired_involutions, parameter_distance,
-                                  random_involutions, repair_cyclic,
-                                  restrict_to_projectable, reynolds_exact, reynolds_float, second_moments,
-                                  ridged, signs_allowed, trivial_actions, unused_inputs, weighted_distances,
-                                  weighted_projection)
-    from .sizes import check_memory, check_width
+    from .numeric.project import group_elements
 
     t0 = time.perf_counter()
     deadline = Deadline(timeout)
-    from .layers.conv import DENSE_EXPANSION_LIMIT
-
     model = _as_numeric(network, input_shape, name)
     if model.has_attention:  # softmax attention: its own road (symeq/certify_attention.py, docs/attention.md)
         from .certify_attention import certify_attention
@@ -637,333 +1107,39 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
                                  max_distance=max_distance, timeout=timeout, noise_points=noise_points, seed=seed,
                                  t0=t0)
     original = model  # with its conv2d layers, when it has some
-    if conv not in ("auto", "dense", "kernels"):
-        raise InputError(f"conv must be \"auto\", \"dense\" or \"kernels\", got {conv!r}")
-    if metric not in METRICS:
-        raise InputError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
-    if not (isinstance(restarts, int) and 0 <= restarts <= 10_000):
-        raise InputError(f"--restarts must be an integer from 0 to 10000, got {restarts!r}")
-    has_conv = any(l.kind == "conv2d" for l in model.layers)
-    kernels = has_conv and (conv == "kernels" or (conv == "auto" and any(
-        l.kind == "conv2d" and l.in_dim * l.out_dim > DENSE_EXPANSION_LIMIT for l in model.layers)))
-    conv_shapes = [l.shape if l.kind == "conv2d" else None for l in model.layers]
-    if has_conv and not kernels:  # convolutions: their dense expansion (shared weights)
-        model = NumericModel(model.input_dim, [NumericDenseLayer(np.array(l.weight, dtype=np.float64),
-                                                                 np.array(l.bias, dtype=np.float64), l.activation)
-                                               if l.kind == "conv2d" else l for l in model.layers],
-                             model.group, model.name)
-        notes_conv = ["convolutions are projected through their dense expansion; a layer whose average is again a "
-                      "convolution (the actions respect the image grid) is written back as a conv2d layer"]
-    else:
-        notes_conv = []
+    _certify_options(conv, metric, restarts)
+    model, kernels, conv_shapes, notes = _dense_for_projection(model, conv)
     ngroup, egroup = _groups(model, group)
     model = model.with_group(ngroup)
-    for i, w in enumerate(model.widths):  # size guards before any work
-        check_width(w, f"certify: width of layer {i}")
-    if not (isinstance(noise_points, int) and noise_points >= 1):
-        raise InputError(f"noise_points must be a positive integer, got {noise_points!r}")
-    if digits is not None and not (isinstance(digits, int) and 1 <= digits <= 30):
-        raise InputError(f"--digits must be an integer from 1 to 30, got {digits!r}")
-    if not kernels:
-        check_projectable(model)
-    elif model.has_attention:
-        raise InputError("certify projects dense and convolutional networks only")
-    # theta-bar as exact rationals (python-flint objects and their integers, about 200 bytes an entry,
-    # twice: the matrices and the model's copy) next to the float work
-    check_memory(400 * model.n_params, f"certify: theta-bar in exact rationals ({model.n_params} parameters)")
-    for i, l in enumerate(model.layers[:-1], 1):  # the exact twin of every activation, before the work
-        try:
-            activation_from_spec(l.activation.spec, f"hidden layer {i}")
-        except InputError as e:
-            raise InputError(f"hidden layer {i}: no exact activation for {l.activation.spec}: {e}") from None
+    _certify_guards(model, kernels, noise_points, digits)
     checked = _checked_data(model, data, task)  # read once and checked before the work
-    if metric == "data" and checked is None:
-        raise InputError("--metric data weights the distance by the data: give --data")
-    ft_opts = _finetune_options(finetune)
-    if ft_opts is not None:
-        if checked is None or checked[2] is None:
-            raise InputError("--finetune trains on the task: give --data (with labels y for a classifier, or "
-                             "--task autoencoder for a network whose output has the input's size)")
-        if has_conv:
-            raise InputError("--finetune covers dense networks (a convolution's weight sharing is not kept by the "
-                             "fine-tuning steps)")
-        if checked[0].shape[0] < 10:
-            raise InputError(f"--finetune needs at least 10 data points (a held-out split); the data has "
-                             f"{checked[0].shape[0]}")
-    if kernels and metric != "parameters":
-        raise InputError("--metric data is not available for convolutions averaged on their kernels (--conv kernels)")
-    x = None if checked is None else checked[0]
-    words, _, _, _ = group_elements(ngroup)
-    notes = list(notes_conv)
-    sub = [i for i, l in enumerate(model.layers[:-1], 1)
-           if l.activation.scalings.alphas != "one" and not signs_allowed(l.activation)]
-    if sub:
-        notes.append(f"hidden layer(s) {sub}: K_i has scalings the projection does not use (ReLU's positive factors, "
-                     "sigmoid's affine flip, shifted or monomial activations); the actions searched are permutations, "
-                     "a subgroup of K_i, so a nearer layerwise-equivariant network through all of K_i may exist")
+    ft_opts = _data_guards(metric, checked, finetune, any(sh is not None for sh in conv_shapes), kernels)
+    words = group_elements(ngroup)[0]
+    notes += _subgroup_note(model)
     if kernels:
         return _certify_conv_kernels(model, ngroup, egroup, digits=digits, data=checked, max_distance=max_distance,
                                      tol=tol, timeout=timeout, noise_points=noise_points, seed=seed,
                                      deadline=deadline, t0=t0, notes=notes)
-    moments = None
-    if x is not None:
-        moments = second_moments(model, x)
-        if moments is None:
-            if metric == "data":
-                raise InputError("--metric data: a layer is wider than the data moments allow "
-                                 "(symeq.numeric.project.MAX_MOMENT_WIDTH)")
-            notes.append("a layer is too wide for the data's second moments: no data-weighted distances")
-    metric_moments = None if metric != "data" else ridged(moments)
-    candidates, seen = [], {}
-
-    def consider(gen_actions, method, proven):
-        key = b"".join(_key(a) for per in gen_actions for a in per)
-        if key in seen:  # the same actions from another start: one candidate, every way it was found
-            c = seen[key]
-            if proven and not c["proven"]:
-                c["also"].append(c["method"])
-                c["method"], c["proven"] = method, True
-            elif method != c["method"] and method not in c["also"]:
-                c["also"].append(method)
-            return
-        chains = element_actions(ngroup, gen_actions)
-        proj = reynolds_float(model, chains)
-        c = {"layer": layer_distances(model, proj), "pdist": parameter_distance(model, proj), "method": method,
-             "proven": proven, "gen": gen_actions, "chains": chains, "proj": proj, "also": [], "wd": None,
-             "ddist": None}
-        if moments is not None:
-            c["wd"], c["ddist"] = weighted_distances(model, proj, moments)
-        if metric == "data":  # theta-bar: the nearest equivariant point in the data's weighted distance
-            _, c["reynolds_data_weighted"] = weighted_distances(model, proj, metric_moments)
-            c["proj"], cg = weighted_projection(model, chains, metric_moments, proj, deadline=deadline)
-            c["layer"], c["pdist"] = layer_distances(model, c["proj"]), parameter_distance(model, c["proj"])
-            c["wd"], _ = weighted_distances(model, c["proj"], moments)
-            _, c["ddist"] = weighted_distances(model, c["proj"], metric_moments)
-            c["cg_residual"] = max(cg)
-        c["score"] = c["pdist"] if metric == "parameters" else c["ddist"]
-        seen[key] = c
-        candidates.append(c)
-
-    twin = None
-    try:
-        der = derive_latent_actions_numeric(model, tol=tol, max_tie_variants=720)
-        acts = der.actions
-        ok_kind = all(isinstance(a, MonomialAction) for per in acts for a in per)
-        if ok_kind:
-            acts, changed = restrict_to_projectable(model, acts)
-            if changed:
-                notes.append("the float twin's actions have scale factors or offsets the projection does not use "
-                             "(ReLU, sigmoid, shifted or monomial activations): their permutations (with signs where "
-                             "the activation is odd) are used, a subgroup of K_i")
-            hom, why = is_homomorphism(ngroup, acts)
-            if hom:
-                twin = acts
-                consider(acts, f"the float twin's actions (max residual {der.max_residual:.3g})", False)
-            else:
-                notes.append(f"the float twin's actions are not a homomorphism: {why}")
-                if len(ngroup.generators) == 1 and len(words) > 2:  # cyclic: repair the cycles that break g^m = e
-                    fixed_acts, nfix = repair_cyclic(acts, len(words))
-                    consider(fixed_acts, f"the float twin's actions with {nfix} neuron(s) whose cycles break "
-                                         f"g^{len(words)} = e fixed", False)
-        else:
-            notes.append("the float twin's actions are not monomial (attention value spaces)")
-    except InputError as e:
-        notes.append(f"the float twin found no actions ({e})")
-    hidden = model.depth - 1
-    search = {"restarts": 0, "lower_bound": None, "optimal": False, "line": None}
-    if len(words) == 2 and len(ngroup.generators) == 1:
-        starts = [(None, "identity", "start: identity")]
-        if hidden > 1:  # the joint search: warm starts, then seeded random restarts
-            starts += [(None, "forward", "start: each layer's best matching from the input up"),
-                       (None, "backward", "start: each layer's best matching from the output down")]
-            starts += [] if twin is None else [(twin, "identity", "start: the float twin's actions")]
-            rng = np.random.default_rng(seed)
-            starts += [(random_involutions(model, ngroup, rng), "identity", f"random restart {k + 1} (seed {seed})")
-                       for k in range(restarts)]
-        runs = [(model, s) for s in starts]
-        if metric == "data":  # also searched on theta weighted by the data (a heuristic; judged by the metric)
-            scaled = data_scaled(model, moments)
-            runs += [(scaled, s) for s in starts[:3]]
-        for m, (start, init, label) in runs:
-            try:
-                a = nearest_involution_actions(m, ngroup, start=start, init=init, deadline=deadline)
-            except Undetermined as e:
-                if candidates:  # a candidate is already there: the search stops, the rest goes on
-                    notes.append(f"the matching search stopped at its time budget ({e})")
-                    break
-                raise
-            if label.startswith("random"):
-                search["restarts"] += 1
-            weighted = m is not model
-            method = a.method if hidden == 1 and not weighted else \
-                f"maximum-weight matching per layer, layers in turn ({label}" + \
-                ("; columns weighted by the data's root mean square" if weighted else "") + ")"
-            # proven nearest: in the parameter metric, by the exact matching on theta itself
-            consider(a.actions, method, a.proven_nearest and not weighted and metric == "parameters")
-            notes += [n for n in a.notes if n not in notes]
-        if hidden > 1 and metric == "parameters":
-            try:
-                lb, how = involution_lower_bound(model, ngroup, deadline)
-            except Undetermined as e:
-                lb, how = None, f"its matchings ran past the time budget ({e})"
-            search["lower_bound_method"] = how
-            if lb is not None:
-                den = sum(float(np.sum(l.weight ** 2) + np.sum(l.bias ** 2)) for l in model.layers)
-                search["lower_bound"] = float(np.sqrt(lb / den)) if den > 0 else float(np.sqrt(lb))
-    else:
-        consider(trivial_actions(model, ngroup), "the trivial action (always a homomorphism)", False)
-        per = _per_generator_matching(model, ngroup, deadline)
-        if per is not None:
-            hom, why = is_homomorphism(ngroup, per)
-            if hom:
-                consider(per, "the nearest involution of each generator by matching (together a homomorphism)", False)
-            else:
-                notes.append(f"the per-generator matchings are not a homomorphism: {why}")
-        notes.append(f"group of order {len(words)}: candidates are the float twin's actions (repaired for a cyclic "
-                     "group), the per-generator matchings (generators of order 2) and the trivial action; best found, "
-                     "not proven nearest")
-    least = min(c["score"] for c in candidates)
-    ties = [c for c in candidates if c["score"] <= least * (1 + 1e-9) + 1e-300]
-    best = next((c for c in ties if c["proven"]), ties[0])  # a proven nearest candidate wins a tie
-    method, proven, gen_actions, chains, proj = best["method"], best["proven"], best["gen"], best["chains"], best["proj"]
-    if best["also"]:
-        method += f" (also found from {len(best['also'])} other start(s))"
-    if proven:
-        search.update(optimal=True, line="optimal: the exact matching over every homomorphism into the actions "
-                                         "searched (proven nearest)")
-    elif search["lower_bound"] is not None:
-        lbv, b = search["lower_bound"], best["score"]
-        search["gap"] = max(0.0, b - lbv)
-        if b <= lbv * (1 + 1e-9) + 1e-15:
-            search.update(optimal=True, line=f"optimal: theta-bar's distance {b:.3g} equals the lower bound "
-                                             f"({search['lower_bound_method']})")
-        else:
-            search["line"] = (f"within {b - lbv:.3g} of the optimum: the nearest homomorphism's distance (into the "
-                              f"actions searched) lies in [{lbv:.3g}, {b:.3g}] (lower bound: "
-                              f"{search['lower_bound_method']}; {search['restarts']} random restart(s))")
-    elif hidden > 1 and len(words) == 2:
-        search["line"] = (f"no lower bound computed ({search.get('lower_bound_method', 'none for the data metric')}); "
-                          f"{search['restarts']} random restart(s)")
-    # the grid, per layer: three digits below the layer's largest entrywise deviation from its projection
-    # (12 for a layer the projection leaves as it is), and at least three below its largest weight
-    if digits is None:
-        digits = []
-        for l, (W, b) in zip(model.layers, proj):
-            dev = max(float(np.max(np.abs(l.weight - W), initial=0.0)), float(np.max(np.abs(l.bias - b), initial=0.0)))
-            rel = dev / max(float(np.max(np.abs(l.weight), initial=0.0)), float(np.max(np.abs(l.bias), initial=0.0)),
-                            1e-300)
-            digits.append(_digits_for(dev, rel, float(np.max(np.abs(l.weight), initial=0.0))))
-    else:
-        digits = [digits] * model.depth
+    st = _CertifyRun(model, original, ngroup, egroup, words=words, kernels=kernels, conv_shapes=conv_shapes, checked=checked,
+                     metric=metric, restarts=restarts, seed=seed, tol=tol, deadline=deadline, notes=notes,
+                     ft_opts=ft_opts)
+    _data_moments(st)
+    for step in CANDIDATE_STEPS:
+        out = step(st)
+        st.trace.append((step_name(step), out.reason if isinstance(out, Skip) else None))
+    best, method = _choose(st)
+    digits = _grid_digits(model, best["proj"], digits)
     nearest = NumericModel(model.input_dim, [NumericDenseLayer(W.copy(), b.copy(), l.activation)
-                                             for l, (W, b) in zip(model.layers, proj)], ngroup, model.name)
-    source, ft_info, split = model if metric == "parameters" else nearest, None, None
+                                             for l, (W, b) in zip(model.layers, best["proj"])], ngroup, model.name)
+    source, chains, ft_info, split = model if metric == "parameters" else nearest, best["chains"], None, None
     if ft_opts is not None:
-        from .numeric.train import finetune_equivariant
-
-        xs, ys = checked[0], checked[1]
-        order = np.random.default_rng(seed).permutation(xs.shape[0])
-        nh = max(1, int(round(ft_opts["holdout"] * xs.shape[0])))
-        held, train = order[:nh], order[nh:]
-        split = ((xs[train], None if ys is None else ys[train]), (xs[held], None if ys is None else ys[held]))
-        left = None if timeout is None else max(0.0, timeout - deadline.elapsed())
-        secs = ft_opts["seconds"] if left is None else min(ft_opts["seconds"] or left, 0.5 * left)
-        starts = [("theta-bar's actions (the nearest)", gen_actions, chains, nearest)]
-        if len(words) == 2 and len(ngroup.generators) == 1:
-            # a trivial rho_i forces f(x) = f(gx) after layer i, which an autoencoder cannot afford: fine-tune
-            # also from actions that pair the neurons, and keep the run with the lower loss on the fine-tuning split
-            paired = paired_involutions(model, ngroup)
-            if b"".join(_key(a) for per in paired for a in per) != b"".join(_key(a) for per in gen_actions for a in per):
-                pch = element_actions(ngroup, paired)
-                pproj = reynolds_float(model, pch)
-                starts.append(("actions pairing the neurons (greedy on theta's weights, from the input up)", paired,
-                               pch, NumericModel(model.input_dim, [NumericDenseLayer(W, b, l.activation) for l, (W, b)
-                                                                   in zip(model.layers, pproj)], ngroup, model.name)))
-        tried = []
-        for label, gacts, ch, start in starts:
-            ft_model, info = finetune_equivariant(start, ch, split[0][0], split[0][1], checked[2],
-                                                  steps=ft_opts["steps"], lr=float(ft_opts["lr"]),
-                                                  batch_size=ft_opts["batch_size"], seconds=secs / len(starts),
-                                                  seed=seed, progress=ft_opts["progress"], deadline=deadline)
-            info["train_loss"] = _losses(ft_model(split[0][0]), split[0][0], split[0][1], checked[2])[0]
-            info["actions"] = label
-            tried.append((info["train_loss"], len(tried), ft_model, info, gacts, ch))
-        _, _, source, ft_info, ft_gen, chains = min(tried, key=lambda t: (t[0], t[1]))
-        ft_info["tried"] = [{"actions": t[3]["actions"], "steps": t[3]["steps"], "seconds": t[3]["seconds"],
-                             "train_loss": t[0]} for t in tried]
-        ft_info.update(train_points=int(len(train)), held_out_points=int(len(held)),
-                       actions_json=_actions_json(ngroup, ft_gen))
-    exact = reynolds_exact(source, chains, digits, conv_shapes)
-    if any(sh is not None and e[4] is None for sh, e in zip(conv_shapes, exact)):
-        # all or nothing: a conv2d layer after a dense one would meet actions that are no channel action
-        # times a pixel permutation in the exact walk, so one layer that does not fold makes every layer dense
-        if any(e[4] is not None for e in exact):
-            notes.append("some projected convolutions are no convolutions any more: every layer is written dense")
-        exact = [e[:4] + (None,) for e in exact]
-        conv_shapes = [None] * len(conv_shapes)
-        notes.append("the projected convolutions share no kernels (the actions do not respect the image grid): "
-                     "theta-bar is written as a dense network")
-    layers, flayers = [], []
-    for li, (l, (Wq, bq, Wf, bf, conv)) in enumerate(zip(model.layers, exact)):
-        act = None if l.activation is None else activation_from_spec(l.activation.spec)
-        if conv is not None:
-            from .layers.conv import ConvLayer
-
-            layers.append(ConvLayer(conv_shapes[li], conv[0], conv[1], act))
-        else:
-            layers.append(DenseLayer(Wq, bq, act))
-        flayers.append(NumericDenseLayer(Wf, bf, l.activation))
+        source, chains, ft_info, split = _finetune_runs(st, best, nearest, timeout)
     bar_name = f"{model.name} (nearest layerwise equivariant)" if ft_opts is None else \
         f"{model.name} (layerwise equivariant, fine-tuned)"
-    exact_model = Model(model.input_dim, layers, egroup, bar_name)
-    bar = NumericModel(model.input_dim, flayers, ngroup, bar_name)
-    written = [(l.weight, l.bias) for l in bar.layers]
-    dists = layer_distances(model, written) if ft_opts is None else best["layer"]
-    for li, e in enumerate(exact):  # a convolution kept as one: its distance on its own parameters
-        if e[4] is not None:
-            K0, b0 = np.asarray(original.layers[li].kernel), np.asarray(original.layers[li].channel_bias)
-            K1 = np.array([int(x.p) / int(x.q) for x in np.asarray(e[4][0], dtype=object).ravel()]).reshape(K0.shape)
-            b1 = np.array([int(x.p) / int(x.q) for x in e[4][1]])
-            num = np.sqrt(np.sum((K0 - K1) ** 2) + np.sum((b0 - b1) ** 2))
-            den = np.sqrt(np.sum(K0 ** 2) + np.sum(b0 ** 2))
-            dists[li] = float(num / den) if den > 0 else float(num)
-    cand_json = [{"method": c["method"], "also_found_by": c["also"], "distance": c["score"],
-                  "parameters_per_layer": c["layer"], "parameters_max": max(c["layer"]),
-                  "parameters": c["pdist"], "data_weighted": c["ddist"],
-                  **({} if metric != "data" else {"reynolds_data_weighted": c["reynolds_data_weighted"],
-                                                  "cg_residual": c["cg_residual"]})} for c in candidates]
-    cert = Certification("undetermined", dists, {}, None, digits, method, proven, cand_json, None, exact_model, bar,
-                         max_distance, notes, metric=metric, distance=best["score"],
-                         layer_distances_data=best["wd"], search=search, actions=_actions_json(ngroup, gen_actions))
-    if ft_opts is None:  # the written (rounded) theta-bar's distance in the metric
-        if metric == "parameters":
-            cert.distance = parameter_distance(model, written)
-        else:
-            _, cert.distance = weighted_distances(model, written, metric_moments)
-    if ft_info is not None:
-        ft_info["nearest"] = {"metric": metric, "distance": best["score"], "parameters_per_layer": best["layer"]}
-        ft_info["parameters_per_layer"] = layer_distances(model, written)
-        ft_info["parameters"] = parameter_distance(model, written)
-        if moments is not None:
-            ft_info["data_weighted_per_layer"], _ = weighted_distances(model, written, moments)
-        cert.finetune = ft_info
-        cert.actions = ft_info["actions_json"]  # the written network's
-        notes.append("with --finetune the exact verification, the written files and the actions in --json are of the "
-                     "fine-tuned network; theta-bar (the nearest, in the lines above) is reported by its float "
-                     "projection and not verified on its own")
-    if max(model.widths[1:-1]) > 2048:
-        notes.append("hidden layers wider than 2048: the paper's metric and the unit diagnostics are not computed")
-    elif timeout is None or deadline.elapsed() < 0.5 * timeout:  # float measurements; the proof comes first
-        # on the data, or without data on noise inputs (N(0, 1), as the paper measures)
-        xd = x if x is not None else _noise_inputs(model, None, max(noise_points, 2 * max(model.widths) + 60), seed)[0]
-        try:
-            cert.diagnostics = layer_diagnostics(model, xd, ngroup, gen_actions, seed)
-            for d in cert.diagnostics:
-                d["inputs"] = "data" if x is not None else "noise"
-        except (np.linalg.LinAlgError, ValueError) as e:  # a degenerate fit: the diagnostics are left out
-            notes.append(f"the paper's metric could not be fitted ({e})")
-    else:
-        notes.append("the paper's metric and the unit diagnostics were skipped: half of the time budget was spent")
+    exact, exact_model, bar = _exact_theta_bar(st, source, chains, digits, bar_name)
+    cert = _certification(st, best, method, digits, exact, exact_model, bar, max_distance, ft_info)
+    cert.steps = st.trace
+    _unit_diagnostics(st, cert, best["gen"], noise_points, timeout)
     return _finish(cert, model, bar, egroup, checked, noise_points, seed, timeout, deadline, t0,
                    nearest=nearest if ft_opts is not None else None, split=split)
 

@@ -87,3 +87,92 @@ def test_relu_fibre_step_off_and_not_applicable():
     assert theorem._step_relu_fibre(run).reason == "the fibre-wide search is off"
     run = _run(m)
     assert theorem._step_relu_fibre(run).reason == "not one hidden dense ReLU layer"
+
+
+# -- the identifiability decision (symeq.fibre.decide.IDENTIFIABILITY_STEPS) --------------------------
+
+def _decision(model, method="auto"):
+    from symeq.fibre.decide import _Decision
+
+    return _Decision(model, method, 30.0, "auto", False, "R")
+
+
+def test_identifiability_steps_alone():
+    from symeq.fibre import decide
+
+    m = builtin_example()
+    st = _decision(m)
+    assert decide._step_affine(st).reason == "no hidden affine layer"
+    assert decide._step_tensor(_decision(m, "jacobian-rank")).reason == "only jacobian-rank asked for"
+    # the Jacobian step keeps its answer for the Gröbner step, which always ends the decision
+    st = _decision(m)
+    out = decide._step_jacobian_rank(st)
+    assert isinstance(out, Skip) and st.local is not None and st.local.status in out.reason
+    # asked alone, the Jacobian step decides
+    alone = decide._step_jacobian_rank(_decision(m, "jacobian-rank"))
+    assert alone.status == "locally-identifiable" and alone.method == "jacobian-rank"
+    assert [s.__name__ for s in decide.IDENTIFIABILITY_STEPS][-1] == "_step_groebner"
+
+
+def test_groebner_step_refuses_relu_by_name_and_keeps_the_local_answer():
+    from symeq.fibre import decide
+
+    G = builtin_group("mirror:2x2")
+    m = random_equivariant_model(G, ["regular"], relu(), rng=3)
+    st = _decision(m)
+    r = decide._step_groebner(st)
+    assert st.tried[-1] == {"method": "groebner", "status": "not-applicable",
+                            "reason": "the fibre ideal needs dense layers with polynomial activations"}
+    assert r.status == "unknown"  # no Jacobian step ran before: nothing to keep
+
+
+def test_decision_report_lists_every_step():
+    from symeq.fibre.decide import decide_identifiability
+
+    r = decide_identifiability(builtin_example(), timeout=30)
+    assert [t["method"] for t in r.tried] == ["classical", "tensor", "jacobian-factors", "jacobian-rank", "groebner"]
+
+
+# -- certify's candidate steps (symeq.certification.CANDIDATE_STEPS) -----------------------------------
+
+def _certify_run(net, G):
+    from symeq.budget import Deadline as D
+    from symeq.certification import _CertifyRun, _groups
+    from symeq.numeric.project import group_elements
+
+    ngroup, egroup = _groups(net, G)
+    net = net.with_group(ngroup)
+    return _CertifyRun(net, net, ngroup, egroup, words=group_elements(ngroup)[0], kernels=False,
+                       conv_shapes=[None] * net.depth, checked=None, metric="parameters", restarts=0, seed=0,
+                       tol=1e-6, deadline=D(60), notes=[], ft_opts=None)
+
+
+def test_certify_candidate_steps_alone():
+    from symeq import certification as c
+    from symeq.groups import mirror
+    from symeq.numeric.generate import random_equivariant_numeric
+    from symeq.numeric.models import numeric_activation
+
+    G = mirror(2, 2)
+    net = random_equivariant_numeric(G, [4], numeric_activation({"type": "tanh_series", "order": 3}), rng=0)
+    st = _certify_run(net.perturbed(1e-4, rng=1), G)
+    assert c._step_float_twin(st) is None and len(st.candidates) == 1 and st.twin is not None
+    assert c._step_trivial_action(st).reason == "a group of order 2: the matching search covers it"
+    assert c._step_per_generator(st).reason == "a group of order 2: the matching search covers it"
+    assert c._step_involution_search(st) is None and st.candidates[0]["proven"]  # the same actions, proven
+    best, method = c._choose(st)
+    assert best["proven"] and st.search["optimal"]
+
+
+def test_certify_records_its_candidate_steps():
+    from symeq.certification import certify
+    from symeq.groups import builtin_group as bg
+    from symeq.numeric.generate import random_equivariant_numeric
+    from symeq.numeric.models import numeric_activation
+
+    G = bg("shift:3")
+    net = random_equivariant_numeric(G, [3], numeric_activation({"type": "tanh_series", "order": 3}), rng=0)
+    cert = certify(net.perturbed(1e-4, rng=1), G)
+    steps = dict(cert.steps)
+    assert steps["involution_search"].startswith("a group of order 2 with one generator needed; this one has order 3")
+    assert steps["trivial_action"] is None

@@ -215,9 +215,9 @@ def report_to_json(rep, model_path: str | None = None) -> dict:
     d["status"] = rep.status
     d["over"] = d.get("over") or rep.over
     if rep.limit is not None:
-        from ..fibre.decide import _limit_json
+        from ..fibre.decide import limit_json
 
-        d["limit"] = _limit_json(rep.limit)
+        d["limit"] = limit_json(rep.limit)
     if rep.budget is not None:
         d["stopped"] = rep.budget  # the time budget stopped a step; the strongest result reached is kept
     d.setdefault("reason", rep.reason)

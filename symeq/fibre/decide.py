@@ -51,8 +51,10 @@ from dataclasses import dataclass, field
 
 from ..budget import BudgetAlarm, Deadline, process_deadline
 from ..errors import BudgetExceeded, InputError, LimitExceeded, MemoryLimit, MonomialLimit
+from ..steps import Skip, run_steps
 
-__all__ = ["METHODS", "EXIT_CODES", "IdentifiabilityReport", "decide_identifiability", "relu_local_identifiability"]
+__all__ = ["METHODS", "EXIT_CODES", "IDENTIFIABILITY_STEPS", "IdentifiabilityReport", "decide_identifiability",
+           "relu_local_identifiability", "limit_json"]
 
 #: the methods in the order ``auto`` tries them
 METHODS = ("classical", "tensor", "jacobian-factors", "jacobian-rank", "groebner")
@@ -125,7 +127,7 @@ class IdentifiabilityReport:
         out.update({"status": self.status, "method": self.method, "reason": self.reason, "over": self.over,
                     "tried": list(self.tried), "hints": list(self.hints), "seconds": round(self.seconds, 4)})
         if self.limit is not None:
-            out["limit"] = _limit_json(self.limit)
+            out["limit"] = limit_json(self.limit)
         if self.budget is not None:
             out["stopped"] = self.budget
         if self.notes:
@@ -139,7 +141,7 @@ def _hidden(model) -> int:
     return len(model.layers) - 1
 
 
-def _limit_json(e: LimitExceeded) -> dict:
+def limit_json(e: LimitExceeded) -> dict:
     return {"limit": e.limit, "value": e.value, "maximum": e.maximum, "option": e.option, "what": e.what,
             "message": str(e)}
 
@@ -187,6 +189,215 @@ def _command_left() -> float | None:
     return None if end is None else max(0.05, end - time.perf_counter() - _REPORT_MARGIN)
 
 
+class _Decision:
+    """The state the steps of :func:`decide_identifiability` share: the question, the budget, the report
+    being built (``tried``, ``hints``, ``notes``), and the Jacobian step's decision (``local``)."""
+
+    def __init__(self, model, method, timeout, engine, certificate, field):
+        self.model, self.method, self.timeout, self.engine = model, method, timeout, engine
+        self.certificate, self.field = certificate, field
+        self.t0 = time.perf_counter()
+        self.deadline = Deadline(timeout)
+        self.tried: list = []
+        self.hints: list = []
+        self.notes: list = []
+        self.local = None
+        self.stopped = None  # the budget message of a step the time budget stopped
+
+    def left(self):
+        return None if self.timeout is None else max(0.5, self.timeout - self.deadline.elapsed())
+
+    def wanted(self, name) -> bool:
+        return self.method in ("auto", name)
+
+    def report(self, status, meth, reason, result=None, decision=None, cert=None, limit=None, refused=False):
+        return IdentifiabilityReport(status, meth, reason, self.tried, result, decision, self.local, cert, self.hints,
+                                     self.notes, limit, time.perf_counter() - self.t0, self.field, refused,
+                                     self.stopped)
+
+    def fallback(self):
+        return _fallback(self.report, self.local, self.tried)
+
+
+def _step_affine(st: _Decision):
+    """A hidden affine (degree-1) layer: its GL symmetry against the monomial latent group."""
+    from ..models import linear_hidden_allowed
+
+    with linear_hidden_allowed():  # a hidden affine layer is a kind of activation here (_affine_decision)
+        st.model = st.model.with_group(None)
+        affine = _affine_decision(st.model)
+    if affine is None:
+        return Skip("no hidden affine layer")
+    status, reason, witness = affine
+    st.tried.append({"method": "affine", "status": status, "reason": reason})
+    return st.report(status, "affine" if status in _GLOBAL else None, reason,
+                     {"method": "affine", "status": status, "reason": reason, "over": "R",
+                      "condition": "hidden affine (degree-1) layers: their GL symmetry against the "
+                                   "monomial latent group", "witness": witness, "exact": True})
+
+
+def _step_classical(st: _Decision):
+    """1. Sussmann's and Fefferman's theorems (real tanh/sigmoid networks)."""
+    if not st.wanted("classical"):
+        return Skip(f"only {st.method} asked for")
+    try:
+        from .classical import classical_identifiability
+    except ImportError:  # pragma: no cover - the module ships with symeq
+        st.tried.append({"method": "classical", "status": "not-available", "reason": "symeq.fibre.classical missing"})
+        return Skip("symeq.fibre.classical missing")
+    cd = classical_identifiability(st.model, timeout=st.left(), certificate=st.certificate)
+    st.tried.append({"method": "classical", "status": cd.status, "reason": cd.reason})
+    if cd.status in _GLOBAL or st.method == "classical":
+        # the theorem that decided ("sussmann" / "fefferman") names the method in the report
+        return st.report(cd.status, cd.method if cd.status in _GLOBAL else None, cd.reason, cd.to_json(), cd,
+                         cd.certificate)
+    return Skip(cd.reason)
+
+
+def _step_tensor(st: _Decision):
+    """2./3. Kruskal's tensor certificates (one hidden layer) and the Jacobian factors (two or three)."""
+    if not (st.wanted("tensor") or st.wanted("jacobian-factors")):
+        return Skip(f"only {st.method} asked for")
+    from .tensor import tensor_identifiability
+
+    tried, h = st.tried, _hidden(st.model)
+    if st.method == "jacobian-factors" and h == 1:
+        tried.append({"method": "jacobian-factors", "status": "not-applicable",
+                      "reason": "two or three hidden layers needed, this model has 1"})
+        return st.report("not-applicable", None, tried[-1]["reason"])
+    td = tensor_identifiability(st.model, timeout=st.left(), certificate=st.certificate, field=st.field)
+    if h == 1 or td.condition == "dense layers":
+        name = "tensor"
+        tried.append({"method": "tensor", "status": td.status, "reason": td.reason})
+        if st.method == "auto":
+            tried.append({"method": "jacobian-factors", "status": "not-applicable",
+                          "reason": f"two or three hidden layers needed, this model has {h}"})
+    else:
+        name = "jacobian-factors"
+        tried.append({"method": "tensor", "status": "not-applicable",
+                      "reason": f"one hidden layer needed, this model has {h}"})
+        tried.append({"method": "jacobian-factors", "status": td.status, "reason": td.reason})
+    if td.status in _GLOBAL or st.method != "auto":
+        return st.report(td.status, name if td.status in _GLOBAL else None, td.reason, td.to_json(), td,
+                         td.certificate)
+    if td.complex_witness is not None and st.field == "R":
+        st.notes.append("over C the tensor method found a fibre point outside the orbit (a scaling lambda that is "
+                        "not real): " + td.complex_witness.get("text", ""))
+    return Skip(td.reason)
+
+
+def _step_jacobian_rank(st: _Decision):
+    """4. Local identifiability: the exact Jacobian rank mod p (polynomial activations), or the exact
+    functional dimension on the linear regions (ReLU / leaky ReLU, symeq.relu.fdim).  Its answer is
+    kept in ``st.local`` for the Gröbner step; it decides only when it was the one method asked for."""
+    if not st.wanted("jacobian-rank"):
+        return Skip(f"only {st.method} asked for")
+    from .jacobian import jacobian_identifiability
+
+    try:
+        if _piecewise_linear(st.model):
+            st.local = relu_local_identifiability(st.model, deadline=st.deadline, certificate=st.certificate)
+        else:
+            st.local = jacobian_identifiability(st.model, deadline=st.deadline, certificate=st.certificate)
+    except LimitExceeded as e:
+        st.tried.append({"method": "jacobian-rank", "status": "refused", "reason": str(e)})
+        if st.method == "jacobian-rank":
+            return st.report("unknown", None, str(e), limit=e, refused=True)
+        return Skip(str(e))
+    except BudgetExceeded as e:
+        st.tried.append({"method": "jacobian-rank", "status": "unknown", "reason": f"budget exceeded: {e}"})
+        st.stopped = str(e)
+        if st.method == "jacobian-rank":
+            return st.report("unknown", None, f"budget exceeded: {e}")
+        return Skip(f"budget exceeded: {e}")
+    local = st.local
+    st.tried.append({"method": "jacobian-rank", "status": local.status,
+                     "reason": local.reason.removeprefix("jacobian-rank: ")})
+    if st.method == "jacobian-rank":
+        return st.report(local.status, "jacobian-rank" if local.status in _GLOBAL + ("locally-identifiable",)
+                         else None, local.reason, local.to_json(), local, local.certificate)
+    return Skip(f"{local.status}: a global answer is tried next")
+
+
+def _groebner_refused(st: _Decision, e: LimitExceeded):
+    """The Gröbner step's size guard refused it: the hint that can help, and the earlier answer."""
+    st.tried.append({"method": "groebner", "status": "refused", "reason": str(e)})
+    if isinstance(e, MonomialLimit):
+        _monomial_hint(st.model, e, st.hints)
+        if st.hints and "would not help" in st.hints[-1]:  # the size guard's own "raise it" would lead nowhere
+            st.tried[-1]["reason"] = st.tried[-1]["reason"].replace(
+                "raise it with --max-monomials", "raising --max-monomials would not help (memory)")
+    elif isinstance(e, MemoryLimit):
+        st.hints.append("the Gröbner step needs more memory than the budget: --memory GB raises it where the "
+                        "machine has it")
+    st.notes[:] = [n for n in st.notes if "Gröbner engine" not in n]  # the engine was never needed
+    if st.method == "groebner":
+        return st.report("unknown", None, str(e), limit=e, refused=True)
+    out = st.fallback()
+    out.limit = e
+    return out
+
+
+def _step_groebner(st: _Decision):
+    """5. The fibre ideal against the orbit, when its size guard lets it start; a global answer from it
+    replaces a local one (after a proof of non-identifiability by the Jacobian step it only adds the
+    fibre's dimension and degree, within at most 10 s, enforced).  Always ends the decision."""
+    if not st.wanted("groebner"):  # pragma: no cover - every single method returned above
+        return st.report("unknown", None, "no method decided")
+    from .orbit import compare_with_orbit
+
+    model, local = st.model, st.local
+    proven = local is not None and local.status == "not-identifiable"
+    if model.has_relu or not model.is_polynomial or model.has_attention:
+        st.tried.append({"method": "groebner", "status": "not-applicable",
+                         "reason": "the fibre ideal needs dense layers with polynomial activations"})
+        return st.fallback()
+    from ..layers.base import declared_biases
+
+    if len(set(declared_biases(model))) > 1:  # issue 25: the orbit count takes one bias declaration
+        st.tried.append({"method": "groebner", "status": "not-applicable",
+                         "reason": "the orbit count of the Gröbner step takes biases in every layer or in none; "
+                                   "this model declares them in some layers only"})
+        return st.fallback()
+    cap = st.left()
+    if proven:
+        cap = PROVEN_STEP_CAP if cap is None else min(cap, PROVEN_STEP_CAP)
+    try:
+        _engine_note(st.engine, st.notes)
+        hard = None if cap is None else cap + (0.5 if proven else 1.0)
+        if hard is not None and _command_left() is not None:
+            hard = min(hard, _command_left())
+        with _hard_cap(hard):
+            c = compare_with_orbit(model, engine=st.engine, timeout=cap, field=st.field)
+    except LimitExceeded as e:
+        return _groebner_refused(st, e)
+    except (BudgetExceeded, _StepCapped, BudgetAlarm) as e:
+        why = (f"stopped at its cap of {cap:.3g} s" if isinstance(e, _StepCapped) else
+               getattr(e, "message", None) or f"budget exceeded: {e}")
+        st.tried.append({"method": "groebner", "status": "unknown", "reason": why})
+        st.stopped = why
+        if st.method == "groebner":
+            return st.report("unknown", None, why)
+        return st.fallback()
+    st.tried.append({"method": "groebner", "status": c.status, "reason": c.reason})
+    if c.criterion != "groebner":  # decided structurally (equation count, inactive neuron): no engine was needed
+        st.notes[:] = [n for n in st.notes if "Gröbner engine" not in n]
+    if c.complex_status is not None:
+        st.notes.append(f"over C the Gröbner step says {c.complex_status}: {c.complex_reason}")
+    if c.status in _GLOBAL:
+        if proven and c.status == "identifiable":  # pragma: no cover - two proofs disagree
+            raise AssertionError("the Gröbner fibre contradicts a proven family in the fibre")
+        return st.report(c.status, "groebner", c.reason, None, c)
+    if st.method == "groebner" or local is None or local.status not in ("locally-identifiable", "not-identifiable"):
+        return st.report(c.status, None, c.reason, None, c)
+    return st.fallback()
+
+
+#: the steps of :func:`decide_identifiability`, in order (docs/architecture.md, "Pipelines"); the
+#: report's ``tried`` lists each method's outcome, the last step always returns the report
+IDENTIFIABILITY_STEPS = (_step_affine, _step_classical, _step_tensor, _step_jacobian_rank, _step_groebner)
+
+
 def decide_identifiability(model, *, method: str = "auto", timeout: float | None = None, engine: str = "auto",
                            certificate: bool = True, field: str = "R") -> IdentifiabilityReport:
     """Decide identifiability of ``model``'s theta by the first method that applies (see the module docstring).
@@ -206,178 +417,19 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
     IdentifiabilityReport
         Always a report, with the strongest result reached: a size guard that refuses the Gröbner step,
         or a budget that runs out in it, leaves the earlier answer (or "unknown" with ``limit`` set, and
-        ``refused`` when the one method asked for was refused before it started).
+        ``refused`` when the one method asked for was refused before it started).  The steps are
+        :data:`IDENTIFIABILITY_STEPS`.
     """
     if method != "auto" and method not in METHODS:
         raise InputError(f"method must be 'auto' or one of {', '.join(METHODS)}; got {method!r}")
     if field not in ("R", "C"):
         raise InputError(f"field must be 'R' or 'C', got {field!r}")
-    t0 = time.perf_counter()
     # every step ends before the command's alarm (symeq.budget.Alarm) would interrupt it, so that the
     # report with the strongest result reached is printed
     command = _command_left()
     if command is not None:
         timeout = command if timeout is None else min(timeout, command)
-    deadline = Deadline(timeout)
-    tried: list = []
-    hints: list = []
-    notes: list = []
-    local = None
-
-    def left():
-        return None if timeout is None else max(0.5, timeout - deadline.elapsed())
-
-    stopped: list = [None]  # the budget message of a step the time budget stopped
-
-    def report(status, meth, reason, result=None, decision=None, cert=None, limit=None, refused=False):
-        return IdentifiabilityReport(status, meth, reason, tried, result, decision, local, cert, hints, notes, limit,
-                                     time.perf_counter() - t0, field, refused, stopped[0])
-
-    def wanted(name):
-        return method in ("auto", name)
-
-    from ..models import linear_hidden_allowed
-
-    with linear_hidden_allowed():  # a hidden affine layer is a kind of activation here (_affine_decision)
-        model = model.with_group(None)
-        affine = _affine_decision(model)
-        if affine is not None:
-            status, reason, witness = affine
-            tried.append({"method": "affine", "status": status, "reason": reason})
-            return report(status, "affine" if status in _GLOBAL else None, reason,
-                          {"method": "affine", "status": status, "reason": reason, "over": "R",
-                           "condition": "hidden affine (degree-1) layers: their GL symmetry against the "
-                                        "monomial latent group", "witness": witness, "exact": True})
-    # 1. classical theorems (real activations)
-    if wanted("classical"):
-        try:
-            from .classical import classical_identifiability
-        except ImportError:  # pragma: no cover - the module ships with symeq
-            tried.append({"method": "classical", "status": "not-available", "reason": "symeq.fibre.classical missing"})
-        else:
-            cd = classical_identifiability(model, timeout=left(), certificate=certificate)
-            tried.append({"method": "classical", "status": cd.status, "reason": cd.reason})
-            if cd.status in _GLOBAL or method == "classical":
-                # the theorem that decided ("sussmann" / "fefferman") names the method in the report
-                return report(cd.status, cd.method if cd.status in _GLOBAL else None, cd.reason, cd.to_json(), cd,
-                              cd.certificate)
-    # 2./3. tensor (one hidden layer) and the Jacobian factors (two or three)
-    if wanted("tensor") or wanted("jacobian-factors"):
-        from .tensor import tensor_identifiability
-
-        h = _hidden(model)
-        if method == "jacobian-factors" and h == 1:
-            tried.append({"method": "jacobian-factors", "status": "not-applicable",
-                          "reason": "two or three hidden layers needed, this model has 1"})
-            return report("not-applicable", None, tried[-1]["reason"])
-        td = tensor_identifiability(model, timeout=left(), certificate=certificate, field=field)
-        if h == 1 or td.condition == "dense layers":
-            name = "tensor"
-            tried.append({"method": "tensor", "status": td.status, "reason": td.reason})
-            if method == "auto":
-                tried.append({"method": "jacobian-factors", "status": "not-applicable",
-                              "reason": f"two or three hidden layers needed, this model has {h}"})
-        else:
-            name = "jacobian-factors"
-            tried.append({"method": "tensor", "status": "not-applicable",
-                          "reason": f"one hidden layer needed, this model has {h}"})
-            tried.append({"method": "jacobian-factors", "status": td.status, "reason": td.reason})
-        if td.status in _GLOBAL or method != "auto":
-            return report(td.status, name if td.status in _GLOBAL else None, td.reason, td.to_json(), td,
-                          td.certificate)
-        if td.complex_witness is not None and field == "R":
-            notes.append("over C the tensor method found a fibre point outside the orbit (a scaling lambda that is "
-                         "not real): " + td.complex_witness.get("text", ""))
-    # 4. local: the Jacobian rank (modulo 2^61-1 for polynomial activations; on the linear regions for
-    #    ReLU / leaky ReLU, symeq.relu.fdim)
-    if wanted("jacobian-rank"):
-        from .jacobian import jacobian_identifiability
-
-        try:
-            if _piecewise_linear(model):
-                local = relu_local_identifiability(model, deadline=deadline, certificate=certificate)
-            else:
-                local = jacobian_identifiability(model, deadline=deadline, certificate=certificate)
-        except LimitExceeded as e:
-            tried.append({"method": "jacobian-rank", "status": "refused", "reason": str(e)})
-            if method == "jacobian-rank":
-                return report("unknown", None, str(e), limit=e, refused=True)
-        except BudgetExceeded as e:
-            tried.append({"method": "jacobian-rank", "status": "unknown", "reason": f"budget exceeded: {e}"})
-            stopped[0] = str(e)
-            if method == "jacobian-rank":
-                return report("unknown", None, f"budget exceeded: {e}")
-        else:
-            tried.append({"method": "jacobian-rank", "status": local.status,
-                          "reason": local.reason.removeprefix("jacobian-rank: ")})
-            if method == "jacobian-rank":
-                return report(local.status, "jacobian-rank" if local.status in _GLOBAL + ("locally-identifiable",)
-                              else None, local.reason, local.to_json(), local, local.certificate)
-    # 5. Gröbner: a global answer where its size guard lets it start (after a proof of non-identifiability
-    #    by the Jacobian step it only adds the fibre's dimension and degree, within at most 10 s, enforced)
-    if not wanted("groebner"):  # pragma: no cover - every single method returned above
-        return report("unknown", None, "no method decided")
-    from .orbit import compare_with_orbit
-
-    proven = local is not None and local.status == "not-identifiable"
-    if model.has_relu or not model.is_polynomial or model.has_attention:
-        tried.append({"method": "groebner", "status": "not-applicable",
-                      "reason": "the fibre ideal needs dense layers with polynomial activations"})
-        return _fallback(report, local, tried)
-    from ..layers.base import declared_biases
-
-    if len(set(declared_biases(model))) > 1:  # issue 25: the orbit count takes one bias declaration
-        tried.append({"method": "groebner", "status": "not-applicable",
-                      "reason": "the orbit count of the Gröbner step takes biases in every layer or in none; "
-                                "this model declares them in some layers only"})
-        return _fallback(report, local, tried)
-    budget = left()
-    if proven:
-        budget = PROVEN_STEP_CAP if budget is None else min(budget, PROVEN_STEP_CAP)
-    cap = budget
-    try:
-        _engine_note(engine, notes)
-        hard = None if cap is None else cap + (0.5 if proven else 1.0)
-        if hard is not None and _command_left() is not None:
-            hard = min(hard, _command_left())
-        with _hard_cap(hard):
-            c = compare_with_orbit(model, engine=engine, timeout=cap, field=field)
-    except LimitExceeded as e:
-        tried.append({"method": "groebner", "status": "refused", "reason": str(e)})
-        if isinstance(e, MonomialLimit):
-            _monomial_hint(model, e, hints)
-            if hints and "would not help" in hints[-1]:  # the size guard's own "raise it" would lead nowhere
-                tried[-1]["reason"] = tried[-1]["reason"].replace(
-                    "raise it with --max-monomials", "raising --max-monomials would not help (memory)")
-        elif isinstance(e, MemoryLimit):
-            hints.append("the Gröbner step needs more memory than the budget: --memory GB raises it where the "
-                         "machine has it")
-        notes[:] = [n for n in notes if "Gröbner engine" not in n]  # the engine was never needed
-        if method == "groebner":
-            return report("unknown", None, str(e), limit=e, refused=True)
-        out = _fallback(report, local, tried)
-        out.limit = e
-        return out
-    except (BudgetExceeded, _StepCapped, BudgetAlarm) as e:
-        why = (f"stopped at its cap of {cap:.3g} s" if isinstance(e, _StepCapped) else
-               getattr(e, "message", None) or f"budget exceeded: {e}")
-        tried.append({"method": "groebner", "status": "unknown", "reason": why})
-        stopped[0] = why
-        if method == "groebner":
-            return report("unknown", None, why)
-        return _fallback(report, local, tried)
-    tried.append({"method": "groebner", "status": c.status, "reason": c.reason})
-    if c.criterion != "groebner":  # decided structurally (equation count, inactive neuron): no engine was needed
-        notes[:] = [n for n in notes if "Gröbner engine" not in n]
-    if c.complex_status is not None:
-        notes.append(f"over C the Gröbner step says {c.complex_status}: {c.complex_reason}")
-    if c.status in _GLOBAL:
-        if proven and c.status == "identifiable":  # pragma: no cover - two proofs disagree
-            raise AssertionError("the Gröbner fibre contradicts a proven family in the fibre")
-        return report(c.status, "groebner", c.reason, None, c)
-    if method == "groebner" or local is None or local.status not in ("locally-identifiable", "not-identifiable"):
-        return report(c.status, None, c.reason, None, c)
-    return _fallback(report, local, tried)
+    return run_steps(IDENTIFIABILITY_STEPS, _Decision(model, method, timeout, engine, certificate, field))
 
 
 def _fallback(report, local, tried):
@@ -706,3 +758,4 @@ def _check_gl_family(W, b, Wn, a, c, i, j) -> None:
     W2, b2, Wn2 = A * Wm, A * bm, Wnm * Ai
     if Wn2 * W2 != Wnm * Wm or Wn2 * (b2 * a + one * c) != Wnm * (bm * a + one * c):  # pragma: no cover
         raise AssertionError("the GL family left the fibre")
+
