@@ -54,6 +54,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from ..activations import LATENT_GROUPS, relu as _exact_relu
+from ..activations.registry import torch_activation_classes
 from ..schema import check_keys
 from ..errors import EngineMissing, InputError, ShapeError
 from ..layers.base import TOKEN_MIXING, DenseNames
@@ -86,26 +87,6 @@ def _fq(q) -> float:
 
 
 # -- activations ---------------------------------------------------------------------------
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    try:
-        from scipy.special import erf
-    except ImportError:  # plain numpy has no erf; math.erf elementwise is slow but exact enough
-        return np.vectorize(math.erf, otypes=[np.float64])(x)
-    return erf(x)
-
-
-def _gelu(t):
-    return 0.5 * t * (1.0 + _erf(t / math.sqrt(2.0)))
-
-
-def _gelu_prime(t):
-    return 0.5 * (1.0 + _erf(t / math.sqrt(2.0))) + t * np.exp(-0.5 * t * t) / math.sqrt(2.0 * math.pi)
-
-
-def _sigmoid(t):
-    return 0.5 * (1.0 + np.tanh(0.5 * t))
-
 
 @dataclass(frozen=True)
 class Scalings:
@@ -276,111 +257,31 @@ class NumericActivation:
 
     def torch_module(self):
         """The matching ``torch.nn`` module (polynomials: a small module evaluating by Horner)."""
-        import torch
+        from ..activations.polynomial import torch_polynomial_class
+        from ..activations.registry import torch_module
 
-        if self.name == "tanh":
-            return torch.nn.Tanh()
-        if self.name == "gelu":
-            return torch.nn.GELU(approximate=self.spec.get("approximate", "none"))
-        if self.name == "sigmoid":
-            return torch.nn.Sigmoid()
-        if self.name == "relu":
-            return torch.nn.ReLU()
-        real = {"silu": lambda: torch.nn.SiLU(), "softplus": lambda: torch.nn.Softplus(),
-                "elu": lambda: torch.nn.ELU(alpha=_fq(fmpq_of(self.spec["alpha"]))),
-                "leaky_relu": lambda: torch.nn.LeakyReLU(negative_slope=_fq(fmpq_of(self.spec["slope"])))}
-        if self.name in real:
-            return real[self.name]()
-        if self.name == "erf":
-            raise InputError("torch.nn has no erf module; symeq cannot build a torch network with erf")
-        from .torch_backend import Polynomial
-
-        return Polynomial(self.coeffs)
+        if self.name == "polynomial":  # its float coefficients, as the float twin holds them
+            return torch_polynomial_class()(self.coeffs)
+        return torch_module(dict(self.spec, type=self.name))
 
     def __repr__(self) -> str:
         return f"NumericActivation({self.spec})"
 
 
-def _horner(coeffs):
-    c = tuple(float(x) for x in coeffs)
-    dc = tuple(k * c[k] for k in range(1, len(c))) or (0.0,)
-
-    def ev(cs):
-        def f(t):
-            acc = np.zeros_like(t) + cs[-1]
-            for x in reversed(cs[:-1]):
-                acc = acc * t + x
-            return acc
-        return f
-
-    return ev(c), ev(dc)
-
-
 def activation_from_exact(act) -> NumericActivation:
-    """The float twin of an exact :class:`~symeq.activations.Activation`."""
+    """The float twin of an exact :class:`~symeq.activations.Activation`: sigma and sigma' are its
+    unit's numpy functions (:mod:`symeq.activations`, one declaration per activation), the scalings
+    are read off the exact definition (:meth:`Scalings.of_exact`), so the float path and the exact
+    one share one table of symmetries.  tests/test_parity.py checks each identity on sample points."""
+    from ..activations.registry import float_functions
+
+    f, fp = float_functions(act)
     if act.kind == "relu":
-        return NumericActivation("relu", lambda t: np.maximum(t, 0.0), lambda t: (t > 0).astype(np.float64),
-                                 "relu", spec={"type": "relu"}, scalings=Scalings.of_exact(act))
+        return NumericActivation("relu", f, fp, "relu", spec={"type": "relu"}, scalings=Scalings.of_exact(act))
     if act.kind == "real":
-        return _numeric_real(act)
-    f, fp = _horner([_fq(c) for c in act.coeffs])
+        return NumericActivation(act.name, f, fp, act.symmetry, spec=act.to_spec(), scalings=Scalings.of_exact(act))
     return NumericActivation("polynomial", f, fp, act.symmetry, _fq(act.shift), act.degree,
                              tuple(_fq(c) for c in act.coeffs), dict(act.spec), Scalings.of_exact(act))
-
-
-# The real activations (tanh, sigmoid, gelu, silu, softplus, elu, leaky_relu, erf) have exact twins
-# (symeq.activations.real): their scalings are read off the exact definition (Scalings.of_exact), so the
-# float path and the exact one share one table of symmetries; only sigma and sigma' are numpy here.
-# tests/test_parity.py checks each identity on sample points.
-
-def _softplus(t):
-    return np.logaddexp(0.0, t)
-
-
-def _real_float(spec: dict):
-    """(sigma, sigma') in numpy for a real activation's spec."""
-    name = spec["type"]
-    if name == "tanh":
-        return np.tanh, lambda t: 1.0 - np.tanh(t) ** 2
-    if name == "sigmoid":
-        return _sigmoid, lambda t: _sigmoid(t) * (1.0 - _sigmoid(t))
-    if name == "erf":
-        return _erf, lambda t: 2.0 / math.sqrt(math.pi) * np.exp(-t * t)
-    if name == "gelu" and spec.get("approximate") == "tanh":
-        k, c = math.sqrt(2.0 / math.pi), 0.044715
-
-        def f(t):
-            return 0.5 * t * (1.0 + np.tanh(k * (t + c * t ** 3)))
-
-        def fp(t):
-            th = np.tanh(k * (t + c * t ** 3))
-            return 0.5 * (1.0 + th) + 0.5 * t * (1.0 - th ** 2) * k * (1.0 + 3.0 * c * t * t)
-        return f, fp
-    if name == "gelu":
-        return _gelu, _gelu_prime
-    if name == "silu":
-        return (lambda t: t * _sigmoid(t)), (lambda t: _sigmoid(t) * (1.0 + t * (1.0 - _sigmoid(t))))
-    if name == "softplus":
-        return _softplus, _sigmoid
-    if name == "elu":
-        a = _fq(fmpq_of(spec["alpha"]))
-        return (lambda t: np.where(t > 0, t, a * np.expm1(np.minimum(t, 0.0)))), \
-            (lambda t: np.where(t > 0, 1.0, a * np.exp(np.minimum(t, 0.0))))
-    if name == "leaky_relu":
-        sl = _fq(fmpq_of(spec["slope"]))
-        return (lambda t: np.where(t > 0, t, sl * t)), (lambda t: np.where(t > 0, 1.0, sl))
-    raise AssertionError(name)
-
-
-def fmpq_of(text):
-    from ..numbers import parse_number
-
-    return parse_number(text, "activation parameter")
-
-
-def _numeric_real(act) -> NumericActivation:
-    f, fp = _real_float(act.spec)
-    return NumericActivation(act.name, f, fp, act.symmetry, spec=act.to_spec(), scalings=Scalings.of_exact(act))
 
 
 def numeric_activation(spec, where: str = "activation") -> NumericActivation | None:
@@ -395,15 +296,15 @@ def numeric_activation(spec, where: str = "activation") -> NumericActivation | N
         return None
     if isinstance(spec, str):
         spec = {"type": spec}
-    from ..activations import activation_from_spec
+    from ..activations import activation_from_spec, degenerate_reason
 
     try:
         act = activation_from_spec(spec, where)
     except InputError as e:
         raise InputError(str(e)) from None
-    if act.kind == "polynomial" and act.symmetry in ("affine", "constant"):
-        raise InputError(f"{where}: a {act.symmetry} activation has no monomial latent group; "
-                         "use a polynomial of degree >= 2, tanh, gelu, sigmoid or relu")
+    reason = degenerate_reason(act, where)
+    if reason is not None:
+        raise InputError(reason)
     return activation_from_exact(act)
 
 
@@ -1057,24 +958,11 @@ def _torch():
     return torch
 
 
-_TORCH_ACTS = {"Tanh": "tanh", "GELU": "gelu", "Sigmoid": "sigmoid", "ReLU": "relu", "SiLU": "silu",
-               "Softplus": "softplus", "ELU": "elu", "LeakyReLU": "leaky_relu"}
+def _torch_activation_spec(mod, kind: str, idx) -> dict:
+    """The activation spec of a torch activation module (its unit reads its parameters as rationals)."""
+    from ..activations.registry import spec_from_torch
 
-
-def _torch_activation_spec(mod, kind: str, idx: int) -> dict:
-    """The activation spec of a torch activation module (its parameters as rationals)."""
-    from fractions import Fraction
-
-    name = _TORCH_ACTS[kind]
-    if kind == "GELU":
-        return {"type": "gelu", "approximate": getattr(mod, "approximate", "none")}
-    if kind == "Softplus" and float(getattr(mod, "beta", 1.0)) != 1.0:
-        raise InputError(f"module {idx}: Softplus(beta={mod.beta}) is not supported; symeq reads beta = 1")
-    if kind == "ELU":
-        return {"type": "elu", "alpha": str(Fraction(float(mod.alpha)).limit_denominator(10 ** 6))}
-    if kind == "LeakyReLU":
-        return {"type": "leaky_relu", "slope": str(Fraction(float(mod.negative_slope)).limit_denominator(10 ** 6))}
-    return {"type": name}
+    return spec_from_torch(mod, kind, idx)
 
 
 def _torch_modules(seq, torch, prefix=""):
@@ -1294,11 +1182,10 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
                          "node": f"module {label}"}
             notes.append(f"module {label}: {kind} at the output recorded as the output operation; the logits are what "
                          "is checked and certified (it commutes with permutations: the output action must be one)")
-        elif kind in _TORCH_ACTS or kind == "Polynomial":
+        elif kind in torch_activation_classes():
             if pending is None:
                 raise InputError(f"module {label} ({kind}) is an activation without a Linear or Conv2d before it")
-            act = numeric_activation(_torch_activation_spec(mod, kind, label)) if kind != "Polynomial" else \
-                numeric_activation({"type": "polynomial", "coeffs": [repr(float(c)) for c in mod.coeffs]})
+            act = numeric_activation(_torch_activation_spec(mod, kind, label))
             layers.append(finish(pending, act))
             pending = None
         else:

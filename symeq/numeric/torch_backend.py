@@ -1,8 +1,10 @@
 """torch pieces of the numeric backend (torch extra): a polynomial activation module.
 
-Importable without torch (so that ``pytest --doctest-modules`` collects it everywhere); using
-:class:`Polynomial` without torch raises :class:`symeq.errors.EngineMissing`.  Tested against the
-numpy evaluation in tests/test_numeric_torch.py.
+The module class is declared with the polynomial activations (:func:`symeq.activations.polynomial.
+torch_polynomial_class`, built when torch is first asked for); :class:`Polynomial` here is that
+class.  Importable without torch (so that ``pytest --doctest-modules`` collects it everywhere);
+using :class:`Polynomial` without torch raises :class:`symeq.errors.EngineMissing`.  Tested against
+the numpy evaluation in tests/test_numeric_torch.py.
 """
 
 from __future__ import annotations
@@ -18,21 +20,9 @@ except ImportError:  # pragma: no cover - exercised only where torch is absent
 
 
 if torch is not None:
-    class Polynomial(torch.nn.Module):
-        """sigma(t) = sum_k coeffs[k] t^k, evaluated by Horner's rule (coefficients from degree 0 up)."""
+    from ..activations.polynomial import torch_polynomial_class
 
-        def __init__(self, coeffs):
-            super().__init__()
-            self.coeffs = tuple(float(c) for c in coeffs)
-
-        def forward(self, t):
-            acc = torch.zeros_like(t) + self.coeffs[-1]
-            for c in reversed(self.coeffs[:-1]):
-                acc = acc * t + c
-            return acc
-
-        def extra_repr(self) -> str:
-            return f"coeffs={list(self.coeffs)}"
+    Polynomial = torch_polynomial_class()
 else:
     class Polynomial:  # pragma: no cover
         def __init__(self, *args, **kwargs):
