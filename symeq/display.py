@@ -29,6 +29,7 @@ import io
 from pathlib import Path
 
 from .errors import EngineMissing
+from .layers.registry import any_supports, supports
 from .numbers import mat_rows, monomial_parts
 
 __all__ = [
@@ -58,23 +59,8 @@ def neuron_moves(layer, M):
     nodes are (token, head) pairs numbered t * H + h and the factor is the d_v x d_v block.
     Returns None when the action is not of that form (e.g. a rotation acting on the input).
     """
-    if layer is not None and layer.kind == "heads":
-        from .layers.attention import block_monomial_parts, factor_kron
-
-        H, dv, T = layer.heads, layer.dv, layer.tokens
-        fac = factor_kron(M, T, H * dv)
-        if fac is None:
-            return None
-        P, R = fac
-        parts = block_monomial_parts(R, H, dv)
-        if parts is None:
-            return None
-        moves = []
-        for t in range(T):
-            s = next(s for s in range(T) if P[t, s] != 0)
-            for h, (k, B) in enumerate(parts):
-                moves.append((s * H + k, t * H + h, B))
-        return moves
+    if layer is not None and supports(layer, "head-blocks"):  # (token, head) nodes: the kind's own moves
+        return layer.neuron_moves(M)
     # a conv layer's action (symeq.layers.conv.ConvAction) is monomial on the whole space, in sparse form
     parts = M.monomial() if hasattr(M, "monomial") else monomial_parts(M)
     if parts is None:
@@ -126,7 +112,7 @@ def network_columns(model, actions=None):
         [a for a, _ in G.generators] if G is not None else [])
     for i, layer in enumerate(chain.layers[:-1]):
         mats = [actions[i][g] for g in range(ngen)] if actions else [None] * ngen
-        if layer.kind == "heads":
+        if supports(layer, "head-blocks"):
             T, H = layer.tokens, layer.heads
             label = f"hidden {i + 1}: heads\n{T} tokens x {H} heads, $d_v$ = {layer.dv}"
             col(label, T * H, [f"{t + 1}.{h + 1}" for t in range(T) for h in range(H)], layer, mats)
@@ -179,10 +165,10 @@ def _weight_edges(chain, columns):
     """Pairs (column, node, node') joined by a nonzero weight, for the faint background edges."""
     edges = set()
     for i, layer in enumerate(chain.layers):
-        if layer.kind == "heads":
+        if supports(layer, "head-blocks"):
             continue  # attention mixes tokens through X A X^T: no per-weight picture
         prev = chain.layers[i - 1] if i > 0 else None
-        per_node = prev.dv if prev is not None and prev.kind == "heads" else 1
+        per_node = prev.dv if prev is not None and supports(prev, "head-blocks") else 1
         for r, row in enumerate(mat_rows(layer.weight)):
             for c, w in enumerate(row):
                 if w != 0:
@@ -278,7 +264,7 @@ def _draw(model, actions, title: str):
     fig.suptitle(title, fontsize=10)
     caption = ("colour: orbit of each neuron under the derived action (per column); arrow s \u2192 j: "
                "(\u03c1(g) y)_j = c y_s" if actions else "no derived action: hidden neurons uncoloured")
-    if actions and any(l.kind == "heads" for l in chain.layers):
+    if actions and any_supports(chain.layers, "head-blocks"):
         caption += "\nheads column: node t.h = head h of token t; an arrow carries a head's value space by an invertible block"
     fig.text(0.5, 0.895, caption, ha="center", fontsize=7, color="#444444")
     return fig

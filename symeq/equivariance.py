@@ -49,6 +49,7 @@ from flint import fmpq, fmpq_mat
 from .budget import Deadline
 from .errors import InputError
 from .groups import FiniteGroup
+from .layers.registry import KindUnsupported, supports
 from .models import Model
 from .numbers import format_number, format_vector, mat_rows
 from .sizes import guard_expansion
@@ -226,7 +227,7 @@ def decide_equivariance(
     if method == "auto":
         # Both exact methods are proofs; the fmpq_mpoly expansion is faster while the number of
         # monomials is small (benchmarks/README.md), the grid evaluation scales further.
-        method = ("symbolic" if grid_size <= DEFAULT_MAX_SYMBOLIC and not model.has_attention
+        method = ("symbolic" if grid_size <= DEFAULT_MAX_SYMBOLIC and not model.token_mixing
                   else "grid" if grid_size <= max_grid else "probabilistic")
     if method == "grid":
         pts = principal_lattice(n, D)
@@ -298,7 +299,7 @@ def _decide_relu(model: Model, group: FiniteGroup, deadline: Deadline) -> Equiva
 
     if not all(l.activation is None or l.activation.kind == "relu" for l in model.layers):
         raise InputError("mixing ReLU and polynomial activations is not supported")
-    if model.has_conv:  # convolutions: exact evaluation at random rational points refutes first (docs/conv.md)
+    if model.sparse_actions:  # convolutions: exact evaluation at random rational points refutes first (docs/conv.md)
         rng = random.Random(0)
         n = model.input_dim
         X = fmpq_mat(n, 4, [fmpq(rng.randint(-2**20, 2**20), 2**10) for _ in range(4 * n)])
@@ -332,7 +333,7 @@ BALL_PRECISIONS = (64, 128, 256, 512, 1024)
 
 
 def _has_real(model: Model) -> bool:
-    return any((getattr(l, "activation", None) is not None and l.activation.kind == "real")
+    return any((getattr(l, "activation", None) is not None and l.activation.is_real)
                or getattr(l, "scoring", None) == "softmax" for l in model.layers)  # softmax: real-valued too
 
 
@@ -364,34 +365,10 @@ def _ball_forward(model: Model, x: list):
     from flint import arb
 
     y = [v if isinstance(v, arb) else arb(v) for v in x]
-    for l in model.layers:
-        if hasattr(l, "ball_forward"):  # attention (lightning or softmax): the layer's own enclosure
-            y = l.ball_forward(y)
-            continue
-        if l.kind == "conv2d":  # through the kernels: sparse rows from the layer's index map, no dense expansion
-            oh, ow = l.shape.out_hw
-            z = []
-            for krow, b in zip(l.rows, l.channel_bias):
-                taps = [(arb(w), src) for w, src in zip(krow, l.sources) if w != 0]
-                for q in range(oh * ow):
-                    acc = arb(b)
-                    for w, src in taps:
-                        if src[q] >= 0:
-                            acc += w * y[src[q]]
-                    z.append(acc)
-            y = z if l.activation is None else [l.activation.ball(t) for t in z]
-            continue
-        if l.kind != "dense":
-            raise InputError(f"ball evaluation covers dense, conv2d and attention layers only, not {l.kind}")
-        W = mat_rows(l.weight)
-        z = []
-        for row, b in zip(W, l.bias):
-            acc = arb(b)
-            for w, v in zip(row, y):
-                if w != 0:
-                    acc += arb(w) * v
-            z.append(acc)
-        y = z if l.activation is None else [l.activation.ball(t) for t in z]
+    for l in model.layers:  # each kind's own enclosure (dense rows, conv kernels, attention)
+        if not supports(l, "ball-evaluation"):
+            raise KindUnsupported(l.kind, "ball-evaluation", "ball evaluation")
+        y = l.ball_forward(y)
     return y
 
 

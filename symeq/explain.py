@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import EngineMissing, InputError
+from .layers.registry import supports
 from .numbers import mat_rows
 
 __all__ = ["explain"]
@@ -366,7 +367,7 @@ def _show_action(rep: Report, layer, index, gname: str, M, matrix: bool = False)
     from .display import neuron_moves
 
     lhs = rho_of(index, gname) + mo("=")
-    if layer.kind == "heads":
+    if supports(layer, "head-blocks"):
         from .layers.attention import block_monomial_parts, factor_kron
         from .notation import format_cycles
 
@@ -436,11 +437,11 @@ def build_report(v, cert_name: str, model_name: str, picture: tuple, matrix: boo
     rep.h(2, "1. The model")
     rep.p(f"Widths {m.widths}; {len(chain.layers) - 1} hidden space(s) in the chain the theorem is about"
           + (" (the attention layer splits into its heads' value spaces and its output projection)"
-             if m.has_attention else "") + ".")
+             if m.token_mixing else "") + ".")
     rows = []
     for i, layer in enumerate(chain.layers, 1):
         last = i == len(chain.layers)
-        if layer.kind == "heads":
+        if supports(layer, "head-blocks"):
             rows.append([str(i), "Y_h = (X A_h Xᵀ) X V_h for each head h", str(layer.out_dim),
                          "lightning attention (no softmax)", layer.latent_group_name])
         elif last:
@@ -492,7 +493,7 @@ def build_report(v, cert_name: str, model_name: str, picture: tuple, matrix: boo
         else:
             rep.p("The actions below hold at θ', a parameter with the same widths and the same function as θ.")
         for i, layer in enumerate(m.layers, 1):
-            if layer.kind == "dense" and layer.weight.nrows() <= MAX_MATRIX \
+            if supports(layer, "dense-rows") and layer.weight.nrows() <= MAX_MATRIX \
                     and layer.weight.ncols() <= MAX_MATRIX:
                 rep.math(Math(f"W'_{{{i}}} =", f"<msubsup><mi>W</mi><mn>{i}</mn><mo>′</mo></msubsup><mo>=</mo>")
                          + matrix_math(layer.weight) + Math(rf",\quad b'_{{{i}}} =",

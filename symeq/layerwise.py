@@ -47,6 +47,7 @@ from flint import fmpq, fmpq_mat
 from .budget import Deadline
 from .errors import GroupTooLarge, InputError
 from .groups import FiniteGroup
+from .layers.registry import all_support, supports
 from .layers.dense import _partner_classes, canonical_rows  # canonical_rows: re-exported (submodels, tests)
 from .models import Model
 from .numbers import identity, mat_key, mat_rows, monomial_matrix
@@ -148,7 +149,7 @@ def check_layerwise(model: Model, group: FiniteGroup, actions, deadline: Deadlin
                 deadline.check("checking layer equivariance")
             ok, detail = check_layer(layer, chain[i], chain[i + 1], offs[i], offs[i + 1])
             checks.append(LayerCheck(i + 1, group.names[gi], ok, detail))
-    conv = model.has_conv
+    conv = model.sparse_actions
     if conv and offsets:
         return checks, False, None, ("affine latent actions (offsets) on convolutions: the homomorphism check is not "
                                      "implemented for them")
@@ -173,11 +174,9 @@ def check_layerwise(model: Model, group: FiniteGroup, actions, deadline: Deadlin
 
 def _sparse(layer, M, side: str):
     """M as a :class:`symeq.layers.conv.ConvAction` on a conv layer's input or output, when it is one."""
-    if layer.kind != "conv2d":
+    if not supports(layer, "sparse-actions"):
         return M
-    from .layers.conv import as_conv_action
-
-    a = as_conv_action(M, *(layer.in_shape if side == "in" else layer.out_shape))
+    a = layer.sparse_action(M, side)
     return M if a is None else a
 
 
@@ -684,8 +683,9 @@ def derive_latent_actions(
     nodes: dict = {}
     ties = matcher = None
     rows = _ExactRows(model, deadline, affine)
-    # the tie walk reads dense rows: only all-dense models take it (other kinds stay on the chain walk)
-    if all(l.kind == "dense" for l in model.layers) and rows.tied_rows():
+    # the tie walk reads dense rows: only models whose kinds all have "tie-walk" take it (dense; other
+    # kinds stay on the chain walk)
+    if all_support(model.layers, "tie-walk") and rows.tied_rows():
         try:
             matcher = _ExactMatcher(model, deadline, affine)
             ties = TieWalk(matcher, max_nodes)

@@ -220,7 +220,7 @@ def expansion_size(model, *, symbolic: bool, bias: bool = True, nvars: int | Non
         t = min(t, _capped_comb(nvars + deg, deg, _CAP))
         biggest = max(biggest, t)
         act = layer.activation
-        if act is not None and act.kind == "polynomial":
+        if act is not None and act.is_polynomial:
             t, deg = activation_terms(act, t, nvars, deg)
         biggest = max(biggest, t)
         terms = t

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from flint import fmpq, fmpq_mat
 
 from .layers.base import declared_biases
+from .layers.registry import all_support, any_supports
 from .layerwise import absorbs_offsets, canonical_rows
 from .models import DenseLayer, Model
 from .numbers import mat_rows, monomial_matrix, monomial_parts
@@ -128,7 +129,7 @@ def reduce_model(model: Model) -> Reduction:
     >>> r.model(x) == m(x)
     True
     """
-    if model.has_conv:
+    if any_supports(model.layers, "channel-reduction"):  # by channels (conv); else by neurons and heads
         return _reduce_conv(model)
     affine = absorbs_offsets(model)
     # the declared parameter space stays: a constant (a dead neuron's sigma(b), a clone's offset) goes into
@@ -262,7 +263,7 @@ def lift(original: Model, reduction: Reduction, actions) -> tuple[Model, list]:
     (model, actions) : theta' and its actions ``actions'[i][g]`` on the original widths
     """
     red = reduction.model
-    if red.has_conv:
+    if any_supports(red.layers, "channel-reduction"):
         return _lift_conv(original, reduction, actions)
     L = red.depth
     ngen = len(actions[0]) if actions else 0
@@ -353,9 +354,9 @@ def _reads_whole_kernel(shape) -> bool:
 
 
 def _reduce_conv(model: Model) -> Reduction:
-    from .layers.conv import ConvLayer, ConvShape
+    from .layers.conv import ConvShape
 
-    if not all(isinstance(l, ConvLayer) for l in model.layers):
+    if not all_support(model.layers, "channel-reduction"):
         return Reduction(model)  # mixed dense/conv chains: not reduced (the verdict says what it could reach)
     affine = absorbs_offsets(model)
     bias_free = all(b == 0 for l in model.layers for b in l.channel_bias)

@@ -69,6 +69,7 @@ from ..budget import Deadline
 from ..digest import classical_digest
 from ..errors import BudgetExceeded
 from ..layers.base import declared_biases
+from ..layers.registry import all_support
 from ..numbers import mat_rows
 
 #: symeq's own copy of the classical tables (the checker, symeq_check.identifiability.classical, keeps its
@@ -606,8 +607,7 @@ def classical_identifiability(model, *, timeout: float | None = None, certificat
         return ClassicalDecision(status, reason, cond, method=method, seconds=time.perf_counter() - t0, **kw)
 
     layers = list(model.layers)
-    if getattr(model, "has_attention", False) or any(l.kind != "dense" or getattr(l, "tokens", None)
-                                                     for l in layers):
+    if not all_support(layers, "fibre-ideal"):  # plain dense layers (not token-wise, not conv)
         return done("not-applicable", "Sussmann's and Fefferman's theorems are about dense layers",
                     "dense layers")
     if len(layers) < 2:

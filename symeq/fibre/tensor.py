@@ -57,6 +57,7 @@ from flint import fmpq, fmpq_poly, nmod_mat
 
 from ..budget import Deadline
 from ..errors import BudgetExceeded, InputError
+from ..layers.registry import all_support
 from ..numbers import mat_rows
 from .deep import deep_decision
 from .ideal import _needs_gauge, _resolve_bias
@@ -476,7 +477,7 @@ def tensor_identifiability(model, *, timeout: float | None = None, certificate: 
         return TensorDecision("not-applicable", reason, cond, seconds=time.perf_counter() - t0, over=field)
 
     layers = model.layers
-    if getattr(model, "has_attention", False) or any(type(l).__name__ != "DenseLayer" for l in layers):
+    if not all_support(layers, "tensor-decision"):  # plain dense layers
         return na("dense layers", "the tensor method covers dense layers only")
     if len(layers) > 2:
         # deep networks: the Jacobian-factor certificate (symeq/fibre/deep.py), two hidden layers

@@ -785,7 +785,28 @@ def attention_parameters_key(l: AttentionLayer) -> tuple:
                   for h in l.heads))
 
 
+def heads_neuron_moves(layer, M):
+    """How an action M on a heads layer's output moves its (token, head) nodes, numbered t * H + h:
+    a list of (source, target, d_v x d_v block), or None when M is not a token permutation times a
+    block-monomial R (``symeq.display.neuron_moves``)."""
+    H, dv, T = layer.heads, layer.dv, layer.tokens
+    fac = factor_kron(M, T, H * dv)
+    if fac is None:
+        return None
+    P, R = fac
+    parts = block_monomial_parts(R, H, dv)
+    if parts is None:
+        return None
+    moves = []
+    for t in range(T):
+        s = next(s for s in range(T) if P[t, s] != 0)
+        for h, (k, B) in enumerate(parts):
+            moves.append((s * H + k, t * H + h, B))
+    return moves
+
+
 AttentionLayer.to_json = attention_to_json
+HeadsShape.neuron_moves = heads_neuron_moves
 AttentionLayer.split_chain = split_chain
 AttentionLayer.parameters_key = attention_parameters_key
 

@@ -623,6 +623,10 @@ class ConvLayer(ConvCore):
     def __call__(self, x: Sequence) -> list:
         return self.forward(fmpq_mat(len(x), 1, [as_fmpq(v) for v in x])).entries()
 
+    def sparse_action(self, M, side: str):
+        """M as a :class:`ConvAction` on the layer's input (``side="in"``) or output, when it is one."""
+        return as_conv_action(M, *(self.in_shape if side == "in" else self.out_shape))
+
     @classmethod
     def from_dense_layer(cls, layer, in_shape: tuple) -> "ConvLayer":
         """A dense layer after a convolution as the convolution with one whole-image kernel per neuron
