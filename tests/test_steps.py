@@ -176,3 +176,48 @@ def test_certify_records_its_candidate_steps():
     steps = dict(cert.steps)
     assert steps["involution_search"].startswith("a group of order 2 with one generator needed; this one has order 3")
     assert steps["trivial_action"] is None
+
+
+# -- the fibre-wide search (symeq.fibre.search.SEARCH_STEPS) -------------------------------------------
+
+def _rotation_example():
+    from symeq.activations import monomial
+    from symeq.groups import FiniteGroup
+    from symeq.models import Model
+    from symeq.numbers import matrix
+
+    G = FiniteGroup([(matrix([[0, -1], [1, -1]]), matrix([[1]]))], ["r"])
+    return Model(2, [DenseLayer([[1, "-1/2"], [0, 1]], None, monomial(2)), DenseLayer([[1, "3/4"]], None, None)], G)
+
+
+def _search(model, check_theta=True):
+    import random as rnd
+
+    from symeq.fibre.groebner import best_exact_engine
+    from symeq.fibre.search import FibreSearch, _Search
+
+    return _Search(model, model.group, Deadline(60), FibreSearch("undetermined", engine="sympy"), use_bias=False,
+                   main_engine="sympy", exact_engine=best_exact_engine(), rng=rnd.Random(0), check_theta=check_theta,
+                   max_candidates=64, candidate_filter=None, t0=0.0)
+
+
+def test_search_steps_alone():
+    from symeq.fibre import search
+
+    m = _rotation_example()
+    assert search._step_not_equivariant(_search(m)).reason == "f is G-equivariant"
+    assert search._step_theta_itself(_search(m, check_theta=False)).reason == "check_theta is off"
+    assert search._step_theta_itself(_search(m)).reason.startswith("no latent action at theta")
+    r = search._step_candidate_actions(_search(m))
+    assert r.verdict == "no-layerwise-parameter" and [c.outcome for c in r.candidates] == ["empty"]
+    v = verify(builtin_example())
+    found = search._step_theta_itself(_search(v.model.with_group(v.group)))
+    assert found.verdict == "layerwise-parameter"
+
+
+def test_search_not_equivariant_step_decides():
+    from symeq.fibre import search
+
+    m = _perturbed(builtin_example())
+    r = search._step_not_equivariant(_search(m))
+    assert r.verdict == "not-equivariant"

@@ -126,12 +126,13 @@ from ..budget import Deadline
 from ..errors import BudgetExceeded, EngineFailed, InputError
 from ..groups.table import GroupTable
 from ..numbers import format_matrix, monomial_matrix, monomial_parts, nullspace
+from ..steps import Skip, run_steps
 from ..expand import expand_forward, theta_entries
 from .groebner import ENGINES, best_exact_engine, groebner, hermite_counts, standard_monomials
 from .groebner.normal import _grevlex_key, _normal_form  # shared exact reduction modulo a Groebner basis
 from .ideal import _resolve_bias
 
-__all__ = ["FibreSearch", "Candidate", "search_fibre", "MAX_GROUP_ORDER", "DEFAULT_MAX_CANDIDATES"]
+__all__ = ["FibreSearch", "Candidate", "search_fibre", "SEARCH_STEPS", "MAX_GROUP_ORDER", "DEFAULT_MAX_CANDIDATES"]
 
 #: largest group whose subgroups are enumerated
 MAX_GROUP_ORDER = 128
@@ -885,6 +886,144 @@ def _no_real_point(ctx, names, polys, torus, deadline, exact_engine) -> tuple[st
                              "(Hermite's trace form, exact over Q)")
 
 
+class _Search:
+    """The state the steps of :func:`search_fibre` share."""
+
+    def __init__(self, model, group, deadline, res, *, use_bias, main_engine, exact_engine, rng, check_theta,
+                 max_candidates, candidate_filter, t0):
+        self.model, self.group, self.deadline, self.res = model, group, deadline, res
+        self.use_bias, self.main_engine, self.exact_engine, self.rng = use_bias, main_engine, exact_engine, rng
+        self.check_theta, self.max_candidates, self.candidate_filter, self.t0 = \
+            check_theta, max_candidates, candidate_filter, t0
+
+    def finish(self, verdict=None) -> FibreSearch:
+        if verdict is not None:
+            self.res.verdict = verdict
+        self.res.seconds = time.perf_counter() - self.t0
+        return self.res
+
+
+def _step_not_equivariant(st: _Search):
+    """f is not G-equivariant (exact polynomial identity): no parameter with the same function is."""
+    st.group.validate()
+    why = _equivariant(st.model, st.group)
+    if why is None:
+        return Skip("f is G-equivariant")
+    st.res.proof.append(f"f is not G-equivariant ({why}): no parameter with the same function is "
+                        "layerwise equivariant (exact polynomial identity)")
+    st.res.field_notes.append("exact over Q: the polynomial maps were expanded")
+    return st.finish("not-equivariant")
+
+
+def _step_theta_itself(st: _Search):
+    """theta itself, by the derivation of its latent actions (``check_theta``, or one affine layer)."""
+    from ..layerwise import derive_latent_actions
+
+    model, res = st.model, st.res
+    if not (st.check_theta or model.depth == 1):
+        return Skip("check_theta is off")
+    d = derive_latent_actions(model, st.group, deadline=st.deadline)
+    if d.found:
+        res.parameter, res.actions, res.offsets = model, d.actions, d.offsets
+        res.proof.append("theta itself is layerwise equivariant (latent actions derived and checked exactly)")
+        res.field_notes.append("exact: layer checks over Q")
+        return st.finish("layerwise-parameter")
+    if model.depth == 1:  # pragma: no cover - an equivariant affine layer always passes
+        return st.finish()
+    return Skip(f"no latent action at theta ({d.failure})")
+
+
+def _candidate_options(st: _Search):
+    """Per hidden layer, the candidate actions up to conjugacy (sums of the subgroups' pieces); the proof line."""
+    T = _Table(st.group, st.deadline)
+    subs = T.subgroups(st.deadline)
+    options, kinds = [], []
+    for layer in st.model.layers[:-1]:
+        act = layer.activation
+        pieces = _pieces(T, subs, _signed(act, st.use_bias), layer.out_dim)
+        options.append(_layer_options(pieces, layer.out_dim))
+        kinds.append(_kind_name(act, st.use_bias))
+    total = 1
+    for o in options:
+        total *= len(o)
+    res = st.res
+    res.exhaustive = total <= st.max_candidates
+    res.proof.append(f"G has order {T.n} and {len(subs)} subgroups; candidate actions up to conjugacy: "
+                     + " x ".join(f"{len(o)} on hidden layer {l} (K = {k})"
+                                  for l, (o, k) in enumerate(zip(options, kinds), 1))
+                     + f" = {total}" + ("" if res.exhaustive else f", capped at {st.max_candidates}"))
+    return options
+
+
+def _build_candidates(st: _Search, options) -> list:
+    """The candidates (at most ``max_candidates``) with their linear spaces of equivariant parameters."""
+    model, group, use_bias, hidden = st.model, st.group, st.use_bias, st.model.layers[:-1]
+    built = []
+    for idx, combo in enumerate(itertools.islice(itertools.product(*options), st.max_candidates)):
+        st.deadline.check("building candidate actions")
+        pre, post, offs, labels = [], [], [], []
+        for l, (layer, opt) in enumerate(zip(hidden, combo), 1):
+            P = [_block_diag([p.gens[g] for p in opt]) for g in range(len(group.generators))]
+            pre.append(P)
+            ro = [_post(M, layer.activation, use_bias) for M in P]
+            post.append([r for r, _ in ro])
+            offs.append([o for _, o in ro])
+            labels.append(f"layer {l}: " + " + ".join(p.label for p in opt))
+        affine = any(o is not None for layer in offs for o in layer)
+        cand = Candidate(idx, "; ".join(labels), pre, post)
+        if affine:
+            cand.offsets = [[o if o is not None else [fmpq(0)] * M.nrows() for o, M in zip(lo, lp)]
+                            for lo, lp in zip(offs, post)]
+        tvars, offsets, ok = _space(model, group, pre, post, use_bias, offs)
+        cand.linear_dimension = len(tvars) if ok else -1
+        if st.candidate_filter is not None and not st.candidate_filter(cand):
+            st.res.exhaustive = False
+            continue
+        built.append((cand, tvars, offsets, ok))
+    st.res.candidates = [c for c, *_ in built]
+    return built
+
+
+def _step_candidate_actions(st: _Search):
+    """Every candidate action up to conjugacy, larger linear spaces first: a rational theta' found, or every
+    candidate's space proven empty (over C, or without real points): no layerwise parameter.  Always decides."""
+    model, res = st.model, st.res
+    built = _build_candidates(st, _candidate_options(st))
+    undecided = False
+    for cand, tvars, offsets, ok in sorted(built, key=lambda b: (-b[0].linear_dimension, b[0].index)):
+        c0 = time.perf_counter()
+        try:
+            outcome = _examine(model, st.group, cand, tvars, offsets, ok, st.use_bias, st.main_engine,
+                               st.exact_engine, st.deadline, st.rng, res)
+        except (BudgetExceeded, EngineFailed) as e:
+            cand.outcome, cand.detail = "budget" if isinstance(e, BudgetExceeded) else "engine-failed", str(e)
+            cand.seconds = time.perf_counter() - c0
+            raise
+        cand.seconds = time.perf_counter() - c0
+        if outcome == "found":
+            res.candidate = cand
+            res.proof.append(f"candidate {cand.index} ({cand.label}): {cand.detail}")
+            res.field_notes.append("exact: theta' is rational, its polynomial map equals theta's and its "
+                                   "layers are equivariant (checked over Q, no Gröbner engine trusted)")
+            return st.finish("layerwise-parameter")
+        if cand.outcome not in ("empty", "no-real-point"):
+            undecided = True
+    for cand in res.candidates:
+        res.proof.append(f"candidate {cand.index} ({cand.label}; equivariant parameters: "
+                         f"{cand.linear_dimension}-dimensional): {cand.outcome}: {cand.detail}")
+    res.exact = all(c.field in ("QQ", "R") for c in res.candidates if c.outcome in ("empty", "no-real-point"))
+    _field_notes(res, model, st.use_bias)
+    if res.real_point_exists:
+        res.proof.append("a real layerwise-equivariant theta' exists (Hermite), but no rational one was found")
+    if not undecided and res.exhaustive:
+        return st.finish("no-layerwise-parameter")
+    return st.finish("undetermined")
+
+
+#: the steps of :func:`search_fibre`, in order (docs/architecture.md, "Pipelines"); the last always decides
+SEARCH_STEPS = (_step_not_equivariant, _step_theta_itself, _step_candidate_actions)
+
+
 def search_fibre(model, group=None, *, engine: str = "auto", timeout: float | None = None,
                  max_candidates: int = DEFAULT_MAX_CANDIDATES, bias="auto", check_theta: bool = True,
                  seed: int = 0, candidate_filter=None) -> FibreSearch:
@@ -950,8 +1089,6 @@ def search_fibre(model, group=None, *, engine: str = "auto", timeout: float | No
     >>> r.verdict, r.exit_code, [c.outcome for c in r.candidates]
     ('no-layerwise-parameter', 1, ['empty'])
     """
-    from ..layerwise import derive_latent_actions
-
     t0 = time.perf_counter()
     deadline = Deadline(timeout)
     group = group if group is not None else model.group
@@ -975,107 +1112,15 @@ def search_fibre(model, group=None, *, engine: str = "auto", timeout: float | No
                          "in some layers only, so nothing was searched")
         res.seconds = time.perf_counter() - t0
         return res
-
-    def finish(verdict=None):
-        if verdict is not None:
-            res.verdict = verdict
-        res.seconds = time.perf_counter() - t0
-        return res
-
+    st = _Search(model, group, deadline, res, use_bias=use_bias, main_engine=main_engine, exact_engine=exact_engine,
+                 rng=rng, check_theta=check_theta, max_candidates=max_candidates, candidate_filter=candidate_filter,
+                 t0=t0)
     try:
-        group.validate()
-        why = _equivariant(model, group)
-        if why is not None:
-            res.proof.append(f"f is not G-equivariant ({why}): no parameter with the same function is "
-                             "layerwise equivariant (exact polynomial identity)")
-            res.field_notes.append("exact over Q: the polynomial maps were expanded")
-            return finish("not-equivariant")
-        if check_theta or model.depth == 1:
-            d = derive_latent_actions(model, group, deadline=deadline)
-            if d.found:
-                res.parameter, res.actions, res.offsets = model, d.actions, d.offsets
-                res.proof.append("theta itself is layerwise equivariant (latent actions derived and checked exactly)")
-                res.field_notes.append("exact: layer checks over Q")
-                return finish("layerwise-parameter")
-            if model.depth == 1:  # pragma: no cover - an equivariant affine layer always passes
-                return finish()
-        T = _Table(group, deadline)
-        subs = T.subgroups(deadline)
-        hidden = model.layers[:-1]
-        options, kinds = [], []
-        for l, layer in enumerate(hidden, 1):
-            act = layer.activation
-            pieces = _pieces(T, subs, _signed(act, use_bias), layer.out_dim)
-            opts = _layer_options(pieces, layer.out_dim)
-            options.append(opts)
-            kinds.append(_kind_name(act, use_bias))
-        total = 1
-        for o in options:
-            total *= len(o)
-        res.exhaustive = total <= max_candidates
-        res.proof.append(f"G has order {T.n} and {len(subs)} subgroups; candidate actions up to conjugacy: "
-                         + " x ".join(f"{len(o)} on hidden layer {l} (K = {k})"
-                                      for l, (o, k) in enumerate(zip(options, kinds), 1))
-                         + f" = {total}" + ("" if res.exhaustive else f", capped at {max_candidates}"))
-        # build the candidates and their linear spaces
-        built = []
-        for idx, combo in enumerate(itertools.islice(itertools.product(*options), max_candidates)):
-            deadline.check("building candidate actions")
-            pre, post, offs, labels = [], [], [], []
-            for l, (layer, opt) in enumerate(zip(hidden, combo), 1):
-                P = [_block_diag([p.gens[g] for p in opt]) for g in range(len(group.generators))]
-                pre.append(P)
-                ro = [_post(M, layer.activation, use_bias) for M in P]
-                post.append([r for r, _ in ro])
-                offs.append([o for _, o in ro])
-                labels.append(f"layer {l}: " + " + ".join(p.label for p in opt))
-            affine = any(o is not None for layer in offs for o in layer)
-            cand = Candidate(idx, "; ".join(labels), pre, post)
-            if affine:
-                cand.offsets = [[o if o is not None else [fmpq(0)] * M.nrows() for o, M in zip(lo, lp)]
-                                for lo, lp in zip(offs, post)]
-            tvars, offsets, ok = _space(model, group, pre, post, use_bias, offs)
-            cand.linear_dimension = len(tvars) if ok else -1
-            if candidate_filter is not None and not candidate_filter(cand):
-                res.exhaustive = False
-                continue
-            built.append((cand, tvars, offsets, ok))
-        res.candidates = [c for c, *_ in built]
-        # larger linear spaces first: more room for a point
-        order = sorted(built, key=lambda b: (-b[0].linear_dimension, b[0].index))
-        undecided = False
-        for cand, tvars, offsets, ok in order:
-            c0 = time.perf_counter()
-            try:
-                outcome = _examine(model, group, cand, tvars, offsets, ok, use_bias, main_engine, exact_engine,
-                                   deadline, rng, res)
-            except (BudgetExceeded, EngineFailed) as e:
-                cand.outcome, cand.detail = "budget" if isinstance(e, BudgetExceeded) else "engine-failed", str(e)
-                cand.seconds = time.perf_counter() - c0
-                raise
-            cand.seconds = time.perf_counter() - c0
-            if outcome == "found":
-                res.candidate = cand
-                res.proof.append(f"candidate {cand.index} ({cand.label}): {cand.detail}")
-                res.field_notes.append("exact: theta' is rational, its polynomial map equals theta's and its "
-                                       "layers are equivariant (checked over Q, no Gröbner engine trusted)")
-                return finish("layerwise-parameter")
-            if cand.outcome not in ("empty", "no-real-point"):
-                undecided = True
-        for cand in res.candidates:
-            res.proof.append(f"candidate {cand.index} ({cand.label}; equivariant parameters: "
-                             f"{cand.linear_dimension}-dimensional): {cand.outcome}: {cand.detail}")
-        res.exact = all(c.field in ("QQ", "R") for c in res.candidates if c.outcome in ("empty", "no-real-point"))
-        _field_notes(res, model, use_bias)
-        if res.real_point_exists:
-            res.proof.append("a real layerwise-equivariant theta' exists (Hermite), but no rational one was found")
-        if not undecided and res.exhaustive:
-            return finish("no-layerwise-parameter")
-        return finish("undetermined")
+        return run_steps(SEARCH_STEPS, st)
     except (BudgetExceeded, EngineFailed) as e:  # out of time, or a crashed engine: the question stays open
         res.proof.append(f"undetermined: {e}")
         _field_notes(res, model, use_bias)
-        return finish("undetermined")
+        return st.finish("undetermined")
 
 
 def _field_notes(res: FibreSearch, model, use_bias: bool) -> None:
