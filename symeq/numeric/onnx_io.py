@@ -66,12 +66,14 @@ Examples
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
+from ..activations.registry import activation_from_onnx, float_functions, onnx_candidates, onnx_ops
+from ..activations.registry import to_onnx as activation_to_onnx
 from ..errors import EngineMissing, InputError, ShapeError
 
 __all__ = ["load_float_network", "load_onnx", "load_onnx_exact", "load_onnx_residual", "read_onnx_chain",
@@ -102,28 +104,14 @@ def _onnx():
 
 # -- activations: candidates and elementwise evaluation -----------------------------------------
 
-def _erf(x):
-    return np.vectorize(math.erf, otypes=[np.float64])(x)
+def _sigma(spec):
+    return float_functions(spec)[0]
 
 
-def _sig(t):
-    return 0.5 * (1.0 + np.tanh(0.5 * t))
-
-
-# name -> float64 function; the names are those numeric_activation knows (or may learn)
-CANDIDATES = {
-    "tanh": np.tanh,
-    "sigmoid": _sig,
-    "relu": lambda t: np.maximum(t, 0.0),
-    "gelu": lambda t: 0.5 * t * (1.0 + _erf(t / math.sqrt(2.0))),
-    "silu": lambda t: t * _sig(t),
-    "softplus": lambda t: np.logaddexp(0.0, t),
-    "elu": lambda t: np.where(t > 0, t, np.expm1(np.minimum(t, 0.0))),
-    "leaky_relu": lambda t: np.where(t > 0, t, 0.01 * t),
-    "erf": _erf,
-    "gelu_tanh": lambda t: 0.5 * t * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (t + 0.044715 * t ** 3))),
-}
-DIRECT = {"Tanh": "tanh", "Sigmoid": "sigmoid", "Relu": "relu", "Gelu": "gelu", "Erf": "erf", "Softplus": "softplus"}
+# label -> (spec, float64 function): every activation unit's ONNX candidates (symeq.activations), tried
+# against an elementwise subgraph; DIRECT: the single operators the units read
+CANDIDATES = {label: (spec, _sigma(spec)) for label, spec in onnx_candidates()}
+DIRECT = onnx_ops()
 
 
 def _attr(node, name, default=None):
@@ -136,8 +124,8 @@ def _attr(node, name, default=None):
 
 
 #: the one-input operators of an elementwise subgraph without attributes, as numpy functions
-UNARY = {"Tanh": np.tanh, "Sigmoid": _sig, "Relu": CANDIDATES["relu"], "Softplus": CANDIDATES["softplus"],
-         "Erf": _erf, "Exp": np.exp, "Log": np.log, "Neg": np.negative, "Abs": np.abs, "Sqrt": np.sqrt,
+UNARY = {"Tanh": _sigma("tanh"), "Sigmoid": _sigma("sigmoid"), "Relu": _sigma("relu"), "Softplus": _sigma("softplus"),
+         "Erf": _sigma("erf"), "Exp": np.exp, "Log": np.log, "Neg": np.negative, "Abs": np.abs, "Sqrt": np.sqrt,
          "Reciprocal": lambda t: 1.0 / t, "Identity": lambda t: t}
 #: the two-input operators
 BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Pow": np.power}
@@ -154,8 +142,7 @@ def _elementwise(node, args):
     if op == "Elu":
         return np.where(t > 0, t, _attr(node, "alpha", 1.0) * np.expm1(np.minimum(t, 0.0)))
     if op == "Gelu":
-        tanh_form = _attr(node, "approximate", b"none") not in (b"none", "none")
-        return CANDIDATES["gelu_tanh" if tanh_form else "gelu"](t)
+        return _sigma(activation_from_onnx(op, lambda key, default: _attr(node, key, default)))(t)
     a, b = args
     return BINARY[op](a, b)
 
@@ -229,14 +216,10 @@ def _recognise(nodes, z_name, y_name, consts, where):
     ops = [n.op_type for n in nodes]
     if len(nodes) == 1 and list(nodes[0].input) == [z_name]:
         node = nodes[0]
-        if ops[0] == "Gelu" and _attr(node, "approximate", b"none") not in (b"none", "none"):
-            return {"type": "gelu", "approximate": "tanh"}
-        if ops[0] in DIRECT:
-            return DIRECT[ops[0]]
-        if ops[0] in ("LeakyRelu", "Elu"):  # float32 attributes: their shortest decimal, as the exporter meant it
-            value = Fraction(str(np.float32(_attr(node, "alpha", 0.01 if ops[0] == "LeakyRelu" else 1.0))))
-            key = "slope" if ops[0] == "LeakyRelu" else "alpha"
-            return {"type": "leaky_relu" if ops[0] == "LeakyRelu" else "elu", key: f"{value.numerator}/{value.denominator}"}
+        # the unit of the operator reads it (LeakyRelu's, Elu's float32 alpha: its shortest decimal)
+        read = activation_from_onnx(ops[0], lambda key, default: _attr(node, key, default))
+        if read is not None:
+            return read
     poly = _polynomial(nodes, z_name, y_name, consts)
     if poly is not None:
         return poly
@@ -259,10 +242,10 @@ def _recognise(nodes, z_name, y_name, consts, where):
                                      "the layer's pre-activation nor a constant (the graph branches)")
             env[n.output[0]] = np.broadcast_to(_elementwise(n, args), t.shape).astype(np.float64)
     y = env[y_name]
-    for name, f in CANDIDATES.items():
+    for name, (spec, f) in CANDIDATES.items():
         ref = f(t)
         if np.all(np.isfinite(y)) and np.max(np.abs(y - ref)) <= 1e-6 * max(1.0, float(np.max(np.abs(ref)))):
-            return {"type": "gelu", "approximate": "tanh"} if name == "gelu_tanh" else name
+            return spec if len(spec) > 1 else spec["type"]
     raise InputError(f"{where}: the elementwise nodes {ops} compute no activation symeq knows "
                      f"(tried {', '.join(CANDIDATES)})")
 
@@ -1361,6 +1344,12 @@ def export_onnx(model, path, *, float32: bool = False, opset: int = 17) -> None:
         k[0] += 1
         return f"{stem}_{k[0]}"
 
+    def node(op, inputs, outputs, **attrs):
+        nodes.append(helper.make_node(op, inputs, outputs, **attrs))
+
+    # what an activation unit writes its nodes with (symeq.activations: to_onnx)
+    writer = SimpleNamespace(const=const, fresh=fresh, node=node)
+
     for li, l in enumerate(model.layers):
         w = const(l.weight, f"layer{li}.weight")
         b = const(l.bias, f"layer{li}.bias")
@@ -1370,54 +1359,8 @@ def export_onnx(model, path, *, float32: bool = False, opset: int = 17) -> None:
         act = l.activation
         if act is None:
             continue
-        kind = act.name
-        spec = act.spec
-        single = {"tanh": "Tanh", "sigmoid": "Sigmoid", "relu": "Relu", "erf": "Erf", "softplus": "Softplus"}
-        if kind in single:
-            out = fresh(f"layer{li}.act")
-            nodes.append(helper.make_node(single[kind], [cur], [out], name=f"layer{li}.{kind}"))
-        elif kind in ("elu", "leaky_relu"):
-            out = fresh(f"layer{li}.act")
-            value = float(Fraction(str(spec.get("alpha" if kind == "elu" else "slope", "1" if kind == "elu" else "1/100"))))
-            nodes.append(helper.make_node("Elu" if kind == "elu" else "LeakyRelu", [cur], [out], name=f"layer{li}.{kind}",
-                                          alpha=value))
-        elif kind == "silu":  # x * sigmoid(x), as torch exports it
-            sg = fresh(f"layer{li}.sigmoid")
-            out = fresh(f"layer{li}.act")
-            nodes += [helper.make_node("Sigmoid", [cur], [sg]), helper.make_node("Mul", [cur, sg], [out])]
-        elif kind == "gelu" and spec.get("approximate") == "tanh":  # x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-            kc, c, one, half = (const(0.044715, f"layer{li}.k"), const(math.sqrt(2.0 / math.pi), f"layer{li}.c"),
-                               const(1.0, f"layer{li}.one"), const(0.5, f"layer{li}.half"))
-            x2, x3, kx3, u, v, t, a, m = (fresh(f"layer{li}.{n}") for n in ("x2", "x3", "kx3", "u", "v", "t", "a", "m"))
-            out = fresh(f"layer{li}.act")
-            nodes += [helper.make_node("Mul", [cur, cur], [x2]), helper.make_node("Mul", [x2, cur], [x3]),
-                      helper.make_node("Mul", [x3, kc], [kx3]), helper.make_node("Add", [cur, kx3], [u]),
-                      helper.make_node("Mul", [u, c], [v]), helper.make_node("Tanh", [v], [t]),
-                      helper.make_node("Add", [t, one], [a]), helper.make_node("Mul", [cur, a], [m]),
-                      helper.make_node("Mul", [m, half], [out])]
-        elif kind == "gelu":  # x * 0.5 * (1 + erf(x / sqrt 2)), as torch exports it below opset 20
-            s2, one, half = (const(math.sqrt(2.0), f"layer{li}.sqrt2"), const(1.0, f"layer{li}.one"),
-                             const(0.5, f"layer{li}.half"))
-            d, e, a, m = (fresh(f"layer{li}.{t}") for t in ("div", "erf", "add", "mul"))
-            out = fresh(f"layer{li}.act")
-            nodes += [helper.make_node("Div", [cur, s2], [d]), helper.make_node("Erf", [d], [e]),
-                      helper.make_node("Add", [e, one], [a]), helper.make_node("Mul", [cur, a], [m]),
-                      helper.make_node("Mul", [m, half], [out])]
-        elif kind == "polynomial":
-            coeffs = list(act.coeffs) or [0.0]
-            acc = const(coeffs[-1], f"layer{li}.c{len(coeffs) - 1}")
-            acc_is_const = True
-            for ci in range(len(coeffs) - 2, -1, -1):
-                mul = fresh(f"layer{li}.h")
-                nodes.append(helper.make_node("Mul", [cur, acc] if not acc_is_const else [acc, cur], [mul]))
-                add = fresh(f"layer{li}.h")
-                nodes.append(helper.make_node("Add", [mul, const(coeffs[ci], f"layer{li}.c{ci}")], [add]))
-                acc, acc_is_const = add, False
-            if acc_is_const:
-                raise InputError(f"layer {li}: a constant activation cannot be exported")
-            out = acc
-        else:
-            raise InputError(f"layer {li}: no ONNX form for the activation {act.spec}")
+        out = activation_to_onnx(act.spec if act.name != "polynomial" else
+                                 {"type": "polynomial", "coeffs": [repr(float(c)) for c in act.coeffs]}, writer, cur, li)
         cur = out
     nodes.append(helper.make_node("Identity", [cur], ["y"], name="output"))
     graph = helper.make_graph(nodes, model.name or "symeq", [helper.make_tensor_value_info("x", et, [None, model.input_dim])],
