@@ -124,12 +124,10 @@ def build_mlp(input_dim: int, output_dim: int, first_activation: str, widths=(64
     torch = _torch()
 
     def act(name):
-        if name == "tanh":
-            return torch.nn.Tanh()
-        if name == "gelu":
-            return torch.nn.GELU()
-        if name == "relu":
-            return torch.nn.ReLU()
+        if name in ("tanh", "gelu", "relu"):  # the activation unit's torch module
+            from ..activations.registry import torch_module
+
+            return torch_module(name)
         if name == "poly":
             from .torch_backend import Polynomial
 
