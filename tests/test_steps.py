@@ -3,6 +3,7 @@ step of ``verify``, ``certify``, the identifiability decision, the fibre search 
 alone: it decides, or it does not apply and says why."""
 
 
+import pytest
 from flint import fmpq, fmpq_mat
 
 from symeq.activations import relu
@@ -221,3 +222,29 @@ def test_search_not_equivariant_step_decides():
     m = _perturbed(builtin_example())
     r = search._step_not_equivariant(_search(m))
     assert r.verdict == "not-equivariant"
+
+
+# -- the hunter's driver, in pieces (symeq.relu.hunt) ----------------------------------------------------
+
+def test_hunt_resume_refuses_other_settings_and_keeps_the_lag(tmp_path):
+    from symeq.errors import InputError
+    from symeq.relu.hunt import FORMAT, _resumed_lag
+
+    path = tmp_path / "h.jsonl"
+    want = {"type": "header", "format": FORMAT, "arch": [2, 3, 2], "group": "rot3", "seed": 0}
+    assert _resumed_lag(path, None, dict(want), None, True) == 512  # a new file: the default lag
+    header = dict(want, lag=7, minimise=True)
+    assert _resumed_lag(path, header, dict(want), None, True) == 7
+    with pytest.raises(InputError, match="started with --lag 7"):
+        _resumed_lag(path, header, dict(want), 8, True)
+    with pytest.raises(InputError, match="holds a hunt with arch"):
+        _resumed_lag(path, header, dict(want, seed=1), None, True)
+
+
+def test_hunt_stream_frontier_is_the_first_missing_index():
+    from symeq.relu.hunt import _Stream
+
+    recs = [{"index": i, "status": "verified"} for i in (0, 1, 2, 4)]
+    s = _Stream(recs, (2, 3, 2), "rot3", 0, 4, True, None, 5)
+    assert s.frontier == 3 and not s.complete()
+    assert [i for i, _ in s._items(0, 6)] == [3, 5]

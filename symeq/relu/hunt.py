@@ -293,27 +293,8 @@ class _ChunkSizer:
         return max(1, s)
 
 
-def hunt(arch, spec: str, out, *, budget: int | None = None, seconds: float | None = None, workers: int = 1,
-         scheduler: str | None = None, seed: int = 0, lag: int | None = None, batch: int | None = None,
-         minimise_finds: bool = True, progress=None, activation=None) -> dict:
-    """Run (or resume) a hunt; returns a summary dict.
-
-    Work units are runs of consecutive candidates sized by their measured cost (about
-    ``TARGET_TASK_SECONDS`` each); workers are started once and keep their caches; results are
-    written in index order, so the file is always a prefix of the candidate stream and a killed
-    hunt resumes with nothing lost or doubled.  Candidate ``i`` may mutate the finds among
-    candidates ``< i - lag`` (``lag`` is part of the stream and stored in the header), which lets
-    ``lag`` candidates run while earlier ones are still in flight.  ``batch`` is the old name of
-    ``lag``.  See the module docstring.
-
-    ``activation``: None or ReLU (``{"type": "relu"}``), or a leaky ReLU
-    (``{"type": "leaky_relu", "slope": "1/10"}``, or an :class:`~symeq.activations.Activation`):
-    the same candidate stream, verified with leaky hidden layers (:mod:`symeq.relu.leaky`; deep
-    finds stay candidates, the first-layer orbit bound needs ReLU).  Stored in the header.
-    """
-    arch = _parse_arch(arch)
-    slope = _hunt_slope(activation)
-    G = resolve_group(spec)
+def _hunt_options(arch, G, spec, budget, seconds, workers, lag, batch):
+    """The options, checked before any work; returns ``lag`` (``batch`` is its old name) or None."""
     if G.input_dim != arch[0] or G.output_dim != arch[-1]:
         raise InputError(f"group {spec} acts on R^{G.input_dim} -> R^{G.output_dim}, the architecture is "
                          f"{arch[0]} -> {arch[-1]}")
@@ -330,140 +311,198 @@ def hunt(arch, spec: str, out, *, budget: int | None = None, seconds: float | No
         lag = batch
     if lag is not None and int(lag) < 1:
         raise InputError("--lag must be at least 1")
+    return lag
+
+
+def _resumed_lag(path: Path, header, want: dict, lag, minimise_finds: bool) -> int:
+    """The lag of the hunt: the stored one when ``path`` holds a hunt with the same settings (else a
+    specific refusal), or the one asked for (``DEFAULT_LAG``) for a new file, recorded in ``want``."""
+    if header is None and path.exists() and path.stat().st_size > 0:
+        raise InputError(f"{path} exists and is not a hunt file (no header line); choose another --out")
+    if header is None:
+        lag = int(lag if lag is not None else DEFAULT_LAG)
+        want["lag"] = lag
+        want["minimise"] = bool(minimise_finds)
+        return lag
+    if header.get("format") != FORMAT:
+        raise InputError(f"{path} was written by an older hunter ({header.get('format')}), whose candidate "
+                         f"stream differs; start a new --out file (--report still reads it)")
+    if [header.get(k) for k in ("arch", "group", "seed")] != [want[k] for k in ("arch", "group", "seed")]:
+        raise InputError(f"{path} holds a hunt with arch {header.get('arch')}, group {header.get('group')}, "
+                         f"seed {header.get('seed')}; use another --out or the same settings to resume")
+    if header.get("activation") != want.get("activation"):
+        old = header.get("activation")
+        old = f"leaky_relu:{old.get('slope')}" if isinstance(old, dict) else "relu"
+        raise InputError(f"{path} holds a hunt with --activation {old}; resume with the same --activation or use "
+                         f"another --out")
+    if header.get("minimise", True) != minimise_finds:
+        raise InputError(f"{path} was started {'with' if header.get('minimise', True) else 'without'} "
+                         f"minimisation of finds; resume with the same setting (--no-minimise)")
+    if lag is not None and int(lag) != header.get("lag"):
+        raise InputError(f"{path} was started with --lag {header.get('lag')}; resume with the same value")
+    return int(header["lag"])
+
+
+class _Stream:
+    """The candidate stream of one hunt: what is written (``done``, the finds that may become parents,
+    the count of finds), the frontier (the first index not yet written), and the units in flight.
+
+    Units are handed out while there is room, a unit only once the finds it may mutate (indices
+    < i - lag) are all written; units finished out of order wait in ``ready`` until the units before
+    them are written, so the file is always a prefix of the stream."""
+
+    def __init__(self, records, arch, spec, seed, lag, minimise_finds, slope, budget):
+        self.done = {r["index"] for r in records}
+        self.finds = sorted((r["index"], r["recipe"]) for r in records
+                            if r.get("status") in PARENT_STATUSES and "recipe" in r)
+        self.find_index = [i for i, _ in self.finds]  # sorted; finds are appended in index order
+        self.n_finds = sum(1 for r in records if r.get("status") in FIND_STATUSES)
+        self.frontier = 0  # the first index not yet verified: the file is a prefix of the stream
+        self._advance()
+        self.arch, self.spec, self.seed, self.lag = arch, spec, seed, lag
+        self.minimise_finds, self.slope, self.budget = minimise_finds, slope, budget
+        self.pending: dict = {}  # future -> first index of its unit
+        self.ready: dict = {}    # first index -> records, for units finished out of order
+        self.order: list = []    # first indices of units in flight, in stream order
+        self.nxt = self.frontier  # next index to hand out
+        self.new = 0
+        self.work = 0.0  # seconds spent inside work units (measured by the workers)
+        self.cpu = 0.0  # CPU seconds the workers used for them
+
+    def _advance(self) -> None:
+        while self.frontier in self.done:
+            self.frontier += 1
+
+    def complete(self) -> bool:
+        return self.budget is not None and all(i in self.done for i in range(self.budget))
+
+    def _items(self, lo: int, hi: int) -> list:
+        items = []
+        for i in range(lo, hi):
+            if i in self.done:
+                continue
+            # as _select_parent(seed, i, [finds with index < i - lag]), without the copy
+            count = bisect.bisect_left(self.find_index, i - self.lag)
+            par = None
+            if count and _rng(self.seed, i).random() < 0.15:
+                par = self.finds[_rng(self.seed, i, "parent").randrange(count)]
+            items.append((i, par))
+        return items
+
+    def hand_out(self, runner, sizer) -> None:
+        """Submit units while there is room (two per worker slot) and the lag allows."""
+        budget = self.budget
+        while len(self.pending) < 2 * runner.slots:
+            if budget is not None and self.nxt >= budget:
+                break
+            size = sizer.size(None if budget is None else budget - self.nxt, self.lag)
+            hi = self.nxt + size if budget is None else min(self.nxt + size, budget)
+            hi = min(hi, self.frontier + self.lag + 1)
+            if hi <= self.nxt:
+                break
+            items = self._items(self.nxt, hi)
+            if items:
+                fut = runner.submit((self.arch, self.spec, self.seed, items, self.minimise_finds, self.slope))
+                self.pending[fut] = self.nxt
+            else:
+                self.ready[self.nxt] = ([], 0.0)
+            self.order.append(self.nxt)
+            self.nxt = hi
+
+    def collect(self, runner, sizer) -> None:
+        """Wait for units in flight; keep their records until their turn."""
+        for fut in runner.wait(list(self.pending)):
+            first = self.pending.pop(fut)
+            recs, dt, cpu_dt = fut.result()
+            sizer.record(len(recs), dt)
+            self.work += dt
+            self.cpu += cpu_dt
+            self.ready[first] = (recs, dt)
+
+    def write_ready(self, out_f) -> None:
+        """Write the units that are next in the stream."""
+        while self.order and self.order[0] in self.ready:
+            recs, _ = self.ready.pop(self.order.pop(0))
+            for rec in recs:
+                out_f.write(rec)
+                self.done.add(rec["index"])
+                self.new += 1
+                if rec.get("status") in PARENT_STATUSES and "recipe" in rec:
+                    self.finds.append((rec["index"], rec["recipe"]))
+                    self.find_index.append(rec["index"])
+                if rec.get("status") in FIND_STATUSES:
+                    self.n_finds += 1
+            self._advance()
+
+
+def hunt(arch, spec: str, out, *, budget: int | None = None, seconds: float | None = None, workers: int = 1,
+         scheduler: str | None = None, seed: int = 0, lag: int | None = None, batch: int | None = None,
+         minimise_finds: bool = True, progress=None, activation=None) -> dict:
+    """Run (or resume) a hunt; returns a summary dict.
+
+    Work units are runs of consecutive candidates sized by their measured cost (about
+    ``TARGET_TASK_SECONDS`` each); workers are started once and keep their caches; results are
+    written in index order, so the file is always a prefix of the candidate stream and a killed
+    hunt resumes with nothing lost or doubled.  Candidate ``i`` may mutate the finds among
+    candidates ``< i - lag`` (``lag`` is part of the stream and stored in the header), which lets
+    ``lag`` candidates run while earlier ones are still in flight.  ``batch`` is the old name of
+    ``lag``.  See the module docstring (and :class:`_Stream`).
+
+    ``activation``: None or ReLU (``{"type": "relu"}``), or a leaky ReLU
+    (``{"type": "leaky_relu", "slope": "1/10"}``, or an :class:`~symeq.activations.Activation`):
+    the same candidate stream, verified with leaky hidden layers (:mod:`symeq.relu.leaky`; deep
+    finds stay candidates, the first-layer orbit bound needs ReLU).  Stored in the header.
+    """
+    arch = _parse_arch(arch)
+    slope = _hunt_slope(activation)
+    G = resolve_group(spec)
+    lag = _hunt_options(arch, G, spec, budget, seconds, workers, lag, batch)
     path = Path(out)
     _repair(path)
     header, records = read_records(path)
     want = {"type": "header", "format": FORMAT, "arch": list(arch), "group": spec, "seed": seed}
     if slope is not None:
         want["activation"] = {"type": "leaky_relu", "slope": slope}
-    if header is None and path.exists() and path.stat().st_size > 0:
-        raise InputError(f"{path} exists and is not a hunt file (no header line); choose another --out")
-    if header is not None:
-        if header.get("format") != FORMAT:
-            raise InputError(f"{path} was written by an older hunter ({header.get('format')}), whose candidate "
-                             f"stream differs; start a new --out file (--report still reads it)")
-        if [header.get(k) for k in ("arch", "group", "seed")] != [want[k] for k in ("arch", "group", "seed")]:
-            raise InputError(f"{path} holds a hunt with arch {header.get('arch')}, group {header.get('group')}, "
-                             f"seed {header.get('seed')}; use another --out or the same settings to resume")
-        if header.get("activation") != want.get("activation"):
-            old = header.get("activation")
-            old = f"leaky_relu:{old.get('slope')}" if isinstance(old, dict) else "relu"
-            raise InputError(f"{path} holds a hunt with --activation {old}; resume with the same --activation or use "
-                             f"another --out")
-        if header.get("minimise", True) != minimise_finds:
-            raise InputError(f"{path} was started {'with' if header.get('minimise', True) else 'without'} "
-                             f"minimisation of finds; resume with the same setting (--no-minimise)")
-        if lag is not None and int(lag) != header.get("lag"):
-            raise InputError(f"{path} was started with --lag {header.get('lag')}; resume with the same value")
-        lag = int(header["lag"])
-    else:
-        lag = int(lag if lag is not None else DEFAULT_LAG)
-        want["lag"] = lag
-        want["minimise"] = bool(minimise_finds)
-    done = {r["index"] for r in records}
-    finds = sorted((r["index"], r["recipe"]) for r in records
-                   if r.get("status") in PARENT_STATUSES and "recipe" in r)
-    find_index = [i for i, _ in finds]  # sorted; finds are appended in index order
-    n_finds = sum(1 for r in records if r.get("status") in FIND_STATUSES)
-    # the first index not yet verified: the file is a prefix of the stream
-    frontier = 0
-    while frontier in done:
-        frontier += 1
-    if budget is not None and all(i in done for i in range(budget)):
-        return {"verified": 0, "total": len(done), "finds": n_finds, "seconds": 0.0, "per_second": None,
-                "complete": True, "work_seconds": 0.0, "cpu_seconds": 0.0, "workers": 0, "busy": None}
+    lag = _resumed_lag(path, header, want, lag, minimise_finds)
+    stream = _Stream(records, arch, spec, seed, lag, minimise_finds, slope, budget)
+    if stream.complete():
+        return {"verified": 0, "total": len(stream.done), "finds": stream.n_finds, "seconds": 0.0,
+                "per_second": None, "complete": True, "work_seconds": 0.0, "cpu_seconds": 0.0, "workers": 0,
+                "busy": None}
     out_f = _Appender(path)
     if header is None:
         out_f.write(want)
     start_t = time.monotonic()
-    new = 0
-    work = 0.0  # seconds spent inside work units (measured by the workers)
-    cpu = 0.0  # CPU seconds the workers used for them
     runner = (_Dask(scheduler, spec, arch) if scheduler else
               _Pool(workers, spec, arch) if workers > 1 else _InProcess())
     sizer = _ChunkSizer(runner.slots)
-    pending: dict = {}   # future -> first index of its unit
-    ready: dict = {}     # first index -> records, for units finished out of order
-    order: list = []     # first indices of units in flight, in stream order
-    nxt = frontier       # next index to hand out
     last_note = start_t
     stopped = False
-
-    def out_of_time() -> bool:
-        return seconds is not None and time.monotonic() - start_t > seconds
-
     try:
         while True:
-            # hand out units while there is room: a unit may run once the finds it may mutate
-            # (indices < i - lag) are all known, i.e. written
-            while not stopped and len(pending) < 2 * runner.slots:
-                if budget is not None and nxt >= budget:
-                    break
-                remaining = None if budget is None else budget - nxt
-                size = sizer.size(remaining, lag)
-                hi = nxt + size if budget is None else min(nxt + size, budget)
-                hi = min(hi, frontier + lag + 1)
-                if hi <= nxt:
-                    break
-                items = []
-                for i in range(nxt, hi):
-                    if i in done:
-                        continue
-                    # as _select_parent(seed, i, [finds with index < i - lag]), without the copy
-                    count = bisect.bisect_left(find_index, i - lag)
-                    par = None
-                    if count and _rng(seed, i).random() < 0.15:
-                        par = finds[_rng(seed, i, "parent").randrange(count)]
-                    items.append((i, par))
-                if items:
-                    fut = runner.submit((arch, spec, seed, items, minimise_finds, slope))
-                    pending[fut] = nxt
-                    order.append(nxt)
-                else:
-                    ready[nxt] = ([], 0.0)
-                    order.append(nxt)
-                nxt = hi
-            if not pending and not (order and order[0] in ready):
+            if not stopped:
+                stream.hand_out(runner, sizer)
+            if not stream.pending and not (stream.order and stream.order[0] in stream.ready):
                 break
-            if pending:
-                for fut in runner.wait(list(pending)):
-                    first = pending.pop(fut)
-                    recs, dt, cpu_dt = fut.result()
-                    sizer.record(len(recs), dt)
-                    work += dt
-                    cpu += cpu_dt
-                    ready[first] = (recs, dt)
-            # write the units that are next in the stream
-            while order and order[0] in ready:
-                recs, _ = ready.pop(order.pop(0))
-                for rec in recs:
-                    out_f.write(rec)
-                    done.add(rec["index"])
-                    new += 1
-                    if rec.get("status") in PARENT_STATUSES and "recipe" in rec:
-                        finds.append((rec["index"], rec["recipe"]))
-                        find_index.append(rec["index"])
-                    if rec.get("status") in FIND_STATUSES:
-                        n_finds += 1
-                while frontier in done:
-                    frontier += 1
-            if out_of_time():
+            if stream.pending:
+                stream.collect(runner, sizer)
+            stream.write_ready(out_f)
+            if seconds is not None and time.monotonic() - start_t > seconds:
                 stopped = True  # hand out nothing more; the units in flight finish and are written
             now = time.monotonic()
             if progress and now - last_note > 2.0:
                 last_note = now
-                progress(f"hunt: {len(done)} candidates, {n_finds} find(s), {new / (now - start_t):.1f} candidates/s, "
-                         f"units of {sizer.size(None, lag)}")
+                progress(f"hunt: {len(stream.done)} candidates, {stream.n_finds} find(s), "
+                         f"{stream.new / (now - start_t):.1f} candidates/s, units of {sizer.size(None, lag)}")
         out_f.sync()
     finally:
         out_f.close()
         runner.close()
     elapsed = time.monotonic() - start_t
-    complete = budget is not None and all(i in done for i in range(budget))
-    slots = runner.slots
-    return {"verified": new, "total": len(done), "finds": n_finds, "seconds": elapsed,
-            "per_second": new / elapsed if elapsed > 0 else None, "complete": complete,
-            "work_seconds": work, "cpu_seconds": cpu, "workers": slots,
+    slots, work, new = runner.slots, stream.work, stream.new
+    return {"verified": new, "total": len(stream.done), "finds": stream.n_finds, "seconds": elapsed,
+            "per_second": new / elapsed if elapsed > 0 else None, "complete": stream.complete(),
+            "work_seconds": work, "cpu_seconds": stream.cpu, "workers": slots,
             # how busy the workers were: 1.0 when every slot computed all the time
             "busy": work / (slots * elapsed) if elapsed > 0 else None}
 
