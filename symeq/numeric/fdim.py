@@ -626,7 +626,7 @@ def functional_dimension(model: NumericModel, *, n_points: int | None = None, rt
     dimension as a Jacobian rank); Shahverdi et al. 2026 (identifiability up to K_i); Knyazev
     2001 (LOBPCG); Martens and Grosse 2015 (K-FAC).
     """
-    if getattr(model, "has_attention", False):
+    if getattr(model, "token_mixing", False):
         raise InputError("the functional dimension is implemented for dense models only; this one starts with attention")
     P = model.n_params
     if method not in ("auto", "dense", "krylov"):

@@ -59,6 +59,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..layers.base import NoPartner
+from ..layers.registry import all_support, supports
 from .models import NumericGroup, NumericModel, _as_group
 from ..walk import ChainWalk, TieWalk, cayley_homomorphism
 from .match import _fit, _input_bias, _latent_action, linear_assignment  # linear_assignment: re-exported
@@ -209,7 +210,7 @@ def _match_candidates(layer, prev, reference, i: int) -> list:
     try:
         _, candidates = layer.match_action(prev, reference=reference, li=i)
     except NoPartner as e:
-        if layer.kind != "conv2d" or layer.in_dim * layer.out_dim > DENSE_FALLBACK_ENTRIES \
+        if not supports(layer, "sparse-actions") or layer.in_dim * layer.out_dim > DENSE_FALLBACK_ENTRIES \
                 or layer.out_dim > DENSE_FALLBACK_ROWS:
             raise
         from .models import NumericDenseLayer
@@ -225,7 +226,7 @@ def _commutator_residual(layer, prev, B) -> float:
     """|W P - B W| / |W| and the same for the bias (with P's offset): an affine layer's check, dense or
     (convolutions) on the sparse matrix."""
     Bm = as_action(B)
-    if layer.kind == "conv2d" and isinstance(prev, MonomialAction) and isinstance(Bm, MonomialAction):
+    if supports(layer, "sparse-actions") and isinstance(prev, MonomialAction) and isinstance(Bm, MonomialAction):
         from .conv import sparse_commutator_residual  # no dense expansion of the convolution
 
         return sparse_commutator_residual(layer, prev, Bm)
@@ -571,7 +572,7 @@ def derive_latent_actions_numeric(model: NumericModel, group=None, *, tol: float
             continue
         ((worst, chain, res),) = found
         if worst > tol and any(r[2] is not None and r[2] <= 10 * tol for r in res) and \
-                all(l.kind == "dense" for l in model.layers):  # the tie walk reads dense rows
+                all_support(model.layers, "tie-walk"):  # the tie walk reads dense rows
             # (near) tied neurons: resolve them by their outgoing weights instead
             if ties is None:
                 matcher = _FloatMatcher(model, tol)

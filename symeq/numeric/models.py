@@ -57,7 +57,8 @@ from ..activations import LATENT_GROUPS, relu as _exact_relu
 from ..activations.registry import torch_activation_classes
 from ..schema import check_keys
 from ..errors import EngineMissing, InputError, ShapeError
-from ..layers.base import TOKEN_MIXING, DenseNames
+from ..layers.base import DenseNames
+from ..layers.registry import supports
 from ..models import LayeredShape
 from .attention import NumericAttention, NumericHeads
 from .conv import NumericConvLayer
@@ -497,8 +498,11 @@ class NumericModel(LayeredShape):
             self.check_group(self.group)
 
     @property
-    def has_attention(self) -> bool:
-        return self.layers[0].kind in TOKEN_MIXING
+    def token_mixing(self) -> bool:
+        """Whether the first layer mixes tokens (the registry's capability "token-mixing")."""
+        return supports(self.layers[0], "token-mixing")
+
+    has_attention = token_mixing  # the older name, kept for callers
 
     @property
     def n_params(self) -> int:
@@ -509,7 +513,7 @@ class NumericModel(LayeredShape):
         splits into its heads (value spaces) and its output projection, which merges into the
         next token-wise layer (or is the last, affine layer).  Dense models are their own chain."""
         first = self.layers[0]
-        if not isinstance(first, NumericAttention):
+        if not supports(first, "splits-in-chain"):
             return self
         T = first.tokens
         Ot = first.out_stack().T  # d_out x H d_v
@@ -542,7 +546,7 @@ class NumericModel(LayeredShape):
 
     # -- parameters as one vector (W_1, b_1, W_2, b_2, ... row-major) ----------------------
     def parameters(self) -> np.ndarray:
-        if self.has_attention:
+        if self.token_mixing:
             raise InputError("parameter vectors are implemented for dense models only")
         return np.concatenate([np.concatenate([l.weight.ravel(), l.bias]) for l in self.layers])
 
@@ -560,7 +564,7 @@ class NumericModel(LayeredShape):
         return NumericModel(self.input_dim, layers, self.group, self.name, dict(self.meta))
 
     def copy(self, group=...) -> "NumericModel":
-        if self.has_attention:
+        if self.token_mixing:
             return NumericModel(self.input_dim, [l.copy() if hasattr(l, "copy") else l for l in self.layers],
                                 self.group if group is ... else group, self.name, dict(self.meta))
         return NumericModel(self.input_dim, [l.copy() for l in self.layers], self.group if group is ... else group,
@@ -588,7 +592,7 @@ class NumericModel(LayeredShape):
     def to_torch(self, dtype=None, device=None):
         """An ``nn.Sequential`` with the same function (torch extra)."""
         torch = _torch()
-        if self.has_attention:
+        if self.token_mixing:
             raise InputError("to_torch converts dense models only; this one starts with attention")
         dtype = dtype or torch.float64
         mods = []
@@ -605,13 +609,28 @@ class NumericModel(LayeredShape):
         return seq.to(device) if device is not None else seq
 
     def __repr__(self) -> str:
-        acts = ", ".join(f"{l.scoring} attention" if isinstance(l, NumericAttention) else
-                         "heads" if l.kind == "heads" else l.activation.spec.get("type", l.activation.name)
+        acts = ", ".join(f"{l.scoring} attention" if supports(l, "splits-in-chain") else
+                         l.kind if supports(l, "head-blocks") else l.activation.spec.get("type", l.activation.name)
                          for l in self.layers[:-1])
         return f"NumericModel({self.name!r}, widths {self.widths}, activations [{acts}])"
 
 
 # -- conversion and loading ----------------------------------------------------------------
+
+def _act(l):
+    return None if l.activation is None else activation_from_exact(l.activation)
+
+
+#: the float twin of each layer kind (``layer.kind`` -> exact layer -> float layer): one line per kind
+FLOAT_TWINS = {
+    "attention": lambda l: NumericAttention.from_exact(l),
+    "heads": lambda l: NumericHeads(l.tokens, [to_float_matrix(a) for a in l.scores],
+                                    [to_float_matrix(v) for v in l.values]),
+    "conv2d": lambda l: NumericConvLayer.from_exact(l, _act(l)),  # kernels stay kernels (symeq.numeric.conv)
+    "dense": lambda l: NumericDenseLayer(to_float_matrix(l.weight), np.array([_fq(b) for b in l.bias]), _act(l),
+                                         l.tokens),
+}
+
 
 def from_exact(model, group=...) -> NumericModel:
     """The float twin of an exact :class:`~symeq.models.Model` (same widths, same group).
@@ -624,20 +643,7 @@ def from_exact(model, group=...) -> NumericModel:
     >>> from_exact(random_equivariant_attention(rng=0)).widths
     [8, 8]
     """
-    layers = []
-    for l in model.layers:
-        if l.kind == "attention":
-            layers.append(NumericAttention.from_exact(l))
-        elif l.kind == "heads":
-            layers.append(NumericHeads(l.tokens, [to_float_matrix(a) for a in l.scores],
-                                       [to_float_matrix(v) for v in l.values]))
-        elif l.kind == "conv2d":  # kernels stay kernels (symeq.numeric.conv)
-            layers.append(NumericConvLayer.from_exact(
-                l, None if l.activation is None else activation_from_exact(l.activation)))
-        else:
-            layers.append(NumericDenseLayer(to_float_matrix(l.weight), np.array([_fq(b) for b in l.bias]),
-                                            None if l.activation is None else activation_from_exact(l.activation),
-                                            l.tokens))
+    layers = [FLOAT_TWINS[l.kind](l) for l in model.layers]
     g = model.group if group is ... else group
     return NumericModel(model.input_dim, layers, None if g is None else _as_group(g), model.name, {})
 
@@ -911,7 +917,7 @@ def save_npz(model: NumericModel, path) -> None:
     """Write a model in the layout read by :func:`load_npz`."""
     import json
 
-    if model.has_attention:
+    if model.token_mixing:
         raise InputError("the .npz layout holds dense models only; save attention models as .json")
     arrays = {}
     for i, l in enumerate(model.layers):

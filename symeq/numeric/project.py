@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
+from ..layers.registry import first_unsupported
 from .monomial import MonomialAction
 
 __all__ = ["Actions", "signed_permutation", "group_elements", "element_actions", "is_homomorphism",
@@ -171,8 +172,10 @@ def is_homomorphism(group, gen_actions) -> tuple[bool, str]:
 
 def check_projectable(model) -> None:
     """Refuse, before any work, the models whose layers the projection does not cover."""
-    if model.has_attention or any(l.kind != "dense" for l in model.layers):
-        raise InputError("certify projects dense networks (convolutions as their dense expansion) only")
+    bad = first_unsupported(model.layers, "reynolds")
+    if bad is not None:
+        raise InputError("certify projects dense networks (convolutions as their dense expansion) only; "
+                         f"{bad.kind} layers do not support the Reynolds projection")
 
 
 def signs_allowed(act) -> bool:
