@@ -79,6 +79,7 @@ class ActivationUnit:
     identities : (real activations) every (alpha, beta, q, c) with sigma(alpha t + beta) = q sigma(t) + c,
         or ``"positive"`` (leaky ReLU's alpha > 0 family); read as ``REAL_SYMMETRIES``
     piecewise_linear : exact on rationals, the linear-region machinery applies (ReLU, leaky ReLU)
+    slopes : (piecewise linear) act -> (slope for t < 0, slope for t > 0), read by :mod:`symeq.relu`
     exact : (act, t) -> sigma(t) as an fmpq, or :class:`NotExactError` where it is irrational
     ball : (act, x) -> a ``flint.arb`` enclosure of sigma(x)
     latex : (act, var) -> LaTeX
@@ -105,6 +106,7 @@ class ActivationUnit:
     definition: str = ""
     identities: object = None
     piecewise_linear: bool = False
+    slopes: Callable | None = None
     exact: Callable | None = None
     ball: Callable | None = None
     latex: Callable | None = None
@@ -181,6 +183,18 @@ class Activation:
     def piecewise_linear(self) -> bool:
         """ReLU and leaky ReLU: exact on rationals, the linear-region machinery applies."""
         return self.unit.piecewise_linear
+
+    @property
+    def pl_slopes(self):
+        """(slope for t < 0, slope for t > 0) of a piecewise-linear activation, None otherwise
+        (the exact ReLU tools, :func:`symeq.relu.fdim.activation_slope`, ask this).
+
+        >>> from symeq.activations import real, relu
+        >>> relu().pl_slopes, real("leaky_relu", slope="1/10").pl_slopes, real("tanh").pl_slopes
+        ((0, 1), (1/10, 1), None)
+        """
+        slopes = self.unit.slopes
+        return None if slopes is None else slopes(self)
 
     def ball(self, x):
         """sigma(x) for a ball ``x`` (``flint.arb``): a rigorous enclosure at the context's precision.

@@ -42,6 +42,7 @@ def _relu_ball(act, x):
 
 register(ActivationUnit(
     name="relu", kind="relu", rank=4, make=lambda s: relu(), definition="max(0, t)", piecewise_linear=True,
+    slopes=lambda act: (fmpq(0), fmpq(1)),
     exact=lambda act, t: t if t > 0 else fmpq(0), ball=_relu_ball, latex=lambda act, v: rf"\max(0, {v})",
     numpy=_np_relu, torch=lambda act: torch_nn("ReLU"), torch_classes=("ReLU",),
     onnx_ops=("Relu",), onnx_candidates=(("relu", {"type": "relu"}),), to_onnx=single_op_onnx("Relu")))
@@ -89,6 +90,7 @@ register(ActivationUnit(
     name="leaky_relu", kind="real", rank=11, keys=("slope",), params=_leaky_params, aliases=("leakyrelu", "leaky-relu"),
     make=lambda s: real("leaky_relu", **{k: v for k, v in s.items() if k != "type"}),
     shorthand=lambda arg, text: {"slope": arg.strip()}, symmetry="relu", piecewise_linear=True,
+    slopes=lambda act: (fmpq(act.spec["slope"]), fmpq(1)),
     definition="t for t > 0, slope t for t <= 0 (\"slope\": a rational other than 1 and -1, default 1/100)",
     identities="positive",  # positively homogeneous
     exact=lambda act, t: t if t > 0 else fmpq(act.spec["slope"]) * t, ball=_leaky_ball, latex=_leaky_latex,

@@ -540,8 +540,7 @@ def _relu_certificate(model, f) -> dict | None:
 
     layers = model.layers
     if any(l.kind != "dense" or l.tokens is not None for l in layers) or layers[-1].activation is not None \
-            or any(l.activation is None or not (l.activation.kind == "relu" or l.activation.name == "leaky_relu")
-                   for l in layers[:-1]):
+            or any(l.activation is None or not l.activation.piecewise_linear for l in layers[:-1]):
         return None
     if not f.sample_points:
         return None
