@@ -24,6 +24,11 @@ exactly once each: the nearest for these blocks, up to H = :data:`MAX_EXHAUSTIVE
 exact rationals, so theta-bar satisfies the conditions above exactly; theta-bar then goes through
 :func:`symeq.verify`, whose certificate ``symeq check`` re-checks.
 
+Any other finite group (acting by token permutations (x) signed permutations) takes the bounded
+search :func:`_certify_bounded`: heads in their SVD gauge, per group element a head permutation
+by linear assignment and sign blocks, the exact Reynolds average over the group (labelled "not
+proven nearest").
+
 Distances are taken in the coordinates the function depends on (A_h = Q_h K_h^T, b_h, V_h O_h, c),
 which no gauge moves: ||theta - theta-bar|| / ||theta|| there, and the function distance on Gaussian
 noise (and on data when given).
@@ -177,11 +182,7 @@ def certify_attention(model, ngroup, egroup, *, result, relative, digits: int | 
     result class (``result``: :class:`symeq.certification.Certification`) and its relative function
     distance (``relative``), so that this module does not import it back."""
     Certification, _relative = result, relative
-    from .layers.attention import AttentionLayer, Head
-    from .models import Model
     from .numeric.attention import NumericAttention
-    from .numeric.models import NumericModel
-    from .theorem import verify
 
     t0 = time.perf_counter() if t0 is None else t0
     if len(model.layers) != 1 or not isinstance(model.layers[0], NumericAttention):
@@ -193,13 +194,14 @@ def certify_attention(model, ngroup, egroup, *, result, relative, digits: int | 
                          "score scalar between A_h and V_h that this projection does not use)")
     if digits is not None and not (isinstance(digits, int) and 1 <= digits <= 30):
         raise InputError(f"--digits must be an integer from 1 to 30, got {digits!r}")
-    if len(ngroup.generators) != 1:
-        raise InputError("certify (attention): groups of order 2 (one involution) only; a larger group would need a "
-                         "bounded search over head permutations per generator, which is not implemented")
     T, d, do = layer.tokens, layer.d, layer.d_out
     from .numeric.attention import factor_kron_numeric
 
     A, B = ngroup.generators[0]
+    if len(ngroup.generators) != 1 or egroup.order() != 2:  # not {e, g}: the bounded search
+        return _certify_bounded(model, ngroup, egroup, result=result, relative=relative, digits=digits, data=data,
+                                max_distance=max_distance, timeout=timeout, noise_points=noise_points, seed=seed,
+                                t0=t0)
     fin, fout = factor_kron_numeric(A, T, d), factor_kron_numeric(B, T, do)
     if fin is None or fout is None or not np.array_equal(fin[0], fout[0]):
         raise InputError("certify (attention): the group must act as one token permutation (x) channel matrices on "
@@ -271,31 +273,6 @@ def certify_attention(model, ngroup, egroup, *, result, relative, digits: int | 
             heads[k] = (Ce * qb, Ce * kb, Ce * vb, ob * Coe, Ce * bb)
     ce = _qm(P.c[:, None], D)
     cb = half(ce, Coe * ce)
-    exact_heads = [Head(q, k_, v, o, list(b.entries())) for q, k_, v, o, b in heads]
-    exact_scale = None
-    if layer.scale is not None:
-        from fractions import Fraction
-
-        from flint import fmpq
-
-        f = Fraction(float(layer.scale))
-        exact_scale = fmpq(f.numerator, f.denominator)
-    att = AttentionLayer(T, exact_heads, None, "softmax", exact_scale, list(cb.entries()))
-    exact = Model(T * d, [att], egroup, (model.name or "attention") + " (theta-bar)")
-    fbar = NumericModel(T * d, [NumericAttention.from_exact(att)], ngroup, exact.name)
-    ft = fbar.layers[0]
-    bar = _invariants(ft.query, ft.key, ft.value, ft.out,
-                      [np.zeros(d) if ft.score_bias is None or ft.score_bias[h] is None else ft.score_bias[h]
-                       for h in range(H)], np.zeros(do) if ft.bias is None else ft.bias)
-    dist = float(np.linalg.norm(theta - bar) / max(np.linalg.norm(theta), 1e-300))
-    rng = np.random.default_rng(seed)
-    Z = rng.standard_normal((noise_points, T * d))
-    fdist = {"noise": _relative(model(Z), fbar(Z))}
-    if data is not None:
-        x = np.asarray(data[0] if isinstance(data, tuple) else data, dtype=float)
-        fdist["data"] = _relative(model(x), fbar(x))
-    left = None if timeout is None else max(1.0, timeout - (time.perf_counter() - t0))
-    v = verify(exact, egroup, timeout=left)
     swaps = [(h + 1, pi[h] + 1) for h in range(H) if h < pi[h]]
     fixed = [h + 1 for h in range(H) if pi[h] == h]
     method = (f"head involution by exhaustive comparison of all {n_tried} involutions of {H} heads (swapped pairs "
@@ -305,12 +282,56 @@ def certify_attention(model, ngroup, egroup, *, result, relative, digits: int | 
              "gauges do not move",
              "the head permutation is the nearest among all involutions for these blocks; the blocks themselves are "
              "least-squares fits, so a nearer layerwise-equivariant layer with other blocks may exist"]
-    cert = Certification("undetermined", [dist], fdist, None, [D], method, False,
-                         [{"method": method, "distance": dist}], v, exact, fbar, max_distance, notes,
-                         distance=dist, metric="parameters")
-    cert.actions = {"head_permutation": [pi[h] + 1 for h in range(H)],
-                    "inner_signs": {str(h + 1): {"query_key": [int(x) for x in signs[h][0]],
-                                                 "value_out": [int(x) for x in signs[h][1]]} for h in signs}}
+    actions = {"head_permutation": [pi[h] + 1 for h in range(H)],
+               "inner_signs": {str(h + 1): {"query_key": [int(x) for x in signs[h][0]],
+                                            "value_out": [int(x) for x in signs[h][1]]} for h in signs}}
+    return _finish(model, heads, list(cb.entries()), egroup, ngroup, P, D, method, notes, actions, result=Certification,
+                   relative=_relative, data=data, seed=seed, noise_points=noise_points, timeout=timeout, t0=t0,
+                   max_distance=max_distance)
+
+
+def _finish(model, heads, cb, egroup, ngroup, P, D, method, notes, actions, *, result, relative, data, seed,
+            noise_points, timeout, t0, max_distance):
+    """theta-bar from its exact heads (Q, K, V, O, b as fmpq_mat) and output bias: distances, the exact
+    verification, and the result."""
+    from .layers.attention import AttentionLayer, Head
+    from .models import Model
+    from .numeric.attention import NumericAttention
+    from .numeric.models import NumericModel
+    from .theorem import verify
+
+    layer = model.layers[0]
+    T, d, do, H = layer.tokens, layer.d, layer.d_out, len(heads)
+    exact_heads = [Head(q, k_, v, o, list(b.entries())) for q, k_, v, o, b in heads]
+    exact_scale = None
+    if layer.scale is not None:
+        from fractions import Fraction
+
+        from flint import fmpq
+
+        f = Fraction(float(layer.scale))
+        exact_scale = fmpq(f.numerator, f.denominator)
+    att = AttentionLayer(T, exact_heads, None, "softmax", exact_scale, cb)
+    exact = Model(T * d, [att], egroup, (model.name or "attention") + " (theta-bar)")
+    fbar = NumericModel(T * d, [NumericAttention.from_exact(att)], ngroup, exact.name)
+    ft = fbar.layers[0]
+    theta = _invariants(P.Q, P.K, P.V, P.O, P.sb, P.c)
+    bar = _invariants(ft.query, ft.key, ft.value, ft.out,
+                      [np.zeros(d) if ft.score_bias is None or ft.score_bias[h] is None else ft.score_bias[h]
+                       for h in range(H)], np.zeros(do) if ft.bias is None else ft.bias)
+    dist = float(np.linalg.norm(theta - bar) / max(np.linalg.norm(theta), 1e-300))
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((noise_points, T * d))
+    fdist = {"noise": relative(model(Z), fbar(Z))}
+    if data is not None:
+        x = np.asarray(data[0] if isinstance(data, tuple) else data, dtype=float)
+        fdist["data"] = relative(model(x), fbar(x))
+    left = None if timeout is None else max(1.0, timeout - (time.perf_counter() - t0))
+    v = verify(exact, egroup, timeout=left)
+    cert = result("undetermined", [dist], fdist, None, [D], method, False,
+                  [{"method": method, "distance": dist}], v, exact, fbar, max_distance, notes,
+                  distance=dist, metric="parameters")
+    cert.actions = actions
     if v.verdict != "layerwise-equivariant" or v.reparametrized:
         cert.reason = f"the exact verification of theta-bar says {v.verdict}, not layerwise-equivariant at theta-bar"
     elif max_distance is not None and dist > max_distance:
@@ -319,3 +340,121 @@ def certify_attention(model, ngroup, egroup, *, result, relative, digits: int | 
         cert.status = "certified"
     cert.seconds = time.perf_counter() - t0
     return cert
+
+
+
+def _svd_gauge(P: _Heads) -> None:
+    """Each head in its SVD gauge (in place): A_h = U S W^T gives Q_h = U S^1/2, K_h = W S^1/2 (d_k columns)
+    and V_h O_h = U' S' W'^T gives V_h = U' S'^1/2, O_h = S'^1/2 W'^T (d_v): the function is unchanged, and
+    an equivariance with signed-permutation channel actions maps these bases onto each other up to signs
+    (where the singular values are distinct)."""
+    for h in range(len(P.Q)):
+        dk, dv = P.Q[h].shape[1], P.V[h].shape[1]
+        U, s, Wt = np.linalg.svd(P.Q[h] @ P.K[h].T)
+        r = np.sqrt(s[:dk])
+        P.Q[h], P.K[h] = U[:, :dk] * r, Wt[:dk].T * r
+        U, s, Wt = np.linalg.svd(P.V[h] @ P.O[h])
+        r = np.sqrt(s[:dv])
+        P.V[h], P.O[h] = U[:, :dv] * r, (Wt[:dv].T * r).T
+
+
+def _signs(F: np.ndarray) -> np.ndarray:
+    return np.where(np.diag(F) >= 0, 1.0, -1.0)
+
+
+def _certify_bounded(model, ngroup, egroup, *, result, relative, digits, data, max_distance, timeout, noise_points,
+                     seed, t0):
+    """Any finite group acting by a token permutation (x) signed permutations: a bounded search, not a proof of
+    nearness.  The heads are put in their SVD gauge; for every group element its head permutation is the
+    linear assignment of the invariant coordinates and its blocks are the signs of the gauged bases; the
+    exact Reynolds average over the group with these actions is theta-bar (layerwise equivariant when the
+    actions compose as the group does: checked in floats first, then proved by verify)."""
+    from .numbers import mat_rows
+    from .numeric.attention import _assign, factor_kron_numeric
+
+    layer = model.layers[0]
+    T, d, do = layer.tokens, layer.d, layer.d_out
+    P = _Heads(layer)
+    H = len(P.Q)
+    _svd_gauge(P)
+    elems = []
+    for e in egroup.elements():
+        A, B = (np.array([[int(x.p) / int(x.q) for x in row] for row in mat_rows(m)]) for m in e.mats[:2])
+        fin, fout = factor_kron_numeric(A, T, d), factor_kron_numeric(B, T, do)
+        if fin is None or fout is None or not np.array_equal(fin[0], fout[0]):
+            raise InputError("certify (attention): every group element must act as one token permutation (x) "
+                             "channel matrices on input and output")
+        C = fin[1]
+        Co = fout[1]
+        for M, what in ((C, "channel action"), (Co, "output channel action")):
+            if not (np.all(np.isin(M, (-1.0, 0.0, 1.0))) and np.array_equal(np.abs(M) @ np.abs(M).T, np.eye(len(M)))):
+                raise InputError(f"certify (attention): the group's {what} must be signed permutations")
+        At = [C.T @ P.Q[h] @ P.K[h].T @ C for h in range(H)]
+        Bt = [C.T @ P.V[h] @ P.O[h] @ Co for h in range(H)]
+        cost = np.array([[(np.linalg.norm(At[h] - P.Q[k] @ P.K[k].T) + np.linalg.norm(Bt[h] - P.V[k] @ P.O[k])
+                           + np.linalg.norm(C.T @ P.sb[h] - P.sb[k]))
+                          / max(np.linalg.norm(At[h]) + np.linalg.norm(Bt[h]), 1e-300) for k in range(H)]
+                         for h in range(H)])
+        pi = [int(k) for k in _assign(cost)]
+        t = [_signs(np.linalg.lstsq(P.Q[pi[h]], C.T @ P.Q[h], rcond=None)[0]) for h in range(H)]
+        sv = [_signs(np.linalg.lstsq(P.V[pi[h]], C.T @ P.V[h], rcond=None)[0]) for h in range(H)]
+        elems.append((e, C, Co, pi, t, sv, float(max(cost[h, pi[h]] for h in range(H)))))
+
+    def act(Q, K, V, O, b, c, el):  # g . theta, head h -> pi(h)
+        _, C, Co, pi, t, sv, _ = el
+        out = [None] * H
+        for h in range(H):
+            T_, S_ = np.diag(t[h]), np.diag(sv[h])
+            out[pi[h]] = (C.T @ Q[h] @ T_, C.T @ K[h] @ T_, C.T @ V[h] @ S_, S_ @ O[h] @ Co, C.T @ b[h])
+        return [list(z) for z in zip(*out)] + [Co.T @ c]
+
+    n = len(elems)
+    parts = [act(P.Q, P.K, P.V, P.O, P.sb, P.c, el) for el in elems]
+    avg = [[sum(p[i][h] for p in parts) / n for h in range(H)] for i in range(5)] + [sum(p[5] for p in parts) / n]
+    bad = 0.0
+    for el in elems:
+        moved = act(*avg, el)
+        bad = max(bad, max(np.linalg.norm(moved[i][h] - avg[i][h]) for i in range(5) for h in range(H)))
+    scale = max(1.0, max(np.linalg.norm(m) for i in range(5) for m in avg[i]))
+    if bad > 1e-8 * scale:
+        raise InputError(f"certify (attention): the head actions matched per group element do not compose as the "
+                         f"group does (the average moves by {bad:.3g} under the group): no theta-bar from this bounded "
+                         "search; the network is far from layerwise equivariant under this group")
+    theta = _invariants(P.Q, P.K, P.V, P.O, P.sb, P.c)
+    bar_f = _invariants(*avg)
+    dev = float(np.linalg.norm(theta - bar_f) / max(np.linalg.norm(theta), 1e-300))
+    D = digits if digits is not None else min(12, max(4, int(math.ceil(-math.log10(max(dev, 1e-12)))) + 3))
+    # exact: the gauged parameters on the grid, then the Reynolds average with the exact matrices
+    from flint import fmpq_mat
+
+    ex = [[_qm(M, D) for M in P.Q], [_qm(M, D) for M in P.K], [_qm(M, D) for M in P.V], [_qm(M, D) for M in P.O],
+          [_qm(b[:, None], D) for b in P.sb]]
+    ce = _qm(P.c[:, None], D)
+    acc = [[fmpq_mat(m.nrows(), m.ncols()) for m in ex[i]] for i in range(5)]
+    cacc = fmpq_mat(do, 1)
+    for e, C, Co, pi, t, sv, _ in elems:
+        Ce, Coe = _qm(C, 0), _qm(Co, 0)
+        Cet = Ce.transpose()
+        for h in range(H):
+            Te, Se = _qm(np.diag(t[h]), 0), _qm(np.diag(sv[h]), 0)
+            k = pi[h]
+            acc[0][k] += Cet * ex[0][h] * Te
+            acc[1][k] += Cet * ex[1][h] * Te
+            acc[2][k] += Cet * ex[2][h] * Se
+            acc[3][k] += Se * ex[3][h] * Coe
+            acc[4][k] += Cet * ex[4][h]
+        cacc += Coe.transpose() * ce
+    heads = [tuple(acc[i][h] / n for i in range(5)) for h in range(H)]
+    cb = list((cacc / n).entries())
+    worst = max(el[-1] for el in elems)
+    method = (f"bounded search over the {n} elements of the group: heads in their SVD gauge, per element the head "
+              f"permutation by linear assignment and sign blocks (largest matching residual {worst:.3g}); not "
+              "proven nearest")
+    notes = ["distances in the coordinates f depends on (A_h = Q_h K_h^T, b_h, V_h O_h, c), which the per-head "
+             "gauges do not move",
+             "a bounded search: the latent actions are head permutations with sign blocks in the heads' SVD gauge, "
+             "a subgroup of the heads' latent group; a nearer layerwise-equivariant layer may exist"]
+    gens = [el for el in elems if len(el[0].word) == 1]
+    actions = {"head_permutation_per_generator": {egroup.names[el[0].word[0]]: [k + 1 for k in el[3]] for el in gens}}
+    return _finish(model, heads, cb, egroup, ngroup, P, D, method, notes, actions, result=result, relative=relative,
+                   data=data, seed=seed, noise_points=noise_points, timeout=timeout, t0=t0, max_distance=max_distance)

@@ -169,3 +169,29 @@ def test_dynamo_export_with_a_fixed_batch_is_read(tmp_path):
         torch.onnx.export(m, (torch.randn(2, 24),), str(f), dynamo=True, input_names=["x"], output_names=["y"])
     X = np.random.default_rng(3).standard_normal((5, 24))
     assert np.max(np.abs(load_onnx(f)(X) - from_torch(m)(X))) < 1e-5
+
+
+def test_certify_bounded_search_for_a_group_of_order_4():
+    """A group other than {e, g} (here the two mirrors of a 2x4 image in 1x2 patches, order 4): the bounded
+    search (SVD gauge, per-element head permutation and sign blocks), labelled not proven nearest."""
+    from symeq.certification import certify
+    from symeq.groups.tokens import attention_group
+    from symeq.numbers import matrix
+    from symeq_check import check_certificate
+    from symeq.io import model_to_json
+    import json
+
+    swap, one = matrix([[0, 1], [1, 0]]), matrix([[1, 0], [0, 1]])
+    G = attention_group(4, [([1, 0, 3, 2], swap, swap), ([2, 3, 0, 1], one, one)], ["h", "v"])
+    torch.manual_seed(0)
+    first = certify(from_torch(TokenAttention(4, 2, 2)), G)
+    assert first.status == "certified" and "bounded search" in first.method and not first.proven_nearest
+    near = first.float_model
+    rng = np.random.default_rng(0)
+    for mats in (near.layers[0].query, near.layers[0].key, near.layers[0].value, near.layers[0].out):
+        for M in mats:
+            M += 1e-5 * rng.standard_normal(M.shape)
+    c = certify(near, G)
+    assert c.status == "certified" and c.distance < 1e-4
+    cert, model = json.loads(json.dumps(c.certificate())), json.loads(json.dumps(model_to_json(c.model)))
+    assert check_certificate(cert, model).accepted is True
