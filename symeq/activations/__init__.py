@@ -24,8 +24,8 @@ real (transcendental or piecewise linear) activations of :data:`REAL_ACTIVATIONS
 ``"real"``).  A real activation is never evaluated in floats on the exact path: its layers are
 proved by the identity table :data:`REAL_SYMMETRIES` (every (alpha, beta, q, c) with
 sigma(alpha t + beta) = q sigma(t) + c, proved complete in docs/theory.md, "Real activations"),
-and a refutation is a ball-arithmetic witness (:mod:`symeq.realfun`).  Its latent
-group K acts on a layer's neurons: a permutation together with, for each neuron, an affine
+and a refutation is a ball-arithmetic witness (the layers' ``ball_forward``, from each unit's
+``ball``).  Its latent group K acts on a layer's neurons: a permutation together with, for each neuron, an affine
 change of the pre-activation ``z -> alpha z + beta`` that multiplies the post-activation by a
 factor ``q``, i.e. ``sigma(alpha t + beta) = q sigma(t)`` for all t.  Which ``alpha`` are
 admissible is decided from the coefficients (docs/theory.md, "Latent symmetries K_i"):

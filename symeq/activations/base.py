@@ -91,6 +91,7 @@ class ActivationUnit:
     onnx_candidates : (label, spec) tried against an elementwise ONNX subgraph in float64
     to_onnx : (act, graph, x, li) -> the output name, emitting nodes with ``graph.node``,
         ``graph.fresh`` and ``graph.const``; None: no ONNX form
+    examples : specs the generic tests run (tests/test_activation_units.py); empty: ``{"type": name}``
     """
 
     name: str
@@ -119,6 +120,11 @@ class ActivationUnit:
     from_onnx: Callable | None = None
     onnx_candidates: tuple = ()
     to_onnx: Callable | None = None
+    examples: tuple = ()
+
+    def example_specs(self) -> tuple:
+        """The specs the generic tests run over (``examples``, or ``{"type": name}``)."""
+        return self.examples or ({"type": self.name},)
 
     def __repr__(self) -> str:
         return f"ActivationUnit({self.name!r})"
@@ -156,7 +162,7 @@ class Activation:
     def _exact_value(self, t: fmpq) -> fmpq:
         """sigma(t) for a real activation where it is rational (its unit's ``exact``: at 0; leaky
         ReLU everywhere; ELU for t >= 0); elsewhere the value is irrational and
-        :class:`NotExactError` is raised (balls: :mod:`symeq.realfun`)."""
+        :class:`NotExactError` is raised (balls: :meth:`ball`)."""
         exact = self.unit.exact
         if exact is None:
             raise _not_exact(self.name, t)

@@ -190,15 +190,18 @@ register(ActivationUnit(
     name="polynomial", rank=0, keys=("coeffs",), required=("coeffs",), aliases=("poly",),
     make=lambda s: polynomial(s["coeffs"]), definition="sum_k coeffs[k] t^k (exact rationals)",
     shorthand=lambda arg, text: {"coeffs": [c.strip() for c in arg.split(",")]},  # "0, 1, 2" on a command line
+    examples=({"type": "polynomial", "coeffs": ["0", "1", "1/2"]}, {"type": "polynomial", "coeffs": ["0", "0", "1", "1"]},
+              {"type": "polynomial", "coeffs": ["1", "0", "1", "0", "1"]}),
     torch_classes=("Polynomial",), from_torch=_from_torch, **_COMMON))
 register(ActivationUnit(
     name="monomial", rank=1, keys=("degree",), required=("degree",), make=lambda s: monomial(s["degree"]),
-    definition="t^degree", shorthand=_integer_shorthand("degree"), **_COMMON))
+    definition="t^degree", shorthand=_integer_shorthand("degree"),
+    examples=({"type": "monomial", "degree": 2}, {"type": "monomial", "degree": 3}), **_COMMON))
 register(ActivationUnit(
     name="tanh_series", rank=2, keys=("order",), required=("order",), aliases=("taylor_tanh",),
     make=lambda s: tanh_series(s["order"]), definition="the Taylor polynomial of tanh up to t^order",
-    shorthand=_integer_shorthand("order"), **_COMMON))
+    shorthand=_integer_shorthand("order"), examples=({"type": "tanh_series", "order": 3},), **_COMMON))
 register(ActivationUnit(
     name="sigmoid_series", rank=3, keys=("order",), required=("order",), make=lambda s: sigmoid_series(s["order"]),
     definition="the Taylor polynomial of the logistic sigmoid up to t^order",
-    shorthand=_integer_shorthand("order"), **_COMMON))
+    shorthand=_integer_shorthand("order"), examples=({"type": "sigmoid_series", "order": 3},), **_COMMON))

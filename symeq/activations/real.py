@@ -5,8 +5,8 @@ SiLU, softplus, ELU and erf (leaky ReLU, also of kind ``"real"``, is declared wi
 A real activation is never evaluated in floats on the exact path: its layers are proved by its
 identity rows (``identities``, gathered as :data:`symeq.activations.REAL_SYMMETRIES`; every
 (alpha, beta, q, c) with sigma(alpha t + beta) = q sigma(t) + c, proved complete in docs/theory.md,
-"Real activations"), and a refutation is a ball-arithmetic witness (:mod:`symeq.realfun`) from the
-unit's ``ball``.  Each unit below also declares its float and torch functions, its ONNX operators
+"Real activations"), and a refutation is a ball-arithmetic witness (the layers' ``ball_forward``)
+from the unit's ``ball``.  Each unit below also declares its float and torch functions, its ONNX operators
 and patterns, and its LaTeX.
 
 >>> real("leaky_relu").to_spec()
@@ -306,7 +306,7 @@ register(ActivationUnit(
     from_torch=lambda mod, kind, where: {"type": "gelu", "approximate": getattr(mod, "approximate", "none")},
     onnx_ops=("Gelu",), from_onnx=_gelu_from_onnx,
     onnx_candidates=(("gelu", {"type": "gelu"}), ("gelu_tanh", {"type": "gelu", "approximate": "tanh"})),
-    to_onnx=_gelu_to_onnx))
+    to_onnx=_gelu_to_onnx, examples=({"type": "gelu"}, {"type": "gelu", "approximate": "tanh"})))
 register(ActivationUnit(
     name="silu", kind="real", rank=8, make=_make("silu"), aliases=("swish",), symmetry="generic",
     definition="t sigmoid(t) (also called swish)", identities=_ONLY_IDENTITY, exact=_value_at_zero(fmpq(0)),
@@ -330,7 +330,8 @@ register(ActivationUnit(
     numpy=_np_elu, torch=lambda act: torch_nn("ELU", alpha=fq(spec_number(act.spec, "alpha"))), torch_classes=("ELU",),
     from_torch=lambda mod, kind, where: {"type": "elu", "alpha": rational_of_float(mod.alpha)},
     onnx_ops=("Elu",), from_onnx=lambda op, attr: {"type": "elu", "alpha": rational_of_float32(attr("alpha", 1.0))},
-    onnx_candidates=(("elu", {"type": "elu"}),), to_onnx=_elu_to_onnx))
+    onnx_candidates=(("elu", {"type": "elu"}),), to_onnx=_elu_to_onnx,
+    examples=({"type": "elu"}, {"type": "elu", "alpha": "3/2"})))
 register(ActivationUnit(
     name="erf", kind="real", rank=12, make=_make("erf"), symmetry="odd",
     definition="erf(t) = (2 / sqrt pi) int_0^t exp(-u^2) du", identities=_ODD, exact=_value_at_zero(fmpq(0)),
