@@ -41,6 +41,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from .errors import InputError
+from .layers.registry import supports
 from .numbers import mat_rows
 from .sizes import guard_expansion
 
@@ -114,9 +115,9 @@ def expand_forward(model, zero, inputs: Sequence, weight: Callable, bias: Callab
     """
     layers = list(model.layers)
     for l, layer in enumerate(layers, 1):
-        # the Layer protocol's kind (symeq/layers/base.py); a conv2d layer expands through its dense
-        # weight (ConvLayer.weight, size-guarded), the expansion's own size guard comes first
-        if layer.kind not in ("dense", "conv2d"):
+        # the kind's capability "dense-expansion" (symeq/layers/registry.py): dense layers, and conv2d
+        # through its dense weight (ConvLayer.weight, size-guarded); the expansion's own size guard comes first
+        if not supports(layer, "dense-expansion"):
             raise InputError(f"layer {l} is not a dense layer ({layer.kind}): its symbolic expansion is not "
                              "implemented (attention: use the grid checks of symeq.equivariance)")
         act = layer.activation

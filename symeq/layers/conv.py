@@ -574,7 +574,8 @@ class ConvLayer(ConvCore):
     kind: ClassVar[str] = "conv2d"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES)
     capabilities: ClassVar[frozenset] = frozenset({
-        "last-layer", "image-output", "sparse-actions", "channel-reduction", "ball-evaluation", "jacobian-rank"})
+        "last-layer", "image-output", "sparse-actions", "channel-reduction", "ball-evaluation", "jacobian-rank",
+        "dense-expansion"})
     schema: ClassVar[dict] = {
         "conv2d": (("type", "kernel", "bias", "stride", "padding", "padding_mode", "input_shape", "activation",
                     "dilation", "groups"), ("kernel", "bias")),

@@ -208,7 +208,7 @@ class DenseLayer(DenseNames):
     kind: ClassVar[str] = "dense"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES); a token-wise layer has fewer
     capabilities: ClassVar[frozenset] = frozenset({
-        "last-layer", "plain-dense", "dense-rows", "tie-walk", "neuron-reduction", "ball-evaluation",
+        "last-layer", "plain-dense", "dense-rows", "dense-expansion", "tie-walk", "neuron-reduction", "ball-evaluation",
         "tensor-decision", "fibre-ideal", "jacobian-rank", "reynolds"})
     schema: ClassVar[dict] = {"dense": (("type", "weight", "bias", "activation"), ("type", "weight", "bias"))}
 

@@ -78,6 +78,7 @@ CAPABILITIES = {
     "tie-walk": "the tie walk over dense rows (layerwise, numeric.layerwise)",
     "neuron-reduction": "inactive and cloned neurons (and head clones) by submodels' neuron path",
     "channel-reduction": "inactive and cloned channels by submodels' channel path",
+    "dense-expansion": "expands through dense `weight`/`bias` over a polynomial ring (symeq.expand)",
     "ball-evaluation": "an arb-ball forward pass (ball_forward) for refutation witnesses",
     "tensor-decision": "the tensor decision of one hidden dense layer (fibre.tensor, fibre.decide)",
     "fibre-ideal": "the fibre ideal and the classical tables over dense layers (fibre.classical, decide)",
