@@ -83,9 +83,11 @@ ONNX_INSTALL = "pip install 'symeq[onnx]'"
 
 LINEAR_OPS = ("Gemm", "MatMul", "Conv")
 SHAPE_OPS = ("Flatten", "Reshape", "Identity", "Squeeze (of 1 x 1 pixels)")
-# elementwise operators an activation subgraph may use (evaluated in float64 by _ELEMENTWISE)
-ACTIVATION_OPS = ("Tanh", "Sigmoid", "Relu", "LeakyRelu", "Elu", "Softplus", "Erf", "Gelu", "Exp", "Log", "Neg",
-                  "Abs", "Sqrt", "Reciprocal", "Add", "Sub", "Mul", "Div", "Pow", "Identity")
+# elementwise operators an activation subgraph may use (evaluated in float64 by _ELEMENTWISE), with every
+# single operator an activation unit reads (symeq.activations)
+ACTIVATION_OPS = tuple(dict.fromkeys(("Tanh", "Sigmoid", "Relu", "LeakyRelu", "Elu", "Softplus", "Erf", "Gelu", "Exp",
+                                      "Log", "Neg", "Abs", "Sqrt", "Reciprocal", "Add", "Sub", "Mul", "Div", "Pow",
+                                      "Identity") + tuple(onnx_ops())))
 FOLDED_OPS = ("BatchNormalization (eval)", "AveragePool", "GlobalAveragePool", "ReduceMean over H, W",
               "Reshape to 5-d + ReduceMean over each field",
               "Dropout (eval)", "Softmax / LogSoftmax at the output")
@@ -141,7 +143,7 @@ def _elementwise(node, args):
         return np.where(t > 0, t, _attr(node, "alpha", 0.01) * t)
     if op == "Elu":
         return np.where(t > 0, t, _attr(node, "alpha", 1.0) * np.expm1(np.minimum(t, 0.0)))
-    if op == "Gelu":
+    if op in DIRECT:  # Gelu (either form), and any other single operator an activation unit reads
         return _sigma(activation_from_onnx(op, lambda key, default: _attr(node, key, default)))(t)
     a, b = args
     return BINARY[op](a, b)
