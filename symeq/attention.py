@@ -74,6 +74,9 @@ __all__ = [
 
 # -- random equivariant attention models and scrambling ----------------------------------------
 
+MAX_REDRAWS = 200
+"""Draws of :func:`random_equivariant_attention` before it says no such model comes out."""
+
 def _rand(rng, r, c, lo=-5, hi=5) -> fmpq_mat:
     return fmpq_mat(r, c, [rng.randint(lo, hi) for _ in range(r * c)])
 
@@ -147,18 +150,24 @@ def random_equivariant_attention(
     Cs = [(C, Co) for C, Co, _ in elems]
     perms = [p for _, _, p in elems]
     # condition C^T A_h C = A_{pi(h)} for every element: average (T_g A)_{pi_g(h)} := C_g^T A_h C_g over G
-    while True:  # redraw until no two heads have proportional scores (no clones of heads)
+    for _ in range(MAX_REDRAWS):  # redraw until no two heads have proportional scores (no clones of heads)
         A = _project(Cs, perms, [_rand(rng, d, d) for _ in range(H)], lambda g, M: g[0].transpose() * M * g[0])
         if len({_canonical_scores(a)[0] for a in A}) == H and all(a != 0 for a in A):
             break
+    else:  # e.g. heads swapped by an element whose channel action is the identity: their scores must be equal
+        raise InputError(f"no draw of {MAX_REDRAWS} gives heads with distinct score matrices under these head "
+                         "permutations (an element that permutes heads while fixing the channels forces clones)")
     # The value space of each head carries the channel action too (d_v = d): C^T V_h C = V_{pi(h)},
     # i.e. C^T V_h = V_{pi(h)} N with N = C^-1 invertible (an invariant V would be rank deficient).
     if dv != d:
         raise InputError("this generator uses d_v = d (the value spaces carry the channel action)")
-    while True:
+    for _ in range(MAX_REDRAWS):
         V = _project(Cs, perms, [_rand(rng, d, dv) for _ in range(H)], lambda g, M: g[0].transpose() * M * g[0])
         if all((Vh.transpose() * Vh).det() != 0 for Vh in V):
             break
+    else:
+        raise InputError(f"no draw of {MAX_REDRAWS} gives invertible value maps under this group (the averaged "
+                         "values are rank deficient)")
     # outputs: f(gX) = P sum_h Y_pi(h) N O_h must equal P f(X) C_out^T:  O_{pi(h)} = C^-1 O_h C_out^-T
     O = _project(Cs, perms, [_rand(rng, dv, d_out) for _ in range(H)],
                  lambda g, M: g[0].inv() * M * g[1].inv().transpose())

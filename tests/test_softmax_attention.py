@@ -263,3 +263,13 @@ def test_softmax_clones_are_merged_lifted_and_checked():
     cert["parameters"]["layers"][0]["heads"][3]["out"][0][0] = "7"      # theta' is then another function
     rep = check_certificate(cert, model)
     assert rep.accepted is False and any("canonical forms differ" in r for r in rep.reasons)
+
+
+def test_random_equivariant_attention_refuses_head_permutations_that_force_clones():
+    from symeq.attention import random_equivariant_attention
+    from symeq.groups.tokens import attention_group
+
+    swap, one = matrix([[0, 1], [1, 0]]), matrix([[1, 0], [0, 1]])
+    G = attention_group(4, [([1, 0, 3, 2], swap, swap), ([2, 3, 0, 1], one, one)], ["h", "v"])
+    with pytest.raises(InputError, match="forces clones"):   # v swaps heads 3, 4 but fixes the channels
+        random_equivariant_attention(G, head_perms=[[1, 0, 2, 3], [0, 1, 3, 2]], scoring="softmax", rng=3)
