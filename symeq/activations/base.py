@@ -181,6 +181,18 @@ class Activation:
         return self.spec.get("type", self.kind)
 
     @property
+    def label(self) -> str:
+        """The short name in reports: ``tanh_series(3)``, ``relu``, ``leaky_relu(1/100)``.
+
+        >>> from symeq.activations import monomial, real
+        >>> monomial(2).label, real("tanh").label, real("gelu", approximate="tanh").label
+        ('monomial(2)', 'tanh', 'gelu(tanh)')
+        """
+        spec = self.spec
+        arg = spec.get("order", spec.get("degree", spec.get("slope", spec.get("alpha", spec.get("approximate")))))
+        return spec["type"] + (f"({arg})" if arg is not None else "")
+
+    @property
     def is_real(self) -> bool:
         """A real (non-polynomial) activation of :data:`REAL_ACTIVATIONS`."""
         return self.kind == "real"

@@ -52,11 +52,7 @@ def activation_label(activation: Activation | None) -> str:
     >>> activation_label(real("tanh")), activation_label(real("leaky_relu"))
     ('tanh', 'leaky_relu(1/100)')
     """
-    if activation is None:
-        return "affine"
-    spec = activation.spec
-    arg = spec.get("order", spec.get("degree", spec.get("slope", spec.get("alpha", spec.get("approximate")))))
-    return spec["type"] + (f"({arg})" if arg is not None else "")
+    return "affine" if activation is None else activation.label
 
 
 def expand_affine(coeffs, alpha, beta) -> list:
