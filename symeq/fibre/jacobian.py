@@ -81,6 +81,7 @@ from flint import fmpq, fmpq_mat, nmod_mat
 from ..budget import Deadline, process_deadline
 from ..errors import BudgetExceeded
 from ..layers.base import declared_biases
+from ..layers.registry import all_support, supports
 from ..numbers import mat_rows
 
 __all__ = ["METHOD", "PRIME", "JacobianDecision", "jacobian_identifiability", "parameter_layout",
@@ -191,7 +192,7 @@ def layer_biases(model, bias=None) -> tuple[bool, ...]:
     if bias is None:
         return declared_biases(model)
     if isinstance(bias, bool):
-        return tuple(bias and layer.kind != "attention" for layer in model.layers)
+        return tuple(bias and not supports(layer, "token-mixing") for layer in model.layers)  # attention: none
     out = tuple(bool(b) for b in bias)
     if len(out) != len(model.layers):
         raise ValueError(f"one bias flag per layer ({len(model.layers)}), got {len(out)}")
@@ -201,8 +202,8 @@ def layer_biases(model, bias=None) -> tuple[bool, ...]:
 def bias_field(bias: tuple, model=None) -> bool | list:
     """The certificate's ``bias``: a bool when every layer agrees (attention layers, which have no
     biases, left out), else one bool per layer."""
-    kinds = [None] * len(bias) if model is None else [layer.kind for layer in model.layers]
-    rest = {b for b, k in zip(bias, kinds) if k != "attention"}
+    mixing = [False] * len(bias) if model is None else [supports(layer, "token-mixing") for layer in model.layers]
+    rest = {b for b, m in zip(bias, mixing) if not m}
     return (rest.pop() if rest else False) if len(rest) <= 1 else list(bias)
 
 
@@ -460,7 +461,7 @@ MODULAR_LAYERS = {"dense": _DenseMod, "conv2d": _ConvMod, "attention": _Attentio
 
 def _plain(layer) -> bool:
     """A dense layer that is not token-wise (the orbit tangent and the families are written for these)."""
-    return layer.kind == "dense" and layer.tokens is None
+    return supports(layer, "plain-dense")
 
 
 def _attention_tangent(model, offs) -> list[tuple[str, dict]]:
@@ -752,9 +753,9 @@ def orbit_tangent(model, bias=None) -> list[tuple[str, dict]]:
     """
     bias = layer_biases(model, bias)
     offs, _ = _offsets(model, bias)
-    gens = _attention_tangent(model, offs) if model.layers[0].kind == "attention" else []
+    gens = _attention_tangent(model, offs) if supports(model.layers[0], "token-mixing") else []
     for i, layer in enumerate(model.layers[:-1]):
-        if layer.kind == "attention":
+        if supports(layer, "token-mixing"):  # no activation scalings: its tangent is GL(d_v) per head
             continue
         cont = _continuous(layer.activation, bias[i], bias[i + 1])
         if cont is None:
@@ -931,7 +932,7 @@ def _work_bytes(model, N: int, K: int) -> int:
     arrays, and the backward pass carries an (N K) x width array through each layer."""
     total = 0
     for layer in model.layers:
-        if layer.kind == "conv2d":
+        if supports(layer, "image-output"):  # a convolution keeps its patches
             shape = layer.shape
             npix = layer.out_dim // shape.out_channels
             total += 80 * shape.taps * npix * N + 3 * 8 * layer.out_dim * N  # measured: ~2.5 GB for 38M patch entries
@@ -1160,7 +1161,7 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
     common = dict(rank=r, n_params=P, orbit_dimension=dim_orbit, points=N)
     if r == upper:
         # the checker re-reads dense and conv2d layers: other kinds get the verdict without a certificate
-        covered = all(layer.kind in ("dense", "conv2d", "attention") for layer in model.layers)
+        covered = all_support(model.layers, "rank-certificate")
         cert = _certificate(model, bias, pts, rows, r, dim_orbit, seed, gens) if want_cert and covered else None
         if cert is not None and pivots:
             cert["pivot_columns"] = list(pivots)

@@ -260,7 +260,8 @@ class AttentionShape:
     kind: ClassVar[str] = "attention"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES)
     capabilities: ClassVar[frozenset] = frozenset({
-        "token-mixing", "last-layer", "splits-in-chain", "neuron-reduction", "ball-evaluation", "jacobian-rank"})
+        "token-mixing", "last-layer", "splits-in-chain", "neuron-reduction", "ball-evaluation", "jacobian-rank",
+        "rank-certificate"})
     schema: ClassVar[dict] = {
         "attention": (("type", "tokens", "heads", "scoring", "scale", "bias"), ("type", "tokens", "heads")),
         "head": (("query", "key", "value", "out", "score_bias"), ("query", "key", "value", "out")),

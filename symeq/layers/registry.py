@@ -83,6 +83,7 @@ CAPABILITIES = {
     "tensor-decision": "the tensor decision of one hidden dense layer (fibre.tensor, fibre.decide)",
     "fibre-ideal": "the fibre ideal and the classical tables over dense layers (fibre.classical, decide)",
     "jacobian-rank": "Jacobian rows for the rank method (fibre.jacobian)",
+    "rank-certificate": "the checker re-reads it in a jacobian-rank certificate (symeq_check)",
     "reynolds": "the Reynolds projection and nearest-homomorphism search over dense rows (numeric.project)",
 }
 """Every capability a kind may declare, with what it means."""
