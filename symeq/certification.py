@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError, Undetermined
+from .layers.registry import any_supports, supports
 from .steps import Skip, step_name
 
 __all__ = ["Certification", "certify", "certify_mirror_run", "read_data", "exact_group_from_numeric", "DEFAULT_NOISE_POINTS",
@@ -640,15 +641,15 @@ def _dense_for_projection(model, conv):
     from .layers.conv import DENSE_EXPANSION_LIMIT
     from .numeric.models import NumericDenseLayer, NumericModel
 
-    has_conv = any(l.kind == "conv2d" for l in model.layers)
+    has_conv = any_supports(model.layers, "sparse-actions")
     kernels = has_conv and (conv == "kernels" or (conv == "auto" and any(
-        l.kind == "conv2d" and l.in_dim * l.out_dim > DENSE_EXPANSION_LIMIT for l in model.layers)))
-    conv_shapes = [l.shape if l.kind == "conv2d" else None for l in model.layers]
+        supports(l, "sparse-actions") and l.in_dim * l.out_dim > DENSE_EXPANSION_LIMIT for l in model.layers)))
+    conv_shapes = [l.shape if supports(l, "sparse-actions") else None for l in model.layers]
     if not has_conv or kernels:
         return model, kernels, conv_shapes, []
     model = NumericModel(model.input_dim, [NumericDenseLayer(np.array(l.weight, dtype=np.float64),
                                                              np.array(l.bias, dtype=np.float64), l.activation)
-                                           if l.kind == "conv2d" else l for l in model.layers],
+                                           if supports(l, "sparse-actions") else l for l in model.layers],
                          model.group, model.name)
     return model, kernels, conv_shapes, [
         "convolutions are projected through their dense expansion; a layer whose average is again a "
@@ -669,7 +670,7 @@ def _certify_guards(model, kernels, noise_points, digits) -> None:
         raise InputError(f"--digits must be an integer from 1 to 30, got {digits!r}")
     if not kernels:
         check_projectable(model)
-    elif model.has_attention:
+    elif model.token_mixing:
         raise InputError("certify projects dense and convolutional networks only")
     # theta-bar as exact rationals (python-flint objects and their integers, about 200 bytes an entry,
     # twice: the matrices and the model's copy) next to the float work
@@ -1099,7 +1100,7 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     t0 = time.perf_counter()
     deadline = Deadline(timeout)
     model = _as_numeric(network, input_shape, name)
-    if model.has_attention:  # softmax attention: its own road (symeq/certify_attention.py, docs/attention.md)
+    if model.token_mixing:  # softmax attention: its own road (symeq/certify_attention.py, docs/attention.md)
         from .certify_attention import certify_attention
 
         return certify_attention(model, *_groups(model, group), result=Certification, relative=_relative,
@@ -1239,7 +1240,7 @@ def _certify_conv_kernels(model, ngroup, egroup, *, digits, data, max_distance, 
     for li, l in enumerate(model.layers):
         deadline.check(f"averaging layer {li + 1} over the group")
         act = None if l.activation is None else activation_from_spec(l.activation.spec)
-        if l.kind == "conv2d":
+        if supports(l, "sparse-actions"):
             maps = conv_tap_maps(l.shape, chains, li)
             if maps is None:
                 raise Undetermined(f"layer {li + 1}: the actions do not respect the image grid, so the average is no "

@@ -35,6 +35,7 @@ from .errors import BudgetExceeded, InputError, LimitExceeded
 from .groups import FiniteGroup
 from .io import CERTIFICATE_FORMAT, layers_to_json
 from .layerwise import Derivation, absorbs_offsets, derive_latent_actions
+from .layers.registry import all_support, supports
 from .models import Model
 from .notation import format_cycles, wrap_cycles
 from .numbers import format_matrix, format_number, mat_rows, monomial_parts
@@ -282,7 +283,7 @@ def action_to_json(layer, M) -> dict:
     """
     if hasattr(M, "to_json"):  # an action class with its own sparse form (conv: symeq.layers.conv.ConvAction)
         return M.to_json()
-    if layer is not None and layer.kind == "heads":
+    if layer is not None and supports(layer, "head-blocks"):
         from .layers.attention import block_monomial_parts, factor_kron
 
         fac = factor_kron(M, layer.tokens, layer.heads * layer.dv)
@@ -360,7 +361,7 @@ def _try_submodel(model: Model, group: FiniteGroup, deadline: Deadline, max_cand
     from .layerwise import check_layerwise
     from .submodels import lift, reduce_model
 
-    if model.has_attention:
+    if model.token_mixing:
         return _try_head_submodel(model, group, deadline, max_candidates)
     red = reduce_model(model)
     if not red.changed:
@@ -383,9 +384,9 @@ FIBRE_SEARCH_DEFAULT_SECONDS = 60.0
 
 def _try_polynomial_fibre(model, group, deadline, enabled, eq, d, notes):
     """Fibre-wide search (symeq.fibre.search) for small polynomial MLPs with no action at theta."""
-    if not enabled or model.has_relu or model.has_attention or not model.is_polynomial or not eq.exact:
+    if not enabled or model.has_relu or model.token_mixing or not model.is_polynomial or not eq.exact:
         return None
-    if model.has_conv:  # the fibre is written for dense layers (docs/conv.md)
+    if model.sparse_actions:  # the fibre is written for dense layers (docs/conv.md)
         notes.append("fibre-wide search and submodel reduction (dead or cloned channels) skipped: they are written "
                      "for dense layers, not for convolutions (docs/conv.md)")
         return None
@@ -473,7 +474,7 @@ def _reparametrized(model, group, eq, d, notes, deadline: Deadline, fd, method: 
 
 def _try_relu_fibre(model: Model, group: FiniteGroup, deadline: Deadline):
     """For one hidden ReLU layer: the exact fibre-wide decision (symeq.relu.fibre)."""
-    if not model.has_relu or model.depth != 2 or model.has_conv:  # written for dense layers (docs/conv.md)
+    if not model.has_relu or model.depth != 2 or model.sparse_actions:  # written for dense layers (docs/conv.md)
         return None
     from .relu.fibre import decide_fibre
     from .relu.lp import deadline_scope
@@ -655,7 +656,7 @@ def decide_verification_identifiability(v: Verification, model: Model, timeout: 
 
     budget = timeout if timeout is not None else 60.0
     red = None
-    if not model.has_attention and model.is_polynomial and not model.has_relu:
+    if not model.token_mixing and model.is_polynomial and not model.has_relu:
         red = reduce_model(model.with_group(None))
     target = red.model if red is not None and red.changed else model
     try:
@@ -775,7 +776,7 @@ def _step_layers_first(run: _Run):
 
 def _step_relu_conv_submodel(run: _Run):
     """ReLU at image size: the submodel's proven layers before any linear region."""
-    if not (run.model.has_relu and run.model.has_conv):
+    if not (run.model.has_relu and run.model.sparse_actions):
         return Skip("not a ReLU network with convolutions")
     return _relu_conv_submodel_first(run.model, run.group, run.deadline, run.max_candidates, run.notes) \
         or Skip("no reduced submodel with actions")
@@ -928,7 +929,7 @@ def _try_real_submodel(model, group, deadline, max_candidates):
 
 def _one_hidden_leaky(model: Model) -> bool:
     """One dense hidden layer of leaky ReLU (slope != 0) and an affine output layer."""
-    return (model.depth == 2 and not model.has_conv and all(l.kind == "dense" for l in model.layers)
+    return (model.depth == 2 and all_support(model.layers, "tie-walk")
             and model.layers[0].activation is not None
             and model.layers[0].activation.to_spec().get("type") == "leaky_relu")
 

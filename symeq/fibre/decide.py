@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 
 from ..budget import BudgetAlarm, Deadline, process_deadline
 from ..errors import BudgetExceeded, InputError, LimitExceeded, MemoryLimit, MonomialLimit
+from ..layers.registry import all_support
 from ..steps import Skip, run_steps
 
 __all__ = ["METHODS", "EXIT_CODES", "IDENTIFIABILITY_STEPS", "IdentifiabilityReport", "decide_identifiability",
@@ -348,7 +349,7 @@ def _step_groebner(st: _Decision):
 
     model, local = st.model, st.local
     proven = local is not None and local.status == "not-identifiable"
-    if model.has_relu or not model.is_polynomial or model.has_attention:
+    if model.has_relu or not model.is_polynomial or model.token_mixing:
         st.tried.append({"method": "groebner", "status": "not-applicable",
                          "reason": "the fibre ideal needs dense layers with polynomial activations"})
         return st.fallback()
@@ -451,7 +452,7 @@ def _piecewise_linear(model) -> bool:
     from ..relu.fdim import activation_slope
 
     acts = [l.activation for l in model.layers if l.activation is not None]
-    if not acts or any(l.kind != "dense" for l in model.layers) or model.is_polynomial:
+    if not acts or not all_support(model.layers, "tie-walk") or model.is_polynomial:
         return False
     try:
         for a in acts:
@@ -539,7 +540,7 @@ def _relu_certificate(model, f) -> dict | None:
     from ..io import layers_to_json
 
     layers = model.layers
-    if any(l.kind != "dense" or l.tokens is not None for l in layers) or layers[-1].activation is not None \
+    if not all_support(layers, "plain-dense") or layers[-1].activation is not None \
             or any(l.activation is None or not l.activation.piecewise_linear for l in layers[:-1]):
         return None
     if not f.sample_points:

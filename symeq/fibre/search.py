@@ -1095,7 +1095,7 @@ def search_fibre(model, group=None, *, engine: str = "auto", timeout: float | No
     if group is None:
         raise InputError("no group: give the model a \"group\" or pass one")
     model.check_group(group)
-    if not model.is_polynomial or model.has_attention:
+    if not model.is_polynomial or model.token_mixing:
         raise InputError("the fibre-wide search handles polynomial dense models (ReLU: symeq.relu.fibre; "
                          "attention: not supported)")
     known = tuple(ENGINES)
