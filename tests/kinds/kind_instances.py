@@ -87,6 +87,10 @@ class Dense:
             l1 = DenseLayer(_matrix(rng, 4, 3), [_q(rng) for _ in range(4)], act, has_bias=True)
             l2 = DenseLayer(_matrix(rng, 2, 4), [_q(rng) for _ in range(2)], None, has_bias=True)
             out.append((variant, Model(3, [l1, l2], name=f"dense {variant}"), 0))
+        # no bias parameters in the declared space ("bias": null), and a monomial (continuous scalings)
+        l1 = DenseLayer(_matrix(rng, 3, 3), None, monomial(2))
+        l2 = DenseLayer(_matrix(rng, 2, 3), None, None)
+        out.append(("no-bias", Model(3, [l1, l2], name="dense without biases"), 0))
         return out
 
     @staticmethod
@@ -127,7 +131,19 @@ class Conv2d:
             ],
             "group": builtin_group(f"rot90:{N}", output=1).to_json(),
         }
-        return [("c4-lifting", model_from_json(data), 0)]
+        strided = {
+            "format": "symeq-model/1", "name": "strided circular conv", "input_dim": 2 * 4 * 4,
+            "layers": [
+                {"type": "conv2d", "input_shape": [2, 4, 4], "padding": 1, "padding_mode": "circular", "stride": 2,
+                 "kernel": [[[[f"{int(v)}/2" for v in rng.integers(-2, 3, size=3)] for _ in range(3)]
+                             for _ in range(2)] for _ in range(3)],
+                 "bias": None, "activation": {"type": "polynomial", "coeffs": ["0", "1", "1"]}},
+                {"type": "flatten"},
+                {"type": "dense", "weight": [[f"{int(v)}/4" for v in rng.integers(-4, 5, size=3 * 2 * 2)]
+                                             for _ in range(2)], "bias": ["1", "-1/2"], "activation": None},
+            ],
+        }
+        return [("c4-lifting", model_from_json(data), 0), ("strided-circular", model_from_json(strided), 0)]
 
     @staticmethod
     def set_parameters(layer, values: list, bias: bool):
@@ -155,7 +171,11 @@ class Attention:
 
     @staticmethod
     def models(seed: int):
-        return [("lightning", _attention_model(seed), 0), ("lightning-small", Attention.small(seed), 0)]
+        from symeq.attention import random_equivariant_attention
+
+        softmax = random_equivariant_attention(rng=seed, dense=[tanh_series(3)], scoring="softmax")
+        return [("lightning", _attention_model(seed), 0), ("lightning-small", Attention.small(seed), 0),
+                ("softmax", softmax, 0)]
 
     @staticmethod
     def small(seed: int):
@@ -202,8 +222,10 @@ class Heads:
 #: kind -> its builder.  A kind registered in symeq and missing here fails the generic tests by name.
 BUILDERS = {"dense": Dense, "conv2d": Conv2d, "attention": Attention, "heads": Heads}
 
-#: a polynomial-only model of each builder kind for the Jacobian rows (the rank method is modular)
-JACOBIAN_VARIANTS = {"dense": "tanh_series", "conv2d": "c4-lifting", "attention": "lightning-small"}
+#: the variants whose Jacobian rows are checked (polynomial activations: the rank method is modular;
+#: small numbers: the rows lift from mod p to Q).  A kind not listed: all its variants.
+JACOBIAN_VARIANTS = {"dense": ("tanh_series", "no-bias"), "conv2d": ("c4-lifting", "strided-circular"),
+                     "attention": ("lightning-small",)}
 
 __all__ = ["BUILDERS", "JACOBIAN_VARIANTS", "registered_kinds", "supports", "kind_schema", "rational_points",
            "to_float", "monomial", "polynomial"]
