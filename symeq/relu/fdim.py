@@ -88,6 +88,7 @@ from dataclasses import dataclass, field
 from flint import fmpq, fmpq_mat, nmod_mat
 
 from ..errors import InputError, LimitExceeded
+from ..layers.registry import supports
 from .lp import as_fmpq
 
 __all__ = ["ReluFunctionalDimension", "relu_functional_dimension", "exact_functional_dimension", "network_slopes",
@@ -219,7 +220,7 @@ def network_slopes(model) -> list:
 
         out = []
         for i, l in enumerate(model.layers):
-            if l.kind != "dense":
+            if not supports(l, "dense-rows"):  # the registry's query: dense W rows and b
                 raise InputError(f"layer {i} is {l.kind}: the exact piecewise-linear tools take dense layers")
             out.append((mat_rows(l.weight), [as_fmpq(v) for v in l.bias],
                         None if l.activation is None else activation_slope(l.activation, f"layer {i}")))
