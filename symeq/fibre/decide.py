@@ -631,78 +631,94 @@ def _affine_decision(model):
     >>> _affine_decision(m)[0]
     'not-identifiable'
     """
-    from flint import fmpq, fmpq_mat
-
-    from ..numbers import mat_rows
-
     layers = model.layers
     affine = [i for i, l in enumerate(layers[:-1])
               if l.activation is not None and getattr(l.activation, "symmetry", None) == "affine"]
     if not affine:
         return None
-    hidden_last = len(layers) - 2
     for l in affine:
-        n = layers[l].out_dim
-        if n < 2:
-            continue
-        a, c = layers[l].activation.coeffs[1], layers[l].activation.coeffs[0]
-        W = [[fmpq(x) for x in r] for r in mat_rows(layers[l].weight)]
-        Wn = [[fmpq(x) for x in r] for r in mat_rows(layers[l + 1].weight)]
-        b = [fmpq(x) for x in layers[l].bias]
-        m, p = len(W[0]), len(Wn)
-
-        def vec(dW, dWn):
-            return [dW[i][k] for i in range(n) for k in range(m)] + [dWn[q][i] for q in range(p) for i in range(n)]
-
-        zero_W = [[fmpq(0)] * m for _ in range(n)]
-        zero_Wn = [[fmpq(0)] * n for _ in range(p)]
-        gens = []
-        for k in range(n):  # the scalings of layer l's own neurons: row k of W_l, column k of W_{l+1} (negated)
-            dW = [[W[i][t] if i == k else fmpq(0) for t in range(m)] for i in range(n)]
-            dWn = [[-Wn[q][i] if i == k else fmpq(0) for i in range(n)] for q in range(p)]
-            gens.append(vec(dW, dWn))
-        if l >= 1:  # the previous hidden layer's scalings: columns of W_l
-            for k in range(m):
-                gens.append(vec([[W[i][t] if t == k else fmpq(0) for t in range(m)] for i in range(n)], zero_Wn))
-        if l + 1 <= hidden_last:  # the next hidden layer's scalings: rows of W_{l+1}
-            for k in range(p):
-                gens.append(vec(zero_W, [[Wn[q][i] if q == k else fmpq(0) for i in range(n)] for q in range(p)]))
-        G = fmpq_mat(len(gens), len(gens[0]), [x for g in gens for x in g])
-        base = G.rank()
-        for i in range(n):
-            for j in range(n):
-                if i == j:
-                    continue
-                dW = [[W[j][t] - W[i][t] if r == i else fmpq(0) for t in range(m)] for r in range(n)]
-                dWn = [[(Wn[q][i] if r == i else -Wn[q][i] if r == j else fmpq(0)) for r in range(n)] for q in range(p)]
-                v = vec(dW, dWn)
-                if not any(v):
-                    continue
-                H = fmpq_mat(len(gens) + 1, len(v), [x for g in gens + [v] for x in g])
-                if H.rank() == base:
-                    continue
-                _check_gl_family(W, b, Wn, a, c, i, j)
-                name = f"hidden layer {l + 1}"
-                fam = (f"W_{l + 1} -> A_s W_{l + 1}, b_{l + 1} -> A_s b_{l + 1}, W_{l + 2} -> W_{l + 2} A_s^-1 with "
-                       f"A_s = I + s e_{i + 1} (e_{j + 1} - e_{i + 1})^T (s != 1): row {i + 1} of W_{l + 1} becomes "
-                       f"(1 - s) row {i + 1} + s row {j + 1}")
-                reason = (f"{name} is affine (sigma(t) = {a} t + {c}) of width {n} >= 2: for every invertible A with "
-                          "A 1 = 1, sigma(A z) = A sigma(z), so the parameter with (A W, A b, W' A^-1) in place of "
-                          f"(W, b, W') there has the same function; the family {fam} is exact (checked at s = 1/2) and "
-                          f"leaves the orbit of the monomial latent group: its tangent at s = 0 is not in the span of "
-                          "the tangents of the diagonal scalings (exact rank over Q), so the fibre is larger than the "
-                          "orbit (a GL symmetry, not a monomial one): not identifiable over R (and over C)")
-                witness = {"kind": "gl-family", "layer": l + 1, "neurons": [i + 1, j + 1], "family": fam,
-                           "real": True, "text": f"the exact family {fam} in the fibre, outside the orbit"}
-                return "not-identifiable", reason, witness
-        return ("unknown", f"hidden layer {l + 1} is affine of width {n}: its GL families are tangent to the "
-                "diagonal scalings at this theta (degenerate weights); undecided", None)
+        if layers[l].out_dim >= 2:
+            return _affine_wide(model, l)
     # every affine hidden layer has width 1: its GL_1 is the neuron's scaling alpha, in the latent group
     if len(layers) != 2:
         names = ", ".join(str(l + 1) for l in affine)
         return ("unknown", f"hidden layer(s) {names} are affine of width 1: GL_1 is the scaling (alpha, 1/alpha) of "
                 "the neuron, inside the monomial latent group, so it decides nothing by itself; the other methods do "
                 "not cover affine layers in deeper networks: undecided", None)
+    return _affine_width_one(model)
+
+
+def _affine_wide(model, l: int):
+    """An affine hidden layer ``l`` (from 0) of width n >= 2: a GL family A_s that leaves the orbit
+    (not identifiable), or "unknown" when every family is tangent to the diagonal scalings."""
+    from flint import fmpq, fmpq_mat
+
+    from ..numbers import mat_rows
+
+    layers = model.layers
+    hidden_last = len(layers) - 2
+    n = layers[l].out_dim
+    a, c = layers[l].activation.coeffs[1], layers[l].activation.coeffs[0]
+    W = [[fmpq(x) for x in r] for r in mat_rows(layers[l].weight)]
+    Wn = [[fmpq(x) for x in r] for r in mat_rows(layers[l + 1].weight)]
+    b = [fmpq(x) for x in layers[l].bias]
+    m, p = len(W[0]), len(Wn)
+
+    def vec(dW, dWn):
+        return [dW[i][k] for i in range(n) for k in range(m)] + [dWn[q][i] for q in range(p) for i in range(n)]
+
+    zero_W = [[fmpq(0)] * m for _ in range(n)]
+    zero_Wn = [[fmpq(0)] * n for _ in range(p)]
+    gens = []
+    for k in range(n):  # the scalings of layer l's own neurons: row k of W_l, column k of W_{l+1} (negated)
+        dW = [[W[i][t] if i == k else fmpq(0) for t in range(m)] for i in range(n)]
+        dWn = [[-Wn[q][i] if i == k else fmpq(0) for i in range(n)] for q in range(p)]
+        gens.append(vec(dW, dWn))
+    if l >= 1:  # the previous hidden layer's scalings: columns of W_l
+        for k in range(m):
+            gens.append(vec([[W[i][t] if t == k else fmpq(0) for t in range(m)] for i in range(n)], zero_Wn))
+    if l + 1 <= hidden_last:  # the next hidden layer's scalings: rows of W_{l+1}
+        for k in range(p):
+            gens.append(vec(zero_W, [[Wn[q][i] if q == k else fmpq(0) for i in range(n)] for q in range(p)]))
+    G = fmpq_mat(len(gens), len(gens[0]), [x for g in gens for x in g])
+    base = G.rank()
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            dW = [[W[j][t] - W[i][t] if r == i else fmpq(0) for t in range(m)] for r in range(n)]
+            dWn = [[(Wn[q][i] if r == i else -Wn[q][i] if r == j else fmpq(0)) for r in range(n)] for q in range(p)]
+            v = vec(dW, dWn)
+            if not any(v):
+                continue
+            H = fmpq_mat(len(gens) + 1, len(v), [x for g in gens + [v] for x in g])
+            if H.rank() == base:
+                continue
+            _check_gl_family(W, b, Wn, a, c, i, j)
+            name = f"hidden layer {l + 1}"
+            fam = (f"W_{l + 1} -> A_s W_{l + 1}, b_{l + 1} -> A_s b_{l + 1}, W_{l + 2} -> W_{l + 2} A_s^-1 with "
+                   f"A_s = I + s e_{i + 1} (e_{j + 1} - e_{i + 1})^T (s != 1): row {i + 1} of W_{l + 1} becomes "
+                   f"(1 - s) row {i + 1} + s row {j + 1}")
+            reason = (f"{name} is affine (sigma(t) = {a} t + {c}) of width {n} >= 2: for every invertible A with "
+                      "A 1 = 1, sigma(A z) = A sigma(z), so the parameter with (A W, A b, W' A^-1) in place of "
+                      f"(W, b, W') there has the same function; the family {fam} is exact (checked at s = 1/2) and "
+                      f"leaves the orbit of the monomial latent group: its tangent at s = 0 is not in the span of "
+                      "the tangents of the diagonal scalings (exact rank over Q), so the fibre is larger than the "
+                      "orbit (a GL symmetry, not a monomial one): not identifiable over R (and over C)")
+            witness = {"kind": "gl-family", "layer": l + 1, "neurons": [i + 1, j + 1], "family": fam,
+                       "real": True, "text": f"the exact family {fam} in the fibre, outside the orbit"}
+            return "not-identifiable", reason, witness
+    return ("unknown", f"hidden layer {l + 1} is affine of width {n}: its GL families are tangent to the "
+            "diagonal scalings at this theta (degenerate weights); undecided", None)
+
+
+def _affine_width_one(model):
+    """One hidden affine layer of width 1 (GL_1 is the neuron's scaling, in K): decided by the declared biases."""
+    from flint import fmpq
+
+    from ..numbers import mat_rows
+
+    layers = model.layers
     first, last = layers
     a, c = first.activation.coeffs[1], first.activation.coeffs[0]
     v = [fmpq(x) for x in mat_rows(first.weight)[0]]
