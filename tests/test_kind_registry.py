@@ -158,3 +158,12 @@ def test_a_new_kind_is_its_module_plus_one_registry_line(scale_kind):
     assert not all_support(model.layers, "tie-walk") and not model.token_mixing and not model.sparse_actions
     with pytest.raises(InputError, match='known: "dense", "conv2d", "flatten", "attention", "scale"'):
         model_from_json({**data, "layers": [{"type": "nope"}]})
+
+
+def test_onnx_export_refuses_a_kind_without_it_by_name(tmp_path):
+    pytest.importorskip("onnx", reason="ONNX export needs onnx: pip install 'symeq[onnx]'")
+    from symeq.numeric.onnx_io import export_onnx
+
+    with pytest.raises(InputError, match="attention layers do not support it"):
+        export_onnx(random_equivariant_attention(rng=0), tmp_path / "a.onnx")
+    assert not (tmp_path / "a.onnx").exists()

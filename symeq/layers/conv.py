@@ -575,7 +575,7 @@ class ConvLayer(ConvCore):
     #: what the kind can do (symeq.layers.registry.CAPABILITIES)
     capabilities: ClassVar[frozenset] = frozenset({
         "last-layer", "image-output", "sparse-actions", "channel-reduction", "ball-evaluation", "jacobian-rank",
-        "rank-certificate", "dense-expansion"})
+        "rank-certificate", "dense-expansion", "onnx-export"})
     schema: ClassVar[dict] = {
         "conv2d": (("type", "kernel", "bias", "stride", "padding", "padding_mode", "input_shape", "activation",
                     "dilation", "groups"), ("kernel", "bias")),

@@ -205,7 +205,8 @@ class DenseLayer(DenseNames):
     #: what the kind can do (symeq.layers.registry.CAPABILITIES); a token-wise layer has fewer
     capabilities: ClassVar[frozenset] = frozenset({
         "last-layer", "plain-dense", "dense-rows", "dense-expansion", "tie-walk", "neuron-reduction", "ball-evaluation",
-        "tensor-decision", "fibre-ideal", "jacobian-rank", "rank-certificate", "reynolds"})
+        "tensor-decision", "fibre-ideal", "jacobian-rank", "rank-certificate", "reynolds",
+        "onnx-export"})
     schema: ClassVar[dict] = {"dense": (("type", "weight", "bias", "activation"), ("type", "weight", "bias"))}
 
     weight: fmpq_mat

@@ -84,6 +84,7 @@ CAPABILITIES = {
     "fibre-ideal": "the fibre ideal and the classical tables over dense layers (fibre.classical, decide)",
     "jacobian-rank": "Jacobian rows for the rank method (fibre.jacobian)",
     "rank-certificate": "the checker re-reads it in a jacobian-rank certificate (symeq_check)",
+    "onnx-export": "written to ONNX as Gemm nodes over its dense rows (numeric.onnx_io.write_onnx)",
     "reynolds": "the Reynolds projection and nearest-homomorphism search over dense rows (numeric.project)",
 }
 """Every capability a kind may declare, with what it means."""

@@ -1330,8 +1330,11 @@ def export_onnx(model, path, *, float32: bool = False, opset: int = 17) -> None:
         model = from_exact(model)
     elif model.group is not None:
         group_json = _numeric_group_json(model.group)
-    if model.has_attention:
-        raise InputError("ONNX export covers dense models only; this one starts with attention")
+    from ..layers.registry import first_unsupported
+
+    bad = first_unsupported(model.layers, "onnx-export")  # dense rows (a convolution as its dense expansion)
+    if bad is not None:
+        raise InputError(f"ONNX export covers dense models only; {bad.kind} layers do not support it")
     dt = np.float32 if float32 else np.float64
     et = TensorProto.FLOAT if float32 else TensorProto.DOUBLE
     inits, nodes = [], []
