@@ -362,6 +362,13 @@ def test_identity_action_gives_theta_back(kind, backend):
             assert off is None or all(x == 0 for x in off)
             holds, detail = exact.check_action(identity(n_in), identity(n_out))
             assert holds, detail
+            if hasattr(exact, "transformed_rows"):  # a convolution: theta^g's kernels under (P, R) = (1, 1)
+                from symeq.layers.conv import as_conv_action
+
+                C, H, W = exact.in_shape
+                P = as_conv_action(identity(n_in), C, H, W)
+                assert P is not None and P.transform is not None
+                assert [list(r) for r in exact.transformed_rows(P, P.transform)] == [list(r) for r in exact.rows]
             if all(hasattr(l, "weight") for l in (model.layers[0], model.layers[-1])) and model.layers[0].kind != "heads":
                 theta = adjoint_parameters(model, identity(model.input_dim), identity(model.output_dim))
                 assert [(rows, list(b)) for rows, b in theta] == \
