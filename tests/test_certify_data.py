@@ -197,9 +197,9 @@ def test_lower_bound_and_search_at_depth_against_brute_force():
 @pytest.mark.slow  # the dynamo exporter takes 3-11 s here
 def test_torch_default_dynamo_exporter_file_certifies(tmp_path, capsys):
     """torch.onnx.export without dynamo=False (the onnx extra brings onnxscript) gives a file certify reads."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("onnx")
-    pytest.importorskip("onnxscript")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
+    pytest.importorskip("onnx", reason="needs onnx: pip install 'symeq[onnx]'")
+    pytest.importorskip("onnxscript", reason="torch's default exporter needs onnxscript: pip install 'symeq[onnx]'")
     G, net = far_net(widths=(8,), noise=1e-3)
     path = tmp_path / "net.onnx"
     torch.onnx.export(net.to_torch(dtype=torch.float32).eval(), (torch.zeros(1, 16),), str(path))
@@ -213,7 +213,7 @@ def test_digits_dead_pixels_are_named_and_weigh_nothing(tmp_path, capsys):
     """scikit-learn's digits (raw 0..16 values): pixels 1, 33 and 40 are zero in every image.  A tanh
     autoencoder 64-8-64 whose weights on those pixels are large: the report names them, and the data-weighted
     first-layer distance does not count them while the parameter distance does."""
-    datasets = pytest.importorskip("sklearn.datasets")
+    datasets = pytest.importorskip("sklearn.datasets", reason="needs scikit-learn: pip install 'symeq[numeric]'")
     x = datasets.load_digits().data / 16.0
     G = mirror(8, 8)
     net = random_equivariant_numeric(G, [8], numeric_activation("tanh"), rng=0)

@@ -16,8 +16,8 @@ import sys
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-sklearn_datasets = pytest.importorskip("sklearn.datasets")
+torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
+sklearn_datasets = pytest.importorskip("sklearn.datasets", reason="needs scikit-learn: pip install 'symeq[numeric]'")
 
 from symeq.cli import main  # noqa: E402
 from symeq.numeric.models import NumericDenseLayer, NumericModel, numeric_activation, save_npz  # noqa: E402
