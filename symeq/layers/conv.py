@@ -575,7 +575,8 @@ class ConvLayer(ConvCore):
     #: what the kind can do (symeq.layers.registry.CAPABILITIES)
     capabilities: ClassVar[frozenset] = frozenset({
         "last-layer", "image-output", "sparse-actions", "channel-reduction", "ball-evaluation", "jacobian-rank",
-        "rank-certificate", "dense-expansion", "onnx-export"})
+        "rank-certificate", "dense-expansion", "onnx-export",
+        "npz-layout"})
     schema: ClassVar[dict] = {
         "conv2d": (("type", "kernel", "bias", "stride", "padding", "padding_mode", "input_shape", "activation",
                     "dilation", "groups"), ("kernel", "bias")),

@@ -206,7 +206,7 @@ class DenseLayer(DenseNames):
     capabilities: ClassVar[frozenset] = frozenset({
         "last-layer", "plain-dense", "dense-rows", "dense-expansion", "tie-walk", "neuron-reduction", "ball-evaluation",
         "tensor-decision", "fibre-ideal", "jacobian-rank", "rank-certificate", "reynolds",
-        "onnx-export"})
+        "onnx-export", "npz-layout"})
     schema: ClassVar[dict] = {"dense": (("type", "weight", "bias", "activation"), ("type", "weight", "bias"))}
 
     weight: fmpq_mat

@@ -85,6 +85,7 @@ CAPABILITIES = {
     "jacobian-rank": "Jacobian rows for the rank method (fibre.jacobian)",
     "rank-certificate": "the checker re-reads it in a jacobian-rank certificate (symeq_check)",
     "onnx-export": "written to ONNX as Gemm nodes over its dense rows (numeric.onnx_io.write_onnx)",
+    "npz-layout": "held by the .npz layout (weight_i/bias_i, conv_i with conv_meta_i; numeric.models.save_npz)",
     "reynolds": "the Reynolds projection and nearest-homomorphism search over dense rows (numeric.project)",
 }
 """Every capability a kind may declare, with what it means."""

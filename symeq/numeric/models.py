@@ -58,7 +58,7 @@ from ..activations.registry import torch_activation_classes
 from ..schema import check_keys
 from ..errors import EngineMissing, InputError, ShapeError
 from ..layers.base import DenseNames
-from ..layers.registry import supports
+from ..layers.registry import first_unsupported, supports
 from ..models import LayeredShape
 from .attention import NumericAttention, NumericHeads
 from .conv import NumericConvLayer
@@ -917,11 +917,13 @@ def save_npz(model: NumericModel, path) -> None:
     """Write a model in the layout read by :func:`load_npz`."""
     import json
 
-    if model.token_mixing:
-        raise InputError("the .npz layout holds dense models only; save attention models as .json")
+    bad = first_unsupported(model.layers, "npz-layout")
+    if bad is not None:
+        raise InputError(f"the .npz layout holds dense models only; {bad.kind} layers do not support it: "
+                         "save the model as .json")
     arrays = {}
     for i, l in enumerate(model.layers):
-        if l.kind == "conv2d":  # kernels, not the expanded matrix
+        if supports(l, "image-output"):  # kernels, not the expanded matrix
             s = l.shape
             arrays[f"conv_{i}"] = l.kernel
             arrays[f"bias_{i}"] = l.channel_bias
