@@ -593,10 +593,10 @@ class _CertifyRun:
         return len(self.words) == 2 and len(self.ngroup.generators) == 1
 
     def consider(self, gen_actions, method, proven):
-        from .numeric.project import (_key, element_actions, layer_distances, parameter_distance, reynolds_float,
+        from .numeric.project import (action_key, element_actions, layer_distances, parameter_distance, reynolds_float,
                                       weighted_distances, weighted_projection)
 
-        key = b"".join(_key(a) for per in gen_actions for a in per)
+        key = b"".join(action_key(a) for per in gen_actions for a in per)
         if key in self.seen:  # the same actions from another start: one candidate, every way it was found
             c = self.seen[key]
             if proven and not c["proven"]:
@@ -907,7 +907,7 @@ def _finetune_runs(st: _CertifyRun, best, nearest, timeout):
     on a split of the data; the run with the lower loss on the fine-tuning split is kept.
     ``(source, chains, ft_info, split)``."""
     from .numeric.models import NumericDenseLayer, NumericModel
-    from .numeric.project import _key, element_actions, paired_involutions, reynolds_float
+    from .numeric.project import action_key, element_actions, paired_involutions, reynolds_float
     from .numeric.train import finetune_equivariant
 
     model, ngroup, ft_opts, checked, deadline = st.model, st.ngroup, st.ft_opts, st.checked, st.deadline
@@ -924,7 +924,8 @@ def _finetune_runs(st: _CertifyRun, best, nearest, timeout):
         # a trivial rho_i forces f(x) = f(gx) after layer i, which an autoencoder cannot afford: fine-tune
         # also from actions that pair the neurons, and keep the run with the lower loss on the fine-tuning split
         paired = paired_involutions(model, ngroup)
-        if b"".join(_key(a) for per in paired for a in per) != b"".join(_key(a) for per in gen_actions for a in per):
+        keys = [b"".join(action_key(a) for per in acts for a in per) for acts in (paired, gen_actions)]
+        if keys[0] != keys[1]:
             pch = element_actions(ngroup, paired)
             pproj = reynolds_float(model, pch)
             starts.append(("actions pairing the neurons (greedy on theta's weights, from the input up)", paired,

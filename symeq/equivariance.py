@@ -332,7 +332,7 @@ def _decide_relu(model: Model, group: FiniteGroup, deadline: Deadline) -> Equiva
 BALL_PRECISIONS = (64, 128, 256, 512, 1024)
 
 
-def _has_real(model: Model) -> bool:
+def has_real(model: Model) -> bool:
     return any((getattr(l, "activation", None) is not None and l.activation.is_real)
                or getattr(l, "scoring", None) == "softmax" for l in model.layers)  # softmax: real-valued too
 
@@ -449,3 +449,6 @@ def refute_with_balls(model: Model, group: FiniteGroup | None = None, *, deadlin
     finally:
         ctx.prec = old
     return None
+
+
+_has_real = has_real  # the earlier private name, for callers not yet moved to the public one

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from .version import __version__
 from .budget import Deadline
 from .digest import layers_digest
-from .equivariance import EquivarianceResult, _has_real, decide_equivariance, layers_first, refute_with_balls
+from .equivariance import EquivarianceResult, decide_equivariance, has_real, layers_first, refute_with_balls
 from .errors import BudgetExceeded, InputError, LimitExceeded
 from .groups import FiniteGroup
 from .io import CERTIFICATE_FORMAT, layers_to_json
@@ -761,7 +761,7 @@ _FOUND_AT_THETA = ("k(g) with theta^g = k(g) theta found at theta, {uniq}; the f
 def _step_layers_first(run: _Run):
     """Real activations and ReLU: an exact check of every layer proves the premise without enumerating
     regions or evaluating sigma (regions and balls only refute, later steps)."""
-    if not (_has_real(run.model) or run.model.has_relu):
+    if not (has_real(run.model) or run.model.has_relu):
         return Skip("the premise is polynomial: decided by the end-to-end methods")
     run.pre, proved = layers_first(run.model, run.group, run.deadline, max_candidates=run.max_candidates,
                                    max_nodes=run.max_tie_nodes)
@@ -785,7 +785,7 @@ def _step_relu_conv_submodel(run: _Run):
 def _step_real_refute(run: _Run):
     """Real activations without a layerwise proof: the submodel, leaky ReLU's fibre, then a ball witness
     refutes, else undetermined (always decides)."""
-    if not _has_real(run.model):
+    if not has_real(run.model):
         return Skip("no real activation")
     return _verify_real_refute(run.model, run.group, run.deadline, run.pre, run.notes, run.seed,
                                run.max_candidates, fibre_search=run.fibre_search)
@@ -884,9 +884,9 @@ def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search
     deadline = Deadline(timeout)
     group.validate()
     run = _Run(model, group, deadline, method, seed, max_candidates, fibre_search, max_tie_nodes)
-    if method != "auto" and (_has_real(model) or model.has_relu):  # the methods decide polynomial premises
+    if method != "auto" and (has_real(model) or model.has_relu):  # the methods decide polynomial premises
         run.notes.append(f"method {method!r} was not used: it decides polynomial premises; "
-                         + ("real activations are proved layers first and refuted by arb balls" if _has_real(model)
+                         + ("real activations are proved layers first and refuted by arb balls" if has_real(model)
                             else "ReLU models are proved layers first and decided by exact linear regions"))
     trace: list = []
     v = run_steps(VERIFY_STEPS, run, trace)

@@ -366,7 +366,7 @@ def layer_bias_flags(model, bias="auto") -> tuple[bool, ...]:
     raise InputError(f"bias must be 'auto', True, False or one bool per layer, got {bias!r}")
 
 
-def _resolve_bias(model, bias) -> bool | None:
+def resolve_bias(model, bias) -> bool | None:
     """One bias flag for every layer (:func:`layer_bias_flags`), or None when the layers' declarations
     differ (some layers with biases, others without): a method that takes one flag for the whole
     model does not apply then."""
@@ -489,3 +489,6 @@ def fibre_ideal(model, *, gauge: str = "auto", bias="auto", deadline=None) -> Fi
     if not ideal.vanishes_at(point):  # pragma: no cover - a bug, not a user error
         raise AssertionError("theta is not a zero of its own fibre ideal")
     return ideal
+
+
+_resolve_bias = resolve_bias  # the earlier private name, for callers not yet moved to the public one

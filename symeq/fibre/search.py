@@ -129,8 +129,8 @@ from ..numbers import format_matrix, monomial_matrix, monomial_parts, nullspace
 from ..steps import Skip, run_steps
 from ..expand import expand_forward, theta_entries
 from .groebner import ENGINES, best_exact_engine, groebner, hermite_counts, standard_monomials
-from .groebner.normal import _grevlex_key, _normal_form  # shared exact reduction modulo a Groebner basis
-from .ideal import _resolve_bias
+from .groebner.normal import grevlex_key, normal_form  # shared exact reduction modulo a Groebner basis
+from .ideal import resolve_bias
 
 __all__ = ["FibreSearch", "Candidate", "search_fibre", "SEARCH_STEPS", "MAX_GROUP_ORDER", "DEFAULT_MAX_CANDIDATES"]
 
@@ -552,7 +552,7 @@ def _system(model, tvars, offsets, use_bias: bool):
         terms = {e: c for e, c in collected[key].items() if c != 0}
         if not terms:
             continue
-        lead = max(terms, key=_grevlex_key)
+        lead = max(terms, key=grevlex_key)
         c0 = terms[lead]
         terms = {e: c / c0 for e, c in terms.items()}
         k = tuple(sorted(terms.items()))
@@ -610,7 +610,7 @@ def _coordinate_polynomial(gb, i: int):
     for k, b in enumerate(std):
         e = list(b)
         e[i] += 1
-        for m, c in _normal_form({tuple(e): fmpq(1)}, gb.basis, lead).items():
+        for m, c in normal_form({tuple(e): fmpq(1)}, gb.basis, lead).items():
             M[index[m], k] = c
     return [fmpq(c) for c in M.charpoly().coeffs()]
 
@@ -1104,7 +1104,7 @@ def search_fibre(model, group=None, *, engine: str = "auto", timeout: float | No
     main_engine = engine
     # an exact engine of the registry serves for finite systems and Hermite's form; msolve and auto need one beside
     exact_engine = engine if engine != "auto" and ENGINES[engine].exact else best_exact_engine()
-    use_bias = _resolve_bias(model, bias)
+    use_bias = resolve_bias(model, bias)
     rng = random.Random(seed)
     res = FibreSearch("undetermined", engine=main_engine)
     if use_bias is None:  # issue 25: some layers declare biases, others none

@@ -103,7 +103,7 @@ def _compose(a: MonomialAction, b: MonomialAction) -> MonomialAction:
     return MonomialAction(b.cols[a.cols], a.vals * b.vals[a.cols])
 
 
-def _key(a: MonomialAction) -> bytes:
+def action_key(a: MonomialAction) -> bytes:
     return a.cols.tobytes() + np.sign(a.vals).astype(np.int8).tobytes()
 
 
@@ -980,3 +980,6 @@ def paired_involutions(model, group) -> list:
                 vals[a] = vals[b] = -1.0
         rho[i] = MonomialAction(cols, vals)
     return [[a] for a in rho[1:-1]]
+
+
+_key = action_key  # the earlier private name, for callers not yet moved to the public one

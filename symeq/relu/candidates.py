@@ -117,7 +117,7 @@ def identity_example(A=((2, 1), (1, 1)), group: str = "rot3"):
 _INFO: dict = {}
 
 
-def _group_info(spec: str) -> dict:
+def group_info(spec: str) -> dict:
     info = _INFO.get(spec)
     if info is not None:
         return info
@@ -139,7 +139,7 @@ def _group_info(spec: str) -> dict:
     return info
 
 
-def _rng(seed: int, index: int, salt: str = "") -> random.Random:
+def candidate_rng(seed: int, index: int, salt: str = "") -> random.Random:
     return random.Random(f"symeq-hunt:{seed}:{index}:{salt}")
 
 
@@ -680,3 +680,9 @@ def read_records(path) -> tuple[dict | None, list]:
             seen.add(d["index"])
             recs.append(d)
     return header, recs
+
+
+_rng = candidate_rng  # the earlier private name, for callers not yet moved to the public one
+
+
+_group_info = group_info  # the earlier private name, for callers not yet moved to the public one

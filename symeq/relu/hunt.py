@@ -40,8 +40,8 @@ from .candidates import (  # re-exported: the hunter's public names
     FORMAT,
     HUNT_GROUPS,
     PARENT_STATUSES,
-    _group_info,
-    _rng,
+    candidate_rng,
+    group_info,
     build_layers,
     certificate,
     generate_candidate,
@@ -90,7 +90,7 @@ def _init_worker(spec: str, arch, worker: bool = True) -> None:
         from ..procs import die_with_parent
 
         die_with_parent()
-    _group_info(spec)
+    group_info(spec)
     if len(arch) > 3:
         import sys
 
@@ -384,8 +384,8 @@ class _Stream:
             # as _select_parent(seed, i, [finds with index < i - lag]), without the copy
             count = bisect.bisect_left(self.find_index, i - self.lag)
             par = None
-            if count and _rng(self.seed, i).random() < 0.15:
-                par = self.finds[_rng(self.seed, i, "parent").randrange(count)]
+            if count and candidate_rng(self.seed, i).random() < 0.15:
+                par = self.finds[candidate_rng(self.seed, i, "parent").randrange(count)]
             items.append((i, par))
         return items
 

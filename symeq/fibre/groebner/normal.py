@@ -7,11 +7,11 @@ from flint import fmpq
 from .result import GroebnerResult, standard_monomials
 
 
-def _grevlex_key(e: tuple):
+def grevlex_key(e: tuple):
     return (sum(e), tuple(-x for x in reversed(e)))
 
 
-def _normal_form(p: dict, basis: list[dict], lead: list[tuple]) -> dict:
+def normal_form(p: dict, basis: list[dict], lead: list[tuple]) -> dict:
     p = {k: v for k, v in p.items() if v != 0}
     out: dict = {}
     while p:
@@ -115,3 +115,9 @@ def hermite_counts(result: GroebnerResult, max_degree: int = 400) -> tuple[int, 
     pos = _sign_changes(cp)
     neg = _sign_changes([c * (-1) ** k for k, c in enumerate(cp)])
     return rank, pos - neg
+
+
+_grevlex_key = grevlex_key  # the earlier private name, for callers not yet moved to the public one
+
+
+_normal_form = normal_form  # the earlier private name, for callers not yet moved to the public one
