@@ -104,6 +104,10 @@ def test_layer_protocol(kind, backend):
         assert isinstance(layer.hidden_label, str) and layer.hidden_label
         name = layer.latent_group_name
         assert name is None or (isinstance(name, str) and name)
+        # both backends name the layer and its spaces alike (the exact lightning attention layer says
+        # "attention", its float twin "lightning attention": the one difference, compared without it)
+        assert (layer.hidden_label, name) == (exact.hidden_label, exact.latent_group_name), (kind, variant)
+        assert layer.label.removeprefix("lightning ") == exact.label.removeprefix("lightning "), (kind, variant)
         X = rational_points(layer.in_dim, 3, seed=1)
         if backend == "exact":
             Y = _exact_forward(layer, X)
