@@ -248,3 +248,19 @@ def test_hunt_stream_frontier_is_the_first_missing_index():
     s = _Stream(recs, (2, 3, 2), "rot3", 0, 4, True, None, 5)
     assert s.frontier == 3 and not s.complete()
     assert [i for i, _ in s._items(0, 6)] == [3, 5]
+
+
+def test_architecture_doc_lists_every_pipeline_step_in_order():
+    from pathlib import Path
+
+    from symeq.certification import CANDIDATE_STEPS
+    from symeq.fibre.decide import IDENTIFIABILITY_STEPS
+    from symeq.fibre.search import SEARCH_STEPS
+
+    text = Path(__file__).resolve().parent.parent.joinpath("docs", "architecture.md").read_text()
+    section = text[text.index("## Pipelines"):text.index("## Where to add things")]
+    for steps in (VERIFY_STEPS, IDENTIFIABILITY_STEPS, CANDIDATE_STEPS, SEARCH_STEPS):
+        names = [step_name(s).replace("jacobian_rank", "jacobian-rank") for s in steps]
+        where = [section.find(f"`{n}`") for n in names]
+        assert -1 not in where, [n for n, w in zip(names, where) if w < 0]
+        assert where == sorted(where), names
