@@ -20,6 +20,7 @@ from flint import fmpq, fmpq_poly
 
 from ..errors import InputError, NotExactError
 from ..numbers import format_number
+from .registry import UNITS
 
 __all__ = ["Activation", "ActivationUnit", "LATENT_GROUPS"]
 
@@ -171,9 +172,7 @@ class Activation:
     @property
     def unit(self) -> ActivationUnit:
         """The declaration of this activation (:mod:`symeq.activations.registry`)."""
-        from .registry import unit
-
-        return unit(self.name)
+        return UNITS[self.name]
 
     @property
     def name(self) -> str:
