@@ -286,7 +286,8 @@ def activation_from_exact(act) -> NumericActivation:
 
 
 def numeric_activation(spec, where: str = "activation") -> NumericActivation | None:
-    """An activation from its JSON spec: the exact kinds, plus "tanh", "gelu" and "sigmoid".
+    """The float twin of an activation from its JSON spec: every activation unit of
+    :mod:`symeq.activations` (its numpy functions); affine and constant polynomials are refused.
 
     >>> numeric_activation({"type": "tanh_series", "order": 3}).symmetry
     'odd'
@@ -502,7 +503,6 @@ class NumericModel(LayeredShape):
         """Whether the first layer mixes tokens (the registry's capability "token-mixing")."""
         return supports(self.layers[0], "token-mixing")
 
-    has_attention = token_mixing  # the older name, kept for callers
 
     @property
     def n_params(self) -> int:
