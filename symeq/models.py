@@ -169,7 +169,6 @@ class Model(LayeredShape):
         """Whether the first layer mixes tokens (attention or heads; the only place such a layer may be)."""
         return supports(self.layers[0], "token-mixing")
 
-    has_attention = token_mixing  # the older name, kept for callers
 
     @property
     def tokens(self) -> int | None:
@@ -272,8 +271,6 @@ class Model(LayeredShape):
         """Whether some layer's actions are :class:`symeq.layers.conv.ConvAction` (channel action (x)
         pixel permutation; capability ``"sparse-actions"``, a native convolution)."""
         return any_supports(self.layers, "sparse-actions")
-
-    has_conv = sparse_actions  # the older name, kept for callers
 
     def __repr__(self) -> str:
         acts = ", ".join(l.activation.spec["type"] if l.activation is not None else l.kind for l in self.layers[:-1])

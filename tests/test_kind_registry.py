@@ -52,7 +52,7 @@ def test_capabilities_follow_the_kind_not_the_class():
     assert not all_support(m["conv2d"].layers, "tie-walk")  # the tie walk reads dense rows
     assert m["conv2d"].sparse_actions and not m["dense"].sparse_actions
     att = m["attention"]
-    assert att.token_mixing and att.has_attention and not m["conv2d"].token_mixing
+    assert att.token_mixing and not m["conv2d"].token_mixing
     chain = att.chain()
     heads, tokenwise = chain.layers[0], chain.layers[1]
     assert supports(heads, "head-blocks") and not supports(heads, "last-layer")

@@ -23,20 +23,21 @@ Queries
 :func:`first_unsupported` and :func:`require` (refuse by name: ``"conv2d layers do not support X"``,
 :class:`KindUnsupported`, exit 2).  ``Model.token_mixing`` is ``any_supports(layers, "token-mixing")``.
 
-The queries for the pipeline modules (``theorem``, ``certification``, ``fibre/search``,
-``relu/hunt``), in place of the switches they still hold:
+How the older switches map to queries (the pipeline modules ``theorem``, ``certification``,
+``fibre/search``, ``fibre/decide`` and ``relu/hunt`` use these; new code should too):
 
-* ``model.has_conv``            -> ``any_supports(model.layers, "sparse-actions")`` (actions are
-  :class:`symeq.layers.conv.ConvAction`: channel action times pixel permutation; the certificate's
-  sparse action and the conv geometry of the report);
-* ``model.has_attention``       -> ``model.token_mixing`` (``any_supports(layers, "token-mixing")``);
+* ``model.has_conv``            -> ``model.sparse_actions`` (``any_supports(layers, "sparse-actions")``:
+  actions are :class:`symeq.layers.conv.ConvAction`, channel action times pixel permutation);
+* ``model.has_attention``       -> ``model.token_mixing`` (``supports(layers[0], "token-mixing")``);
 * ``l.kind == "dense"`` gates   -> ``all_support(layers, "tie-walk")`` (the tie walk, dense rows),
-  ``"neuron-reduction"`` (submodels by neurons), ``"fibre-ideal"``, ``"tensor-decision"``;
+  ``"plain-dense"`` (not token-wise), ``"neuron-reduction"``, ``"fibre-ideal"``, ``"tensor-decision"``,
+  ``"reynolds"``, ``"onnx-export"``, ``"npz-layout"``, ``"dense-expansion"``;
 * ``l.kind == "heads"``         -> ``supports(l, "head-blocks")`` (actions in d_v x d_v blocks per
   token and head);
-* ``l.kind == "attention"``     -> ``supports(l, "splits-in-chain")``;
-* ``isinstance(l, ConvLayer)`` -> ``supports(l, "channel-reduction")`` or ``"sparse-actions"``;
-* a text line per action        -> ``describe_action(layer, M)`` of this module.
+* ``l.kind == "attention"``     -> ``supports(l, "splits-in-chain")`` or ``"token-mixing"``;
+* ``isinstance(l, ConvLayer)`` -> ``supports(l, "channel-reduction")``, ``"sparse-actions"`` or
+  ``"image-output"``;
+* a kind's own text for an action -> :func:`describe_action` (``describe_output_action`` on the class).
 
 >>> from symeq.models import DenseLayer
 >>> from symeq.activations import tanh_series
