@@ -746,6 +746,8 @@ class _Run:
     pre: Derivation | None = None
     eq: EquivarianceResult | None = None
     d: Derivation | None = None
+    stopped: str = ""  # why the ball witness search stopped early (its budget), for the undetermined report
+    real_steps: list = field(default_factory=list)  # the trace of REAL_STEPS
 
     def result(self, verdict, model, eq, d, ident, **extra) -> Verification:
         v = Verification(verdict, model, self.group, eq, d, ident, self.notes, self.deadline.elapsed())
@@ -783,12 +785,14 @@ def _step_relu_conv_submodel(run: _Run):
 
 
 def _step_real_refute(run: _Run):
-    """Real activations without a layerwise proof: the submodel, leaky ReLU's fibre, then a ball witness
-    refutes, else undetermined (always decides)."""
+    """Real activations without a layerwise proof: the steps :data:`REAL_STEPS` (the submodel, leaky ReLU's
+    fibre, a ball witness that refutes, else undetermined; always decides)."""
     if not has_real(run.model):
         return Skip("no real activation")
-    return _verify_real_refute(run.model, run.group, run.deadline, run.pre, run.notes, run.seed,
-                               run.max_candidates, fibre_search=run.fibre_search)
+    sub: list = []
+    v = run_steps(REAL_STEPS, run, sub)
+    run.real_steps = sub
+    return v
 
 
 def _step_premise(run: _Run):
@@ -890,7 +894,7 @@ def _verify(model, group, *, method, timeout, seed, max_candidates, fibre_search
                             else "ReLU models are proved layers first and decided by exact linear regions"))
     trace: list = []
     v = run_steps(VERIFY_STEPS, run, trace)
-    v.steps = trace
+    v.steps = trace + [(f"real_refute.{name}", reason) for name, reason in run.real_steps]
     return v
 
 
@@ -979,51 +983,63 @@ def _try_leaky_fibre(model: Model, group: FiniteGroup, deadline: Deadline, d, no
     return Verification("undetermined", model, group, eq, d, ident, notes, deadline.elapsed())
 
 
-def _verify_real_refute(model, group, deadline, d, notes, seed, max_candidates=64, *,
-                        fibre_search: bool = True) -> Verification:
-    """Real activations without a layerwise action at theta: a ball witness refutes; else undetermined.
-
-    No fibre-wide search exists for smooth real activations: a model whose f is equivariant while theta
-    has no action (non-identifiable) stays undetermined, with the reason.  One hidden leaky ReLU layer
-    is piecewise linear and goes through the exact ReLU machinery first (:func:`_try_leaky_fibre`).
-    """
-    why = d.failure if d is not None else "no derivation"
-    lifted = _try_real_submodel(model, group, deadline, max_candidates)
-    if lifted is not None:
-        theta2, d2, red = lifted
-        eq = EquivarianceResult(True, "layerwise, at theta'",
-                                detail="theta' (the same widths; the same function as theta by construction: clones "
-                                       "merged, inactive neurons removed, lifted back) is layerwise equivariant, so "
-                                       "f = f_theta' is equivariant: a proof")
-        ident = {"status": "unknown",
-                 "detail": f"theta is a lift of a smaller submodel ({len(red.removed)} inactive neuron(s) removed, "
-                           f"{len(red.merged)} clone(s) merged); theta' is layerwise equivariant; identifiability "
-                           "of the reduced parameter was not decided"}
-        notes.append("re-parametrized: the actions hold at theta' (same widths and function as theta; the checker "
+def _step_real_submodel(run: _Run):
+    """Real activations: clones and inactive neurons reduced and lifted back (theta' layerwise equivariant)."""
+    lifted = _try_real_submodel(run.model, run.group, run.deadline, run.max_candidates)
+    if lifted is None:
+        return Skip("no inactive neuron or clone, the reduced model has no actions, or a constant neuron is not exact")
+    theta2, d2, red = lifted
+    eq = EquivarianceResult(True, "layerwise, at theta'",
+                            detail="theta' (the same widths; the same function as theta by construction: clones "
+                                   "merged, inactive neurons removed, lifted back) is layerwise equivariant, so "
+                                   "f = f_theta' is equivariant: a proof")
+    ident = {"status": "unknown",
+             "detail": f"theta is a lift of a smaller submodel ({len(red.removed)} inactive neuron(s) removed, "
+                       f"{len(red.merged)} clone(s) merged); theta' is layerwise equivariant; identifiability "
+                       "of the reduced parameter was not decided"}
+    run.notes.append("re-parametrized: the actions hold at theta' (same widths and function as theta; the checker "
                      "re-proves the same function by a canonical form: dead neurons dropped, clones merged by the "
                      "identity table)")
-        v = Verification("layerwise-equivariant", theta2, group, eq, d2, ident, notes, deadline.elapsed())
-        v.original = model
-        v.reduction = red
-        return v
-    leaky = _try_leaky_fibre(model, group, deadline, d, notes) if fibre_search else None
-    if leaky is not None:
-        return leaky
+    return run.result("layerwise-equivariant", theta2, eq, d2, ident, original=run.model, reduction=red)
+
+
+def _step_leaky_fibre(run: _Run):
+    """One hidden leaky ReLU layer: the exact piecewise-linear premise and fibre (:func:`_try_leaky_fibre`)."""
+    if not run.fibre_search:
+        return Skip("the fibre-wide search is off")
+    return _try_leaky_fibre(run.model, run.group, run.deadline, run.pre, run.notes) \
+        or Skip("not one hidden leaky ReLU layer, or its premise fails")
+
+
+def _step_ball_witness(run: _Run):
+    """An input where f(rho_in x) and rho_out f(x) differ, proven with arb balls: not-equivariant."""
     try:
-        eq = refute_with_balls(model, group, deadline=deadline, rng=seed)
+        eq = refute_with_balls(run.model, run.group, deadline=run.deadline, rng=run.seed)
     except BudgetExceeded as e:
-        eq, stopped = None, f"; the time budget ran out while looking for a refuting input ({e})"
-    else:
-        stopped = ""
-    if eq is not None:
-        ident = {"status": "unknown", "detail": "not examined: the premise (end-to-end equivariance) fails"}
-        return Verification("not-equivariant", model, group, eq, None, ident, notes, deadline.elapsed())
+        run.stopped = f"; the time budget ran out while looking for a refuting input ({e})"
+        return Skip(f"the time budget ran out ({e})")
+    if eq is None:
+        return Skip("no input refuted equivariance with arb balls")
+    ident = {"status": "unknown", "detail": "not examined: the premise (end-to-end equivariance) fails"}
+    return run.result("not-equivariant", run.model, eq, None, ident)
+
+
+def _step_real_undetermined(run: _Run):
+    """Real activations, nothing decided: undetermined, with why (no fibre-wide search for smooth activations)."""
     from .equivariance import BALL_PRECISIONS
 
+    d = run.pre
+    why = d.failure if d is not None else "no derivation"
     eq = EquivarianceResult(None, "undetermined",
                             detail="not decided: no layerwise action exists at theta, and no input refuted "
-                                   f"equivariance with arb balls (precisions up to {BALL_PRECISIONS[-1]} bits){stopped}")
+                                   f"equivariance with arb balls (precisions up to {BALL_PRECISIONS[-1]} bits)"
+                                   f"{run.stopped}")
     ident = {"status": "unknown", "detail": "not decided (real activations: the premise itself is open)"}
-    notes.append(f"undetermined: the derivation found no action at theta ({why}); f may still be equivariant "
-                 "(a non-identifiable theta), and symeq has no fibre-wide search for real activations")
-    return Verification("undetermined", model, group, eq, d, ident, notes, deadline.elapsed())
+    run.notes.append(f"undetermined: the derivation found no action at theta ({why}); f may still be equivariant "
+                     "(a non-identifiable theta), and symeq has no fibre-wide search for real activations")
+    return run.result("undetermined", run.model, eq, d, ident)
+
+
+#: real activations without a layerwise proof at theta (the step ``real_refute`` of :data:`VERIFY_STEPS`);
+#: the last one always decides
+REAL_STEPS = (_step_real_submodel, _step_leaky_fibre, _step_ball_witness, _step_real_undetermined)

@@ -259,8 +259,28 @@ def test_architecture_doc_lists_every_pipeline_step_in_order():
 
     text = Path(__file__).resolve().parent.parent.joinpath("docs", "architecture.md").read_text()
     section = text[text.index("## Pipelines"):text.index("## Where to add things")]
-    for steps in (VERIFY_STEPS, IDENTIFIABILITY_STEPS, CANDIDATE_STEPS, SEARCH_STEPS):
+    for steps in (VERIFY_STEPS, theorem.REAL_STEPS, IDENTIFIABILITY_STEPS, CANDIDATE_STEPS, SEARCH_STEPS):
         names = [step_name(s).replace("jacobian_rank", "jacobian-rank") for s in steps]
         where = [section.find(f"`{n}`") for n in names]
         assert -1 not in where, [n for n, w in zip(names, where) if w < 0]
         assert where == sorted(where), names
+
+
+def test_real_steps_alone():
+    from symeq.activations import activation_from_spec
+
+    G = builtin_group("mirror:2x2")
+    m = random_equivariant_model(G, ["regular"], activation_from_spec({"type": "tanh"}), rng=1)
+    run = _run(m)
+    assert theorem._step_leaky_fibre(_run(m, fibre_search=False)).reason == "the fibre-wide search is off"
+    assert theorem._step_leaky_fibre(run).reason == "not one hidden leaky ReLU layer, or its premise fails"
+    bad = _perturbed(m)
+    v = theorem._step_ball_witness(_run(bad))
+    assert v.verdict == "not-equivariant"
+    run = _run(bad)
+    out = theorem._step_real_undetermined(run)
+    assert out.verdict == "undetermined" and out.exit_code == 3
+    # through verify: the real pipeline's trace follows the outer one
+    w = verify(bad)
+    assert w.verdict == "not-equivariant"
+    assert ("real_refute.ball_witness", None) in w.steps and w.steps[0][0] == "layers_first"
