@@ -92,7 +92,6 @@ class ActivationUnit:
     onnx_candidates : (label, spec) tried against an elementwise ONNX subgraph in float64
     to_onnx : (act, graph, x, li) -> the output name, emitting nodes with ``graph.node``,
         ``graph.fresh`` and ``graph.const``; None: no ONNX form
-    examples : specs the generic tests run (tests/test_activation_units.py); empty: ``{"type": name}``
     """
 
     name: str
@@ -121,11 +120,6 @@ class ActivationUnit:
     from_onnx: Callable | None = None
     onnx_candidates: tuple = ()
     to_onnx: Callable | None = None
-    examples: tuple = ()
-
-    def example_specs(self) -> tuple:
-        """The specs the generic tests run over (``examples``, or ``{"type": name}``)."""
-        return self.examples or ({"type": self.name},)
 
     def __repr__(self) -> str:
         return f"ActivationUnit({self.name!r})"

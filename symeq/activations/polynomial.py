@@ -137,9 +137,15 @@ def torch_polynomial_class():
                 self.coeffs = tuple(float(c) for c in coeffs)
 
             def forward(self, t):
-                acc = torch.zeros_like(t) + self.coeffs[-1]
-                for c in reversed(self.coeffs[:-1]):
-                    acc = acc * t + c
+                c = self.coeffs
+                if len(c) == 1:
+                    return torch.zeros_like(t) + c[0]
+                # the first Horner step written out (the same floats as (0 + c_d) t + c_{d-1}): a
+                # zeros_like start exports to ONNX as a constant of the traced batch shape, which
+                # symeq's ONNX reader refuses as non-scalar (tests/activations)
+                acc = t * c[-1] + c[-2]
+                for x in reversed(c[:-2]):
+                    acc = acc * t + x
                 return acc
 
             def extra_repr(self) -> str:
@@ -190,18 +196,15 @@ register(ActivationUnit(
     name="polynomial", rank=0, keys=("coeffs",), required=("coeffs",), aliases=("poly",),
     make=lambda s: polynomial(s["coeffs"]), definition="sum_k coeffs[k] t^k (exact rationals)",
     shorthand=lambda arg, text: {"coeffs": [c.strip() for c in arg.split(",")]},  # "0, 1, 2" on a command line
-    examples=({"type": "polynomial", "coeffs": ["0", "1", "1/2"]}, {"type": "polynomial", "coeffs": ["0", "0", "1", "1"]},
-              {"type": "polynomial", "coeffs": ["1", "0", "1", "0", "1"]}),
     torch_classes=("Polynomial",), from_torch=_from_torch, **_COMMON))
 register(ActivationUnit(
     name="monomial", rank=1, keys=("degree",), required=("degree",), make=lambda s: monomial(s["degree"]),
-    definition="t^degree", shorthand=_integer_shorthand("degree"),
-    examples=({"type": "monomial", "degree": 2}, {"type": "monomial", "degree": 3}), **_COMMON))
+    definition="t^degree", shorthand=_integer_shorthand("degree"), **_COMMON))
 register(ActivationUnit(
     name="tanh_series", rank=2, keys=("order",), required=("order",), aliases=("taylor_tanh",),
     make=lambda s: tanh_series(s["order"]), definition="the Taylor polynomial of tanh up to t^order",
-    shorthand=_integer_shorthand("order"), examples=({"type": "tanh_series", "order": 3},), **_COMMON))
+    shorthand=_integer_shorthand("order"), **_COMMON))
 register(ActivationUnit(
     name="sigmoid_series", rank=3, keys=("order",), required=("order",), make=lambda s: sigmoid_series(s["order"]),
     definition="the Taylor polynomial of the logistic sigmoid up to t^order",
-    shorthand=_integer_shorthand("order"), examples=({"type": "sigmoid_series", "order": 3},), **_COMMON))
+    shorthand=_integer_shorthand("order"), **_COMMON))

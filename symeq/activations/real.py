@@ -306,7 +306,7 @@ register(ActivationUnit(
     from_torch=lambda mod, kind, where: {"type": "gelu", "approximate": getattr(mod, "approximate", "none")},
     onnx_ops=("Gelu",), from_onnx=_gelu_from_onnx,
     onnx_candidates=(("gelu", {"type": "gelu"}), ("gelu_tanh", {"type": "gelu", "approximate": "tanh"})),
-    to_onnx=_gelu_to_onnx, examples=({"type": "gelu"}, {"type": "gelu", "approximate": "tanh"})))
+    to_onnx=_gelu_to_onnx))
 register(ActivationUnit(
     name="silu", kind="real", rank=8, make=_make("silu"), aliases=("swish",), symmetry="generic",
     definition="t sigmoid(t) (also called swish)", identities=_ONLY_IDENTITY, exact=_value_at_zero(fmpq(0)),
@@ -330,8 +330,7 @@ register(ActivationUnit(
     numpy=_np_elu, torch=lambda act: torch_nn("ELU", alpha=fq(spec_number(act.spec, "alpha"))), torch_classes=("ELU",),
     from_torch=lambda mod, kind, where: {"type": "elu", "alpha": rational_of_float(mod.alpha)},
     onnx_ops=("Elu",), from_onnx=lambda op, attr: {"type": "elu", "alpha": rational_of_float32(attr("alpha", 1.0))},
-    onnx_candidates=(("elu", {"type": "elu"}),), to_onnx=_elu_to_onnx,
-    examples=({"type": "elu"}, {"type": "elu", "alpha": "3/2"})))
+    onnx_candidates=(("elu", {"type": "elu"}),), to_onnx=_elu_to_onnx))
 register(ActivationUnit(
     name="erf", kind="real", rank=12, make=_make("erf"), symmetry="odd",
     definition="erf(t) = (2 / sqrt pi) int_0^t exp(-u^2) du", identities=_ODD, exact=_value_at_zero(fmpq(0)),

@@ -99,5 +99,4 @@ register(ActivationUnit(
     from_torch=lambda mod, kind, where: {"type": "leaky_relu", "slope": rational_of_float(mod.negative_slope)},
     onnx_ops=("LeakyRelu",),
     from_onnx=lambda op, attr: {"type": "leaky_relu", "slope": rational_of_float32(attr("alpha", 0.01))},
-    onnx_candidates=(("leaky_relu", {"type": "leaky_relu"}),), to_onnx=_leaky_to_onnx,
-    examples=({"type": "leaky_relu"}, {"type": "leaky_relu", "slope": "1/10"})))
+    onnx_candidates=(("leaky_relu", {"type": "leaky_relu"}),), to_onnx=_leaky_to_onnx))
