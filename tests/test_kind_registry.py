@@ -167,3 +167,17 @@ def test_onnx_export_refuses_a_kind_without_it_by_name(tmp_path):
     with pytest.raises(InputError, match="attention layers do not support it"):
         export_onnx(random_equivariant_attention(rng=0), tmp_path / "a.onnx")
     assert not (tmp_path / "a.onnx").exists()
+
+
+def test_a_layer_without_type_is_refused_by_the_exact_and_the_float_reader_alike():
+    from symeq.numeric.models import model_from_json as float_model_from_json
+
+    data = {"format": "symeq-model/1", "input_dim": 1, "layers": [{"weight": [[1]], "bias": [0], "activation": None}]}
+    messages = []
+    for read in (model_from_json, float_model_from_json):
+        with pytest.raises(InputError, match='missing key "type"') as e:
+            read(data)
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+    data["layers"][0]["type"] = "dense"
+    assert model_from_json(data).widths == float_model_from_json(data).widths == [1, 1]

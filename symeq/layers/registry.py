@@ -114,7 +114,7 @@ def _load() -> None:
         for cls in mod.LAYER_KINDS:
             unknown = set(cls.capabilities) - set(CAPABILITIES)
             if unknown:
-                raise RuntimeError(f"{cls.__name__} declares unknown capabilities {sorted(unknown)}")
+                raise RuntimeError(f"internal error: {cls.__name__} declares unknown capabilities {sorted(unknown)}")
             kinds[cls.kind] = cls
         for t, reader in mod.JSON_READERS.items():
             readers[t] = reader

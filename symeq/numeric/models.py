@@ -766,7 +766,9 @@ def model_from_json(data, where: str = "model") -> NumericModel:
             continue
         if not isinstance(spec, dict):
             raise InputError(f"{at} must be an object with a \"weight\" and a \"bias\"")
-        if spec.get("type", "dense") != "dense":
+        if "type" not in spec:  # required, as the exact reader and the checker require it (one schema)
+            raise InputError(f"{at}: missing key \"type\" (\"dense\", \"conv2d\", \"flatten\", \"attention\", ...)")
+        if spec["type"] != "dense":
             raise InputError(f"{at}: unknown layer type {spec.get('type')!r}; numeric models know \"dense\" and "
                              "\"attention\"")
         check_keys(spec, at, *DENSE_KEYS, error=InputError)
