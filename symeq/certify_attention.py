@@ -42,6 +42,7 @@ import time
 import numpy as np
 
 from .errors import InputError
+from .layers.registry import supports
 
 __all__ = ["certify_attention", "MAX_EXHAUSTIVE_HEADS"]
 
@@ -182,10 +183,8 @@ def certify_attention(model, ngroup, egroup, *, result, relative, digits: int | 
     result class (``result``: :class:`symeq.certification.Certification`) and its relative function
     distance (``relative``), so that this module does not import it back."""
     Certification, _relative = result, relative
-    from .numeric.attention import NumericAttention
-
     t0 = time.perf_counter() if t0 is None else t0
-    if len(model.layers) != 1 or not isinstance(model.layers[0], NumericAttention):
+    if len(model.layers) != 1 or not supports(model.layers[0], "splits-in-chain"):  # one attention layer
         raise InputError("certify (attention): the road covers one attention layer (an attention model with "
                          "token-wise layers after it is not certified yet)")
     layer = model.layers[0]
