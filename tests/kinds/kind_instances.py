@@ -228,4 +228,4 @@ JACOBIAN_VARIANTS = {"dense": ("tanh_series", "no-bias"), "conv2d": ("c4-lifting
                      "attention": ("lightning-small",)}
 
 __all__ = ["BUILDERS", "JACOBIAN_VARIANTS", "registered_kinds", "supports", "kind_schema", "rational_points",
-           "to_float", "monomial", "polynomial"]
+           "to_float"]

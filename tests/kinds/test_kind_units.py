@@ -78,7 +78,7 @@ def _exact_forward(layer, X):
 
 def test_every_registered_kind_has_a_builder():
     missing = [k for k in KINDS if k not in BUILDERS]
-    assert not missing, f"registered layer kinds without an instance builder in tests/kinds/kind_instances.py: {missing}"
+    assert not missing, f"registered layer kinds without a builder in tests/kinds/kind_instances.py: {missing}"
     assert {"dense", "conv2d", "attention", "heads"} <= set(KINDS)  # the kinds of today, all under test
 
 
@@ -373,7 +373,8 @@ def test_identity_action_gives_theta_back(kind, backend):
                 P = as_conv_action(identity(n_in), C, H, W)
                 assert P is not None and P.transform is not None
                 assert [list(r) for r in exact.transformed_rows(P, P.transform)] == [list(r) for r in exact.rows]
-            if all(hasattr(l, "weight") for l in (model.layers[0], model.layers[-1])) and model.layers[0].kind != "heads":
+            ends = (model.layers[0], model.layers[-1])
+            if all(hasattr(l, "weight") for l in ends) and model.layers[0].kind != "heads":
                 theta = adjoint_parameters(model, identity(model.input_dim), identity(model.output_dim))
                 assert [(rows, list(b)) for rows, b in theta] == \
                     [(mat_rows(l.weight), list(l.bias)) for l in model.layers]
