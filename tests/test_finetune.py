@@ -182,3 +182,28 @@ def test_mirror_experiment_has_the_finetuned_row_and_the_emergence_figure(tmp_pa
         return
     assert (tmp_path / "emergence_tanh_autoencoder.png").is_file()
     assert str(tmp_path / "emergence_tanh_autoencoder.png") in res["figures"]
+
+
+def test_experiment_emergence_flag_refuses_bad_weights(capsys):
+    """symeq experiment mirror --emergence with no weight or a negative one: exit 2 with the rule, before any
+    training."""
+    for bad in (["--emergence"], ["--emergence", "-1"], ["--emergence", "nan"]):
+        assert main(["experiment", "mirror", "--activation", "tanh", "--epochs", "1", *bad]) == 2
+        assert "--emergence takes one or more finite penalty weights" in capsys.readouterr().err
+
+
+def test_emergence_table_prints_every_weight_and_leaves_missing_cells_empty():
+    """The text report of the emergence curve: one row per weight, the measured values, no invented value
+    where a network was not certified."""
+    from symeq.cli.numeric import _emergence_table
+
+    rows = [{"equivariance_weight": 0.0, "end_to_end_data": 0.25, "paper_metric_layer_1": 0.5,
+             "paper_metric_layer_2": 0.125, "k_distance": 0.75, "held_out_loss_theta": 0.01,
+             "held_out_loss_finetuned_certified": 0.02},
+            {"equivariance_weight": 10.0, "end_to_end_data": 0.01, "paper_metric_layer_1": 0.03,
+             "paper_metric_layer_2": 0.02, "k_distance": None}]
+    text = _emergence_table("tanh", rows)
+    lines = [ln for ln in text.splitlines() if ln.startswith("| ") and "penalty" not in ln]
+    assert len(lines) == 2
+    assert lines[0] == "| 0 | 0.25 | 0.5 | 0.125 | 0.75 | 0.01 | 0.02 |"
+    assert lines[1] == "| 10 | 0.01 | 0.03 | 0.02 |  |  |  |"

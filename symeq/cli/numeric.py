@@ -205,18 +205,42 @@ def cmd_experiment(args) -> int:
         data = load_npz_dataset(args.data)
     from ..certification import certify_mirror_run
 
+    emergence = None
+    if args.emergence is not None:
+        if not args.emergence or any(not (w >= 0 and w < float("inf")) for w in args.emergence):
+            raise InputError("--emergence takes one or more finite penalty weights >= 0, e.g. --emergence 0 1 10")
+        emergence = tuple(args.emergence)
     res = run_mirror_experiment(tuple(args.activation), args.task, epochs=args.epochs, out=args.out,
                                 seed=args.seed, data=data, progress=not args.quiet, figures=args.out is not None,
-                                device=args.device, certifier=certify_mirror_run)
+                                device=args.device, certifier=certify_mirror_run, emergence=emergence)
     if args.json:
         print(json.dumps({k: v for k, v in res.items() if not k.startswith("_")}, indent=1))
     else:
         print(res["table"])
+        for act, rows in (res.get("emergence") or {}).items():
+            print(_emergence_table(act, rows))
     if args.out:
         from ..numeric.experiment import written_summary
 
         print(written_summary(res, args.out), file=sys.stderr)
     return 0
+
+
+def _emergence_table(activation: str, rows: list) -> str:
+    """The emergence curve as a Markdown table (one row per penalty weight; empty cells where a value is
+    missing, e.g. no certified network)."""
+    cols = [("equivariance_weight", "penalty"), ("end_to_end_data", "end-to-end (data)"),
+            ("paper_metric_layer_1", "paper f_1"), ("paper_metric_layer_2", "paper f_2"),
+            ("k_distance", "K-distance"), ("held_out_loss_theta", "held-out loss theta"),
+            ("held_out_loss_finetuned_certified", "held-out loss fine-tuned certified")]
+
+    def cell(v):
+        return "" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+    lines = [f"\nemergence, {activation}:", "| " + " | ".join(h for _, h in cols) + " |",
+             "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cell(r.get(k)) for k, _ in cols) + " |" for r in rows]
+    return "\n".join(lines)
 
 
 def register(subparsers) -> None:
@@ -252,6 +276,10 @@ def register(subparsers) -> None:
     e.add_argument("--seed", type=int, default=0, help="random seed of the training (default 0)")
     e.add_argument("--device", default="cpu", help="torch device for training: cpu (default), cuda, or auto")
     e.add_argument("--out", help="directory for table.md, results.json and PNG figures")
+    e.add_argument("--emergence", type=float, nargs="*", default=None, metavar="W",
+                   help="mirror: also train one network per equivariance-penalty weight W (e.g. 0 0.3 1 3 10) and report "
+                        "the end-to-end error, the paper's metric, the K-distance and the certified fine-tuned task loss "
+                        "along them (emergence_<act>_<task>.png under --out)")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     e.set_defaults(func=cmd_experiment)
