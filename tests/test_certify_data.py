@@ -246,6 +246,7 @@ def test_lower_bound_when_the_matching_is_bounded_uses_the_assignment(monkeypatc
     """A bounded matching (wide layers) still gives a bound: cost = C - w/2 for every involution, and no
     involution weighs more than the optimal assignment.  Forced here on a small net: the bound stays below
     the brute-force optimum and equals the exact one when the assignment is an involution."""
+    pytest.importorskip("scipy", reason="the assignment relaxation needs scipy: pip install 'symeq[numeric]'")
     import symeq.numeric.project as project
 
     G = mirror(2, 2)

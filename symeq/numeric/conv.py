@@ -45,7 +45,7 @@ from .monomial import MonomialAction, as_action
 
 __all__ = ["NumericConvLayer", "channel_pixel_parts", "fold_average_pool_float", "FloatFold", "ExactFold",
            "pool_before_conv", "pool_after_conv", "fold_pool_into_kernel", "fold_pool_after_kernel",
-           "fold_pool_into_dense", "sparse_weight", "sparse_commutator_residual"]
+           "fold_pool_into_dense", "sparse_entries", "sparse_weight", "sparse_commutator_residual"]
 
 
 def _transform_name(R) -> str:
@@ -340,11 +340,10 @@ def fold_pool_into_dense(Wt, N, pool: tuple):
     return full.reshape(out, C * H * W)
 
 
-def sparse_weight(layer):
-    """The convolution's matrix as a scipy CSR matrix (out_dim x in_dim, nnz = C_out x taps x output
-    pixels at most), from the same index map as the forward pass: no dense expansion."""
-    from scipy import sparse
-
+def sparse_entries(layer):
+    """The convolution's matrix in coordinate form ``(rows, cols, values, shape)`` (out_dim x in_dim,
+    nnz = C_out x taps x output pixels at most), from the same index map as the forward pass: no dense
+    expansion, and numpy only (no scipy)."""
     src = layer._srca                                   # taps x output pixels, -1 for padding
     rows_k = np.asarray(layer.rows, dtype=np.float64)   # C_out x taps (tap t = (c, i, j))
     O, T = rows_k.shape
@@ -355,27 +354,34 @@ def sparse_weight(layer):
     r = (np.arange(O)[:, None] * Q + q_idx[None, :]).ravel()
     c = np.broadcast_to(cols, (O, cols.size)).ravel()
     v = rows_k[:, t_idx].ravel()
-    return sparse.csr_matrix((v, (r, c)), shape=(O * Q, layer.in_dim))
+    return r, c, v, (O * Q, layer.in_dim)
+
+
+def sparse_weight(layer):
+    """The convolution's matrix as a scipy CSR matrix (the numeric extra), from :func:`sparse_entries`."""
+    from scipy import sparse
+
+    r, c, v, shape = sparse_entries(layer)
+    return sparse.csr_matrix((v, (r, c)), shape=shape)
 
 
 def sparse_commutator_residual(layer, P, B) -> float:
     """|W P - B W|_F / |W|_F and |b + W c - B b| / max(|b|, |W|_F) for monomial actions P (on the
     input, offset c) and B (on the output) and the convolution's matrix W in sparse form: the
-    last-layer check of a conv layer at any size (the dense one would expand W)."""
-    from scipy import sparse
-
-    Wc = sparse_weight(layer).tocoo()
-    n_out = Wc.shape[0]
+    last-layer check of a conv layer at any size (the dense one would expand W).  numpy only: the
+    entries of W P and B W are summed by their (row, column) keys."""
+    r, c, v, (n_out, n_in) = sparse_entries(layer)
     # (W P)[:, cols[j]] = W[:, j] vals[j];  (B W)[j, :] = vals_B[j] W[cols_B[j], :]
-    lhs = sparse.csr_matrix((Wc.data * P.vals[Wc.col], (Wc.row, P.cols[Wc.col])), shape=Wc.shape)
     inv = np.empty(n_out, dtype=np.int64)
     inv[B.cols] = np.arange(n_out)
-    rhs = sparse.csr_matrix((Wc.data * B.vals[inv[Wc.row]], (inv[Wc.row], Wc.col)), shape=Wc.shape)
-    d = (lhs - rhs).tocoo()
-    scale = max(float(np.sqrt(np.sum(Wc.data ** 2))), 1e-300)
-    res_w = float(np.sqrt(np.sum(d.data ** 2))) / scale
+    keys = np.concatenate([r * n_in + P.cols[c], inv[r] * n_in + c])
+    vals = np.concatenate([v * P.vals[c], -(v * B.vals[inv[r]])])
+    _, where = np.unique(keys, return_inverse=True)
+    d = np.bincount(where.ravel(), weights=vals)
+    scale = max(float(np.sqrt(np.sum(v ** 2))), 1e-300)
+    res_w = float(np.sqrt(np.sum(d ** 2))) / scale
     b = np.asarray(layer.bias, dtype=np.float64)
-    lb = b if P.offset is None else b + Wc.tocsr() @ P.offset
+    lb = b if P.offset is None else b + np.bincount(r, weights=v * np.asarray(P.offset)[c], minlength=n_out)
     rb = B.vals * b[B.cols]
     res_b = float(np.linalg.norm(lb - rb)) / max(float(np.linalg.norm(b)), scale)
     return max(res_w, res_b)
