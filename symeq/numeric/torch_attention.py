@@ -29,7 +29,8 @@ difference found is kept in ``meta["reader_check"]``.
 
 Examples
 --------
->>> import torch
+>>> import pytest
+>>> torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
 >>> torch.manual_seed(0) and None
 >>> mha = torch.nn.MultiheadAttention(4, 2, batch_first=True)
 >>> layer, meta = read_torch_attention(mha, tokens=3)
