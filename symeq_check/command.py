@@ -44,15 +44,18 @@ def _argument_order(cert, model, cert_path: str, model_path: str, usage: str) ->
 
 
 def check_files(cert_path: str, model_path: str, usage: str = "usage: symeq check CERT MODEL",
-                before_check=None) -> CheckReport:
+                before_check=None, model_doc=None) -> CheckReport:
     """Read a certificate and a model from JSON files and check them (see `check_certificate`).
 
     Swapped arguments (a model as ``cert_path``, a certificate as ``model_path``) are a
     :class:`CheckError` that says so and ends with ``usage``.  ``before_check`` (no arguments) is
     called once both files are read and in order, before the check itself (symeq prints its
-    budget line there).
+    budget line there).  ``model_doc``, when given, is the model document already read (a JSON
+    object, e.g. symeq's reading of an ONNX file), named ``model_path`` in messages; the checker
+    then reads no model file.
     """
-    cert, model = _load(cert_path, "certificate"), _load(model_path, "model")
+    cert = _load(cert_path, "certificate")
+    model = _load(model_path, "model") if model_doc is None else model_doc
     _argument_order(cert, model, cert_path, model_path, usage)
     if before_check is not None:
         before_check()

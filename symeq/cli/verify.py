@@ -2,8 +2,9 @@
 
 ``symeq verify [MODEL.json] [--group SPEC] [--certificate OUT.json] [--json]``
     premise, derived actions, checks, verdict.  No MODEL: the built-in example.
-``symeq check CERT.json MODEL.json``
-    re-verify a certificate with the independent standard-library checker.
+``symeq check CERT.json MODEL.json`` (or ``MODEL.onnx``)
+    re-verify a certificate with the independent standard-library checker; an ``.onnx`` MODEL is
+    read by symeq's exact ONNX reader into the model JSON the checker checks, and the output says so.
 ``symeq example [--out FILE] [--unscrambled]``
     write the built-in example model file.
 ``symeq generate --group SPEC --activation SPEC --latent SPEC... [--scramble] [--out FILE]``
@@ -45,6 +46,13 @@ def cmd_verify(args) -> int:
     if args.certificate:
         write_json(v.certificate(), args.certificate)
         _progress(f"certificate written to {args.certificate}")
+        if _is_onnx(args.model):  # the exact reading the certificate is about, for the plain checker
+            from ..io import model_to_json
+
+            beside = model_file_beside(args.certificate)
+            write_json(model_to_json(model), beside)
+            _progress(f"exact model (the reading of {args.model} the certificate is about) written to {beside} "
+                      f"(check it: symeq check {args.certificate} {beside})")
     if args.json:
         print(json.dumps(v.to_json(), indent=1))
     else:
@@ -55,19 +63,78 @@ def cmd_verify(args) -> int:
     return v.exit_code
 
 
+def _is_onnx(path) -> bool:
+    return path is not None and str(path).lower().endswith(".onnx")
+
+
+def model_file_beside(certificate) -> str:
+    """The exact model file written beside a certificate of an ONNX network: ``C.json`` -> ``C.model.json``.
+
+    >>> model_file_beside("out/C.json"), model_file_beside("cert")
+    ('out/C.model.json', 'cert.model.json')
+    """
+    from pathlib import Path
+
+    p = Path(certificate)
+    stem = p.name[:-5] if p.name.lower().endswith(".json") else p.name
+    return str(p.with_name(stem + ".model.json"))
+
+
+def _read_model_for_check(args):
+    """symeq's exact reading of an ``.onnx`` MODEL as a model document (``None`` for a JSON MODEL).
+
+    The checker reads JSON only; an ONNX file is read here by symeq's reader
+    (:func:`symeq.numeric.onnx_io.load_onnx_exact`, every weight the dyadic rational it is), with
+    ``--group`` applied, and written as the ``symeq-model/1`` document the checker then checks.
+    """
+    path = str(args.model)
+    if path.lower().endswith(".npz"):
+        raise InputError(f"{path}: symeq check reads a model file (symeq-model/1 JSON) or an .onnx file; an .npz "
+                         "file holds float weights that `symeq verify` does not read exactly, so no certificate is "
+                         "about it (check the certificate against the model file certify wrote with --out)")
+    if not _is_onnx(path):
+        if group_from_args(args) is not None:
+            raise InputError("--group goes with an .onnx MODEL (a model file carries its own group)")
+        return None
+    from .loader import require_extra
+
+    require_extra("onnx", "pip install 'symeq[onnx]'", f"reading {path}")
+    from ..io import model_to_json
+    from ..numeric.onnx_io import load_onnx_exact
+
+    model = load_onnx_exact(path)
+    group = group_from_args(args)
+    if group is not None:
+        model = model.with_group(group)
+    return model_to_json(model)
+
+
 def cmd_check(args) -> int:
     """Exit 0 accepted, 1 rejected, 2 malformed or swapped files or a certificate of another model, 3 nothing verifiable."""
-    from symeq_check import CheckError, check_files  # the one import of the checker in symeq
+    from symeq_check import CheckError, check_files, layers_digest  # the one import of the checker in symeq
 
+    doc = _read_model_for_check(args)
     try:  # the budget line comes once both files are read and in order: bad input is one error line
         report = check_files(args.certificate, args.model, usage="usage: symeq check CERT MODEL",
-                             before_check=lambda: announce_budget(args))
+                             before_check=lambda: announce_budget(args), model_doc=doc)
+        reading = None
+        if doc is not None:  # say which part is trusted: symeq's reader, then the checker
+            digest = layers_digest(doc["layers"], doc["input_dim"])
+            reading = {"reader": "symeq.numeric.onnx_io.load_onnx_exact", "file": str(args.model),
+                       "layers_sha256": digest,
+                       "note": f"the model was read from {args.model} by symeq's ONNX reader; the checker checked "
+                               f"the certificate against that reading (digest {digest})"}
     except CheckError as e:
         raise InputError(str(e)) from None
     if args.json:
-        print(json.dumps({"accepted": report.accepted, "verdict": report.verdict, "mismatch": report.mismatch,
-                          "reasons": report.reasons, "checks": report.checks}, indent=1))
+        out = {"accepted": report.accepted, "verdict": report.verdict, "mismatch": report.mismatch,
+               "reasons": report.reasons, "checks": report.checks}
+        if reading is not None:
+            out["model_reading"] = reading
+        print(json.dumps(out, indent=1))
     else:
+        if reading is not None:
+            print(reading["note"])
         print("\n".join(report.lines()))
     if report.mismatch:
         _progress(f"error: {args.certificate} is not a certificate of the model {args.model}: "
@@ -168,7 +235,11 @@ def register(sub) -> None:
                                    "1 rejected, 2 malformed input or a certificate of another model, 3 nothing "
                                    "verifiable.")
     c.add_argument("certificate", metavar="CERT", help="certificate file (symeq-certificate/2 or symeq-identifiability/1)")
-    c.add_argument("model", metavar="MODEL", help="the model file the certificate is about (symeq-model/1)")
+    c.add_argument("model", metavar="MODEL", help="the model file the certificate is about (symeq-model/1), or "
+                   "the .onnx network, read by symeq's exact ONNX reader for the checker")
+    c.add_argument("--group", help="with an .onnx MODEL: a built-in group (as verify --group; see `symeq groups`)")
+    c.add_argument("--group-output", type=group_output_arg, default="same",
+                   help="with --group: how it acts on the output ('same' or k)")
     c.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     c.set_defaults(func=cmd_check)
 
