@@ -7,12 +7,12 @@ from __future__ import annotations
 from fractions import Fraction
 from math import comb, factorial, gcd
 
-from .._numbers import CheckError, _dict, _is_int, _short, parse_number
+from .._numbers import _dict, _is_int, _short, parse_number
 from ..algebra import _int_columns, _minor_nonzero
-from ..model import _Layer, _model, uniform_bias
+from ..model import _Layer, uniform_bias
 from ..report import CheckReport
 from ..schema import IDENTIFIABILITY_FORMAT, MODEL_FORMAT, _strict
-from .tensor import check_tensor
+from .tensor import _open_identifiability, check_tensor
 
 
 # ----------------------------------------------------------------------------- deep: Jacobian factors
@@ -85,6 +85,20 @@ def _deep_w3_rows(report: CheckReport, cert: dict, Ws: list):
     return sup3, spans
 
 
+def _deep_declared_bias(report: CheckReport, cert: dict, layers):
+    """The model's bias declaration (True or False), the same in every layer and the certificate's
+    ``bias``; None (a reason added) when the layers differ or the certificate says otherwise."""
+    bias = uniform_bias(layers)  # the declared parameter space: one declaration for every layer (issue 25)
+    if bias is None:
+        report.reasons.append("the Jacobian-factor certificates take biases in every layer or in none; this model "
+                              "declares them in some layers only")
+        return None
+    if cert.get("bias") is not bias:
+        report.reasons.append(f"certificate bias {_short(cert.get('bias'))} differs from the model's {bias}")
+        return None
+    return bias
+
+
 def check_deep(cert: dict, model: dict, *, max_group_size: int = 10000) -> CheckReport:
     """Re-verify a ``symeq-identifiability/1`` certificate of method ``jacobian-factors`` (deep networks).
 
@@ -92,11 +106,7 @@ def check_deep(cert: dict, model: dict, *, max_group_size: int = 10000) -> Check
     polynomial activations); every hypothesis is re-derived from the model.  (``max_group_size`` is the
     dispatch's common keyword: no group is enumerated here.)
     """
-    n_in, layers, _ = _model(model)
-    verdict = _dict(cert, "certificate").get("verdict")
-    report = CheckReport(None, str(verdict))
-    if verdict not in ("identifiable", "not-identifiable"):
-        raise CheckError(f"certificate: unknown identifiability verdict {_short(verdict)}")
+    n_in, layers, report = _open_identifiability(cert, model)
     general = cert.get("activations") == "general"
     kind = (("widening-general" if general else "widening") if "top" in cert
             else ("widening3-general" if general else "widening3") if "tail" in cert
@@ -212,39 +222,18 @@ def _check_ident_deep_widening(report: CheckReport, cert: dict, widths: list, la
         report.reasons.append(f"a widening certificate covers two hidden layers of widths (n0, n, n2, n3) with "
                               f"n0 >= n < n2 <= n3, not {widths}")
         return
-    bias = uniform_bias(layers)  # the declared parameter space: one declaration for every layer (issue 25)
+    bias = _deep_declared_bias(report, cert, layers)
     if bias is None:
-        report.reasons.append("the Jacobian-factor certificates take biases in every layer or in none; this model "
-                              "declares them in some layers only")
         return
     general = cert.get("activations") == "general"
-    if cert.get("bias") is not bias:
-        report.reasons.append(f"certificate bias {_short(cert.get('bias'))} differs from the model's {bias}")
-        return
     lam1 = None
     if general:  # any polynomial activations: the first layer's scalings, recomputed
         if not all(isinstance(l.act, tuple) and len(l.act) >= 3 and l.act[-1] != 0 for l in layers[:-1]):
             report.reasons.append("a hidden activation is not a polynomial of degree >= 2")
             return
-        got = _deep_layer_scalings(layers[0].act, bias)
-        listed = cert.get("layers")
-        if isinstance(got, str):
-            report.reasons.append(f"hidden layer 1: {got}")
+        lam1 = _deep_first_scalings(report, cert, layers[0].act, bias)
+        if lam1 is None:
             return
-        m1, mu1, g1, lam1 = got
-        entry = listed[0] if isinstance(listed, list) and len(listed) == 1 and isinstance(listed[0], dict) else {}
-        el = entry.get("lambdas")
-        ok = (_is_int(entry.get("degree")) and entry.get("degree") == m1 and _is_int(entry.get("g"))
-              and entry.get("g") == g1 and isinstance(entry.get("centre"), str)
-              and parse_number(entry.get("centre"), "centre") == mu1
-              and (el == "all" if lam1 == "all" else isinstance(el, list)
-                   and [parse_number(x, "lambda") for x in el] == lam1))
-        if not ok:
-            report.reasons.append(f"layers must list the first hidden layer's recomputed degree {m1}, centre {mu1}, "
-                                  f"g = {g1} and scalings {lam1 if lam1 == 'all' else [str(x) for x in lam1]}")
-            return
-        report.checks.append("the first layer's scalings that can occur are "
-                             f"{lam1 if lam1 == 'all' else [str(x) for x in lam1]}, each a symmetry of its activation")
         mono = None
     else:
         mono = [_monomial_degree(l.act, bias) for l in layers[:-1]]
@@ -303,13 +292,10 @@ def _check_ident_deep_widening(report: CheckReport, cert: dict, widths: list, la
         report.reasons.append("the top block has no nonzero bias, so its certificate covers bias-free parameters only")
         return
 
-    def vec(v):
-        return [str(x) for x in v]
-
     top_model = {"format": MODEL_FORMAT, "input_dim": n, "layers": [
-        {"type": "dense", "weight": [vec(r) for r in Ws[1]], "bias": vec(b2) if bias else None,
-         "activation": {"type": "polynomial", "coeffs": vec(layers[1].act)}},
-        {"type": "dense", "weight": [vec(r) for r in Ws[2]], "bias": vec(layers[2].bias) if bias else None}]}
+        {"type": "dense", "weight": [_vec(r) for r in Ws[1]], "bias": _vec(b2) if bias else None,
+         "activation": {"type": "polynomial", "coeffs": _vec(layers[1].act)}},
+        {"type": "dense", "weight": [_vec(r) for r in Ws[2]], "bias": _vec(layers[2].bias) if bias else None}]}
     top = _dict(cert.get("top"), "certificate.top")
     if top.get("format") != IDENTIFIABILITY_FORMAT:
         report.reasons.append(f"certificate.top: format must be {IDENTIFIABILITY_FORMAT!r}, got "
@@ -324,17 +310,30 @@ def _check_ident_deep_widening(report: CheckReport, cert: dict, widths: list, la
         return
     report.checks.append("the top block u -> W_3 s_2(W_2 u + b_2 + kappa_1 W_2 1) + b_3 (built here from the model) "
                          "is identifiable: " + "; ".join(sub.checks))
-    first_continuous = lam1 is None or lam1 == "all"
-    dim = (n if first_continuous else 0) + top.get("orbit_dimension") if _is_int(top.get("orbit_dimension")) else None
-    size = None
-    if not first_continuous and isinstance(top.get("orbit_size"), str):
-        size = str(factorial(n) * len(lam1) ** n * int(top["orbit_size"]))
+    size, dim = _first_times_sub_orbit(n, lam1, top)
     if dim is None or cert.get("orbit_size") != size or cert.get("orbit_dimension") != dim:
         report.reasons.append(f"orbit: expected size {size} and dimension {dim} (the first layer's and the top "
                               "block's)")
         return
     report.checks.append(f"fibre = orbit: dimension {dim} (first layer pinned by the Jacobian's degree-1 factors, "
                          "then the top block's identifiability)")
+
+
+def _vec(v) -> list:
+    """A vector as the model file writes it: each number a string."""
+    return [str(x) for x in v]
+
+
+def _first_times_sub_orbit(n: int, lam1, sub: dict):
+    """(size, dimension) of the fibre of a first hidden layer of width n (scalings ``lam1``: None or
+    "all" for a torus, else a list) on top of a sub-block whose certificate ``sub`` gives its own orbit:
+    the size a string (None when infinite), the dimension None when ``sub``'s is not an integer."""
+    continuous = lam1 is None or lam1 == "all"
+    dim = (n if continuous else 0) + sub.get("orbit_dimension") if _is_int(sub.get("orbit_dimension")) else None
+    size = None
+    if not continuous and isinstance(sub.get("orbit_size"), str):
+        size = str(factorial(n) * len(lam1) ** n * int(sub["orbit_size"]))
+    return size, dim
 
 
 def _deep_first_scalings(report: CheckReport, cert: dict, act, bias: bool):
@@ -371,15 +370,10 @@ def _check_ident_deep_widening3(report: CheckReport, cert: dict, widths: list, l
                               f"n0 >= n < n3 <= n4, not {widths}")
         return
     n, n3 = widths[1], widths[3]
-    bias = uniform_bias(layers)  # the declared parameter space: one declaration for every layer (issue 25)
+    bias = _deep_declared_bias(report, cert, layers)
     if bias is None:
-        report.reasons.append("the Jacobian-factor certificates take biases in every layer or in none; this model "
-                              "declares them in some layers only")
         return
     general = cert.get("activations") == "general"
-    if cert.get("bias") is not bias:
-        report.reasons.append(f"certificate bias {_short(cert.get('bias'))} differs from the model's {bias}")
-        return
     if not all(isinstance(l.act, tuple) and len(l.act) >= 3 and l.act[-1] != 0 for l in layers[:-1]):
         report.reasons.append("a hidden activation is not a polynomial of degree >= 2")
         return
@@ -421,13 +415,10 @@ def _check_ident_deep_widening3(report: CheckReport, cert: dict, widths: list, l
                          + " nonzero entries and m_1^(|V_j| - 2) != m_2: with W_4 injective (checked in the tail) the "
                            "Jacobian's maximal minors have no degree-1 factor but the first layer's")
 
-    def vec(v):
-        return [str(x) for x in v]
-
     tail_model = {"format": MODEL_FORMAT, "input_dim": n, "layers": [
-        {"type": "dense", "weight": [vec(r) for r in Ws[k]], "bias": vec(layers[k].bias) if bias else None,
-         "activation": {"type": "polynomial", "coeffs": vec(layers[k].act)}} for k in (1, 2)] + [
-        {"type": "dense", "weight": [vec(r) for r in Ws[3]], "bias": vec(layers[3].bias) if bias else None}]}
+        {"type": "dense", "weight": [_vec(r) for r in Ws[k]], "bias": _vec(layers[k].bias) if bias else None,
+         "activation": {"type": "polynomial", "coeffs": _vec(layers[k].act)}} for k in (1, 2)] + [
+        {"type": "dense", "weight": [_vec(r) for r in Ws[3]], "bias": _vec(layers[3].bias) if bias else None}]}
     if bias and not any(x != 0 for l in layers[1:] for x in l.bias):
         report.reasons.append("the tail has no nonzero bias, so its certificate covers bias-free parameters only")
         return
@@ -441,11 +432,7 @@ def _check_ident_deep_widening3(report: CheckReport, cert: dict, widths: list, l
         return
     report.checks.append("the tail (two hidden layers on C^n, built here from the model) is identifiable: "
                          + "; ".join(sub.checks))
-    cont = lam1 is None or lam1 == "all"
-    dim = (n if cont else 0) + tail.get("orbit_dimension") if _is_int(tail.get("orbit_dimension")) else None
-    size = None
-    if not cont and isinstance(tail.get("orbit_size"), str):
-        size = str(factorial(n) * len(lam1) ** n * int(tail["orbit_size"]))
+    size, dim = _first_times_sub_orbit(n, lam1, tail)
     if dim is None or cert.get("orbit_size") != size or cert.get("orbit_dimension") != dim:
         report.reasons.append(f"orbit: expected size {size} and dimension {dim} (the first layer's and the tail's)")
         return

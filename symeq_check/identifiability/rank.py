@@ -343,6 +343,15 @@ def _jac_pack(row) -> int:
     return x
 
 
+def _pivot_row(packed, sh: int, mask: int, p: int):
+    """Index of the first packed row whose slot at bit ``sh`` (``mask`` wide) is nonzero modulo the
+    prime p, or None: the pivot search of the packed eliminations below."""
+    for idx, x in enumerate(packed):
+        if ((x >> sh) & mask) % p:
+            return idx
+    return None
+
+
 def _jac_rank(rows: list[list[int]], ncols: int) -> int:
     """Rank modulo 2^61 - 1 of the rows by elimination on packed integers.
 
@@ -368,11 +377,7 @@ def _jac_rank(rows: list[list[int]], ncols: int) -> int:
         if not live:
             break
         sh = _SLOT * c
-        piv = None
-        for idx, item in enumerate(live):
-            if ((item[0] >> sh) & slot) % p:
-                piv = idx
-                break
+        piv = _pivot_row((item[0] for item in live), sh, slot, p)
         if piv is not None:
             pv = fold(live.pop(piv)[0]) & ((1 << (sh + _SLOT)) - 1)
             inv = pow(((pv >> sh) & slot) % p, -1, p)
@@ -422,11 +427,7 @@ def _jac_rank_small(rows: list[list[int]], ncols: int, q: int) -> int:
         if not live:
             break
         sh = _SMALL_SLOT * c
-        piv = None
-        for idx, x in enumerate(live):
-            if ((x >> sh) & mask) % q:
-                piv = idx
-                break
+        piv = _pivot_row(live, sh, mask, q)
         if piv is not None:
             pv = reduce(live.pop(piv) & ((1 << (sh + _SMALL_SLOT)) - 1), c + 1)
             inv = pow(((pv >> sh) & mask) % q, -1, q)

@@ -250,6 +250,16 @@ class _KProof:
         raise CheckError(f"{where}: unknown k-rank proof kind {_short(kind)}")
 
 
+def _open_identifiability(cert, model) -> tuple[int, list, CheckReport]:
+    """(input dimension, layers, an undecided report) of an identifiability certificate's model; a
+    verdict other than ``identifiable`` or ``not-identifiable`` is a CheckError."""
+    n_in, layers, _ = _model(model)
+    verdict = _dict(cert, "certificate").get("verdict")
+    if verdict not in ("identifiable", "not-identifiable"):
+        raise CheckError(f"certificate: unknown identifiability verdict {_short(verdict)}")
+    return n_in, layers, CheckReport(None, str(verdict))
+
+
 def check_tensor(cert: dict, model: dict, *, max_group_size: int = 10000) -> CheckReport:
     """Re-verify a ``symeq-identifiability/1`` certificate without a ``method`` (Kruskal), exactly.
 
@@ -264,11 +274,8 @@ def check_tensor(cert: dict, model: dict, *, max_group_size: int = 10000) -> Che
     not a latent scaling, and its neuron has no clone and is not dead.  (``max_group_size`` is the
     dispatch's common keyword: no group is enumerated here.)
     """
-    n_in, layers, _ = _model(model)
-    verdict = _dict(cert, "certificate").get("verdict")
-    report = CheckReport(None, str(verdict))
-    if verdict not in ("identifiable", "not-identifiable"):
-        raise CheckError(f"certificate: unknown identifiability verdict {_short(verdict)}")
+    n_in, layers, report = _open_identifiability(cert, model)
+    verdict = report.verdict
     over = cert.get("over", "C")
     if "over" in cert and over != "R":
         raise CheckError(f'certificate: "over" must be "R" when given, got {_short(over)}')
