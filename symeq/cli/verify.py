@@ -24,7 +24,7 @@ import sys
 
 from ..cliargs import group_output_arg
 from ..errors import InputError
-from .loader import add_group_options, announce_budget, group_from_args, load_model_args
+from .loader import add_group_options, announce_budget, group_from_args, load_model_args, require_extra
 
 __all__ = ["register", "cmd_verify", "cmd_check", "cmd_example", "cmd_generate", "cmd_groups"]
 
@@ -84,8 +84,8 @@ def _read_model_for_check(args):
     """symeq's exact reading of an ``.onnx`` MODEL as a model document (``None`` for a JSON MODEL).
 
     The checker reads JSON only; an ONNX file is read here by symeq's reader
-    (:func:`symeq.numeric.onnx_io.load_onnx_exact`, every weight the dyadic rational it is), with
-    ``--group`` applied, and written as the ``symeq-model/1`` document the checker then checks.
+    (:func:`symeq.numeric.onnx_io.load_onnx_exact`, every weight the dyadic rational it is, through
+    :func:`symeq.cli.loader.load_model_args`: ``--group`` applied, the reader's notes printed), and written as the ``symeq-model/1`` document the checker then checks.
     """
     path = str(args.model)
     if path.lower().endswith(".npz"):
@@ -93,19 +93,14 @@ def _read_model_for_check(args):
                          "file holds float weights that `symeq verify` does not read exactly, so no certificate is "
                          "about it (check the certificate against the model file certify wrote with --out)")
     if not _is_onnx(path):
-        if group_from_args(args) is not None:
+        if getattr(args, "group", None) is not None:
             raise InputError("--group goes with an .onnx MODEL (a model file carries its own group)")
         return None
-    from .loader import require_extra
-
     require_extra("onnx", "pip install 'symeq[onnx]'", f"reading {path}")
     from ..io import model_to_json
     from ..numeric.onnx_io import load_onnx_exact
 
-    model = load_onnx_exact(path)
-    group = group_from_args(args)
-    if group is not None:
-        model = model.with_group(group)
+    model = load_model_args(args, read=load_onnx_exact, builtin=False, need_group=False)  # --group applied
     return model_to_json(model)
 
 
