@@ -147,3 +147,24 @@ def test_npz_and_misplaced_group_are_refused(tmp_path, capsys):
     assert main(["check", str(cert), str(model), "--group", "mirror:2x3"]) == 2
     assert "--group goes with an .onnx MODEL" in capsys.readouterr().err
     assert main(["check", str(cert), str(model)]) == 0  # the plain JSON path is unchanged
+
+
+def test_certify_without_out_writes_theta_bar_beside_the_certificate(tmp_path, capsys):
+    """certify's certificate is about theta-bar: without --out, theta-bar goes beside it (C.model.json)."""
+    from symeq.groups import mirror
+    from symeq.numeric.generate import random_equivariant_numeric
+    from symeq.numeric.models import numeric_activation, save_npz
+
+    G = mirror(2, 2)
+    net = random_equivariant_numeric(G, [6], numeric_activation("tanh"), rng=0).perturbed(1e-4, rng=1)
+    save_npz(net, tmp_path / "net.npz")
+    cert, beside = tmp_path / "C.json", tmp_path / "C.model.json"
+    assert main(["certify", str(tmp_path / "net.npz"), "--certificate", str(cert)]) == 0
+    err = capsys.readouterr().err
+    assert f"theta-bar written to {beside} (beside the certificate)" in err
+    assert f"symeq check {cert} {beside}" in err
+    assert main(["check", str(cert), str(beside)]) == 0
+    # the input network is never overwritten: a certificate whose neighbour is the input is refused first
+    (tmp_path / "D.model.json").write_text("{}")  # refused before it is read
+    assert main(["certify", str(tmp_path / "D.model.json"), "--certificate", str(tmp_path / "D.json")]) == 2
+    assert "the input network; give --out" in capsys.readouterr().err

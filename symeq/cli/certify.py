@@ -101,6 +101,16 @@ def cmd_certify(args) -> int:
     for path, option in ((args.out, "--out"), (args.certificate, "--certificate")):
         if path:
             _check_output_path(path, option)  # before the work: a path that cannot be written is bad input
+    out = args.out
+    if args.certificate and not out:  # theta-bar, the model the certificate is about, beside it (docs/cli.md)
+        from pathlib import Path
+
+        from .verify import model_file_beside
+
+        out = model_file_beside(args.certificate)
+        if Path(out).resolve() == Path(args.model).resolve():
+            raise InputError(f"--certificate {args.certificate} would write theta-bar to {out}, the input network; "
+                             "give --out")
     finetune = None
     if args.finetune:
         given = {"steps": args.finetune_steps, "seconds": args.finetune_seconds, "lr": args.finetune_lr,
@@ -125,13 +135,12 @@ def cmd_certify(args) -> int:
                 timeout=timeout, noise_points=args.points, seed=args.seed, conv=args.conv, task=args.task,
                 metric=args.metric, restarts=args.restarts, finetune=finetune)
     if c.verification is not None and c.status != "undetermined":
-        if args.out:
-            _write(model_to_json(c.model), args.out, "--out")
-            _progress(f"theta-bar written to {args.out}")
+        if out:
+            _write(model_to_json(c.model), out, "--out")
+            _progress(f"theta-bar written to {out}" + ("" if args.out else " (beside the certificate)"))
         if args.certificate:
             _write(c.certificate(), args.certificate, "--certificate")
-            _progress(f"certificate written to {args.certificate} (check it: symeq check {args.certificate} "
-                      f"{args.out or 'MODEL.json'})")
+            _progress(f"certificate written to {args.certificate} (check it: symeq check {args.certificate} {out})")
     elif args.out or args.certificate:
         _progress("nothing written: theta-bar is not verified")
     if args.json:
