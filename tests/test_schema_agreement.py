@@ -21,20 +21,21 @@ from symeq_check.model import _model
 from test_strict_files import MODELS, _mutations
 
 
-def _prover(data):
+def _reads(read, refusal, data):
+    """(True, "") when ``read`` accepts the model file, (False, its message) when it refuses it with ``refusal``."""
     try:
-        model_from_json(data)
+        read(data)
         return True, ""
-    except SymeqError as exc:
+    except refusal as exc:
         return False, str(exc)
+
+
+def _prover(data):
+    return _reads(model_from_json, SymeqError, data)
 
 
 def _checker(data):
-    try:
-        _model(data)
-        return True, ""
-    except CheckError as exc:
-        return False, str(exc)
+    return _reads(_model, CheckError, data)
 
 
 @pytest.mark.parametrize("kind", list(MODELS))

@@ -582,6 +582,17 @@ def _points_mod(points) -> np.ndarray:
                     dtype=np.uint64).T.copy()
 
 
+def _echelon_pivots(R, r: int) -> list[int]:
+    """The pivot columns of the first r rows of R, a reduced row echelon form (an ``nmod_mat``)."""
+    pivots, j, M = [], 0, R.ncols()
+    for i in range(r):
+        while j < M and int(R[i, j]) == 0:
+            j += 1
+        pivots.append(j)
+        j += 1
+    return pivots
+
+
 def _rank_rows(J: np.ndarray, want_rows: bool, threads: int = 2) -> tuple[int, list[int] | None]:
     """rank_p J and, with ``want_rows``, row indices of J of the same rank mod p: every row when at most
     5 % more than the rank (no second elimination), else r independent ones (the pivots of J^T)."""
@@ -598,13 +609,7 @@ def _rank_rows(J: np.ndarray, want_rows: bool, threads: int = 2) -> tuple[int, l
         R, r = _to_nmod(J.T).rref()
     finally:
         flint.ctx.threads = old
-    rows, j, M = [], 0, R.ncols()
-    for i in range(r):
-        while j < M and int(R[i, j]) == 0:
-            j += 1
-        rows.append(j)
-        j += 1
-    return r, rows
+    return r, _echelon_pivots(R, r)
 
 
 def _pivot_columns(J: np.ndarray, r: int, threads: int = 2) -> list[int]:
@@ -620,13 +625,7 @@ def _pivot_columns(J: np.ndarray, r: int, threads: int = 2) -> list[int]:
         flint.ctx.threads = old
     if rk != r:  # pragma: no cover - the same matrix, the same prime
         raise AssertionError(f"the certified rows have rank {rk}, not {r}")
-    cols, j, M = [], 0, R.ncols()
-    for i in range(rk):
-        while j < M and int(R[i, j]) == 0:
-            j += 1
-        cols.append(j)
-        j += 1
-    return cols
+    return _echelon_pivots(R, rk)
 
 
 def _affine_last(twins) -> bool:

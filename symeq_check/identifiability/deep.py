@@ -304,17 +304,11 @@ def _check_ident_deep_widening(report: CheckReport, cert: dict, widths: list, la
     if top.get("method") is not None or top.get("verdict") != "identifiable":
         report.reasons.append("certificate.top must be a one-hidden-layer (Kruskal) certificate of 'identifiable'")
         return
-    sub = check_tensor(top, top_model)
-    if not sub.accepted:
-        report.reasons.append("the top block's certificate fails: " + "; ".join(sub.reasons))
+    orbit = _sub_block_orbit(report, cert, check_tensor(top, top_model), "the top block", "the top block u -> W_3 "
+                             "s_2(W_2 u + b_2 + kappa_1 W_2 1) + b_3 (built here from the model)", n, lam1, top)
+    if orbit is None:
         return
-    report.checks.append("the top block u -> W_3 s_2(W_2 u + b_2 + kappa_1 W_2 1) + b_3 (built here from the model) "
-                         "is identifiable: " + "; ".join(sub.checks))
-    size, dim = _first_times_sub_orbit(n, lam1, top)
-    if dim is None or cert.get("orbit_size") != size or cert.get("orbit_dimension") != dim:
-        report.reasons.append(f"orbit: expected size {size} and dimension {dim} (the first layer's and the top "
-                              "block's)")
-        return
+    size, dim = orbit
     report.checks.append(f"fibre = orbit: dimension {dim} (first layer pinned by the Jacobian's degree-1 factors, "
                          "then the top block's identifiability)")
 
@@ -324,15 +318,25 @@ def _vec(v) -> list:
     return [str(x) for x in v]
 
 
-def _first_times_sub_orbit(n: int, lam1, sub: dict):
-    """(size, dimension) of the fibre of a first hidden layer of width n (scalings ``lam1``: None or
-    "all" for a torus, else a list) on top of a sub-block whose certificate ``sub`` gives its own orbit:
-    the size a string (None when infinite), the dimension None when ``sub``'s is not an integer."""
+def _sub_block_orbit(report: CheckReport, cert: dict, sub: CheckReport, block: str, built: str, n: int, lam1,
+                     sub_cert: dict):
+    """The sub-block's own check ``sub`` (``block``: "the top block" or "the tail", ``built``: what it
+    is), then the orbit: a first hidden layer of width n (scalings ``lam1``: None or "all" for a torus,
+    else a list) times the sub-block's, as ``sub_cert`` gives it.  (size, dimension) when the
+    certificate's orbit is that one (the size a string, None when infinite), else None (a reason added)."""
+    if not sub.accepted:
+        report.reasons.append(f"{block}'s certificate fails: " + "; ".join(sub.reasons))
+        return None
+    report.checks.append(f"{built} is identifiable: " + "; ".join(sub.checks))
     continuous = lam1 is None or lam1 == "all"
-    dim = (n if continuous else 0) + sub.get("orbit_dimension") if _is_int(sub.get("orbit_dimension")) else None
+    dim = (n if continuous else 0) + sub_cert.get("orbit_dimension") if _is_int(sub_cert.get("orbit_dimension")) \
+        else None
     size = None
-    if not continuous and isinstance(sub.get("orbit_size"), str):
-        size = str(factorial(n) * len(lam1) ** n * int(sub["orbit_size"]))
+    if not continuous and isinstance(sub_cert.get("orbit_size"), str):
+        size = str(factorial(n) * len(lam1) ** n * int(sub_cert["orbit_size"]))
+    if dim is None or cert.get("orbit_size") != size or cert.get("orbit_dimension") != dim:
+        report.reasons.append(f"orbit: expected size {size} and dimension {dim} (the first layer's and {block}'s)")
+        return None
     return size, dim
 
 
@@ -426,16 +430,11 @@ def _check_ident_deep_widening3(report: CheckReport, cert: dict, widths: list, l
     if tail.get("format") != IDENTIFIABILITY_FORMAT or tail.get("method") != DEEP_METHOD or "top" not in tail:
         report.reasons.append("certificate.tail must be a widening jacobian-factors certificate")
         return
-    sub = check_deep(tail, tail_model)
-    if not sub.accepted:
-        report.reasons.append("the tail's certificate fails: " + "; ".join(sub.reasons))
+    orbit = _sub_block_orbit(report, cert, check_deep(tail, tail_model), "the tail",
+                             "the tail (two hidden layers on C^n, built here from the model)", n, lam1, tail)
+    if orbit is None:
         return
-    report.checks.append("the tail (two hidden layers on C^n, built here from the model) is identifiable: "
-                         + "; ".join(sub.checks))
-    size, dim = _first_times_sub_orbit(n, lam1, tail)
-    if dim is None or cert.get("orbit_size") != size or cert.get("orbit_dimension") != dim:
-        report.reasons.append(f"orbit: expected size {size} and dimension {dim} (the first layer's and the tail's)")
-        return
+    size, dim = orbit
     report.checks.append(f"fibre = orbit: " + (f"{size} points" if size else f"dimension {dim}"))
 
 

@@ -58,6 +58,14 @@ def _float_model(model):
     return from_exact(model)
 
 
+def _backend_layers(kind: str, backend: str):
+    """(variant, model, exact layer, the layer on ``backend``: the exact one or its float twin) of each
+    instance of the kind."""
+    for variant, model, i in _instances(kind):
+        exact = model.layers[i]
+        yield variant, model, exact, exact if backend == "exact" else _float_model(model).layers[i]
+
+
 def _close(a, b, tol=1e-12) -> float:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     assert a.shape == b.shape, (a.shape, b.shape)
@@ -94,9 +102,7 @@ def test_an_unknown_kind_fails_the_generic_tests(monkeypatch):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", KINDS)
 def test_layer_protocol(kind, backend):
-    for variant, model, i in _instances(kind):
-        exact = model.layers[i]
-        layer = exact if backend == "exact" else _float_model(model).layers[i]
+    for variant, model, exact, layer in _backend_layers(kind, backend):
         assert isinstance(layer, Layer if backend == "exact" else LayerBase), (kind, variant)
         assert type(layer).kind == layer.kind == kind  # a class attribute
         assert (layer.in_dim, layer.out_dim) == (exact.in_dim, exact.out_dim)
@@ -348,9 +354,7 @@ def _is_identity(rho, n: int) -> bool:
 def test_identity_action_gives_theta_back(kind, backend):
     from symeq.layerwise import adjoint_parameters
 
-    for variant, model, i in _instances(kind):
-        exact = model.layers[i]
-        layer = exact if backend == "exact" else _float_model(model).layers[i]
+    for variant, model, exact, layer in _backend_layers(kind, backend):
         n_in, n_out = layer.in_dim, layer.out_dim
         I_in = identity(n_in) if backend == "exact" else np.eye(n_in)
         try:
