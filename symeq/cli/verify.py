@@ -85,13 +85,16 @@ def _read_model_for_check(args):
 
     The checker reads JSON only; an ONNX file is read here by symeq's reader
     (:func:`symeq.numeric.onnx_io.load_onnx_exact`, every weight the dyadic rational it is, through
-    :func:`symeq.cli.loader.load_model_args`: ``--group`` applied, the reader's notes printed), and written as the ``symeq-model/1`` document the checker then checks.
+    :func:`symeq.cli.loader.load_model_args`: ``--group`` applied, the reader's notes printed), and
+    written as the ``symeq-model/1`` document the checker then checks.  The budget line waits until
+    the certificate is read too (bad input stays one error line).
     """
     path = str(args.model)
     if path.lower().endswith(".npz"):
         raise InputError(f"{path}: symeq check reads a model file (symeq-model/1 JSON) or an .onnx file; an .npz "
                          "file holds float weights that `symeq verify` does not read exactly, so no certificate is "
-                         "about it (check the certificate against the model file certify wrote with --out)")
+                         "about it (check certify's certificate against theta-bar: its --out, or C.model.json "
+                         "beside C.json)")
     if not _is_onnx(path):
         if getattr(args, "group", None) is not None:
             raise InputError("--group goes with an .onnx MODEL (a model file carries its own group)")
@@ -100,7 +103,11 @@ def _read_model_for_check(args):
     from ..io import model_to_json
     from ..numeric.onnx_io import load_onnx_exact
 
-    model = load_model_args(args, read=load_onnx_exact, builtin=False, need_group=False)  # --group applied
+    banner, args.budget_banner = getattr(args, "budget_banner", None), None  # printed by check_files' before_check
+    try:
+        model = load_model_args(args, read=load_onnx_exact, builtin=False, need_group=False)  # --group applied
+    finally:
+        args.budget_banner = banner
     return model_to_json(model)
 
 
