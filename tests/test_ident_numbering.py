@@ -63,3 +63,11 @@ def test_piecewise_linear_input_errors_number_layers_from_1():
         evaluate([([[1, 2]], [0], True), ([[1]], [0, 1], False)], [1, 1])
     with pytest.raises(InputError, match=r"^layer 1 must be a triple"):
         evaluate([([[1, 2]], [0])], [1, 1])
+
+
+def test_relu_fdim_input_errors_number_layers_from_1():
+    """relu.fdim's reader of (W, b, slope) triples names the layer from 1, as the text output does."""
+    from symeq.relu.fdim import network_slopes
+
+    with pytest.raises(InputError, match=r"^layer 2 must be a triple"):
+        network_slopes([([[1, 2]], [0], True), ([[1]], [0])])

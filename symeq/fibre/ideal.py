@@ -336,7 +336,7 @@ def _gauge(model, flags, mode: str) -> tuple[list[GaugeFix], list[str], list]:
             entries = first + live + ([(f"b{l}_{i}", fmpq(layer.bias[i]) - s)] if bias else []) + via_dead
             hit = next(((n, v) for n, v in entries if v != 0), None)
             if hit is None:
-                notes.append(f"layer {l} neuron {i}: the shifted incoming row [w | b - s] is zero, so no entry "
+                notes.append(f"layer {l} neuron {i + 1}: the shifted incoming row [w | b - s] is zero, so no entry "
                              "fixes its scale: an inactive neuron (constant output), left without a gauge")
                 ungauged.append((l, i))
                 continue

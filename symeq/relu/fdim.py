@@ -221,17 +221,17 @@ def network_slopes(model) -> list:
         out = []
         for i, l in enumerate(model.layers):
             if not supports(l, "dense-rows"):  # the registry's query: dense W rows and b
-                raise InputError(f"layer {i} is {l.kind}: the exact piecewise-linear tools take dense layers")
+                raise InputError(f"layer {i + 1} is {l.kind}: the exact piecewise-linear tools take dense layers")
             out.append((mat_rows(l.weight), [as_fmpq(v) for v in l.bias],
-                        None if l.activation is None else activation_slope(l.activation, f"layer {i}")))
+                        None if l.activation is None else activation_slope(l.activation, f"layer {i + 1}")))
         return out
     out = []
     for i, layer in enumerate(model):
         try:
             W, b, act = layer
         except (TypeError, ValueError):
-            raise InputError(f"layer {i} must be a triple (W, b, relu or slope)") from None
-        out.append(([[as_fmpq(v) for v in r] for r in W], [as_fmpq(v) for v in b], _slope_of(act, f"layer {i}")))
+            raise InputError(f"layer {i + 1} must be a triple (W, b, relu or slope)") from None
+        out.append(([[as_fmpq(v) for v in r] for r in W], [as_fmpq(v) for v in b], _slope_of(act, f"layer {i + 1}")))
     return out
 
 
