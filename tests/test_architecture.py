@@ -201,3 +201,35 @@ def test_no_import_cycles():
                 graph.add_edge(name, target)
     cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
     assert not cycles, f"import cycles: {cycles}"
+
+
+#: builtins that run text as code, and sympy's text parsers (as plain names or as sympy.X)
+_NO_CODE_FROM_TEXT = {"eval", "exec", "compile", "__import__", "sympify", "parse_expr"}
+_SYMPY_PARSERS = {"sympify", "parse_expr", "S"}
+#: the modules that import modules by name, each from a table of its own (never from a file or argument)
+_IMPORT_BY_NAME = {"symeq/__init__.py", "symeq/layers/registry.py", "symeq/fibre/groebner/__init__.py"}
+
+
+def test_no_text_from_a_file_or_argument_reaches_eval_exec_or_sympify():
+    """No module of symeq or of the checker calls eval, exec, compile, __import__, sympify,
+    parse_expr or sympy.S (each would run or parse user text as code); np.load never allows pickles;
+    modules are imported by name only from the three internal tables."""
+    root = Path(__file__).resolve().parent.parent
+    problems = []
+    for path in sorted([*(root / "symeq").rglob("*.py"), *(root / "symeq_check").rglob("*.py")]):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), filename=rel)):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if isinstance(f, ast.Name) and name in _NO_CODE_FROM_TEXT or \
+                    isinstance(f, ast.Attribute) and name in _SYMPY_PARSERS:
+                problems.append(f"{rel}:{node.lineno}: {name}(...)")
+            if name == "import_module" and rel not in _IMPORT_BY_NAME:
+                problems.append(f"{rel}:{node.lineno}: import_module(...) outside the registries")
+            if name == "load" and any(k.arg == "allow_pickle" and not (isinstance(k.value, ast.Constant)
+                                                                       and k.value.value is False)
+                                      for k in node.keywords):
+                problems.append(f"{rel}:{node.lineno}: load(allow_pickle=...)")
+    assert not problems, "\n".join(problems)
