@@ -95,8 +95,16 @@ def test_unwritable_output_paths_exit_2_before_the_work(tmp_path, capsys, option
     assert "same file" in _err(capsys)
 
 
-def test_timeout_that_runs_out_says_unverified_and_names_the_budget(tmp_path, capsys):
+def test_timeout_that_runs_out_says_unverified_and_names_the_budget(tmp_path, capsys, monkeypatch):
+    """A budget that runs out mid-way exits 3 and says so. The clock is made to advance 1 s per reading, so
+    the budget runs out whatever the machine's speed (on a fast machine the whole run fits in 0.01 s)."""
+    import itertools
+
+    import symeq.budget
+
     _, net = far_mlp(tmp_path)
+    ticks = itertools.count()
+    monkeypatch.setattr(symeq.budget.time, "monotonic", lambda: float(next(ticks)))
     out = tmp_path / "bar.json"
     assert _certify(net, "--timeout", "0.01", "--out", out) == 3
     text = capsys.readouterr().out
