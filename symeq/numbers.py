@@ -287,3 +287,69 @@ def solve_unique(a: fmpq_mat, b: fmpq_mat) -> fmpq_mat | None:
         return a.solve(b)
     except ZeroDivisionError:
         return None
+
+
+# ------------------------------------------------------------ the checker's accelerator (symeq check only)
+#
+# symeq_check imports only the standard library; ``symeq check`` (symeq/cli/verify.py) installs these two as
+# its rank step's accelerator (symeq_check/accel.py, docs/certificates.md).
+
+#: FLINT threads for the checker's elimination (the prover's default, symeq/fibre/jacobian.py)
+CHECK_RANK_THREADS = 2
+
+
+def _with_threads(fn):
+    import flint
+
+    old = flint.ctx.threads
+    try:
+        flint.ctx.threads = CHECK_RANK_THREADS
+        return fn()
+    finally:
+        flint.ctx.threads = old
+
+
+def nmod_rank(rows, q: int) -> int:
+    """Rank modulo the prime q < 2^64 of rows (lists of residues in [0, q)) by python-flint's ``nmod_mat``."""
+    from flint import nmod_mat
+
+    if not rows:
+        return 0
+    return _with_threads(lambda: nmod_mat(rows, q).rank())
+
+
+def nmod_reduced_rank(C, A, K: int, q: int) -> tuple[int, int]:
+    """``(rank C, rank of [Q A_1; ...; Q A_K])`` modulo the prime q by python-flint's ``nmod_mat``.
+
+    C: N rows of the last layer's columns (its input at each point, and 1 for its bias), A: N rows of the
+    other columns, the K outputs of a point side by side (row n = A_1[n], ..., A_K[n]).  Q is the left null
+    space basis e_n - sum_i g_ni e_{S_i} of C read off the echelon form of C^T (S its pivot columns):
+    Q A = A[rest] - g A[S], one product, then the rows n of the result cut into K rows of len(A[0]) / K
+    (docs/identifiability.md, the structured rank)."""
+    from flint import nmod_mat
+
+    def run() -> tuple[int, int]:
+        N, m = len(C), len(C[0])
+        E, rc = nmod_mat([[C[n][i] for n in range(N)] for i in range(m)], q).rref()
+        S, j = [], 0
+        for i in range(rc):
+            while int(E[i, j]) == 0:
+                j += 1
+            S.append(j)
+            j += 1
+        inS = set(S)
+        rest = [n for n in range(N) if n not in inS]
+        if not rest:
+            return rc, 0
+        g = nmod_mat([[int(E[i, n]) for i in range(rc)] for n in rest], q)
+        R = nmod_mat([A[n] for n in rest], q) - g * nmod_mat([A[n] for n in S], q)
+        width = len(A[0]) // K
+        return rc, nmod_mat(len(rest) * K, width, R.entries(), q).rank()
+
+    return _with_threads(run)
+
+
+def install_check_accelerator(install) -> None:
+    """Hand :func:`nmod_rank` and :func:`nmod_reduced_rank` to the checker's hook ``install``
+    (``symeq_check.accel.install``; passed in, so that this module does not import the checker)."""
+    install(nmod_rank, nmod_reduced_rank, name="python-flint's nmod_mat")

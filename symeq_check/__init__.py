@@ -4,9 +4,9 @@ It re-verifies a certificate written by symeq (``symeq-certificate/2``, the olde
 ``symeq-identifiability/1``) against a ``symeq-model/1`` file and trusts nothing but the Python standard
 library: numbers are :class:`fractions.Fraction`, files are read with :mod:`json`, and it imports nothing of
 symeq and no sympy or numpy, so that a bug in the prover (or in a Groebner engine) cannot make it
-accept a wrong certificate (one optional step, the rank mod p of a ``jacobian-rank`` certificate, may use
-python-flint when it is importable: ``accel``, outside the trusted core; ``SYMEQ_CHECK_STDLIB=1`` turns it
-off).  Its axioms (the real activations' identity table) are its own copy.  It runs
+accept a wrong certificate (one optional step, the rank mod p of a ``jacobian-rank`` certificate, may be
+handed to an accelerator installed through the hook ``accel``, outside the trusted core: ``symeq check``
+installs python-flint's; ``SYMEQ_CHECK_STDLIB=1`` turns it off).  Its axioms (the real activations' identity table) are its own copy.  It runs
 as a copied directory or as one zipapp file: ``python -m symeq_check --zipapp symeq_check.pyz`` writes the
 file, ``python3 -I symeq_check.pyz CERT MODEL`` runs it.  Exit 0 accepted, 1 rejected, 2 malformed input or
 a certificate of another model, 3 nothing verifiable.  Text output numbers layers, generators, rows,
@@ -33,7 +33,7 @@ The map (one subject per module; the lower ones first, each imports only those a
 ``identifiability.classical``   ``sussmann``, ``fefferman``: real tanh and sigmoid networks
 ``identifiability.rank``        ``jacobian-rank``, ``locally-identifiable``: Jacobian rows mod p
 ``identifiability.family``      ``jacobian-rank``, ``not-identifiable``: an exact family in the fibre
-``accel``                       optional python-flint rank mod p for ``rank``, outside the trusted core
+``accel``                       the hook for an optional rank mod p in ``rank``, outside the trusted core
 ``selftest``                    the self-test of the axioms (``python -m symeq_check --self-test``)
 ``dispatch``                    the one table: (format, method, verdict) -> checker
 ``command``                     files, argument order, ``main``

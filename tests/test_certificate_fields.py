@@ -189,7 +189,31 @@ def test_pivot_block_tampered_is_refused():
     assert any("pivot columns" in x and f"not {rank}" in x for x in rep.reasons), rep.reasons
 
 
-def test_standard_library_elimination_agrees(monkeypatch):
+@pytest.fixture
+def flint_accelerator():
+    """python-flint's nmod_mat installed as the checker's rank accelerator, as `symeq check` does
+    (symeq/cli/verify.py); removed afterwards, so that the other tests see the bare checker."""
+    from symeq.numbers import install_check_accelerator
+    from symeq_check import accel
+
+    install_check_accelerator(accel.install)
+    yield
+    accel.uninstall()
+
+
+def test_the_bare_checker_eliminates_with_the_standard_library():
+    """Without an installed accelerator (`python -m symeq_check`, the zipapp) the checker's own elimination
+    is used and named, whether or not python-flint is importable."""
+    from symeq_check import accel
+
+    accel.uninstall()
+    model, r, cert, data = _orbit_certificate()
+    rep = check.check_certificate(cert, data)
+    assert rep.accepted is True and any("standard library" in x for x in rep.checks), rep.checks
+    assert not any("nmod_mat" in x for x in rep.checks), rep.checks
+
+
+def test_standard_library_elimination_agrees(monkeypatch, flint_accelerator):
     """SYMEQ_CHECK_STDLIB=1: the checker eliminates with the standard library (no python-flint) and says so;
     the verdict is the same, with and without the pivot block."""
     model, r, cert, data = _orbit_certificate()
@@ -201,7 +225,7 @@ def test_standard_library_elimination_agrees(monkeypatch):
     assert fast.accepted is True and any("nmod_mat" in x for x in fast.checks), fast.checks
 
 
-def test_structured_elimination_agrees_with_the_plain_one(monkeypatch):
+def test_structured_elimination_agrees_with_the_plain_one(monkeypatch, flint_accelerator):
     """Every row of every point certified: the accelerated check eliminates the last affine layer's block
     first; the standard-library path eliminates everything; both accept, and repeated points are refused."""
     import random
@@ -225,3 +249,24 @@ def test_structured_elimination_agrees_with_the_plain_one(monkeypatch):
     monkeypatch.setenv("SYMEQ_CHECK_STDLIB", "1")
     slow = check.check_certificate(cert, data)
     assert slow.accepted is True and not any("block first" in c for c in slow.checks)
+
+
+def test_the_check_command_installs_python_flint(tmp_path, capsys, monkeypatch):
+    """`symeq check` installs python-flint's nmod_mat as the checker's accelerator and the report names it;
+    SYMEQ_CHECK_STDLIB=1 keeps the standard library even then."""
+    from symeq.cli import main
+    from symeq_check import accel
+
+    model, r, cert, data = _orbit_certificate()
+    (tmp_path / "c.json").write_text(json.dumps(cert))
+    (tmp_path / "m.json").write_text(json.dumps(data))
+    accel.uninstall()
+    try:
+        assert main(["check", str(tmp_path / "c.json"), str(tmp_path / "m.json")]) == 0
+        assert "python-flint's nmod_mat" in capsys.readouterr().out
+        monkeypatch.setenv("SYMEQ_CHECK_STDLIB", "1")
+        assert main(["check", str(tmp_path / "c.json"), str(tmp_path / "m.json")]) == 0
+        out = capsys.readouterr().out
+        assert "standard library" in out and "nmod_mat" not in out
+    finally:
+        accel.uninstall()

@@ -31,8 +31,6 @@ def test_checker_imports_only_the_standard_library():
     assert len(files) > 10, "the test is not reading the checker package"
     top = set()
     for path in files:
-        if path.name == "accel.py":  # the optional python-flint rank, guarded (tests/test_architecture.py)
-            continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):  # also imports inside functions
             if isinstance(node, ast.Import):
                 top |= {a.name.split(".")[0] for a in node.names}

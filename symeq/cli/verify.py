@@ -114,6 +114,11 @@ def _read_model_for_check(args):
 def cmd_check(args) -> int:
     """Exit 0 accepted, 1 rejected, 2 malformed or swapped files or a certificate of another model, 3 nothing verifiable."""
     from symeq_check import CheckError, check_files, layers_digest  # the one import of the checker in symeq
+    from symeq_check.accel import install
+
+    from ..numbers import install_check_accelerator
+
+    install_check_accelerator(install)  # python-flint's nmod_mat for the rank step (symeq_check/accel.py)
 
     doc = _read_model_for_check(args)
     try:  # the budget line comes once both files are read and in order: bad input is one error line

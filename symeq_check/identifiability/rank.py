@@ -8,7 +8,7 @@ from fractions import Fraction
 from math import comb
 
 from .._numbers import CheckError, _dict, _is_int, _short, _vector
-from ..accel import STDLIB_ENV, nmod_rank, nmod_reduced_rank
+from ..accel import STDLIB_ENV, accelerator_name, nmod_rank, nmod_reduced_rank
 from ..activations import _apply
 from ..attention import _Attention
 from ..conv import _Conv, _out_dim
@@ -747,7 +747,7 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
                                              "columns") + f": rank {r} (a nonzero {r} x {r} minor modulo a prime: "
                              f"rank over Q >= {r})")
         report.checks.append("the elimination: " + (
-            f"python-flint's nmod_mat (an optional accelerator; {STDLIB_ENV}=1 eliminates with the standard library)"
+            f"{accelerator_name()} (an optional accelerator; {STDLIB_ENV}=1 eliminates with the standard library)"
             if nmod_mat is not None else "standard library (packed integers)")
             + ("; the last affine layer's block first (its structure e_k (x) [h(x_n), 1] checked on the recomputed "
                "rows): rank = K rank C + rank of the reduced rows" if structured else ""))
