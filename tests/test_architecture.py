@@ -20,10 +20,10 @@ LEVELS = [
      "symeq.cliargs", "symeq.notation", "symeq.schema", "symeq.digest", "symeq.steps"],
     ["symeq.groups"],
     ["symeq.activations", "symeq.layers", "symeq.layers.base", "symeq.layers.dense"],
-    ["symeq.models", "symeq.io", "symeq.examples", "symeq.expand"],
-    ["symeq.layerwise", "symeq.walk", "symeq.submodels", "symeq.attention"],
+    ["symeq.models", "symeq.io", "symeq.examples", "symeq.expand", "symeq.graph"],
+    ["symeq.layerwise", "symeq.walk", "symeq.submodels", "symeq.attention", "symeq.graph.derive"],
     ["symeq.equivariance", "symeq.fibre", "symeq.fibre.deep", "symeq.relu", "symeq.numeric"],
-    ["symeq.theorem", "symeq.certification", "symeq.certify_attention"],
+    ["symeq.theorem", "symeq.certification", "symeq.certify_attention", "symeq.graph.verify"],
     ["symeq.explain", "symeq.display"],
     ["symeq.cli", "symeq.__main__", "symeq.check", "symeq"],
 ]
@@ -229,3 +229,44 @@ def test_no_text_from_a_file_or_argument_reaches_eval_exec_or_sympify():
                                       for k in node.keywords):
                 problems.append(f"{rel}:{node.lineno}: load(allow_pickle=...)")
     assert not problems, "\n".join(problems)
+
+
+#: functions allowed over MAX_FUNCTION_LINES for now, each with who splits it (issue 26); keep it honest:
+#: a function that is split comes off the list (the test fails on a stale entry)
+LONG_FUNCTIONS_BEING_SPLIT = {
+    "symeq/numeric/models.py:from_torch",  # engineer C splits it (issue 26)
+    "symeq/relu/fdim.py:relu_functional_dimension",  # engineer F splits it (issue 26)
+    "symeq/relu/fdim.py:_explain",  # engineer F
+    "symeq/fibre/jacobian.py:_decide",  # engineer F
+    # the checker's own long functions, not split in issue 26 (its modules were being edited by engineers B
+    # and E in the same session): a later issue splits them
+    "symeq_check/identifiability/rank.py:_jac_rows",
+    "symeq_check/identifiability/rank.py:check_jacobian_rank",
+    "symeq_check/identifiability/tensor.py:_check_ident_positive",
+    "symeq_check/layerwise.py:_check_layerwise",
+}
+MAX_FUNCTION_LINES = 100
+
+
+def _long_functions() -> dict[str, int]:
+    out = {}
+    for pkg in (PKG, ROOT / "symeq_check"):
+        for path in sorted(pkg.rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    n = node.end_lineno - node.lineno + 1  # decorators aside, docstring and body included
+                    if n > MAX_FUNCTION_LINES:
+                        out[f"{rel}:{node.name}"] = n
+    return out
+
+
+def test_no_function_is_over_100_lines():
+    """No function of symeq or of the checker is over MAX_FUNCTION_LINES lines, but the short allow-list of
+    those being split; an allow-listed function that is now short must leave the list."""
+    long = _long_functions()
+    assert len(list(PKG.rglob("*.py"))) > 50, "the test is not reading the package"
+    bad = sorted(f"{k} ({n} lines)" for k, n in long.items() if k not in LONG_FUNCTIONS_BEING_SPLIT)
+    assert not bad, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + "\n".join(bad)
+    stale = sorted(LONG_FUNCTIONS_BEING_SPLIT - set(long))
+    assert not stale, "allow-listed functions that are short now (take them off the list): " + ", ".join(stale)

@@ -1,0 +1,54 @@
+"""The addition node ``{"name", "add": [NAME, ...], "activation": SPEC or null}`` (docs/graphs.md)."""
+
+from __future__ import annotations
+
+
+from ...errors import ShapeError
+from .base import JoinOp
+
+__all__ = ["OP", "AddOp"]
+
+
+class AddOp(JoinOp):
+    """Two or more inputs of the same size (and image shape) summed."""
+
+    key = "add"
+    min_inputs = 2
+
+    def out_shape(self, dims, shapes, where):
+        if len(set(dims)) != 1:
+            raise ShapeError(f"{where}: an addition needs inputs of one size, got sizes {list(dims)}")
+        known = {s for s in shapes if s is not None}
+        if len(known) > 1 or (known and None in shapes):
+            raise ShapeError(f"{where}: an addition needs inputs of one image shape, got "
+                             f"{[list(s) if s else None for s in shapes]}")
+        return dims[0], next(iter(known), None)
+
+    def exact(self, Xs):
+        out = Xs[0]
+        for X in Xs[1:]:
+            out = out + X
+        return out
+
+    def floating(self, Xs):
+        out = Xs[0]
+        for X in Xs[1:]:
+            out = out + X
+        return out
+
+    def ball(self, ys):
+        return [sum(vs[1:], vs[0]) for vs in zip(*ys)]
+
+    def action(self, actions, dims, shapes):
+        known = [(i, a) for i, a in enumerate(actions) if a is not None]
+        if not known:
+            return None, {}, "no input of the addition has a known action (all are affine)"
+        i0, a0 = known[0]
+        for i, a in known[1:]:
+            if a != a0:
+                return None, {}, f"the actions on inputs {i0 + 1} and {i + 1} of the addition disagree"
+        forced = {i: a0 for i, a in enumerate(actions) if a is None}
+        return a0, forced, "the inputs' actions agree"
+
+
+OP = AddOp()

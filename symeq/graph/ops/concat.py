@@ -1,0 +1,62 @@
+"""The concatenation node ``{"name", "concat": [NAME, ...], "activation": SPEC or null}`` (docs/graphs.md).
+
+Vectors are concatenated in order; images of the same height and width along channels, which in
+symeq's channel-major layout is the concatenation of the flattened vectors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from flint import fmpq_mat
+
+from ...errors import ShapeError
+from .base import JoinOp
+
+__all__ = ["OP", "ConcatOp"]
+
+
+class ConcatOp(JoinOp):
+    """Inputs stacked in order; the action is the block-diagonal sum of the inputs' actions."""
+
+    key = "concat"
+    min_inputs = 2
+
+    def out_shape(self, dims, shapes, where):
+        if all(s is not None for s in shapes):
+            hw = {tuple(s[1:]) for s in shapes}
+            if len(hw) != 1:
+                raise ShapeError(f"{where}: a concatenation of images needs one height and width, got "
+                                 f"{[list(s) for s in shapes]}")
+            return sum(dims), (sum(s[0] for s in shapes),) + next(iter(hw))
+        if any(s is not None for s in shapes):
+            raise ShapeError(f"{where}: a concatenation takes images only or vectors only, got "
+                             f"{[list(s) if s else None for s in shapes]}")
+        return sum(dims), None
+
+    def exact(self, Xs):
+        cols = Xs[0].ncols()
+        return fmpq_mat(sum(X.nrows() for X in Xs), cols, [x for X in Xs for x in X.entries()])
+
+    def floating(self, Xs):
+        return np.hstack(Xs)
+
+    def ball(self, ys):
+        return [v for y in ys for v in y]
+
+    def action(self, actions, dims, shapes):
+        missing = [i + 1 for i, a in enumerate(actions) if a is None]
+        if missing:
+            return None, {}, f"inputs {missing} of the concatenation have no known action (affine inputs)"
+        n = sum(dims)
+        M = fmpq_mat(n, n)
+        at = 0
+        for a, d in zip(actions, dims):
+            for i in range(d):
+                for j in range(d):
+                    if a[i, j] != 0:
+                        M[at + i, at + j] = a[i, j]
+            at += d
+        return M, {}, "block-diagonal sum of the inputs' actions"
+
+
+OP = ConcatOp()
