@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Skip", "run_steps", "step_name"]
+__all__ = ["Skip", "run_steps", "step_name", "trace_json", "trace_lines", "tried_trace"]
 
 
 @dataclass(frozen=True)
@@ -60,3 +60,37 @@ def run_steps(steps, state, trace: list | None = None):
             trace.append((step_name(step), None))
         return out
     return None
+
+
+def trace_json(trace, decided: str = "decided") -> list[dict]:
+    """A trace as the ``"steps"`` list of ``--json`` (verify, certify, fibre): ``{"step", "outcome"}`` per
+    step, the outcome the step's reason, ``decided`` for the step that decided (a reason of None) and
+    "skipped" for a skip without a reason.
+
+    >>> trace_json([("small", "10 or more"), ("even", None)])
+    [{'step': 'small', 'outcome': '10 or more'}, {'step': 'even', 'outcome': 'decided'}]
+    """
+    return [{"step": str(name), "outcome": decided if reason is None else (str(reason) or "skipped")}
+            for name, reason in trace]
+
+
+def trace_lines(trace, decided: str = "decided", title: str = "steps tried:") -> list[str]:
+    """A trace as the text block ``--explain-steps`` prints: the title, then one numbered line per step.
+
+    >>> print("\\n".join(trace_lines([("small", "10 or more"), ("even", None)])))
+    steps tried:
+      1. small: 10 or more
+      2. even: decided
+    """
+    return [title] + [f"  {i}. {s['step']}: {s['outcome']}" for i, s in enumerate(trace_json(trace, decided), 1)]
+
+
+def tried_trace(tried) -> list[tuple]:
+    """The identifiability report's ``tried`` (dicts with "method", "status" and maybe "reason") as a trace
+    of ``(step, outcome)`` pairs: the status, then the reason after " -- " when there is one.
+
+    >>> tried_trace([{"method": "tensor", "status": "not-applicable", "reason": "two hidden layers"}])
+    [('tensor', 'not-applicable -- two hidden layers')]
+    """
+    return [(str(t.get("method")), str(t.get("status")) + (f" -- {t['reason']}" if t.get("reason") else ""))
+            for t in tried]

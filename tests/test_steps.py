@@ -284,3 +284,91 @@ def test_real_steps_alone():
     w = verify(bad)
     assert w.verdict == "not-equivariant"
     assert ("real_refute.ball_witness", None) in w.steps and w.steps[0][0] == "layers_first"
+
+
+# ---------------------------------------------------------------- the traces in the output (--json, --explain-steps)
+
+def test_trace_json_and_lines_name_every_step_and_the_decider():
+    from symeq.steps import trace_json, trace_lines, tried_trace
+
+    trace = [("a", "did not apply"), ("b", ""), ("c", None)]
+    assert trace_json(trace) == [{"step": "a", "outcome": "did not apply"}, {"step": "b", "outcome": "skipped"},
+                                 {"step": "c", "outcome": "decided"}]
+    assert trace_json([("c", None)], decided="added") == [{"step": "c", "outcome": "added"}]
+    lines = trace_lines(trace, title="t:")
+    assert lines == ["t:", "  1. a: did not apply", "  2. b: skipped", "  3. c: decided"]
+    assert tried_trace([{"method": "m", "status": "unknown"}, {"method": "n", "status": "x", "reason": "r"}]) == [
+        ("m", "unknown"), ("n", "x -- r")]
+
+
+def test_verify_json_and_explain_steps_show_the_trace(tmp_path, capsys):
+    import json
+
+    from symeq.cli import main
+    from symeq.io import save_model
+
+    path = tmp_path / "m.json"
+    save_model(builtin_example(), path)
+    assert main(["verify", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    names = [s["step"] for s in out["steps"]]
+    assert names == [step_name(s) for s in VERIFY_STEPS[:len(names)]]  # the pipeline's steps, in order
+    assert out["steps"][-1] == {"step": "actions_at_theta", "outcome": "decided"}
+    assert all(s["outcome"] for s in out["steps"])
+    assert main(["verify", str(path), "--explain-steps"]) == 0
+    text = capsys.readouterr().out
+    assert "verify steps tried" in text and "actions_at_theta: decided" in text
+    assert f"1. layers_first: {out['steps'][0]['outcome']}" in text
+    assert main(["verify", str(path)]) == 0
+    assert "steps tried" not in capsys.readouterr().out  # only when asked
+
+
+def test_fibre_json_has_the_steps_of_the_identifiability_decision(tmp_path, capsys):
+    import json
+    import random
+
+    from symeq.activations import tanh_series
+    from symeq.cli import main
+    from symeq.io import save_model
+    from symeq.models import Model
+
+    rng = random.Random(7)
+    nz = [x for x in range(-9, 10) if x]
+    m = Model(6, [DenseLayer([[rng.choice(nz) for _ in range(6)] for _ in range(6)],
+                             [rng.randint(-9, 9) for _ in range(6)], tanh_series(3)),
+                  DenseLayer([[rng.choice(nz) for _ in range(6)] for _ in range(6)],
+                             [rng.randint(-9, 9) for _ in range(6)], None)])
+    path = tmp_path / "m.json"
+    save_model(m, path)
+    assert main(["fibre", str(path), "--method", "tensor", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [s["step"] for s in d["steps"]] == [t["method"] for t in d["tried"]] and d["steps"]
+    assert d["steps"][-1]["outcome"].startswith(d["tried"][-1]["status"])
+    assert main(["fibre", str(path), "--method", "tensor", "--explain-steps"]) == 0
+    text = capsys.readouterr().out
+    assert "methods tried:" in text and "tensor: identifiable" in text
+
+
+def test_certify_json_and_explain_steps_show_the_candidate_steps(tmp_path, capsys):
+    import json
+
+    pytest.importorskip("scipy")
+    from symeq.certification import CANDIDATE_STEPS
+    from symeq.cli import main
+    from symeq.cli.certify import CANDIDATE_ADDED
+    from symeq.groups import mirror
+    from symeq.numeric.generate import random_equivariant_numeric
+    from symeq.numeric.models import numeric_activation, save_npz
+
+    net = random_equivariant_numeric(mirror(2, 2), [4], numeric_activation("tanh"), rng=0)
+    path = tmp_path / "net.npz"
+    save_npz(net, path)
+    code = main(["certify", str(path), "--group", "mirror:2x2", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == d["exit_code"]
+    names = [s["step"] for s in d["steps"]]
+    assert names and set(names) <= {step_name(s) for s in CANDIDATE_STEPS}
+    assert any(s["outcome"] == CANDIDATE_ADDED for s in d["steps"])  # some step found a candidate
+    main(["certify", str(path), "--group", "mirror:2x2", "--explain-steps"])
+    text = capsys.readouterr().out
+    assert "candidate steps tried" in text and f"{names[0]}:" in text

@@ -143,11 +143,22 @@ def cmd_certify(args) -> int:
             _progress(f"certificate written to {args.certificate} (check it: symeq check {args.certificate} {out})")
     elif args.out or args.certificate:
         _progress("nothing written: theta-bar is not verified")
-    if args.json:
-        print(json.dumps(c.to_json(), indent=1))
+    from ..steps import trace_json, trace_lines
+
+    if args.json:  # the candidate steps' trace as "steps" (docs/cli.md)
+        out = c.to_json()
+        out.setdefault("steps", trace_json(c.steps, decided=CANDIDATE_ADDED))
+        print(json.dumps(out, indent=1))
     else:
         print(c.report())
+        if args.explain_steps:
+            print("\n".join([""] + trace_lines(c.steps, decided=CANDIDATE_ADDED,
+                                                title="candidate steps tried (docs/architecture.md, \"Pipelines\"):")))
     return c.exit_code
+
+
+#: the outcome of a candidate step that added candidate actions (every candidate step runs)
+CANDIDATE_ADDED = "added candidate actions"
 
 
 def register(subparsers) -> None:
@@ -196,5 +207,7 @@ def register(subparsers) -> None:
     c.add_argument("--seed", type=int, default=0, help="seed of the noise inputs, the restarts, the held-out split "
                                                        "and the exact premise's points")
     c.add_argument("--json", action="store_true", help="the report as JSON")
+    c.add_argument("--explain-steps", action="store_true",
+                   help="also print every candidate step tried and its outcome (--json always has them)")
     add_limit_options(c, ["width"])
     c.set_defaults(func=cmd_certify)

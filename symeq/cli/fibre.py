@@ -173,7 +173,7 @@ def _fibre(args) -> int:
         else:
             write_json(rep.certificate, cert_path)
             d["certificate"] = str(cert_path)
-    return _emit(args, d, report_text(d, rep), rep.exit_code)
+    return _emit(args, d, report_text(d, rep, getattr(args, "explain_steps", False)), rep.exit_code)
 
 
 def _progress(args, rep) -> None:
@@ -203,6 +203,7 @@ def _no_certificate(rep) -> str:
 def report_to_json(rep, model_path: str | None = None) -> dict:
     """An :class:`~symeq.fibre.decide.IdentifiabilityReport` as the JSON ``symeq fibre --json`` prints."""
     from ..fibre.orbit import FibreComparison
+    from ..steps import trace_json, tried_trace
 
     c = rep.decision
     if isinstance(c, FibreComparison):
@@ -225,6 +226,7 @@ def report_to_json(rep, model_path: str | None = None) -> dict:
         d["method"] = rep.method
     d["decided_by"] = rep.method
     d["tried"] = list(rep.tried)
+    d["steps"] = trace_json(tried_trace(rep.tried))  # the same trace in the shape of verify's and certify's
     d["hints"] = list(rep.hints)
     if rep.notes:
         d["notes"] = list(dict.fromkeys(list(d.get("notes") or []) + list(rep.notes)))
@@ -234,8 +236,9 @@ def report_to_json(rep, model_path: str | None = None) -> dict:
     return d
 
 
-def report_text(d: dict, rep) -> str:
-    """The text ``symeq fibre`` prints: the deciding method's own block, then what was tried."""
+def report_text(d: dict, rep, explain_steps: bool = False) -> str:
+    """The text ``symeq fibre`` prints: the deciding method's own block, then what was tried (always with
+    ``explain_steps``, ``--explain-steps``; else when more than one method ran or none decided)."""
     from ..fibre.orbit import FibreComparison
 
     if isinstance(rep.decision, FibreComparison):
@@ -251,7 +254,7 @@ def report_text(d: dict, rep) -> str:
                             f"{d.get('reason', rep.reason)}"]
                          + ([f"witness: {d['witness']['text']}"] if (d.get("witness") or {}).get("text") else []))
     lines = [text]
-    if len(rep.tried) > 1 or rep.status not in ("identifiable", "not-identifiable"):
+    if len(rep.tried) > 1 or rep.status not in ("identifiable", "not-identifiable") or explain_steps:
         lines.append("methods tried:")
         lines.extend(f"  {t['method']}: {t['status']}" + (f" -- {t['reason']}" if t.get("reason") else "")
                      for t in rep.tried)
@@ -370,5 +373,7 @@ def register(subparsers) -> None:
                    help="write the symeq-identifiability/1 certificate of the deciding method (classical, "
                         "tensor, Jacobian factors or Jacobian rank) for `symeq check`")
     f.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    f.add_argument("--explain-steps", action="store_true",
+                   help="always print the methods tried and their outcomes (--json always has them)")
     f.add_argument("--out", metavar="OUT.json", help="also write the JSON result here (atomically)")
     f.set_defaults(func=cmd_fibre)

@@ -54,13 +54,39 @@ def cmd_verify(args) -> int:
             _progress(f"exact model (the reading of {args.model} the certificate is about) written to {beside} "
                       f"(check it: symeq check {args.certificate} {beside})")
     if args.json:
-        print(json.dumps(v.to_json(), indent=1))
+        print(json.dumps(_with_steps(v.to_json(), v), indent=1))
     else:
         print(v.report(matrix=args.matrix))
+        if args.explain_steps:
+            print("\n".join(_steps_text(v)))
     if v.identifiability.get("status") == "undetermined":
         # the layerwise result is on stdout; say on stderr why the run exits 3
         _progress(f"identifiability undetermined: {v.identifiability['detail']}")
     return v.exit_code
+
+
+def _with_steps(out: dict, v) -> dict:
+    """``--json``: the verify pipeline's trace as "steps" (docs/cli.md), and the identifiability decision's
+    as "identifiability"."steps" when it ran."""
+    from ..steps import trace_json, tried_trace
+
+    out.setdefault("steps", trace_json(v.steps))
+    ident = out.get("identifiability")
+    if isinstance(ident, dict) and ident.get("tried"):
+        ident.setdefault("steps", trace_json(tried_trace(ident["tried"])))
+    return out
+
+
+def _steps_text(v) -> list[str]:
+    """``--explain-steps``: every step of the verify pipeline tried, with its outcome, then those of the
+    identifiability decision when ``--identifiability`` ran it."""
+    from ..steps import trace_lines, tried_trace
+
+    lines = [""] + trace_lines(v.steps, title="verify steps tried (docs/architecture.md, \"Pipelines\"):")
+    tried = (v.identifiability or {}).get("tried") if isinstance(v.identifiability, dict) else None
+    if tried:
+        lines += trace_lines(tried_trace(tried), title="identifiability steps tried:")
+    return lines
 
 
 def _is_onnx(path) -> bool:
@@ -234,6 +260,8 @@ def register(sub) -> None:
                    help="do not search the fibre for a layerwise-equivariant theta' when none exists at theta")
     v.add_argument("--matrix", action="store_true",
                    help="also print every action as a dense matrix (default: cycle notation only)")
+    v.add_argument("--explain-steps", action="store_true",
+                   help="also print every step of the pipeline tried and its outcome (--json always has them)")
     v.set_defaults(func=cmd_verify)
 
     c = sub.add_parser("check", help="re-verify a certificate with the independent checker",
