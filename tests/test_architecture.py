@@ -23,7 +23,8 @@ LEVELS = [
     ["symeq.models", "symeq.io", "symeq.examples", "symeq.expand", "symeq.graph"],
     ["symeq.layerwise", "symeq.walk", "symeq.submodels", "symeq.attention", "symeq.graph.derive"],
     ["symeq.equivariance", "symeq.fibre", "symeq.fibre.deep", "symeq.relu", "symeq.numeric"],
-    ["symeq.theorem", "symeq.certification", "symeq.certify_attention", "symeq.graph.verify"],
+    ["symeq.theorem", "symeq.certification", "symeq.certify_attention", "symeq.certify_graph",
+     "symeq.graph.verify"],
     ["symeq.explain", "symeq.display"],
     ["symeq.cli", "symeq.__main__", "symeq.check", "symeq"],
 ]
