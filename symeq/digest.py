@@ -177,3 +177,29 @@ def classical_digest(layers_json, input_dim: int) -> str:
             act = act["type"] if act.get("type") in _CLASSICAL else json.dumps(act, sort_keys=True)
         canon.append((W, b, act))
     return hashlib.sha256(repr(tuple(canon)).encode()).hexdigest()
+
+
+def graph_digest(graph_json, input_dim: int, output: str) -> str:
+    """``graph_sha256`` (docs/graphs.md, docs/certificates.md): SHA-256 (hex) of a graph model file's
+    ``"graph"`` in digest form 2: per node, a segment as ``{"name", "input", "layers"}`` (its layers
+    canonical as in :func:`layers_digest`), a join as ``{"name", KEY: [...], "activation"}`` (the
+    canonical activation, or null).
+
+    >>> seg = lambda w: {"name": "a", "input": "input", "layers": [{"type": "dense", "weight": [[w]], "bias": None,
+    ...                                                          "activation": None}]}
+    >>> graph_digest([seg("0.5")], 1, "a") == graph_digest([seg("1/2")], 1, "a")
+    True
+    >>> graph_digest([seg("1/2")], 1, "a") == graph_digest([seg("1/3")], 1, "a")
+    False
+    """
+    nodes = []
+    for spec in graph_json:
+        if "layers" in spec:
+            nodes.append({"name": spec["name"], "input": spec["input"], "layers": canonical_layers(spec["layers"])})
+            continue
+        key = next(k for k in spec if k not in ("name", "activation"))
+        act = spec.get("activation")
+        nodes.append({"name": spec["name"], key: list(spec[key]), "activation": None if act is None else _activation(act)})
+    text = json.dumps({"digest_form": DIGEST_FORM, "input_dim": int(input_dim), "output": output, "graph": nodes},
+                      sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

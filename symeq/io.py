@@ -18,6 +18,8 @@ from pathlib import Path
 
 from .schema import check_keys
 from .errors import InputError
+from .graph.io import graph_from_json, graph_to_json
+from .graph.model import GraphModel
 from .groups import FiniteGroup
 from .layers.attention import AttentionShape
 from .layers.base import declared_biases
@@ -80,11 +82,23 @@ def layers_from_json(layers, input_dim: int, where: str = "layers") -> list:
     return read_layers(layers, input_dim, where)
 
 
-def model_header(data, where: str = "model") -> int:
-    """Check a model file's object, format and ``input_dim`` (exact and numeric readers); return n."""
+def model_header(data, where: str = "model", graphs: bool = False) -> int:
+    """Check a model file's object, format and ``input_dim`` (exact and numeric readers); return n.
+
+    ``graphs``: the reader takes the graph form (docs/graphs.md; the exact reader does): its keys are
+    checked by :func:`symeq.graph.io.graph_from_json`."""
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object")
-    check_keys(data, where, *MODEL_KEYS, error=InputError)
+    if "graph" in data and "layers" in data:
+        raise InputError(f'{where}: a model file has either "layers" (a chain) or "graph" (a graph model, '
+                         "docs/graphs.md), not both")
+    if "graph" in data and not graphs:
+        raise InputError(f'{where}: a graph model ("graph", docs/graphs.md) is not read here; `symeq verify` '
+                         "reads graph model files")
+    if "graph" not in data:
+        check_keys(data, where, *MODEL_KEYS, error=InputError)
+    elif "format" not in data:
+        raise InputError(f'{where}: missing key "format"')
     fmt = data["format"]  # required (MODEL_KEYS), as the checker requires it
     if fmt != MODEL_FORMAT:
         raise InputError(f"{where}: unsupported format {fmt!r}; expected {MODEL_FORMAT!r}")
@@ -95,9 +109,12 @@ def model_header(data, where: str = "model") -> int:
     return n
 
 
-def model_from_json(data, where: str = "model") -> Model:
-    """Build a :class:`Model` from the ``symeq-model/1`` JSON structure."""
-    n = model_header(data, where)
+def model_from_json(data, where: str = "model"):
+    """Build a :class:`Model` from the ``symeq-model/1`` JSON structure (a
+    :class:`symeq.graph.GraphModel` from the graph form, docs/graphs.md)."""
+    n = model_header(data, where, graphs=True)
+    if "graph" in data:
+        return graph_from_json(data, n, where)
     layers = layers_from_json(data.get("layers"), n, f"{where}.layers")
     group = FiniteGroup.from_json(data["group"], f"{where}.group") if data.get("group") is not None else None
     try:
@@ -114,7 +131,9 @@ def layers_to_json(model: Model) -> list[dict]:
     return [layer_to_json(l, declared) for l, declared in zip(model.layers, declared_biases(model))]
 
 
-def model_to_json(model: Model, include_group: bool = True) -> dict:
+def model_to_json(model, include_group: bool = True) -> dict:
+    if isinstance(model, GraphModel):  # the graph form (docs/graphs.md)
+        return graph_to_json(model, include_group, MODEL_FORMAT)
     data = {"format": MODEL_FORMAT, "name": model.name, "input_dim": model.input_dim, "layers": layers_to_json(model)}
     if include_group and model.group is not None:
         data["group"] = model.group.to_json()

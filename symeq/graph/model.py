@@ -4,10 +4,11 @@ One model type for every network that is not a chain (residual blocks, concatena
 
 * a **layer node** holds one layer of the chain classes (``symeq.layers.*`` exact, ``symeq.numeric``
   float), its ``op`` is the layer's ``kind`` and it has one input.  A segment of a model file is sugar:
-  segment ``N`` with k layers is the layer nodes ``N.1``, ..., ``N.(k-1)`` and ``N`` (its last layer;
-  docs/graphs.md calls that space both ``N.k`` and ``N``, symeq names it ``N``);
+  segment ``N`` with k layers is the layer nodes ``N.1``, ..., ``N.k`` (named as their spaces in
+  docs/graphs.md; a reference to ``N`` in the file reads ``N.k``);
 * a **join node** (``op`` a key of :mod:`symeq.graph.ops.registry`: ``"add"``, ``"concat"``) reads
-  two or more nodes and has an optional elementwise activation.
+  nodes (an addition two or more, a concatenation one or more) and has an optional elementwise
+  activation.
 
 API: :class:`Node`, :class:`Space`, :class:`GraphModel` (``exact``, ``nodes``, ``output``, ``group``,
 ``input_dim``, ``output_dim``, ``spaces()``, ``hidden_spaces()``, ``forward``/``__call__`` as the chain
@@ -204,9 +205,9 @@ class GraphModel:
     @classmethod
     def from_chain(cls, model, segment: str = "chain") -> "GraphModel":
         """A chain model (exact or float) as a graph of one segment named ``segment``."""
-        nodes, prev, k = [], INPUT, len(model.layers)
+        nodes, prev = [], INPUT
         for j, layer in enumerate(model.layers, 1):
-            name = segment if j == k else f"{segment}.{j}"
+            name = f"{segment}.{j}"
             nodes.append(Node(name, layer.kind, (prev,), layer=layer, segment=segment, index=j))
             prev = name
         shape = getattr(model.layers[0], "in_shape", None) if supports(model.layers[0], "image-output") else None
@@ -320,8 +321,6 @@ class GraphModel:
         op = join_op(n.op)
         if len(n.inputs) < op.min_inputs:
             raise InputError(f"{where}: {n.op!r} needs at least {op.min_inputs} inputs, got {len(n.inputs)}")
-        if len(set(n.inputs)) != len(n.inputs):
-            raise InputError(f"{where}: an input is listed twice")
         act = n.activation
         if act is not None and getattr(act, "symmetry", None) in ("affine", "constant"):
             raise InputError(f"{where} has a {act.symmetry} activation: its latent symmetry group is not a group "

@@ -197,13 +197,14 @@ def json_reader(type_name: str):
     return _READERS.get(type_name)
 
 
-def read_layers(layers, input_dim: int, where: str = "layers") -> list:
-    """The layers of a model file's ``"layers"`` list, each read by its kind's reader."""
+def read_layers(layers, input_dim: int, where: str = "layers", shape: tuple | None = None) -> list:
+    """The layers of a model file's ``"layers"`` list, each read by its kind's reader; ``shape`` is the
+    (C, H, W) of an image input (a graph segment reading an image node, docs/graphs.md)."""
     if not isinstance(layers, list) or not layers:
         raise InputError(f"{where} must be a non-empty list of layers")
     _load()
     out = []
-    ctx = ReadContext(input_dim, input_dim)
+    ctx = ReadContext(input_dim, input_dim, shape=tuple(shape) if shape is not None else None)
     for i, spec in enumerate(layers):
         at = f"{where}[{i}]"
         if not isinstance(spec, dict):

@@ -19,7 +19,7 @@ class ConcatOp(JoinOp):
     """Inputs stacked in order; the action is the block-diagonal sum of the inputs' actions."""
 
     key = "concat"
-    min_inputs = 2
+    min_inputs = 1
 
     def out_shape(self, dims, shapes, where):
         if all(s is not None for s in shapes):
