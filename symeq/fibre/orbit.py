@@ -600,68 +600,103 @@ def _compare_over_c(model, *, engine: str = "auto", timeout: float | None = None
             "slice, and no line along its free weights lies in the slice: undecided", None, None, orbit, stab,
             None, None, None, "C", True, "none", time.perf_counter() - t0, list(ideal.gauge), ideal, None, points)
 
-    def remaining():
-        return None if timeout is None else max(1.0, timeout - (time.perf_counter() - t0))
-
-    def witness_budget():
-        r = remaining()
-        return witness_timeout if r is None else min(r, witness_timeout)
-
-    def done(status, reason, gb=None, distinct=None, real=None, radical=None, witness=None, pts=None,
-             witness_real=None):
-        return FibreComparison(
-            status, reason, gb.dimension if gb else None, gb.degree if gb else None, orbit, stab, distinct, real,
-            radical, "C", gb.field == "QQ" if gb else True, gb.engine if gb else engine,
-            time.perf_counter() - t0, list(ideal.gauge), ideal, gb, points, witness, pts, witness_real)
-
-    def slice_checked(reason, gb, distinct, real, radical, pts):
-        # "identifiable" on the slice; it holds for the whole fibre once no fibre point has a zero
-        # gauge entry (gauge_completeness; docs/theory.md, points outside the gauge slice)
-        ok, why = gauge_completeness(model, ideal, engine=engine, timeout=remaining())
-        if ok:
-            return done("identifiable", reason + ("; " + why if ideal.gauge else ""), gb, distinct, real, radical,
-                        pts=pts)
-        if ok is False:
-            return done("not-identifiable", f"on the gauge slice {reason}, but {why}", gb, distinct, real, radical,
-                        pts=pts, witness={"kind": "outside-slice", "text": why}, witness_real=None)
-        return done("unknown", f"on the gauge slice {reason}, but points outside it are not excluded: {why}", gb,
-                    distinct, real, radical, pts=pts)
-
+    run = _Comparison(model, ideal, engine, timeout, witness_timeout, t0, points, stab)
     try:
         gb = groebner(ideal, engine=engine, timeout=timeout)
     except BudgetExceeded as e:
-        return done("unknown", f"budget exceeded: {e}")
+        return run.done("unknown", f"budget exceeded: {e}")
     except EngineFailed as e:  # a crashed engine leaves the question open; the report is kept
-        return done("unknown", f"the Gröbner engine failed: {e}")
+        return run.done("unknown", f"the Gröbner engine failed: {e}")
+    return _compare_basis(run, gb, check_radical, witnesses)
+
+
+@dataclass
+class _Comparison:
+    """What the steps of :func:`_compare_over_c` after the orbit share: the model and its fibre ideal, the
+    engine and budgets, the start time, the orbit's points and its stabilizer's size."""
+
+    model: object
+    ideal: object
+    engine: str
+    timeout: float | None
+    witness_timeout: float
+    t0: float
+    points: list
+    stab: int
+
+    @property
+    def orbit(self) -> int:
+        return len(self.points)
+
+    def remaining(self):
+        return None if self.timeout is None else max(1.0, self.timeout - (time.perf_counter() - self.t0))
+
+    def witness_budget(self):
+        r = self.remaining()
+        return self.witness_timeout if r is None else min(r, self.witness_timeout)
+
+    def done(self, status, reason, gb=None, distinct=None, real=None, radical=None, witness=None, pts=None,
+             witness_real=None) -> FibreComparison:
+        return FibreComparison(
+            status, reason, gb.dimension if gb else None, gb.degree if gb else None, self.orbit, self.stab, distinct,
+            real, radical, "C", gb.field == "QQ" if gb else True, gb.engine if gb else self.engine,
+            time.perf_counter() - self.t0, list(self.ideal.gauge), self.ideal, gb, self.points, witness, pts,
+            witness_real)
+
+    def slice_checked(self, reason, gb, distinct, real, radical, pts) -> FibreComparison:
+        # "identifiable" on the slice; it holds for the whole fibre once no fibre point has a zero
+        # gauge entry (gauge_completeness; docs/theory.md, points outside the gauge slice)
+        ok, why = gauge_completeness(self.model, self.ideal, engine=self.engine, timeout=self.remaining())
+        if ok:
+            return self.done("identifiable", reason + ("; " + why if self.ideal.gauge else ""), gb, distinct, real,
+                             radical, pts=pts)
+        if ok is False:
+            return self.done("not-identifiable", f"on the gauge slice {reason}, but {why}", gb, distinct, real,
+                             radical, pts=pts, witness={"kind": "outside-slice", "text": why}, witness_real=None)
+        return self.done("unknown", f"on the gauge slice {reason}, but points outside it are not excluded: {why}",
+                         gb, distinct, real, radical, pts=pts)
+
+
+def _compare_basis(run: _Comparison, gb, check_radical: bool, witnesses: bool) -> FibreComparison:
+    """:func:`_compare_over_c` once the Gröbner basis ``gb`` of the fibre ideal is known: its dimension, then
+    its degree against the orbit's size."""
+    orbit, stab, points, ideal = run.orbit, run.stab, run.points, run.ideal
     if gb.dimension < 0:  # pragma: no cover - theta is always a point of its fibre
         raise AssertionError("the fibre ideal has no zero, but theta is one")
     if gb.dimension > 0:
-        witness, wreal = _positive_dimensional_witness(ideal, gb, points, witness_budget, witnesses)
-        return done("not-identifiable",
-                    f"the gauge-fixed fibre has dimension {gb.dimension} > 0 over C, the orbit is finite "
-                    f"({orbit} points)", gb, witness=witness, witness_real=wreal)
+        witness, wreal = _positive_dimensional_witness(ideal, gb, points, run.witness_budget, witnesses)
+        return run.done("not-identifiable",
+                        f"the gauge-fixed fibre has dimension {gb.dimension} > 0 over C, the orbit is finite "
+                        f"({orbit} points)", gb, witness=witness, witness_real=wreal)
     if gb.degree is None:
-        return done("unknown", "the fibre is finite but its degree was too large to enumerate", gb)
+        return run.done("unknown", "the fibre is finite but its degree was too large to enumerate", gb)
     if gb.degree < orbit:  # pragma: no cover - the orbit lies in the fibre
         raise AssertionError(f"degree {gb.degree} < orbit size {orbit}: the engine's answer is inconsistent")
-    orbit_pts = _orbit_as_points(ideal, points)
     if gb.degree == orbit:
+        orbit_pts = _orbit_as_points(ideal, points)
         if stab > 1:
-            return done("not-identifiable", f"fibre = orbit ({orbit} points) but theta has a stabilizer of size {stab}: "
-                        "k is not unique", gb, orbit, orbit, True, pts=orbit_pts,
-                        witness={"kind": "stabilizer", "size": stab,
-                                 "text": f"a nontrivial latent symmetry (stabilizer of size {stab}) fixes theta"},
-                        witness_real=True)
-        return slice_checked(f"fibre = orbit: degree {gb.degree} (with multiplicity) equals the {orbit} orbit "
-                             "points, so the ideal is radical and the fibre is the orbit (over C, hence over R)",
-                             gb, orbit, orbit, True, pts=orbit_pts)
+            return run.done("not-identifiable", f"fibre = orbit ({orbit} points) but theta has a stabilizer of size "
+                            f"{stab}: k is not unique", gb, orbit, orbit, True, pts=orbit_pts,
+                            witness={"kind": "stabilizer", "size": stab,
+                                     "text": f"a nontrivial latent symmetry (stabilizer of size {stab}) fixes theta"},
+                            witness_real=True)
+        return run.slice_checked(f"fibre = orbit: degree {gb.degree} (with multiplicity) equals the {orbit} orbit "
+                                 "points, so the ideal is radical and the fibre is the orbit (over C, hence over R)",
+                                 gb, orbit, orbit, True, pts=orbit_pts)
+    return _compare_distinct_points(run, gb, check_radical, witnesses)
+
+
+def _compare_distinct_points(run: _Comparison, gb, check_radical: bool, witnesses: bool) -> FibreComparison:
+    """A finite fibre of degree above the orbit's size: count its distinct (and real) points by Hermite's
+    trace form when ``check_radical``, and compare them with the orbit."""
+    orbit, stab, points, ideal = run.orbit, run.stab, run.points, run.ideal
     distinct = real = None
     fibre_pts = None
     if check_radical:
         res = gb if gb.basis is not None else None
         if res is None and gb.degree <= 400:
             try:
-                res = groebner(ideal, engine=best_exact_engine(), timeout=remaining())
+                res = groebner(ideal, engine=best_exact_engine(), timeout=run.remaining())
             except BudgetExceeded:
                 res = None
         counts = hermite_counts(res) if res is not None else None
@@ -673,19 +708,19 @@ def _compare_over_c(model, *, engine: str = "auto", timeout: float | None = None
             fibre_pts = zero_dimensional_points(res, orbit=points)
     witness, wreal = _extra_point_witness(fibre_pts)
     if distinct is None:
-        return done("not-identifiable", f"degree {gb.degree} (with multiplicity; radicality not checked) > orbit "
-                    f"size {orbit}", gb, witness=witness, pts=fibre_pts, witness_real=wreal)
+        return run.done("not-identifiable", f"degree {gb.degree} (with multiplicity; radicality not checked) > "
+                        f"orbit size {orbit}", gb, witness=witness, pts=fibre_pts, witness_real=wreal)
     radical = distinct == gb.degree
     if distinct == orbit:
         text = f"the fibre's {distinct} distinct points are the orbit; the ideal is not radical (degree {gb.degree} " \
                "counts multiplicity)"
         if stab == 1:
-            return slice_checked(text, gb, distinct, real, False, pts=fibre_pts)
-        return done("not-identifiable", text, gb, distinct, real, False, pts=fibre_pts)
+            return run.slice_checked(text, gb, distinct, real, False, pts=fibre_pts)
+        return run.done("not-identifiable", text, gb, distinct, real, False, pts=fibre_pts)
     if wreal is None and real is not None:
         wreal = real > orbit
-    return done("not-identifiable", f"the fibre has {distinct} distinct complex points ({real} real) > orbit size "
-                f"{orbit}", gb, distinct, real, radical, witness=witness, pts=fibre_pts, witness_real=wreal)
+    return run.done("not-identifiable", f"the fibre has {distinct} distinct complex points ({real} real) > orbit "
+                    f"size {orbit}", gb, distinct, real, radical, witness=witness, pts=fibre_pts, witness_real=wreal)
 
 
 def _orbit_avoids_zero(model, ideal, fix) -> bool:
