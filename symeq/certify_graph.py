@@ -77,14 +77,14 @@ def _n_params(layer) -> int:
     return int(layer.in_dim * layer.out_dim + layer.out_dim)
 
 
-def _space_actions(model, ngroup, tol):
+def _space_actions(model, ngroup, tol, deadline):
     """The float derivation's generator actions per hidden space, reduced to signed permutations, and the
     element chains [input, hidden spaces..., output] (per element of G) with the index of every space."""
     from .numeric.graph import derive_graph_numeric
     from .numeric.monomial import MonomialAction
     from .numeric.project import element_actions, is_homomorphism, signs_allowed
 
-    der = derive_graph_numeric(model, ngroup, tol=tol)
+    der = derive_graph_numeric(model, ngroup, tol=tol, deadline=deadline)
     hidden = model.hidden_spaces()
     acts, changed = [], False
     for si, s in enumerate(hidden):
@@ -211,7 +211,7 @@ def certify_graph(model, ngroup, egroup, *, result, finish, digits=None, checked
     deadline = Deadline(timeout)
     model = model.with_group(ngroup)
     _guards(model, digits, noise_points, metric, finetune)
-    der, gen, chains, index, changed = _space_actions(model, ngroup, tol)
+    der, gen, chains, index, changed = _space_actions(model, ngroup, tol, deadline)
     notes = []
     if changed:
         notes.append("the float derivation's actions have scale factors or offsets the projection does not use: "

@@ -14,6 +14,7 @@ class AddOp(JoinOp):
 
     key = "add"
     min_inputs = 2
+    onnx = ("Add", {})  # the ONNX operator and attributes it is written as (symeq/numeric/onnx_write_graph.py)
 
     def out_shape(self, dims, shapes, where):
         if len(set(dims)) != 1:

@@ -20,6 +20,7 @@ class ConcatOp(JoinOp):
 
     key = "concat"
     min_inputs = 1
+    onnx = ("Concat", {"axis": 1})  # on channel-major rows: along channels (symeq/numeric/onnx_write_graph.py)
 
     def out_shape(self, dims, shapes, where):
         if all(s is not None for s in shapes):
