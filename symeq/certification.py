@@ -130,7 +130,7 @@ class Certification:
             "finetune": self.finetune,
             "digits": self.digits,
             "verdict": None if self.verification is None else self.verification.verdict,
-            "widths": None if self.float_model is None else self.float_model.widths,
+            "widths": getattr(self.float_model, "widths", None),  # a graph model has spaces, not widths
             "reason": self.reason,
             "notes": self.notes,
             "seconds": round(self.seconds, 3),
@@ -1101,6 +1101,14 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     t0 = time.perf_counter()
     deadline = Deadline(timeout)
     model = _as_numeric(network, input_shape, name)
+    from .certify_graph import certify_graph, chain_or_graph
+
+    model, graph = chain_or_graph(model)
+    if graph:  # residual blocks, concatenations: the graph's road (symeq/certify_graph.py, docs/certify.md)
+        return certify_graph(model, *_groups(model, group), result=Certification, finish=_finish, digits=digits,
+                             checked=_checked_data(model, data, task), max_distance=max_distance, tol=tol,
+                             timeout=timeout, noise_points=noise_points, seed=seed, metric=metric, finetune=finetune,
+                             t0=t0)
     if model.token_mixing:  # softmax attention: its own road (symeq/certify_attention.py, docs/attention.md)
         from .certify_attention import certify_attention
 

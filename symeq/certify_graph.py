@@ -35,12 +35,17 @@ import numpy as np
 from .errors import InputError, Undetermined
 from .layers.registry import supports
 
-__all__ = ["certify_graph", "is_graph"]
+__all__ = ["certify_graph", "chain_or_graph"]
 
 
-def is_graph(model) -> bool:
-    """Whether ``model`` is a graph model that is not a chain (the chain's road takes a chain)."""
-    return callable(getattr(model, "hidden_spaces", None)) and not model.is_chain
+def chain_or_graph(model):
+    """``(model, graph)``: a graph model that is a chain as its chain (the chain's road takes it), and
+    whether what is left is a graph network (this road)."""
+    if not callable(getattr(model, "hidden_spaces", None)):
+        return model, False
+    if model.is_chain:
+        return model.as_chain(), False
+    return model, True
 
 
 def _guards(model, digits, noise_points, metric, finetune) -> None:
