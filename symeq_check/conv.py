@@ -12,6 +12,7 @@ from ._numbers import CheckError, Matrix, _count, _dict, _indices, _matrix, _rat
 from .activations import _activation, _apply, _neuron_failure
 from .algebra import _close_tuples
 from .report import CheckReport
+from .pooling import _Pool, _pool_failure
 from .schema import DENSE_KEYS, check_keys
 
 
@@ -78,7 +79,7 @@ class _Conv:
 
 
 def _out_dim(layer) -> int:
-    return layer.out_dim if isinstance(layer, _Conv) else len(layer.weight)
+    return layer.out_dim if isinstance(layer, (_Conv, _Pool)) else len(layer.weight)
 
 
 def _conv_canonical_form(layers) -> tuple:
@@ -192,7 +193,9 @@ def _conv_layer(spec: dict, shape, width: int, name: str, at: str, last: bool):
     return layer
 
 
-def _check_hidden(act, last: bool, name: str) -> None:
+def _check_hidden(act, last, name: str) -> None:
+    if last is None:  # a graph segment's last layer: with or without an activation
+        return
     if last and act is not None:
         raise CheckError(f"{name}: the last layer must be affine (activation null)")
     if not last and act is None:
@@ -356,7 +359,7 @@ def _cp_mul(x: tuple, y: tuple) -> tuple:
 
 def _check_conv_layerwise(report: CheckReport, cert: dict, layers: list, group: list, cap: int) -> None:
     """The layer checks and the homomorphism for a chain of conv2d layers (sparse channel-pixel actions)."""
-    if not all(isinstance(layer, _Conv) for layer in layers):  # not a rejection: nothing is claimed false
+    if not all(isinstance(layer, (_Conv, _Pool)) for layer in layers):  # not a rejection: nothing is claimed false
         report.checks.append("nothing this checker can re-verify: a chain mixing dense and conv2d layers "
                              "(dense layers before the first convolution) is not checked by this checker")
         report.unverifiable = True
@@ -398,12 +401,14 @@ def _check_conv_layerwise(report: CheckReport, cert: dict, layers: list, group: 
     rho.append(last)
     for g in range(len(group)):
         for i, layer in enumerate(layers, 1):
-            why = _conv_failure(layer, rho[i - 1][g], rho[i][g])
+            why = (_pool_failure if isinstance(layer, _Pool) else _conv_failure)(layer, rho[i - 1][g], rho[i][g])
             if why:
                 report.reasons.append(f"layer {i}, generator {g + 1}: {why}")
             else:
-                report.checks.append(f"layer {i}, generator {g + 1}: act(conv(P x)) = Q act(conv(x)) verified on the "
-                                     f"kernels ({layer.label}, {layer.out_dim} neurons)")
+                report.checks.append(f"layer {i}, generator {g + 1}: " + (
+                    f"max(P x) = Q max(x) verified on the windows ({layer.label}, {layer.out_dim} neurons)"
+                    if isinstance(layer, _Pool) else
+                    f"act(conv(P x)) = Q act(conv(x)) verified on the kernels ({layer.label}, {layer.out_dim} neurons)"))
     if report.reasons:
         return
     tuples = [tuple(rho[i][g] for i in range(len(rho))) for g in range(len(group))]

@@ -124,6 +124,8 @@ def canonical_layers(layers_json) -> list:
             kernel = spec["kernel"]
             kh, kw = len(kernel[0][0]), len(kernel[0][0][0])
             shape = [len(kernel), (shape[1] + 2 * padding - kh) // stride + 1, (shape[2] + 2 * padding - kw) // stride + 1]
+        elif kind in ("maxpool2d", "group_pool"):  # pooling (docs/conv.md): defaults written, the shape carried
+            layer, shape = _canonical_pool(kind, spec, layer, shape)
         elif kind == "attention":
             if layer.get("scoring") == "lightning":
                 del layer["scoring"]
@@ -138,11 +140,45 @@ def canonical_layers(layers_json) -> list:
     return out
 
 
+def _canonical_pool(kind: str, spec: dict, layer: dict, shape):
+    """A pooling layer in digest form 2: its input shape, kernel_size, stride (default: the kernel size)
+    and padding (default 0), or its field_size; and the shape after it."""
+    if spec.get("input_shape") is not None:
+        shape = [int(v) for v in spec["input_shape"]]
+    C, H, W = shape
+    if kind == "group_pool":
+        n = int(spec["field_size"])
+        layer.update(input_shape=[str(v) for v in shape], field_size=str(n))
+        return layer, [C // n, H, W]
+    k = int(spec["kernel_size"])
+    s = int(spec["stride"]) if spec.get("stride") is not None else k
+    p = int(spec.get("padding", 0))
+    layer.update(input_shape=[str(v) for v in shape], kernel_size=str(k), stride=str(s), padding=str(p))
+    return layer, [C, (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1]
+
+
 def digest_of(layers_json, input_dim: int) -> str:
     """SHA-256 (hex) of the canonical form (digest form 2) of already-read layers."""
     text = json.dumps({"digest_form": DIGEST_FORM, "input_dim": int(input_dim), "layers": canonical_layers(layers_json)},
                       sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def graph_digest_of(nodes: list, input_dim: int, output: str) -> str:
+    """``graph_sha256`` (docs/graphs.md): SHA-256 (hex) of ``{"digest_form": 2, "input_dim", "output", "graph"}``
+    with the nodes already in their canonical form (a segment's ``"layers"`` by :func:`canonical_layers`, a
+    join's ``"activation"`` by its canonical activation; :func:`graph_node_form`)."""
+    text = json.dumps({"digest_form": DIGEST_FORM, "input_dim": int(input_dim), "output": output, "graph": list(nodes)},
+                      sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def graph_node_form(spec: dict, kind: str, inputs) -> dict:
+    """One node of a graph in digest form 2: a segment (its layers read, a first conv2d's inherited
+    ``input_shape`` written) or a join with its canonical activation or null."""
+    if kind == "layers":
+        return {"name": spec["name"], "input": inputs[0], "layers": canonical_layers(spec["layers"])}
+    return {"name": spec["name"], kind: list(inputs), "activation": _canonical_activation(spec.get("activation"))}
 
 
 def layers_digest(layers_json, input_dim: int) -> str:

@@ -8,6 +8,7 @@ certificate kind adds its checker to :data:`CERTIFICATE_CHECKERS` and nothing el
 from __future__ import annotations
 
 from ._numbers import CheckError, _dict, _short
+from .graph import check_graph_certificate
 from .identifiability.classical import check_classical
 from .identifiability.deep import DEEP_METHOD, check_deep
 from .identifiability.family import check_jacobian_family
@@ -17,10 +18,15 @@ from .layerwise import check_theorem_certificate
 from .report import CheckReport
 from .schema import CERT_FORMAT, CERT_FORMAT_DENSE, IDENTIFIABILITY_FORMAT
 
+#: the ``method`` slot of a certificate of a graph model (docs/graphs.md): it is keyed on the model file's
+#: (or the certificate's parameters') ``"graph"``, since such a certificate has no method of its own
+GRAPH = "graph"
+
 #: (format, method, verdict) -> checker.  ``method`` is None for a certificate without one (the
 #: equivariance certificates, Kruskal's tensor method); ``verdict`` None matches every verdict, a named
 #: verdict is looked up first.
 CERTIFICATE_CHECKERS = {
+    (CERT_FORMAT, GRAPH, None): check_graph_certificate,          # a graph model's, either verdict
     (CERT_FORMAT, None, None): check_theorem_certificate,         # layerwise-equivariant, not-equivariant
     (CERT_FORMAT_DENSE, None, None): check_theorem_certificate,   # the same, dense actions
     (IDENTIFIABILITY_FORMAT, None, None): check_tensor,           # one hidden layer, Kruskal
@@ -33,13 +39,26 @@ CERTIFICATE_CHECKERS = {
 FORMATS = tuple(dict.fromkeys(fmt for fmt, _, _ in CERTIFICATE_CHECKERS))
 
 
-def checker_for(cert: dict):
-    """The checker of ``cert`` from :data:`CERTIFICATE_CHECKERS`, or a :class:`CheckError` naming what is known."""
+def _is_graph(cert: dict, model) -> bool:
+    """A certificate of a graph model, or one checked against a graph model file (docs/graphs.md)."""
+    params = cert.get("parameters")
+    return (isinstance(model, dict) and "graph" in model) or (
+        isinstance(params, dict) and ("graph_sha256" in params or "graph" in params))
+
+
+def checker_for(cert: dict, model=None):
+    """The checker of ``cert`` (against ``model``) from :data:`CERTIFICATE_CHECKERS`, or a :class:`CheckError`
+    naming what is known."""
     fmt = _dict(cert, "certificate").get("format")
     if not isinstance(fmt, str) or fmt not in FORMATS:
         raise CheckError(f"certificate: format must be one of {', '.join(map(repr, FORMATS))}, got {_short(fmt)}")
     method, verdict = cert.get("method"), cert.get("verdict")
     method = method if isinstance(method, str) else None
+    if fmt == CERT_FORMAT and _is_graph(cert, model):
+        if not (isinstance(model, dict) and "graph" in model):
+            raise CheckError("the certificate is about a graph model (its parameters have \"graph_sha256\"), the "
+                             "model file is a chain: give the graph model it was written for")
+        method = GRAPH
     verdict = verdict if isinstance(verdict, str) else None
     for key in ((fmt, method, verdict), (fmt, method, None)):
         if key in CERTIFICATE_CHECKERS:
@@ -73,4 +92,4 @@ def check_certificate(cert: dict, model: dict, *, max_group_size: int = 10000) -
     CheckError
         If either document is malformed (bad number, wrong shape, unknown kind or verdict).
     """
-    return checker_for(cert)(cert, model, max_group_size=max_group_size)
+    return checker_for(cert, model)(cert, model, max_group_size=max_group_size)

@@ -18,13 +18,16 @@ from .schema import EQ_WITNESS_KEYS, check_keys
 
 
 def _check_witness(report: CheckReport, eq: dict, n_in: int, layers: list[_Layer],
-                   group: list) -> None:
+                   group: list, forward=None, interval_forward=None) -> None:
+    """The witness of ``not-equivariant``; ``forward(layers, x)`` and ``interval_forward(layers, x, bits)``
+    evaluate the network (a chain's by default; a graph's from :mod:`symeq_check.graph`)."""
+    forward = _evaluate if forward is None else forward
     witness = eq.get("witness")
     if witness is None:
         report.reasons.append("a not-equivariant certificate needs a witness")
         return
     if isinstance(witness, dict) and witness.get("kind") == "arb":  # real activations: a ball witness
-        _check_ball_witness(report, witness, n_in, layers, group)
+        _check_ball_witness(report, witness, n_in, layers, group, interval_forward)
         return
     check_keys(_dict(witness, "witness"), "certificate.equivariance.witness", *EQ_WITNESS_KEYS)
     g = witness.get("generator")
@@ -32,7 +35,7 @@ def _check_witness(report: CheckReport, eq: dict, n_in: int, layers: list[_Layer
         raise CheckError(f"witness: generator must be an index below {len(group)}, got {_short(g)}")
     x = _vector(witness.get("x"), "witness x", n_in)
     p, q = group[g]
-    lhs, rhs = _evaluate(layers, _matvec(p, x)), _matvec(q, _evaluate(layers, x))
+    lhs, rhs = forward(layers, _matvec(p, x)), _matvec(q, forward(layers, x))
     report.checks.append(f"witness, generator {g + 1}, x = {_fmt(x)}: f(P x) = {_fmt(lhs)}")
     report.checks.append(f"witness, generator {g + 1}, x = {_fmt(x)}: Q f(x) = {_fmt(rhs)}")
     if lhs == rhs:
@@ -356,7 +359,8 @@ def _interval_evaluate(layers: list, x, bits: int):
     return ys
 
 
-def _check_ball_witness(report: CheckReport, witness: dict, n_in: int, layers: list, group: list) -> None:
+def _check_ball_witness(report: CheckReport, witness: dict, n_in: int, layers: list, group: list,
+                        interval_forward=None) -> None:
     """A ball witness: the checker's own enclosure of some output of f(P x) - Q f(x) excludes 0.
 
     The enclosures in the certificate are symeq's (arb); each must meet the checker's own (both
@@ -382,8 +386,9 @@ def _check_ball_witness(report: CheckReport, witness: dict, n_in: int, layers: l
         return
     bits = prec + 32
     p, q = group[g]
-    lhs = _interval_evaluate(layers, _matvec(p, x), bits)
-    fx = _interval_evaluate(layers, x, bits)
+    evaluate = _interval_evaluate if interval_forward is None else interval_forward
+    lhs = evaluate(layers, _matvec(p, x), bits)
+    fx = evaluate(layers, x, bits)
     own = []
     for i, row in enumerate(q):
         lo, hi = lhs[i]

@@ -13,6 +13,7 @@ from .activations import _activation
 from .algebra import _identity, _kron, _matmul, _transpose
 from .attention import _Attention, _Heads, _attention
 from .conv import _conv_layer, _dense_after_conv, _out_dim
+from .pooling import POOL_KINDS, _pool_layer
 from .schema import (ATTENTION_KEYS, DENSE_KEYS, GENERATOR_KEYS, GROUP_KEYS, MODEL_FORMAT, MODEL_KEYS, _path,
     check_keys)
 
@@ -64,7 +65,8 @@ def uniform_bias(layers: Layers) -> bool | None:
     return flags.pop() if len(flags) == 1 else None
 
 
-def _layers(value, input_dim: int, where: str) -> Layers:
+def _layers(value, input_dim: int, where: str, free_last: bool = False) -> Layers:
+    """The layers of a chain (``free_last``: a graph segment's, whose last layer may have an activation)."""
     if not isinstance(value, list) or not value:
         raise CheckError(f"{where}: 'layers' must be a non-empty list")
     layers, width, tokens = [], input_dim, None
@@ -82,8 +84,13 @@ def _layers(value, input_dim: int, where: str) -> Layers:
         if kind == "flatten":  # (C, H, W) is stored flattened already
             check_keys(spec, at, ("type",), ("type",))
             continue
+        if kind in POOL_KINDS:  # maxpool2d, group_pool (symeq_check.pooling)
+            pool = _pool_layer(spec, shape, width, name, at)
+            layers.append(pool)
+            shape, width = pool.out_shape, pool.out_dim
+            continue
         if kind == "conv2d" or (kind == "dense" and shape is not None):
-            last = i == len(value)
+            last = None if free_last and i == len(value) else i == len(value)
             conv = (_conv_layer(spec, shape, width, name, at, last) if kind == "conv2d"
                     else _dense_after_conv(spec, shape, name, at, last))
             layers.append(conv)
@@ -97,7 +104,7 @@ def _layers(value, input_dim: int, where: str) -> Layers:
         bias = spec.get("bias")
         bias = (Fraction(0),) * width if bias is None else _vector(bias, f"{name} bias", width)  # null: no bias
         act, label = _activation(spec.get("activation"), name)
-        if i == len(value) and act is not None:
+        if i == len(value) and act is not None and not free_last:
             raise CheckError(f"{name}: the last layer must be affine (activation null)")
         if i < len(value) and act is None:
             raise CheckError(f"{name}: a hidden layer needs a non-null activation")
@@ -139,11 +146,23 @@ def _group(value, n_in: int, n_out: int, where: str) -> list[tuple[Matrix, Matri
     return out
 
 
-def _model(model) -> tuple[int, list[_Layer], list | None]:
+def _model_header(model) -> int:
+    """The keys and format of a model file, chain or graph (docs/graphs.md: "layers" or "graph", never both)."""
     check_keys(_dict(model, "model"), "model", *MODEL_KEYS)
     if model.get("format") != MODEL_FORMAT:
         raise CheckError(f"model: format must be {MODEL_FORMAT!r}, got {_short(model.get('format'))}")
-    n_in = _count(model.get("input_dim"), "model input_dim", 1)
+    if ("layers" in model) == ("graph" in model):
+        raise CheckError('model: a model file has either "layers" (a chain) or "graph" (docs/graphs.md), '
+                         + ("not both" if "layers" in model else "and has neither"))
+    if "output" in model and "graph" not in model:
+        raise CheckError('model: "output" names a node of a "graph"; a chain ("layers") has none')
+    return _count(model.get("input_dim"), "model input_dim", 1)
+
+
+def _model(model) -> tuple[int, list[_Layer], list | None]:
+    n_in = _model_header(model)
+    if "graph" in model:  # the graph checker reads it (symeq_check.graph, dispatched on the model)
+        raise CheckError("model: a graph model (\"graph\") cannot be checked against a chain certificate")
     layers = _layers(model.get("layers"), n_in, "model")
     group = model.get("group")
     if group is not None:

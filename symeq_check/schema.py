@@ -60,7 +60,11 @@ def check_keys(obj: dict, where: str, allowed, required=(), error=None) -> None:
 # The keys allowed in each object of the files read here, and the required ones (``check_keys``).
 # A model file as symeq.io reads it (conv2d layers: the conv section at the end); "bias" is required
 # on dense layers (null: no bias), so that a misspelt key cannot turn into a zero bias.
-MODEL_KEYS = (("format", "name", "input_dim", "layers", "group"), ("format", "input_dim", "layers"))
+MODEL_KEYS = (("format", "name", "input_dim", "layers", "graph", "output", "group"), ("format", "input_dim"))
+# the nodes of a graph model (docs/graphs.md): a segment, an addition, a concatenation
+NODE_KEYS = {"layers": (("name", "input", "layers"), ("name", "input", "layers")),
+             "add": (("name", "add", "activation"), ("name", "add")),
+             "concat": (("name", "concat", "activation"), ("name", "concat"))}
 DENSE_KEYS = (("type", "weight", "bias", "activation"), ("type", "weight", "bias"))
 ATTENTION_KEYS = (("type", "tokens", "heads", "scoring", "scale", "bias"), ("type", "tokens", "heads"))
 HEAD_KEYS = (("query", "key", "value", "out", "score_bias"), ("query", "key", "value", "out"))
@@ -81,6 +85,10 @@ CERT_REQUIRED = {"layerwise-equivariant": ("format", "verdict", "input_dim", "gr
 EQUIVARIANCE_KEYS = ("holds", "method", "probabilistic", "error_bound", "points", "detail", "witness")
 EQ_WITNESS_KEYS = (("generator", "generator_name", "x", "f_of_gx", "g_of_fx"), ("generator", "x"))
 PARAMETER_KEYS = (("layers", "layers_sha256", "reparametrized"), ("reparametrized",))
+GRAPH_PARAMETER_KEYS = (("graph_sha256", "graph", "output", "reparametrized"), ("graph_sha256", "reparametrized"))
+GRAPH_CERT_KEYS = CERT_KEYS + ("spaces",)
+GRAPH_CHECKS_KEYS = (("nodes", "homomorphism", "group_order", "candidates_per_generator", "derivation_method",
+                      "failure"), ())
 ACTION_KEYS = {"monomial": ("kind", "source", "factor"), "block-monomial": ("kind", "tokens", "heads", "blocks"),
                "dense": ("kind", "matrix")}
 CHECKS_KEYS = (("layers", "homomorphism", "group_order", "candidates_per_generator", "derivation_method",
