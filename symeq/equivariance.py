@@ -365,6 +365,8 @@ def _ball_forward(model: Model, x: list):
     from flint import arb
 
     y = [v if isinstance(v, arb) else arb(v) for v in x]
+    if getattr(model, "nodes", None) is not None:  # a graph model (symeq/graph/model.py): its own ball pass
+        return model.ball_forward(y)
     for l in model.layers:  # each kind's own enclosure (dense rows, conv kernels, attention)
         if not supports(l, "ball-evaluation"):
             raise KindUnsupported(l.kind, "ball-evaluation", "ball evaluation")

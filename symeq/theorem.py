@@ -36,6 +36,7 @@ from .groups import FiniteGroup
 from .io import CERTIFICATE_FORMAT, layers_to_json
 from .layerwise import Derivation, absorbs_offsets, derive_latent_actions
 from .layers.registry import all_support, supports
+from .graph.model import GraphModel
 from .models import Model
 from .notation import format_cycles, wrap_cycles
 from .numbers import format_matrix, format_number, mat_rows, monomial_parts
@@ -567,6 +568,10 @@ def verify(
     ----------
     Shahverdi, Marchetti, Bokman, Kohn, arXiv 2601.21645 (2026), Theorem 4.1.
     """
+    if isinstance(model, GraphModel):  # a graph model (docs/graphs.md): its own pipeline
+        from .graph.verify import verify_graph
+        return verify_graph(model, group, timeout=timeout, identifiability=identifiability,
+                            max_tie_nodes=max_tie_nodes, seed=seed)
     v = _verify(model, group, method=method, timeout=timeout, seed=seed, max_candidates=max_candidates,
                 fibre_search=fibre_search, max_tie_nodes=max_tie_nodes)
     if identifiability and v.verdict != "not-equivariant":

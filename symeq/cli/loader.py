@@ -18,7 +18,8 @@ from __future__ import annotations
 import sys
 
 from ..cliargs import group_output_arg
-from ..errors import InputError
+from ..errors import InputError, Undetermined
+from ..graph.model import GraphModel
 
 __all__ = ["NO_GROUP", "add_group_options", "announce_budget", "group_from_args", "has_extra", "load_model_args",
            "require_extra"]
@@ -89,7 +90,7 @@ def group_from_args(args):
     return builtin_group(args.group, output=getattr(args, "group_output", "same"))
 
 
-def load_model_args(args, *, read=None, builtin: bool = True, need_group: bool = True):
+def load_model_args(args, *, read=None, builtin: bool = True, need_group: bool = True, graphs: bool = False):
     """The model of a command's arguments, with ``--group`` applied.
 
     Parameters
@@ -102,6 +103,9 @@ def load_model_args(args, *, read=None, builtin: bool = True, need_group: bool =
         whether a missing ``model`` means the built-in example.
     need_group : bool
         whether a model without a group is an error (:data:`NO_GROUP`, exit 2).
+    graphs : bool
+        whether the command takes graph models (docs/graphs.md); otherwise a graph file is refused by
+        name (exit 3).
 
     Examples
     --------
@@ -135,6 +139,9 @@ def load_model_args(args, *, read=None, builtin: bool = True, need_group: bool =
         for line in (getattr(model, "meta", None) or {}).get("reader_notes", []):  # folds and drops (docs/onnx.md)
             print(f"  read: {line}", file=sys.stderr)
         group = group_from_args(args)
+    if isinstance(model, GraphModel) and not graphs:  # docs/graphs.md; docs/limits.md lists what covers them
+        raise Undetermined(f"{path}: `symeq {getattr(args, 'command', None) or 'this command'}` does not cover graph "
+                           "models (`symeq verify` does; docs/limits.md)")
     if group is not None:
         model = model.with_group(group)
     if need_group and model.group is None:

@@ -37,7 +37,7 @@ def cmd_verify(args) -> int:
     from ..io import write_json
     from ..theorem import verify
 
-    model = load_model_args(args)
+    model = load_model_args(args, graphs=True)
     _progress(f"verifying {model.name}: widths {model.widths}, group {model.group.label}")
     # the Gröbner-engine note comes with the identifiability result, only when that step ran (issue 18)
     v = verify(model, method=args.method, timeout=args.timeout, seed=args.seed, fibre_search=not args.no_fibre_search,

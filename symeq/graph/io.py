@@ -3,7 +3,7 @@
 ``symeq.io.model_from_json`` hands a file with ``"graph"`` here; a chain file (``"layers"``) never comes
 here and reads exactly as before.  Segments are read by the layer kinds' own readers
 (:func:`symeq.layers.registry.read_layers`, with the image shape of the node they read); segment ``N``
-of k layers becomes the layer nodes ``N.1`` ... ``N.k`` and a reference to ``N`` means ``N.k``.
+of k layers becomes the layer nodes ``N.1`` ... ``N.(k-1)`` and ``N`` (its last layer), named as their spaces.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def _segment(spec: dict, at: str, seen: dict, dims: dict, shapes: dict) -> list:
         raise InputError(f"{at}: a segment needs a layer (a flatten alone is none)")
     nodes, prev = [], src
     for j, layer in enumerate(layers, 1):
-        nodes.append(Node(f"{name}.{j}", layer.kind, (prev,), layer=layer, segment=name, index=j))
+        label = name if j == len(layers) else f"{name}.{j}"  # the segment's output is named N
+        nodes.append(Node(label, layer.kind, (prev,), layer=layer, segment=name, index=j))
         prev = nodes[-1].name
         dims[prev] = layer.out_dim
         shapes[prev] = tuple(layer.out_shape) if supports(layer, "image-output") else None

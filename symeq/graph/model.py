@@ -4,8 +4,8 @@ One model type for every network that is not a chain (residual blocks, concatena
 
 * a **layer node** holds one layer of the chain classes (``symeq.layers.*`` exact, ``symeq.numeric``
   float), its ``op`` is the layer's ``kind`` and it has one input.  A segment of a model file is sugar:
-  segment ``N`` with k layers is the layer nodes ``N.1``, ..., ``N.k`` (named as their spaces in
-  docs/graphs.md; a reference to ``N`` in the file reads ``N.k``);
+  segment ``N`` with k layers is the layer nodes ``N.1``, ..., ``N.(k-1)`` and ``N`` (its last layer),
+  named as their spaces in docs/graphs.md;
 * a **join node** (``op`` a key of :mod:`symeq.graph.ops.registry`: ``"add"``, ``"concat"``) reads
   nodes (an addition two or more, a concatenation one or more) and has an optional elementwise
   activation.
@@ -140,6 +140,11 @@ class GraphModel:
         return self._dims[self._output]
 
     @property
+    def widths(self) -> list:
+        """The input's size, then every node's, in file order (the reports' one-line summary)."""
+        return [self.input_dim] + [self._dims[n.name] for n in self._nodes]
+
+    @property
     def layers(self) -> list:
         """The layers of the layer nodes, in node order."""
         return [n.layer for n in self._nodes if not n.is_join]
@@ -207,7 +212,7 @@ class GraphModel:
         """A chain model (exact or float) as a graph of one segment named ``segment``."""
         nodes, prev = [], INPUT
         for j, layer in enumerate(model.layers, 1):
-            name = f"{segment}.{j}"
+            name = segment if j == len(model.layers) else f"{segment}.{j}"
             nodes.append(Node(name, layer.kind, (prev,), layer=layer, segment=segment, index=j))
             prev = name
         shape = getattr(model.layers[0], "in_shape", None) if supports(model.layers[0], "image-output") else None
@@ -338,8 +343,12 @@ class GraphModel:
             raise InputError(f"node {dead[0]!r} is dead: it lies on no path to the output {self._output!r}")
 
     def _validate_affine(self) -> None:
+        affine = set()  # a layer without activation, or a join without one that reads an affine node
         for n in self._nodes:
-            if n.act is not None or n.name == self._output:
+            if n.act is None and (not n.is_join or any(i in affine for i in n.inputs)):
+                affine.add(n.name)
+        for n in self._nodes:
+            if n.name not in affine or n.name == self._output:
                 continue
             for r in self.readers(n.name):
                 if not r.is_join:
