@@ -171,7 +171,8 @@ class Certification:
         v = self.verification
         if v is not None:
             what = "the fine-tuned network" if self.finetune else "theta-bar"
-            lines.append(f"exact verification of {what}: {v.verdict} ({v.end_to_end_method})")
+            how = getattr(v, "end_to_end_method", None) or v.equivariance.method  # a graph's: its equivariance
+            lines.append(f"exact verification of {what}: {v.verdict} ({how})")
             lines += _action_lines(v)
         if self.status == "certified":
             what = "the fine-tuned network (written with --out)" if self.finetune else "theta-bar"
@@ -260,7 +261,7 @@ def _action_lines(v) -> list:
     from .theorem import describe_action
 
     d = getattr(v, "derivation", None)
-    if d is None or not d.found or not d.actions:
+    if d is None or not d.found or not d.actions or not callable(getattr(v.model, "chain", None)):  # (graphs: none)
         return []
     lines = ["theta-bar's actions (cycles of neurons, numbered from 1; -j: the value arriving at j changes sign):"]
     layers = v.model.chain().layers
@@ -1198,7 +1199,7 @@ def _finish(cert, model, bar, egroup, checked, noise_points, seed, timeout, dead
         # theta-bar is layerwise equivariant by construction: an exact pipeline that does not say so is a
         # budget or a search that ran out, never a refutation of theta-bar
         cert.reason = f"the exact pipeline returned {v.verdict!r} for theta-bar ({'; '.join(v.notes)[:300]})"
-    elif v.reparametrized:  # the actions hold at theta' (same function), which is not the theta-bar written
+    elif getattr(v, "reparametrized", False):  # the actions hold at theta' (same function), not at theta-bar
         cert.reason = ("the exact pipeline found no action at theta-bar itself, only at a re-parametrized theta' "
                        "with the same function: theta-bar's layerwise equivariance is not proven")
     elif cert.max_allowed is not None and cert.distance > cert.max_allowed:
