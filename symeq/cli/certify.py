@@ -127,7 +127,8 @@ def cmd_certify(args) -> int:
         from ..budget import DEFAULT_BUDGETS
 
         timeout = DEFAULT_BUDGETS["certify"]
-    _progress(f"certifying {args.model}: widths {network.widths}")
+    sizes = getattr(network, "widths", None) or [s.dim for s in network.spaces()]  # a graph: its spaces' sizes
+    _progress(f"certifying {args.model}: {'widths' if hasattr(network, 'widths') else 'spaces'} {sizes}")
     from ..numeric.onnx_io import check_output_op  # a softmax head needs a permutation output action (docs/onnx.md)
 
     check_output_op(network, group)  # (the reader's folds are printed by load_model_args)

@@ -2,7 +2,9 @@
 
 MODEL is a symeq model file (exact rationals, or floats), ``.npz`` or ``.onnx``; dense layers are
 written as ``Gemm`` nodes with float64 weights (``--float32``: float32), the activations as ONNX
-operators (GELU as the erf pattern, polynomials by Horner's rule): :func:`symeq.numeric.onnx_io.export_onnx`.
+operators (GELU as the erf pattern, polynomials by Horner's rule): :func:`symeq.numeric.onnx_io.export_onnx`;
+a graph model (docs/graphs.md) with its additions and concatenations as ``Add`` and ``Concat`` nodes and
+convolutions as ``Conv``: :func:`symeq.numeric.onnx_write_graph.export_graph_onnx`.
 Exact weights are rounded to the nearest float (float64 or float32).
 """
 
@@ -29,9 +31,15 @@ def cmd_export(args) -> int:
             model = None
     if model is None:  # floats allowed (.json, .npz, .onnx)
         model = load_model_args(args, read=load_float_network, builtin=False, need_group=False)
-    export_onnx(model, args.onnx, float32=args.float32)
-    print(f"{args.onnx}: ONNX written ({'float32' if args.float32 else 'float64'} weights, widths {model.widths})",
-          file=sys.stderr)
+    if callable(getattr(model, "hidden_spaces", None)):  # a graph model (docs/graphs.md): Add and Concat nodes
+        from ..numeric.onnx_write_graph import export_graph_onnx
+
+        export_graph_onnx(model, args.onnx, float32=args.float32)
+        sizes = f"graph of {len(model.nodes)} nodes, {model.input_dim} -> {model.output_dim}"
+    else:
+        export_onnx(model, args.onnx, float32=args.float32)
+        sizes = f"widths {model.widths}"
+    print(f"{args.onnx}: ONNX written ({'float32' if args.float32 else 'float64'} weights, {sizes})", file=sys.stderr)
     return 0
 
 
