@@ -293,7 +293,7 @@ def exact_group_from_numeric(group):
 def _as_numeric(network, input_shape=None, name=None):
     from .numeric.models import NumericModel
 
-    if isinstance(network, NumericModel):
+    if isinstance(network, NumericModel) or callable(getattr(network, "hidden_spaces", None)):  # (or a graph)
         return network
     if isinstance(network, (str, bytes)) or hasattr(network, "__fspath__"):
         from .numeric.onnx_io import load_float_network

@@ -43,6 +43,8 @@ def chain_or_graph(model):
     whether what is left is a graph network (this road)."""
     if not callable(getattr(model, "hidden_spaces", None)):
         return model, False
+    if model.exact:
+        raise InputError("certify takes a float network; an exact graph model is proven as it is by `symeq verify`")
     if model.is_chain:
         return model.as_chain(), False
     return model, True
