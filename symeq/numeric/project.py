@@ -315,52 +315,64 @@ def _grid_actions(shape, chains, li: int) -> bool:
                and channel_pixel_parts(c[li + 1], shape.out_channels, oh, ow) is not None for c in chains)
 
 
+def _pixel_tap_map(shape, pix_out_inv, pix_in_inv):
+    """The spatial part of :func:`conv_tap_maps` on one channel: for each spatial tap (i, j) the
+    spatial tap it goes to (-1 for a tap with no position), or None when some position leaves the
+    taps or a tap's positions go to different taps (checked on every position of the image)."""
+    from dataclasses import replace
+
+    S1 = replace(shape, in_channels=1, out_channels=1)
+    rows, cols, taps = _conv_positions(S1, 0)
+    t2 = _tap_of(S1, pix_out_inv[rows], pix_in_inv[cols])
+    if np.any(t2 < 0):
+        return None
+    k = shape.kh * shape.kw
+    first = np.full(k, -1)
+    first[taps[::-1]] = np.arange(len(taps))[::-1]  # one position of each spatial tap
+    if np.any(t2 != t2[first[taps]]):
+        return None
+    smap = np.full(k, -1)
+    seen = first >= 0
+    smap[seen] = t2[first[seen]]
+    return smap
+
+
 def conv_tap_maps(shape, chains, li: int):
     """For each element: the map of kernel taps t -> (tap, sign) that P_out^-1 W P_in induces, or None.
 
     The actions on input and output must be channel actions times pixel permutations (as a conv2d
     layer's exact check needs).  P_out(g)^-1 W P_in(g) is then a convolution of the same shape for
     every kernel exactly when each element maps every position of a tap to positions of one tap
-    with one sign (checked on all positions, one output channel at a time), and the channel bias
-    maps with one sign per channel.  Returns a list of (tap index array, sign array, channel array, channel sign array)
-    or None when some element does not respect the grid.
+    with one sign, and the channel bias maps with one sign per channel.  Both actions being a
+    channel part times a pixel part, a tap (o, c, i, j) goes to (channel image of o, channel image
+    of c, pixel image of (i, j)) with the product of the two channel signs: the pixel part is
+    checked on every position of one channel pair (:func:`_pixel_tap_map`), which is the check on
+    all positions, and the channel parts are array arithmetic (no loop over channels).
+    Returns a list of (tap index array, sign array, channel array, channel sign array) or None
+    when some element does not respect the grid; a tap with no position maps to -1 with sign 0.
     """
+    from .conv import channel_pixel_parts
+
     S = shape
-    n_taps = S.out_channels * S.in_channels * S.kh * S.kw
     oh, ow = S.out_hw
     if not _grid_actions(S, chains, li):
         return None
     out = []
     for chain in chains:
         P_in, P_out = chain[li], chain[li + 1]
-        inv = P_out.inverse()
-        cin_inv = np.empty_like(P_in.cols)
-        cin_inv[P_in.cols] = np.arange(P_in.n)
-        tmap, tsign = np.full(n_taps, -1), np.zeros(n_taps)
-        for o in range(S.out_channels):
-            rows, cols, taps = _conv_positions(S, o)
-            j = cin_inv[cols]
-            r2 = inv.cols[rows]
-            t2 = _tap_of(S, r2, j)
-            sign = inv.vals[rows] * P_in.vals[j]
-            if np.any(t2 < 0):
-                return None
-            first = np.full(n_taps, -1)
-            first[taps[::-1]] = np.arange(len(taps))[::-1]  # one position of each tap
-            rep = first[taps]
-            if np.any(t2 != t2[rep]) or np.any(sign != sign[rep]):
-                return None
-            seen = np.unique(taps)
-            tmap[seen], tsign[seen] = t2[first[seen]], sign[first[seen]]
-        pix = np.arange(oh * ow)
-        cmap, csign = np.empty(S.out_channels, dtype=np.int64), np.empty(S.out_channels)
-        for o in range(S.out_channels):
-            r = o * oh * ow + pix
-            ch = inv.cols[r] // (oh * ow)
-            if np.any(ch != ch[0]) or np.any(inv.vals[r] != inv.vals[r][0]):
-                return None
-            cmap[o], csign[o] = ch[0], inv.vals[r][0]
-        out.append((tmap, tsign, cmap, csign))
+        src_in, fac_in, pix_in = channel_pixel_parts(P_in, S.in_channels, S.height, S.width)
+        src_o, fac_o, pix_o = channel_pixel_parts(P_out.inverse(), S.out_channels, oh, ow)
+        cin_inv, pin_inv = np.empty_like(src_in), np.empty_like(pix_in)
+        cin_inv[src_in], pin_inv[pix_in] = np.arange(len(src_in)), np.arange(len(pix_in))
+        smap = _pixel_tap_map(S, pix_o, pin_inv)
+        if smap is None:
+            return None
+        pair = src_o[:, None] * S.in_channels + cin_inv[None, :]            # (C_out, C_in) channel images
+        sign = fac_o[:, None] * fac_in[cin_inv][None, :]
+        seen = smap >= 0
+        tmap = np.where(seen[None, None, :], pair[:, :, None] * (S.kh * S.kw) + smap[None, None, :], -1)
+        tsign = np.where(seen[None, None, :], sign[:, :, None], 0.0)
+        out.append((tmap.reshape(-1), tsign.reshape(-1), src_o.astype(np.int64), np.asarray(fac_o, dtype=float)))
     return out
 
 
