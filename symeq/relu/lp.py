@@ -29,6 +29,7 @@ raises :class:`~symeq.errors.BudgetExceeded` (exit 3: undetermined) past the bud
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple, Sequence
 
@@ -368,106 +369,130 @@ def _solve(c: list, A_ub: list, b_ub: list, A_eq: list, b_eq: list, free_mask: l
     n = len(c)
     if deadlines:
         _check(deadlines, f"setting up an exact LP ({len(A_ub) + len(A_eq)} constraints, {n} variables)")
-    # structural variables: original j -> label p (and q for the negative part)
-    col_of: list[tuple[int, int | None]] = []
-    nstruct = 0
-    for j in range(n):
-        if free_mask[j]:
-            col_of.append((nstruct, nstruct + 1))
-            nstruct += 2
-        else:
-            col_of.append((nstruct, None))
-            nstruct += 1
+    tab = _Tableau.build(A_ub, b_ub, A_eq, b_eq, free_mask[:n])
+    count = [0]
+    if tab.n_art and not _phase_one(tab, rule, max_iter, count, deadlines):
+        return LPResult("infeasible", None, None, count[0])
+    return _phase_two(tab, c, rule, max_iter, count, stop_above, deadlines)
 
-    m_ub, m_eq = len(A_ub), len(A_eq)
-    # labels: structural 0..nstruct-1, slack of ub row i: nstruct + i,
-    # artificials from nstruct + m_ub on (they only ever leave the basis).
-    art0 = nstruct + m_ub
-    col_lab = list(range(nstruct))
-    flipped = [i for i in range(m_ub) if b_ub[i] < 0]
-    slack_col = {}
-    for i in flipped:
-        slack_col[i] = len(col_lab)
-        col_lab.append(nstruct + i)
-    ncols = len(col_lab)
 
-    def expand(row, sign):
-        out = [_ZERO] * ncols
-        for j, v in enumerate(row):
-            if v:
-                p, q = col_of[j]
-                out[p] = v if sign > 0 else -v
-                if q is not None:
-                    out[q] = -out[p]
-        return out
+@dataclass
+class _Tableau:
+    """The simplex tableau of :func:`_solve`: rows ``T`` with right-hand sides ``beta``, the labels of the
+    basic variables (``row_lab``) and of the columns (``col_lab``, ``live`` the columns that may enter).
 
-    T: list = []
-    beta: list = []
-    row_lab: list = []
-    n_art = 0
-    for i in range(m_ub):
-        if b_ub[i] < 0:  # -a x - s_i + art = -b
-            row = expand(A_ub[i], -1)
-            row[slack_col[i]] = -_ONE
-            T.append(row)
-            beta.append(-b_ub[i])
+    Labels: structural 0..nstruct-1 (a free variable j has two, p and q for its negative part: ``col_of``),
+    the slack of ub row i is nstruct + i, artificials from ``art0`` = nstruct + m_ub on (they only ever
+    leave the basis)."""
+
+    col_of: list
+    nstruct: int
+    art0: int
+    n_art: int
+    T: list
+    beta: list
+    row_lab: list
+    col_lab: list
+    live: list
+
+    @property
+    def ncols(self) -> int:
+        return len(self.col_lab)
+
+    @classmethod
+    def build(cls, A_ub: list, b_ub: list, A_eq: list, b_eq: list, free_mask: list) -> "_Tableau":
+        col_of: list[tuple[int, int | None]] = []
+        nstruct = 0
+        for free in free_mask:
+            col_of.append((nstruct, nstruct + 1) if free else (nstruct, None))
+            nstruct += 2 if free else 1
+        m_ub, m_eq = len(A_ub), len(A_eq)
+        art0 = nstruct + m_ub
+        col_lab = list(range(nstruct))
+        slack_col = {}
+        for i in (i for i in range(m_ub) if b_ub[i] < 0):
+            slack_col[i] = len(col_lab)
+            col_lab.append(nstruct + i)
+        ncols = len(col_lab)
+
+        def expand(row, sign):
+            out = [_ZERO] * ncols
+            for j, v in enumerate(row):
+                if v:
+                    p, q = col_of[j]
+                    out[p] = v if sign > 0 else -v
+                    if q is not None:
+                        out[q] = -out[p]
+            return out
+
+        T, beta, row_lab, n_art = [], [], [], 0
+        for i in range(m_ub):
+            if b_ub[i] < 0:  # -a x - s_i + art = -b
+                row = expand(A_ub[i], -1)
+                row[slack_col[i]] = -_ONE
+                T.append(row)
+                beta.append(-b_ub[i])
+                row_lab.append(art0 + n_art)
+                n_art += 1
+            else:  # a x + s_i = b
+                T.append(expand(A_ub[i], 1))
+                beta.append(b_ub[i])
+                row_lab.append(nstruct + i)
+        for i in range(m_eq):
+            sign = -1 if b_eq[i] < 0 else 1
+            T.append(expand(A_eq[i], sign))
+            beta.append(b_eq[i] if sign > 0 else -b_eq[i])
             row_lab.append(art0 + n_art)
             n_art += 1
-        else:  # a x + s_i = b
-            T.append(expand(A_ub[i], 1))
-            beta.append(b_ub[i])
-            row_lab.append(nstruct + i)
-    for i in range(m_eq):
-        sign = -1 if b_eq[i] < 0 else 1
-        T.append(expand(A_eq[i], sign))
-        beta.append(b_eq[i] if sign > 0 else -b_eq[i])
-        row_lab.append(art0 + n_art)
-        n_art += 1
+        return cls(col_of, nstruct, art0, n_art, T, beta, row_lab, col_lab, [True] * ncols)
 
-    count = [0]
-    live = [True] * ncols
 
-    # ---------------- phase 1: minimise the sum of the artificials ----------------
-    if n_art:
-        D = [_ZERO] * ncols
-        Z = _ZERO
-        for r, lab in enumerate(row_lab):
-            if lab >= art0:
-                Z += beta[r]
-                for k, v in enumerate(T[r]):
-                    if v:
-                        D[k] += v
-        T.append(D)
-        beta.append(Z)
+def _phase_one(tab: _Tableau, rule: str, max_iter: int, count: list, deadlines) -> bool:
+    """Phase 1 of :func:`_solve`: minimise the sum of the artificials, then drive the remaining (zero) ones
+    out of the basis and drop their columns.  False when the LP is infeasible."""
+    T, beta, row_lab, col_lab, live, art0, ncols = tab.T, tab.beta, tab.row_lab, tab.col_lab, tab.live, tab.art0, \
+        tab.ncols
+    D = [_ZERO] * ncols
+    Z = _ZERO
+    for r, lab in enumerate(row_lab):
+        if lab >= art0:
+            Z += beta[r]
+            for k, v in enumerate(T[r]):
+                if v:
+                    D[k] += v
+    T.append(D)
+    beta.append(Z)
 
-        def kill(s):  # an artificial that leaves the basis never comes back
-            if col_lab[s] >= art0:
-                live[s] = False
+    def kill(s):  # an artificial that leaves the basis never comes back
+        if col_lab[s] >= art0:
+            live[s] = False
 
-        _simplex(T, beta, row_lab, col_lab, live, rule, max_iter, count, kill, deadlines=deadlines)
-        if beta[-1] > 0:
-            return LPResult("infeasible", None, None, count[0])
-        T.pop()
-        beta.pop()
-        # drive the remaining (zero) artificials out of the basis
-        r = 0
-        while r < len(T):
-            if row_lab[r] >= art0:
-                s = next((k for k in range(ncols) if live[k] and T[r][k]), -1)
-                if s < 0:  # redundant equation: drop it
-                    del T[r], beta[r], row_lab[r]
-                    continue
-                _pivot(T, beta, row_lab, col_lab, r, s)
-                live[s] = False
-            r += 1
-        keep = [k for k in range(ncols) if live[k]]
-        if len(keep) < ncols:
-            T = [[row[k] for k in keep] for row in T]
-            col_lab = [col_lab[k] for k in keep]
-            ncols = len(keep)
-            live = [True] * ncols
+    _simplex(T, beta, row_lab, col_lab, live, rule, max_iter, count, kill, deadlines=deadlines)
+    if beta[-1] > 0:
+        return False
+    T.pop()
+    beta.pop()
+    r = 0
+    while r < len(T):
+        if row_lab[r] >= art0:
+            s = next((k for k in range(ncols) if live[k] and T[r][k]), -1)
+            if s < 0:  # redundant equation: drop it
+                del T[r], beta[r], row_lab[r]
+                continue
+            _pivot(T, beta, row_lab, col_lab, r, s)
+            live[s] = False
+        r += 1
+    keep = [k for k in range(ncols) if live[k]]
+    if len(keep) < ncols:
+        tab.T = [[row[k] for k in keep] for row in T]
+        tab.col_lab = [col_lab[k] for k in keep]
+        tab.live = [True] * len(keep)
+    return True
 
-    # ---------------- phase 2: minimise -c.x ----------------
+
+def _phase_two(tab: _Tableau, c: list, rule: str, max_iter: int, count: list, stop_above, deadlines) -> LPResult:
+    """Phase 2 of :func:`_solve`: minimise -c.x from the feasible basis, then read x off the tableau."""
+    T, beta, row_lab, col_lab, col_of, nstruct = tab.T, tab.beta, tab.row_lab, tab.col_lab, tab.col_of, tab.nstruct
     cost: dict = {}
     for j, v in enumerate(c):
         if v:
@@ -486,7 +511,7 @@ def _solve(c: list, A_ub: list, b_ub: list, A_eq: list, b_eq: list, free_mask: l
                     D[k] += cb * v
     T.append(D)
     beta.append(Z)
-    status = _simplex(T, beta, row_lab, col_lab, live, rule, max_iter, count,
+    status = _simplex(T, beta, row_lab, col_lab, tab.live, rule, max_iter, count,
                       stop_below=None if stop_above is None else -stop_above, deadlines=deadlines)
     if status == "unbounded":
         return LPResult("unbounded", None, None, count[0])
@@ -495,8 +520,7 @@ def _solve(c: list, A_ub: list, b_ub: list, A_eq: list, b_eq: list, free_mask: l
         if lab < nstruct:
             val[lab] = beta[r]
     x = []
-    for j in range(n):
-        p, q = col_of[j]
+    for p, q in col_of:
         x.append(val[p] - val[q] if q is not None else val[p])
     value = _ZERO
     for cj, xj in zip(c, x):
