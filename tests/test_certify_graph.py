@@ -1,0 +1,153 @@
+"""``symeq certify`` on graph networks (symeq/certify_graph.py, docs/certify.md "Graph networks").
+
+Float graph models are built here from numpy (a residual block, a concatenation of two branches),
+layerwise equivariant by construction under the mirror of 2 x 2 images and then moved by float noise:
+certify projects every layer node with its in and out actions, proves theta-bar exactly, and
+``symeq check`` accepts the certificate.  A broken branch is what certify reports as moved; the
+refusals come before the work.  The ONNX export of theta-bar needs the onnx extra (skipped without).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from symeq.certification import certify
+from symeq.cli import main
+from symeq.errors import InputError, LimitExceeded
+from symeq.graph import GraphModel, Node
+from symeq.groups import mirror
+from symeq.io import model_to_json, write_json
+from symeq.numeric.models import NumericDenseLayer, numeric_activation
+
+P4 = np.eye(4)[[1, 0, 3, 2]]          # mirror:2x2 on the input (pixels (0 1 / 2 3) flipped left-right)
+Q6 = np.eye(6)[[1, 0, 3, 2, 5, 4]]    # the hidden action of the block: neurons swapped in pairs
+NOISE = 1e-5
+
+
+def _sym(rng, P_out, P_in):
+    """A random W with P_out W = W P_in (the Reynolds average of a Gaussian matrix over {e, g})."""
+    W = rng.standard_normal((P_out.shape[0], P_in.shape[0]))
+    return (W + P_out.T @ W @ P_in) / 2
+
+
+def _layer(rng, P_out, P_in, act, noise, bias=True):
+    W = _sym(rng, P_out, P_in) + noise * rng.standard_normal((P_out.shape[0], P_in.shape[0]))
+    b = rng.standard_normal(P_out.shape[0])
+    b = (b + P_out.T @ b) / 2 + noise * rng.standard_normal(P_out.shape[0]) if bias else np.zeros(P_out.shape[0])
+    return NumericDenseLayer(W, b, None if act is None else numeric_activation(act))
+
+
+def residual_net(noise: float = NOISE, broken: float = 0.0, seed: int = 0) -> GraphModel:
+    """stem (relu) -> block: dense 4->6 (tanh), dense 6->4 (affine) -> add (relu) -> head 4->4, the
+    mirror on the stream, Q6 inside the block, the mirror on the output; ``broken`` moves one weight of
+    the block's last layer by that much (the block is then not equivariant)."""
+    rng = np.random.default_rng(seed)
+    stem = _layer(rng, P4, P4, "relu", noise)
+    b1 = _layer(rng, Q6, P4, "tanh", noise)
+    b2 = _layer(rng, P4, Q6, None, noise)
+    b2.weight[0, 1] += broken
+    head = _layer(rng, P4, P4, None, noise)
+    nodes = [Node("stem", "dense", ("input",), layer=stem, segment="stem"),
+             Node("block.1", "dense", ("stem",), layer=b1, segment="block", index=1),
+             Node("block", "dense", ("block.1",), layer=b2, segment="block", index=2),
+             Node("sum", "add", ("stem", "block"), activation=numeric_activation("relu")),
+             Node("head", "dense", ("sum",), layer=head, segment="head")]
+    return GraphModel(4, nodes, "head", None, "residual test net")
+
+
+def concat_net(noise: float = NOISE, seed: int = 1) -> GraphModel:
+    """Two tanh branches of the input concatenated (the block sum of their actions; a ReLU after it: the checker
+    reads a join without activation as affine), then a head 10 -> 4."""
+    rng = np.random.default_rng(seed)
+    left = _layer(rng, P4, P4, "tanh", noise)
+    right = _layer(rng, Q6, P4, "tanh", noise)
+    P10 = np.block([[P4, np.zeros((4, 6))], [np.zeros((6, 4)), Q6]])
+    head = _layer(rng, P4, P10, None, noise)
+    nodes = [Node("left", "dense", ("input",), layer=left, segment="left"),
+             Node("right", "dense", ("input",), layer=right, segment="right"),
+             Node("both", "concat", ("left", "right"), activation=numeric_activation("relu")),
+             Node("head", "dense", ("both",), layer=head, segment="head")]
+    return GraphModel(4, nodes, "head", None, "concat test net")
+
+
+def _check(tmp_path, c) -> int:
+    cert, model = tmp_path / "C.json", tmp_path / "bar.json"
+    write_json(c.certificate(), cert)
+    write_json(model_to_json(c.model), model)
+    return main(["check", str(cert), str(model)])
+
+
+@pytest.mark.parametrize("build", [residual_net, concat_net], ids=["residual", "concat"])
+def test_a_noisy_graph_network_is_certified_and_checked(tmp_path, build):
+    net = build()
+    c = certify(net, mirror(2, 2), timeout=120, noise_points=200)
+    assert c.status == "certified", c.reason
+    assert c.verification.verdict == "layerwise-equivariant"
+    assert c.model.exact and not c.model.is_chain
+    assert len(c.layer_distances) == len(net.layers)
+    assert 0 < c.max_distance < 3 * NOISE * 10  # the noise is 1e-5 on weights of size ~1
+    assert c.function_distance["noise"]["max"] < 1e-3
+    X = np.random.default_rng(5).standard_normal((50, 4))
+    assert np.max(np.abs(c.float_model(X @ P4.T) - c.float_model(X) @ P4.T)) < 1e-12  # theta-bar, in floats
+    assert _check(tmp_path, c) == 0
+
+
+def test_the_broken_block_is_the_layer_that_moves():
+    c = certify(residual_net(broken=0.5), mirror(2, 2), timeout=120, noise_points=200)
+    assert c.status == "certified", c.reason  # theta-bar is equivariant; theta is far from it
+    names = [n.name for n in c.model.nodes if not n.is_join]
+    far = names[int(np.argmax(c.layer_distances))]
+    assert far == "block"
+    assert c.layer_distances[names.index("block")] > 100 * max(d for n, d in zip(names, c.layer_distances)
+                                                                if n != "block")
+    assert any("layer 3 = node block" in n for n in c.notes)
+
+
+def test_a_graph_that_is_a_chain_takes_the_chains_road():
+    rng = np.random.default_rng(2)
+    nodes = [Node("a", "dense", ("input",), layer=_layer(rng, Q6, P4, "tanh", NOISE)),
+             Node("b", "dense", ("a",), layer=_layer(rng, P4, Q6, None, NOISE))]
+    c = certify(GraphModel(4, nodes, "b"), mirror(2, 2), timeout=120, noise_points=100)
+    assert c.status == "certified"
+    assert not callable(getattr(c.model, "hidden_spaces", None))  # a chain Model
+
+
+def test_refusals_come_before_the_work():
+    net = residual_net()
+    with pytest.raises(InputError, match="parameter distance only"):
+        certify(net, mirror(2, 2), metric="data", data=(np.zeros((4, 4)), None))
+    with pytest.raises(InputError, match="--finetune"):
+        certify(net, mirror(2, 2), finetune=True)
+    with pytest.raises(InputError, match="digits"):
+        certify(net, mirror(2, 2), digits=40)
+    from symeq.sizes import limits
+
+    with limits(width=5):
+        with pytest.raises(LimitExceeded, match="block.1"):
+            certify(net, mirror(2, 2))
+
+
+def test_an_exact_graph_is_refused_by_name():
+    c = certify(residual_net(), mirror(2, 2), timeout=120, noise_points=50)
+    with pytest.raises(InputError, match="symeq verify"):
+        certify(c.model, mirror(2, 2))
+
+
+def test_theta_bar_exported_to_onnx_runs_equivariant(tmp_path):
+    pytest.importorskip("onnx")
+    from onnx.reference import ReferenceEvaluator
+
+    from symeq.numeric.onnx_write_graph import export_graph_onnx
+
+    c = certify(residual_net(), mirror(2, 2), timeout=120, noise_points=50)
+    for model in (c.model, c.float_model):  # exact theta-bar (rounded to float64) and its float copy
+        path = tmp_path / "bar.onnx"
+        export_graph_onnx(model, path)
+        ev = ReferenceEvaluator(str(path))
+        X = np.random.default_rng(3).standard_normal((40, 4))
+        Y, Yg = ev.run(None, {"x": X})[0], ev.run(None, {"x": X @ P4.T})[0]
+        assert np.max(np.abs(Yg - Y @ P4.T)) < 1e-9
+        assert np.max(np.abs(Y - c.float_model(X))) < 1e-12
+        ops = {n.op_type for n in __import__("onnx").load(str(path)).graph.node}
+        assert "Add" in ops
