@@ -60,14 +60,39 @@ def read_attention(proto, path, samples: int = 32, seed: int = 0):
     """(layer, meta) of the one softmax attention layer of an ONNX graph written by torch (see the
     module docstring), or None when the graph has no attention subgraph;
     :func:`symeq.numeric.onnx_io.load_onnx` makes the model of it (with the file's group)."""
-    from onnx import numpy_helper
-
-    from .torch_attention import attention_layer_from_weights
-
     if not has_attention_subgraph(proto):
         return None
     g = proto.graph
     nodes = list(g.node)
+    S = _the_softmax(nodes, path)
+    inits = _float_weights(g, nodes)
+    graph_inputs = [i for i in g.input if i.name not in inits]
+    if len(graph_inputs) != 1 or len(g.output) != 1:
+        raise InputError(f"{path}: an attention file needs one input and one output, got {len(graph_inputs)} and "
+                         f"{len(g.output)}")
+    parts, vpart, (Wo, bo) = _projections(nodes, S, _linear_nodes(nodes, inits, path), path)
+    d = parts[0][0].shape[1]
+    if any(p[0].shape[1] != d for p in parts) or vpart[0].shape[1] != d:
+        raise InputError(f"{path}: the q, k, v projections read inputs of different widths")
+    shape = [dim.dim_value for dim in graph_inputs[0].type.tensor_type.shape.dim]
+    n_in = int(np.prod([s for s in shape[1:]])) if len(shape) > 1 and all(s > 0 for s in shape[1:]) else None
+    if n_in is None or n_in % d:
+        raise InputError(f"{path}: the input's shape {shape} is not (batch, T*d) or (batch, T, d) with d = {d}")
+    T = n_in // d
+    # 3. the numbers: onnxruntime's run of the file against the candidates
+    X = np.random.default_rng(seed).standard_normal((samples, n_in))
+    ref = _run(path, graph_inputs[0].name, X, shape)
+    E = parts[0][0].shape[0]
+    rel, layer, H, scale = _best_attention(path, X, ref, T, parts, vpart, Wo, bo)
+    note = (f"attention subgraph recognised: {T} tokens x {d}, {H} heads of d_k = {E // H}, scale "
+            f"{'1/sqrt(d_k)' if scale is None else scale}; checked against onnxruntime on {samples} seeded inputs "
+            f"(max relative difference {rel:.3g}, float32 file)")
+    meta = {"reader_notes": [note], "reader_check": {"samples": samples, "seed": seed, "max_relative_difference": rel}}
+    return layer, meta
+
+
+def _the_softmax(nodes: list, path):
+    """The one Softmax node of an attention graph (over the last axis), after checking every operator."""
     for n in nodes:
         if n.op_type in _FUSED:
             raise InputError(f"{_where(path, n)}: a fused attention operator is not read; export with "
@@ -85,6 +110,13 @@ def read_attention(proto, path, samples: int = 32, seed: int = 0):
     if axis not in (-1, 3):
         raise InputError(f"{_where(path, S)}: softmax over axis {axis}; attention normalises the scores over the "
                          "last axis (the keys)")
+    return S
+
+
+def _float_weights(g, nodes: list) -> dict:
+    """The graph's initializers as float64 arrays, and Constant nodes holding float weights."""
+    from onnx import numpy_helper
+
     inits = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in g.initializer}
     for n in nodes:  # Constant nodes holding 2-d float weights count as initializers
         if n.op_type == "Constant":
@@ -93,24 +125,12 @@ def read_attention(proto, path, samples: int = 32, seed: int = 0):
                     arr = numpy_helper.to_array(a.t)
                     if arr.dtype.kind == "f" and arr.ndim >= 1:
                         inits.setdefault(n.output[0], arr.astype(np.float64))
-    producer = {o: n for n in nodes for o in n.output}
-    graph_inputs = [i for i in g.input if i.name not in inits]
-    if len(graph_inputs) != 1 or len(g.output) != 1:
-        raise InputError(f"{path}: an attention file needs one input and one output, got {len(graph_inputs)} and "
-                         f"{len(g.output)}")
+    return inits
 
-    anc_cache: dict = {}
 
-    def ancestors(name: str) -> frozenset:
-        """Node ids upstream of a tensor (its producer included)."""
-        if name in anc_cache:
-            return anc_cache[name]
-        n = producer.get(name)
-        out = frozenset() if n is None else frozenset({id(n)}).union(*[ancestors(i) for i in n.input if i])
-        anc_cache[name] = out
-        return out
-
-    # the linear nodes: MatMul with a 2-d weight from the file, Gemm with B from the file
+def _linear_nodes(nodes: list, inits: dict, path) -> list:
+    """The linear nodes ``(node, W, b)``: MatMul with a 2-d weight from the file (and the Add of its bias),
+    Gemm with B from the file."""
     linear = []
     for n in nodes:
         if n.op_type == "MatMul" and len(n.input) == 2 and n.input[1] in inits and inits[n.input[1]].ndim == 2:
@@ -133,6 +153,24 @@ def read_attention(proto, path, samples: int = 32, seed: int = 0):
             linear.append((n, W, b))
         elif n.op_type in ("MatMul", "Gemm") and any(i in inits for i in n.input):
             raise InputError(f"{_where(path, n)}: a weight in an unexpected position (symeq reads x W and Gemm(x, W))")
+    return linear
+
+
+def _projections(nodes: list, S, linear: list, path):
+    """``(parts, vpart, (Wo, bo))``: the two projections upstream of the scores (q and k, in either order),
+    the value projection and the output projection, each ``(W, b)``, told apart by where they feed."""
+    producer = {o: n for n in nodes for o in n.output}
+    anc_cache: dict = {}
+
+    def ancestors(name: str) -> frozenset:
+        """Node ids upstream of a tensor (its producer included)."""
+        if name in anc_cache:
+            return anc_cache[name]
+        n = producer.get(name)
+        out = frozenset() if n is None else frozenset({id(n)}).union(*[ancestors(i) for i in n.input if i])
+        anc_cache[name] = out
+        return out
+
     post = [n for n in nodes if n.op_type == "MatMul" and S.output[0] in n.input]
     if len(post) != 1 or post[0].input[0] != S.output[0]:
         raise InputError(f"{_where(path, S)}: the Softmax must feed one MatMul as its left operand (scores x values)")
@@ -163,17 +201,15 @@ def read_attention(proto, path, samples: int = 32, seed: int = 0):
     else:
         raise InputError(f"{path}: the projections upstream of the Softmax ({len(qk)}) and of the values ({len(v)}) "
                          "are not the q, k, v of one attention layer")
-    d = parts[0][0].shape[1]
-    if any(p[0].shape[1] != d for p in parts) or vpart[0].shape[1] != d:
-        raise InputError(f"{path}: the q, k, v projections read inputs of different widths")
-    shape = [dim.dim_value for dim in graph_inputs[0].type.tensor_type.shape.dim]
-    n_in = int(np.prod([s for s in shape[1:]])) if len(shape) > 1 and all(s > 0 for s in shape[1:]) else None
-    if n_in is None or n_in % d:
-        raise InputError(f"{path}: the input's shape {shape} is not (batch, T*d) or (batch, T, d) with d = {d}")
-    T = n_in // d
-    # 3. the numbers: onnxruntime's run of the file against the candidates
-    X = np.random.default_rng(seed).standard_normal((samples, n_in))
-    ref = _run(path, graph_inputs[0].name, X, shape)
+    return parts, vpart, (Wo, bo)
+
+
+def _best_attention(path, X, ref, T: int, parts, vpart, Wo, bo):
+    """``(relative difference, layer, heads, scale)`` of the attention layer of these weights closest to
+    onnxruntime's outputs ``ref`` on ``X``, over the head counts, both scales and both q/k orders; an
+    :class:`InputError` past :data:`ONNX_TOLERANCE`."""
+    from .torch_attention import attention_layer_from_weights
+
     E = parts[0][0].shape[0]
     best, tried = None, []
     for H in [h for h in range(1, E + 1) if E % h == 0 and vpart[0].shape[0] % h == 0]:
@@ -191,12 +227,7 @@ def read_attention(proto, path, samples: int = 32, seed: int = 0):
         raise InputError(f"{path}: the subgraph around the Softmax does not compute softmax multi-head attention of "
                          f"its weights under any head count and scale tried (smallest relative difference "
                          f"{min(tried) if tried else float('nan'):.3g} > {ONNX_TOLERANCE:g} against onnxruntime)")
-    rel, layer, H, scale = best
-    note = (f"attention subgraph recognised: {T} tokens x {d}, {H} heads of d_k = {E // H}, scale "
-            f"{'1/sqrt(d_k)' if scale is None else scale}; checked against onnxruntime on {samples} seeded inputs "
-            f"(max relative difference {rel:.3g}, float32 file)")
-    meta = {"reader_notes": [note], "reader_check": {"samples": samples, "seed": seed, "max_relative_difference": rel}}
-    return layer, meta
+    return best
 
 
 def _run(path, name, X, shape):
