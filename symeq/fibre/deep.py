@@ -266,11 +266,33 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
     # beta_j = b_2j - s_2 is the constant of neuron j's pre-activation around the activation's centre
     # (with sigma_1 = c (t - e_1)^r + kappa_1 the constant kappa_1 enters through W_2: beta_j also gets
     # kappa_1 times the row sum)
-    s2 = layers[1].activation.shift if bias else fmpq(0)
-    kappa1 = layers[0].activation(layers[0].activation.shift) if bias else fmpq(0)
-    betas = ([fmpq(b) + kappa1 * sum(row, fmpq(0)) - s2 for b, row in zip(layers[1].bias, Ws[1])] if bias
-             else [fmpq(0)] * n)
+    betas = _w2_betas(layers, Ws, bias)
     supports = {k: [sum(1 for x in row if x != 0) for row in Ws[k - 1]] for k in range(2, hidden + 1)}
+    refused = _row_support_refusal(supports, betas, exps, bias, h, na)
+    if refused is not None:
+        return refused
+    spans = None
+    if hidden == 3:
+        # a linear factor a of a third-layer pre-activation with >= 2 variables would make the norm
+        # prod_zeta a(zeta z), a polynomial of degree r_1^(s-2) in s variables y = z^(r_1), divide the
+        # irreducible diagonal form G_j(y) (r_2-th powers of W_2's rows), so G_j would *be* that norm:
+        # impossible when G_j's number of variables |V_j| has r_1^(|V_j| - 2) != r_2
+        spans = _third_layer_spans(Ws)
+        for j, v in enumerate(spans):
+            if supports[3][j] >= 3 and exps[0] ** (v - 2) == exps[1]:
+                return na("third layer: r_1^(|V_j| - 2) != r_2", f"{h}; row {j} of W_3 reaches {v} first-layer "
+                          f"neurons through W_2 and r_1^{v - 2} = r_2 = {exps[1]}: its pre-activation could be "
+                          "a norm form with linear factors in several variables, which is not excluded")
+    proofs, why = _rank_proofs(Ws, hidden, n, deadline)
+    if proofs is None:
+        return na("weights of rank n", f"{h}; {why}")
+    return _deep_identifiable(ws, hidden, n, bias, exps, proofs, supports, betas, spans, certificate, fmt)
+
+
+def _row_support_refusal(supports: dict, betas: list, exps: list, bias: bool, h: str, na):
+    """The refusal (``na(...)``) of :func:`deep_decision` when a row of W_2 (or W_3) has a zero pattern the
+    Jacobian-factor argument excludes, else None: the zero patterns are free, and they name the
+    hypothesis users most often miss."""
     for k, sup in supports.items():
         for j, s in enumerate(sup):
             beta = betas[j] if k == 2 else fmpq(0)
@@ -290,21 +312,14 @@ def deep_decision(model, *, deadline: Deadline | None = None, certificate: bool 
                           f"{h}; row {j} of W_2 has one nonzero entry and a centred bias beta = {beta} != 0, so its "
                           f"pre-activation u z^r + beta splits into {exps[0]} parallel "
                           "factors besides the first layer's, and the Jacobian's factors do not single out W_1")
-    spans = None
-    if hidden == 3:
-        # a linear factor a of a third-layer pre-activation with >= 2 variables would make the norm
-        # prod_zeta a(zeta z), a polynomial of degree r_1^(s-2) in s variables y = z^(r_1), divide the
-        # irreducible diagonal form G_j(y) (r_2-th powers of W_2's rows), so G_j would *be* that norm:
-        # impossible when G_j's number of variables |V_j| has r_1^(|V_j| - 2) != r_2
-        spans = _third_layer_spans(Ws)
-        for j, v in enumerate(spans):
-            if supports[3][j] >= 3 and exps[0] ** (v - 2) == exps[1]:
-                return na("third layer: r_1^(|V_j| - 2) != r_2", f"{h}; row {j} of W_3 reaches {v} first-layer "
-                          f"neurons through W_2 and r_1^{v - 2} = r_2 = {exps[1]}: its pre-activation could be "
-                          "a norm form with linear factors in several variables, which is not excluded")
-    proofs, why = _rank_proofs(Ws, hidden, n, deadline)
-    if proofs is None:
-        return na("weights of rank n", f"{h}; {why}")
+    return None
+
+
+def _deep_identifiable(ws: list, hidden: int, n: int, bias: bool, exps: list, proofs, supports: dict, betas: list,
+                       spans, certificate: bool, fmt: str):
+    """The "identifiable" answer of :func:`deep_decision` once every hypothesis holds: its condition, reason
+    and certificate."""
+    h = f"{hidden} hidden layers"
     dim = hidden * n
     monos = ", ".join(f"t^{r}" for r in exps)
     cond = (f"Jacobian factors ({h}, {'biases' if bias else 'no biases'}, monomials {monos}): every weight matrix "
@@ -564,6 +579,14 @@ def _widening(model, bias, deadline, certificate, fmt, na, one_layer):
                  if td.status == "not-identifiable" else "")
         return na("widening: the top block identifiable", f"{h}; the top block u -> W_3 s_2(W_2 u + b~_2) + b_3 "
                   f"(one hidden layer of width {n2} on C^{n}) is {td.status}: {td.reason}{extra}")
+    return _widening_identifiable(ws, bias, general, exps, info1, td, proofs, supports, betas, certificate, fmt)
+
+
+def _widening_identifiable(ws: list, bias: bool, general: bool, exps: list, info1, td, proofs: dict, supports: list,
+                           betas, certificate: bool, fmt: str):
+    """The "identifiable" answer of :func:`_widening` once every hypothesis holds and the top block ``td`` is
+    identifiable: the orbit, the condition, the reason and the certificate."""
+    n, n2 = ws[1], ws[2]
     first_continuous = (not general) or info1["lambdas"] == "all"
     dim = (n if first_continuous else 0) + td.orbit_dimension
     size = None
