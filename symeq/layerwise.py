@@ -695,32 +695,9 @@ def derive_latent_actions(
             ties = None
     for gi, (A, B) in enumerate(group.generators):
         name = group.names[gi]
-        search = None
-        found = []
-        if ties is not None:
-            try:
-                for actions in ties.run(A, B):
-                    found.append(actions)
-                    if len(found) >= max_candidates:
-                        ties.capped = True
-                        break
-                search = ties
-                method = ("canonical matching; tied (cloned) neurons resolved by their outgoing weights, layer by "
-                          "layer from the last one, backtracking only over rows tied as multisets")
-                if matcher.interchangeable:
-                    # interchangeable clones: k(g) is not unique, one representative per orbit is kept
-                    candidates[name] = max(len(found), 2)
-            except _Unsupported:
-                found = []
-        if search is None:
-            search = ChainWalk(rows, max_nodes)
-            for actions in search.run(A, B):
-                found.append(actions)
-                if len(found) >= max_candidates:
-                    search.capped = True
-                    break
-            if rows.ties:
-                method = "canonical matching with backtracking over tied (cloned) neurons"
+        found, search, how = _generator_candidates(A, B, name, ties, matcher, rows, max_nodes, max_candidates,
+                                                   candidates)
+        method = how or method
         if search.capped:
             exhaustive = False
         candidates[name] = max(candidates.get(name, 0), len(found))
@@ -736,6 +713,50 @@ def derive_latent_actions(
             d.nodes = nodes
             return d
         per_gen.append(found)
+    d = _check_combinations(model, group, per_gen, max_combinations, deadline, candidates, exhaustive, method)
+    d.nodes = nodes
+    return d
+
+
+def _generator_candidates(A, B, name: str, ties, matcher, rows, max_nodes: int, max_candidates: int,
+                          candidates: dict):
+    """``(found, search, method)`` for one generator of :func:`derive_latent_actions`: at most
+    ``max_candidates`` k(g) by the tie walk ``ties`` when there is one (interchangeable clones noted in
+    ``candidates``), else by the chain walk over ``rows``; ``method`` names the walk that ran, None when it
+    leaves the derivation's method as it was."""
+    search, method = None, None
+    found = []
+    if ties is not None:
+        try:
+            for actions in ties.run(A, B):
+                found.append(actions)
+                if len(found) >= max_candidates:
+                    ties.capped = True
+                    break
+            search = ties
+            method = ("canonical matching; tied (cloned) neurons resolved by their outgoing weights, layer by "
+                      "layer from the last one, backtracking only over rows tied as multisets")
+            if matcher.interchangeable:
+                # interchangeable clones: k(g) is not unique, one representative per orbit is kept
+                candidates[name] = max(len(found), 2)
+        except _Unsupported:
+            found = []
+    if search is None:
+        search = ChainWalk(rows, max_nodes)
+        for actions in search.run(A, B):
+            found.append(actions)
+            if len(found) >= max_candidates:
+                search.capped = True
+                break
+        if rows.ties:
+            method = "canonical matching with backtracking over tied (cloned) neurons"
+    return found, search, method
+
+
+def _check_combinations(model, group, per_gen: list, max_combinations: int, deadline, candidates: dict,
+                        exhaustive: bool, method: str) -> Derivation:
+    """The first combination of the generators' candidates (at most ``max_combinations``) whose layer
+    checks and homomorphism hold, as a found :class:`Derivation`, else the derivation that failed."""
     last_failure = None
     for n_tried, combo in enumerate(itertools.product(*per_gen)):
         if n_tried >= max_combinations:
@@ -752,11 +773,8 @@ def derive_latent_actions(
         if all(c.holds for c in checks) and hom:
             d = Derivation(True, actions, checks, True, order, candidates, exhaustive, None, method)
             d.offsets = offsets
-            d.nodes = nodes
             return d
         bad = [c for c in checks if not c.holds]
         last_failure = (f"layer {bad[0].layer}, generator {bad[0].generator}: {bad[0].detail}" if bad else msg)
-    d = Derivation(False, None, [], False, None, candidates, exhaustive,
-                   "no choice of the matched k(g) gives a group action: " + (last_failure or ""), method)
-    d.nodes = nodes
-    return d
+    return Derivation(False, None, [], False, None, candidates, exhaustive,
+                      "no choice of the matched k(g) gives a group action: " + (last_failure or ""), method)
