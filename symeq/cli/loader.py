@@ -128,7 +128,7 @@ def load_model_args(args, *, read=None, builtin: bool = True, need_group: bool =
                 raise InputError(f"{path}: an ONNX file holds float weights; `symeq certify {path} --group ...` finds "
                                  "the nearest layerwise-equivariant network and certifies it, or `symeq verify --exact-floats` reads "
                                  "every weight as the exact dyadic rational it is")
-            from ..numeric.onnx_io import load_onnx_exact as read
+            from ..numeric.onnx_graph_exact import load_onnx_exact_network as read  # a chain or a graph
         elif read is None and str(path).lower().endswith(".npz"):  # symeq's float layout (numeric/models.py)
             raise InputError(f"{path}: an .npz file holds float weights; `symeq numeric-check {path}` checks it in "
                              f"floats, `symeq certify {path} --group ...` finds and proves the nearest "
