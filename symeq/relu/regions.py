@@ -400,6 +400,49 @@ def _tighten(cons: list, entry: tuple) -> list:
     return out
 
 
+def _start_region(extra: list, n: int):
+    """``(cons, bounds, x0)`` of :func:`_enumerate`'s starting region, the inequalities ``extra`` (a x + c > 0)
+    recorded and an interior point x0, or None when the region is empty."""
+    cons: list = []
+    bounds: dict = {}
+    for a, c in extra:
+        if not any(a):
+            if c > 0:
+                continue
+            return None
+        an, cn, _ = _normalize(a, c)
+        key, h, up = _direction(a, c)
+        cons = _tighten(cons, (an, cn, key, up, h))
+        bounds = _add_bound(bounds, key, h, up)
+    if not cons:
+        return cons, bounds, [_ZERO] * n
+    res = _interior_point([e[0] for e in cons], [e[1] for e in cons], n)
+    return None if res is None else (cons, bounds, res[0])
+
+
+def _enter_layer(layers, n: int, li: int, A, c, cons, bounds, x0, pattern) -> tuple:
+    """The stack item of :func:`_enumerate` for layer ``li`` on a region where the map so far is x -> A x + c:
+    its neurons to settle (a ReLU layer), or the next layer (an affine one)."""
+    W, b, relu = layers[li]
+    P = _matmul(W, A, n)
+    q = [_dot(row, c) + bi for row, bi in zip(W, b)]
+    if relu is not False:
+        info = [(_direction(p, qk) + (_normalize(p, qk)[:2],)) if any(p) else None for p, qk in zip(P, q)]
+        return ("neuron", li, P, q, info, 0, cons, bounds, x0, pattern, ())
+    return ("layer", li + 1, P, q, cons, bounds, x0, pattern + (None,))
+
+
+def _activated(slope, P, q, signs, zero_row):
+    """The map (A, c) after a (leaky, ``slope`` not True) ReLU layer with pre-activation x -> P x + q, given
+    each neuron's sign on the region."""
+    if slope is True:
+        return ([P[i] if sgn else zero_row for i, sgn in enumerate(signs)],
+                [q[i] if sgn else _ZERO for i, sgn in enumerate(signs)])
+    # leaky ReLU: a z on the negative side
+    return ([P[i] if sgn else [slope * x for x in P[i]] for i, sgn in enumerate(signs)],
+            [q[i] if sgn else slope * q[i] for i, sgn in enumerate(signs)])
+
+
 def _enumerate(layers, n: int, extra: list, limit: int) -> Iterator[Region]:
     # ``cons``: the recorded strict inequalities (normalised); ``bounds``: for
     # each primitive direction a, known bounds lo < a.x < hi valid on the
@@ -408,24 +451,10 @@ def _enumerate(layers, n: int, extra: list, limit: int) -> Iterator[Region]:
     # without an LP.
     # Entries of ``cons`` are (a, c, key, above, h): the inequality a.x + c > 0,
     # equivalent to key.x > h (above) or key.x < h (not above).
-    cons: list = []
-    bounds: dict = {}
-    for a, c in extra:
-        if not any(a):
-            if c > 0:
-                continue
-            return
-        an, cn, _ = _normalize(a, c)
-        key, h, up = _direction(a, c)
-        cons = _tighten(cons, (an, cn, key, up, h))
-        bounds = _add_bound(bounds, key, h, up)
-    if cons:
-        res = _interior_point([e[0] for e in cons], [e[1] for e in cons], n)
-        if res is None:
-            return
-        x0 = res[0]
-    else:
-        x0 = [_ZERO] * n
+    start = _start_region(extra, n)
+    if start is None:
+        return
+    cons, bounds, x0 = start
     count = 0
     L = len(layers)
     zero_row = [_ZERO] * n
@@ -447,15 +476,7 @@ def _enumerate(layers, n: int, extra: list, limit: int) -> Iterator[Region]:
                     raise RegionLimitExceeded(limit)
                 yield Region(pattern, [(e[0], e[1]) for e in cons], x0, (A, c))
                 continue
-            W, b, relu = layers[li]
-            P = _matmul(W, A, n)
-            q = [_dot(row, c) + bi for row, bi in zip(W, b)]
-            if relu is not False:
-                info = [(_direction(p, qk) + (_normalize(p, qk)[:2],)) if any(p) else None
-                        for p, qk in zip(P, q)]
-                stack.append(("neuron", li, P, q, info, 0, cons, bounds, x0, pattern, ()))
-            else:
-                stack.append(("layer", li + 1, P, q, cons, bounds, x0, pattern + (None,)))
+            stack.append(_enter_layer(layers, n, li, A, c, cons, bounds, x0, pattern))
             continue
 
         _, li, P, q, info, k, cons, bounds, x0, pattern, signs = item
@@ -490,13 +511,7 @@ def _enumerate(layers, n: int, extra: list, limit: int) -> Iterator[Region]:
             signs += (here,)
             k += 1
         if k == len(P):
-            slope = layers[li][2]
-            if slope is True:
-                A = [P[i] if sgn else zero_row for i, sgn in enumerate(signs)]
-                c = [q[i] if sgn else _ZERO for i, sgn in enumerate(signs)]
-            else:  # leaky ReLU: a z on the negative side
-                A = [P[i] if sgn else [slope * x for x in P[i]] for i, sgn in enumerate(signs)]
-                c = [q[i] if sgn else slope * q[i] for i, sgn in enumerate(signs)]
+            A, c = _activated(layers[li][2], P, q, signs, zero_row)
             stack.append(("layer", li + 1, A, c, cons, bounds, x0, pattern + (signs,)))
             continue
         # neuron k's hyperplane cuts the region: branch
