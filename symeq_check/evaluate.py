@@ -13,6 +13,7 @@ from .algebra import _matmul, _matvec
 from .attention import _Attention, _Heads, _head_outputs
 from .conv import _Conv, _conv_canonical_form, _conv_forward, _out_dim
 from .model import _Layer
+from .pooling import _Pool, _pool_forward
 from .real import REAL_SYMMETRY_TABLE, _Real, _real_exact
 
 MAX_LATTICE = 50000
@@ -32,6 +33,8 @@ def _evaluate(layers: list, x) -> tuple[Fraction, ...]:
             x = tuple(v for t in range(layer.tokens) for y in ys for v in y[t])
         elif isinstance(layer, _Conv):
             x = _conv_forward(layer, x)
+        elif isinstance(layer, _Pool):
+            x = _pool_forward(layer, x)
         else:
             x = tuple(_apply(layer.act, y + b) for y, b in zip(_matvec(layer.weight, x), layer.bias))
     return x
