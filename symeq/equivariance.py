@@ -230,67 +230,83 @@ def decide_equivariance(
         method = ("symbolic" if grid_size <= DEFAULT_MAX_SYMBOLIC and not model.token_mixing
                   else "grid" if grid_size <= max_grid else "probabilistic")
     if method == "grid":
-        pts = principal_lattice(n, D)
-        done = 0
-        while True:
-            chunk = []
-            for p in pts:
-                chunk.append(p)
-                if len(chunk) == batch:
-                    break
-            if not chunk:
-                break
-            X = fmpq_mat(n, len(chunk), [p[i] for i in range(n) for p in chunk])
-            for gi, (A, B) in enumerate(group.generators):
-                deadline.check("checking equivariance on the unisolvent grid")
-                hit = _check_batch(model, A, B, X)
-                if hit:
-                    return EquivarianceResult(False, "grid", witness=_witness_from(model, group, gi, X, hit),
-                                              points=done + hit[0] + 1,
-                                              detail=f"fails at a point of the degree-{D} principal lattice")
-            done += len(chunk)
-        return EquivarianceResult(True, "grid", points=done,
-                                  detail=f"h_g = 0 on all {done} points of the principal lattice of degree {D} "
-                                         f"in {n} variables, which is unisolvent for degree <= {D}: a proof")
+        return _by_grid(model, group, n, D, deadline, batch)
     if method == "symbolic":
-        from flint import fmpq_mpoly_ctx
-
-        # size first (a forced --method symbolic on a large model would exhaust memory inside FLINT)
-        guard_expansion(model, "expanding the model symbolically (premise)", symbolic=False,
-                        input_terms=n, hint="--method grid or probabilistic evaluate instead of expanding")
-        ctx = fmpq_mpoly_ctx.get(("x", n), "degrevlex")
-        f = model.polynomial_map(ctx)
-        for gi, (A, B) in enumerate(group.generators):
-            deadline.check("expanding the model symbolically")
-            fA = model.polynomial_map(ctx, input_matrix=A)
-            Bf = [sum((B[i, j] * f[j] for j in range(len(f)) if B[i, j] != 0), ctx.from_dict({})) for i in range(B.nrows())]
-            if fA != Bf:
-                # a difference polynomial is nonzero: find a lattice point where it is, exactly
-                for p in principal_lattice(n, D):
-                    X = fmpq_mat(n, 1, list(p))
-                    hit = _check_batch(model, A, B, X)
-                    if hit:
-                        return EquivarianceResult(False, "symbolic", witness=_witness_from(model, group, gi, X, hit),
-                                                  detail="the expanded polynomials differ")
-                raise AssertionError("unisolvence violated")
-        return EquivarianceResult(True, "symbolic", detail="f(rho_in(g) x) and rho_out(g) f(x) expand to the same polynomials")
+        return _by_expansion(model, group, n, D, deadline)
     if method == "probabilistic":
-        rng = rng if isinstance(rng, random.Random) else random.Random(rng)
-        X = fmpq_mat(n, random_points, [rng.randint(-random_range, random_range) for _ in range(n * random_points)])
+        return _at_random_points(model, group, n, D, deadline, rng, random_points, random_range)
+    raise InputError(f"unknown equivariance method {method!r}; use auto, grid, symbolic or probabilistic")
+
+
+def _by_grid(model: Model, group: FiniteGroup, n: int, D: int, deadline: Deadline, batch: int) -> EquivarianceResult:
+    """The premise on the principal lattice of degree D (unisolvent for degree <= D: a proof), in batches."""
+    pts = principal_lattice(n, D)
+    done = 0
+    while True:
+        chunk = []
+        for p in pts:
+            chunk.append(p)
+            if len(chunk) == batch:
+                break
+        if not chunk:
+            break
+        X = fmpq_mat(n, len(chunk), [p[i] for i in range(n) for p in chunk])
         for gi, (A, B) in enumerate(group.generators):
-            deadline.check("checking equivariance at random points")
+            deadline.check("checking equivariance on the unisolvent grid")
             hit = _check_batch(model, A, B, X)
             if hit:
-                return EquivarianceResult(False, "probabilistic", witness=_witness_from(model, group, gi, X, hit),
-                                          points=random_points, detail="fails at a random point (a proof of failure)")
-        bound = (fmpq(D, 2 * random_range + 1)) ** random_points
-        return EquivarianceResult(
-            True, "probabilistic", probabilistic=True, error_bound=bound, points=random_points,
-            detail=f"h_g vanished at {random_points} random points of {{-M..M}}^{n}, M = {random_range}; "
-                   f"a nonzero h_g of degree <= {D} does so with probability <= (D/(2M+1))^k = {float(bound):.3g} "
-                   "(Schwartz-Zippel): probabilistic, not a proof",
-        )
-    raise InputError(f"unknown equivariance method {method!r}; use auto, grid, symbolic or probabilistic")
+                return EquivarianceResult(False, "grid", witness=_witness_from(model, group, gi, X, hit),
+                                          points=done + hit[0] + 1,
+                                          detail=f"fails at a point of the degree-{D} principal lattice")
+        done += len(chunk)
+    return EquivarianceResult(True, "grid", points=done,
+                              detail=f"h_g = 0 on all {done} points of the principal lattice of degree {D} "
+                                     f"in {n} variables, which is unisolvent for degree <= {D}: a proof")
+
+
+def _by_expansion(model: Model, group: FiniteGroup, n: int, D: int, deadline: Deadline) -> EquivarianceResult:
+    """The premise by expanding both sides into polynomials (fmpq_mpoly), a lattice witness when they differ."""
+    from flint import fmpq_mpoly_ctx
+
+    # size first (a forced --method symbolic on a large model would exhaust memory inside FLINT)
+    guard_expansion(model, "expanding the model symbolically (premise)", symbolic=False,
+                    input_terms=n, hint="--method grid or probabilistic evaluate instead of expanding")
+    ctx = fmpq_mpoly_ctx.get(("x", n), "degrevlex")
+    f = model.polynomial_map(ctx)
+    for gi, (A, B) in enumerate(group.generators):
+        deadline.check("expanding the model symbolically")
+        fA = model.polynomial_map(ctx, input_matrix=A)
+        Bf = [sum((B[i, j] * f[j] for j in range(len(f)) if B[i, j] != 0), ctx.from_dict({})) for i in range(B.nrows())]
+        if fA != Bf:
+            # a difference polynomial is nonzero: find a lattice point where it is, exactly
+            for p in principal_lattice(n, D):
+                X = fmpq_mat(n, 1, list(p))
+                hit = _check_batch(model, A, B, X)
+                if hit:
+                    return EquivarianceResult(False, "symbolic", witness=_witness_from(model, group, gi, X, hit),
+                                              detail="the expanded polynomials differ")
+            raise AssertionError("unisolvence violated")
+    return EquivarianceResult(True, "symbolic", detail="f(rho_in(g) x) and rho_out(g) f(x) expand to the same polynomials")
+
+
+def _at_random_points(model: Model, group: FiniteGroup, n: int, D: int, deadline: Deadline, rng, random_points: int,
+                      random_range: int) -> EquivarianceResult:
+    """The premise at random integer points: a proof of failure, else probabilistic (Schwartz-Zippel)."""
+    rng = rng if isinstance(rng, random.Random) else random.Random(rng)
+    X = fmpq_mat(n, random_points, [rng.randint(-random_range, random_range) for _ in range(n * random_points)])
+    for gi, (A, B) in enumerate(group.generators):
+        deadline.check("checking equivariance at random points")
+        hit = _check_batch(model, A, B, X)
+        if hit:
+            return EquivarianceResult(False, "probabilistic", witness=_witness_from(model, group, gi, X, hit),
+                                      points=random_points, detail="fails at a random point (a proof of failure)")
+    bound = (fmpq(D, 2 * random_range + 1)) ** random_points
+    return EquivarianceResult(
+        True, "probabilistic", probabilistic=True, error_bound=bound, points=random_points,
+        detail=f"h_g vanished at {random_points} random points of {{-M..M}}^{n}, M = {random_range}; "
+               f"a nonzero h_g of degree <= {D} does so with probability <= (D/(2M+1))^k = {float(bound):.3g} "
+               "(Schwartz-Zippel): probabilistic, not a proof",
+    )
 
 
 def _decide_relu(model: Model, group: FiniteGroup, deadline: Deadline) -> EquivarianceResult:
