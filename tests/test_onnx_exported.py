@@ -568,12 +568,12 @@ class _C4ResNet(torch.nn.Module):
 
 
 def test_residual_block_float_twin_for_numeric_check_and_refusal_elsewhere(tmp_path, capsys):
-    from symeq.numeric.onnx_io import load_onnx_residual
+    from symeq.numeric.onnx_graph import load_onnx_graph
 
     net = _C4ResNet().eval()
     assert _rot_invariance_error(net, 8) < 1e-6
     _export(net, (1, 1, 8, 8), tmp_path / "res.onnx")
-    twin = load_onnx_residual(tmp_path / "res.onnx")
+    twin = load_onnx_graph(tmp_path / "res.onnx")  # the float graph model (docs/graphs.md)
     x = np.random.default_rng(0).standard_normal((3, 64))
     with torch.no_grad():
         logp = torch.log(net(torch.from_numpy(x).float().reshape(3, 1, 8, 8))).double().numpy()
@@ -583,8 +583,8 @@ def test_residual_block_float_twin_for_numeric_check_and_refusal_elsewhere(tmp_p
     group = ["--group", "rot90:8", "--group-output", "3"]
     assert main(["numeric-check", str(tmp_path / "res.onnx"), *group]) == 0
     out, err = capsys.readouterr()
-    assert "residual addition read as a block of 2 layer(s) with an identity skip" in err
-    assert "the action forced by the addition along the skip" in out and "float twin of a residual network" in out
+    assert "Add read as the addition of stem_Conv.1, c1_Conv.2, then relu" in err
+    assert "the action forced by the addition Add" in out and "float derivation along the graph" in out
     assert "homomorphism on the group's relations (order 4): max deviation 0" in out
     # certify and the exact path read chains: the addition is refused there, by name
     assert main(["certify", str(tmp_path / "res.onnx"), *group]) == 2
@@ -592,7 +592,7 @@ def test_residual_block_float_twin_for_numeric_check_and_refusal_elsewhere(tmp_p
     _export(_C4ResNet(broken=True).eval(), (1, 1, 8, 8), tmp_path / "bad.onnx")
     assert main(["numeric-check", str(tmp_path / "bad.onnx"), *group]) == 1
     out = capsys.readouterr().out
-    assert "layer 3, rot90: max residual 0.0" in out and "NOT within tolerance" in out
+    assert "largest at node c1_Conv.2" in out and "NOT within tolerance" in out
 
 
 # -- what the readers refuse, by name --------------------------------------------------------------
@@ -702,9 +702,9 @@ def test_from_torch_refuses_by_name(case):
     if case == "layer_norm":
         net, want = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.Linear(4, 2)), "LayerNorm"
     elif case == "max_pool":
-        net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
-                                  torch.nn.Linear(2, 2))
-        want = "max pooling"
+        net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2, ceil_mode=True),
+                                  torch.nn.Flatten(), torch.nn.Linear(2, 2))
+        want = "ceil_mode"  # MaxPool2d itself is read (tests/test_pooling_kinds.py)
     elif case == "dropout_training":
         net, want = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Dropout(0.5),
                                         torch.nn.Linear(4, 2)).train(), "Dropout in training mode"

@@ -37,27 +37,31 @@ def cmd_numeric_check(args) -> int:
         require_extra("onnx", "pip install 'symeq[onnx]'", f"reading {args.model}")
     if args.tol is not None and not args.tol > 0:
         raise InputError("--tol must be positive")
-    model = load_model_args(args, read=_read_float_or_residual, builtin=False)
+    model = load_model_args(args, read=_read_float_network, builtin=False, graphs=True)
     from ..numeric.onnx_io import check_output_op
 
     output_note = check_output_op(model)  # a softmax head: the output action must be a permutation
     tol, tol_why = default_tolerance(model) if args.tol is None else (args.tol, "given")
-    print(f"numeric check of {args.model}: widths {model.widths}, group {model.group.label}; tolerance {tol:g} "
-          f"({tol_why})", file=sys.stderr)
-    from ..numeric.layerwise import ResidualNumericModel, derive_residual_numeric
+    from ..graph import GraphModel
 
-    if isinstance(model, ResidualNumericModel):  # the float twin of a residual network (docs/onnx.md)
+    graph = isinstance(model, GraphModel)  # a graph model (docs/graphs.md): derived along its spaces
+    shape = f"{len(model.nodes)} nodes, {model.input_dim} -> {model.output_dim}" if graph else f"widths {model.widths}"
+    print(f"numeric check of {args.model}: {shape}, group {model.group.label}; tolerance {tol:g} ({tol_why})",
+          file=sys.stderr)
+    if graph:
         if args.metric or args.fdim:
-            raise InputError(f"{args.model}: --metric and --fdim cover chains of layers; this network has residual "
-                             "additions (numeric-check reads them as a float twin for the derivation only)")
-        d = derive_residual_numeric(model, tol=tol)
+            raise InputError(f"{args.model}: --metric and --fdim cover chains of layers; this network is a graph "
+                             "(additions or concatenations), which numeric-check derives along the graph only")
+        from ..numeric.graph import derive_graph_numeric
+
+        d = derive_graph_numeric(model, tol=tol)
     else:
         d = derive_latent_actions_numeric(model, tol=tol, max_tie_variants=args.max_tie_nodes)
     if output_note:
         d.notes.append(output_note)
-    out = {"model": str(args.model), "widths": model.widths, "tolerance": {"value": tol, "why": tol_why},
+    out = {"model": str(args.model), "widths": None if graph else model.widths, "tolerance": {"value": tol, "why": tol_why},
            "reader_notes": model.meta.get("reader_notes", []), "derivation": d.to_json()}
-    actions = recovered_actions(d, model.group.names)
+    actions = recovered_actions(d, model.group.names, getattr(d, "spaces", None))
     lines = [d.report()] + [_action_line(a) for a in actions if a.get("cycles") is not None]
     if args.metric:
         res = paper_metric(model, n_test=args.points, rng=0)
@@ -81,17 +85,23 @@ def cmd_numeric_check(args) -> int:
     return {"within tolerance": 0, "not within tolerance": 1, "undetermined": 3}[d.status]
 
 
-def _read_float_or_residual(path):
-    """numeric-check's reader: a float chain, or for an ONNX network with residual additions the float twin
-    of the residual graph (:func:`symeq.numeric.onnx_io.load_onnx_residual`)."""
-    from ..numeric.onnx_io import load_float_network, load_onnx_residual
+def _read_float_network(path):
+    """numeric-check's reader: a float chain (:func:`symeq.numeric.onnx_io.load_float_network`), or for an ONNX
+    network with additions, concatenations or a tensor read twice the float graph model
+    (:func:`symeq.numeric.onnx_graph.load_onnx_graph`, docs/graphs.md)."""
+    from ..numeric.onnx_io import load_float_network
 
     try:
         return load_float_network(path)
-    except InputError as e:
-        if str(path).lower().endswith(".onnx") and "residual addition" in str(e):
-            return load_onnx_residual(path)
-        raise
+    except InputError:
+        if not str(path).lower().endswith(".onnx"):
+            raise
+        from ..numeric.onnx_graph import load_onnx_graph
+
+        graph = load_onnx_graph(path)  # None: a chain, and the chain reader's refusal stands
+        if graph is None:
+            raise
+        return graph
 
 
 #: numeric-check's default tolerance: 256 unit roundoffs of the weights' float type, at least 1e-6
@@ -147,14 +157,15 @@ def _factor_text(v: float):
     return 1 if v == 1 else -1 if v == -1 else f"{v:.4g}"
 
 
-def recovered_actions(d, generator_names) -> list[dict]:
+def recovered_actions(d, generator_names, spaces=None) -> list[dict]:
     """The actions of a numeric derivation, one dict per hidden layer and generator.
 
     A monomial action is ``{"kind": "monomial", "source": [s_j], "factor": [c_j]}`` with
     ``(rho y)_j = c_j y_{s_j}`` (the exact certificate's form, docs/certificates.md, with floats),
     plus ``offset`` for an affine action, its ``cycles`` (symeq/notation.py, factors to 4 digits)
     and the ``residual`` of the layer whose matching recovered it; attention value-space actions
-    are ``{"kind": "dense", "matrix"}``.
+    are ``{"kind": "dense", "matrix"}``.  For a graph (``spaces``: the hidden spaces' names) ``"layer"`` is
+    the space's name.
     """
     from ..notation import format_cycles
     from ..numeric.monomial import MonomialAction
@@ -163,7 +174,7 @@ def recovered_actions(d, generator_names) -> list[dict]:
     out = []
     for i, acts in enumerate(d.actions, 1):
         for gname, a in zip(generator_names, acts):
-            entry = {"layer": i, "generator": gname}
+            entry = {"layer": i if spaces is None else spaces[i - 1], "generator": gname}
             if a is None:  # not derived: the derivation says why (undetermined)
                 entry.update(kind="none", cycles=None)
             elif isinstance(a, MonomialAction):
@@ -181,7 +192,7 @@ def recovered_actions(d, generator_names) -> list[dict]:
                 import numpy as np
 
                 entry.update(kind="dense", matrix=np.asarray(a, dtype=float).tolist())
-            entry["residual"] = residual.get((i, gname))
+            entry["residual"] = residual.get((entry["layer"], gname))
             out.append(entry)
     return out
 

@@ -450,10 +450,14 @@ class _ChainReader:
     def refuse(self, where, op, reason):
         raise InputError(f"{where}: operator {op} is not supported: {reason}")
 
+    def where_of(self, i: int, node) -> str:
+        """How node ``i`` of :attr:`nodes` is named in messages (a graph's segment numbers it in the whole graph)."""
+        return f"{self.p}: node {i + 1} ({node.name or node.op_type})"
+
     def run(self):
         while self.i < len(self.nodes):
             node = self.nodes[self.i]
-            where = f"{self.p}: node {self.i + 1} ({node.name or node.op_type})"
+            where = self.where_of(self.i, node)
             op = node.op_type
             if op == "Constant":
                 self.consts[node.output[0]] = _constant(node, where)
@@ -1177,8 +1181,8 @@ def load_onnx(path):
     :func:`check_output_op`).  Raises :class:`~symeq.errors.InputError` (exit 2) for an unsupported
     operator (named with its node and the reason) or an unreadable file.
     """
-    from .conv import FloatFold, NumericConvLayer
-    from .models import NumericDenseLayer, NumericModel, numeric_activation
+    from .conv import FloatFold
+    from .models import NumericModel
     from .onnx_attention import read_attention
 
     proto = _load_proto(path)
@@ -1186,21 +1190,27 @@ def load_onnx(path):
     if att is not None:
         return NumericModel(att[0].in_dim, [att[0]], _group_from_metadata(proto, str(path)), Path(str(path)).stem, att[1])
     r = read_onnx_chain(path)
-    layers = []
-    for W, b, act, where in _realised(r, FloatFold):
-        try:
-            a = None if act is None else numeric_activation(act, where)
-        except InputError as e:
-            raise InputError(f"{where}: computes {act}, which symeq cannot use yet ({e})") from None
-        if isinstance(W, dict):
-            cb = W["channel_bias"] if W["channel_bias"] is not None else np.zeros(W["shape"].out_channels)
-            layers.append(NumericConvLayer(W["shape"], W["kernel"], cb, a))
-        else:
-            layers.append(NumericDenseLayer(W, b, a))
+    layers = [float_layer(*realised) for realised in _realised(r, FloatFold)]
     try:
         return NumericModel(r.n, layers, r.group, Path(str(path)).stem, _meta(r))
     except InputError as e:
         raise InputError(f"{path}: {e}") from None
+
+
+def float_layer(W, b, act, where):
+    """One realised layer (:func:`_realised_list`'s entry) as a float layer: a
+    :class:`~symeq.numeric.conv.NumericConvLayer` or :class:`~symeq.numeric.models.NumericDenseLayer`."""
+    from .conv import NumericConvLayer
+    from .models import NumericDenseLayer, numeric_activation
+
+    try:
+        a = None if act is None else numeric_activation(act, where)
+    except InputError as e:
+        raise InputError(f"{where}: computes {act}, which symeq cannot use yet ({e})") from None
+    if isinstance(W, dict):
+        cb = W["channel_bias"] if W["channel_bias"] is not None else np.zeros(W["shape"].out_channels)
+        return NumericConvLayer(W["shape"], W["kernel"], cb, a)
+    return NumericDenseLayer(W, b, a)
 
 
 def check_output_op(model, group=None) -> str | None:
@@ -1228,6 +1238,10 @@ def check_output_op(model, group=None) -> str | None:
 def _as_dense(B) -> np.ndarray:
     if hasattr(B, "to_dense"):
         return np.asarray(B.to_dense(), dtype=np.float64)
+    if hasattr(B, "nrows"):  # an exact matrix (python-flint's fmpq_mat)
+        from .monomial import to_float_matrix
+
+        return to_float_matrix(B)
     try:
         return np.asarray(B, dtype=np.float64)
     except TypeError:  # an exact matrix (python-flint)
