@@ -17,7 +17,7 @@ PKG = ROOT / "symeq"
 # lowest first; a module belongs to the longest prefix that names it
 LEVELS = [
     ["symeq.errors", "symeq.version", "symeq.numbers", "symeq.budget", "symeq.sizes", "symeq.procs", "symeq.unionfind",
-     "symeq.cliargs", "symeq.notation", "symeq.schema", "symeq.digest", "symeq.steps"],
+     "symeq.cliargs", "symeq.notation", "symeq.schema", "symeq.digest", "symeq.steps", "symeq.backends"],
     ["symeq.groups"],
     ["symeq.activations", "symeq.layers", "symeq.layers.base", "symeq.layers.dense"],
     ["symeq.models", "symeq.io", "symeq.examples", "symeq.expand", "symeq.graph"],

@@ -44,8 +44,10 @@ Mersenne prime in numpy).  The rank is python-flint's ``nmod_mat`` elimination o
 names rows of J of rank r for the certificate (all of them when there are at most 5 % more, else r
 independent ones; the checker eliminates only those).
 
-Each layer kind takes part through a modular twin (:data:`MODULAR_LAYERS`, keyed by the layer's
-``kind``) with ``counts``, ``forward`` and ``backward``: dense layers (token-wise ones after attention
+Each layer kind takes part through its one forward pass and Jacobian, written over the number
+backends of symeq/backends.py and run here over ``Modular(2^61 - 1)``: a layer whose kind declares the
+``jacobian-rank`` capability gives ``parameter_counts()`` and ``jacobian_program(backend, bias)`` (with
+``forward`` and ``backward``): dense layers (token-wise ones after attention
 included: one W and b shared by the tokens), native convolutions (``conv2d``: kernel taps and
 channel biases through the layer's ``sources`` map) and lightning attention (Q_h, K_h, V_h, O_h).
 Any other kind is refused with a clear reason ("not-applicable"), never guessed.  For attention the
@@ -78,6 +80,8 @@ from fractions import Fraction
 import numpy as np
 from flint import fmpq, fmpq_mat, nmod_mat
 
+from ..backends import (Denominator, Modular, NotPolynomial, addmod61, from_nmod, mulmod61, reverse_jacobian,
+                        to_nmod)
 from ..budget import Deadline, process_deadline
 from ..errors import BudgetExceeded
 from ..layers.base import declared_biases
@@ -85,7 +89,7 @@ from ..layers.registry import all_support, supports
 from ..numbers import mat_rows
 
 __all__ = ["METHOD", "PRIME", "JacobianDecision", "jacobian_identifiability", "parameter_layout",
-           "MAX_PARAMS", "MODULAR_LAYERS"]
+           "MAX_PARAMS"]
 
 #: the ``method`` of the certificate (inside ``symeq-identifiability/1``), checked by :mod:`symeq_check`
 METHOD = "jacobian-rank"
@@ -111,55 +115,16 @@ PIVOT_COLUMNS = True
 #: the sample points f_theta(t) = f_theta is re-checked at exactly, for a rotation curve, up to this many parameters
 _CURVE_CHECK_PARAMS = 2000
 
+#: the modular backend every Jacobian here is computed over (symeq/backends.py)
+MOD = Modular(PRIME)
 _P = np.uint64(PRIME)
-_LO32 = np.uint64(0xFFFFFFFF)
-_LO29 = np.uint64((1 << 29) - 1)
-_S32, _S29, _S61, _S3 = np.uint64(32), np.uint64(29), np.uint64(61), np.uint64(3)
-
-
-class _Denominator(Exception):
-    """A rational number whose denominator the prime divides: no reduction modulo p."""
-
-
-# ----------------------------------------------------------------------------- arithmetic mod p
-
-def _mulmod(a, b):
-    """a * b mod 2^61 - 1 entrywise for uint64 arrays with entries < p (broadcasting)."""
-    a = np.asarray(a, dtype=np.uint64)
-    b = np.asarray(b, dtype=np.uint64)
-    ah, al = a >> _S32, a & _LO32
-    bh, bl = b >> _S32, b & _LO32
-    mid = ah * bl + al * bh                 # < 2^62
-    ll = al * bl                            # < 2^64
-    # a b = ah bh 2^64 + mid 2^32 + ll and 2^61 = 1: 2^64 = 8, mid 2^32 = (mid >> 29) + (mid & (2^29-1)) 2^32
-    r = ((ah * bh) << _S3) + (mid >> _S29) + ((mid & _LO29) << _S32) + (ll >> _S61) + (ll & _P)
-    r = (r >> _S61) + (r & _P)
-    return np.where(r >= _P, r - _P, r)
-
-
-def _addmod(a, b):
-    s = np.asarray(a, dtype=np.uint64) + np.asarray(b, dtype=np.uint64)
-    return np.where(s >= _P, s - _P, s)
+_Denominator = Denominator
+_mulmod, _addmod, _to_nmod, _from_nmod = mulmod61, addmod61, to_nmod, from_nmod
 
 
 def _mod(x) -> int:
     """A rational number modulo p (raises :class:`_Denominator` when p divides its denominator)."""
-    x = fmpq(x)
-    num, den = int(x.p), int(x.q)
-    if den % PRIME == 0:
-        raise _Denominator(str(x))
-    return num % PRIME * pow(den, -1, PRIME) % PRIME
-
-
-def _to_nmod(a: np.ndarray) -> nmod_mat:
-    a = np.asarray(a, dtype=np.uint64)
-    if a.shape[0] == 0 or a.shape[1] == 0:
-        return nmod_mat(a.shape[0], a.shape[1], PRIME)
-    return nmod_mat(a.tolist(), PRIME)  # a list of rows: faster than a flat list in python-flint
-
-
-def _from_nmod(m: nmod_mat) -> np.ndarray:
-    return np.array([int(x) for x in m.entries()], dtype=np.uint64).reshape(m.nrows(), m.ncols())
+    return MOD.scalar(x)
 
 
 def _matmul(a: np.ndarray, b: nmod_mat) -> np.ndarray:
@@ -167,13 +132,6 @@ def _matmul(a: np.ndarray, b: nmod_mat) -> np.ndarray:
     if a.shape[0] == 0 or a.shape[1] == 0:
         return np.zeros((a.shape[0], b.ncols()), dtype=np.uint64)
     return _from_nmod(_to_nmod(a) * b)
-
-
-def _horner(coeffs: list[int], Z: np.ndarray) -> np.ndarray:
-    acc = np.zeros(Z.shape, dtype=np.uint64)
-    for c in reversed(coeffs):
-        acc = _addmod(_mulmod(acc, Z), np.uint64(c))
-    return acc
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -221,242 +179,15 @@ def parameter_layout(model, bias=None) -> list[tuple[str, int, int]]:
     bias = layer_biases(model, bias)
     out = []
     for i, layer in enumerate(model.layers):
-        cls = MODULAR_LAYERS.get(layer.kind, _DenseMod)
-        weights, biases = cls.counts(layer)
+        weights, biases = layer.parameter_counts()
         out.append((f"W{i + 1}", i, weights))
         if bias[i]:
             out.append((f"b{i + 1}", i, biases))
     return out
 
 
-def _activation_mod(act):
-    """sigma's coefficients and those of sigma' modulo p (None, None for an affine layer)."""
-    if act is None:
-        return None, None
-    coeffs = [fmpq(c) for c in act.coeffs]
-    return [_mod(c) for c in coeffs], [_mod(k * c) for k, c in enumerate(coeffs)][1:] or [0]
-
-
-class _DenseMod:
-    """The modular twin of a dense layer x -> sigma(W x + b): forward on a batch, backward of cotangents."""
-
-    def __init__(self, layer, bias: bool):
-        act = layer.activation
-        if act is not None and not act.is_polynomial:
-            raise _NotApplicable(f"activation {act.name} is not a polynomial")
-        self.layer, self.bias = layer, bias
-        # a token-wise layer after attention is I_T (x) W with bias b on every token: T copies of (W, b)
-        self.T = layer.tokens or 1
-        self.out, self.inp = layer.out_dim // self.T, layer.in_dim // self.T
-        self.rows = mat_rows(layer.token_weight)
-        W = np.array([[_mod(x) for x in r] for r in self.rows], dtype=np.uint64).reshape(self.out, self.inp)
-        self.W = _to_nmod(W)
-        self.WT = self.W.transpose()
-        self.b = np.array([_mod(x) for x in layer.token_bias], dtype=np.uint64)
-        self.c, self.dc = _activation_mod(act)
-
-    @staticmethod
-    def counts(layer) -> tuple[int, int]:
-        """(weights, biases) of the layer's parameter vector (token-wise layers: one W and b for all tokens)."""
-        T = layer.tokens or 1
-        return (layer.out_dim // T) * (layer.in_dim // T), layer.out_dim // T
-
-    @property
-    def n_params(self) -> int:
-        return self.out * self.inp + (self.out if self.bias else 0)
-
-    def values(self) -> list:
-        return [x for r in self.rows for x in r] + (list(self.layer.token_bias) if self.bias else [])
-
-    def forward(self, H: np.ndarray):
-        """H: inputs (in x N, token-major for token-wise layers); returns (outputs, cache)."""
-        N, T = H.shape[1], self.T
-        Ht = H.reshape(T, self.inp, N).transpose(0, 2, 1).reshape(T * N, self.inp)   # (token, point) x in
-        Z = _addmod(_matmul(Ht, self.WT), self.b[None, :])                         # (token, point) x out
-        Z = Z.reshape(T, N, self.out).transpose(0, 2, 1).reshape(T * self.out, N)
-        if self.c is None:
-            return Z, (H, None)
-        return _horner(self.c, Z), (H, _horner(self.dc, Z))
-
-    def backward(self, cache, D: np.ndarray, J: np.ndarray, col: int, need_input: bool):
-        """D: cotangents of the outputs (rows x out, rows = (point, output) pairs, point-major with
-        ``rows // N`` outputs per point); writes the parameter block into J at column ``col``."""
-        H, S = cache
-        N, T = H.shape[1], self.T
-        K = D.shape[0] // N
-        D3 = D.reshape(N, K, T * self.out)
-        if S is not None:
-            D3 = _mulmod(D3, S.T[:, None, :])
-        D4 = D3.reshape(N, K, T, self.out)
-        H3 = H.reshape(T, self.inp, N).transpose(2, 0, 1)  # N x T x in
-        width = self.out * self.inp
-        step = max(1, 2_000_000 // max(1, K * width))  # points per chunk (bounded temporaries)
-        for n0 in range(0, N, step):
-            n1 = min(N, n0 + step)
-            blk = None
-            for t in range(T):  # the weights are shared by the tokens: their blocks add up
-                part = _mulmod(D4[n0:n1, :, t, :, None], H3[n0:n1, None, t, None, :])
-                blk = part if blk is None else _addmod(blk, part)
-            J[n0 * K:n1 * K, col:col + width] = blk.reshape((n1 - n0) * K, width)
-        if self.bias:
-            acc = D4[:, :, 0, :]
-            for t in range(1, T):
-                acc = _addmod(acc, D4[:, :, t, :])
-            J[:, col + width:col + width + self.out] = acc.reshape(N * K, self.out)
-        if not need_input:
-            return None
-        Din = _matmul(D4.reshape(N * K * T, self.out), self.W)  # (point, output, token) x in
-        return Din.reshape(N * K, T * self.inp)
-
-
 class _NotApplicable(Exception):
     pass
-
-
-class _ConvMod:
-    """The modular twin of a native convolution x -> sigma(conv_K(x) + b): the parameters are the
-    kernel taps (one row per output channel, taps in (c, i, j) order) and the per-channel biases;
-    the input index of every tap at every output pixel is the layer's ``sources`` map."""
-
-    def __init__(self, layer, bias: bool):
-        act = layer.activation
-        if act is not None and not act.is_polynomial:
-            raise _NotApplicable(f"activation {act.name} is not a polynomial")
-        self.layer, self.bias = layer, bias
-        self.inp, self.out = layer.in_dim, layer.out_dim
-        self.co = layer.shape.out_channels
-        self.taps = layer.shape.taps
-        self.npix = self.out // self.co
-        self.rows = [list(r) for r in layer.rows]
-        K = np.array([[_mod(x) for x in r] for r in self.rows], dtype=np.uint64).reshape(self.co, self.taps)
-        self.K, self.KT = _to_nmod(K), _to_nmod(K.T.copy())
-        self.b = np.array([_mod(x) for x in layer.channel_bias], dtype=np.uint64)
-        src = np.array(layer.sources, dtype=np.int64).reshape(self.taps, self.npix)
-        self.idx = np.where(src < 0, self.inp, src)          # the padding reads a zero row
-        self.valid = src >= 0
-        self.c, self.dc = _activation_mod(act)
-
-    @staticmethod
-    def counts(layer) -> tuple[int, int]:
-        return layer.shape.out_channels * layer.shape.taps, layer.shape.out_channels
-
-    @property
-    def n_params(self) -> int:
-        return self.co * self.taps + (self.co if self.bias else 0)
-
-    def values(self) -> list:
-        return [x for r in self.rows for x in r] + (list(self.layer.channel_bias) if self.bias else [])
-
-    def forward(self, H: np.ndarray):
-        N = H.shape[1]
-        Hp = np.vstack([H, np.zeros((1, N), dtype=np.uint64)])
-        X = Hp[self.idx]                                      # taps x npix x N
-        Z = _matmul(X.reshape(self.taps, self.npix * N).T, self.KT).T  # co x (npix N)
-        Z = _addmod(Z, self.b[:, None]).reshape(self.co * self.npix, N)
-        if self.c is None:
-            return Z, (X, None)
-        return _horner(self.c, Z), (X, _horner(self.dc, Z))
-
-    def backward(self, cache, D: np.ndarray, J: np.ndarray, col: int, need_input: bool):
-        X, S = cache
-        N = X.shape[2]
-        K = D.shape[0] // N
-        D3 = D.reshape(N, K, self.out)
-        if S is not None:
-            D3 = _mulmod(D3, S.T[:, None, :])
-        D4 = D3.reshape(N, K, self.co, self.npix)
-        width = self.co * self.taps
-        for n in range(N):  # d/dK[o, t] = sum_q D[n, k, o, q] X[t, q, n]
-            blk = _matmul(D4[n].reshape(K * self.co, self.npix), _to_nmod(X[:, :, n].T.copy()))
-            J[n * K:(n + 1) * K, col:col + width] = blk.reshape(K, width)
-        if self.bias:
-            ones = nmod_mat(self.npix, 1, [1] * self.npix, PRIME)
-            J[:, col + width:col + width + self.co] = _matmul(D4.reshape(N * K * self.co, self.npix), ones) \
-                .reshape(N * K, self.co)
-        if not need_input:
-            return None
-        G = _matmul(D4.transpose(0, 1, 3, 2).reshape(N * K * self.npix, self.co), self.K)  # (N K npix) x taps
-        G = G.reshape(N * K, self.npix, self.taps)
-        Din = np.zeros((N * K, self.inp + 1), dtype=np.uint64)
-        for t in range(self.taps):
-            q = np.nonzero(self.valid[t])[0]
-            idx = self.idx[t, q]
-            if len(np.unique(idx)) != len(idx):  # pragma: no cover - one tap reads each pixel once
-                raise _NotApplicable("a tap reads one input pixel twice")
-            Din[:, idx] = _addmod(Din[:, idx], G[:, q, t])
-        return Din[:, :self.inp]
-
-
-class _AttentionMod:
-    """The modular twin of lightning attention f(X) = sum_h (X Q_h K_h^T X^T) X V_h O_h (a model's first
-    layer): the parameters are Q_h, K_h, V_h, O_h of every head, row-major, head by head.  The
-    arithmetic is on Python integers (object arrays): attention models are small."""
-
-    def __init__(self, layer, bias: bool):
-        if getattr(layer, "scoring", "lightning") != "lightning":  # exp has no twin mod p (docs/attention.md)
-            raise _NotApplicable("softmax attention is not polynomial: the Jacobian rank modulo a prime covers "
-                                 "lightning attention only")
-        self.layer = layer
-        self.T, self.d, self.dv, self.do = layer.tokens, layer.d, layer.dv, layer.d_out
-        self.dk = layer.heads[0].query.ncols()
-        self.inp, self.out = layer.in_dim, layer.out_dim
-        obj = lambda M: np.array([[_mod(x) for x in r] for r in mat_rows(M)], dtype=object)  # noqa: E731
-        self.heads = [(obj(h.query), obj(h.key), obj(h.value), obj(h.out)) for h in layer.heads]
-
-    @staticmethod
-    def counts(layer) -> tuple[int, int]:
-        h = layer.heads[0]
-        per = 2 * h.query.nrows() * h.query.ncols() + h.value.nrows() * h.value.ncols() + h.out.nrows() * h.out.ncols()
-        return per * len(layer.heads), 0
-
-    @property
-    def n_params(self) -> int:
-        return self.counts(self.layer)[0]
-
-    def values(self) -> list:
-        return [x for h in self.layer.heads for M in (h.query, h.key, h.value, h.out) for r in mat_rows(M) for x in r]
-
-    def forward(self, H: np.ndarray):
-        N = H.shape[1]
-        Xs = H.astype(object).T.reshape(N, self.T, self.d)
-        cache, Y = [], np.zeros((N, self.T, self.do), dtype=object)
-        for Q, Kk, V, O in self.heads:
-            XQ, XK = (Xs @ Q) % PRIME, (Xs @ Kk) % PRIME
-            S = (XQ @ XK.transpose(0, 2, 1)) % PRIME            # N x T x T
-            U = (Xs @ V) % PRIME                                 # N x T x dv
-            W = (U @ O) % PRIME                                  # N x T x do
-            Y = (Y + S @ W) % PRIME
-            cache.append((XQ, XK, S, U, W))
-        out = Y.reshape(N, self.T * self.do).T
-        return out.astype(np.uint64), (Xs, cache)
-
-    def backward(self, cache, D: np.ndarray, J: np.ndarray, col: int, need_input: bool):
-        if need_input:  # pragma: no cover - attention is a model's first layer
-            raise _NotApplicable("attention after another layer")
-        Xs, caches = cache
-        N = Xs.shape[0]
-        K = D.shape[0] // N
-        G = D.astype(object).reshape(N, K, self.T, self.do)
-        X4 = Xs[:, None]                                         # N x 1 x T x d
-        XT = Xs.transpose(0, 2, 1)[:, None]                      # N x 1 x d x T
-        c = col
-        for (Q, Kk, V, O), (XQ, XK, S, U, W) in zip(self.heads, caches):
-            S4, U4, W4 = S[:, None], U[:, None], W[:, None]
-            dS = (G @ W4.transpose(0, 1, 3, 2)) % PRIME          # N x K x T x T
-            dQ = (((XT @ dS) % PRIME) @ XK[:, None]) % PRIME     # X^T dS X K
-            dK = (((XT @ dS.transpose(0, 1, 3, 2)) % PRIME) @ XQ[:, None]) % PRIME
-            dU = (((S4.transpose(0, 1, 3, 2) @ G) % PRIME) @ O.T) % PRIME
-            dV = (XT @ dU) % PRIME
-            dO = (((S4 @ U4) % PRIME).transpose(0, 1, 3, 2) @ G) % PRIME
-            for M in (dQ, dK, dV, dO):
-                w = M.shape[2] * M.shape[3]
-                J[:, c:c + w] = M.reshape(N * K, w).astype(np.uint64)
-                c += w
-        return None
-
-
-#: the modular twin of each layer kind (a layer kind takes part in the Jacobian rank by an entry here)
-MODULAR_LAYERS = {"dense": _DenseMod, "conv2d": _ConvMod, "attention": _AttentionMod}
 
 
 def _plain(layer) -> bool:
@@ -534,14 +265,18 @@ def _attention_tangent(model, offs) -> list[tuple[str, dict]]:
 
 
 def _twins(model, bias=None):
+    """Each layer's program over the modular backend (``layer.jacobian_program``: the kind's one forward
+    pass and Jacobian, symeq/layers/)."""
     bias = layer_biases(model, bias)
     twins = []
     for i, layer in enumerate(model.layers):
-        cls = MODULAR_LAYERS.get(layer.kind)
-        if cls is None:
-            raise _NotApplicable(f"layer {i + 1} ({layer.label}): the {layer.kind} kind has no modular Jacobian "
-                                 "(symeq.fibre.jacobian.MODULAR_LAYERS)")
-        twins.append(cls(layer, bias[i]))
+        if not supports(layer, "jacobian-rank"):
+            raise _NotApplicable(f"layer {i + 1} ({layer.label}): {layer.kind} layers have no Jacobian rows "
+                                 "(the jacobian-rank capability)")
+        try:
+            twins.append(layer.jacobian_program(MOD, bias[i]))
+        except NotPolynomial as e:
+            raise _NotApplicable(str(e)) from None
     return twins
 
 
@@ -550,24 +285,10 @@ def _jacobian(twins, X: np.ndarray, deadline, keep: dict | None = None) -> np.nd
 
     With ``keep`` (a dict), ``keep["last_input"]`` is the last layer's input (in x N) and
     ``keep["last_col"]`` its first column in J (for :func:`_structured_rank`)."""
-    H, caches = X, []
-    for t in twins:
-        deadline.check("the forward pass modulo p")
-        H, cache = t.forward(H)
-        caches.append(cache)
-    N, K = X.shape[1], twins[-1].layer.out_dim
-    P = sum(t.n_params for t in twins)
-    J = np.zeros((N * K, P), dtype=np.uint64)
-    D = np.tile(np.eye(K, dtype=np.uint64), (N, 1))  # d f_k(x_n) / d f_k'
-    cols, c = [], 0
-    for t in twins:
-        cols.append(c)
-        c += t.n_params
-    for i in range(len(twins) - 1, -1, -1):
-        deadline.check("the backward pass modulo p")
-        D = twins[i].backward(caches[i], D, J, cols[i], need_input=i > 0)
+    inner: dict = {}
+    J = reverse_jacobian(twins, X, MOD, deadline.check, keep=inner)
     if keep is not None:
-        keep["last_input"], keep["last_col"] = caches[-1][0], cols[-1]
+        keep["last_input"], keep["last_col"] = inner["caches"][-1][0], inner["cols"][-1]
     return J
 
 
@@ -631,8 +352,7 @@ def _pivot_columns(J: np.ndarray, r: int, threads: int = 2) -> list[int]:
 def _affine_last(twins) -> bool:
     """Whether the last layer is a plain affine map x -> W x + b (no activation, no tokens): then its
     columns of J are the Kronecker block I_K (x) [H^T, 1] that :func:`_structured_rank` eliminates."""
-    t = twins[-1]
-    return type(t) is _DenseMod and t.c is None and t.T == 1 and len(twins) > 1
+    return twins[-1].affine_plain and len(twins) > 1
 
 
 def _matmul_mod_blas(G: np.ndarray, B: np.ndarray, chunk: int = 8192) -> np.ndarray:
@@ -1057,9 +777,9 @@ def jacobian_identifiability(model, *, timeout: float | None = None, certificate
                                       "ReLU: symeq.relu.fdim, which symeq fibre calls; tanh/sigmoid: the classical "
                                       "theorems)")
     for i, layer in enumerate(model.layers):
-        if layer.kind not in MODULAR_LAYERS:
-            return done("not-applicable", f"jacobian-rank: layer {i + 1} ({layer.label}): the {layer.kind} kind has "
-                                          "no modular Jacobian yet (symeq.fibre.jacobian.MODULAR_LAYERS)")
+        if not supports(layer, "jacobian-rank"):
+            return done("not-applicable", f"jacobian-rank: layer {i + 1} ({layer.label}): {layer.kind} layers have "
+                                          "no Jacobian rows yet (the jacobian-rank capability)")
     # the declared parameter space: per layer, biases when it was given a bias vector (zeros included)
     bias = layer_biases(model)
     P = sum(c for _, _, c in parameter_layout(model, bias))

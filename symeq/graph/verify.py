@@ -29,7 +29,8 @@ from ..equivariance import EquivarianceResult, Witness, principal_lattice, refut
 from ..errors import InputError, NotExactError
 from ..graph.io import graph_nodes_json
 from ..io import CERTIFICATE_FORMAT
-from ..theorem import EXIT_CODES, _versions, action_to_json
+from ..numbers import format_matrix, format_number, monomial_parts
+from ..version import __version__
 from .derive import GraphDerivation, derive_graph_actions
 from .model import GraphModel
 from .ops.registry import join_op
@@ -41,6 +42,30 @@ MAX_GRID = 20000
 
 RANDOM_POINTS = 16
 """Rational points tried for a refutation when no proof is in reach."""
+
+# symeq.theorem (same level) imports this module for its graph dispatch, so these few lines are not
+# imported from it (no import cycle, tests/test_architecture.py): its exit codes and sparse action form
+EXIT_CODES = {"layerwise-equivariant": 0, "not-equivariant": 1, "no-layerwise-parameter": 1, "undetermined": 3}
+
+
+def action_to_json(M) -> dict:
+    """An action's sparse JSON form, as ``symeq.theorem.action_to_json`` writes a chain's (docs/certificates.md).
+
+    >>> from symeq.numbers import matrix
+    >>> action_to_json(matrix([[0, -1], [1, 0]]))
+    {'kind': 'monomial', 'source': [1, 0], 'factor': ['-1', '1']}
+    """
+    parts = monomial_parts(M)
+    if parts is not None:
+        return {"kind": "monomial", "source": parts[0], "factor": [format_number(c) for c in parts[1]]}
+    return {"kind": "dense", "matrix": format_matrix(M)}
+
+
+def _versions() -> dict:
+    import platform
+
+    import flint
+    return {"symeq": __version__, "python-flint": flint.__version__, "python": platform.python_version()}
 
 
 @dataclass
@@ -85,7 +110,7 @@ class GraphVerification:
                            "output": output, "reparametrized": False},
             "spaces": [s.name for s in hidden],
             "latent_groups": [s.latent for s in hidden],
-            "latent_actions": [[action_to_json(None, m) for m in d.actions[s.name]] for s in hidden]
+            "latent_actions": [[action_to_json(m) for m in d.actions[s.name]] for s in hidden]
             if layerwise else None,
             "latent_offsets": None,
             "checks": {

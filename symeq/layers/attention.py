@@ -373,6 +373,14 @@ class AttentionLayer(AttentionShape):
     def copy(self) -> "AttentionLayer":
         return self.with_heads([h.copy() for h in self.heads])
 
+    def parameter_counts(self) -> tuple:
+        """(Q_h, K_h, V_h, O_h of every head, no biases) in the rank method's parameter vector."""
+        return self.n_params, 0
+
+    def jacobian_program(self, bk, bias: bool = False) -> "AttentionProgram":
+        """This layer's forward pass and Jacobian over the backend ``bk`` (:class:`AttentionProgram`)."""
+        return AttentionProgram(bk, self)
+
     @property
     def hidden_label(self) -> str:
         return f"{self.scoring} attention ({len(self.heads)} heads, d_v = {self.dv}, {self.tokens} tokens)"
@@ -479,6 +487,73 @@ def _rows(M) -> int:
 
 def _cols(M) -> int:
     return M.ncols() if isinstance(M, fmpq_mat) else M.shape[1]
+
+
+class AttentionProgram:
+    """Lightning attention's forward pass and reverse-mode Jacobian over a number backend (symeq/backends.py):
+    f(X) = sum_h (X Q_h K_h^T X^T) X V_h O_h on a batch (columns of T d entries, token-major), the
+    parameters Q_h, K_h, V_h, O_h of every head, row-major, head by head; a model's first layer (the
+    Jacobian does not pass cotangents to an input).  Softmax scoring has no polynomial program."""
+
+    affine_plain = False
+    bias = False
+
+    def __init__(self, bk, layer):
+        from ..backends import NotPolynomial
+
+        if getattr(layer, "scoring", "lightning") != "lightning":  # exp has no polynomial program (docs/attention.md)
+            raise NotPolynomial("softmax attention is not polynomial: the Jacobian rank modulo a prime covers "
+                                "lightning attention only")
+        self.bk, self.layer = bk, layer
+        self.T, self.d, self.dv, self.do = layer.tokens, layer.d, layer.dv, layer.d_out
+        self.inp, self.out_dim = layer.in_dim, layer.out_dim
+        self.heads = [tuple(bk.asarray(mat_rows(M), (M.nrows(), M.ncols())) for M in (h.query, h.key, h.value, h.out))
+                      for h in layer.heads]
+
+    @property
+    def n_params(self) -> int:
+        return self.layer.n_params
+
+    def values(self) -> list:
+        return [x for h in self.layer.heads for M in (h.query, h.key, h.value, h.out) for r in mat_rows(M) for x in r]
+
+    def forward(self, H, pointwise=None):
+        bk, N = self.bk, H.shape[1]
+        Xs = bk.permute(H, (1, 0)).reshape(N, self.T, self.d)
+        mm = bk.matmul
+        cache, Y = [], bk.zeros((N, self.T, self.do))
+        for Q, Kk, V, O in self.heads:
+            XQ, XK = mm(Xs, Q), mm(Xs, Kk)
+            S = mm(XQ, bk.permute(XK, (0, 2, 1)))               # N x T x T
+            U = mm(Xs, V)                                        # N x T x dv
+            W = mm(U, O)                                         # N x T x do
+            Y = bk.add(Y, mm(S, W))
+            cache.append((XQ, XK, S, U, W))
+        return bk.permute(Y.reshape(N, self.T * self.do), (1, 0)), (Xs, cache)
+
+    def backward(self, cache, D, J, col: int, need_input: bool):
+        if need_input:  # pragma: no cover - attention is a model's first layer
+            raise ValueError("attention after another layer")
+        bk, mm, (Xs, caches) = self.bk, self.bk.matmul, cache
+        N = Xs.shape[0]
+        K = D.shape[0] // N
+        G = D.reshape(N, K, self.T, self.do)
+        XT = bk.permute(Xs, (0, 2, 1))[:, None]                  # N x 1 x d x T
+        tr = lambda A: bk.permute(A, (0, 1, 3, 2))  # noqa: E731
+        c = col
+        for (Q, Kk, V, O), (XQ, XK, S, U, W) in zip(self.heads, caches):
+            S4, U4, W4 = S[:, None], U[:, None], W[:, None]
+            dS = mm(G, tr(W4))                                   # N x K x T x T
+            dQ = mm(mm(XT, dS), XK[:, None])                     # X^T dS X K
+            dK = mm(mm(XT, tr(dS)), XQ[:, None])
+            dU = mm(mm(tr(S4), G), bk.permute(O, (1, 0)))
+            dV = mm(XT, dU)
+            dO = mm(tr(mm(S4, U4)), G)
+            for M in (dQ, dK, dV, dO):
+                w = M.shape[2] * M.shape[3]
+                J[:, c:c + w] = M.reshape(N * K, w)
+                c += w
+        return None
 
 
 class HeadsShape:

@@ -24,8 +24,8 @@ kernel size x channels^2 x pixels, never (C H W)^2).
 
 Flatten and a dense layer after a convolution are a convolution with a kernel covering the whole
 image (:meth:`ConvLayer.from_dense`), and global average pooling followed by a linear layer is one
-with a constant kernel (:func:`fold_average_pool`): the readers fold them, exactly.  Max pooling is
-refused (it is piecewise linear; not implemented).
+with a constant kernel (:func:`fold_average_pool`): the readers fold them, exactly.  Max pooling and
+escnn's group pooling are layer kinds of their own (:mod:`symeq.layers.pooling`).
 
 The dense expansion (:func:`dense_rows`, :meth:`ConvLayer.dense`) stays available to compare
 against in tests and for the algorithms that read dense rows (the symbolic expansion and the fibre
@@ -911,7 +911,7 @@ def read_image_layer(spec: dict, ctx, at: str):
 
     Average pooling is folded exactly into the next layer (:func:`fold_average_pool`); a dense layer
     after a convolution (after a ``flatten``) is the convolution with a whole-image kernel
-    (:meth:`ConvLayer.from_dense`); max pooling is refused.
+    (:meth:`ConvLayer.from_dense`); max pooling is a kind of its own (:mod:`symeq.layers.pooling`).
     """
     if ctx.tokens is not None:
         raise InputError(f"{at}: a {spec['type']} layer cannot follow an attention layer")
@@ -929,10 +929,9 @@ def _read_image(spec: dict, n: int, shape, at: str, pool=None):
 
     keys = ConvLayer.schema
     kind = spec.get("type", "dense")
-    if kind in ("maxpool2d", "group_maxpool"):
-        raise InputError(f"{at}: {kind} is piecewise linear and not supported on the exact path (max pooling "
-                         "and escnn's group pooling are refused; use average pooling, a global average pooling "
-                         "or an invariant linear readout)")
+    if kind == "group_maxpool":
+        raise InputError(f"{at}: \"group_maxpool\" is spelled {{\"type\": \"group_pool\", \"field_size\": n}} "
+                         "(escnn's GroupPooling over regular fields of n channels; docs/conv.md)")
     if pool is not None and pool[0] == "global" and kind != "dense":
         raise InputError(f"{at}: a global average pooling must be followed by a dense layer")
     if kind == "avgpool2d":
@@ -1010,5 +1009,5 @@ def _read_image(spec: dict, n: int, shape, at: str, pool=None):
 
 LAYER_KINDS = (ConvLayer,)
 JSON_READERS = {"conv2d": read_image_layer, "avgpool2d": read_image_layer, "global_avgpool": read_image_layer,
-                "maxpool2d": read_image_layer, "group_maxpool": read_image_layer, "flatten": read_flatten}
+                "group_maxpool": read_image_layer, "flatten": read_flatten}
 JSON_ADVERTISED = ("conv2d", "flatten")

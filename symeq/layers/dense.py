@@ -403,6 +403,14 @@ class DenseLayer(DenseNames):
         """What two layers of this kind must share to be equal."""
         return ("dense", self.weight, tuple(self.bias))
 
+    def parameter_counts(self) -> tuple:
+        """(weights, biases) in the rank method's parameter vector (token-wise: one W and b for all tokens)."""
+        return DenseProgram.counts(self)
+
+    def jacobian_program(self, bk, bias: bool) -> "DenseProgram":
+        """This layer's forward pass and Jacobian over the backend ``bk`` (:class:`DenseProgram`)."""
+        return DenseProgram(bk, mat_rows(self.token_weight), self.token_bias, bias, self.activation, self.tokens or 1)
+
     def to_json(self, declared_bias: bool) -> dict:
         """The model-file object (``symeq.io``); ``declared_bias`` False writes ``"bias": null``."""
         from ..numbers import format_matrix, format_vector
@@ -413,6 +421,98 @@ class DenseLayer(DenseNames):
             "bias": format_vector(self.token_bias) if declared_bias else None,  # null: no bias parameters
             "activation": None if self.activation is None else self.activation.to_spec(),
         }
+
+
+class DenseProgram:
+    """The dense kind's forward pass and reverse-mode Jacobian, written once over a number backend
+    (symeq/backends.py: exact, float64, torch, modular).
+
+    The layer ``x -> sigma(W x + b)``; a token-wise layer after attention is ``I_T (x) W`` with ``b`` on every
+    token (one W and b shared by the tokens).  The parameters are W row-major, then b when ``has_bias``.
+    Batches are columns (in x N, token-major for token-wise layers).  :meth:`from_rows` builds one from
+    plain rows (symeq/relu/fdim.py); :meth:`DenseLayer.jacobian_program` from a layer.
+    """
+
+    def __init__(self, bk, rows, bias, has_bias: bool, activation=None, tokens: int = 1):
+        self.bk, self.bias, self.T = bk, bool(has_bias), int(tokens or 1)
+        self.rows, self.bias_values = [list(r) for r in rows], list(bias)
+        self.out = len(self.rows)
+        self.inp = len(self.rows[0]) if self.rows else 0
+        W = bk.asarray(self.rows, (self.out, self.inp)) if self.out else bk.zeros((0, self.inp))
+        self.W = bk.operand(W)
+        self.WT = bk.operand(bk.permute(W, (1, 0)))
+        self.b = bk.asarray(self.bias_values, (self.out,)) if self.out else bk.zeros((0,))
+        self.act = bk.activation(activation)
+
+    @staticmethod
+    def counts(layer) -> tuple:
+        """(weights, biases) of the layer's parameter vector (token-wise layers: one W and b for all tokens)."""
+        T = layer.tokens or 1
+        return (layer.out_dim // T) * (layer.in_dim // T), layer.out_dim // T
+
+    @property
+    def out_dim(self) -> int:
+        return self.out * self.T
+
+    @property
+    def n_params(self) -> int:
+        return self.out * self.inp + (self.out if self.bias else 0)
+
+    @property
+    def affine_plain(self) -> bool:
+        """x -> W x + b on one vector (no activation, no tokens): its Jacobian block is I_K (x) [H^T, 1]."""
+        return self.act is None and self.T == 1
+
+    def values(self) -> list:
+        return [x for r in self.rows for x in r] + (list(self.bias_values) if self.bias else [])
+
+    def pre_activation(self, H):
+        bk, T, N = self.bk, self.T, H.shape[1]
+        Ht = bk.permute(H.reshape(T, self.inp, N), (0, 2, 1)).reshape(T * N, self.inp)  # (token, point) x in
+        Z = bk.add(bk.matmul(Ht, self.WT), self.b[None, :])                            # (token, point) x out
+        return bk.permute(Z.reshape(T, N, self.out), (0, 2, 1)).reshape(T * self.out, N)
+
+    def forward(self, H, pointwise=None):
+        """H: inputs (in x N); returns (outputs, cache).  ``pointwise(Z) -> (values, derivatives)`` replaces
+        the polynomial activation (the known slopes of a ReLU at the points, say)."""
+        Z = self.pre_activation(H)
+        if pointwise is not None:
+            out, S = pointwise(Z)
+            return out, (H, S)
+        if self.act is None:
+            return Z, (H, None)
+        c, dc = self.act
+        return self.bk.poly(c, Z), (H, self.bk.poly(dc, Z))
+
+    def backward(self, cache, D, J, col: int, need_input: bool):
+        """D: cotangents of the outputs (rows x out, rows = (point, output) pairs, point-major); writes the
+        parameter block into J at column ``col``; returns the cotangents of the inputs."""
+        bk, (H, S) = self.bk, cache
+        N, T = H.shape[1], self.T
+        K = D.shape[0] // N
+        D3 = D.reshape(N, K, T * self.out)
+        if S is not None:
+            D3 = bk.mul(D3, bk.permute(S, (1, 0))[:, None, :])
+        D4 = D3.reshape(N, K, T, self.out)
+        H3 = bk.permute(H.reshape(T, self.inp, N), (2, 0, 1))  # N x T x in
+        width = self.out * self.inp
+        step = max(1, 2_000_000 // max(1, K * width))  # points per chunk (bounded temporaries)
+        for n0 in range(0, N, step):
+            n1 = min(N, n0 + step)
+            blk = None
+            for t in range(T):  # the weights are shared by the tokens: their blocks add up
+                part = bk.mul(D4[n0:n1, :, t, :, None], H3[n0:n1, None, t, None, :])
+                blk = part if blk is None else bk.add(blk, part)
+            J[n0 * K:n1 * K, col:col + width] = blk.reshape((n1 - n0) * K, width)
+        if self.bias:
+            acc = D4[:, :, 0, :]
+            for t in range(1, T):
+                acc = bk.add(acc, D4[:, :, t, :])
+            J[:, col + width:col + width + self.out] = acc.reshape(N * K, self.out)
+        if not need_input:
+            return None
+        Din = bk.matmul(D4.reshape(N * K * T, self.out), self.W)  # (point, output, token) x in
+        return Din.reshape(N * K, T * self.inp)
 
 
 def read_dense(spec: dict, ctx, at: str):

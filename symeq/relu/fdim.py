@@ -87,7 +87,9 @@ from dataclasses import dataclass, field
 
 from flint import fmpq, fmpq_mat, nmod_mat
 
+from ..backends import Exact, Modular, reverse_jacobian
 from ..errors import InputError, LimitExceeded
+from ..layers.dense import DenseProgram
 from ..layers.registry import supports
 from .lp import as_fmpq
 
@@ -275,17 +277,42 @@ def _check_shapes(layers) -> tuple[int, int]:
 # ----------------------------------------------------------------------------------------------
 
 
+_BACKENDS: dict = {}
+
+
 def _mod(v: fmpq, p: int) -> int:
-    q = int(v.q)
-    if q % p == 0:
-        raise ZeroDivisionError
-    return int(v.p) * pow(q, -1, p) % p
+    """v mod p; a Denominator (ZeroDivisionError) when p divides v's denominator."""
+    bk = _BACKENDS.get(p)
+    if bk is None:
+        bk = _BACKENDS[p] = Modular(p)
+    return bk.scalar(v)
 
 
-def _mm(A, B, p: int):
-    """``A @ B mod p`` for int64 residue arrays (B split into 16-bit halves: no overflow)."""
-    hi, lo = B >> 16, B & 0xFFFF
-    return ((A @ hi) % p * 65536 + (A @ lo) % p) % p
+def _programs(layers, bk) -> list:
+    """The dense kind's program (symeq/layers/dense.py) of each plain layer over the backend ``bk``: every
+    layer with biases (the declared space is restricted afterwards); the activation is supplied pointwise
+    from the exact signs (:func:`_slopes`)."""
+    return [DenseProgram(bk, W, b, True, None) for W, b, _ in layers]
+
+
+def _slopes(bk, layers, signs) -> list:
+    """Per layer ``pointwise(Z) -> (sigma(Z), sigma'(Z))`` from the exact signs at the points: the slope is
+    1 on the positive side and the layer's ``a`` on the other (None: an affine layer)."""
+    import numpy as np
+
+    out = []
+    for (_, _, a), S in zip(layers, signs):
+        if a is None:
+            out.append(None)
+            continue
+        D = bk.where(np.asarray(S, dtype=np.int64).reshape(len(S), -1) > 0, bk.scalar(1), bk.scalar(a))
+        out.append(lambda Z, D=D: (bk.mul(Z, D), D))
+    return out
+
+
+def _columns(bk, X):
+    """The points (lists of rationals) as the columns of a backend array (n x N)."""
+    return bk.permute(bk.asarray(X, (len(X), len(X[0]))), (1, 0))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -294,37 +321,25 @@ def _mm(A, B, p: int):
 
 
 def _exact_forward(layers, X):
-    """Exact pre-activations at the points ``X`` (columns): per activated layer the sign matrix
-    (+1 / -1), or None when some pre-activation is 0; returns ``(signs per layer, bad point set)``."""
-    n = len(X[0])
-    N = len(X)
-    H = fmpq_mat(n, N, [X[j][i] for i in range(n) for j in range(N)])
-    signs = []
-    bad = set()
-    for W, b, a in layers:
-        Wm = fmpq_mat(len(W), len(W[0]), [x for r in W for x in r])
-        Z = Wm * H
-        rows, cols = Z.nrows(), Z.ncols()
-        S = [[0] * cols for _ in range(rows)]
-        vals = []
-        for i in range(rows):
-            bi = b[i]
-            for j in range(cols):
-                z = Z[i, j] + bi
-                if a is not None:
-                    if z == 0:
-                        bad.add(j)
-                        S[i][j] = 0
-                        vals.append(_ZERO)
-                        continue
-                    if z > 0:
-                        S[i][j] = 1
-                    else:
-                        S[i][j] = -1
-                        z = z * a
-                vals.append(z)
-        signs.append(S if a is not None else None)
-        H = fmpq_mat(rows, cols, vals)
+    """Exact pre-activations at the points ``X`` (the dense kind's forward over the exact backend): per
+    activated layer the sign matrix (+1 / -1, 0 where the pre-activation is 0), or None for an affine
+    layer; returns ``(signs per layer, bad point set)`` (the points with some zero pre-activation)."""
+    import numpy as np
+
+    bk = Exact()
+    H = _columns(bk, X)
+    signs, bad = [], set()
+    for prog, (_, _, a) in zip(_programs(layers, bk), layers):
+        Z = prog.pre_activation(H)
+        if a is None:
+            signs.append(None)
+            H = Z
+            continue
+        pos, neg = Z > 0, Z < 0
+        bad.update(int(j) for j in np.nonzero(~(pos | neg))[1])
+        signs.append(np.where(pos, 1, np.where(neg, -1, 0)).tolist())
+        H = Z.copy()  # a zero pre-activation stays 0: sigma(0) = 0
+        H[neg] = H[neg] * a if a != 0 else _ZERO
     return signs, bad
 
 
@@ -378,50 +393,10 @@ def _param_offsets(layers) -> list:
 
 
 def _jacobian_mod(layers, X, signs, p: int):
-    """The stacked Jacobian ``(N m) x P`` mod p (numpy int64) at the points ``X``."""
-    import numpy as np
-
-    N = len(X)
-    n = len(X[0])
-    Wp = [np.array([[_mod(x, p) for x in r] for r in W], dtype=np.int64) for W, _, _ in layers]
-    bp = [np.array([_mod(x, p) for x in b], dtype=np.int64) for _, b, _ in layers]
-    Hs = [np.array([[_mod(x, p) for x in pt] for pt in X], dtype=np.int64)]  # N x n_{l}
-    Ds = []
-    for li, (W, b, a) in enumerate(layers):
-        Z = (_mm(Hs[-1], Wp[li].T.copy(), p) + bp[li][None, :]) % p  # N x n_l
-        if a is None:
-            D = None
-            H = Z
-        else:
-            S = np.array(signs[li], dtype=np.int64).T  # N x n_l, entries +-1
-            D = np.where(S > 0, 1, _mod(a, p)).astype(np.int64)
-            H = Z * D % p
-        Ds.append(D)
-        Hs.append(H)
-    m = len(layers[-1][0])
-    L = len(layers)
-    # G_l : N x m x n_l, sensitivity of the output to z_l
-    G = np.zeros((N, m, m), dtype=np.int64)
-    G[:, np.arange(m), np.arange(m)] = 1
-    if Ds[-1] is not None:
-        G = G * Ds[-1][:, None, :] % p
-    P = _param_offsets(layers)[-1]
-    J = np.zeros((N, m, P), dtype=np.int64)
-    offs = _param_offsets(layers)
-    for li in range(L - 1, -1, -1):
-        nl, nprev = len(layers[li][0]), len(layers[li][0][0])
-        Hprev = Hs[li]  # N x nprev
-        blockW = G[:, :, :, None] * Hprev[:, None, None, :] % p  # N x m x nl x nprev
-        o = offs[li]
-        J[:, :, o:o + nl * nprev] = blockW.reshape(N, m, nl * nprev)
-        J[:, :, o + nl * nprev:o + nl * nprev + nl] = G
-        if li > 0:
-            G2 = _mm(G.reshape(N * m, nl), Wp[li], p).reshape(N, m, nprev)
-            Dprev = Ds[li - 1]
-            if Dprev is not None:
-                G2 = G2 * Dprev[:, None, :] % p
-            G = G2
-    return J.reshape(N * m, P)
+    """The stacked Jacobian ``(N m) x P`` mod p (numpy int64) at the points ``X``: the dense kind's reverse
+    mode over ``Modular(p)``, the slopes taken from the exact signs."""
+    bk = Modular(p)
+    return reverse_jacobian(_programs(layers, bk), _columns(bk, X), bk, pointwise=_slopes(bk, layers, signs))
 
 
 def _nmod(rows, ncols: int, p: int):
@@ -809,7 +784,7 @@ def relu_functional_dimension(model, *, sample: str = "auto", points: int | None
         if E:
             Em = _rows_mod(E, p, Pd)
             # every explaining direction is in the kernel on the sample: checked, not assumed
-            if np.any(_mm(RJ(J), Em.T.copy(), p)):  # pragma: no cover - an internal error, never hidden
+            if np.any(Modular(p).matmul(RJ(J), Em.T.copy())):  # pragma: no cover - an internal error, never hidden
                 raise RuntimeError("internal error: an explaining direction is not in the Jacobian's kernel")
             dimTE = _rank_rows(np.vstack([Tm, Em]) if T else Em, Pd, p)
         explained = dimTE - dimT_p  # both ranks mod p: dim(T + E) - dim T >= explained
@@ -874,46 +849,26 @@ def _rows_mod(rows, p, P):
 
 def _rank_over_q(layers, X, signs, cols=None) -> int:
     """The rank over Q of the stacked Jacobian (small matrices only; ``cols``: these columns only)."""
-    rows = []
-    for j, x in enumerate(X):
-        rows += _jacobian_q(layers, x, [None if S is None else [r[j] for r in S] for S in signs])
-    if cols is not None:
-        rows = [[r[c] for c in cols] for r in rows]
-    if not rows:
+    if not X:
         return 0
-    return fmpq_mat(len(rows), len(rows[0]), [v for r in rows for v in r]).rank()
+    J = _jacobian_exact(layers, X, signs)
+    if cols is not None:
+        J = J[:, cols]
+    if J.shape[0] == 0 or J.shape[1] == 0:
+        return 0
+    return fmpq_mat(J.shape[0], J.shape[1], list(J.ravel())).rank()
 
 
 def _jacobian_q(layers, x, sg) -> list:
-    """The exact Jacobian (m rows of fmpq) at one point with its sign pattern ``sg``."""
-    hs = [list(x)]
-    ds = []
-    for (W, b, a), s in zip(layers, sg):
-        z = [sum((w * h for w, h in zip(r, hs[-1])), _ZERO) + bi for r, bi in zip(W, b)]
-        if a is None:
-            d = None
-        else:
-            d = [fmpq(1) if t > 0 else a for t in s]
-            z = [zi * di for zi, di in zip(z, d)]
-        ds.append(d)
-        hs.append(z)
-    m = len(layers[-1][0])
-    G = [[fmpq(1) if i == k else _ZERO for i in range(m)] for k in range(m)]
-    if ds[-1] is not None:
-        G = [[g * d for g, d in zip(row, ds[-1])] for row in G]
-    cols = []
-    for li in range(len(layers) - 1, -1, -1):
-        W = layers[li][0]
-        nl, nprev = len(W), len(W[0])
-        block = [[G[k][i] * hs[li][j] for i in range(nl) for j in range(nprev)] + [G[k][i] for i in range(nl)]
-                 for k in range(m)]
-        cols.insert(0, block)
-        if li > 0:
-            G2 = [[sum((G[k][i] * W[i][j] for i in range(nl)), _ZERO) for j in range(nprev)] for k in range(m)]
-            if ds[li - 1] is not None:
-                G2 = [[g * d for g, d in zip(row, ds[li - 1])] for row in G2]
-            G = G2
-    return [sum((blk[k] for blk in cols), []) for k in range(m)]
+    """The exact Jacobian (m rows of fmpq) at one point with its sign pattern ``sg`` (the dense kind's
+    reverse mode over the exact backend)."""
+    return _jacobian_exact(layers, [x], [None if s is None else [[t] for t in s] for s in sg]).tolist()
+
+
+def _jacobian_exact(layers, X, signs):
+    """The stacked exact Jacobian ``(N m) x P`` (an object array of fmpq) at the points ``X``."""
+    bk = Exact()
+    return reverse_jacobian(_programs(layers, bk), _columns(bk, X), bk, pointwise=_slopes(bk, layers, signs))
 
 
 def _reduced(layers, offs, hidden, J, P, p, cols=None) -> dict:

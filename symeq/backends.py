@@ -1,0 +1,402 @@
+"""Number backends, chosen once: exact (fmpq), float64 (numpy), torch and modular (residues mod p).
+
+A layer kind writes its forward pass and its reverse-mode Jacobian once, over the few primitives a
+:class:`Backend` gives (``asarray``, ``matmul``, ``add``, ``mul``, ``sum_last``, ``poly``, ...); the
+caller picks the numbers by picking the backend (like the domains of sympy.polys):
+
+* :class:`Exact` -- numpy object arrays of ``fmpq`` (2-D products by python-flint's ``fmpq_mat``);
+* :class:`Float64` -- numpy float64 arrays;
+* :class:`Torch` -- torch float64 tensors (torch imported on first use, with an install hint);
+* :class:`Modular` -- residues modulo a prime ``p``: the Mersenne prime 2^61 - 1 (uint64 arrays,
+  products by shifts and masks, 2-D matrix products by python-flint's ``nmod_mat``) or a prime below
+  2^31 (int64 arrays: a product of two residues is below 2^62; matrix products in two 16-bit halves).
+  A rational whose denominator ``p`` divides has no residue: :class:`Denominator` (a ZeroDivisionError).
+
+The kinds' programs (``jacobian_program`` of symeq/layers/dense.py, conv.py, attention.py) use these
+primitives only, so one forward pass and one Jacobian serve every backend; :func:`reverse_jacobian`
+chains the programs of a model (docs/identifiability.md, "Local identifiability").
+
+Examples
+--------
+>>> from flint import fmpq
+>>> bk = Modular((1 << 61) - 1)
+>>> int(bk.poly([bk.scalar(1), bk.scalar(fmpq(1, 2))], bk.asarray([[2]]))[0, 0])
+2
+>>> Exact().poly([fmpq(1), fmpq(1, 2)], Exact().asarray([[2]]))[0, 0]
+2
+>>> float(Float64().matmul(Float64().asarray([[1, 2]]), Float64().asarray([[3], [fmpq(1, 2)]]))[0, 0])
+4.0
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from flint import fmpq, fmpq_mat, nmod_mat
+
+__all__ = ["Backend", "Exact", "Float64", "Torch", "Modular", "Denominator", "NotPolynomial", "MERSENNE61",
+           "reverse_jacobian", "mulmod61", "addmod61", "to_nmod", "from_nmod"]
+
+#: the Mersenne prime 2^61 - 1
+MERSENNE61 = (1 << 61) - 1
+
+_P = np.uint64(MERSENNE61)
+_LO32 = np.uint64(0xFFFFFFFF)
+_LO29 = np.uint64((1 << 29) - 1)
+_S32, _S29, _S61, _S3 = np.uint64(32), np.uint64(29), np.uint64(61), np.uint64(3)
+
+
+class Denominator(ZeroDivisionError):
+    """A rational number whose denominator the prime divides: it has no residue modulo p."""
+
+
+class NotPolynomial(ValueError):
+    """An activation without polynomial coefficients where a backend needs them (say, modulo p)."""
+
+
+def _q(x) -> fmpq:
+    if isinstance(x, fmpq):
+        return x
+    num, den = getattr(x, "numerator", None), getattr(x, "denominator", None)
+    if num is not None and den is not None and not isinstance(x, float):
+        return fmpq(int(num), int(den))
+    return fmpq(x)
+
+
+# ----------------------------------------------------------------------------- arithmetic mod 2^61 - 1
+
+def mulmod61(a, b):
+    """a * b mod 2^61 - 1 entrywise for uint64 arrays with entries < p (broadcasting)."""
+    a = np.asarray(a, dtype=np.uint64)
+    b = np.asarray(b, dtype=np.uint64)
+    ah, al = a >> _S32, a & _LO32
+    bh, bl = b >> _S32, b & _LO32
+    mid = ah * bl + al * bh                 # < 2^62
+    ll = al * bl                            # < 2^64
+    # a b = ah bh 2^64 + mid 2^32 + ll and 2^61 = 1: 2^64 = 8, mid 2^32 = (mid >> 29) + (mid & (2^29-1)) 2^32
+    r = ((ah * bh) << _S3) + (mid >> _S29) + ((mid & _LO29) << _S32) + (ll >> _S61) + (ll & _P)
+    r = (r >> _S61) + (r & _P)
+    return np.where(r >= _P, r - _P, r)
+
+
+def addmod61(a, b):
+    """a + b mod 2^61 - 1 entrywise (uint64, entries < p)."""
+    s = np.asarray(a, dtype=np.uint64) + np.asarray(b, dtype=np.uint64)
+    return np.where(s >= _P, s - _P, s)
+
+
+def to_nmod(a: np.ndarray, p: int = MERSENNE61) -> nmod_mat:
+    """A 2-D array of residues as an ``nmod_mat``."""
+    a = np.asarray(a)
+    if a.shape[0] == 0 or a.shape[1] == 0:
+        return nmod_mat(a.shape[0], a.shape[1], p)
+    return nmod_mat(a.tolist(), p)  # a list of rows: faster than a flat list in python-flint
+
+
+def from_nmod(m: nmod_mat, dtype=np.uint64) -> np.ndarray:
+    return np.array([int(x) for x in m.entries()], dtype=dtype).reshape(m.nrows(), m.ncols())
+
+
+class _Operand:
+    """A right operand prepared once for many products (the ``nmod_mat`` next to its array)."""
+
+    __slots__ = ("array", "mat")
+
+    def __init__(self, array, mat):
+        self.array, self.mat = array, mat
+
+    @property
+    def shape(self):
+        return self.array.shape
+
+
+# ----------------------------------------------------------------------------- backends
+
+class Backend:
+    """The primitives a kind's forward pass and Jacobian use (numpy arrays unless said otherwise)."""
+
+    name = "backend"
+    exact = False
+
+    def scalar(self, x):
+        """A rational (fmpq, Fraction, int) as a number of this backend."""
+        raise NotImplementedError
+
+    def asarray(self, rows, shape=None):
+        """Nested lists (or an array) of rationals as an array of this backend's numbers."""
+        flat = np.asarray(rows, dtype=object)
+        out = np.array([self.scalar(x) for x in flat.ravel()], dtype=self.dtype).reshape(flat.shape)
+        return out if shape is None else out.reshape(shape)
+
+    dtype = object
+
+    def zeros(self, shape):
+        return np.zeros(shape, dtype=self.dtype)
+
+    def ones(self, shape):
+        return np.ones(shape, dtype=self.dtype)
+
+    def eye_rows(self, K: int, N: int):
+        """N stacked K x K identities (the output cotangents of N points): (N K) x K."""
+        return np.tile(np.eye(K, dtype=self.dtype), (N, 1))
+
+    def operand(self, a):
+        """``a`` prepared as the right factor of many ``matmul`` calls."""
+        return a
+
+    def add(self, a, b):
+        return a + b
+
+    def sub(self, a, b):
+        return self.add(a, self.mul(b, self.scalar(-1)))
+
+    def mul(self, a, b):
+        return a * b
+
+    def matmul(self, a, b):
+        return a @ getattr(b, "array", b)
+
+    def sum_last(self, a):
+        """The sum over the last axis."""
+        return a.sum(axis=-1)
+
+    def permute(self, a, axes):
+        return a.transpose(axes)
+
+    def concat(self, arrays, axis: int = 0):
+        return np.concatenate(arrays, axis=axis)
+
+    def take(self, a, index):
+        """``a[index]`` with an integer numpy index array on the first axis."""
+        return a[index]
+
+    def where(self, cond, a, b):
+        """``a`` where the (numpy bool) ``cond`` holds, else ``b`` (two numbers of this backend)."""
+        out = np.where(cond, a, b)
+        return out if self.dtype is object else out.astype(self.dtype)
+
+    def poly(self, coeffs, Z):
+        """sum_k coeffs[k] Z^k entrywise (Horner), coefficients already of this backend."""
+        acc = self.zeros(Z.shape)
+        for c in reversed(coeffs):
+            acc = self.add(self.mul(acc, Z), c)
+        return acc
+
+    def activation(self, act):
+        """(sigma's coefficients, sigma''s coefficients) as numbers of this backend; None for an affine layer."""
+        if act is None:
+            return None
+        if not getattr(act, "is_polynomial", False):
+            raise NotPolynomial(f"activation {act.name} is not a polynomial")
+        coeffs = [_q(c) for c in act.coeffs]
+        return [self.scalar(c) for c in coeffs], [self.scalar(k * c) for k, c in enumerate(coeffs)][1:] or \
+            [self.scalar(0)]
+
+    def to_numpy(self, a) -> np.ndarray:
+        return np.asarray(a)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Exact(Backend):
+    """Exact rationals: numpy object arrays of ``fmpq``; 2-D products by ``fmpq_mat``."""
+
+    name, exact, dtype = "exact", True, object
+
+    def scalar(self, x):
+        return _q(x)
+
+    def zeros(self, shape):
+        out = np.empty(shape, dtype=object)
+        out.fill(fmpq(0))
+        return out
+
+    def ones(self, shape):
+        out = np.empty(shape, dtype=object)
+        out.fill(fmpq(1))
+        return out
+
+    def eye_rows(self, K: int, N: int):
+        out = self.zeros((N * K, K))
+        for n in range(N):
+            for k in range(K):
+                out[n * K + k, k] = fmpq(1)
+        return out
+
+    def matmul(self, a, b):
+        b = getattr(b, "array", b)
+        if a.ndim == 2 and b.ndim == 2 and a.size and b.size:
+            M = fmpq_mat(a.shape[0], a.shape[1], list(a.ravel())) * fmpq_mat(b.shape[0], b.shape[1], list(b.ravel()))
+            return np.array(M.entries(), dtype=object).reshape(a.shape[0], b.shape[1])
+        if a.shape[-1] == 0:
+            return self.zeros(a.shape[:-1] + b.shape[-1:])
+        return np.matmul(a, b)
+
+    def sum_last(self, a):
+        out = self.zeros(a.shape[:-1])
+        for k in range(a.shape[-1]):
+            out = out + a[..., k]
+        return out
+
+
+class Float64(Backend):
+    """numpy float64."""
+
+    name, dtype = "float64", np.float64
+
+    def scalar(self, x):
+        if isinstance(x, float):
+            return x
+        q = _q(x)
+        return int(q.p) / int(q.q)
+
+
+class Modular(Backend):
+    """Residues modulo a prime p: 2^61 - 1 (uint64) or a prime below 2^31 (int64)."""
+
+    exact = True
+
+    def __init__(self, p: int = MERSENNE61):
+        p = int(p)
+        if p == MERSENNE61:
+            self.dtype, self._mersenne = np.uint64, True
+        elif 2 < p < (1 << 31):
+            self.dtype, self._mersenne = np.int64, False
+        else:
+            raise ValueError(f"the modular backend takes 2^61 - 1 or a prime below 2^31, got {p}")
+        self.p = p
+        self.name = f"mod {p}"
+
+    def scalar(self, x) -> int:
+        x = _q(x)
+        num, den = int(x.p), int(x.q)
+        if den % self.p == 0:
+            raise Denominator(str(x))
+        return num % self.p * pow(den, -1, self.p) % self.p
+
+    def eye_rows(self, K: int, N: int):
+        return np.tile(np.eye(K, dtype=self.dtype), (N, 1))
+
+    def operand(self, a):
+        if self._mersenne and a.ndim == 2:
+            return _Operand(a, to_nmod(a, self.p))
+        return a
+
+    def add(self, a, b):
+        if self._mersenne:
+            return addmod61(a, b)
+        return (np.asarray(a, dtype=np.int64) + b) % self.p
+
+    def mul(self, a, b):
+        if self._mersenne:
+            return mulmod61(a, b)
+        return np.asarray(a, dtype=np.int64) * b % self.p
+
+    def sub(self, a, b):
+        return self.add(a, (self.p - np.asarray(b, dtype=self.dtype)) % self.p)
+
+    def matmul(self, a, b):
+        mat = getattr(b, "mat", None)
+        b = getattr(b, "array", b)
+        if a.ndim == 2 and b.ndim == 2:
+            if a.shape[0] == 0 or a.shape[1] == 0:
+                return np.zeros((a.shape[0], b.shape[1]), dtype=self.dtype)
+            if self._mersenne:
+                return from_nmod(to_nmod(a) * (mat if mat is not None else to_nmod(b)))
+        if self._mersenne:  # batched: Python integers (object arrays), small models only
+            return ((a.astype(object) @ b.astype(object)) % self.p).astype(np.uint64)
+        if a.shape[-1] == 0:
+            return np.zeros(a.shape[:-1] + b.shape[-1:], dtype=np.int64)
+        hi, lo = b >> 16, b & 0xFFFF  # residues < 2^31: A @ halves stays below 2^63 for inner sizes < 2^16
+        return ((a @ hi) % self.p * 65536 + (a @ lo) % self.p) % self.p
+
+    def sum_last(self, a):
+        if not self._mersenne:
+            return a.sum(axis=-1) % self.p  # < 2^31 each: no overflow below 2^32 terms
+        flat = a.reshape(-1, a.shape[-1])
+        ones = _Operand(np.ones((a.shape[-1], 1), dtype=np.uint64), nmod_mat(a.shape[-1], 1, [1] * a.shape[-1], self.p))
+        return self.matmul(flat, ones).reshape(a.shape[:-1])
+
+
+class Torch(Backend):
+    """torch float64 tensors (CPU unless ``device``); torch is imported here, on first use."""
+
+    name = "torch"
+
+    def __init__(self, device=None):
+        try:
+            import torch
+        except ImportError:  # pragma: no cover - the extra is missing
+            raise ImportError("the torch backend needs PyTorch: pip install 'symeq[torch]' (or pip install torch)") \
+                from None
+        self.torch, self.device = torch, device
+        self.dtype = torch.float64
+
+    def scalar(self, x):
+        return Float64.scalar(self, x)
+
+    def asarray(self, rows, shape=None):
+        arr = Float64().asarray(rows, shape)
+        return self.torch.as_tensor(arr, dtype=self.dtype, device=self.device)
+
+    def zeros(self, shape):
+        return self.torch.zeros(shape, dtype=self.dtype, device=self.device)
+
+    def ones(self, shape):
+        return self.torch.ones(shape, dtype=self.dtype, device=self.device)
+
+    def eye_rows(self, K: int, N: int):
+        return self.torch.eye(K, dtype=self.dtype, device=self.device).repeat(N, 1)
+
+    def matmul(self, a, b):
+        return self.torch.matmul(a, getattr(b, "array", b))
+
+    def permute(self, a, axes):
+        return a.permute(*axes)
+
+    def concat(self, arrays, axis: int = 0):
+        return self.torch.cat(list(arrays), dim=axis)
+
+    def take(self, a, index):
+        return a[self.torch.as_tensor(np.asarray(index), device=a.device)]
+
+    def where(self, cond, a, b):
+        c = self.torch.as_tensor(np.asarray(cond), device=self.device)
+        return self.torch.where(c, self.torch.tensor(a, dtype=self.dtype), self.torch.tensor(b, dtype=self.dtype))
+
+    def to_numpy(self, a) -> np.ndarray:
+        return a.detach().cpu().numpy()
+
+
+# ----------------------------------------------------------------------------- the chain rule over programs
+
+def reverse_jacobian(programs, X, bk: Backend, check=None, pointwise=None, keep: dict | None = None):
+    """J (N K x P, rows point-major: point n, output k) of the chain of kind programs at the points X
+    (columns, in backend numbers): one forward pass, then the output cotangents backwards.
+
+    Each program gives ``n_params``, ``out_dim``, ``forward(H, pointwise) -> (H', cache)`` and
+    ``backward(cache, D, J, col, need_input) -> D'``; ``pointwise[i]`` (optional) replaces layer i's
+    activation by a function of its pre-activations returning (values, derivatives) (say, the known
+    slopes of a ReLU at the points).  ``check(what)`` is called between the steps (a deadline).
+    ``keep`` receives ``caches``, the per-layer forward caches, and ``cols``, each layer's first column."""
+    H, caches = X, []
+    for i, prog in enumerate(programs):
+        if check is not None:
+            check("the forward pass")
+        H, cache = prog.forward(H, None if pointwise is None else pointwise[i])
+        caches.append(cache)
+    N, K = X.shape[1], programs[-1].out_dim
+    P = sum(prog.n_params for prog in programs)
+    J = bk.zeros((N * K, P))
+    D = bk.eye_rows(K, N)
+    cols, c = [], 0
+    for prog in programs:
+        cols.append(c)
+        c += prog.n_params
+    for i in range(len(programs) - 1, -1, -1):
+        if check is not None:
+            check("the backward pass")
+        D = programs[i].backward(caches[i], D, J, cols[i], need_input=i > 0)
+    if keep is not None:
+        keep["caches"], keep["cols"], keep["output"] = caches, cols, H
+    return J
