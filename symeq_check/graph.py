@@ -105,12 +105,10 @@ def _degenerate(act, where: str) -> None:
 
 
 def _join(spec: dict, kind: str, at: str, known: dict):
-    names = spec.get(kind)
-    if not isinstance(names, list) or len(names) < 2:
-        raise CheckError(f"{at}: {kind!r} must list at least 2 node names")
+    names, least = spec.get(kind), 2 if kind == "add" else 1  # a node may be listed twice (docs/graphs.md)
+    if not isinstance(names, list) or len(names) < least:
+        raise CheckError(f"{at}: {kind!r} must list at least {least} node name{'s' * (least > 1)}")
     names = tuple(_ref(v, f"{at}.{kind}[{j}]", known) for j, v in enumerate(names))
-    if len(set(names)) != len(names):
-        raise CheckError(f"{at}: an input is listed twice in {kind!r}")
     widths = [known[n][0] for n in names]
     shapes = [known[n][1] for n in names]
     if kind == "add":
@@ -153,7 +151,9 @@ def _graph(value, n_in: int, output, where: str = "model"):
         node, form = _segment(spec, at, known) if kinds[0] == "layers" else _join(spec, kinds[0], at, known)
         nodes.append(node)
         canonical.append(form)
-        known[node.name] = (node.width, node.shape, node.act is None)
+        # affine: a segment ending without an activation, or a join without one that reads an affine node
+        known[node.name] = (node.width, node.shape, node.act is None and (
+            node.kind == "layers" or any(known[i][2] for i in node.inputs)))
     output = nodes[-1].name if output is None else output
     if not isinstance(output, str) or output not in known or output == "input":
         raise CheckError(f"{where}.output: {_short(output)} is not a node of the graph")

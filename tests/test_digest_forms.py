@@ -161,3 +161,59 @@ def test_the_certificate_digest_is_the_provers_of_the_model_file():
     model = model_to_json(random_equivariant_model(builtin_group("mirror:1x2"), ["regular*2"], real("tanh"), rng=3))
     cert = verify(model_from_json(model)).certificate()
     assert cert["parameters"]["layers_sha256"] == checker.layers_digest(model["layers"], model["input_dim"])
+
+
+# ----------------------------------------------------------------------------- graph models (docs/graphs.md)
+
+def _graph_files():
+    from test_schema_agreement import GRAPH_FILES
+
+    return {k: f() for k, f in GRAPH_FILES.items()}
+
+
+@pytest.mark.parametrize("kind", ["residual", "concat", "conv"])
+def test_prover_and_checker_graph_digests_agree(kind):
+    """symeq.digest.graph_digest of symeq's written graph and the checker's own graph_sha256 of the file."""
+    from symeq.graph.io import graph_to_json
+    from symeq_check.graph import graph_digest, read_graph_model
+
+    data = _graph_files()[kind]
+    written = graph_to_json(model_from_json(data))
+    ours = prover.graph_digest(written["graph"], written["input_dim"], written.get("output", written["graph"][-1]["name"]))
+    assert graph_digest(read_graph_model(data)) == ours == graph_digest(read_graph_model(written))
+
+
+def test_the_graph_form_is_the_documented_one():
+    """The residual file is in canonical form already (reduced numbers, null biases): its digest is the hash of
+    the documented object, built here from docs/graphs.md alone."""
+    from symeq_check.graph import graph_digest, read_graph_model
+
+    data = _graph_files()["residual"]
+    nodes = copy.deepcopy(data["graph"])
+    text = json.dumps({"digest_form": 2, "input_dim": 2, "output": "head", "graph": nodes},
+                      sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    assert graph_digest(read_graph_model(data)) == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert prover.graph_digest(data["graph"], 2, "head") == hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_a_graph_written_two_ways_has_one_digest_and_a_changed_number_another():
+    from symeq_check.graph import graph_digest, read_graph_model
+
+    files = _graph_files()
+    base = graph_digest(read_graph_model(files["conv"]))
+    shaped = copy.deepcopy(files["conv"])
+    shaped["graph"][1]["layers"][0]["input_shape"] = [1, 2, 2]  # the inherited shape, written out
+    shaped["graph"][0]["layers"][0]["kernel"] = [[[["4/2"]]]]
+    shaped["graph"][1]["layers"][0]["bias"] = ["0"]
+    assert graph_digest(read_graph_model(shaped)) == base
+    shaped["graph"][0]["layers"][0]["bias"] = ["1/2"]
+    assert graph_digest(read_graph_model(shaped)) != base
+
+
+def test_a_graph_certificates_digest_is_the_checkers():
+    from symeq_check.graph import graph_digest, read_graph_model
+
+    data = _graph_files()["residual"]
+    cert = verify(model_from_json(data)).certificate()
+    assert cert["parameters"]["graph_sha256"] == graph_digest(read_graph_model(data))
+    assert check_certificate(cert, data).exit_code == 0

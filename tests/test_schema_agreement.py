@@ -17,6 +17,7 @@ from symeq.cli import main
 from symeq.errors import SymeqError
 from symeq.io import model_from_json
 from symeq_check import CheckError
+from symeq_check.graph import read_graph_model
 from symeq_check.model import _model
 from test_strict_files import MODELS, _mutations
 
@@ -36,6 +37,96 @@ def _prover(data):
 
 def _checker(data):
     return _reads(_model, CheckError, data)
+
+
+def _checker_any(data):
+    """The checker's reading of a chain or a graph file (its dispatch reads "graph" files with
+    :func:`symeq_check.graph.read_graph_model`)."""
+    graph = isinstance(data, dict) and "graph" in data
+    return _reads(read_graph_model if graph else _model, CheckError, data)
+
+
+# ----------------------------------------------------------------------------- graph files (docs/graphs.md)
+R = {"type": "relu"}
+SWAP = [["0", "1"], ["1", "0"]]
+
+
+def _dense(w, b=None, act=R):
+    return {"type": "dense", "weight": w, "bias": b, "activation": act}
+
+
+def _residual_file():
+    return {"format": "symeq-model/1", "name": "residual", "input_dim": 2,
+            "graph": [{"name": "stem", "input": "input", "layers": [_dense([["1", "0"], ["0", "1"]])]},
+                      {"name": "block", "input": "stem", "layers": [_dense([["2", "1"], ["1", "2"]], ["1", "1"]),
+                                                                    _dense([["1", "3"], ["3", "1"]], None, None)]},
+                      {"name": "sum", "add": ["stem", "block"], "activation": R},
+                      {"name": "head", "input": "sum", "layers": [_dense([["5", "2"], ["2", "5"]], None, None)]}],
+            "output": "head", "group": {"generators": [{"input": SWAP, "output": SWAP}]}}
+
+
+def _concat_file():
+    return {"format": "symeq-model/1", "input_dim": 2,
+            "graph": [{"name": "a", "input": "input", "layers": [_dense([["1", "0"], ["0", "1"]])]},
+                      {"name": "b", "input": "input", "layers": [_dense([["0", "1"], ["1", "0"]], ["1", "1"])]},
+                      {"name": "cat", "concat": ["a", "b"], "activation": {"type": "tanh_series", "order": 3}},
+                      {"name": "head", "input": "cat",
+                       "layers": [_dense([["1", "0", "2", "0"], ["0", "1", "0", "2"]], None, None)]}]}
+
+
+def _conv_file():
+    conv = {"type": "conv2d", "input_shape": [1, 2, 2], "kernel": [[[["2"]]]], "bias": ["1"], "activation": R}
+    return {"format": "symeq-model/1", "input_dim": 4,
+            "graph": [{"name": "stem", "input": "input", "layers": [conv]},
+                      {"name": "block", "input": "stem",
+                       "layers": [{"type": "conv2d", "kernel": [[[["-1"]]]], "bias": None, "activation": None}]},
+                      {"name": "sum", "add": ["stem", "block"], "activation": R},
+                      {"name": "head", "input": "sum", "layers": [{"type": "flatten"},
+                                                                  _dense([["1", "1", "0", "0"], ["0", "0", "1", "1"]],
+                                                                         None, None)]}]}
+
+
+GRAPH_FILES = {"residual": _residual_file, "concat": _concat_file, "conv": _conv_file}
+
+
+def _disagreements(data) -> tuple[list, int, int]:
+    mutations = [(what, m) for what, m, _ in _mutations(data)] + list(field_mutations(data))
+    disagree, refused = [], 0
+    for what, mutated in mutations:
+        p, c = _prover(mutated), _checker_any(mutated)
+        if p[0] != c[0]:
+            disagree.append(f"{what}: prover {'accepts' if p[0] else 'refuses: ' + p[1]}; "
+                            f"checker {'accepts' if c[0] else 'refuses: ' + c[1]}")
+        refused += not p[0]
+    return disagree, refused, len(mutations)
+
+
+@pytest.mark.parametrize("kind", list(GRAPH_FILES))
+def test_prover_and_checker_agree_on_every_mutation_of_a_graph_file(kind):
+    data = GRAPH_FILES[kind]()
+    assert _prover(data)[0] and _checker_any(data)[0], (_prover(data), _checker_any(data))
+    disagree, refused, n = _disagreements(data)
+    assert n > 100
+    assert not disagree, "\n".join(disagree)
+    assert refused >= 10
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d.update(layers=[_dense(SWAP, None, None)]),                      # both forms
+    lambda d: d["graph"][1].update(input="sum"),                               # reads a later node
+    lambda d: d["graph"][0].update(name="input"),                              # the reserved name
+    lambda d: d["graph"][1].update(name="stem"),                               # a name twice
+    lambda d: d["graph"][2].update(add=["stem"]),                              # an addition of one input
+    lambda d: d.update(output="block"),                                        # dead nodes
+    lambda d: d["graph"][3].update(input="block"),                             # an affine output read by a layer
+    lambda d: d["graph"][1]["layers"][1].update(weight=[["1", "0"]]),          # sizes differ at the addition
+    lambda d: d["graph"][1]["layers"][0].update(activation=None),              # a hidden layer without activation
+    lambda d: d["graph"][0]["layers"].insert(0, {"type": "attention", "tokens": 1, "heads": []}),
+])
+def test_prover_and_checker_refuse_the_graph_rules_alike(change):
+    data = _residual_file()
+    change(data)
+    assert not _prover(data)[0] and not _checker_any(data)[0], (_prover(data), _checker_any(data))
 
 
 @pytest.mark.parametrize("kind", list(MODELS))
