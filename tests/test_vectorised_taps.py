@@ -140,3 +140,24 @@ def test_regular_network_maps():
         got = conv_tap_maps(net.layers[li].shape, chains, li)
         assert got is not None and same(reference_tap_maps(net.layers[li].shape, chains, li), got)
         assert len(got) == 4 and any(not np.array_equal(t, np.arange(len(t))) for t, _, _, _ in got)
+
+
+@pytest.mark.parametrize("shape", [ConvShape(3, 4, 6, 6, 3, 3, 1, 1), ConvShape(2, 3, 7, 5, 3, 3, 2, 1),
+                                   ConvShape(2, 2, 5, 5, 3, 3, 1, 2, "circular"), ConvShape(1, 2, 6, 6, 2, 2, 1, 0)])
+def test_torch_conv_forward_equals_numpy(shape, monkeypatch):
+    """The float conv layer's torch path (large batches) gives numpy's im2col result to rounding."""
+    pytest.importorskip("torch")
+    import symeq.numeric.conv as nc
+    from symeq.layers.conv_numbers import NumpyNumbers
+    from symeq.numeric.models import numeric_activation
+
+    rng = np.random.default_rng(3)
+    k = rng.standard_normal((shape.out_channels, shape.in_channels, shape.kh, shape.kw))
+    layer = nc.NumericConvLayer(shape, k, rng.standard_normal(shape.out_channels), numeric_activation("tanh"))
+    X = rng.standard_normal((9, layer.in_dim))
+    ref = NumpyNumbers.pre_activation(layer, X)
+    monkeypatch.setattr(nc, "TORCH_MIN_WORK", 0)
+    monkeypatch.setattr(nc, "TORCH_BLOCK", 2 * layer.out_dim)  # several blocks
+    got = layer.pre_activation(X)
+    assert got.shape == ref.shape and np.max(np.abs(got - ref)) <= 1e-12 * max(1.0, np.max(np.abs(ref)))
+    assert np.allclose(layer.forward(X), np.tanh(ref), rtol=0, atol=1e-12)

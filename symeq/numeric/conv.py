@@ -132,6 +132,21 @@ class NumericConvLayer(ConvCore):
     def copy(self) -> "NumericConvLayer":
         return NumericConvLayer(self.shape, self.kernel.copy(), self.channel_bias.copy(), self.activation)
 
+    def pre_activation(self, X):
+        """conv_K(X) + b on a batch (a row per point): torch's conv2d in float64 when torch is
+        importable and the batch is large (:data:`TORCH_MIN_WORK` multiply-adds), else the numpy
+        im2col product of :class:`symeq.layers.conv_numbers.NumpyNumbers`.  Both are float64; they
+        agree to rounding (their summation orders differ; tests/test_vectorised_taps.py)."""
+        X = np.asarray(X, dtype=np.float64)
+        work = X.shape[0] * self.out_dim * self.shape.taps if X.ndim == 2 else 0
+        if work < TORCH_MIN_WORK or X.shape[1] != self.in_dim:
+            return super().pre_activation(X)
+        try:
+            import torch
+        except ImportError:
+            return super().pre_activation(X)
+        return conv_forward_torch(torch, self, X)
+
     # -- matching ------------------------------------------------------------------------------
     def match_reference(self, affine: bool = False):
         if self.activation is None:
@@ -170,6 +185,34 @@ class NumericConvLayer(ConvCore):
                              "transform": _transform_name(R), "cycles": _channel_cycles(pi, ch.vals)}
         how = f"{act.latent_group} of channels (x) pixel permutation, linear assignment on kernels"
         return False, [(rho, (float(rel.max()), float(np.median(rel)), margin, how))]
+
+
+TORCH_MIN_WORK = 20_000_000
+"""Multiply-adds of a batch from which a float convolution runs in torch (below: numpy)."""
+
+TORCH_BLOCK = 16_000_000
+"""Floats of one block of points' outputs in :func:`conv_forward_torch` (bounded memory)."""
+
+
+def conv_forward_torch(torch, layer, X: np.ndarray) -> np.ndarray:
+    """conv_K(X) + b of a float conv layer in torch (float64), a block of points at a time; the
+    layout is symeq's (channel, row, column), circular padding by wrapping as the layer's sources do."""
+    S = layer.shape
+    F = torch.nn.functional
+    K = torch.from_numpy(np.ascontiguousarray(layer.kernel, dtype=np.float64))
+    b = torch.from_numpy(np.ascontiguousarray(layer.channel_bias, dtype=np.float64))
+    out = np.empty((X.shape[0], layer.out_dim))
+    step = max(1, TORCH_BLOCK // max(layer.out_dim + layer.in_dim * S.kh * S.kw, 1))
+    with torch.no_grad():
+        for a in range(0, X.shape[0], step):
+            x = torch.from_numpy(np.ascontiguousarray(X[a:a + step])).reshape(-1, S.in_channels, S.height, S.width)
+            if S.padding_mode == "circular" and S.padding:
+                x = F.pad(x, (S.padding,) * 4, mode="circular")
+                z = F.conv2d(x, K, b, stride=S.stride)
+            else:
+                z = F.conv2d(x, K, b, stride=S.stride, padding=S.padding)
+            out[a:a + step] = z.reshape(z.shape[0], -1).numpy()
+    return out
 
 
 def fold_average_pool_float(k: int, stride: int, in_shape: tuple, layer) -> NumericConvLayer:

@@ -1,0 +1,62 @@
+"""certify's noise points on wide networks (symeq/certification.py): the forward passes run a block
+of points at a time with the same outputs, fewer points are drawn where one network's forward pass
+on them would pass NOISE_WORK multiply-adds (the report says how many), and the median comes with
+its 95 % order-statistic interval."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import symeq.certification as cm
+from symeq.certification import certify
+from symeq.groups import mirror
+from symeq.numeric import numeric_activation, random_equivariant_numeric, scramble_numeric
+
+
+def _net(width=8, noise=1e-3):
+    G = mirror(4, 4)
+    m = random_equivariant_numeric(G, [width, width], numeric_activation("tanh"), rng=0)
+    s, _ = scramble_numeric(m, rng=1)
+    th = s.parameters()
+    return G, s.with_parameters(th * (1.0 + noise * np.random.default_rng(2).standard_normal(th.shape)))
+
+
+def test_outputs_in_blocks_equal_one_pass(monkeypatch):
+    _, net = _net()
+    X = np.random.default_rng(0).standard_normal((37, net.input_dim))
+    monkeypatch.setattr(cm, "FORWARD_BLOCK", 5 * max(net.widths))  # blocks of 5 points
+    got, ref = cm._outputs(net, X), net(X)
+    assert got.shape == ref.shape and np.allclose(got, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_work_per_point_counts_dense_multiply_adds():
+    _, net = _net()
+    assert cm._work_per_point(net) == sum(a * b for a, b in zip(net.widths[:-1], net.widths[1:]))
+
+
+def test_noise_points_capped_by_work(monkeypatch):
+    G, net = _net()
+    w = cm._work_per_point(net)
+    monkeypatch.setattr(cm, "NOISE_WORK", 100 * w)
+    c = certify(net, G, timeout=120, noise_points=500)
+    fd = c.function_distance["noise"]
+    assert fd["points"] == 100 and "100 of the 500 points" in c.data_info["noise"]
+    lo, hi = fd["median_interval_95"]
+    assert lo <= fd["median"] <= hi <= fd["max"]
+    c2 = certify(net, G, timeout=120, noise_points=50)  # below the cap: as asked, no note
+    assert c2.function_distance["noise"]["points"] == 50 and "asked for" not in c2.data_info["noise"]
+
+
+def test_noise_cap_keeps_a_minimum(monkeypatch):
+    _, net = _net()
+    monkeypatch.setattr(cm, "NOISE_WORK", 1)
+    assert cm._noise_count(net, 2000) == cm.MIN_NOISE_POINTS
+    assert cm._noise_count(net, 10) == 10
+
+
+def test_median_interval_brackets_the_median():
+    rng = np.random.default_rng(1)
+    F = rng.standard_normal((401, 3))
+    r = cm._relative(F, F * (1 + 0.01 * rng.standard_normal(F.shape)))
+    lo, hi = r["median_interval_95"]
+    assert lo < r["median"] < hi and r["points"] == 401
