@@ -132,6 +132,8 @@ def canonical_layers(layers_json) -> list:
             kh, kw = len(spec["kernel"][0][0]), len(spec["kernel"][0][0][0])
             shape = [len(spec["kernel"]), (shape[1] + 2 * padding - kh) // stride + 1,
                      (shape[2] + 2 * padding - kw) // stride + 1]
+        elif kind in ("maxpool2d", "group_pool"):  # pooling (docs/conv.md): defaults written, the shape carried
+            layer, shape = _canonical_pool(kind, spec, layer, shape)
         elif kind == "attention":
             if layer.get("scoring") == "lightning":
                 del layer["scoring"]
@@ -144,6 +146,23 @@ def canonical_layers(layers_json) -> list:
                     del head["score_bias"]
         out.append(layer)
     return out
+
+
+def _canonical_pool(kind: str, spec: dict, layer: dict, shape):
+    """A pooling layer in digest form 2: its input shape, kernel_size, stride (default: the kernel size)
+    and padding (default 0), or its field_size; and the shape after it."""
+    if spec.get("input_shape") is not None:
+        shape = [int(v) for v in spec["input_shape"]]
+    C, H, W = shape
+    if kind == "group_pool":
+        n = int(spec["field_size"])
+        layer.update(input_shape=[str(v) for v in shape], field_size=str(n))
+        return layer, [C // n, H, W]
+    k = int(spec["kernel_size"])
+    s = int(spec["stride"]) if spec.get("stride") is not None else k
+    p = int(spec.get("padding", 0))
+    layer.update(input_shape=[str(v) for v in shape], kernel_size=str(k), stride=str(s), padding=str(p))
+    return layer, [C, (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1]
 
 
 def layers_digest(layers_json, input_dim: int) -> str:

@@ -49,7 +49,7 @@ FLATTEN_KEYS = ConvLayer.schema["flatten"]
 CONV_KEYS = ConvLayer.schema["conv2d"]
 AVGPOOL_KEYS = ConvLayer.schema["avgpool2d"]
 GLOBAL_POOL_KEYS = ConvLayer.schema["global_avgpool"]
-IMAGE_KINDS = ("conv2d", "avgpool2d", "global_avgpool", "maxpool2d", "group_maxpool")
+IMAGE_KINDS = ("conv2d", "avgpool2d", "global_avgpool", "maxpool2d", "group_pool", "group_maxpool")
 
 
 def read_json(path) -> dict:

@@ -45,7 +45,7 @@ How the older switches map to queries (the pipeline modules ``theorem``, ``certi
 >>> supports(layer, "tie-walk"), supports(layer, "token-mixing")
 (True, False)
 >>> sorted(kind_names())
-['attention', 'conv2d', 'dense', 'heads']
+['attention', 'conv2d', 'dense', 'group_pool', 'heads', 'maxpool2d']
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ KIND_MODULES = (
     "symeq.layers.dense",
     "symeq.layers.conv",
     "symeq.layers.attention",
+    "symeq.layers.pooling",
 )
 """The modules that declare layer kinds (``LAYER_KINDS``, ``JSON_READERS``): one line per kind module."""
 

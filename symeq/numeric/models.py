@@ -62,6 +62,7 @@ from ..layers.registry import first_unsupported, supports
 from ..models import LayeredShape
 from .attention import NumericAttention, NumericHeads
 from .conv import NumericConvLayer
+from .pooling import TORCH_POOL_CLASSES, pool_from_torch, pool_torch_module, pool_twin
 from .match import _input_bias, _latent_action, _match_layer
 from .monomial import right_multiply, to_float_matrix  # to_float_matrix: re-exported (it lives below models)
 
@@ -597,6 +598,9 @@ class NumericModel(LayeredShape):
         dtype = dtype or torch.float64
         mods = []
         for l in self.layers:
+            if l.kind in ("maxpool2d", "group_pool"):  # parameter-free (symeq.numeric.pooling)
+                mods.append(pool_torch_module(l, torch))
+                continue
             # made in the target dtype: a float32 layer would round the weights on copy_
             lin = torch.nn.Linear(l.in_dim, l.out_dim, dtype=dtype)
             with torch.no_grad():
@@ -627,6 +631,7 @@ FLOAT_TWINS = {
     "heads": lambda l: NumericHeads(l.tokens, [to_float_matrix(a) for a in l.scores],
                                     [to_float_matrix(v) for v in l.values]),
     "conv2d": lambda l: NumericConvLayer.from_exact(l, _act(l)),  # kernels stay kernels (symeq.numeric.conv)
+    "maxpool2d": lambda l: pool_twin(l, _act(l)), "group_pool": lambda l: pool_twin(l, _act(l)),  # numeric.pooling
     "dense": lambda l: NumericDenseLayer(to_float_matrix(l.weight), np.array([_fq(b) for b in l.bias]), _act(l),
                                          l.tokens),
 }
@@ -986,11 +991,7 @@ def _torch_modules(seq, torch, prefix=""):
 
 
 _TORCH_REFUSED = {
-    "MaxPool2d": "max pooling (escnn's group pooling included) is piecewise linear in its window and not a layer of "
-                 "symeq's chain model; use average pooling or an invariant linear readout",
-    "AdaptiveMaxPool2d": "max pooling is not a layer of symeq's chain model; use average pooling",
-    "MaxPoolChannels": "a max over each field's channels (group pooling) is not supported",
-    "GroupPooling": "a max over each field's channels (group pooling) is not supported",
+    "AdaptiveMaxPool2d": "adaptive max pooling is not read (MaxPool2d is: a maxpool2d layer)",
     "LayerNorm": "layer norm divides by a data-dependent norm, which breaks the monomial latent groups in general; "
                  "it is not supported",
     "GroupNorm": "group norm divides by a data-dependent norm; it is not supported",
@@ -1180,6 +1181,16 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
             else:
                 pre.append(("pool", pool, label))
             shape = (C, (H - pool[0]) // pool[2] + 1, (W - pool[1]) // pool[3] + 1)
+        elif kind in TORCH_POOL_CLASSES:  # max pooling and group pooling (symeq.numeric.pooling)
+            if pending is not None or pre:
+                raise InputError(f"module {label}: a {kind} is read after an activation only (a hidden space of "
+                                 "its own); put it after the ReLU")
+            layer = pool_from_torch(mod, kind, shape, label, numeric_activation("relu"))
+            if isinstance(layer, tuple):  # Unflatten: the image shape
+                shape = layer
+            else:
+                layers.append(layer)
+                shape, image = layer.out_shape, True
         elif kind in _TORCH_REFUSED:
             raise InputError(f"module {label} is a {kind}: {_TORCH_REFUSED[kind]}")
         elif isinstance(mod, torch.nn.Flatten):

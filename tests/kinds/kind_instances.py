@@ -219,8 +219,48 @@ class Heads:
     set_parameters = None  # the heads are the chain's view of an attention layer, not parameters of their own
 
 
+# -- pooling ------------------------------------------------------------------------------------------
+
+def _pool_file(seed: int, pool: dict, channels: int, n: int, out_in: int, name: str):
+    """conv2d (relu, 3x3, padding 1) on 1 x n x n -> the pooling layer -> flatten -> dense (affine)."""
+    rng = np.random.default_rng(seed)
+    kernel = [[[[f"{int(v)}/4" for v in rng.integers(-4, 5, size=3)] for _ in range(3)]] for _ in range(channels)]
+    return {"format": "symeq-model/1", "name": name, "input_dim": n * n,
+            "layers": [{"type": "conv2d", "input_shape": [1, n, n], "kernel": kernel, "padding": 1,
+                        "bias": [f"{int(v)}/4" for v in rng.integers(-2, 3, size=channels)],
+                        "activation": {"type": "relu"}},
+                       pool, {"type": "flatten"},
+                       {"type": "dense", "weight": [[f"{int(v)}/4" for v in rng.integers(-4, 5, size=out_in)]
+                                                    for _ in range(2)], "bias": ["1/2", "0"], "activation": None}]}
+
+
+class MaxPool2d:
+    """conv2d -> relu -> maxpool2d (2x2 windows that tile, and 3x3 overlapping ones with padding) -> dense."""
+
+    @staticmethod
+    def models(seed: int):
+        tiles = _pool_file(seed, {"type": "maxpool2d", "kernel_size": 2}, 2, 4, 2 * 2 * 2, "maxpool tiles")
+        padded = _pool_file(seed + 1, {"type": "maxpool2d", "kernel_size": 3, "stride": 2, "padding": 1}, 2, 5,
+                            2 * 3 * 3, "maxpool padded")
+        return [("tiles", model_from_json(tiles), 1), ("padded", model_from_json(padded), 1)]
+
+    set_parameters = None  # no parameters
+
+
+class GroupPool:
+    """conv2d -> relu -> group_pool (fields of 2 channels) -> dense."""
+
+    @staticmethod
+    def models(seed: int):
+        data = _pool_file(seed, {"type": "group_pool", "field_size": 2}, 4, 3, 2 * 3 * 3, "group pool")
+        return [("fields-of-2", model_from_json(data), 1)]
+
+    set_parameters = None  # no parameters
+
+
 #: kind -> its builder.  A kind registered in symeq and missing here fails the generic tests by name.
-BUILDERS = {"dense": Dense, "conv2d": Conv2d, "attention": Attention, "heads": Heads}
+BUILDERS = {"dense": Dense, "conv2d": Conv2d, "attention": Attention, "heads": Heads, "maxpool2d": MaxPool2d,
+            "group_pool": GroupPool}
 
 #: the variants whose Jacobian rows are checked (polynomial activations: the rank method is modular;
 #: small numbers: the rows lift from mod p to Q).  A kind not listed: all its variants.

@@ -1,0 +1,167 @@
+"""The float twins of the pooling kinds ``maxpool2d`` and ``group_pool`` (:mod:`symeq.layers.pooling`).
+
+The windows, shapes, names and the induced action are the exact layer's code
+(:class:`symeq.layers.pooling.PoolGeometry`); here only the forward pass is in float64 (a maximum over
+each window, one point per row) and the matching returns a float
+:class:`~symeq.numeric.monomial.MonomialAction` with its record.  The pooling has no parameters: the
+induced action is determined by the input action, so its residual is 0 and its margin infinite (a float
+result reports its error; it never decides).
+
+>>> import numpy as np
+>>> layer = NumericMaxPool2d((1, 2, 2), 2)   # (pool_twin and pool_from_torch also set its ReLU unit)
+>>> layer.forward(np.array([[1.0, -3.0, 0.5, 2.0]])).tolist()
+[[2.0]]
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from ..layers.base import NoPartner
+from ..layers.conv import ConvAction
+from ..layers.pooling import GroupPoolGeometry, MaxPool2dGeometry
+from .monomial import MonomialAction, as_action
+
+__all__ = ["NumericMaxPool2d", "NumericGroupPool", "pool_twin"]
+
+
+class _FloatPool:
+    """The float part shared by both kinds: forward over numpy rows and the float matching."""
+
+    _index = None
+    #: ReLU's float unit, for the group only (a maximum commutes with positive monomial matrices); set by
+    #: :func:`pool_twin` and :func:`pool_from_torch` from their caller's unit
+    activation = None
+
+    @property
+    def bias(self) -> np.ndarray:
+        return np.zeros(self.out_dim)
+
+    @property
+    def channel_bias(self) -> np.ndarray:
+        return np.zeros(self.out_shape[0])
+
+    def _gather(self) -> np.ndarray:
+        if self._index is None:  # windows padded with their first entry (a maximum ignores repeats)
+            w = max(len(win) for win in self.windows)
+            self._index = np.array([list(win) + [win[0]] * (w - len(win)) for win in self.windows], dtype=np.int64)
+        return self._index
+
+    def forward(self, X) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        return X[:, self._gather()].max(axis=2)
+
+    def copy(self):
+        return self
+
+    def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
+        """``(False, [(rho, (0, 0, inf, how))])``: the action the input action induces (exact layer's rule)."""
+        from .conv import _channel_cycles, channel_pixel_parts
+
+        P = as_action(P_in)
+        if not isinstance(P, MonomialAction):
+            raise NoPartner(f"{self.label}: the action on its input is not monomial", inconclusive=True)
+        if (c_in is not None and np.any(np.asarray(c_in) != 0)) or P.offset is not None:
+            raise NoPartner(f"{self.label}: an affine action (offsets) on a pooling layer's input is not supported",
+                            inconclusive=True)
+        parts = channel_pixel_parts(P, *self.in_shape)
+        if parts is None:
+            raise NoPartner(f"{self.label}: the action on its input is not a channel action times a pixel "
+                            "permutation", inconclusive=True)
+        source, factor, pixel = parts
+        if np.any(factor <= 0):
+            raise NoPartner(f"{self.label}: a non-positive channel factor; a maximum commutes only with permutations "
+                            "and positive scalings", inconclusive=True)
+        cp = ConvAction(tuple(int(s) for s in source), tuple(float(f) for f in factor),
+                        tuple(int(p) for p in pixel), self.in_shape[1:])
+        Q = self.induced_action(cp, li)
+        cols, vals = Q.monomial()
+        rho = MonomialAction(np.array(cols), np.array(vals, dtype=np.float64))
+        rho.channel_pixel = {"source": list(Q.source), "factor": [float(v) for v in Q.factor],
+                             "pixels": list(Q.pixel), "height": Q.hw[0], "width": Q.hw[1],
+                             "transform": Q.describe(), "cycles": _channel_cycles(Q.source, Q.factor)}
+        return False, [(rho, (0.0, 0.0, float("inf"), "induced by the pooling windows (no parameters)"))]
+
+
+class NumericMaxPool2d(_FloatPool, MaxPool2dGeometry):
+    """torch's MaxPool2d in float64 (kind ``"maxpool2d"``)."""
+
+    kind: ClassVar[str] = "maxpool2d"
+
+
+class NumericGroupPool(_FloatPool, GroupPoolGeometry):
+    """escnn's GroupPooling in float64 (kind ``"group_pool"``)."""
+
+    kind: ClassVar[str] = "group_pool"
+
+
+def _with(layer, activation):
+    layer.activation = activation
+    return layer
+
+
+def pool_twin(layer, activation):
+    """The float twin of an exact pooling layer (``FLOAT_TWINS``; ``activation``: the float ReLU unit)."""
+    if layer.kind == "maxpool2d":
+        return _with(NumericMaxPool2d(layer.in_shape, layer.kernel_size, layer.stride, layer.padding), activation)
+    return _with(NumericGroupPool(layer.in_shape, layer.field_size), activation)
+
+
+# -- torch in and out (symeq.numeric.models.from_torch / NumericModel.to_torch) -------------------------
+
+TORCH_POOL_CLASSES = ("MaxPool2d", "MaxPoolChannels", "GroupPooling", "GroupMaxPool", "Unflatten")
+"""The torch classes read here: ``MaxPool2d``, a max over each field's channels (a module of one of the
+names ``MaxPoolChannels``, ``GroupPooling``, ``GroupMaxPool`` with an integer ``field_size``), and the
+``Unflatten`` that symeq's own export puts before them (the identity on the channel-major order)."""
+
+
+def _group_max_module(torch, n: int):
+    class GroupMaxPool(torch.nn.Module):
+        """The maximum over each field of ``field_size`` channels (escnn's GroupPooling on regular fields)."""
+
+        def __init__(self, field_size: int):
+            super().__init__()
+            self.field_size = field_size
+
+        def forward(self, x):
+            b, c, h, w = x.shape
+            return x.reshape(b, c // self.field_size, self.field_size, h, w).amax(dim=2)
+
+    return GroupMaxPool(n)
+
+
+def pool_torch_module(layer, torch):
+    """An ``nn.Sequential`` computing ``layer`` on flat inputs: Unflatten, the pooling, Flatten."""
+    inner = (torch.nn.MaxPool2d(layer.kernel_size, layer.stride, layer.padding) if layer.kind == "maxpool2d"
+             else _group_max_module(torch, layer.field_size))
+    return torch.nn.Sequential(torch.nn.Unflatten(1, tuple(layer.in_shape)), inner, torch.nn.Flatten())
+
+
+def pool_from_torch(mod, kind: str, shape, label: str, activation):
+    """The float pooling layer of a torch module of :data:`TORCH_POOL_CLASSES` on ``shape`` (for
+    ``Unflatten``: the image shape it gives); InputError naming the module otherwise."""
+    from ..errors import InputError
+
+    if kind == "Unflatten":
+        size = tuple(int(v) for v in mod.unflattened_size)
+        if mod.dim not in (1, -1) or len(size) != 3 or (shape is not None and size != tuple(shape)):
+            raise InputError(f"module {label}: Unflatten is read only as (C, H, W) of the features (dim 1), the "
+                             f"current image shape {shape}")
+        return size
+    if shape is None:
+        raise InputError(f"module {label}: {kind} needs image-shaped activations (pass input_shape)")
+    if kind == "MaxPool2d":
+        pair = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v)  # noqa: E731
+        k, s, p, d = pair(mod.kernel_size), pair(mod.stride if mod.stride else mod.kernel_size), pair(mod.padding), \
+            pair(mod.dilation)
+        if len(set(k)) != 1 or len(set(s)) != 1 or len(set(p)) != 1 or d != (1, 1) or mod.ceil_mode \
+                or mod.return_indices:
+            raise InputError(f"module {label}: symeq reads MaxPool2d with square windows, equal strides and paddings, "
+                             "dilation 1, ceil_mode=False and no indices")
+        return _with(NumericMaxPool2d(shape, int(k[0]), int(s[0]), int(p[0])), activation)
+    n = getattr(mod, "field_size", None)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise InputError(f"module {label}: a {kind} is read as the max over each field's channels only with an "
+                         "integer attribute field_size (the channels per regular field)")
+    return _with(NumericGroupPool(shape, n), activation)
