@@ -47,6 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
+import numpy as np
 from flint import fmpq, fmpq_mat
 
 from ..activations import Activation
@@ -515,6 +516,14 @@ class ConvCore(ConvGeometry):
         """Apply the layer to a batch."""
         return self.numbers.activate(self.activation, self.pre_activation(X))
 
+    def parameter_counts(self) -> tuple:
+        """(kernel taps, channel biases) in the rank method's parameter vector."""
+        return self.shape.out_channels * self.shape.taps, self.shape.out_channels
+
+    def jacobian_program(self, bk, bias: bool) -> "ConvProgram":
+        """This layer's forward pass and Jacobian over the backend ``bk`` (:class:`ConvProgram`)."""
+        return ConvProgram(bk, self, bias)
+
     # -- the group on the grids ---------------------------------------------------------------
     def input_geometry(self, pixel) -> tuple:
         """(R, output pixels) for a pixel permutation of the input grid; :class:`NoPartner` (inconclusive)
@@ -552,6 +561,79 @@ class ConvCore(ConvGeometry):
         kk = self.shape.kh * self.shape.kw
         return self.numbers.add_row_products(self.channel_bias, self.rows,
                                              [per[t // kk] for t in range(self.shape.taps)])
+
+
+class ConvProgram:
+    """The conv2d kind's forward pass and reverse-mode Jacobian over a number backend (symeq/backends.py).
+
+    The parameters are the kernel taps (one row per output channel, taps in (c, i, j) order), then the
+    per-channel biases; the input index of every tap at every output pixel is the layer's ``sources``
+    map (padding reads a zero row).  Batches are columns (in x N)."""
+
+    def __init__(self, bk, layer, bias: bool):
+        self.bk, self.bias = bk, bool(bias)
+        self.inp, self.out_dim = layer.in_dim, layer.out_dim
+        self.co, self.taps = layer.shape.out_channels, layer.shape.taps
+        self.npix = self.out_dim // self.co
+        self.rows = [list(r) for r in layer.rows]
+        self.bias_values = list(layer.channel_bias)
+        Kr = bk.asarray(self.rows, (self.co, self.taps))
+        self.K, self.KT = bk.operand(Kr), bk.operand(bk.permute(Kr, (1, 0)))
+        self.b = bk.asarray(self.bias_values, (self.co,))
+        src = np.array(layer.sources, dtype=np.int64).reshape(self.taps, self.npix)
+        self.idx = np.where(src < 0, self.inp, src)          # the padding reads a zero row
+        self.valid = src >= 0
+        self.act = bk.activation(layer.activation)
+
+    affine_plain = False
+
+    @property
+    def n_params(self) -> int:
+        return self.co * self.taps + (self.co if self.bias else 0)
+
+    def values(self) -> list:
+        return [x for r in self.rows for x in r] + (list(self.bias_values) if self.bias else [])
+
+    def forward(self, H, pointwise=None):
+        bk, N = self.bk, H.shape[1]
+        X = bk.take(bk.concat([H, bk.zeros((1, N))], axis=0), self.idx)  # taps x npix x N
+        Z = bk.permute(bk.matmul(bk.permute(X.reshape(self.taps, self.npix * N), (1, 0)), self.KT), (1, 0))
+        Z = bk.add(Z, self.b[:, None]).reshape(self.co * self.npix, N)
+        if pointwise is not None:
+            out, S = pointwise(Z)
+            return out, (X, S)
+        if self.act is None:
+            return Z, (X, None)
+        c, dc = self.act
+        return bk.poly(c, Z), (X, bk.poly(dc, Z))
+
+    def backward(self, cache, D, J, col: int, need_input: bool):
+        bk, (X, S) = self.bk, cache
+        N = X.shape[2]
+        K = D.shape[0] // N
+        D3 = D.reshape(N, K, self.out_dim)
+        if S is not None:
+            D3 = bk.mul(D3, bk.permute(S, (1, 0))[:, None, :])
+        D4 = D3.reshape(N, K, self.co, self.npix)
+        width = self.co * self.taps
+        for n in range(N):  # d/dK[o, t] = sum_q D[n, k, o, q] X[t, q, n]
+            blk = bk.matmul(D4[n].reshape(K * self.co, self.npix), bk.permute(X[:, :, n], (1, 0)))
+            J[n * K:(n + 1) * K, col:col + width] = blk.reshape(K, width)
+        if self.bias:
+            J[:, col + width:col + width + self.co] = bk.sum_last(D4.reshape(N * K * self.co, self.npix)) \
+                .reshape(N * K, self.co)
+        if not need_input:
+            return None
+        G = bk.matmul(bk.permute(D4, (0, 1, 3, 2)).reshape(N * K * self.npix, self.co), self.K)  # (N K npix) x taps
+        G = G.reshape(N * K, self.npix, self.taps)
+        Din = bk.zeros((N * K, self.inp + 1))
+        for t in range(self.taps):
+            q = np.nonzero(self.valid[t])[0]
+            idx = self.idx[t, q]
+            if len(np.unique(idx)) != len(idx):  # pragma: no cover - one tap reads each pixel once
+                raise ValueError("a tap reads one input pixel twice")
+            Din[:, idx] = bk.add(Din[:, idx], G[:, q, t])
+        return Din[:, :self.inp]
 
 
 @dataclass(eq=False)

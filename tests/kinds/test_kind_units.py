@@ -398,15 +398,18 @@ def test_a_wrong_float_forward_fails_parity(monkeypatch):
 
 def test_wrong_jacobian_rows_fail_the_finite_differences(monkeypatch):
     """Rows computed with a wrong derivative of the activation (sigma' + 1) fail against the float forward."""
-    from symeq.fibre import jacobian as jac
+    from symeq.backends import Modular
 
-    good = jac._activation_mod
+    good = Modular.activation
 
-    def wrong(act):
-        c, dc = good(act)
-        return c, (None if dc is None else [(dc[0] + 1) % jac.PRIME] + list(dc[1:]))
+    def wrong(self, act):
+        pair = good(self, act)
+        if pair is None:
+            return None
+        c, dc = pair
+        return c, [(dc[0] + 1) % self.p] + list(dc[1:])
 
-    monkeypatch.setattr(jac, "_activation_mod", wrong)
+    monkeypatch.setattr(Modular, "activation", wrong)
     with pytest.raises(AssertionError):
         test_jacobian_rows_against_finite_differences("dense")
 
