@@ -217,6 +217,28 @@ def certify_attention(model, ngroup, egroup, *, result, relative, digits: int | 
                          f"{MAX_EXHAUSTIVE_HEADS} heads")
     singles = [_single(P, h, C, Co) for h in range(H)]
     pairs = {(h, k): _pair(P, h, k, C, Co) for h in range(H) for k in range(H) if h < k}
+    cost, pi, n_tried = _nearest_head_involution(singles, pairs, H)
+    heads, cb, D, signs = _exact_average(P, pi, singles, pairs, cost, C, Co, digits)
+    swaps = [(h + 1, pi[h] + 1) for h in range(H) if h < pi[h]]
+    fixed = [h + 1 for h in range(H) if pi[h] == h]
+    method = (f"head involution by exhaustive comparison of all {n_tried} involutions of {H} heads (swapped pairs "
+              f"{swaps or 'none'}, heads mapped to themselves {fixed or 'none'}); per-head blocks: least-squares fits, "
+              "self-maps projected to the nearest involution (inner sign actions)")
+    notes = ["distances in the coordinates f depends on (A_h = Q_h K_h^T, b_h, V_h O_h, c), which the per-head "
+             "gauges do not move",
+             "the head permutation is the nearest among all involutions for these blocks; the blocks themselves are "
+             "least-squares fits, so a nearer layerwise-equivariant layer with other blocks may exist"]
+    actions = {"head_permutation": [pi[h] + 1 for h in range(H)],
+               "inner_signs": {str(h + 1): {"query_key": [int(x) for x in signs[h][0]],
+                                            "value_out": [int(x) for x in signs[h][1]]} for h in signs}}
+    return _finish(model, heads, list(cb.entries()), egroup, ngroup, P, D, method, notes, actions, result=Certification,
+                   relative=_relative, data=data, seed=seed, noise_points=noise_points, timeout=timeout, t0=t0,
+                   max_distance=max_distance)
+
+
+def _nearest_head_involution(singles: list, pairs: dict, H: int):
+    """``(cost, pi, number tried)``: the involution pi of the H heads of least summed block cost (a head
+    mapped to itself costs its ``singles`` fit, a swapped pair its ``pairs`` fit), over all of them."""
     best, n_tried = None, 0
     for pi in _involutions(H):
         n_tried += 1
@@ -234,7 +256,14 @@ def certify_attention(model, ngroup, egroup, *, result, relative, digits: int | 
             best = (cost, pi)
     if best is None:
         raise InputError("certify (attention): no head involution has invertible per-head blocks (degenerate heads)")
-    cost, pi = best
+    return best[0], best[1], n_tried
+
+
+def _exact_average(P, pi, singles: list, pairs: dict, cost: float, C, Co, digits):
+    """``(heads, cb, D, signs)``: the gauged float heads for the involution pi, rounded to D digits (``digits``,
+    else from the deviation and the scale) and averaged exactly over {e, g}; ``cb`` the averaged output
+    bias, ``signs`` the inner sign actions of the heads mapped to themselves."""
+    H = len(P.Q)
     # the gauged float parameters, then the grid and the exact average over {e, g}
     Q, K, V, O, BQ = list(P.Q), list(P.K), list(P.V), list(P.O), list(P.bq)
     signs = {}
@@ -272,21 +301,7 @@ def certify_attention(model, ngroup, egroup, *, result, relative, digits: int | 
             heads[k] = (Ce * qb, Ce * kb, Ce * vb, ob * Coe, Ce * bb)
     ce = _qm(P.c[:, None], D)
     cb = half(ce, Coe * ce)
-    swaps = [(h + 1, pi[h] + 1) for h in range(H) if h < pi[h]]
-    fixed = [h + 1 for h in range(H) if pi[h] == h]
-    method = (f"head involution by exhaustive comparison of all {n_tried} involutions of {H} heads (swapped pairs "
-              f"{swaps or 'none'}, heads mapped to themselves {fixed or 'none'}); per-head blocks: least-squares fits, "
-              "self-maps projected to the nearest involution (inner sign actions)")
-    notes = ["distances in the coordinates f depends on (A_h = Q_h K_h^T, b_h, V_h O_h, c), which the per-head "
-             "gauges do not move",
-             "the head permutation is the nearest among all involutions for these blocks; the blocks themselves are "
-             "least-squares fits, so a nearer layerwise-equivariant layer with other blocks may exist"]
-    actions = {"head_permutation": [pi[h] + 1 for h in range(H)],
-               "inner_signs": {str(h + 1): {"query_key": [int(x) for x in signs[h][0]],
-                                            "value_out": [int(x) for x in signs[h][1]]} for h in signs}}
-    return _finish(model, heads, list(cb.entries()), egroup, ngroup, P, D, method, notes, actions, result=Certification,
-                   relative=_relative, data=data, seed=seed, noise_points=noise_points, timeout=timeout, t0=t0,
-                   max_distance=max_distance)
+    return heads, cb, D, signs
 
 
 def _finish(model, heads, cb, egroup, ngroup, P, D, method, notes, actions, *, result, relative, data, seed,
