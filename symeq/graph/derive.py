@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..budget import Deadline
+from ..errors import LimitExceeded
 from ..layers.base import NoPartner
 from ..numbers import identity
 from ..walk import cayley_homomorphism
@@ -24,7 +25,12 @@ from .model import INPUT, GraphModel
 from .ops.base import activation_action
 from .ops.registry import join_op
 
-__all__ = ["GraphDerivation", "derive_graph_actions", "as_matrix"]
+__all__ = ["GraphDerivation", "derive_graph_actions", "as_matrix", "MAX_SPACE_DIM"]
+
+MAX_SPACE_DIM = 2048
+"""The largest space the graph walk holds actions on: it keeps them as dense ``fmpq_mat`` (a convolution's
+channel-pixel action included), so a space of size n costs n^2 entries; larger graphs are refused before
+the walk starts (exit 2)."""
 
 
 def as_matrix(a):
@@ -153,6 +159,10 @@ def derive_graph_actions(gm: GraphModel, group=None, deadline: Deadline | None =
     """Derive and check the actions of every space of ``gm`` for every generator of ``group``."""
     group = group if group is not None else gm.group
     deadline = deadline or Deadline(None)
+    widest = max(s.dim for s in gm.spaces())
+    if widest > MAX_SPACE_DIM:
+        raise LimitExceeded(limit="space size", value=widest, maximum=MAX_SPACE_DIM,
+                            what="deriving the actions along a graph model (dense actions on every space)")
     refs = {n.name: n.layer.match_reference(affine=False) for n in gm.nodes
             if not n.is_join and n.layer.activation is not None and n.name != gm.output}
     per_g, checks, visited = [], [], 0

@@ -139,3 +139,27 @@ def test_budget_out_is_undetermined(tmp_path, capsys):
     g = model_from_json(residual(RELU))
     with pytest.raises(BudgetExceeded):
         derive_graph_actions(g, deadline=Deadline(0))
+
+
+def test_clones_are_backtracked_through_the_graph():
+    # the stem's neurons 1 and 2 are clones; only swapping them lets the block's first layer match
+    d = lambda W, act: {"type": "dense", "weight": W, "bias": None, "activation": act}
+    data = {"format": "symeq-model/1", "input_dim": 2,
+            "graph": [{"name": "stem", "input": "input", "layers": [d([[1, 1], [1, 1], [1, 2], [2, 1]], RELU)]},
+                      {"name": "block", "input": "stem", "layers": [
+                          d([[1, 2, 1, 0], [2, 1, 0, 1]], RELU), d([[1, 0], [0, 1], [2, 3], [3, 2]], None)]},
+                      {"name": "sum", "add": ["stem", "block"], "activation": RELU},
+                      {"name": "head", "input": "sum", "layers": [d([[1, 0, 1, 0], [0, 1, 0, 1]], None)]}],
+            "group": {"generators": [{"input": [[0, 1], [1, 0]], "output": [[0, 1], [1, 0]]}]}}
+    v = verify(model_from_json(data))
+    assert v.verdict == "layerwise-equivariant"
+    assert v.derivation.actions["stem"][0].entries() == [0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0]
+
+
+def test_a_graph_too_wide_for_dense_actions_is_refused_before_the_walk(monkeypatch):
+    import symeq.graph.derive as derive
+    from symeq.errors import LimitExceeded
+
+    monkeypatch.setattr(derive, "MAX_SPACE_DIM", 3)
+    with pytest.raises(LimitExceeded, match="space size 4 exceeds the limit 3"):
+        derive.derive_graph_actions(model_from_json(residual(RELU)))
