@@ -175,6 +175,7 @@ def _theta_bar(model, chains, index, digits, deadline, egroup, ngroup):
     whole-network distance)."""
     from .activations import activation_from_spec
     from .graph import GraphModel, Node
+    from .numeric.onnx_graph_exact import file_names
 
     enodes, fnodes, rows = [], [], []
     tot_num = tot_den = 0.0
@@ -192,8 +193,11 @@ def _theta_bar(model, chains, index, digits, deadline, egroup, ngroup):
         rows.append((n.name, rel, D))
         tot_num, tot_den = tot_num + num, tot_den + den
     name = f"{model.name or 'model'} (nearest layerwise equivariant)"
-    emodel = GraphModel(model.input_dim, enodes, model.output, egroup, name, model.input_shape)
-    fmodel = GraphModel(model.input_dim, fnodes, model.output, ngroup, name, model.input_shape)
+    (enodes, output), (fnodes, _) = file_names(enodes, model.output), file_names(fnodes, model.output)
+    renamed = {n.name: m.name for n, m in zip(model.nodes, enodes)}  # the model file's names (docs/graphs.md)
+    rows = [(renamed[r[0]],) + r[1:] for r in rows]
+    emodel = GraphModel(model.input_dim, enodes, output, egroup, name, model.input_shape)
+    fmodel = GraphModel(model.input_dim, fnodes, output, ngroup, name, model.input_shape)
     whole = float(np.sqrt(tot_num / tot_den)) if tot_den > 0 else float(np.sqrt(tot_num))
     return emodel, fmodel, rows, whole
 
@@ -232,7 +236,8 @@ def certify_graph(model, ngroup, egroup, *, result, finish, digits=None, checked
         ("" if residual is None else f" (max residual {residual:.3g})")
     notes.append("graph network: the float derivation's actions are the one candidate (no matching search): best "
                  "found, not proven nearest")
-    cand = [{"method": method, "also_found_by": [], "distance": whole, "parameters_per_layer": dists,
+    cand = [{"method": method, "also_found_by": [], "distance": whole, "layer_nodes": [r[0] for r in rows],
+             "parameters_per_layer": dists,
              "parameters_max": max(dists, default=0.0), "parameters": whole, "data_weighted": None}]
     hidden = model.hidden_spaces()
     cert = result("undetermined", dists, {}, None, grids, method, False, cand, None, emodel, fmodel, max_distance,

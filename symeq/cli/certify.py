@@ -74,7 +74,7 @@ def _write(data, path, option: str) -> None:
 def cmd_certify(args) -> int:
     from ..certification import certify
     from ..io import model_to_json
-    from ..numeric.onnx_io import load_float_network
+    from ..numeric.onnx_graph_exact import load_float_network_or_graph
 
     if args.digits is not None and not 1 <= args.digits <= 30:
         raise InputError("--digits must be from 1 to 30")
@@ -121,7 +121,8 @@ def cmd_certify(args) -> int:
     # every input is read before the budget line (printed by load_model_args: symeq.cli.loader.announce_budget)
     group = _group_file(args.group_file) if args.group_file else None  # None: the network's (or --group's)
     data = read_data(args.data) if args.data else None
-    network = load_model_args(args, read=load_float_network, builtin=False, need_group=False)  # --group applied
+    network = load_model_args(args, read=load_float_network_or_graph, builtin=False, need_group=False,
+                              graphs=True)  # --group applied; a graph network goes to symeq/certify_graph.py
     timeout = args.timeout  # symeq.cli.main sets it: --timeout or the command's default budget
     if timeout is None:  # called without symeq.cli.main
         from ..budget import DEFAULT_BUDGETS

@@ -18,7 +18,8 @@ __all__ = ["register", "cmd_export"]
 
 
 def cmd_export(args) -> int:
-    from ..numeric.onnx_io import export_onnx, load_float_network
+    from ..numeric.onnx_graph_exact import load_float_network_or_graph
+    from ..numeric.onnx_io import export_onnx
     from .loader import load_model_args
 
     if not args.onnx:
@@ -26,11 +27,12 @@ def cmd_export(args) -> int:
     model = None
     if str(args.model).lower().endswith(".json"):
         try:  # exact rationals
-            model = load_model_args(args, builtin=False, need_group=False)
+            model = load_model_args(args, builtin=False, need_group=False, graphs=True)
         except InputError:
             model = None
     if model is None:  # floats allowed (.json, .npz, .onnx)
-        model = load_model_args(args, read=load_float_network, builtin=False, need_group=False)
+        model = load_model_args(args, read=load_float_network_or_graph, builtin=False, need_group=False,
+                                graphs=True)
     if callable(getattr(model, "hidden_spaces", None)):  # a graph model (docs/graphs.md): Add and Concat nodes
         from ..numeric.onnx_write_graph import export_graph_onnx
 

@@ -1,4 +1,5 @@
-"""``--exact-floats`` on ONNX graph networks: every weight read as the dyadic rational it is (docs/graphs.md).
+"""ONNX readers that take a chain or a graph: ``--exact-floats`` (every weight the dyadic rational it is) and
+certify's float reader (docs/graphs.md).
 
 :func:`load_onnx_exact_network` is the exact reader of ``symeq verify --exact-floats NET.onnx`` and of
 ``symeq check CERT NET.onnx``: a chain as :func:`symeq.numeric.onnx_io.load_onnx_exact` reads it, and an
@@ -14,7 +15,24 @@ from __future__ import annotations
 
 from ..errors import InputError
 
-__all__ = ["load_onnx_exact_network", "load_onnx_graph_exact"]
+__all__ = ["load_onnx_exact_network", "load_onnx_graph_exact", "load_float_network_or_graph", "file_names"]
+
+
+def file_names(nodes, output):
+    """``(nodes, output)`` with every layer node named as a model file names it (docs/graphs.md, "Spaces"):
+    layer j of segment N is ``N.j``, its last layer ``N``, so that the certificate's spaces are the ones
+    the model file written from it (and the checker) name.  Joins keep their names."""
+    from ..graph import Node
+
+    last = {}
+    for n in nodes:
+        if not n.is_join and n.segment:
+            last[n.segment] = n.name
+    rename = {n.name: (n.segment if last[n.segment] == n.name else f"{n.segment}.{n.index}")
+              for n in nodes if not n.is_join and n.segment}
+    out = [Node(rename.get(n.name, n.name), n.op, tuple(rename.get(i, i) for i in n.inputs), layer=n.layer,
+                activation=n.activation, segment=n.segment, index=n.index) for n in nodes]
+    return out, rename.get(output, output)
 
 
 def _exact_layer(lin):
@@ -61,8 +79,9 @@ def load_onnx_graph_exact(path):
                 raise InputError(f"{path}: node {n.name}: --exact-floats needs an exact activation ({e})") from None
             n = Node(n.name, n.op, n.inputs, activation=act, segment=n.segment, index=n.index)
         nodes.append(n)
+    nodes, output = file_names(nodes, built.output)
     try:
-        return GraphModel(built.input_dim, nodes, built.output, group, built.name, built.input_shape, built.meta)
+        return GraphModel(built.input_dim, nodes, output, group, built.name, built.input_shape, built.meta)
     except InputError as e:
         raise InputError(f"{path}: {e}") from None
 
@@ -76,6 +95,24 @@ def load_onnx_exact_network(path):
         return load_onnx_exact(path)
     except InputError:
         graph = load_onnx_graph_exact(path)  # None: a chain, and the chain reader's refusal stands
+        if graph is None:
+            raise
+        return graph
+
+
+def load_float_network_or_graph(path):
+    """certify's reader: a float chain (:func:`symeq.numeric.onnx_io.load_float_network`) or, for an ONNX file
+    the chain reader refuses for a join, the float graph model (:func:`symeq.numeric.onnx_graph.load_onnx_graph`)."""
+    from .onnx_io import load_float_network
+
+    try:
+        return load_float_network(path)
+    except InputError:
+        if not str(path).lower().endswith(".onnx"):
+            raise
+        from .onnx_graph import load_onnx_graph
+
+        graph = load_onnx_graph(path)  # None: a chain, and the chain reader's refusal stands
         if graph is None:
             raise
         return graph
