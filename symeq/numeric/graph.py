@@ -11,8 +11,11 @@ The float twin of docs/graphs.md "Actions along a graph", over a float
   bias (:func:`symeq.numeric.layerwise._commutator_residual`, sparse for convolutions);
 * at an **addition**, the inputs whose action is known must agree: the node's residual is the largest
   entrywise deviation of each from the first (1 for different permutations); that action is the
-  sum's, and it is forced on the affine inputs.  An addition of affine inputs only has no action
-  (undetermined, exit 3);
+  sum's, and it is forced on the affine inputs.  An addition of affine inputs only (a projection
+  skip, relu(P x + W y)) with an activation is matched as one layer on the direct sum of its inputs'
+  inputs (:func:`_joint_match`; the float twin goes beyond docs/graphs.md's exact rule here, which
+  leaves such a network without layerwise actions), and that action is forced on each input; without
+  an activation it has no action (undetermined, exit 3);
 * at a **concatenation**, the block sum of the inputs' actions (an affine input there has no known
   action: undetermined);
 * a join's activation must admit the action (its latent group K; for ReLU a positive monomial): a
@@ -183,15 +186,71 @@ def _add(w: _Walk, n, out: bool):
     ins = [w.acts.get(i) for i in n.inputs]
     known = [(i, a) for i, a in zip(n.inputs, ins) if a is not None]
     if not known and not out:
-        raise NoPartner(f"node {n.name}: an addition of affine inputs only has no layerwise action at theta")
-    rho = known[0][1] if known else w.B
-    r = max([_deviation(a, rho) for _, a in known[1:]], default=0.0)
-    how = (f"the known inputs' actions ({', '.join(i for i, _ in known)}) agree" if len(known) > 1 else
-           f"the action of {known[0][0]}" if known else "the output action")
+        if n.activation is None:
+            raise NoPartner(f"node {n.name}: an addition of affine inputs only, without an activation, has no "
+                            "layerwise action at theta")
+        rho, r, how = _joint_match(w, n)
+    else:
+        rho = known[0][1] if known else w.B
+        r = max([_deviation(a, rho) for _, a in known[1:]], default=0.0)
+        how = (f"the known inputs' actions ({', '.join(i for i, _ in known)}) agree" if len(known) > 1 else
+               f"the action of {known[0][0]}" if known else "the output action")
     for i, a in zip(n.inputs, ins):
         if a is None:
             w.force(i, rho, f"the addition {n.name}")
     return rho, r, how
+
+
+def _joint_match(w: _Walk, n):
+    """An addition of affine inputs only, with an activation (a projection skip: relu(P x + W y)): the sum
+    sigma(sum_i W_i x_i + b) is one layer on the direct sum of the inputs' inputs, matched as a layer (its
+    rows, or its kernels over the concatenated channels, against theta's), with the block sum of their
+    actions; the pre-activation action found is then forced on each input and checked there."""
+    parts = [w.affine[i] for i in n.inputs]
+    prev = _block_sum([p for _, p in parts])
+    if prev is None:
+        raise NoPartner(f"node {n.name}: an input's action is not monomial")
+    joint = _joint_layer([l for l, _ in parts], n.activation, n.name)
+    (rho, rec), = _match_candidates(joint, prev, joint.match_reference(), 0)[:1]
+    act = n.activation
+    with np.errstate(invalid="ignore"):
+        fixed = np.allclose(act.scalings.q(rho.vals), rho.vals, equal_nan=False)
+    if rho.offset is not None or not fixed:
+        raise NoPartner(f"node {n.name}: the joint matching of the addition's affine inputs gives an action that "
+                        f"{act.name} changes (q(alpha) != alpha); the float twin forces it only where they agree")
+    how = (f"the addition's affine inputs matched as one layer on their inputs' direct sum ({rec[3]}; max residual "
+           f"{rec[0]:.3g}), that action forced on each")
+    return MonomialAction(rho.cols, rho.vals), float(rec[0]), how
+
+
+def _joint_layer(layers: list, act, where: str):
+    """sum_i W_i x_i + b as one float layer on the concatenated inputs (dense, or a convolution over the
+    concatenated channels with the kernels placed in one common window), with the activation ``act``."""
+    from .conv import NumericConvLayer
+    from .models import NumericDenseLayer
+
+    if all(isinstance(l, NumericDenseLayer) for l in layers):
+        return NumericDenseLayer(np.hstack([l.weight for l in layers]), sum(l.bias for l in layers), act)
+    if not all(isinstance(l, NumericConvLayer) for l in layers):
+        raise NoPartner(f"node {where}: an addition of affine inputs of different kinds (dense and convolution)")
+    from ..layers.conv import ConvShape
+
+    sh = [l.shape for l in layers]
+    if len({(s.stride, s.height, s.width, s.out_channels, s.padding_mode, s.out_hw) for s in sh}) != 1 \
+            or sh[0].padding_mode != "zeros":
+        raise NoPartner(f"node {where}: the convolutions added differ in stride, grid or padding mode")
+    P = max(s.padding for s in sh)
+    kh, kw = P + max(s.kh - 1 - s.padding for s in sh) + 1, P + max(s.kw - 1 - s.padding for s in sh) + 1
+    shape = ConvShape(sum(s.in_channels for s in sh), sh[0].out_channels, sh[0].height, sh[0].width, kh, kw,
+                      stride=sh[0].stride, padding=P)
+    if shape.out_hw != sh[0].out_hw:
+        raise NoPartner(f"node {where}: the convolutions added read windows that do not line up")
+    K, at = np.zeros((shape.out_channels, shape.in_channels, kh, kw)), 0
+    for l, s in zip(layers, sh):
+        o = P - s.padding
+        K[:, at:at + s.in_channels, o:o + s.kh, o:o + s.kw] = l.kernel
+        at += s.in_channels
+    return NumericConvLayer(shape, K, sum(l.channel_bias for l in layers), act)
 
 
 def _concat(w: _Walk, n, out: bool):
