@@ -283,22 +283,7 @@ def run_attention_experiment(*, heads: int = 4, steps: int | None = None, seed: 
            "self_mapped": selfs, "swapped": swaps,
            "metric_horizontal": _paper_metric(layer, hidx, Zf, Zt),
            "metric_vertical": _paper_metric(layer, vidx, Zf, Zt), "noise_points": noise_points}
-    n_swap = 2 * len(swaps)
-    worst = max(res_h)
-    if len(selfs) + n_swap == heads and worst > MATCHED:
-        res["finding"] = (f"the best matching pairs the heads as partners {res['head_partner']}, but with residuals up to "
-                          f"{worst:.3g} (> {MATCHED}): the heads are not clearly mapped onto each other by the mirror "
-                          "in this run; the paper's finding is not reproduced here")
-    elif len(selfs) + n_swap != heads:
-        res["finding"] = (f"the heads do not form a mirror involution at this training (partners {res['head_partner']}): "
-                          "the paper's finding is not reproduced by this run")
-    elif swaps and selfs:
-        res["finding"] = (f"{len(selfs)} head(s) map to themselves and {len(swaps)} pair(s) swap, as the paper reports "
-                          "(self-mapped heads and a swapped pair)")
-    else:
-        res["finding"] = (f"{len(selfs)} head(s) map to themselves and {len(swaps)} pair(s) swap: "
-                          + ("no swapped pair in this run (the paper reports one)" if not swaps
-                             else "no self-mapped head in this run"))
+    res["finding"] = _finding(res, heads)
     outp = Path(out) if out is not None else None
     files = []
     if outp is not None:
@@ -307,33 +292,7 @@ def run_attention_experiment(*, heads: int = 4, steps: int | None = None, seed: 
         _export(layer, outp / "theta.onnx")
         files += ["theta.npz", "theta.onnx"]
     if certifier is not None:
-        c = certifier(model, horizontal, noise_points=2000, seed=seed, data=(x, None))
-        fb = c.float_model.layers[0]
-        row = {"status": c.status, "head_permutation": c.actions["head_permutation"],
-               "inner_signs": c.actions["inner_signs"], "distance": c.distance,
-               "function_noise_median": c.function_distance["noise"]["median"],
-               "function_noise_max": c.function_distance["noise"]["max"],
-               "function_data_median": c.function_distance["data"]["median"],
-               "verdict": c.verification.verdict, "digits": c.digits, "method": c.method}
-        res["certified"] = row
-        res["_certification"] = c
-        if outp is not None:
-            from ..io import model_to_json, write_json
-
-            write_json(model_to_json(c.model), outp / "theta_bar.json")
-            write_json(c.certificate(), outp / "theta_bar.certificate.json")
-            save_attention_npz(fb, outp / "theta_bar.npz")
-            files += ["theta_bar.json", "theta_bar.certificate.json", "theta_bar.npz"]
-            try:
-                _export(fb, outp / "theta_bar.onnx")
-                files.append("theta_bar.onnx")
-            except InputError as e:
-                res["theta_bar_onnx_skipped"] = str(e)
-            if check:
-                proc = subprocess.run([sys.executable, "-m", "symeq", "check", str(outp / "theta_bar.certificate.json"),
-                                       str(outp / "theta_bar.json")], capture_output=True, text=True, timeout=600)
-                row["check"] = f"exit {proc.returncode}" + (" (accepted)" if proc.returncode == 0 else "")
-                row["check_exit_code"] = proc.returncode
+        files += _certified_row(res, certifier, model, horizontal, seed, x, outp, check)
     if outp is not None and figures:
         try:
             _score_figure(layer, perm, _channel(horizontal), outp / "score_maps.png")
@@ -349,6 +308,60 @@ def run_attention_experiment(*, heads: int = 4, steps: int | None = None, seed: 
                                                       indent=1) + "\n")
         res["files"] += ["table.md", "results.json"]
     return res
+
+
+def _finding(res: dict, heads: int) -> str:
+    """The sentence of :func:`run_attention_experiment` on whether the heads reproduce the paper's finding."""
+    selfs, swaps, res_h = res["self_mapped"], res["swapped"], res["head_residual"]
+    n_swap = 2 * len(swaps)
+    worst = max(res_h)
+    if len(selfs) + n_swap == heads and worst > MATCHED:
+        return (f"the best matching pairs the heads as partners {res['head_partner']}, but with residuals up to "
+                f"{worst:.3g} (> {MATCHED}): the heads are not clearly mapped onto each other by the mirror "
+                "in this run; the paper's finding is not reproduced here")
+    if len(selfs) + n_swap != heads:
+        return (f"the heads do not form a mirror involution at this training (partners {res['head_partner']}): "
+                "the paper's finding is not reproduced by this run")
+    if swaps and selfs:
+        return (f"{len(selfs)} head(s) map to themselves and {len(swaps)} pair(s) swap, as the paper reports "
+                "(self-mapped heads and a swapped pair)")
+    return (f"{len(selfs)} head(s) map to themselves and {len(swaps)} pair(s) swap: "
+            + ("no swapped pair in this run (the paper reports one)" if not swaps
+               else "no self-mapped head in this run"))
+
+
+def _certified_row(res: dict, certifier, model, horizontal, seed: int, x, outp, check: bool) -> list:
+    """Certify the trained layer (``res["certified"]``, and its files under ``outp`` with their check by
+    ``symeq check`` when ``check``); returns the names of the files written."""
+    files = []
+    c = certifier(model, horizontal, noise_points=2000, seed=seed, data=(x, None))
+    fb = c.float_model.layers[0]
+    row = {"status": c.status, "head_permutation": c.actions["head_permutation"],
+           "inner_signs": c.actions["inner_signs"], "distance": c.distance,
+           "function_noise_median": c.function_distance["noise"]["median"],
+           "function_noise_max": c.function_distance["noise"]["max"],
+           "function_data_median": c.function_distance["data"]["median"],
+           "verdict": c.verification.verdict, "digits": c.digits, "method": c.method}
+    res["certified"] = row
+    res["_certification"] = c
+    if outp is not None:
+        from ..io import model_to_json, write_json
+
+        write_json(model_to_json(c.model), outp / "theta_bar.json")
+        write_json(c.certificate(), outp / "theta_bar.certificate.json")
+        save_attention_npz(fb, outp / "theta_bar.npz")
+        files += ["theta_bar.json", "theta_bar.certificate.json", "theta_bar.npz"]
+        try:
+            _export(fb, outp / "theta_bar.onnx")
+            files.append("theta_bar.onnx")
+        except InputError as e:
+            res["theta_bar_onnx_skipped"] = str(e)
+        if check:
+            proc = subprocess.run([sys.executable, "-m", "symeq", "check", str(outp / "theta_bar.certificate.json"),
+                                   str(outp / "theta_bar.json")], capture_output=True, text=True, timeout=600)
+            row["check"] = f"exit {proc.returncode}" + (" (accepted)" if proc.returncode == 0 else "")
+            row["check_exit_code"] = proc.returncode
+    return files
 
 
 def _channel(group) -> np.ndarray:
