@@ -13,12 +13,13 @@ from fractions import Fraction
 from ._numbers import CheckError, _count, _dict, _short, _vector
 from .activations import _activation, _apply, _neuron_failure
 from .algebra import _homomorphism, _invertible, _monomial_failure, _sparse
-from .conv import _Conv, _channel_pixel
+from .conv import _Conv, _channel_pixel, _out_dim
 from .digest import graph_digest_of, graph_node_form
 from .evaluate import _evaluate
 from .intervals import _check_witness, _interval_apply, _iv_round
 from .layerwise import _action, _layer_failure
 from .model import _group, _Layer, _layers, _model_header
+from .pooling import POOL_KINDS, _Pool
 from .real import _positive_only
 from .report import CheckReport
 from .schema import (CERT_FORMAT, CERT_REQUIRED, EQUIVARIANCE_KEYS, GRAPH_CERT_KEYS, GRAPH_CHECKS_KEYS,
@@ -77,12 +78,12 @@ def _segment(spec: dict, at: str, known: dict):
             if isinstance(layer, dict) and layer.get("type") == "attention":
                 raise CheckError(f"{at}.layers[{j}]: attention (token mixing) is not allowed in a graph model")
         first = next((l for l in value if not (isinstance(l, dict) and l.get("type") == "flatten")), None)
-        if isinstance(first, dict) and first.get("type") == "conv2d" and shape is not None:
+        if isinstance(first, dict) and first.get("type") in ("conv2d",) + POOL_KINDS and shape is not None:
             given = first.get("input_shape")
-            if given is None:  # a conv2d reading an image node inherits its shape
+            if given is None:  # a conv2d (or a pooling) reading an image node inherits its shape
                 value = [dict(l, input_shape=list(shape)) if l is first else l for l in value]
             elif isinstance(given, list) and given != list(shape):
-                raise CheckError(f"{at}: its conv2d expects images of shape {_short(given)}, but {src!r} has "
+                raise CheckError(f"{at}: its {first.get('type')} expects images of shape {_short(given)}, but {src!r} has "
                                  f"shape {list(shape)}")
     layers = _layers(value, width, at.replace(".", " "), free_last=True)
     if not layers:
@@ -90,9 +91,9 @@ def _segment(spec: dict, at: str, known: dict):
     for j, layer in enumerate(layers, 1):
         _degenerate(layer.act, f"{at} layer {j}")
     last = layers[-1]
-    image = isinstance(last, _Conv) and value[-1].get("type") == "conv2d"
-    out = last.out_dim if isinstance(last, _Conv) else len(last.weight)
-    node = _Node(spec["name"], "layers", (src,), tuple(layers), last.act, out, last.out_shape if image else None)
+    image = isinstance(last, (_Conv, _Pool)) and value[-1].get("type") in ("conv2d",) + POOL_KINDS
+    node = _Node(spec["name"], "layers", (src,), tuple(layers), last.act, _out_dim(last),
+                 tuple(last.out_shape) if image else None)
     return node, graph_node_form(dict(spec, layers=value), "layers", (src,))
 
 
@@ -219,8 +220,11 @@ def _iv_forward(gm: GraphModel, x, bits: int) -> list:
                                                lambda act, a: _interval_apply(act, _iv_round(a, bits), bits)))
             continue
         ys = vals[node.inputs[0]]
-        for layer in map(_dense, node.layers):
-            out = []
+        for layer in node.layers:
+            if isinstance(layer, _Pool):
+                ys = [(max(ys[i][0] for i in w), max(ys[i][1] for i in w)) for w in layer.windows]
+                continue
+            layer, out = _dense(layer), []
             for row, b in zip(layer.weight, layer.bias):
                 lo = hi = b
                 for w, (yl, yh) in zip(row, ys):
@@ -266,9 +270,9 @@ def graph_spaces(gm: GraphModel) -> list:
     for node in gm.nodes:
         if node.kind == "layers":
             for j, layer in enumerate(node.layers, 1):
-                image = isinstance(layer, _Conv) and (j < len(node.layers) or node.shape is not None)
-                out.append((f"{node.name}.{j}" if j < len(node.layers) else node.name, node, j, layer.out_dim if isinstance(layer, _Conv)
-                            else len(layer.weight), layer.out_shape if image else None, layer.act))
+                image = isinstance(layer, (_Conv, _Pool)) and (j < len(node.layers) or node.shape is not None)
+                out.append((f"{node.name}.{j}" if j < len(node.layers) else node.name, node, j, _out_dim(layer),
+                            tuple(layer.out_shape) if image else None, layer.act))
         else:
             out.append((node.name, node, None, node.width, node.shape, node.act))
     last = max(i for i, s in enumerate(out) if s[1].name == gm.output)
@@ -315,6 +319,24 @@ def _read_actions(report: CheckReport, cert: dict, hidden: list, group: list):
             row.append((m, c if c is not None and any(c) else None))
         out.append(row)
     return out
+
+
+def _pool_failure(layer: _Pool, p, q, c, o) -> str | None:
+    """Why max(P x + c) = Q max(x) + o fails (sparse P, Q; docs/conv.md "Pooling"): P must map each window
+    onto the window of Q's neuron with Q's factor on all of it, positive on a window of more than one entry."""
+    if (c is not None and any(c)) or (o is not None and any(o)):
+        return "a pooling layer admits no offsets"
+    for j, win in enumerate(layer.windows):
+        if len(q[j]) != 1 or any(len(p[i]) != 1 for i in win):
+            return f"neuron {j + 1}: the actions are not monomial on its window"
+        (k, f), image = q[j][0], [p[i][0] for i in win]
+        if sorted(col for col, _ in image) != sorted(layer.windows[k]):
+            return f"neuron {j + 1}: P does not map its window onto the window of Q's neuron"
+        if {x for _, x in image} != {f}:
+            return f"neuron {j + 1}: the factors of P on its window differ from Q's factor {f}"
+        if (len(win) > 1 or len(layer.windows[k]) > 1) and not f > 0:
+            return f"neuron {j + 1}: a non-positive factor {f} on a window of {len(win)} (a maximum needs positive ones)"
+    return None
 
 
 def _join_failure(node: _Node, ins: list, q, o, widths: list) -> str | None:
@@ -367,7 +389,9 @@ def _check_nodes(report: CheckReport, gm: GraphModel, spaces: list, rho: dict, g
             else:
                 prev = last_space[node.inputs[0]] if j == 1 else spaces_of[node.name][j - 2]
                 p, c = rho[prev][g]
-                why = _layer_failure(_dense(node.layers[j - 1]), p, q, act is None, c, o)
+                layer = node.layers[j - 1]
+                why = (_pool_failure(layer, p, q, c, o) if isinstance(layer, _Pool)
+                       else _layer_failure(_dense(layer), p, q, act is None, c, o))
             if why:
                 report.reasons.append(f"space {name}, generator {g + 1}: {why}")
             else:
@@ -422,7 +446,10 @@ def _check_parameters(report: CheckReport, cert: dict, gm: GraphModel, verdict: 
         return False
     if params.get("graph") is not None:
         nodes, output, _, _ = _graph(params["graph"], gm.n_in, params.get("output"), "certificate.parameters")
-        if (nodes, output) != (gm.nodes, gm.output):
+        def key(ns):  # what a node computes (an image of C x 1 x 1 and a vector of C are one value)
+            return [(n.name, n.kind, n.inputs, n.layers, n.act) for n in ns]
+
+        if (key(nodes), output) != (key(gm.nodes), gm.output):
             report.reasons.append(f"{PARAMS_DIFFER}: the certificate's copy of the graph is not the model's "
                                   "(it contradicts its own graph_sha256: tampered)")
             return False

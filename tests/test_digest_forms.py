@@ -171,7 +171,7 @@ def _graph_files():
     return {k: f() for k, f in GRAPH_FILES.items()}
 
 
-@pytest.mark.parametrize("kind", ["residual", "concat", "conv"])
+@pytest.mark.parametrize("kind", ["residual", "concat", "conv", "pool"])
 def test_prover_and_checker_graph_digests_agree(kind):
     """symeq.digest.graph_digest of symeq's written graph and the checker's own graph_sha256 of the file."""
     from symeq.graph.io import graph_to_json

@@ -86,7 +86,14 @@ def _conv_file():
                                                                          None, None)]}]}
 
 
-GRAPH_FILES = {"residual": _residual_file, "concat": _concat_file, "conv": _conv_file}
+def _pool_file():
+    data = _conv_file()
+    data["graph"][3]["layers"] = [{"type": "maxpool2d", "kernel_size": 2, "stride": 1}, {"type": "flatten"},
+                                  _dense([["3"]], None, None)]
+    return data
+
+
+GRAPH_FILES = {"residual": _residual_file, "concat": _concat_file, "conv": _conv_file, "pool": _pool_file}
 
 
 def _disagreements(data) -> tuple[list, int, int]:

@@ -326,3 +326,31 @@ def test_symeq_verifys_conv_graph_certificate_is_accepted(tmp_path, capsys):
     code, path, cert = _verify_then_check(tmp_path, conv_model(), capsys)
     assert code == 0
     assert check_certificate(json.loads(cert.read_text()), conv_model()).exit_code == 0
+
+
+def test_symeq_verifys_certificates_with_real_activations_and_pooling_are_accepted():
+    """A tanh addition (signed permutations), its arb-ball refutation, and a maxpool2d in a segment."""
+    from symeq.io import model_from_json
+    from symeq.theorem import verify
+
+    model = residual()
+    model["graph"][2]["activation"] = {"type": "tanh"}
+    cert = verify(model_from_json(model)).certificate()
+    assert cert["verdict"] == "layerwise-equivariant" and check_certificate(cert, model).exit_code == 0
+    model["graph"][3]["layers"][0]["weight"] = [["1", "0"], ["0", "2"]]
+    cert = verify(model_from_json(model)).certificate()
+    assert cert["equivariance"]["witness"]["kind"] == "arb"
+    assert check_certificate(cert, model).exit_code == 0
+    pooled = conv_model()
+    pooled["graph"][3]["layers"] = [{"type": "maxpool2d", "kernel_size": 2, "stride": 2}, {"type": "flatten"},
+                                    dense([["3"]], None, None)]
+    pooled["group"]["generators"][0]["output"] = [["1"]]
+    cert = verify(model_from_json(pooled)).certificate()
+    assert cert["verdict"] == "layerwise-equivariant"
+    assert check_certificate(cert, pooled).exit_code == 0
+    bad = copy.deepcopy(cert)
+    bad["latent_actions"][3] = [{"kind": "monomial", "source": [0], "factor": ["2"]}]  # after the pool: 2, not 1
+    report = check_certificate(bad, pooled)
+    assert report.exit_code == 1 and any("space head.1" in r and "factor" in r for r in report.reasons)
+    cert["latent_actions"][0] = [{"kind": "monomial", "source": [2, 3, 0, 1], "factor": ["1"] * 4}]
+    assert check_certificate(cert, pooled).exit_code == 1
