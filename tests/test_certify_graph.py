@@ -151,3 +151,38 @@ def test_theta_bar_exported_to_onnx_runs_equivariant(tmp_path):
         assert np.max(np.abs(Y - c.float_model(X))) < 1e-12
         ops = {n.op_type for n in __import__("onnx").load(str(path)).graph.node}
         assert "Add" in ops
+
+
+def _onnx_of(tmp_path, net, name):
+    """A float graph network as an ONNX file of symeq's own writer (read back by symeq's ONNX graph reader)."""
+    pytest.importorskip("onnx")
+    from symeq.numeric.onnx_write_graph import export_graph_onnx
+
+    path = tmp_path / name
+    export_graph_onnx(net, path)
+    return path
+
+
+def test_certify_and_export_from_the_command_line(tmp_path, capsys):
+    path = _onnx_of(tmp_path, residual_net(), "net.onnx")
+    cert, out, bar = tmp_path / "C.json", tmp_path / "bar.json", tmp_path / "bar.onnx"
+    assert main(["certify", str(path), "--group", "mirror:2x2", "--points", "100", "--certificate", str(cert),
+                 "--out", str(out)]) == 0
+    assert "certified: theta-bar is layerwise equivariant" in capsys.readouterr().out
+    assert main(["check", str(cert), str(out)]) == 0
+    assert main(["export", str(out), "--onnx", str(bar)]) == 0
+    from onnx.reference import ReferenceEvaluator
+
+    X = np.random.default_rng(4).standard_normal((30, 4))
+    ev = ReferenceEvaluator(str(bar))
+    assert np.max(np.abs(ev.run(None, {"x": X @ P4.T})[0] - ev.run(None, {"x": X})[0] @ P4.T)) < 1e-9
+
+
+def test_exact_floats_refutes_a_broken_tanh_block_with_a_checkable_witness(tmp_path):
+    """The block's hidden layer is tanh: the refutation is an arb-ball witness through the graph."""
+    clean = _onnx_of(tmp_path, residual_net(noise=0.0), "clean.onnx")
+    broken = _onnx_of(tmp_path, residual_net(noise=0.0, broken=0.25), "broken.onnx")
+    assert main(["verify", str(clean), "--exact-floats", "--group", "mirror:2x2"]) == 0
+    cert = tmp_path / "R.json"
+    assert main(["verify", str(broken), "--exact-floats", "--group", "mirror:2x2", "--certificate", str(cert)]) == 1
+    assert main(["check", str(cert), str(tmp_path / "R.model.json")]) == 0
