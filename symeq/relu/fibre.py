@@ -683,6 +683,46 @@ def _construct(prob, support, open_, exact_blocks, rng, cost_s, upper):
     return result
 
 
+def _exact_subsets(exact_blocks: list, open_: list):
+    """``(subsets, open_min)`` for :func:`minimal_width`: the sets of at most 4 exact types as (cost, indices),
+    cheapest first, and the cheapest open type's cost (bounded by the 5 cheapest exact types when there
+    are more than 4 of them, which are not enumerated)."""
+    subsets = []
+    for r in range(1, min(len(exact_blocks), 4) + 1):
+        for comb in itertools.combinations(range(len(exact_blocks)), r):
+            subsets.append((sum(exact_blocks[i][0] for i in comb), comb))
+    subsets.sort()
+    open_min = min((t.cost for t, _ in open_), default=None)
+    if len(exact_blocks) > 4 and subsets:
+        # subsets of more than 4 exact types were not enumerated: bound them by their cheapest cost
+        cheap = sum(sorted(c for c, _ in exact_blocks)[:5])
+        open_min = cheap if open_min is None else min(open_min, cheap)
+    return subsets, open_min
+
+
+def _reachable_costs(costs) -> list:
+    """The sums of at most 12 orbit costs up to 256, sorted (0 included): the widths extras can add."""
+    sums = {0}
+    for _ in range(12):
+        sums |= {a + c for a in sums for c in costs if a + c <= 256}
+    return sorted(sums)
+
+
+def _cheapest_exact_set(prob, support, subsets: list, exact_blocks: list, open_min, upper, cost_s: int):
+    """``(cost, upper, best)`` for the cheapest set of exact types (at most one orbit each) whose extras
+    make the linear system on ``support`` solvable, cheaper than ``open_min`` and below ``upper``; None."""
+    for c, comb in subsets:
+        if open_min is not None and c >= open_min:
+            break
+        if upper is not None and cost_s + c >= upper:
+            break
+        blocks = [exact_blocks[i][1] for i in comb]
+        s2 = prob.solve(support, blocks)
+        if s2 is not None:
+            return c, cost_s + c, (support, s2[0], blocks, s2[1])
+    return None
+
+
 def minimal_width(cf: CanonicalForm, group, *, seed: int = 0, tries: int = 6) -> dict:
     """Bounds on the smallest width of a layerwise-equivariant realisation of ``cf`` (steps 3-4).
 
@@ -706,23 +746,9 @@ def minimal_width(cf: CanonicalForm, group, *, seed: int = 0, tries: int = 6) ->
     lines.append("orbits of extra pairs relu(l) - relu(-l) = l on hyperplanes outside the kinks cost "
                  + (", ".join(map(str, costs)) + " neurons" if costs else "nothing: none exist"))
     exact_blocks = [(t.cost, prob.extra_block(v)) for t, v in exact]
-    subsets = []
-    for r in range(1, len(exact_blocks) + 1):
-        if r > 4:
-            break
-        for comb in itertools.combinations(range(len(exact_blocks)), r):
-            subsets.append((sum(exact_blocks[i][0] for i in comb), comb))
-    subsets.sort()
-    open_min = min((t.cost for t, _ in open_), default=None)
-    if len(exact_blocks) > 4 and subsets:
-        # subsets of more than 4 exact types were not enumerated: bound them by their cheapest cost
-        cheap = sum(sorted(c for c, _ in exact_blocks)[:5])
-        open_min = cheap if open_min is None else min(open_min, cheap)
+    subsets, open_min = _exact_subsets(exact_blocks, open_)
     rank_floor = _rank_floor(prob)
-    sums = {0}
-    for _ in range(12):
-        sums |= {a + c for a in sums for c in costs if a + c <= 256}
-    sums = sorted(sums)
+    sums = _reachable_costs(costs)
     lines.append(f"the residual linear part has rank >= {rank_floor} on the common kernel of the kink normals, "
                  f"so extras need >= {2 * rank_floor} neurons when it cannot vanish")
     best = upper = lower = None
@@ -744,17 +770,9 @@ def minimal_width(cf: CanonicalForm, group, *, seed: int = 0, tries: int = 6) ->
             continue
         # (b) exact sets, cheapest first
         exact_found = None
-        for c, comb in subsets:
-            if open_min is not None and c >= open_min:
-                break
-            if upper is not None and cost_s + c >= upper:
-                break
-            blocks = [exact_blocks[i][1] for i in comb]
-            s2 = prob.solve(support, blocks)
-            if s2 is not None:
-                exact_found = c
-                upper, best = cost_s + c, (support, s2[0], blocks, s2[1])
-                break
+        hit = _cheapest_exact_set(prob, support, subsets, exact_blocks, open_min, upper, cost_s)
+        if hit is not None:
+            exact_found, upper, best = hit
         # (a) open types: constructive (hints: rows of the residual for a particular q)
         hints = prob.residual_rows(base)
         open_ = [(t, prob.projected_points(t, hints) + pts0) for t, pts0 in open0]
