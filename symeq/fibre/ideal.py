@@ -380,6 +380,49 @@ _WHAT = "building the fibre ideal (expanding f(x; theta') in the unknowns)"
 _HINT = "too large for a Gröbner basis"
 
 
+def _coefficient_generators(diffs: list, n: int, small, deadline) -> list:
+    """The distinct (monic) coefficients in the n x variables of the differences ``diffs`` (polynomials in
+    x and the unknowns), as polynomials in the unknowns' ring ``small``: the fibre ideal's generators."""
+    collected: dict = {}
+    for k, d in enumerate(diffs):
+        if deadline is not None:
+            deadline.check("collecting the fibre ideal's generators")
+        for exps, c in d.to_dict().items():
+            key = (k, exps[:n])
+            collected.setdefault(key, {})
+            collected[key][exps[n:]] = collected[key].get(exps[n:], fmpq(0)) + c
+    generators, seen = [], set()
+    for key in sorted(collected):
+        terms = {e: c for e, c in collected[key].items() if c != 0}
+        if not terms:
+            continue
+        if small is None:
+            raise InputError("every parameter is fixed by the gauge, and f(x; theta') - f(x; theta) is not zero")
+        p = small.from_dict(terms)
+        # normalise to leading coefficient 1 to drop repeated generators
+        lc = p.leading_coefficient()
+        p = p / lc
+        k = tuple(sorted(p.to_dict().items()))
+        if k not in seen:
+            seen.add(k)
+            generators.append(p)
+    return generators
+
+
+def _gauge_form_generators(model, fixes: list, small, unknowns: list) -> list:
+    """The linear generators of the gauge entries fixed as a form: sum c_e (x_e - s_e) = value, s_e the
+    activation's shift for a bias entry (monic)."""
+    out = []
+    for g in fixes:
+        if g.form:
+            shift = model.layers[g.layer - 1].activation.shift
+            lin = small.from_dict({}) - (g.value + sum((c * shift for e, c in g.form if e.startswith("b")), fmpq(0)))
+            for e, c in g.form:
+                lin = lin + c * small.gens()[unknowns.index(e)]
+            out.append(lin / lin.leading_coefficient())
+    return out
+
+
 def fibre_ideal(model, *, gauge: str = "auto", bias="auto", deadline=None) -> FibreIdeal:
     """The ideal of the fibre of ``model``'s parameter theta, gauge-fixed.
 
@@ -454,36 +497,8 @@ def fibre_ideal(model, *, gauge: str = "auto", bias="auto", deadline=None) -> Fi
                          what="expanding f(x; theta)")
     diffs = [a - b for a, b in zip(new, old)]
     small = fmpq_mpoly_ctx.get(tuple(unknowns), "degrevlex") if unknowns else None
-    collected: dict = {}
-    for k, d in enumerate(diffs):
-        if deadline is not None:
-            deadline.check("collecting the fibre ideal's generators")
-        for exps, c in d.to_dict().items():
-            key = (k, exps[:n])
-            collected.setdefault(key, {})
-            collected[key][exps[n:]] = collected[key].get(exps[n:], fmpq(0)) + c
-    generators, seen = [], set()
-    for key in sorted(collected):
-        terms = {e: c for e, c in collected[key].items() if c != 0}
-        if not terms:
-            continue
-        if small is None:
-            raise InputError("every parameter is fixed by the gauge, and f(x; theta') - f(x; theta) is not zero")
-        p = small.from_dict(terms)
-        # normalise to leading coefficient 1 to drop repeated generators
-        lc = p.leading_coefficient()
-        p = p / lc
-        k = tuple(sorted(p.to_dict().items()))
-        if k not in seen:
-            seen.add(k)
-            generators.append(p)
-    for g in fixes:
-        if g.form:  # sum c_e (x_e - s_e) = value, s_e the shift for a bias entry
-            shift = model.layers[g.layer - 1].activation.shift
-            lin = small.from_dict({}) - (g.value + sum((c * shift for e, c in g.form if e.startswith("b")), fmpq(0)))
-            for e, c in g.form:
-                lin = lin + c * small.gens()[unknowns.index(e)]
-            generators.append(lin / lin.leading_coefficient())
+    generators = _coefficient_generators(diffs, n, small, deadline)
+    generators += _gauge_form_generators(model, fixes, small, unknowns)
     point = {v: theta[v] for v in unknowns}
     ideal = FibreIdeal(model, unknowns, small, generators, fixes, fixed, point, use_bias, notes, ungauged)
     if not ideal.vanishes_at(point):  # pragma: no cover - a bug, not a user error
