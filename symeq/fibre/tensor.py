@@ -512,6 +512,47 @@ def tensor_identifiability(model, *, timeout: float | None = None, certificate: 
                               over=field)
 
 
+def _per_neuron_solutions(polys: list, avail: set, latent, real: bool, b1: list):
+    """``(neurons, sizes, complex_sizes, failure)`` for step 4 of :func:`_decide`: each neuron's certified
+    equations (degrees ``avail``) solved against the latent scalings -- its certificate entry, the latent
+    count, the exact complex count (or None) -- or ``failure``, the reason when a neuron's solutions are
+    not exactly the latent ones (the other three are then None)."""
+    neurons, sizes, complex_sizes = [], [], []
+    for j in range(len(polys)):
+        ps = {k: p for k, p in polys[j].items() if k in avail}
+        g = _gcd_all(ps.values())
+        if g is None:
+            sols = real_sols = "all"
+        else:
+            sols = _distinct_roots(g)
+            # over R only the real lambda count (distinct real roots, Sturm's theorem over Q)
+            real_sols = real_root_count(g, nonzero=True) if g.degree() > 0 else 0
+        counted = real_sols if real else sols
+        ok = (counted == "all" and latent == "all") or (counted != "all" and latent != "all"
+                                                        and counted == len(latent))
+        if not ok:
+            return None, None, None, (
+                f"neuron {j + 1}: the certified equations (degrees {sorted(avail)}) leave "
+                f"{counted} {'real ' if real else ''}solution(s) for "
+                f"{'a torus' if latent == 'all' else len(latent)} latent scaling(s), "
+                "and no extra solution satisfies every equation: undecided by this method")
+        if sols != "all":
+            # the complex count is exact when every equation (not only the certified ones) has as many roots
+            g_all = _gcd_all(polys[j].values())
+            complex_sizes.append(sols if g_all is not None and _distinct_roots(g_all) == sols else None)
+        if latent != "all":
+            for a in latent:  # pragma: no branch - K always solves its own system
+                if g(a) != 0:
+                    raise AssertionError(f"latent scaling {a} does not solve neuron {j + 1}'s system")
+            sizes.append(len(latent))
+        neurons.append({"neuron": j, "b": _q(b1[j]), "degrees": sorted(ps),
+                        "polynomials": [[k, _poly_json(p)] for k, p in sorted(ps.items())],
+                        "gcd": None if g is None else _poly_json(g), "solutions": sols,
+                        "real_solutions": real_sols,
+                        "latent": "all" if latent == "all" else [_q(a) for a in latent]})
+    return neurons, sizes, complex_sizes, None
+
+
 def _decide(model, act, d, bias, deadline, t0, want_cert, field="R") -> TensorDecision:
     F = _Factors(model, deadline)
     R = F.R
@@ -562,39 +603,9 @@ def _decide(model, act, d, bias, deadline, t0, want_cert, field="R") -> TensorDe
         return done("not-applicable", f"the degree-{d - 1} terms v_j (x) w_j^{d - 1} are not certified independent, so "
                     "the biases b'_j are not determined neuron by neuron", "independence fails", kruskal=kinfo)
     # 4. per-neuron solution sets against K
-    neurons, sizes, complex_sizes = [], [], []
-    for j in range(R):
-        ps = {k: p for k, p in polys[j].items() if k in avail}
-        g = _gcd_all(ps.values())
-        if g is None:
-            sols = real_sols = "all"
-        else:
-            sols = _distinct_roots(g)
-            # over R only the real lambda count (distinct real roots, Sturm's theorem over Q)
-            real_sols = real_root_count(g, nonzero=True) if g.degree() > 0 else 0
-        counted = real_sols if real else sols
-        ok = (counted == "all" and latent == "all") or (counted != "all" and latent != "all"
-                                                        and counted == len(latent))
-        if not ok:
-            return done("not-applicable", f"neuron {j + 1}: the certified equations (degrees {sorted(avail)}) leave "
-                        f"{counted} {'real ' if real else ''}solution(s) for "
-                        f"{'a torus' if latent == 'all' else len(latent)} latent scaling(s), "
-                        "and no extra solution satisfies every equation: undecided by this method",
-                        "per-neuron system underdetermined", kruskal=kinfo)
-        if sols != "all":
-            # the complex count is exact when every equation (not only the certified ones) has as many roots
-            g_all = _gcd_all(polys[j].values())
-            complex_sizes.append(sols if g_all is not None and _distinct_roots(g_all) == sols else None)
-        if latent != "all":
-            for a in latent:  # pragma: no branch - K always solves its own system
-                if g(a) != 0:
-                    raise AssertionError(f"latent scaling {a} does not solve neuron {j + 1}'s system")
-            sizes.append(len(latent))
-        neurons.append({"neuron": j, "b": _q(b1[j]), "degrees": sorted(ps),
-                        "polynomials": [[k, _poly_json(p)] for k, p in sorted(ps.items())],
-                        "gcd": None if g is None else _poly_json(g), "solutions": sols,
-                        "real_solutions": real_sols,
-                        "latent": "all" if latent == "all" else [_q(a) for a in latent]})
+    neurons, sizes, complex_sizes, failure = _per_neuron_solutions(polys, avail, latent, real, b1)
+    if failure is not None:
+        return done("not-applicable", failure, "per-neuron system underdetermined", kruskal=kinfo)
     continuous = latent == "all"
     orbit = None if continuous else math.factorial(R) * math.prod(sizes)
     complex_points = None if continuous or None in complex_sizes else math.factorial(R) * math.prod(complex_sizes)
