@@ -207,6 +207,7 @@ def test_broken_block_refuted_on_the_exact_path(tmp_path):
     assert doc["verdict"] == "not-equivariant"
     assert doc["equivariance"]["witness"] is not None
     assert main(["check", str(cert), str(tmp_path / "R.model.json")]) == 0  # the witness, re-proved
+    assert main(["check", str(cert), str(broken), *MIRROR]) == 0  # and against the ONNX file, read by symeq
 
 
 def test_certify_reports_the_broken_block(tmp_path, capsys):

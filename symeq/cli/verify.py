@@ -127,11 +127,12 @@ def _read_model_for_check(args):
         return None
     require_extra("onnx", "pip install 'symeq[onnx]'", f"reading {path}")
     from ..io import model_to_json
-    from ..numeric.onnx_io import load_onnx_exact
+    from ..numeric.onnx_graph_exact import load_onnx_exact_network  # a chain, or a graph (docs/graphs.md)
 
     banner, args.budget_banner = getattr(args, "budget_banner", None), None  # printed by check_files' before_check
     try:
-        model = load_model_args(args, read=load_onnx_exact, builtin=False, need_group=False)  # --group applied
+        model = load_model_args(args, read=load_onnx_exact_network, builtin=False, need_group=False,
+                                graphs=True)  # --group applied
     finally:
         args.budget_banner = banner
     return model_to_json(model)
@@ -139,7 +140,8 @@ def _read_model_for_check(args):
 
 def cmd_check(args) -> int:
     """Exit 0 accepted, 1 rejected, 2 malformed or swapped files or a certificate of another model, 3 nothing verifiable."""
-    from symeq_check import CheckError, check_files, layers_digest  # the one import of the checker in symeq
+    from symeq_check import CheckError, check_files, graph_digest, layers_digest, read_graph_model  # the one import
+    # of the checker in symeq
     from symeq_check.accel import install
 
     from ..numbers import install_check_accelerator
@@ -152,9 +154,10 @@ def cmd_check(args) -> int:
                              before_check=lambda: announce_budget(args), model_doc=doc)
         reading = None
         if doc is not None:  # say which part is trusted: symeq's reader, then the checker
-            digest = layers_digest(doc["layers"], doc["input_dim"])
-            reading = {"reader": "symeq.numeric.onnx_io.load_onnx_exact", "file": str(args.model),
-                       "layers_sha256": digest,
+            graph = "graph" in doc  # a graph network (docs/graphs.md): its graph_sha256
+            digest = graph_digest(read_graph_model(doc)) if graph else layers_digest(doc["layers"], doc["input_dim"])
+            reading = {"reader": "symeq.numeric.onnx_graph_exact.load_onnx_exact_network", "file": str(args.model),
+                       "graph_sha256" if graph else "layers_sha256": digest,
                        "note": f"the model was read from {args.model} by symeq's ONNX reader; the checker checked "
                                f"the certificate against that reading (digest {digest})"}
     except CheckError as e:
