@@ -142,3 +142,13 @@ def test_python_api_validation_messages():
     g = GraphModel(2, [Node("a", "dense", ("input",), layer=relu_layer()),
                        Node("s", "add", ("a", "input"), activation=None)])
     assert g([1, -1]) == [1, -1] and [s.name for s in g.hidden_spaces()] == ["a"]
+
+
+def test_token_mixing_layers_are_refused_in_graphs_by_name():
+    att = {"type": "attention", "tokens": 2, "heads": [{"query": [["1"]], "key": [["1"]], "value": [["1"]],
+                                                        "out": [["1"]]}]}
+    data = {"format": "symeq-model/1", "input_dim": 2, "graph": [
+        {"name": "att", "input": "input", "layers": [att, {"type": "dense", "weight": [["1"]], "bias": None,
+                                                          "activation": None}]}]}
+    with pytest.raises(InputError, match="attention layers mix tokens and are not allowed in graph models"):
+        model_from_json(data)
