@@ -116,3 +116,19 @@ def test_training_mode_is_refused():
 
     with pytest.raises(InputError, match="training mode"):
         from_torch_graph(_ResNet().train(), input_shape=(1, 8, 8))
+
+
+def test_from_torch_reads_modules_by_tracing_and_sequentials_as_before():
+    from symeq.graph import GraphModel
+    from symeq.numeric.models import NumericModel, from_torch
+
+    g = from_torch(_ResNet().eval(), input_shape=(1, 8, 8))
+    assert isinstance(g, GraphModel) and [n.op for n in g.nodes if n.is_join] == ["add", "add"]
+    net = _Chain().eval()
+    chain = from_torch(net)  # a module of its own whose trace is a chain: its NumericModel
+    assert isinstance(chain, NumericModel) and chain.widths == [4, 4, 2]
+    x = np.random.default_rng(3).standard_normal((2, 4))
+    with torch.no_grad():
+        assert np.max(np.abs(chain(x) - net(torch.from_numpy(x).float()).double().numpy())) < 1e-6
+    seq = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Sequential(torch.nn.Linear(3, 2)))
+    assert isinstance(from_torch(seq), NumericModel)

@@ -1018,6 +1018,11 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
     eval mode and ``Identity`` are dropped; ``Softmax``/``LogSoftmax`` as the last module is the
     output operation (``model.meta["output_op"]``; the model is the logits).  Training-mode
     BatchNorm or Dropout, max pooling and norms are refused by name.
+
+    A module that is not a ``Sequential`` is traced by torch.fx
+    (:func:`symeq.numeric.torch_graph.from_torch_traced`): residual additions ``x + f(x)`` and
+    ``torch.cat(..., dim=1)`` give a float :class:`symeq.graph.GraphModel` (docs/graphs.md), a traced
+    chain the NumericModel of its modules; ``input_shape`` is then (C, H, W) or (n,).
     """
     from ..layers.conv import ConvShape
     from .conv import FloatFold, fold_pool_after_kernel, fold_pool_into_dense, fold_pool_into_kernel, \
@@ -1029,8 +1034,10 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
     if is_attention_module(seq):  # nn.MultiheadAttention or the hand-written block (docs/attention.md)
         layer, meta = read_torch_attention(seq, input_shape=input_shape)
         return NumericModel(layer.in_dim, [layer], group, name, meta)
-    if not isinstance(seq, torch.nn.Sequential):
-        raise InputError(f"expected a torch.nn.Sequential, got {type(seq).__name__}")
+    if not isinstance(seq, torch.nn.Sequential):  # a module of its own: traced by torch.fx (docs/graphs.md)
+        from .torch_graph import from_torch_traced
+
+        return from_torch_traced(seq, group, name, input_shape)
     F = FloatFold
     layers, notes = [], []
     pending = None  # [kind, K or W, b, ConvShape or None, label]: a linear layer waiting for its activation

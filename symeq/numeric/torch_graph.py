@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["from_torch_graph"]
+__all__ = ["from_torch_graph", "from_torch_traced"]
 
 #: torch functions and tensor methods read as activation modules (by the module class's name)
 _ACTIVATION_FUNCTIONS = {"relu": "ReLU", "tanh": "Tanh", "sigmoid": "Sigmoid", "gelu": "GELU", "silu": "SiLU",
@@ -250,8 +250,9 @@ def from_torch_graph(module, group=None, name: str = "torch model", input_shape=
     from .models import _as_group, _torch
 
     torch = _torch()
-    if module.training:
-        raise InputError(f"{type(module).__name__} is in training mode; call model.eval() before reading it")
+    if type(module).__module__.startswith("torch."):  # a layer of torch itself, not a network
+        raise InputError(f"expected a torch.nn.Sequential or a module of your own (traced by torch.fx), got "
+                         f"{type(module).__name__}")
     gm = _trace(module, torch)
     order = list(gm.graph.nodes)
     items = {n: _item(n, gm, torch) for n in order}
@@ -276,3 +277,20 @@ def from_torch_graph(module, group=None, name: str = "torch model", input_shape=
         meta["output_op"] = output_op
     return GraphModel(int(np.prod(shape)), nodes, output=named[out.args[0]][0], group=_as_group(group), name=name,
                       input_shape=shape if len(shape) == 3 else None, meta=meta)
+
+
+def from_torch_traced(module, group=None, name: str = "torch model", input_shape=None):
+    """A module that is not an ``nn.Sequential``, traced: its graph model when the trace branches or joins,
+    otherwise the chain of its traced modules read by :func:`symeq.numeric.models.from_torch`."""
+    from .models import _torch, from_torch
+
+    graph = from_torch_graph(module, group, name, input_shape)
+    if graph is not None:
+        return graph
+    torch = _torch()
+    gm = _trace(module, torch)
+    mods = [m for n in gm.graph.nodes for m in _item(n, gm, torch).mods]
+    if not mods:
+        raise InputError(f"{type(module).__name__}: its traced forward has no modules symeq reads")
+    shape = None if input_shape is None or len(input_shape) != 3 else input_shape
+    return from_torch(torch.nn.Sequential(*mods), group, name, shape)
