@@ -131,6 +131,32 @@ def _run_single(engine: str, variables, polys, timeout, *, want_basis=True, thre
                 j.kill()
 
 
+def _exact_grace(exact_grace, deadline, t_mod: float):
+    """``(grace, until)``: how long :func:`_run_auto`'s exact engine may go on once msolve answered (after
+    ``t_mod`` seconds), and the wall-clock time that ends it: ``exact_grace`` when given; with a budget, all
+    of it; without one, max(2 s, 3 x msolve's time)."""
+    if exact_grace is not None:
+        grace = exact_grace
+    elif deadline is not None:  # a budget: the exact engine may use all of it
+        grace = max(0.0, deadline - time.perf_counter() - AUTO_MARGIN)
+    else:                       # no budget: a grace period proportional to msolve's time
+        grace = max(2.0, 3.0 * t_mod)
+    until = time.perf_counter() + grace
+    if deadline is not None:
+        until = min(until, deadline - AUTO_MARGIN)
+    return grace, until
+
+
+def _modular_answer(r, modular: str, exact_engine: str, seconds: list, t0: float):
+    """:func:`_run_auto`'s modular result ``r``, labelled as such (the exact engines did not settle)."""
+    also = f" (and {', '.join(seconds)})" if seconds else ""
+    r.notes.append(f"symeq auto: the exact engine {exact_engine}{also} did not settle within "
+                   f"{time.perf_counter() - t0:.3g} s; the answer is modular")
+    r.engine = f"auto/{modular}"
+    r.seconds = time.perf_counter() - t0
+    return r
+
+
 def _run_auto(variables, polys, timeout, *, want_basis=True, threads=1, exact_grace=None) -> GroebnerResult:
     """Exact and modular side by side; the exact answer when it comes in time, else the labelled modular one.
 
@@ -211,16 +237,7 @@ def _run_auto(variables, polys, timeout, *, want_basis=True, threads=1, exact_gr
             if not modular_done():
                 raise BudgetExceeded(f"no engine settled within the time budget of {timeout:g} s "
                                      f"({exact_engine}{' and ' + modular if mo else ''} tried)")
-            t_mod = time.perf_counter() - t0
-            if exact_grace is not None:
-                grace = exact_grace
-            elif deadline is not None:  # a budget: the exact engine may use all of it
-                grace = max(0.0, deadline - time.perf_counter() - AUTO_MARGIN)
-            else:                       # no budget: a grace period proportional to msolve's time
-                grace = max(2.0, 3.0 * t_mod)
-            d2 = time.perf_counter() + grace
-            if deadline is not None:
-                d2 = min(d2, deadline - AUTO_MARGIN)
+            grace, d2 = _exact_grace(exact_grace, deadline, time.perf_counter() - t0)
             _wait(ex + ex2, d2, until=lambda js: exact_done() is not None)
             done = exact_done()
             if done is not None:
@@ -228,12 +245,7 @@ def _run_auto(variables, polys, timeout, *, want_basis=True, threads=1, exact_gr
             for j in ex + ex2:
                 j.kill()
             r = _finish(modular, mo, variables, polys, deadline, tmp, threads)
-            also = f" (and {', '.join(seconds)})" if seconds else ""
-            r.notes.append(f"symeq auto: the exact engine {exact_engine}{also} did not settle within "
-                           f"{time.perf_counter() - t0:.3g} s; the answer is modular")
-            r.engine = f"auto/{modular}"
-            r.seconds = time.perf_counter() - t0
-            return r
+            return _modular_answer(r, modular, exact_engine, seconds, t0)
         finally:
             for j in everything:
                 j.kill()
