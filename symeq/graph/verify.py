@@ -29,6 +29,7 @@ from ..equivariance import EquivarianceResult, Witness, principal_lattice, refut
 from ..errors import InputError, NotExactError
 from ..graph.io import graph_nodes_json
 from ..io import CERTIFICATE_FORMAT
+from ..notation import format_cycles
 from ..numbers import format_matrix, format_number, monomial_parts
 from ..version import __version__
 from .derive import GraphDerivation, derive_graph_actions
@@ -136,7 +137,13 @@ class GraphVerification:
                  "  spaces " + ", ".join(f"{s.name} ({s.dim})" for s in gm.spaces()),
                  f"  group: {self.group.label}, generators {', '.join(self.group.names)}", ""]
         if d is not None and d.found:
-            lines.append("Actions along the graph (exact checks):")
+            lines.append("Actions along the graph (cycles of neurons, numbered from 1):")
+            for sp in gm.hidden_spaces():
+                for gname, M in zip(self.group.names, d.actions[sp.name]):
+                    parts = monomial_parts(M)
+                    text = format_cycles(*parts) if parts is not None else "(not monomial)"
+                    lines.append(f"  rho_{sp.name}({gname}) = {text}")
+            lines.append("Checks (exact):")
             lines += [f"  {r['space']}, {r['generator']}: {'ok' if r['holds'] else 'FAILED'} - {r['detail']}"
                       for r in d.checks]
             lines.append(f"  homomorphism: ok (|G| = {d.group_order})")

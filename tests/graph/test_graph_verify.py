@@ -48,6 +48,9 @@ def test_residual_block_is_layerwise_equivariant_with_scrambled_stem(tmp_path, c
     assert c["latent_actions"][2] == [expected]  # forced on the affine block output by the addition
     assert all(row["holds"] for row in c["checks"]["nodes"]) and c["checks"]["homomorphism"] is True
     assert _checker_accepts(cert, path, capsys) == 0
+    assert main(["verify", path]) == 0
+    report = capsys.readouterr().out
+    assert "rho_stem(swap) = " in report and "Verdict: layerwise-equivariant" in report
 
 
 @pytest.mark.parametrize("case", ["relu", "tanh", "polynomial"])
