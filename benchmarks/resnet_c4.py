@@ -138,6 +138,7 @@ def child(cfg: dict, out: Path) -> None:
     c = certify(model, group, timeout=cfg["timeout"], noise_points=cfg["points"])
     t_cert = time.perf_counter() - t
     rec = {"status": c.status, "reason": c.reason, "build_s": t_build, "certify_s": t_cert, "certify_mb": _hwm_mb(),
+           "verify_s": None if c.verification is None else c.verification.seconds,
            "parameters_max": c.max_distance, "distance": c.distance,
            "function_noise_max": c.function_distance.get("noise", {}).get("max"),
            "parameters": int(sum(getattr(l, "kernel", getattr(l, "weight", np.zeros(0))).size for l in model.layers))}
@@ -238,7 +239,8 @@ def main(argv=None) -> int:
         return 0
     cfg = {**(QUICK if args.quick else FULL), "noise": args.noise, "points": args.points, "timeout": args.timeout}
     rec = bench(cfg)
-    cols = ["n", "channels", "blocks", "parameters", "status", "build_s", "certify_s", "certify_mb", "check_exit",
+    cols = ["n", "channels", "blocks", "parameters", "status", "build_s", "certify_s", "verify_s", "certify_mb",
+            "check_exit",
             "check_s", "check_mb", "certificate_mb", "torch_forward_s", "certify_over_torch", "check_over_torch",
             "parameters_max", "function_noise_max"]
     fmt = lambda v: "-" if v is None else (f"{v:.3g}" if isinstance(v, float) else str(v))  # noqa: E731

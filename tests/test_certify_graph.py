@@ -186,3 +186,13 @@ def test_exact_floats_refutes_a_broken_tanh_block_with_a_checkable_witness(tmp_p
     cert = tmp_path / "R.json"
     assert main(["verify", str(broken), "--exact-floats", "--group", "mirror:2x2", "--certificate", str(cert)]) == 1
     assert main(["check", str(cert), str(tmp_path / "R.model.json")]) == 0
+
+
+def test_data_gives_the_function_distance_and_task_loss_on_it():
+    rng = np.random.default_rng(6)
+    x, y = rng.standard_normal((40, 4)), rng.integers(0, 4, 40)
+    c = certify(residual_net(), mirror(2, 2), data=(x, y), task="classifier", timeout=120, noise_points=50)
+    assert c.status == "certified"
+    assert c.function_distance["data"]["points"] == 40
+    theta, bar = (c.task_loss["splits"][0]["loss"][k] for k in ("theta", "theta_bar"))
+    assert abs(theta - bar) < 1e-3 * max(1.0, abs(theta))
