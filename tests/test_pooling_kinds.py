@@ -287,3 +287,42 @@ def test_from_torch_reads_maxpool2d_and_maxpoolchannels():
     with pytest.raises(InputError, match="after an activation"):
         from_torch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.MaxPool2d(2), torch.nn.ReLU()),
                    None, input_shape=(1, 6, 6))
+
+
+def _torch_c4(torch):
+    """The C4 network of :func:`_c4_model` as torch modules (Conv2d, MaxPool2d, a MaxPoolChannels, Linear)."""
+    model = _c4_model()
+    l1, l2, ro = model.layers[0], model.layers[2], model.layers[4]
+    t = lambda v: torch.tensor([[[[float(x) for x in r] for r in kc] for kc in ko] for ko in v], dtype=torch.float64)  # noqa: E731
+    c1, c2 = torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.Conv2d(4, 4, 3, padding=1)
+    lin = torch.nn.Linear(4, 1)
+    with torch.no_grad():
+        c1.weight.copy_(t(l1.kernel)), c1.bias.copy_(torch.tensor([float(b) for b in l1.channel_bias]))
+        c2.weight.copy_(t(l2.kernel)), c2.bias.copy_(torch.tensor([float(b) for b in l2.channel_bias]))
+        lin.weight.copy_(torch.tensor([[float(x) for x in ro.rows[0]]])), lin.bias.copy_(torch.tensor([0.5]))
+    return torch.nn.Sequential(c1, torch.nn.ReLU(), torch.nn.MaxPool2d(2), c2, torch.nn.ReLU(),
+                               _MaxPoolChannels.make(torch, 4), torch.nn.Flatten(), lin).eval()
+
+
+def test_onnx_maxpool_and_group_pooling_are_read_exactly_and_verified(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnx")
+    import warnings
+
+    from symeq.numeric.onnx_io import load_onnx, load_onnx_exact
+
+    net = _torch_c4(torch)
+    path = tmp_path / "c4pool.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, (torch.zeros(1, 1, 4, 4),), str(path), dynamo=False)
+    m = load_onnx(path)
+    assert [l.kind for l in m.layers] == ["conv2d", "maxpool2d", "conv2d", "group_pool", "dense"]
+    x = np.random.default_rng(2).integers(-8, 8, (3, 16)) / 8
+    with torch.no_grad():
+        want = net(torch.from_numpy(x).float().reshape(3, 1, 4, 4)).numpy()
+    assert np.max(np.abs(m.forward(x) - want)) < 1e-5
+    exact = load_onnx_exact(path)
+    assert [l.kind for l in exact.layers] == ["conv2d", "maxpool2d", "conv2d", "group_pool", "conv2d"]
+    assert main(["verify", str(path), "--exact-floats", "--group", "rot90:4", "--group-output", "1"]) == 0
+    assert "layerwise-equivariant" in capsys.readouterr().out

@@ -20,6 +20,9 @@ imported at run time).  :func:`load_onnx` walks the graph in order and reads a c
 * shape nodes: ``Flatten``, ``Reshape`` (to 2-d: the identity on that pixel order; to 4-d: the
   ``(C, H, W)`` shape a following ``Conv`` needs), ``Squeeze`` of 1 x 1 pixels, ``Identity`` and
   ``Dropout`` in eval mode (dropped and listed);
+* pooling layers of their own after an activation (:mod:`symeq.layers.pooling`): ``MaxPool`` (2-d, square
+  windows, ceil_mode 0) as ``maxpool2d``, and a ``Reshape`` to (batch, F, G, H, W) then ``ReduceMax`` over
+  axis 2 (escnn's GroupPooling) as ``group_pool`` with fields of G channels;
 * ``Softmax``/``LogSoftmax`` at the output: ``model.meta["output_op"]``; the model is the logits,
   and :func:`check_output_op` requires the output action to be a permutation;
 * activations: the elementwise nodes between two linear layers.  One node ``Tanh``, ``Sigmoid``,
@@ -34,7 +37,7 @@ imported at run time).  :func:`load_onnx` walks the graph in order and reads a c
   an activation symeq does not know.
 
 The reader is one table from operator to handler (:data:`HANDLERS`) and one of refusals with their
-reasons (:data:`REFUSED`: a residual ``Add``, group pooling's ``ReduceMax``, max pooling, the norms,
+reasons (:data:`REFUSED`: a residual ``Add``, ``ReduceMax`` over other axes, global max pooling, the norms,
 training-mode BatchNorm and Dropout, ...); every refusal names the operator, the node (numbered from
 1, with its name) and the reason (docs/onnx.md has both tables).  Weights come from initializers
 and ``Constant`` nodes, and external data files are read from beside the ``.onnx`` file only, never
@@ -91,8 +94,9 @@ ACTIVATION_OPS = tuple(dict.fromkeys(("Tanh", "Sigmoid", "Relu", "LeakyRelu", "E
 FOLDED_OPS = ("BatchNormalization (eval)", "AveragePool", "GlobalAveragePool", "ReduceMean over H, W",
               "Reshape to 5-d + ReduceMean over each field",
               "Dropout (eval)", "Softmax / LogSoftmax at the output")
+POOLING_OPS = ("MaxPool (a maxpool2d layer)", "Reshape to 5-d + ReduceMax over each field (a group_pool layer)")
 SUPPORTED = ", ".join(LINEAR_OPS[:2] + ("Conv (any group: block-diagonal kernels)", "Add (a bias)") + SHAPE_OPS +
-                      ("Constant",) + FOLDED_OPS + tuple(o for o in ACTIVATION_OPS if o not in ("Add", "Identity")))
+                      ("Constant",) + FOLDED_OPS + POOLING_OPS + tuple(o for o in ACTIVATION_OPS if o not in ("Add", "Identity")))
 
 
 def _onnx():
@@ -365,6 +369,32 @@ class _Block:
         self.shape = layers[-1].shape
 
 
+class _PoolItem:
+    """A pooling layer read from ONNX (``MaxPool``; a 5-d ``Reshape`` then ``ReduceMax`` over the fields'
+    channels: escnn's GroupPooling): a parameter-free layer of the chain (symeq.layers.pooling), built as the
+    exact or the float layer by :func:`_pool_layer`."""
+
+    def __init__(self, kind, params, in_shape, where):
+        self.kind, self.params, self.in_shape, self.where = kind, params, in_shape, where
+        self.activation = None
+
+
+def _pool_layer(item: _PoolItem, exact: bool):
+    """The exact (:mod:`symeq.layers.pooling`) or float (:mod:`symeq.numeric.pooling`) layer of ``item``."""
+    if exact:
+        from ..layers.pooling import GroupPoolLayer, MaxPool2dLayer
+
+        return (MaxPool2dLayer(item.in_shape, *item.params) if item.kind == "maxpool2d"
+                else GroupPoolLayer(item.in_shape, *item.params))
+    from .models import numeric_activation
+    from .pooling import NumericGroupPool, NumericMaxPool2d
+
+    layer = (NumericMaxPool2d(item.in_shape, *item.params) if item.kind == "maxpool2d"
+             else NumericGroupPool(item.in_shape, *item.params))
+    layer.activation = numeric_activation("relu")  # the group of a maximum (symeq.numeric.pooling)
+    return layer
+
+
 def _bn_scale(gamma, var, eps):
     """gamma / sqrt(var + eps) in float64: the scale the exact path reads as the rational it is."""
     return np.asarray(gamma, np.float64) / np.sqrt(np.asarray(var, np.float64) + float(eps))
@@ -372,9 +402,9 @@ def _bn_scale(gamma, var, eps):
 
 #: operators refused by name, with the reason (the reader's table of what it cannot read)
 REFUSED = {
-    "MaxPool": "max pooling is not a layer of symeq's chain model (average pooling is read)",
-    "GlobalMaxPool": "max pooling is not a layer of symeq's chain model (average pooling is read)",
-    "ReduceMax": "a max over each field's channels (group pooling) is not supported",
+    "GlobalMaxPool": "global max pooling is not read (MaxPool is: a maxpool2d layer; average pooling is folded)",
+    "ReduceMax": "a max over these axes is not read (a max over each field's channels after a 5-d Reshape, escnn's "
+                 "GroupPooling, is: a group_pool layer)",
     "LayerNormalization": "layer norm divides by a data-dependent norm, which breaks the monomial latent groups in "
                           "general; it is not supported",
     "InstanceNormalization": "instance norm divides by a data-dependent norm; it is not supported",
@@ -798,8 +828,7 @@ class _ChainReader:
             axes = [int(v) for v in np.asarray(self.need(node.input[1], where)).reshape(-1)]
         if self.fields is not None:
             if op == "ReduceMax":
-                self.refuse(where, op, REFUSED["ReduceMax"] + " (escnn's GroupPooling: a Reshape to 5-d, then "
-                            "ReduceMax over the group axis; a mean over each field is read)")
+                return self.group_max(node, where)
             if axes is None or [int(a) % 5 for a in axes] != [2] or int(_attr(node, "keepdims", 1)):
                 self.refuse(where, op, f"after a Reshape to 5-d symeq reads ReduceMean over axis 2 (a mean over each "
                             f"field's channels) with keepdims=0, got axes {axes}")
@@ -845,6 +874,44 @@ class _ChainReader:
         self.shape = (F, H, W)
         self.width = F * H * W
         self.advance(node.output[0])
+
+    def max_pool(self, node, where):
+        """MaxPool 2-d (torch's MaxPool2d) after an activation: a maxpool2d layer of its own."""
+        ks = list(_attr(node, "kernel_shape", []))
+        st = list(_attr(node, "strides", ks))
+        pads = list(_attr(node, "pads", [0, 0, 0, 0]))
+        auto = _attr(node, "auto_pad", b"NOTSET")
+        if (len(ks) != 2 or len(set(ks)) != 1 or len(set(st)) != 1 or len(set(pads)) != 1
+                or int(_attr(node, "ceil_mode", 0)) or auto not in (b"NOTSET", "NOTSET")
+                or list(_attr(node, "dilations", [1, 1])) != [1, 1] or len(node.output) > 1 and node.output[1]):
+            raise InputError(f"{where}: symeq reads MaxPool 2-d with square windows, equal strides and pads, ceil_mode "
+                             f"0, dilation 1 and no indices (got kernel {ks}, strides {st}, pads {pads})")
+        self.pool_layer(_PoolItem("maxpool2d", (int(ks[0]), int(st[0]), int(pads[0])), self.shape, where), where)
+
+    def group_max(self, node, where):
+        """ReduceMax over axis 2 after a Reshape to (batch, F, G, H, W): escnn's GroupPooling, a group_pool layer."""
+        axes = _attr(node, "axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = [int(v) for v in np.asarray(self.need(node.input[1], where)).reshape(-1)]
+        if axes is None or [int(a) % 5 for a in axes] != [2] or int(_attr(node, "keepdims", 1)):
+            self.refuse(where, "ReduceMax", f"after a Reshape to 5-d symeq reads ReduceMax over axis 2 (a max over each "
+                        f"field's channels, escnn's GroupPooling) with keepdims=0, got axes {axes}")
+        F, G = self.fields
+        self.fields = None
+        self.pool_layer(_PoolItem("group_pool", (G,), self.shape, where), where)
+
+    def pool_layer(self, item: _PoolItem, where):
+        if self.shape is None:
+            raise InputError(f"{where}: pooling needs image-shaped activations (batch, C, H, W)")
+        if self.pending is not None or self.pre:
+            raise InputError(f"{where}: a max pooling is read after an activation only (a hidden space of its own; "
+                             "a maximum before the activation is not a layer of symeq's chain)")
+        layer = _pool_layer(item, exact=True)  # its shape (and its refusals) now, before the rest is read
+        self.layers.append(item)
+        self.shape, self.width = layer.out_shape, layer.out_dim
+        self.note(f"{where}: read as a {item.kind} layer ({layer.label})")
+        self.advance(self.nodes[self.i].output[0])
+        self.streams[self.cur] = (len(self.layers), self.shape, self.width)
 
     def bias_add(self, node, where):
         """Add of a constant after a linear layer (its bias), or an activation's elementwise Add."""
@@ -1069,7 +1136,7 @@ def _compose_kernels(K1, b1, K2, b2, s1: int, N):
 HANDLERS = {
     "Gemm": _ChainReader.gemm, "MatMul": _ChainReader.matmul, "Conv": _ChainReader.conv,
     "BatchNormalization": _ChainReader.batchnorm, "AveragePool": _ChainReader.average_pool,
-    "GlobalAveragePool": _ChainReader.average_pool, "ReduceMean": _ChainReader.reduce,
+    "GlobalAveragePool": _ChainReader.average_pool, "ReduceMean": _ChainReader.reduce, "MaxPool": _ChainReader.max_pool,
     "ReduceMax": _ChainReader.reduce, "Flatten": _ChainReader.flatten, "Reshape": _ChainReader.reshape,
     "Identity": _ChainReader.identity, "Squeeze": _ChainReader.squeeze, "Dropout": _ChainReader.dropout, "Softmax": _ChainReader.softmax,
     "LogSoftmax": _ChainReader.softmax, "Add": _ChainReader.bias_add,
@@ -1115,6 +1182,9 @@ def _realised(r: _ChainReader, N) -> list:
 def _realised_list(layers, N) -> list:
     out = []
     for lin in layers:
+        if isinstance(lin, _PoolItem):  # parameter-free: built by _pool_layer
+            out.append((lin, None, None, lin.where))
+            continue
         K, b = _replay(lin, N)
         if lin.shape is not None:
             out.append(({"shape": lin.shape, "kernel": K, "channel_bias": b}, None, lin.activation, lin.where))
@@ -1134,6 +1204,8 @@ def load_onnx_residual(path):
     r = read_onnx_chain(path, residual=True)
 
     def build(lin):
+        if isinstance(lin, _PoolItem):
+            return _pool_layer(lin, exact=False)
         (K, b, act, where), = _realised_list([lin], FloatFold)
         a = None if act is None else numeric_activation(act, where)
         if isinstance(K, dict):
@@ -1203,6 +1275,8 @@ def float_layer(W, b, act, where):
     from .conv import NumericConvLayer
     from .models import NumericDenseLayer, numeric_activation
 
+    if isinstance(W, _PoolItem):
+        return _pool_layer(W, exact=False)
     try:
         a = None if act is None else numeric_activation(act, where)
     except InputError as e:
@@ -1271,9 +1345,13 @@ def load_onnx_exact(path):
 
     r = read_onnx_chain(path)
     for lin in r.layers:  # size guards before the exact work
-        check_width(lin.shape.out_dim if lin.shape is not None else lin.raw_K.shape[0], f"{lin.where}: layer width")
+        if not isinstance(lin, _PoolItem):
+            check_width(lin.shape.out_dim if lin.shape is not None else lin.raw_K.shape[0], f"{lin.where}: layer width")
     layers = []
     for W, b, act, where in _realised(r, ExactFold):
+        if isinstance(W, _PoolItem):
+            layers.append(_pool_layer(W, exact=True))
+            continue
         try:
             a = None if act is None else activation_from_spec(act, where)
         except InputError as e:
