@@ -92,6 +92,42 @@ def _project(group_elems, head_perms, mats0, transform):
     return [a / len(group_elems) for a in acc]
 
 
+def _element_actions(group: FiniteGroup, facs: list, T: int, d: int, d_out: int, head_perms, H: int):
+    """``(Cs, perms)``: every group element's channel actions (C, C_out) and head permutation, composed along
+    its Cayley-graph word from the generators' (``facs``: each generator's P (x) C factors)."""
+    elems = []
+    for e in group.elements():
+        C = identity(d)
+        Co = identity(d_out)
+        perm = list(range(H))
+        for gi in e.word:
+            P_g, C_g = facs[gi]
+            Co_g = factor_kron(group.generators[gi][1], T, d_out)[1]
+            C = C * C_g
+            Co = Co * Co_g
+            perm = [head_perms[gi][p] for p in perm]
+        elems.append((C, Co, perm))
+    return [(C, Co) for C, Co, _ in elems], [p for _, _, p in elems]
+
+
+def _tokenwise_layers(rng, dense, Couts: list, d_out: int, T: int) -> list:
+    """Token-wise layers X -> sigma(X W^T + b) after the attention, one per activation of ``dense`` and an
+    affine one last, each equivariant with the channel action C_out on both sides (Reynolds averages over
+    the elements' ``Couts``; a signed permutation, as for the built-in patch mirror)."""
+    from .models import DenseLayer
+
+    if any(not _is_signed_perm(Co) for Co in Couts):
+        raise InputError("token-wise dense layers after attention need a (signed) permutation channel action")
+    layers = []
+    for act in list(dense) + [None]:
+        W0 = _rand(rng, d_out, d_out)
+        W = sum((Co.inv() * W0 * Co for Co in Couts), fmpq_mat(d_out, d_out)) / len(Couts)
+        b0 = _rand(rng, d_out, 1)
+        b = (sum((Co.inv() * b0 for Co in Couts), fmpq_mat(d_out, 1)) / len(Couts)).entries()
+        layers.append(DenseLayer(tokenwise(W, T), b * T, act, T))
+    return layers
+
+
 def random_equivariant_attention(
     group: FiniteGroup | None = None,
     tokens: int = 4,
@@ -119,7 +155,7 @@ def random_equivariant_attention(
     The score matrices, values and outputs are Reynolds projections of random integer matrices;
     queries and keys factor A_h = Q_h K_h^T through a random invertible matrix.
     """
-    from .models import DenseLayer, Model
+    from .models import Model
 
     rng = rng if isinstance(rng, random.Random) else random.Random(rng)
     group = group if group is not None else patch_mirror()
@@ -133,22 +169,7 @@ def random_equivariant_attention(
     dv = d if dv is None else dv
     head_perms = head_perms if head_perms is not None else [[1, 0, 2, 3]] * len(group.generators)
     H = len(head_perms[0])
-    # all group elements with their (P, C, C_out, head permutation), along Cayley-graph words
-    els = group.elements()
-    elems = []
-    for e in els:
-        C = identity(d)
-        Co = identity(d_out)
-        perm = list(range(H))
-        for gi in e.word:
-            P_g, C_g = facs[gi]
-            Co_g = factor_kron(group.generators[gi][1], T, d_out)[1]
-            C = C * C_g
-            Co = Co * Co_g
-            perm = [head_perms[gi][p] for p in perm]
-        elems.append((C, Co, perm))
-    Cs = [(C, Co) for C, Co, _ in elems]
-    perms = [p for _, _, p in elems]
+    Cs, perms = _element_actions(group, facs, T, d, d_out, head_perms, H)
     # condition C^T A_h C = A_{pi(h)} for every element: average (T_g A)_{pi_g(h)} := C_g^T A_h C_g over G
     for _ in range(MAX_REDRAWS):  # redraw until no two heads have proportional scores (no clones of heads)
         A = _project(Cs, perms, [_rand(rng, d, d) for _ in range(H)], lambda g, M: g[0].transpose() * M * g[0])
@@ -184,17 +205,7 @@ def random_equivariant_attention(
         heads.append(Head(Q, K, Vh, Oh))
     layers = [AttentionLayer(T, heads, None, scoring, scale)]
     if dense:
-        # token-wise layers X -> sigma(X W^T + b), each equivariant with the channel action C_out
-        # on both sides (a permutation for the built-in patch mirror), then an affine one
-        Couts = [Co for _, Co in Cs]
-        if any(not _is_signed_perm(Co) for Co in Couts):
-            raise InputError("token-wise dense layers after attention need a (signed) permutation channel action")
-        for act in list(dense) + [None]:
-            W0 = _rand(rng, d_out, d_out)
-            W = sum((Co.inv() * W0 * Co for Co in Couts), fmpq_mat(d_out, d_out)) / len(Couts)
-            b0 = _rand(rng, d_out, 1)
-            b = (sum((Co.inv() * b0 for Co in Couts), fmpq_mat(d_out, 1)) / len(Couts)).entries()
-            layers.append(DenseLayer(tokenwise(W, T), b * T, act, T))
+        layers += _tokenwise_layers(rng, dense, [Co for _, Co in Cs], d_out, T)
     model = Model(T * d, layers, group, name)
     return model
 
