@@ -27,7 +27,7 @@ from ..budget import Deadline
 from ..digest import graph_digest
 from ..equivariance import EquivarianceResult, Witness, principal_lattice, refute_with_balls
 from ..errors import InputError, NotExactError
-from ..graph.io import graph_nodes_json
+from .io import graph_from_json, graph_nodes_json, graph_to_json
 from ..io import CERTIFICATE_FORMAT
 from ..notation import format_cycles
 from ..numbers import format_matrix, format_number, monomial_parts
@@ -235,6 +235,21 @@ def end_to_end(gm: GraphModel, group, deadline: Deadline, seed=0) -> Equivarianc
                                      "refuted on this graph (no exact decision covers it)")
 
 
+def _file_named(gm: GraphModel) -> GraphModel:
+    """``gm`` with its nodes named as the spaces of its model file (docs/graphs.md, "Spaces"), which the
+    certificate names: a graph built in Python with other names is written and read back once."""
+    graph = graph_nodes_json(gm)
+    names = []
+    for node in graph:
+        k = len(node.get("layers", ()))
+        names += [f"{node['name']}.{j}" for j in range(1, k)] + [node["name"]]
+    if names == [n.name for n in gm.nodes]:
+        return gm
+    data = graph_to_json(gm, include_group=False)
+    out = graph_from_json(data, gm.input_dim)
+    return out.with_group(gm.group) if gm.group is not None else out
+
+
 def verify_graph(gm: GraphModel, group=None, *, timeout: float | None = None, identifiability: bool = False,
                  max_tie_nodes: int = 100000, seed: int | None = 0, **_ignored) -> GraphVerification:
     """Verify the conclusion of Theorem 4.1 along a graph model (see the module docstring)."""
@@ -244,6 +259,7 @@ def verify_graph(gm: GraphModel, group=None, *, timeout: float | None = None, id
         raise InputError("no group given: put a \"group\" in the model file or pass one (--group)")
     if not gm.exact:
         raise InputError("symeq verify takes exact graph models; this one has float layers")
+    gm = _file_named(gm)
     gm._check_group(group)
     group.validate()
     deadline = Deadline(timeout)

@@ -166,3 +166,15 @@ def test_a_graph_too_wide_for_dense_actions_is_refused_before_the_walk(monkeypat
     monkeypatch.setattr(derive, "MAX_SPACE_DIM", 3)
     with pytest.raises(LimitExceeded, match="space size 4 exceeds the limit 3"):
         derive.derive_graph_actions(model_from_json(residual(RELU)))
+
+
+def test_a_graph_built_in_python_is_certified_with_its_file_names():
+    from symeq.graph import GraphModel, Node
+
+    g = model_from_json(residual(RELU))
+    renamed = [Node(f"n{i}", n.op, tuple("input" if j == "input" else f"n{[m.name for m in g.nodes].index(j)}"
+                                         for j in n.inputs), n.layer, n.activation, n.segment, n.index)
+               for i, n in enumerate(g.nodes)]
+    v = verify(GraphModel(2, renamed, group=g.group))
+    assert v.verdict == "layerwise-equivariant"
+    assert v.certificate()["spaces"] == ["stem", "block.1", "block", "n3"]  # segments by their file names
