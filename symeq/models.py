@@ -356,6 +356,29 @@ def _sign_twisted(rep: fmpq_mat, activation: Activation) -> fmpq_mat:
     return monomial_matrix(cols, pre)
 
 
+def _latent_generators(group: FiniteGroup, spec, i: int) -> list[fmpq_mat]:
+    """The generator matrices of hidden layer i's latent representation ``spec`` (see
+    :func:`random_equivariant_model`): ``"regular"``, ``"input"``, ``"...*m"`` for m copies, or matrices."""
+    ngen = len(group.generators)
+    if isinstance(spec, str):
+        base, _, mult = spec.partition("*")
+        mult = int(mult or 1)
+        if base == "regular":
+            gens = group.regular_representation()
+        elif base == "input":
+            gens = [a for a, _ in group.generators]
+        else:
+            raise InputError(f"unknown latent representation {spec!r}; use 'regular', 'input' or matrices")
+        from .numbers import block_diag
+
+        gens = [block_diag(*([g] * mult)) for g in gens]
+    else:
+        gens = [m if isinstance(m, fmpq_mat) else matrix(m) for m in spec]
+    if len(gens) != ngen:
+        raise InputError(f"latent representation {i + 1} has {len(gens)} matrices for {ngen} generators")
+    return gens
+
+
 def random_equivariant_model(
     group: FiniteGroup,
     latent: Sequence,
@@ -396,7 +419,6 @@ def random_equivariant_model(
     if len(activations) != len(latent):
         raise InputError(f"{len(latent)} latent representations but {len(activations)} activations")
     elements = group.elements()
-    ngen = len(group.generators)
 
     def all_elements(gen_mats: list[fmpq_mat]) -> list[fmpq_mat]:
         # Extend generator matrices to all group elements along the Cayley-graph words.
@@ -408,25 +430,7 @@ def random_equivariant_model(
             out.append(m)
         return out
 
-    reps_post: list[list[fmpq_mat]] = []
-    for i, spec in enumerate(latent):
-        if isinstance(spec, str):
-            base, _, mult = spec.partition("*")
-            mult = int(mult or 1)
-            if base == "regular":
-                gens = group.regular_representation()
-            elif base == "input":
-                gens = [a for a, _ in group.generators]
-            else:
-                raise InputError(f"unknown latent representation {spec!r}; use 'regular', 'input' or matrices")
-            from .numbers import block_diag
-
-            gens = [block_diag(*([g] * mult)) for g in gens]
-        else:
-            gens = [m if isinstance(m, fmpq_mat) else matrix(m) for m in spec]
-        if len(gens) != ngen:
-            raise InputError(f"latent representation {i + 1} has {len(gens)} matrices for {ngen} generators")
-        reps_post.append(gens)
+    reps_post: list[list[fmpq_mat]] = [_latent_generators(group, spec, i) for i, spec in enumerate(latent)]
     # validate that the latent representations are actions of the group
     from .groups import closure
 
