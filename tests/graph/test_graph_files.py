@@ -152,3 +152,20 @@ def test_token_mixing_layers_are_refused_in_graphs_by_name():
                                                           "activation": None}]}]}
     with pytest.raises(InputError, match="attention layers mix tokens and are not allowed in graph models"):
         model_from_json(data)
+
+
+def test_image_shapes_must_agree_at_additions_and_concatenations():
+    data = conv_residual()
+    vec = {"name": "vec", "input": "input", "layers": [
+        {"type": "dense", "weight": [["1"] * 16] * 32, "bias": None, "activation": {"type": "relu"}}]}
+    added = copy.deepcopy(data)
+    added["graph"].insert(1, vec)
+    added["graph"][3]["add"] = ["stem", "vec"]  # an image (2x4x4) and a vector of 32
+    with pytest.raises(InputError, match="one image shape"):
+        model_from_json(added)
+    joined = copy.deepcopy(added)
+    joined["graph"][3] = {"name": "sum", "concat": ["stem", "vec"], "activation": None}
+    with pytest.raises(InputError, match="images only or vectors only"):
+        model_from_json(joined)
+    g = model_from_json(data)
+    assert g.shape("stem") == (2, 4, 4) and g.input_shape == (1, 4, 4)
