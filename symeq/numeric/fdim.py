@@ -421,6 +421,19 @@ def _sigma_max(op: JacobianOperator, rng, iters: int = 30, block: int = 3) -> fl
     return float(np.linalg.svd(op.matmat(Q), compute_uv=False)[0])
 
 
+def _converged_kernel(op: JacobianOperator, X, sig, lock: float):
+    """The mask of :func:`_krylov`'s Ritz vectors to lock as kernel directions: sigma <= ``lock``, and
+    |J x| <= lock |x| rechecked directly (with |x| > 0.5)."""
+    is_null = sig <= lock
+    if is_null.any():                      # kernel candidates: recheck |J x| directly
+        Jc = op.matmat(X[:, is_null])
+        xn = np.linalg.norm(X[:, is_null], axis=0)
+        ok = np.flatnonzero(is_null)[(np.linalg.norm(Jc, axis=0) <= lock * xn) & (xn > 0.5)]
+        is_null = np.zeros_like(is_null)
+        is_null[ok] = True
+    return is_null
+
+
 def _krylov(op: JacobianOperator, rtol: float, block: int, maxiter: int, chunk: int, max_extra: int, rng,
             progress=None, stall: float = 0.8):
     """The smallest singular values of J on the complement of the K-tangent directions.
@@ -485,13 +498,7 @@ def _krylov(op: JacobianOperator, rtol: float, block: int, maxiter: int, chunk: 
         Q, T = _orth_cols(Pn, 1e-4, floor=1e-12)   # J P is carried along, not recomputed: keep T tame
         X, JX, Pd, JP = Xn, JXn, Q, JPn @ T
         iters += 1
-        is_null = sig <= lock
-        if is_null.any():                      # kernel candidates: recheck |J x| directly, lock, refill
-            Jc = op.matmat(X[:, is_null])
-            xn = np.linalg.norm(X[:, is_null], axis=0)
-            ok = np.flatnonzero(is_null)[(np.linalg.norm(Jc, axis=0) <= lock * xn) & (xn > 0.5)]
-            is_null = np.zeros_like(is_null)
-            is_null[ok] = True
+        is_null = _converged_kernel(op, X, sig, lock)
         if is_null.any():
             null = _orth_cols(np.concatenate([null, X[:, is_null]], axis=1), 1e-12)[0]
             X, JX, sig = X[:, ~is_null], JX[:, ~is_null], sig[~is_null]
