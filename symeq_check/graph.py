@@ -13,7 +13,7 @@ from fractions import Fraction
 from ._numbers import CheckError, _count, _dict, _short, _vector
 from .activations import _activation, _apply, _neuron_failure
 from .algebra import _homomorphism, _invertible, _monomial_failure, _sparse
-from .conv import _Conv, _channel_pixel, _out_dim
+from .conv import _Conv, _channel_pixel, _conv_failure, _out_dim
 from .digest import graph_digest_of, graph_node_form
 from .evaluate import _evaluate
 from .intervals import _check_witness, _interval_apply, _iv_round
@@ -321,6 +321,33 @@ def _read_actions(report: CheckReport, cert: dict, hidden: list, group: list):
     return out
 
 
+def _channel_pixel_of(m, shape):
+    """A sparse action as (source, factor, pixels) on the image ``shape`` (a channel action times one pixel
+    permutation for all channels), or None when it is not of that form."""
+    C, H, W = shape
+    P = H * W
+    if len(m) != C * P or any(len(row) != 1 for row in m):
+        return None
+    cols, vals = [row[0][0] for row in m], [row[0][1] for row in m]
+    pix = tuple(c % P for c in cols[:P])
+    src = tuple(cols[c * P] // P for c in range(C))
+    fac = tuple(vals[c * P] for c in range(C))
+    if any(cols[c * P + q] != src[c] * P + pix[q] or vals[c * P + q] != fac[c] for c in range(C) for q in range(P)):
+        return None
+    return src, fac, pix
+
+
+def _on_kernels(layer, p, q, c, o):
+    """A conv2d layer checked on its kernels (symeq_check.conv) when both actions are channel-pixel actions and
+    there are no offsets: the reason it fails, or "" when it holds; None when the dense check must decide."""
+    if not isinstance(layer, _Conv) or (c is not None and any(c)) or (o is not None and any(o)):
+        return None
+    pc, qc = _channel_pixel_of(p, layer.in_shape), _channel_pixel_of(q, layer.out_shape)
+    if pc is None or qc is None:
+        return None
+    return _conv_failure(layer, pc, qc) or ""  # "": verified on the kernels
+
+
 def _pool_failure(layer: _Pool, p, q, c, o) -> str | None:
     """Why max(P x + c) = Q max(x) + o fails (sparse P, Q; docs/conv.md "Pooling"): P must map each window
     onto the window of Q's neuron with Q's factor on all of it, positive on a window of more than one entry."""
@@ -390,8 +417,11 @@ def _check_nodes(report: CheckReport, gm: GraphModel, spaces: list, rho: dict, g
                 prev = last_space[node.inputs[0]] if j == 1 else spaces_of[node.name][j - 2]
                 p, c = rho[prev][g]
                 layer = node.layers[j - 1]
-                why = (_pool_failure(layer, p, q, c, o) if isinstance(layer, _Pool)
-                       else _layer_failure(_dense(layer), p, q, act is None, c, o))
+                if isinstance(layer, _Pool):
+                    why = _pool_failure(layer, p, q, c, o)
+                else:  # a conv2d on its kernels when it can, else the dense check
+                    why = _on_kernels(layer, p, q, c, o)
+                    why = _layer_failure(_dense(layer), p, q, act is None, c, o) if why is None else why
             if why:
                 report.reasons.append(f"space {name}, generator {g + 1}: {why}")
             else:

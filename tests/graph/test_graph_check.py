@@ -354,3 +354,28 @@ def test_symeq_verifys_certificates_with_real_activations_and_pooling_are_accept
     assert report.exit_code == 1 and any("space head.1" in r and "factor" in r for r in report.reasons)
     cert["latent_actions"][0] = [{"kind": "monomial", "source": [2, 3, 0, 1], "factor": ["1"] * 4}]
     assert check_certificate(cert, pooled).exit_code == 1
+
+
+def test_a_conv_graph_beyond_the_dense_size_guard_is_checked_on_its_kernels(monkeypatch):
+    """Channel-pixel actions are checked on the kernels (symeq_check.conv), never on dense matrices: with the
+    dense size guard at 1 entry the conv residual block is still verified, and a mirrored action still refused;
+    a non-channel-pixel (dense) action on a conv2d space is beyond the guard: exit 3, not a guess."""
+    import symeq_check.graph as graph
+
+    monkeypatch.setattr(graph, "MAX_DENSE", 1)
+    model = conv_model()
+    cp = {"kind": "channel-pixel", "height": 2, "width": 2, "channels": {"source": [0], "factor": ["1"]},
+          "pixels": [1, 0, 3, 2]}
+    model["graph"][3]["layers"] = [{"type": "conv2d", "kernel": [[[["3"]]]], "bias": None, "activation": None}]
+    cert = certificate(model, ["stem", "block", "sum"], [[cp]] * 3)
+    assert check_certificate(cert, model).exit_code == 0
+    cert["latent_actions"][0] = [dict(cp, pixels=[2, 3, 0, 1])]
+    assert check_certificate(cert, model).exit_code == 1
+    cert["latent_actions"][0] = [dict(cp, channels={"source": [0], "factor": ["2"]})]  # relu(2 (2x) + 1) != 2 relu(2x + 1)
+    report = check_certificate(cert, model)
+    assert report.exit_code == 1 and any("space stem" in r for r in report.reasons), report.lines()
+    cert["latent_actions"][0] = [cp]
+    shear = [["0", "1", "0", "0"], ["1", "0", "0", "0"], ["0", "0", "0", "1"], ["1", "0", "1", "0"]]
+    cert["latent_actions"][1] = [{"kind": "dense", "matrix": shear}]  # the affine space: no latent group
+    report = check_certificate(cert, model)
+    assert report.exit_code == 3 and any("larger than" in c for c in report.checks), report.lines()
