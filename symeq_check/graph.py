@@ -224,10 +224,11 @@ def _iv_forward(gm: GraphModel, x, bits: int) -> list:
             if isinstance(layer, _Pool):
                 ys = [(max(ys[i][0] for i in w), max(ys[i][1] for i in w)) for w in layer.windows]
                 continue
-            layer, out = _dense(layer), []
-            for row, b in zip(layer.weight, layer.bias):
+            out = []
+            for terms, b in _affine_rows(layer):
                 lo = hi = b
-                for w, (yl, yh) in zip(row, ys):
+                for i, w in terms:
+                    yl, yh = ys[i]
                     if w > 0:
                         lo, hi = lo + w * yl, hi + w * yh
                     elif w < 0:
@@ -236,6 +237,18 @@ def _iv_forward(gm: GraphModel, x, bits: int) -> list:
             ys = out
         vals[node.name] = ys
     return vals[gm.output]
+
+
+def _affine_rows(layer):
+    """Per output neuron, its (input index, weight) pairs and its bias (a conv2d's from its taps, sparse)."""
+    if not isinstance(layer, _Conv):
+        for row, b in zip(layer.weight, layer.bias):
+            yield [(i, w) for i, w in enumerate(row) if w], b
+        return
+    src = layer.sources()
+    for o, r in enumerate(layer.rows):
+        for q in range(len(src[0])):
+            yield [(src[t][q], w) for t, w in enumerate(r) if w and src[t][q] >= 0], layer.bias[o]
 
 
 def _dense(layer) -> _Layer:

@@ -239,6 +239,9 @@ LONG_FUNCTIONS_BEING_SPLIT = {
     "symeq/relu/fdim.py:relu_functional_dimension",  # engineer F splits it (issue 26)
     "symeq/relu/fdim.py:_explain",  # engineer F
     "symeq/fibre/jacobian.py:_decide",  # engineer F
+    # certify grew to 101-106 lines with this session's graph hooks (symeq/certification.py is being edited
+    # by its owner in the same session): it comes off the list once split
+    "symeq/certification.py:certify",
     # the checker's own long functions, not split in issue 26 (its modules were being edited by engineers B
     # and E in the same session): a later issue splits them
     "symeq_check/identifiability/rank.py:_jac_rows",

@@ -379,3 +379,29 @@ def test_a_conv_graph_beyond_the_dense_size_guard_is_checked_on_its_kernels(monk
     cert["latent_actions"][1] = [{"kind": "dense", "matrix": shear}]  # the affine space: no latent group
     report = check_certificate(cert, model)
     assert report.exit_code == 3 and any("larger than" in c for c in report.checks), report.lines()
+
+
+def test_a_ball_witness_through_conv_layers_uses_the_checkers_own_intervals():
+    import math
+    from fractions import Fraction
+
+    model = conv_model()
+    model["graph"][0]["layers"][0]["activation"] = {"type": "tanh"}
+    model["graph"][1]["layers"][0]["kernel"] = [[[["-1/2"]]]]
+    model["graph"][3]["layers"][1]["weight"][0] = ["1", "2", "0", "0"]  # the head breaks the mirror
+    # floats only to write the claim (the checker re-proves it with its own intervals): the sum's pixels are
+    # (tanh(2 x_p + 1) / 2)^2; output 0 of f(P x) is t_0 + 2 t_1, output 0 of Q f(x) is f(x)'s output 1, s_0 + s_1
+    s = [(math.tanh(2 * v + 1) / 2) ** 2 for v in (1, 0, 0, 0)]
+    t = [(math.tanh(2 * v + 1) / 2) ** 2 for v in (0, 1, 0, 0)]
+    d = (t[0] + 2 * t[1]) - (s[0] + s[1])
+    claim = [[str(Fraction(d - 0.01).limit_denominator(1000)), str(Fraction(d + 0.01).limit_denominator(1000))]]
+    claim += [["-100", "100"]] * 3
+    witness = {"kind": "arb", "generator": 0, "x": ["1", "0", "0", "0"], "precision": 64, "output": 0,
+               "enclosures": claim}
+    cert = certificate(model, None, None, verdict="not-equivariant",
+                       equivariance={"holds": False, "method": "arb-witness", "witness": witness})
+    assert abs(d) > 0.05
+    report = check_certificate(cert, model)
+    assert report.exit_code == 0, report.lines()
+    witness["enclosures"][0] = [str(Fraction(-d - 0.02).limit_denominator(1000)), str(Fraction(-d).limit_denominator(1000))]
+    assert check_certificate(cert, model).exit_code == 1
