@@ -1138,15 +1138,10 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
 
     t0 = time.perf_counter()
     deadline = Deadline(timeout)
-    model = _as_numeric(network, input_shape, name)
-    from .certify_graph import certify_graph, chain_or_graph
-
-    model, graph = chain_or_graph(model)
+    model, graph = _chain_or_graph(_as_numeric(network, input_shape, name))
     if graph:  # residual blocks, concatenations: the graph's road (symeq/certify_graph.py, docs/certify.md)
-        return certify_graph(model, *_groups(model, group), result=Certification, finish=_finish, digits=digits,
-                             checked=_checked_data(model, data, task), max_distance=max_distance, tol=tol,
-                             timeout=timeout, noise_points=noise_points, seed=seed, metric=metric, finetune=finetune,
-                             t0=t0)
+        return _graph_road(model, group, data, task, t0, digits=digits, max_distance=max_distance, tol=tol,
+                           timeout=timeout, noise_points=noise_points, seed=seed, metric=metric, finetune=finetune)
     if model.token_mixing:  # softmax attention: its own road (symeq/certify_attention.py, docs/attention.md)
         from .certify_attention import certify_attention
 
@@ -1190,6 +1185,20 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     _unit_diagnostics(st, cert, best["gen"], noise_points, timeout)
     return _finish(cert, model, bar, egroup, checked, noise_points, seed, timeout, deadline, t0,
                    nearest=nearest if ft_opts is not None else None, split=split)
+
+
+def _chain_or_graph(model):
+    from .certify_graph import chain_or_graph
+
+    return chain_or_graph(model)
+
+
+def _graph_road(model, group, data, task, t0, **options):
+    """certify of a graph network (symeq/certify_graph.py), given this module's result class, finish and grid."""
+    from .certify_graph import certify_graph
+
+    return certify_graph(model, *_groups(model, group), result=Certification, finish=_finish, grid=_digits_for,
+                         checked=_checked_data(model, data, task), t0=t0, **options)
 
 
 def _finish(cert, model, bar, egroup, checked, noise_points, seed, timeout, deadline, t0, nearest=None, split=None):

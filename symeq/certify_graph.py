@@ -116,9 +116,10 @@ def _space_actions(model, ngroup, tol, deadline):
     return der, gen, chains, index, changed
 
 
-def _project_layer(layer, P, digits):
-    """One layer averaged over the element actions ``P`` (pairs (in, out)): (exact layer, float layer, grid,
-    relative distance, ||theta - bar||^2, ||theta||^2)."""
+def _project_layer(layer, P, grid):
+    """One layer averaged over the element actions ``P`` (pairs (in, out)), rounded to the grid 10^-D with
+    ``D = grid(deviation, scale)``: (exact layer, float layer, D, relative distance, ||theta - bar||^2,
+    ||theta||^2)."""
     from .activations import activation_from_spec
     from .numeric.project import conv_tap_maps, reynolds_conv_exact
 
@@ -137,8 +138,8 @@ def _project_layer(layer, P, digits):
         Kv = K.reshape(-1)
         Kf = sum(ts * Kv[tm] for tm, ts, _, _ in maps) / len(maps)
         cbf = sum(cs * cb[cm] for _, _, cm, cs in maps) / len(maps)
-        D = _grid(max(float(np.max(np.abs(Kv - Kf))), float(np.max(np.abs(cb - cbf), initial=0.0))),
-                  max(float(np.max(np.abs(Kv))), float(np.max(np.abs(cb), initial=0.0))), digits)
+        D = grid(max(float(np.max(np.abs(Kv - Kf))), float(np.max(np.abs(cb - cbf), initial=0.0))),
+                 max(float(np.max(np.abs(Kv))), float(np.max(np.abs(cb), initial=0.0))))
         Kq, cbq, Kbar, cbbar = reynolds_conv_exact(layer, maps, D)
         exact = ConvLayer(layer.shape, Kq, cbq, act)
         flt = NumericConvLayer(layer.shape, Kbar, cbbar, layer.activation)
@@ -151,8 +152,8 @@ def _project_layer(layer, P, digits):
         W, b = np.asarray(layer.weight, dtype=np.float64), np.asarray(layer.bias, dtype=np.float64)
         one = NumericModel(layer.in_dim, [NumericDenseLayer(W, b, None)])
         (Wf, bf), = reynolds_float(one, chain2)
-        D = _grid(max(float(np.max(np.abs(W - Wf))), float(np.max(np.abs(b - bf), initial=0.0))),
-                  float(np.max(np.abs(W))), digits)
+        D = grid(max(float(np.max(np.abs(W - Wf))), float(np.max(np.abs(b - bf), initial=0.0))),
+                 float(np.max(np.abs(W))))
         (Wq, bq, Wbar, bbar, _), = reynolds_exact(one, chain2, D)
         exact = DenseLayer(Wq, bq, act)
         flt = NumericDenseLayer(Wbar, bbar, layer.activation)
@@ -161,16 +162,7 @@ def _project_layer(layer, P, digits):
     return exact, flt, int(D), rel, float(num), float(den)
 
 
-def _grid(dev: float, scale: float, digits) -> int:
-    """The grid 10^-D of one layer: ``digits`` when given, else as a chain's layer (certification._digits_for)."""
-    if digits is not None:
-        return int(digits)
-    from .certification import _digits_for
-
-    return _digits_for(dev, dev / max(scale, 1e-300), scale)
-
-
-def _theta_bar(model, chains, index, digits, deadline, egroup, ngroup):
+def _theta_bar(model, chains, index, grid, deadline, egroup, ngroup):
     """theta-bar node by node: (exact graph model, float graph model, per layer node (name, distance, grid),
     whole-network distance)."""
     from .activations import activation_from_spec
@@ -187,7 +179,7 @@ def _theta_bar(model, chains, index, digits, deadline, egroup, ngroup):
             continue
         deadline.check(f"averaging node {n.name} over the group")
         P = [(c[index[n.inputs[0]]], c[index[n.name]]) for c in chains]
-        exact, flt, D, rel, num, den = _project_layer(n.layer, P, digits)
+        exact, flt, D, rel, num, den = _project_layer(n.layer, P, grid)
         enodes.append(Node(n.name, n.op, n.inputs, layer=exact, segment=n.segment, index=n.index))
         fnodes.append(Node(n.name, n.op, n.inputs, layer=flt, segment=n.segment, index=n.index))
         rows.append((n.name, rel, D))
@@ -207,13 +199,14 @@ def _actions_json(hidden, ngroup, gen) -> list:
             for s, per in zip(hidden, gen) for g, a in zip(ngroup.names, per)]
 
 
-def certify_graph(model, ngroup, egroup, *, result, finish, digits=None, checked=None, max_distance=None,
+def certify_graph(model, ngroup, egroup, *, result, finish, grid, digits=None, checked=None, max_distance=None,
                   tol: float = 1e-6, timeout=None, noise_points: int = 2000, seed: int = 0, metric="parameters",
                   finetune=None, t0=None):
     """The nearest layerwise-equivariant graph network to a float one, verified exactly (module docstring).
 
-    ``result`` is :class:`symeq.certification.Certification` and ``finish`` its ``_finish`` (function
-    distances, then the exact verification that sets the status), passed in by the caller as
+    ``result`` is :class:`symeq.certification.Certification`, ``finish`` its ``_finish`` (function
+    distances, then the exact verification that sets the status) and ``grid`` its per-layer grid rule
+    ``_digits_for(dev, rel, scale)`` (used unless ``digits`` is given), passed in by the caller as
     :mod:`symeq.certify_attention` is given its result class.
     """
     from .budget import Deadline
@@ -227,7 +220,9 @@ def certify_graph(model, ngroup, egroup, *, result, finish, digits=None, checked
     if changed:
         notes.append("the float derivation's actions have scale factors or offsets the projection does not use: "
                      "their permutations (with signs where the activation is odd) are used, a subgroup of K_s")
-    emodel, fmodel, rows, whole = _theta_bar(model, chains, index, digits, deadline, egroup, ngroup)
+    rule = (lambda dev, scale: int(digits)) if digits is not None else \
+        (lambda dev, scale: grid(dev, dev / max(scale, 1e-300), scale))
+    emodel, fmodel, rows, whole = _theta_bar(model, chains, index, rule, deadline, egroup, ngroup)
     dists, grids = [r[1] for r in rows], [r[2] for r in rows]
     notes.append("graph network: the layers are its layer nodes, in file order: " +
                  ", ".join(f"layer {i} = node {r[0]}" for i, r in enumerate(rows, 1)))
