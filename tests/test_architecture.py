@@ -236,9 +236,6 @@ def test_no_text_from_a_file_or_argument_reaches_eval_exec_or_sympify():
 #: a function that is split comes off the list (the test fails on a stale entry)
 LONG_FUNCTIONS_BEING_SPLIT = {
     "symeq/numeric/models.py:from_torch",  # engineer C splits it (issue 26)
-    "symeq/relu/fdim.py:relu_functional_dimension",  # engineer F splits it (issue 26)
-    "symeq/relu/fdim.py:_explain",  # engineer F
-    "symeq/fibre/jacobian.py:_decide",  # engineer F
     # certify grew to 101-106 lines with this session's graph hooks (symeq/certification.py is being edited
     # by its owner in the same session): it comes off the list once split
     "symeq/certification.py:certify",

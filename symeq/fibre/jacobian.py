@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import random
 import time
+from types import SimpleNamespace
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -801,6 +802,58 @@ def jacobian_identifiability(model, *, timeout: float | None = None, certificate
         return done("undetermined", f"jacobian-rank: budget exceeded: {e}", n_params=P)
 
 
+def _rank_at(run, n):
+    """The rank of J mod p at n sample points (and, for a certificate, its rows and pivot columns): the
+    Jacobian, the orbit tangent's check, the time estimate that refuses an elimination that cannot fit."""
+    model, bias, P, K, seed, want_cert, deadline, timings, threads, twins, tangents, dim_orbit, history, pivots = (
+        run.model, run.bias, run.P, run.K, run.seed, run.want_cert, run.deadline, run.timings, run.threads,
+        run.twins, run.tangents, run.dim_orbit, run.history, run.pivots)
+    t = time.perf_counter()
+    pts = _points(model.input_dim, n, seed)
+    keep: dict = {}
+    J = _jacobian(twins, _points_mod(pts), deadline, keep)
+    timings["jacobian"] = timings.get("jacobian", 0.0) + time.perf_counter() - t
+    if tangents and not history:  # the orbit tangent lies in ker J (a check of the formulas, mod p)
+        prod = _matmul(J, _to_nmod(_sparse_rows(tangents, P).T.copy()))
+        if prod.any():  # pragma: no cover - a wrong tangent formula
+            raise AssertionError("an orbit tangent is not in the kernel of the Jacobian")
+    deadline.check("the rank of the Jacobian modulo p")
+    # the elimination cannot be interrupted: refuse it before it starts when it cannot fit the budget
+    M, slack = J.shape[0], max(8, (P - dim_orbit) // 20)
+    structured = STRUCTURED and P >= STRUCTURED_MIN_PARAMS and _affine_last(twins) and \
+        (not want_cert or M <= P - dim_orbit + slack)
+    # the matrix eliminated: with the structured path K (N - rank C) rows and the columns before the
+    # last layer (rank C >= 1 with the bias column)
+    Me, Pe = (M - (K if bias[-1] else 0), keep["last_col"]) if structured else J.shape
+    est = RANK_SECONDS_PER_OP * Me * Pe * min(Me, Pe)
+    left = [deadline.seconds - deadline.elapsed()] if deadline.seconds is not None else []
+    if process_deadline() is not None:  # the command's own budget (symeq.cli.main's alarm)
+        left.append(process_deadline() - time.perf_counter())
+    if left and min(left) < est:
+        raise BudgetExceeded(f"the rank of the {J.shape[0]} x {J.shape[1]} Jacobian modulo p needs about {est:.3g} s "
+                             f"(an uninterruptible elimination), more than the {max(0.0, min(left)):.3g} s left; "
+                             "raise --timeout")
+    t = time.perf_counter()
+    # the certificate lists all rows when they are at most 5 % more than the rank (no pivots
+    # needed); then the structured elimination gives the same rank for less (_structured_rank)
+    if structured:
+        r = _structured_rank(J, keep["last_input"], keep["last_col"], K, bias[-1], threads)
+        rows = list(range(M)) if want_cert and M <= r + max(8, r // 20) else None
+        # the certificate's rows are needed only at rank = the bound, where M <= r + slack holds
+        if want_cert and rows is None and r == P - dim_orbit:  # pragma: no cover
+            r, rows = _rank_rows(J, want_cert, threads)
+    else:
+        r, rows = _rank_rows(J, want_cert, threads)
+    timings["rank"] = timings.get("rank", 0.0) + time.perf_counter() - t
+    history.append({"points": n, "rank": r})
+    if PIVOT_COLUMNS and want_cert and rows is not None and r == P - dim_orbit and r < P:
+        # fewer pivots than parameters (a continuous orbit): name the r x r block for the checker
+        t = time.perf_counter()
+        pivots[:] = _pivot_columns(J[rows], r, threads)
+        timings["pivots"] = time.perf_counter() - t
+    return pts, r, rows
+
+
 def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, threads, done):
     twins = _twins(model, bias)
     t = time.perf_counter()
@@ -808,56 +861,16 @@ def _decide(model, bias, P, K, N, seed, want_cert, deadline, t0, timings, thread
     tangents = [v for _, v in gens]
     dim_orbit = _exact_rank(tangents, P)
     timings["orbit"] = time.perf_counter() - t
-    history = []
+    history: list = []
+    pivots: list = []
+    run = SimpleNamespace(model=model, bias=bias, P=P, K=K, seed=seed, want_cert=want_cert, deadline=deadline,
+                          timings=timings, threads=threads, twins=twins, tangents=tangents, dim_orbit=dim_orbit,
+                          history=history, pivots=pivots)
 
     def rank_at(n):
-        t = time.perf_counter()
-        pts = _points(model.input_dim, n, seed)
-        keep: dict = {}
-        J = _jacobian(twins, _points_mod(pts), deadline, keep)
-        timings["jacobian"] = timings.get("jacobian", 0.0) + time.perf_counter() - t
-        if tangents and not history:  # the orbit tangent lies in ker J (a check of the formulas, mod p)
-            prod = _matmul(J, _to_nmod(_sparse_rows(tangents, P).T.copy()))
-            if prod.any():  # pragma: no cover - a wrong tangent formula
-                raise AssertionError("an orbit tangent is not in the kernel of the Jacobian")
-        deadline.check("the rank of the Jacobian modulo p")
-        # the elimination cannot be interrupted: refuse it before it starts when it cannot fit the budget
-        M, slack = J.shape[0], max(8, (P - dim_orbit) // 20)
-        structured = STRUCTURED and P >= STRUCTURED_MIN_PARAMS and _affine_last(twins) and \
-            (not want_cert or M <= P - dim_orbit + slack)
-        # the matrix eliminated: with the structured path K (N - rank C) rows and the columns before the
-        # last layer (rank C >= 1 with the bias column)
-        Me, Pe = (M - (K if bias[-1] else 0), keep["last_col"]) if structured else J.shape
-        est = RANK_SECONDS_PER_OP * Me * Pe * min(Me, Pe)
-        left = [deadline.seconds - deadline.elapsed()] if deadline.seconds is not None else []
-        if process_deadline() is not None:  # the command's own budget (symeq.cli.main's alarm)
-            left.append(process_deadline() - time.perf_counter())
-        if left and min(left) < est:
-            raise BudgetExceeded(f"the rank of the {J.shape[0]} x {J.shape[1]} Jacobian modulo p needs about {est:.3g} s "
-                                 f"(an uninterruptible elimination), more than the {max(0.0, min(left)):.3g} s left; "
-                                 "raise --timeout")
-        t = time.perf_counter()
-        # the certificate lists all rows when they are at most 5 % more than the rank (no pivots
-        # needed); then the structured elimination gives the same rank for less (_structured_rank)
-        if structured:
-            r = _structured_rank(J, keep["last_input"], keep["last_col"], K, bias[-1], threads)
-            rows = list(range(M)) if want_cert and M <= r + max(8, r // 20) else None
-            # the certificate's rows are needed only at rank = the bound, where M <= r + slack holds
-            if want_cert and rows is None and r == P - dim_orbit:  # pragma: no cover
-                r, rows = _rank_rows(J, want_cert, threads)
-        else:
-            r, rows = _rank_rows(J, want_cert, threads)
-        timings["rank"] = timings.get("rank", 0.0) + time.perf_counter() - t
-        history.append({"points": n, "rank": r})
-        if PIVOT_COLUMNS and want_cert and rows is not None and r == P - dim_orbit and r < P:
-            # fewer pivots than parameters (a continuous orbit): name the r x r block for the checker
-            t = time.perf_counter()
-            pivots[:] = _pivot_columns(J[rows], r, threads)
-            timings["pivots"] = time.perf_counter() - t
-        return pts, r, rows
+        return _rank_at(run, n)
 
     upper = P - dim_orbit
-    pivots: list = []
     pts, r, rows = rank_at(N)
     fams, best = [], None
     for attempt in range(MAX_ROUNDS):

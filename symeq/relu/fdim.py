@@ -449,8 +449,6 @@ def _explain(layers, offs, signs, P, regions_sampled: bool) -> tuple[list, list]
     for li, (W, b, a) in enumerate(layers):
         if a is None:
             continue
-        nprev = len(W[0])
-        o = offs[li]
         nxt = layers[li + 1][0] if li + 1 < L else None
         dead, side = [], {}
         for i, row in enumerate(signs[li]):
@@ -459,117 +457,146 @@ def _explain(layers, offs, signs, P, regions_sampled: bool) -> tuple[list, list]
                 side[i] = s.pop()
                 if side[i] < 0 and a == 0:
                     dead.append(i)
-        for i in dead:
-            d = []
-            for j in range(nprev):
-                d.append(o + i * nprev + j)
-            d.append(o + len(W) * nprev + i)
-            if nxt is not None:
-                d += [offs[li + 1] + k * len(W) + i for k in range(len(nxt))]
-            for c in d:
-                v = [_ZERO] * P
-                v[c] = fmpq(1)
-                vecs.append(v)
-            causes.append({"cause": "inactive", "layer": li + 1, "neuron": i + 1,
-                           "text": f"neuron {i + 1} of hidden layer {li + 1} is inactive {where}"})
-        # groups of neurons on one fixed (non-zero-slope) side: linear on the sample, GL acts
-        lin = [i for i, s in side.items() if not (s < 0 and a == 0)]
-        if len(lin) >= 2 and nxt is not None:
-            for r in lin:
-                for c in lin:
-                    if r == c:
-                        continue
-                    # A = E_rc: delta W_l[r,:] = W_l[c,:], delta b_r = b_c,
-                    # delta W_{l+1}[:, S] = -W_{l+1}[:, S] D A D^-1: column c gets -W_{l+1}[:, r] d_r / d_c
-                    v = [_ZERO] * P
-                    for j in range(nprev):
-                        v[o + r * nprev + j] = W[c][j]
-                    v[o + len(W) * nprev + r] = b[c]
-                    dr = fmpq(1) if side[r] > 0 else a
-                    dc = fmpq(1) if side[c] > 0 else a
-                    for k in range(len(nxt)):
-                        v[offs[li + 1] + k * len(W) + c] -= nxt[k][r] * dr / dc
-                    vecs.append(v)
-            causes.append({"cause": "linear", "layer": li + 1, "neurons": [i + 1 for i in lin],
-                           "text": f"neurons {[i + 1 for i in lin]} of hidden layer {li + 1} stay on one side "
-                                   f"{where}: they act linearly and GL({len(lin)}) mixes them"})
-        # cancelled opposite pairs: (w_j, b_j) = -c (w_i, b_i), c > 0, and col_i + c col_j = 0, so that
-        # col_i sigma(z) + col_j sigma(-c z) = (1 + a) col_i z: the pair is an affine map of the layer below
+        ctx = (layers, offs, li, P, where, causes, vecs)
+        _explain_inactive(ctx, dead, nxt)
+        _explain_linear(ctx, side, nxt)
         if nxt is not None:
-            pairs = _cancelled_pairs(W, b, nxt, dead)
-            if pairs:
-                onep = fmpq(1) + a
-                ob = offs[li + 1] + len(nxt) * len(W)  # the next layer's biases
-                width = len(W)
-
-                def put_row(v, i, row, bias, scale):
-                    for t in range(nprev):
-                        v[o + i * nprev + t] += scale * row[t]
-                    v[o + width * nprev + i] += scale * bias
-
-                for i, j, c in pairs:  # the pair's shift z -> z + t, absorbed by the next bias
-                    v = [_ZERO] * P
-                    v[o + width * nprev + i] = fmpq(1)
-                    v[o + width * nprev + j] = -c
-                    for k in range(len(nxt)):
-                        v[ob + k] = -onep * nxt[k][i]
-                    vecs.append(v)
-                for ip, jp, cp in pairs:  # GL of the pairs: z_p -> z_p + t z_q, the outgoing columns of q absorb it
-                    for iq, jq, cq in pairs:
-                        if ip == iq:
-                            continue
-                        v = [_ZERO] * P
-                        put_row(v, ip, W[iq], b[iq], fmpq(1))
-                        put_row(v, jp, W[iq], b[iq], -cp)
-                        for k in range(len(nxt)):
-                            v[offs[li + 1] + k * width + iq] -= nxt[k][ip]
-                            v[offs[li + 1] + k * width + jq] += nxt[k][ip] / cq
-                        vecs.append(v)
-                causes.append({"cause": "pairs", "layer": li + 1, "pairs": [[i + 1, j + 1] for i, j, _ in pairs],
-                               "text": f"{len(pairs)} cancelled pair(s) of opposite neurons in hidden layer {li + 1} "
-                                       f"({', '.join(f'{i + 1}/{j + 1}' for i, j, _ in pairs)}): sigma(z) - "
-                                       "sigma(-z) is linear, so each pair is an affine map whose bias the next layer "
-                                       f"absorbs and GL({len(pairs)}) mixes them"})
-        # clones: (w_j, b_j) = c (w_i, b_i) with c > 0
-        if nxt is not None:
-            seen = {}
-            for i, row in enumerate(W):
-                vec = list(row) + [b[i]]
-                first = next((x for x in vec if x != 0), None)
-                if first is None:
-                    continue
-                key = tuple(x / abs(first) for x in vec)
-                if key in seen:
-                    i0 = seen[key]
-                    c = abs(first) / abs(next(x for x in list(W[i0]) + [b[i0]] if x != 0))
-                    if i0 in dead or i in dead:
-                        continue
-                    for k in range(len(nxt)):
-                        v = [_ZERO] * P
-                        v[offs[li + 1] + k * len(W) + i0] = c
-                        v[offs[li + 1] + k * len(W) + i] = fmpq(-1)
-                        vecs.append(v)
-                    # the outgoing columns parallel (col_i = lam col_i0): the incoming rows trade too,
-                    # since G_l[:, i] = lam G_l[:, i0] at every point (same side: c > 0)
-                    col0 = [nxt[k][i0] for k in range(len(nxt))]
-                    col1 = [nxt[k][i] for k in range(len(nxt))]
-                    k0 = next((k for k, x in enumerate(col0) if x != 0), None)
-                    if k0 is not None and all(col1[k] * col0[k0] == col0[k] * col1[k0] for k in range(len(nxt))):
-                        lam = col1[k0] / col0[k0]
-                        for j in range(nprev + 1):
-                            v = [_ZERO] * P
-                            c0 = o + i0 * nprev + j if j < nprev else o + len(W) * nprev + i0
-                            c1 = o + i * nprev + j if j < nprev else o + len(W) * nprev + i
-                            v[c0] = lam
-                            v[c1] = fmpq(-1)
-                            vecs.append(v)
-                    causes.append({"cause": "clone", "layer": li + 1, "neurons": [i0 + 1, i + 1],
-                                   "text": f"neurons {i0 + 1} and {i + 1} of hidden layer {li + 1} are clones "
-                                           f"((w, b) proportional with factor {c} > 0)"})
-                else:
-                    seen[key] = i
+            _explain_pairs(ctx, dead, nxt)
+            _explain_clones(ctx, dead, nxt)
     return causes, vecs
 
+
+def _unpack(ctx):
+    layers, offs, li, P, where, causes, vecs = ctx
+    W, b, a = layers[li]
+    return layers, offs, li, P, where, causes, vecs, W, b, a, len(W[0]), offs[li]
+
+
+def _explain_inactive(ctx, dead, nxt) -> None:
+    """A ReLU neuron on its zero side at every sample point: its incoming weights, bias and outgoing weights."""
+    layers, offs, li, P, where, causes, vecs, W, b, a, nprev, o = _unpack(ctx)
+    for i in dead:
+        d = []
+        for j in range(nprev):
+            d.append(o + i * nprev + j)
+        d.append(o + len(W) * nprev + i)
+        if nxt is not None:
+            d += [offs[li + 1] + k * len(W) + i for k in range(len(nxt))]
+        for c in d:
+            v = [_ZERO] * P
+            v[c] = fmpq(1)
+            vecs.append(v)
+        causes.append({"cause": "inactive", "layer": li + 1, "neuron": i + 1,
+                       "text": f"neuron {i + 1} of hidden layer {li + 1} is inactive {where}"})
+
+
+def _explain_linear(ctx, side, nxt) -> None:
+    """Neurons of one layer on a fixed (non-zero-slope) side: linear on the sample, GL of the group acts."""
+    layers, offs, li, P, where, causes, vecs, W, b, a, nprev, o = _unpack(ctx)
+    # groups of neurons on one fixed (non-zero-slope) side: linear on the sample, GL acts
+    lin = [i for i, s in side.items() if not (s < 0 and a == 0)]
+    if len(lin) >= 2 and nxt is not None:
+        for r in lin:
+            for c in lin:
+                if r == c:
+                    continue
+                # A = E_rc: delta W_l[r,:] = W_l[c,:], delta b_r = b_c,
+                # delta W_{l+1}[:, S] = -W_{l+1}[:, S] D A D^-1: column c gets -W_{l+1}[:, r] d_r / d_c
+                v = [_ZERO] * P
+                for j in range(nprev):
+                    v[o + r * nprev + j] = W[c][j]
+                v[o + len(W) * nprev + r] = b[c]
+                dr = fmpq(1) if side[r] > 0 else a
+                dc = fmpq(1) if side[c] > 0 else a
+                for k in range(len(nxt)):
+                    v[offs[li + 1] + k * len(W) + c] -= nxt[k][r] * dr / dc
+                vecs.append(v)
+        causes.append({"cause": "linear", "layer": li + 1, "neurons": [i + 1 for i in lin],
+                       "text": f"neurons {[i + 1 for i in lin]} of hidden layer {li + 1} stay on one side "
+                               f"{where}: they act linearly and GL({len(lin)}) mixes them"})
+
+
+def _explain_pairs(ctx, dead, nxt) -> None:
+    """Cancelled opposite pairs: an affine map of the layer below (the next bias absorbs the shift)."""
+    layers, offs, li, P, where, causes, vecs, W, b, a, nprev, o = _unpack(ctx)
+    # cancelled opposite pairs: (w_j, b_j) = -c (w_i, b_i), c > 0, and col_i + c col_j = 0, so that
+    # col_i sigma(z) + col_j sigma(-c z) = (1 + a) col_i z: the pair is an affine map of the layer below
+    pairs = _cancelled_pairs(W, b, nxt, dead)
+    if pairs:
+        onep = fmpq(1) + a
+        ob = offs[li + 1] + len(nxt) * len(W)  # the next layer's biases
+        width = len(W)
+
+        def put_row(v, i, row, bias, scale):
+            for t in range(nprev):
+                v[o + i * nprev + t] += scale * row[t]
+            v[o + width * nprev + i] += scale * bias
+
+        for i, j, c in pairs:  # the pair's shift z -> z + t, absorbed by the next bias
+            v = [_ZERO] * P
+            v[o + width * nprev + i] = fmpq(1)
+            v[o + width * nprev + j] = -c
+            for k in range(len(nxt)):
+                v[ob + k] = -onep * nxt[k][i]
+            vecs.append(v)
+        for ip, jp, cp in pairs:  # GL of the pairs: z_p -> z_p + t z_q, the outgoing columns of q absorb it
+            for iq, jq, cq in pairs:
+                if ip == iq:
+                    continue
+                v = [_ZERO] * P
+                put_row(v, ip, W[iq], b[iq], fmpq(1))
+                put_row(v, jp, W[iq], b[iq], -cp)
+                for k in range(len(nxt)):
+                    v[offs[li + 1] + k * width + iq] -= nxt[k][ip]
+                    v[offs[li + 1] + k * width + jq] += nxt[k][ip] / cq
+                vecs.append(v)
+        causes.append({"cause": "pairs", "layer": li + 1, "pairs": [[i + 1, j + 1] for i, j, _ in pairs],
+                       "text": f"{len(pairs)} cancelled pair(s) of opposite neurons in hidden layer {li + 1} "
+                               f"({', '.join(f'{i + 1}/{j + 1}' for i, j, _ in pairs)}): sigma(z) - "
+                               "sigma(-z) is linear, so each pair is an affine map whose bias the next layer "
+                               f"absorbs and GL({len(pairs)}) mixes them"})
+
+
+def _explain_clones(ctx, dead, nxt) -> None:
+    """Clones (w_j, b_j) = c (w_i, b_i), c > 0: their outgoing columns trade (and incoming rows when parallel)."""
+    layers, offs, li, P, where, causes, vecs, W, b, a, nprev, o = _unpack(ctx)
+    # clones: (w_j, b_j) = c (w_i, b_i) with c > 0
+    seen = {}
+    for i, row in enumerate(W):
+        vec = list(row) + [b[i]]
+        first = next((x for x in vec if x != 0), None)
+        if first is None:
+            continue
+        key = tuple(x / abs(first) for x in vec)
+        if key in seen:
+            i0 = seen[key]
+            c = abs(first) / abs(next(x for x in list(W[i0]) + [b[i0]] if x != 0))
+            if i0 in dead or i in dead:
+                continue
+            for k in range(len(nxt)):
+                v = [_ZERO] * P
+                v[offs[li + 1] + k * len(W) + i0] = c
+                v[offs[li + 1] + k * len(W) + i] = fmpq(-1)
+                vecs.append(v)
+            # the outgoing columns parallel (col_i = lam col_i0): the incoming rows trade too,
+            # since G_l[:, i] = lam G_l[:, i0] at every point (same side: c > 0)
+            col0 = [nxt[k][i0] for k in range(len(nxt))]
+            col1 = [nxt[k][i] for k in range(len(nxt))]
+            k0 = next((k for k, x in enumerate(col0) if x != 0), None)
+            if k0 is not None and all(col1[k] * col0[k0] == col0[k] * col1[k0] for k in range(len(nxt))):
+                lam = col1[k0] / col0[k0]
+                for j in range(nprev + 1):
+                    v = [_ZERO] * P
+                    c0 = o + i0 * nprev + j if j < nprev else o + len(W) * nprev + i0
+                    c1 = o + i * nprev + j if j < nprev else o + len(W) * nprev + i
+                    v[c0] = lam
+                    v[c1] = fmpq(-1)
+                    vecs.append(v)
+            causes.append({"cause": "clone", "layer": li + 1, "neurons": [i0 + 1, i + 1],
+                           "text": f"neurons {i0 + 1} and {i + 1} of hidden layer {li + 1} are clones "
+                                   f"((w, b) proportional with factor {c} > 0)"})
+        else:
+            seen[key] = i
 
 def _cancelled_pairs(W, b, nxt, dead) -> list:
     """Pairs (i, j, c) of neurons with (w_j, b_j) = -c (w_i, b_i), c > 0, whose outgoing columns cancel
@@ -640,125 +667,153 @@ def relu_functional_dimension(model, *, sample: str = "auto", points: int | None
         a theta at which every sampled point has a zero hidden pre-activation (then theta ->
         f_theta(x) is not differentiable and the functional dimension is not defined).
     """
-    import numpy as np
-
-    from ..errors import RegionLimit
-    from ..sizes import check_memory
-
     if sample not in ("auto", "random", "regions"):
         raise InputError(f"sample must be auto, random or regions, got {sample!r}")
-    layers = network_slopes(model)
-    n, m = _check_shapes(layers)
-    # the declared parameter space: a layer given no bias ("bias": null) has no bias parameters
-    flags = tuple(getattr(l, "has_bias", True) is not False for l in model.layers) if hasattr(model, "layers") \
-        else (True,) * len(layers)
-    layers, zero = _prune_zero_neurons(layers)
-    offs = _param_offsets(layers)
-    P = offs[-1]
-    # the columns of the declared parameters (all of them when every layer has biases); the Jacobian and
-    # the symmetry directions are computed in the full space, then restricted: a direction that moves a
-    # bias the model does not have is not one of its symmetries
-    cols = [c for li, (W, _, _) in enumerate(layers) for c in range(offs[li], offs[li + 1])
-            if flags[li] or c < offs[li] + len(W) * len(W[0])]
-    Pd = len(cols)
+    net = _Net(model, max_params, max_entries, points)
+    check = deadline.check if deadline is not None else (lambda what: None)
+    T = net.restrict([_scaling_direction(net.layers, net.offs, li, i, net.P) for li, i in net.hidden])
+    p = _choose_prime(net.layers, T)
+    Tm = _rows_mod(T, p, net.Pd)
+    dimT = dimT_p = _rank_rows(Tm, net.Pd, p) if T else 0
+    if T and dimT < len(T) and len(T) * net.Pd <= EXACT_Q_ENTRIES * 5:
+        # the rank mod p is only a lower bound of dim T (so P - dimT an upper bound of the bound):
+        # exactly over Q when it is small
+        dimT = fmpq_mat(len(T), net.Pd, [x for v in T for x in v]).rank()
+    bound = net.Pd - dimT
+    best, mode, nregions = _sample(net, sample, seed, region_limit, bound, p, check, deadline)
+    X, signs, J, rank, skipped = best
+    # points dropped in a region enumeration lie in regions where some pre-activation is
+    # constant 0: theta -> f_theta(x) is differentiable at no point of them, so they add nothing
+    regions_sampled = mode == "regions"
+    exact = rank == bound
+    if not exact and J.shape[0] * net.P <= EXACT_Q_ENTRIES:
+        check("rank of the Jacobian over Q")
+        rank = max(rank, _rank_over_q(net.layers, X, signs, net.cols))
+        exact = rank == bound or regions_sampled
+    reduced = _reduced(net.layers, net.offs, net.hidden, J, net.P, p, net.cols)
+    shortfall = {"size": bound - rank}
+    if rank < bound:
+        full = _shortfall(net, signs, J, p, T, Tm, dimT_p, rank, bound, regions_sampled and skipped == 0, shortfall)
+        if full and regions_sampled:
+            exact = True  # rank_p <= rank_Q <= P - dim(T + E) <= P - rank_p(T + E) = rank_p
+    return ReluFunctionalDimension(rank=rank, exact=bool(exact), params=net.Pd, orbit_dim=dimT, bound=bound,
+                                   hidden=len(net.hidden), points=len(X), sample=mode, prime=p, regions=nregions,
+                                   reduced=reduced, shortfall=shortfall, skipped=skipped, zero_neurons=net.zero,
+                                   sample_points=X)
 
-    undeclared = sorted(set(range(P)) - set(cols))
 
-    def restrict(vecs):
-        if not undeclared:
+class _Net:
+    """The plain layers (zero neurons pruned) with their parameter layout, the declared columns and the
+    size guard, checked here before any work."""
+
+    def __init__(self, model, max_params: int, max_entries: int, points):
+        from ..sizes import check_memory
+
+        layers = network_slopes(model)
+        self.n, self.m = _check_shapes(layers)
+        # the declared parameter space: a layer given no bias ("bias": null) has no bias parameters
+        flags = tuple(getattr(l, "has_bias", True) is not False for l in model.layers) if hasattr(model, "layers") \
+            else (True,) * len(layers)
+        self.layers, self.zero = _prune_zero_neurons(layers)
+        self.offs = _param_offsets(self.layers)
+        self.P = P = self.offs[-1]
+        # the columns of the declared parameters (all of them when every layer has biases); the Jacobian and
+        # the symmetry directions are computed in the full space, then restricted: a direction that moves a
+        # bias the model does not have is not one of its symmetries
+        self.cols = [c for li, (W, _, _) in enumerate(self.layers) for c in range(self.offs[li], self.offs[li + 1])
+                     if flags[li] or c < self.offs[li] + len(W) * len(W[0])]
+        self.Pd = len(self.cols)
+        self.undeclared = sorted(set(range(P)) - set(self.cols))
+        if P > max_params:
+            raise LimitExceeded(limit="parameters", value=P, maximum=max_params, option="max_params",
+                                what="exact ReLU functional dimension")
+        self.hidden = _hidden(self.layers)
+        m = self.m
+        self.N = N = points if points is not None else -(-P // m) + 4
+        if N < 1:
+            raise InputError("points must be at least 1")
+        self.max_entries = max_entries
+        if 2 * N * m * P > max_entries:
+            raise LimitExceeded(limit="Jacobian entries", value=2 * N * m * P, maximum=max_entries,
+                                option="max_entries", what="exact ReLU functional dimension")
+        check_memory(2 * N * m * P * 120, "exact ReLU functional dimension (the Jacobian mod p)")
+
+    def restrict(self, vecs):
+        """The directions that move declared parameters only, on the declared columns."""
+        if not self.undeclared:
             return vecs
-        out = []
-        for v in vecs:
-            if any(v[c] != 0 for c in undeclared):
-                continue
-            out.append([v[c] for c in cols])
-        return out
+        return [[v[c] for c in self.cols] for v in vecs if not any(v[c] != 0 for c in self.undeclared)]
 
-    def RJ(J):
-        return J if Pd == P else J[:, cols]
+    def RJ(self, J):
+        return J if self.Pd == self.P else J[:, self.cols]
 
-    if P > max_params:
-        raise LimitExceeded(limit="parameters", value=P, maximum=max_params, option="max_params",
-                            what="exact ReLU functional dimension")
-    hidden = _hidden(layers)
-    N = points if points is not None else -(-P // m) + 4
-    if N < 1:
-        raise InputError("points must be at least 1")
-    if 2 * N * m * P > max_entries:
-        raise LimitExceeded(limit="Jacobian entries", value=2 * N * m * P, maximum=max_entries,
-                            option="max_entries", what="exact ReLU functional dimension")
-    check_memory(2 * N * m * P * 120, "exact ReLU functional dimension (the Jacobian mod p)")
+    def jac(self, X, p: int):
+        """(kept points, their signs, J mod p, number of points dropped)."""
+        import numpy as np
 
-    def check(what):
-        if deadline is not None:
-            deadline.check(what)
+        signs, bad = _exact_forward(self.layers, X)
+        keep = [j for j in range(len(X)) if j not in bad]
+        X = [X[j] for j in keep]
+        signs = [None if S is None else [[row[j] for j in keep] for row in S] for S in signs]
+        if not X:
+            return X, signs, np.zeros((0, self.P), dtype=np.int64), len(bad)
+        try:
+            return X, signs, _jacobian_mod(self.layers, X, signs, p), len(bad)
+        except ZeroDivisionError:  # pragma: no cover - points have denominators 9 d, d <= 9
+            raise InputError(f"a sample point's denominator is divisible by {p}") from None
 
-    T = restrict([_scaling_direction(layers, offs, li, i, P) for li, i in hidden])
+
+def _choose_prime(layers, T) -> int:
     for p in PRIMES:
         try:
             _mod_all(layers, T, p)
         except ZeroDivisionError:
             continue
-        break
-    else:
-        raise InputError(f"every prime of {PRIMES} divides a denominator of theta")
-    Tm = _rows_mod(T, p, Pd)
-    dimT = dimT_p = _rank_rows(Tm, Pd, p) if T else 0
-    if T and dimT < len(T) and len(T) * Pd <= EXACT_Q_ENTRIES * 5:
-        # the rank mod p is only a lower bound of dim T (so P - dimT an upper bound of the bound):
-        # exactly over Q when it is small
-        dimT = fmpq_mat(len(T), Pd, [x for v in T for x in v]).rank()
-    bound = Pd - dimT
+        return p
+    raise InputError(f"every prime of {PRIMES} divides a denominator of theta")
+
+
+def _sample(net, sample, seed, region_limit, bound, p, check, deadline):
+    """The sample (random points: one batch, and a second, wider one when the first misses the bound;
+    then, for ``regions`` or when ``auto`` still misses it, every linear region): ``(best, mode, regions)``
+    with ``best = (points, signs, J, rank, skipped)``."""
+    import numpy as np
+
+    from ..errors import RegionLimit
+
     rng = random.Random(f"symeq-relu-fdim:{seed}")
-
-    def jac(X):
-        """(kept points, their signs, J mod p, number of points dropped)."""
-        signs, bad = _exact_forward(layers, X)
-        keep = [j for j in range(len(X)) if j not in bad]
-        X = [X[j] for j in keep]
-        signs = [None if S is None else [[row[j] for j in keep] for row in S] for S in signs]
-        if not X:
-            return X, signs, np.zeros((0, P), dtype=np.int64), len(bad)
-        try:
-            return X, signs, _jacobian_mod(layers, X, signs, p), len(bad)
-        except ZeroDivisionError:  # pragma: no cover - points have denominators 9 d, d <= 9
-            raise InputError(f"a sample point's denominator is divisible by {p}") from None
-
-    # random points: one batch, and a second, wider one when the first misses the bound
-    best = None
-    mode = "random"
-    nregions = None
+    best, mode, nregions = None, "random", None
     if sample in ("auto", "random"):
         check("exact forward pass at the random sample points")
-        X, signs, J, skipped = jac(_random_points(n, N, rng))
-        rank = _rank_rows(RJ(J), Pd, p)
+        X, signs, J, skipped = net.jac(_random_points(net.n, net.N, rng), p)
+        rank = _rank_rows(net.RJ(J), net.Pd, p)
         if rank < bound:
             check("a second batch of random points")
-            X2, signs2, J2, sk2 = jac(_random_points(n, N, rng, scale=12))
+            X2, signs2, J2, sk2 = net.jac(_random_points(net.n, net.N, rng, scale=12), p)
             X = X + X2
             signs = [None if a is None else [r1 + r2 for r1, r2 in zip(a, b)] for a, b in zip(signs, signs2)]
             J = np.vstack([J, J2])
             skipped += sk2
-            rank = _rank_rows(RJ(J), Pd, p)
+            rank = _rank_rows(net.RJ(J), net.Pd, p)
         if X:
             best = (X, signs, J, rank, skipped)
-    if sample == "regions" or (sample == "auto" and (best is None or best[3] < bound) and n <= 4):
+    if sample == "regions" or (sample == "auto" and (best is None or best[3] < bound) and net.n <= 4):
         check("enumerating the linear regions")
         try:
-            Xr, nreg = _region_points(_layers01(layers), region_limit, deadline)
+            Xr, nreg = _region_points(_layers01(net.layers), region_limit, deadline)
         except RegionLimit:
             if sample == "regions" or best is None:
                 raise
             Xr = None
-        if Xr is not None and len(Xr) * m * P > max_entries:
+        if Xr is not None and len(Xr) * net.m * net.P > net.max_entries:
             if sample == "regions" or best is None:
-                raise LimitExceeded(limit="Jacobian entries", value=len(Xr) * m * P, maximum=max_entries,
+                raise LimitExceeded(limit="Jacobian entries", value=len(Xr) * net.m * net.P, maximum=net.max_entries,
                                     option="max_entries", what="exact ReLU functional dimension (every region)")
             Xr = None
         if Xr is not None:
-            X, signs, J, skipped = jac(Xr)
+            X, signs, J, skipped = net.jac(Xr, p)
             check("rank of the Jacobian mod p on every region")
-            rank = _rank_rows(RJ(J), Pd, p)
+            rank = _rank_rows(net.RJ(J), net.Pd, p)
             if X and (best is None or rank >= best[3]):
                 best = (X, signs, J, rank, skipped)
                 mode, nregions = "regions", nreg
@@ -766,37 +821,26 @@ def relu_functional_dimension(model, *, sample: str = "auto", points: int | None
         raise InputError("every sampled point has a hidden pre-activation equal to 0 (e.g. a neuron with zero "
                          "incoming weights and bias): theta -> f_theta(x) is not differentiable there, so the "
                          "functional dimension is not defined at this theta")
-    X, signs, J, rank, skipped = best
-    # points dropped in a region enumeration lie in regions where some pre-activation is
-    # constant 0: theta -> f_theta(x) is differentiable at no point of them, so they add nothing
-    regions_sampled = mode == "regions"
-    exact = rank == bound
-    if not exact and J.shape[0] * P <= EXACT_Q_ENTRIES:
-        check("rank of the Jacobian over Q")
-        rank = max(rank, _rank_over_q(layers, X, signs, cols))
-        exact = rank == bound or regions_sampled
-    reduced = _reduced(layers, offs, hidden, J, P, p, cols)
-    shortfall = {"size": bound - rank}
-    if rank < bound:
-        causes, E = _explain(layers, offs, signs, P, regions_sampled and skipped == 0)
-        E = restrict(E)
-        dimTE = dimT_p
-        if E:
-            Em = _rows_mod(E, p, Pd)
-            # every explaining direction is in the kernel on the sample: checked, not assumed
-            if np.any(Modular(p).matmul(RJ(J), Em.T.copy())):  # pragma: no cover - an internal error, never hidden
-                raise RuntimeError("internal error: an explaining direction is not in the Jacobian's kernel")
-            dimTE = _rank_rows(np.vstack([Tm, Em]) if T else Em, Pd, p)
-        explained = dimTE - dimT_p  # both ranks mod p: dim(T + E) - dim T >= explained
-        full = rank == Pd - dimTE
-        shortfall.update(causes=causes, explained=explained, unexplained=bound - rank - explained,
-                         fully_explained=full)
-        if full and regions_sampled:
-            exact = True  # rank_p <= rank_Q <= P - dim(T + E) <= P - rank_p(T + E) = rank_p
-    return ReluFunctionalDimension(rank=rank, exact=bool(exact), params=Pd, orbit_dim=dimT, bound=bound,
-                                   hidden=len(hidden), points=len(X), sample=mode, prime=p, regions=nregions,
-                                   reduced=reduced, shortfall=shortfall, skipped=skipped, zero_neurons=zero,
-                                   sample_points=X)
+    return best, mode, nregions
+
+
+def _shortfall(net, signs, J, p, T, Tm, dimT_p, rank, bound, everywhere: bool, shortfall: dict) -> bool:
+    """Explain a rank below the bound (fills ``shortfall``); whether it is fully explained."""
+    import numpy as np
+
+    causes, E = _explain(net.layers, net.offs, signs, net.P, everywhere)
+    E = net.restrict(E)
+    dimTE = dimT_p
+    if E:
+        Em = _rows_mod(E, p, net.Pd)
+        # every explaining direction is in the kernel on the sample: checked, not assumed
+        if np.any(Modular(p).matmul(net.RJ(J), Em.T.copy())):  # pragma: no cover - an internal error, never hidden
+            raise RuntimeError("internal error: an explaining direction is not in the Jacobian's kernel")
+        dimTE = _rank_rows(np.vstack([Tm, Em]) if T else Em, net.Pd, p)
+    explained = dimTE - dimT_p  # both ranks mod p: dim(T + E) - dim T >= explained
+    full = rank == net.Pd - dimTE
+    shortfall.update(causes=causes, explained=explained, unexplained=bound - rank - explained, fully_explained=full)
+    return full
 
 
 def _prune_zero_neurons(layers):
