@@ -60,3 +60,44 @@ def test_median_interval_brackets_the_median():
     r = cm._relative(F, F * (1 + 0.01 * rng.standard_normal(F.shape)))
     lo, hi = r["median_interval_95"]
     assert lo < r["median"] < hi and r["points"] == 401
+
+
+def _reference_exact_forward(layer, X):
+    """The exact conv layer's forward pass entry by entry (the former loop form), the reference."""
+    from flint import fmpq, fmpq_mat
+
+    npts, n, src = X.ncols(), X.nrows(), layer.sources
+    xe = X.entries() + [fmpq(0)] * npts
+    ent = [xe[(r if r >= 0 else n) * npts + pt] for st in src for r in st for pt in range(npts)]
+    npix = len(src[0])
+    patches = fmpq_mat(len(src), npix * npts, ent)
+    K = fmpq_mat(layer.shape.out_channels, layer.shape.taps, [x for r in layer.rows for x in r])
+    Z = (K * patches).entries()
+    per = npix * npts
+    pre = [z + layer.channel_bias[i // per] for i, z in enumerate(Z)]
+    act = layer.activation
+    return fmpq_mat(layer.out_dim, npts, pre if act is None else [act(z) for z in pre])
+
+
+def test_exact_conv_forward_equals_entrywise_reference():
+    """The exact conv layer's gather by index and Horner's rule on object arrays give the same
+    rationals as the entry-by-entry loops, on zero and circular padding, strides and no activation."""
+    import random
+
+    from flint import fmpq, fmpq_mat
+
+    from symeq.activations import tanh_series
+    from symeq.layers.conv import ConvLayer, ConvShape
+
+    rng = random.Random(4)
+    for shape, act in [(ConvShape(2, 3, 5, 5, 3, 3, 1, 1), tanh_series(3)),
+                       (ConvShape(3, 2, 6, 5, 3, 3, 2, 1), tanh_series(5)),
+                       (ConvShape(1, 2, 4, 4, 3, 3, 1, 1, "circular"), tanh_series(3)),
+                       (ConvShape(2, 2, 4, 4, 2, 2, 1, 0), None)]:
+        k = [[[[fmpq(rng.randint(-9, 9), rng.randint(1, 7)) for _ in range(shape.kw)] for _ in range(shape.kh)]
+              for _ in range(shape.in_channels)] for _ in range(shape.out_channels)]
+        layer = ConvLayer(shape, k, [fmpq(rng.randint(-5, 5), 3) for _ in range(shape.out_channels)], act)
+        X = fmpq_mat(layer.in_dim, 3, [fmpq(rng.randint(-10**9, 10**9), rng.randint(1, 99))
+                                       for _ in range(layer.in_dim * 3)])
+        got, ref = layer.forward(X), _reference_exact_forward(layer, X)
+        assert got == ref and got.nrows() == layer.out_dim and got.ncols() == 3

@@ -22,7 +22,7 @@ point (numpy's convention).
 from __future__ import annotations
 
 import numpy as np
-from flint import fmpq, fmpq_mat
+from flint import fmpq, fmpq_mat, fmpz, fmpz_mat
 
 from ..errors import InputError, ShapeError
 from ..numbers import as_fmpq
@@ -45,6 +45,32 @@ def flat_kernel(spec, kernel) -> list[list]:
                          f"{'x'.join(map(str, shape))}")
     return [[kernel[o][c][i][j] for c in range(spec.in_channels) for i in range(spec.kh) for j in range(spec.kw)]
             for o in range(spec.out_channels)]
+
+
+def _polynomial_on_matrix(coeffs, Z):
+    """sum_k c_k Z^k entry by entry, exactly: with Z = N / D and L the coefficients' common
+    denominator, the numerator sum_k (L c_k) N^k D^(d-k) by Horner's rule on integers (an object
+    array), over L D^d; the one canonicalisation is fmpq_mat's division at the end."""
+    N, D = Z.numer_denom()
+    c = [fmpq(x) for x in coeffs]
+    L = fmpz(1)
+    for x in c:
+        L = L * x.denom() // L.gcd(x.denom())
+    a = [x.numer() * (L // x.denom()) for x in c]
+    d = len(a) - 1
+    n = _objects(N.entries())
+    acc, power = a[d] * n + a[d - 1] * D, D
+    for k in range(d - 2, -1, -1):
+        power = power * D
+        acc = acc * n + a[k] * power
+    return fmpq_mat(fmpz_mat(Z.nrows(), Z.ncols(), acc.tolist())) / (L * power)
+
+
+def _objects(values) -> np.ndarray:
+    """A 1-d numpy object array of exact numbers (element-wise arithmetic in C, each entry exact)."""
+    a = np.empty(len(values), dtype=object)
+    a[:] = values
+    return a
 
 
 class FlintNumbers:
@@ -111,20 +137,24 @@ class FlintNumbers:
         n = X.nrows()
         if n != layer.in_dim:
             raise ShapeError(f"{layer.label}: inputs of size {n}, expected {layer.in_dim}")
-        xe = X.entries() + [fmpq(0)] * npts  # the padding reads the appended zeros
-        ent = [xe[(r if r >= 0 else n) * npts + pt] for st in src for r in st for pt in range(npts)]
-        npix = len(src[0]) if src else 0
-        patches = fmpq_mat(len(src), npix * npts, ent)
-        K = fmpq_mat(layer.shape.out_channels, layer.shape.taps, [x for r in layer.rows for x in r])
-        Z = (K * patches).entries()  # row o, column q*npts + pt: exactly (o*npix + q)*npts + pt
-        per = npix * npts
-        bias = layer.channel_bias
-        return fmpq_mat(layer.out_dim, npts, [z + bias[i // per] for i, z in enumerate(Z)])
+        Xn, dx = X.numer_denom()  # integers over one denominator: no gcd per entry until the end
+        xe = _objects(Xn.entries() + [fmpz(0)])  # the gather by index, no Python loop; the padding reads the zero
+        sa = np.asarray(src, dtype=np.int64).reshape(len(src), -1)
+        idx = np.where((sa >= 0)[:, :, None], sa[:, :, None] * npts + np.arange(npts), n * npts)
+        npix = sa.shape[1]
+        patches = fmpz_mat(len(src), npix * npts, xe[idx.reshape(-1)].tolist())
+        Kn, dk = fmpq_mat(layer.shape.out_channels, layer.shape.taps, [x for r in layer.rows for x in r]).numer_denom()
+        bn, db = fmpq_mat(len(layer.channel_bias), 1, layer.channel_bias).numer_denom()
+        Z = _objects((Kn * patches).entries())  # row o, column q*npts + pt: exactly (o*npix + q)*npts + pt
+        Z = Z.reshape(layer.shape.out_channels, -1) * db + _objects(bn.entries())[:, None] * (dk * dx)
+        return fmpq_mat(fmpz_mat(layer.out_dim, npts, Z.reshape(-1).tolist())) / (dk * dx * db)
 
     @staticmethod
     def activate(act, Z):
         if act is None:
             return Z
+        if act.kind == "polynomial" and len(act.coeffs) > 1:
+            return _polynomial_on_matrix(act.coeffs, Z)
         return fmpq_mat(Z.nrows(), Z.ncols(), [act(z) for z in Z.entries()])
 
     @staticmethod
