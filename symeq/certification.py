@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError, Undetermined
-from .layers.registry import any_supports, supports
+from .layers.registry import KindUnsupported, any_supports, first_unsupported, supports
 from .steps import Skip, step_name
 
 __all__ = ["Certification", "certify", "certify_mirror_run", "read_data", "exact_group_from_numeric", "DEFAULT_NOISE_POINTS",
@@ -1149,6 +1149,10 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
                                  digits=digits, data=None if data is None else read_data(data)[0],
                                  max_distance=max_distance, timeout=timeout, noise_points=noise_points, seed=seed,
                                  t0=t0)
+    bad = first_unsupported([l for l in model.layers if supports(l, "parameter-free")], "reynolds")
+    if bad is not None:  # pooling: the projection through a parameter-free layer is not written yet
+        raise KindUnsupported(bad.kind, "reynolds", "certify (the Reynolds projection through pooling is not "
+                              "implemented; symeq verify and numeric-check take pooling layers)")
     original = model  # with its conv2d layers, when it has some
     _certify_options(conv, metric, restarts)
     model, kernels, conv_shapes, notes = _dense_for_projection(model, conv)

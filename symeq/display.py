@@ -169,10 +169,11 @@ def _weight_edges(chain, columns):
             continue  # attention mixes tokens through X A X^T: no per-weight picture
         prev = chain.layers[i - 1] if i > 0 else None
         per_node = prev.dv if prev is not None and supports(prev, "head-blocks") else 1
-        for r, row in enumerate(mat_rows(layer.weight)):
-            for c, w in enumerate(row):
-                if w != 0:
-                    edges.add((i, c // per_node, r))
+        own = getattr(layer, "picture_edges", None)  # a kind without weights (pooling) names its own edges
+        pairs = own() if own is not None else ((c, r) for r, row in enumerate(mat_rows(layer.weight))
+                                               for c, w in enumerate(row) if w != 0)
+        for c, r in pairs:
+            edges.add((i, c // per_node, r))
     return sorted(edges)
 
 

@@ -32,7 +32,7 @@ def _models():
 
 
 def test_every_kind_declares_known_capabilities_and_a_schema():
-    assert set(kind_names()) == {"dense", "conv2d", "attention", "heads"}
+    assert set(kind_names()) == {"dense", "conv2d", "attention", "heads", "maxpool2d", "group_pool"}
     for name in kind_names():
         cls = kind_class(name)
         assert cls.kind == name
@@ -156,7 +156,7 @@ def test_a_new_kind_is_its_module_plus_one_registry_line(scale_kind):
 
         _ball_forward(model, [0, 0])
     assert not all_support(model.layers, "tie-walk") and not model.token_mixing and not model.sparse_actions
-    with pytest.raises(InputError, match='known: "dense", "conv2d", "flatten", "attention", "scale"'):
+    with pytest.raises(InputError, match='known: "dense", "conv2d", "flatten", "attention", "maxpool2d", "group_pool", "scale"'):
         model_from_json({**data, "layers": [{"type": "nope"}]})
 
 

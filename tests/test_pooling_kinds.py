@@ -326,3 +326,23 @@ def test_onnx_maxpool_and_group_pooling_are_read_exactly_and_verified(tmp_path, 
     assert [l.kind for l in exact.layers] == ["conv2d", "maxpool2d", "conv2d", "group_pool", "conv2d"]
     assert main(["verify", str(path), "--exact-floats", "--group", "rot90:4", "--group-output", "1"]) == 0
     assert "layerwise-equivariant" in capsys.readouterr().out
+
+
+def test_certify_refuses_pooling_by_name_and_explain_draws_it(tmp_path, capsys):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(_c4_file()))
+    assert main(["certify", str(path)]) == 2
+    assert "maxpool2d layers do not support certify" in capsys.readouterr().err
+    assert main(["explain", str(path), "--out", str(tmp_path / "report")]) == 0
+    assert (tmp_path / "report" / "network.svg").exists()
+
+
+def test_pooling_inside_a_graph_segment_verifies_and_checks(tmp_path, capsys):
+    data = _c4_file()
+    layers = data.pop("layers")
+    data["graph"] = [{"name": "a", "input": "input", "layers": layers[:2]},
+                     {"name": "b", "input": "a", "layers": layers[2:]}]
+    path, cert = tmp_path / "g.json", tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    assert main(["verify", str(path), "--certificate", str(cert)]) == 0
+    assert main(["check", str(cert), str(path)]) == 0

@@ -58,7 +58,7 @@ __all__ = ["PoolGeometry", "PoolLayer", "MaxPool2dLayer", "GroupPoolLayer", "max
 POOL_WINDOW_LIMIT = 50_000_000
 """At most this many window entries (output neurons x window size) in one pooling layer."""
 
-_CAPS = frozenset({"image-output", "sparse-actions"})
+_CAPS = frozenset({"image-output", "sparse-actions", "parameter-free"})
 
 
 def _posint(v, name: str, kind: str, zero: bool = False) -> int:
@@ -171,6 +171,10 @@ class PoolGeometry:
         from .conv import ConvLayer
 
         return ConvLayer.from_dense_layer(layer, in_shape)
+
+    def picture_edges(self) -> list[tuple[int, int]]:
+        """(input neuron, output neuron) for every window entry: the network picture's edges (display)."""
+        return [(i, j) for j, win in enumerate(self.windows) for i in win]
 
     def sparse_action(self, M, side: str):
         return as_conv_action(M, *(self.in_shape if side == "in" else self.out_shape))

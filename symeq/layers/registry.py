@@ -89,6 +89,8 @@ CAPABILITIES = {
     "onnx-export": "written to ONNX as Gemm nodes over its dense rows (numeric.onnx_io.write_onnx)",
     "npz-layout": "held by the .npz layout (weight_i/bias_i, conv_i with conv_meta_i; numeric.models.save_npz)",
     "reynolds": "the Reynolds projection and nearest-homomorphism search over dense rows (numeric.project)",
+    "parameter-free": "has no parameters (pooling): its output action follows from its input's; certify's "
+                      "projection does not take such layers yet and refuses them by name",
 }
 """Every capability a kind may declare, with what it means."""
 
