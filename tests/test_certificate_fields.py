@@ -264,6 +264,7 @@ def test_the_check_command_installs_python_flint(tmp_path, capsys, monkeypatch):
     try:
         assert main(["check", str(tmp_path / "c.json"), str(tmp_path / "m.json")]) == 0
         assert "python-flint's nmod_mat" in capsys.readouterr().out
+        assert accel.nmod_rank() is None and accel.accelerator_name() is None  # installed for the check only
         monkeypatch.setenv("SYMEQ_CHECK_STDLIB", "1")
         assert main(["check", str(tmp_path / "c.json"), str(tmp_path / "m.json")]) == 0
         out = capsys.readouterr().out

@@ -142,16 +142,18 @@ def cmd_check(args) -> int:
     """Exit 0 accepted, 1 rejected, 2 malformed or swapped files or a certificate of another model, 3 nothing verifiable."""
     from symeq_check import CheckError, check_files, graph_digest, layers_digest, read_graph_model  # the one import
     # of the checker in symeq
-    from symeq_check.accel import install
+    from symeq_check import accel
 
     from ..numbers import install_check_accelerator
 
-    install_check_accelerator(install)  # python-flint's nmod_mat for the rank step (symeq_check/accel.py)
-
     doc = _read_model_for_check(args)
     try:  # the budget line comes once both files are read and in order: bad input is one error line
-        report = check_files(args.certificate, args.model, usage="usage: symeq check CERT MODEL",
-                             before_check=lambda: announce_budget(args), model_doc=doc)
+        install_check_accelerator(accel.install)  # python-flint's nmod_mat for the rank step, for this check only
+        try:
+            report = check_files(args.certificate, args.model, usage="usage: symeq check CERT MODEL",
+                                 before_check=lambda: announce_budget(args), model_doc=doc)
+        finally:
+            accel.uninstall()
         reading = None
         if doc is not None:  # say which part is trusted: symeq's reader, then the checker
             graph = "graph" in doc  # a graph network (docs/graphs.md): its graph_sha256
