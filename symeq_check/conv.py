@@ -387,8 +387,8 @@ def _check_conv_layerwise(report: CheckReport, cert: dict, layers: list, group: 
             return
         mats = [_channel_pixel(m, layer.out_shape, f"certificate.latent_actions[{i - 1}][{g}]")
                 for g, m in enumerate(entry)]
-        if layer.act == "relu" and any(f <= 0 for m in mats for f in m[1]):
-            report.reasons.append(f"layer {i}: a relu layer needs positive factors")
+        if layer.act in ("relu", "max") and any(f <= 0 for m in mats for f in m[1]):  # "max": a pooling layer
+            report.reasons.append(f"layer {i}: a {layer.act} layer needs positive factors")
             return
         rho.append(mats)
     last = []

@@ -346,3 +346,15 @@ def test_pooling_inside_a_graph_segment_verifies_and_checks(tmp_path, capsys):
     path.write_text(json.dumps(data))
     assert main(["verify", str(path), "--certificate", str(cert)]) == 0
     assert main(["check", str(cert), str(path)]) == 0
+
+
+def test_the_checker_wants_positive_factors_on_a_pooled_space(tmp_path, capsys):
+    path, cert = tmp_path / "m.json", tmp_path / "c.json"
+    path.write_text(json.dumps(_c4_file()))
+    assert main(["verify", str(path), "--certificate", str(cert)]) == 0
+    data = json.loads(cert.read_text())
+    data["latent_actions"][1][0]["channels"]["factor"][0] = "-1"
+    cert.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["check", str(cert), str(path)]) == 1
+    assert "a max layer needs positive factors" in capsys.readouterr().out
