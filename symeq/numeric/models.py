@@ -1017,7 +1017,9 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
     :func:`symeq.numeric.conv.pool_before_conv`) and ``AdaptiveAvgPool2d(1)``.  ``Dropout`` in
     eval mode and ``Identity`` are dropped; ``Softmax``/``LogSoftmax`` as the last module is the
     output operation (``model.meta["output_op"]``; the model is the logits).  Training-mode
-    BatchNorm or Dropout, max pooling and norms are refused by name.
+    BatchNorm or Dropout, adaptive max pooling and norms are refused by name.  ``MaxPool2d`` and a max over each
+    field's channels (a ``MaxPoolChannels``, ``GroupPooling`` or ``GroupMaxPool`` module with ``field_size``)
+    after an activation are pooling layers of their own (:mod:`symeq.numeric.pooling`).
 
     A module that is not a ``Sequential`` is traced by torch.fx
     (:func:`symeq.numeric.torch_graph.from_torch_traced`): residual additions ``x + f(x)`` and
