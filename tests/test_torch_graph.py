@@ -14,9 +14,9 @@ MIRROR = builtin_group("mirror:8x8", output=3)
 
 
 def _read(net):
-    from symeq.numeric.torch_graph import from_torch_graph
+    from symeq.numeric.models import from_torch
 
-    return from_torch_graph(net.eval(), input_shape=(1, 8, 8))
+    return from_torch(net.eval(), input_shape=(1, 8, 8))
 
 
 def _torch_out(net, x):
@@ -94,28 +94,30 @@ class _Bad(torch.nn.Module):
 
 
 def test_a_traced_chain_is_left_to_the_chain_reader():
+    from types import SimpleNamespace
+
     from symeq.numeric.torch_graph import from_torch_graph
 
-    assert from_torch_graph(_Chain().eval()) is None
+    assert from_torch_graph(_Chain().eval(), SimpleNamespace(torch=torch)) is None
 
 
 @pytest.mark.parametrize("how, want", [("mul", "a product of two branches"), ("sub", "a difference of two branches"),
                                        ("constant", "not a layer's bias"), ("view", "x.view"),
                                        ("branchy", "torch.fx cannot trace"), ("cat0", "along dim 1")])
 def test_what_is_not_read_is_refused_by_name(how, want):
-    from symeq.numeric.torch_graph import from_torch_graph
+    from symeq.numeric.models import from_torch
 
     with pytest.raises(InputError) as e:
-        from_torch_graph(_Bad(how).eval())
+        from_torch(_Bad(how).eval())
     assert want in str(e.value), str(e.value)
     assert how == "branchy" or "traced node" in str(e.value)
 
 
 def test_training_mode_is_refused():
-    from symeq.numeric.torch_graph import from_torch_graph
+    from symeq.numeric.models import from_torch
 
     with pytest.raises(InputError, match="training mode"):
-        from_torch_graph(_ResNet().train(), input_shape=(1, 8, 8))
+        from_torch(_ResNet().train(), input_shape=(1, 8, 8))
 
 
 def test_from_torch_reads_modules_by_tracing_and_sequentials_as_before():

@@ -1037,9 +1037,12 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
         layer, meta = read_torch_attention(seq, input_shape=input_shape)
         return NumericModel(layer.in_dim, [layer], group, name, meta)
     if not isinstance(seq, torch.nn.Sequential):  # a module of its own: traced by torch.fx (docs/graphs.md)
-        from .torch_graph import from_torch_traced
+        from types import SimpleNamespace
 
-        return from_torch_traced(seq, group, name, input_shape)
+        from .torch_graph import from_torch_traced  # it reads each branch with this function (no import back)
+
+        reader = SimpleNamespace(torch=torch, chain=from_torch, activation=numeric_activation)
+        return from_torch_traced(seq, reader, _as_group(group), name, input_shape)
     F = FloatFold
     layers, notes = [], []
     pending = None  # [kind, K or W, b, ConvShape or None, label]: a linear layer waiting for its activation

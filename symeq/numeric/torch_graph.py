@@ -20,7 +20,6 @@ method symeq does not read) is refused by name, with the traced node and a one-l
 
 from __future__ import annotations
 
-import operator
 import re
 
 import numpy as np
@@ -113,7 +112,7 @@ def _trace(module, torch):
                          "fixed graph of modules, additions and torch.cat") from None
 
 
-def _segment_layers(mods: list, labels: list, shape, torch):
+def _segment_layers(mods: list, labels: list, shape, reader):
     """The float layers of one branch (modules in order) read by from_torch, and its output shape.
 
     A branch may end with an activation: from_torch reads Sequentials that end affine, so an identity
@@ -121,8 +120,7 @@ def _segment_layers(mods: list, labels: list, shape, torch):
     would fold into it (a pooling or BatchNorm at the branch's end) is refused."""
     import copy
 
-    from .models import from_torch
-
+    torch = reader.torch
     mods = [copy.deepcopy(m).double() for m in mods]  # the caller's modules stay as they are
     width = int(np.prod(shape)) if shape is not None else None
     tail = None
@@ -142,7 +140,7 @@ def _segment_layers(mods: list, labels: list, shape, torch):
                 tail.bias.zero_()
     seq = torch.nn.Sequential(*(mods + ([tail.double()] if tail is not None else [])))
     try:
-        m = from_torch(seq, input_shape=shape if shape is not None and len(shape) == 3 else None)
+        m = reader.chain(seq, input_shape=shape if shape is not None and len(shape) == 3 else None)
     except InputError as e:
         raise InputError(f"the branch of {', '.join(labels)} (numbered from 0 in this message): {e}") from None
     layers = list(m.layers)
@@ -184,10 +182,10 @@ def _name(label: str, taken: set) -> str:
     return name
 
 
-def _walk(items: dict, order: list, users: dict, shape, torch):
+def _walk(items: dict, order: list, users: dict, shape, reader):
     """The graph nodes of a traced module: (nodes, names of traced nodes, notes, output_op)."""
+    from ..activations.registry import spec_from_torch
     from ..graph import Node
-    from .models import _torch_activation_spec, numeric_activation
 
     joined = {a for n in order if items[n].kind in ("add", "concat", "output") for a in items[n].args}
     cut = {n for n in order if items[n].kind == "input" or n in joined or len(users[n]) != 1}
@@ -209,7 +207,7 @@ def _walk(items: dict, order: list, users: dict, shape, torch):
                 src_name, src_shape = named[it.args[0]]
                 labels = [items[c].label for c in chain]
                 layers, seg_notes, op = _segment_layers([m for c in chain for m in items[c].mods], labels,
-                                                        src_shape, torch)
+                                                        src_shape, reader)
                 output_op, notes = op or output_op, notes + seg_notes
                 seg, prev = _name(labels[0], taken), src_name
                 for j, layer in enumerate(layers, 1):
@@ -223,7 +221,7 @@ def _walk(items: dict, order: list, users: dict, shape, torch):
             if u is not None and items[u].kind == "module" and len(items[u].mods) == 1 and \
                     type(items[u].mods[0]).__name__ in acts:
                 mod = items[u].mods[0]
-                act = numeric_activation(_torch_activation_spec(mod, type(mod).__name__, items[u].label))
+                act = reader.activation(spec_from_torch(mod, type(mod).__name__, items[u].label))
                 out = u
                 done.add(u)
             ins = [named[a][0] for a in it.args]
@@ -240,16 +238,17 @@ def _walk(items: dict, order: list, users: dict, shape, torch):
     return nodes, named, notes, output_op
 
 
-def from_torch_graph(module, group=None, name: str = "torch model", input_shape=None):
+def from_torch_graph(module, reader, group=None, name: str = "torch model", input_shape=None):
     """The float graph model of a torch module with additions or concatenations (module docstring), or
-    None when its traced graph is a chain (read it with :func:`symeq.numeric.models.from_torch`).
+    None when its traced graph is a chain.
 
-    ``input_shape``: (C, H, W) of an image input, or (n,) of a vector input (default: a Linear's
-    in_features when one reads the input)."""
+    ``reader``: what :func:`symeq.numeric.models.from_torch` hands over (``torch``, ``chain``: itself, the
+    chain reader of a branch, ``activation``: :func:`~symeq.numeric.models.numeric_activation`);
+    ``group`` a float group or None; ``input_shape``: (C, H, W) of an image input, or (n,) of a vector
+    input (default: a Linear's in_features when one reads the input)."""
     from ..graph import GraphModel
-    from .models import _as_group, _torch
 
-    torch = _torch()
+    torch = reader.torch
     if type(module).__module__.startswith("torch."):  # a layer of torch itself, not a network
         raise InputError(f"expected a torch.nn.Sequential or a module of your own (traced by torch.fx), got "
                          f"{type(module).__name__}")
@@ -267,7 +266,7 @@ def from_torch_graph(module, group=None, name: str = "torch model", input_shape=
         if not first:
             raise InputError(f"{type(module).__name__}: pass input_shape=(C, H, W) (images) or (n,) (vectors)")
         shape = (first[0].in_features,)
-    nodes, named, notes, output_op = _walk(items, order, users, shape, torch)
+    nodes, named, notes, output_op = _walk(items, order, users, shape, reader)
     out = next(items[n] for n in order if items[n].kind == "output")
     meta = {"reader_notes": notes} if notes else {}
     params = [t for t in module.parameters() if t.is_floating_point()]
@@ -275,22 +274,20 @@ def from_torch_graph(module, group=None, name: str = "torch model", input_shape=
         meta["weights_dtype"] = str(max((t.dtype for t in params), key=lambda d: torch.finfo(d).eps)).replace("torch.", "")
     if output_op is not None:
         meta["output_op"] = output_op
-    return GraphModel(int(np.prod(shape)), nodes, output=named[out.args[0]][0], group=_as_group(group), name=name,
+    return GraphModel(int(np.prod(shape)), nodes, output=named[out.args[0]][0], group=group, name=name,
                       input_shape=shape if len(shape) == 3 else None, meta=meta)
 
 
-def from_torch_traced(module, group=None, name: str = "torch model", input_shape=None):
+def from_torch_traced(module, reader, group=None, name: str = "torch model", input_shape=None):
     """A module that is not an ``nn.Sequential``, traced: its graph model when the trace branches or joins,
-    otherwise the chain of its traced modules read by :func:`symeq.numeric.models.from_torch`."""
-    from .models import _torch, from_torch
-
-    graph = from_torch_graph(module, group, name, input_shape)
+    otherwise the chain of its traced modules read by ``reader.chain`` (:func:`symeq.numeric.models.from_torch`)."""
+    graph = from_torch_graph(module, reader, group, name, input_shape)
     if graph is not None:
         return graph
-    torch = _torch()
+    torch = reader.torch
     gm = _trace(module, torch)
     mods = [m for n in gm.graph.nodes for m in _item(n, gm, torch).mods]
     if not mods:
         raise InputError(f"{type(module).__name__}: its traced forward has no modules symeq reads")
     shape = None if input_shape is None or len(input_shape) != 3 else input_shape
-    return from_torch(torch.nn.Sequential(*mods), group, name, shape)
+    return reader.chain(torch.nn.Sequential(*mods), group, name, shape)
