@@ -372,3 +372,24 @@ def test_certify_json_and_explain_steps_show_the_candidate_steps(tmp_path, capsy
     main(["certify", str(path), "--group", "mirror:2x2", "--explain-steps"])
     text = capsys.readouterr().out
     assert "candidate steps tried" in text and f"{names[0]}:" in text
+
+
+def test_verify_output_adds_the_identifiability_steps_when_they_ran():
+    from types import SimpleNamespace
+
+    from symeq.cli.verify import _steps_text, _with_steps
+
+    tried = [{"method": "tensor", "status": "not-applicable", "reason": "two hidden layers"},
+             {"method": "jacobian-rank", "status": "locally-identifiable"}]
+    v = SimpleNamespace(steps=[("premise", "the premise holds"), ("actions_at_theta", None)],
+                        identifiability={"status": "locally-identifiable", "tried": tried})
+    out = _with_steps({"identifiability": dict(v.identifiability)}, v)
+    assert out["steps"][-1] == {"step": "actions_at_theta", "outcome": "decided"}
+    assert out["identifiability"]["steps"] == [
+        {"step": "tensor", "outcome": "not-applicable -- two hidden layers"},
+        {"step": "jacobian-rank", "outcome": "locally-identifiable"}]
+    text = "\n".join(_steps_text(v))
+    assert "identifiability steps tried:" in text and "1. tensor: not-applicable -- two hidden layers" in text
+    v.identifiability = {"status": "unknown", "detail": "not asked"}  # no --identifiability: no such block
+    assert "identifiability steps" not in "\n".join(_steps_text(v))
+    assert "steps" not in _with_steps({"identifiability": dict(v.identifiability)}, v)["identifiability"]
