@@ -14,7 +14,7 @@ python benchmarks/bench_local_ident.py --quick    # smoke test: the two smallest
 python benchmarks/bench_local_ident.py --only 6288 --stdlib   # one row; the checker's standard-library elimination
 ```
 
-The checker eliminates with python-flint's ``nmod_mat`` where importable (``symeq_check/accel.py``; the
+The checker eliminates with python-flint's ``nmod_mat``, installed in its hook as ``symeq check`` does (``symeq_check/accel.py``; the
 ``check_elimination`` column says which), the last affine layer's block first when every row is certified;
 ``--stdlib`` sets ``SYMEQ_CHECK_STDLIB=1`` (the standard-library packed-integer elimination).
 
@@ -136,6 +136,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.stdlib:
         os.environ["SYMEQ_CHECK_STDLIB"] = "1"
+    from symeq.numbers import install_check_accelerator
+    from symeq_check import accel
+
+    install_check_accelerator(accel.install)  # as `symeq check` does (the checker imports no flint)
     cases = CASES[:2] if args.quick else CASES
     if args.only:
         cases = [(n, s) for n, s in cases if model_for(s).n_params in set(args.only)]
