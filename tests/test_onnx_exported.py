@@ -586,9 +586,7 @@ def test_residual_block_float_twin_for_numeric_check_and_refusal_elsewhere(tmp_p
     assert "Add read as the addition of stem_Conv.1, c1_Conv.2, then relu" in err
     assert "the action forced by the addition Add" in out and "float derivation along the graph" in out
     assert "homomorphism on the group's relations (order 4): max deviation 0" in out
-    # certify and the exact path read chains: the addition is refused there, by name
-    assert main(["certify", str(tmp_path / "res.onnx"), *group]) == 2
-    assert "residual addition: graph networks are not supported yet" in capsys.readouterr().err
+    # certify reads the graph too (tests/test_resnet_clients.py, docs/certify.md "Graph networks")
     _export(_C4ResNet(broken=True).eval(), (1, 1, 8, 8), tmp_path / "bad.onnx")
     assert main(["numeric-check", str(tmp_path / "bad.onnx"), *group]) == 1
     out = capsys.readouterr().out
@@ -596,15 +594,6 @@ def test_residual_block_float_twin_for_numeric_check_and_refusal_elsewhere(tmp_p
 
 
 # -- what the readers refuse, by name --------------------------------------------------------------
-
-class _Residual(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
-
-    def forward(self, x):
-        return self.b(torch.relu(x + self.a(x)))
-
 
 class _GroupPool(torch.nn.Module):
     """escnn's GroupPooling as it exports: a Reshape to 5-d and a max over each field's channels."""
@@ -619,14 +608,12 @@ class _GroupPool(torch.nn.Module):
         return self.l(y.view(-1, 2, 4, 4, 4).amax(dim=2, keepdim=self.keepdim).flatten(1))
 
 
-@pytest.mark.parametrize("case", ["residual", "group_pool", "layer_norm", "max_pool", "dropout_training",
-                                  "softmax_inside"])  # group_pool, max_pool: the variants still refused
+@pytest.mark.parametrize("case", ["group_pool", "layer_norm", "max_pool", "dropout_training",
+                                  "softmax_inside"])  # a residual Add is read as a graph (tests/test_onnx_graph.py)  # group_pool, max_pool: the variants still refused
 def test_unsupported_operators_are_refused_by_name_node_and_reason(tmp_path, capsys, case):
     path = tmp_path / f"{case}.onnx"
     shape, group = (1, 4), "sign:4"
-    if case == "residual":
-        net, want = _Residual().eval(), ("/Add)", "residual addition: graph networks are not supported yet")
-    elif case == "group_pool":
+    if case == "group_pool":
         net, shape, group = _GroupPool(keepdim=True).eval(), (1, 1, 4, 4), "rot90:4"  # (read: tests/test_pooling_kinds.py)
         want = ("ReduceMax", "keepdims=0")
     elif case == "layer_norm":
@@ -649,8 +636,7 @@ def test_unsupported_operators_are_refused_by_name_node_and_reason(tmp_path, cap
         want = ("Softmax", "read only at the output")
     if case != "dropout_training":
         _export(net.eval() if hasattr(net, "eval") else net, shape, path)
-    command = "certify" if case == "residual" else "numeric-check"  # numeric-check reads residual blocks' float twin
-    args = [command, str(path), "--group", group] + (["--group-output", "2"] if group == "rot90:4" else [])
+    args = ["numeric-check", str(path), "--group", group] + (["--group-output", "2"] if group == "rot90:4" else [])
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "node " in err and all(w in err for w in want) and "Traceback" not in err, err
