@@ -377,3 +377,12 @@ def test_a_dense_readout_after_group_pooling_digests_alike_on_both_sides(tmp_pat
     assert main(["verify", str(path), "--certificate", str(cert)]) == 0
     assert main(["check", str(cert), str(path)]) == 0
     assert "parameters: equal" in capsys.readouterr().out
+
+
+def test_what_does_not_take_pooling_refuses_it_by_name(tmp_path, capsys):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(_c4_file()))
+    assert main(["numeric-check", str(path), "--fdim"]) == 2
+    assert "maxpool2d layers do not support the functional dimension" in capsys.readouterr().err
+    assert main(["export", str(path), "--onnx", str(tmp_path / "m.onnx")]) == 2
+    assert "maxpool2d layers do not support" in capsys.readouterr().err

@@ -635,6 +635,12 @@ def functional_dimension(model: NumericModel, *, n_points: int | None = None, rt
     """
     if getattr(model, "token_mixing", False):
         raise InputError("the functional dimension is implemented for dense models only; this one starts with attention")
+    from ..layers.registry import KindUnsupported, supports
+
+    bad = next((l for l in model.layers if supports(l, "parameter-free")), None)
+    if bad is not None:  # pooling: no weights to differentiate through yet
+        raise KindUnsupported(bad.kind, "jacobian-rank", "the functional dimension (the Jacobian through a pooling "
+                              "layer is not implemented)")
     P = model.n_params
     if method not in ("auto", "dense", "krylov"):
         raise InputError(f"unknown method {method!r}; use auto, dense or krylov")
