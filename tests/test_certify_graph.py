@@ -14,7 +14,7 @@ import pytest
 
 from symeq.certification import certify
 from symeq.cli import main
-from symeq.errors import InputError, LimitExceeded
+from symeq.errors import InputError, LimitExceeded, Undetermined
 from symeq.graph import GraphModel, Node
 from symeq.groups import mirror
 from symeq.io import model_to_json, write_json
@@ -196,3 +196,20 @@ def test_data_gives_the_function_distance_and_task_loss_on_it():
     assert c.function_distance["data"]["points"] == 40
     theta, bar = (c.task_loss["splits"][0]["loss"][k] for k in ("theta", "theta_bar"))
     assert abs(theta - bar) < 1e-3 * max(1.0, abs(theta))
+
+
+def test_an_addition_of_affine_branches_only_is_undetermined_not_a_guess():
+    """Two affine branches of the input added: no layerwise actions at theta-bar on the exact path (docs/graphs.md),
+    so certify says undetermined (exit 3) with the reason, and writes nothing certified."""
+    rng = np.random.default_rng(0)
+    a, b, h = (_layer(rng, P4, P4, None, NOISE) for _ in range(3))
+    nodes = [Node("a", "dense", ("input",), layer=a, segment="a"), Node("b", "dense", ("input",), layer=b, segment="b"),
+             Node("s", "add", ("a", "b"), activation=numeric_activation("tanh")),
+             Node("h", "dense", ("s",), layer=h, segment="h")]
+    try:
+        c = certify(GraphModel(4, nodes, "h"), mirror(2, 2), timeout=60, noise_points=50)
+    except Undetermined as e:  # the float derivation found no actions to project with
+        assert "action" in str(e)
+        return
+    assert c.status == "undetermined" and c.exit_code == 3
+    assert "affine" in c.reason
