@@ -84,7 +84,10 @@ def _vector(value, where: str, length: int | None = None) -> tuple[Fraction, ...
         raise CheckError(f"{where}: expected a non-empty list of numbers, got {_short(value)}")
     if length is not None and len(value) != length:
         raise CheckError(f"{where}: expected {length} entries, got {len(value)}")
-    return tuple(parse_number(x, f"{where}[{k}]") for k, x in enumerate(value))
+    try:  # the common case first (cached strings, no per-entry place name); an error is re-read with its index
+        return tuple(_parse_text(x) if type(x) is str else parse_number(x) for x in value)
+    except (_BadNumber, CheckError):
+        return tuple(parse_number(x, f"{where}[{k}]") for k, x in enumerate(value))
 
 
 def _matrix(value, where: str, rows: int | None = None, cols: int | None = None) -> Matrix:
