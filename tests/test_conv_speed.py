@@ -101,3 +101,31 @@ def test_exact_conv_forward_equals_entrywise_reference():
                                        for _ in range(layer.in_dim * 3)])
         got, ref = layer.forward(X), _reference_exact_forward(layer, X)
         assert got == ref and got.nrows() == layer.out_dim and got.ncols() == 3
+
+
+def _reference_sources(S):
+    """ConvShape.sources by loops (the former form), the reference."""
+    oh, ow = S.out_hw
+    out = []
+    for c in range(S.in_channels):
+        for i in range(S.kh):
+            for j in range(S.kw):
+                row = []
+                for y in range(oh):
+                    for x in range(ow):
+                        yy, xx = S.stride * y + i - S.padding, S.stride * x + j - S.padding
+                        if S.padding_mode == "circular":
+                            yy, xx = yy % S.height, xx % S.width
+                        ok = 0 <= yy < S.height and 0 <= xx < S.width
+                        row.append((c * S.height + yy) * S.width + xx if ok else -1)
+                out.append(row)
+    return out
+
+
+def test_sources_by_arrays_equal_loops():
+    from symeq.layers.conv import ConvShape
+
+    for S in [ConvShape(2, 3, 5, 5, 3, 3, 1, 1), ConvShape(3, 2, 6, 5, 3, 3, 2, 1), ConvShape(1, 1, 4, 7, 2, 3, 1, 0),
+              ConvShape(2, 1, 4, 4, 3, 3, 1, 1, "circular"), ConvShape(1, 2, 5, 5, 5, 5, 2, 2),
+              ConvShape(2, 2, 3, 3, 3, 3, 1, 2, "circular")]:
+        assert S.sources() == _reference_sources(S)

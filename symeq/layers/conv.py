@@ -132,32 +132,20 @@ class ConvShape:
         """``src[t][q]``: the input index read by tap t = (c, i, j) at output pixel q, or -1 (padding).
 
         Linear in taps x output pixels; the one index map of forward, checks and dense expansion."""
+        return self.source_array().tolist()
+
+    def source_array(self) -> np.ndarray:
+        """:meth:`sources` as an int64 array (taps x output pixels), by array arithmetic."""
         H, W, p, s = self.height, self.width, self.padding, self.stride
         oh, ow = self.out_hw
-        circ = self.padding_mode == "circular"
-        out = []
-        for c in range(self.in_channels):
-            for i in range(self.kh):
-                for j in range(self.kw):
-                    row = []
-                    for y in range(oh):
-                        yy = s * y + i - p
-                        if circ:
-                            yy %= H
-                        elif not 0 <= yy < H:
-                            row.extend([-1] * ow)
-                            continue
-                        base = (c * H + yy) * W
-                        for x in range(ow):
-                            xx = s * x + j - p
-                            if circ:
-                                xx %= W
-                            elif not 0 <= xx < W:
-                                row.append(-1)
-                                continue
-                            row.append(base + xx)
-                    out.append(row)
-        return out
+        c, i, j, y, x = np.meshgrid(np.arange(self.in_channels), np.arange(self.kh), np.arange(self.kw),
+                                    np.arange(oh), np.arange(ow), indexing="ij")
+        yy, xx = s * y + i - p, s * x + j - p
+        if self.padding_mode == "circular":
+            yy, xx = yy % H, xx % W
+        src = (c * H + yy) * W + xx
+        src[(yy < 0) | (yy >= H) | (xx < 0) | (xx >= W)] = -1
+        return src.reshape(self.in_channels * self.kh * self.kw, oh * ow)
 
 
 def dense_rows(spec: ConvShape, kernel, zero) -> list[list]:

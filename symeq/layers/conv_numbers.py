@@ -133,16 +133,15 @@ class FlintNumbers:
     @staticmethod
     def pre_activation(layer, X):
         npts = X.ncols()
-        src = layer.sources
         n = X.nrows()
         if n != layer.in_dim:
             raise ShapeError(f"{layer.label}: inputs of size {n}, expected {layer.in_dim}")
         Xn, dx = X.numer_denom()  # integers over one denominator: no gcd per entry until the end
         xe = _objects(Xn.entries() + [fmpz(0)])  # the gather by index, no Python loop; the padding reads the zero
-        sa = np.asarray(src, dtype=np.int64).reshape(len(src), -1)
+        sa = layer.shape.source_array()
         idx = np.where((sa >= 0)[:, :, None], sa[:, :, None] * npts + np.arange(npts), n * npts)
         npix = sa.shape[1]
-        patches = fmpz_mat(len(src), npix * npts, xe[idx.reshape(-1)].tolist())
+        patches = fmpz_mat(sa.shape[0], npix * npts, xe[idx.reshape(-1)].tolist())
         Kn, dk = fmpq_mat(layer.shape.out_channels, layer.shape.taps, [x for r in layer.rows for x in r]).numer_denom()
         bn, db = fmpq_mat(len(layer.channel_bias), 1, layer.channel_bias).numer_denom()
         Z = _objects((Kn * patches).entries())  # row o, column q*npts + pt: exactly (o*npix + q)*npts + pt

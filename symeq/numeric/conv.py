@@ -118,7 +118,7 @@ class NumericConvLayer(ConvCore):
     @property
     def _srca(self) -> np.ndarray:
         if self._src_array is None:
-            self._src_array = np.array(self.sources, dtype=np.int64)
+            self._src_array = self.shape.source_array()
         return self._src_array
 
     @property
