@@ -590,9 +590,9 @@ def _actions_json(group, gen_actions) -> list:
     out = []
     for i, per in enumerate(gen_actions, 1):
         for name, a in zip(group.names, per):
-            cols, vals = [int(c) for c in a.cols], [int(v) for v in np.sign(a.vals)]
-            out.append({"layer": i, "generator": name, "cycles": format_cycles(cols, vals),
-                        "source": [c + 1 for c in cols], "signs": vals})
+            cols, vals = np.asarray(a.cols, dtype=np.int64), np.sign(a.vals).astype(np.int64).tolist()
+            out.append({"layer": i, "generator": name, "cycles": format_cycles(cols.tolist(), vals),
+                        "source": (cols + 1).tolist(), "signs": vals})
     return out
 
 
