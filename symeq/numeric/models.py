@@ -1026,10 +1026,6 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
     ``torch.cat(..., dim=1)`` give a float :class:`symeq.graph.GraphModel` (docs/graphs.md), a traced
     chain the NumericModel of its modules; ``input_shape`` is then (C, H, W) or (n,).
     """
-    from ..layers.conv import ConvShape
-    from .conv import FloatFold, fold_pool_after_kernel, fold_pool_into_dense, fold_pool_into_kernel, \
-        pool_after_conv, pool_before_conv
-
     torch = _torch()
     from .torch_attention import is_attention_module, read_torch_attention
 
@@ -1043,201 +1039,252 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
 
         reader = SimpleNamespace(torch=torch, chain=from_torch, activation=numeric_activation)
         return from_torch_traced(seq, reader, _as_group(group), name, input_shape)
-    F = FloatFold
-    layers, notes = [], []
-    pending = None  # [kind, K or W, b, ConvShape or None, label]: a linear layer waiting for its activation
-    pre = []        # ("pool", pool, label) / ("bn", (s, t), label): for the next linear layer's inputs
-    output_op = None
-    shape = None if input_shape is None else tuple(int(v) for v in input_shape)
-    if shape is not None and len(shape) != 3:
-        raise InputError(f"input_shape must be (channels, height, width), got {input_shape!r}")
-    image = False  # a convolution came before: later Linear layers are whole-image kernels
+    return _TorchChain(torch, input_shape).run(seq, group, name)
 
-    def start(p, label):
-        nonlocal pending
-        if pending is not None:
-            layers.append(finish(pending, None))
-        for kind, data, plabel in reversed(pre):  # x -> op_1 -> ... -> op_k -> layer: fold op_k first
+
+class _TorchChain:
+    """:func:`from_torch`'s chain reader: one method per kind of module, the state of the chain as read.
+
+    ``pending`` is ``[kind, K or W, b, ConvShape or None, label]``, a linear layer waiting for its
+    activation; ``pre`` the ``("pool", pool, label)`` / ``("bn", (s, t), label)`` ops waiting for the next
+    linear layer's inputs; ``image`` whether a convolution came before (a later Linear is then the
+    whole-image kernel)."""
+
+    def __init__(self, torch, input_shape):
+        self.torch = torch
+        self.layers, self.notes, self.pre = [], [], []
+        self.pending, self.output_op, self.image = None, None, False
+        self.shape = None if input_shape is None else tuple(int(v) for v in input_shape)
+        if self.shape is not None and len(self.shape) != 3:
+            raise InputError(f"input_shape must be (channels, height, width), got {input_shape!r}")
+
+    @staticmethod
+    def array(t):
+        return t.detach().cpu().double().numpy()
+
+    def run(self, seq, group, name) -> NumericModel:
+        torch = self.torch
+        for label, mod in _torch_modules(seq, torch):
+            kind = type(mod).__name__
+            if self.output_op is not None:
+                raise InputError(f"module {label} ({kind}) after the {self.output_op['type']} of module "
+                                 f"{self.output_op['module']}: symeq reads a softmax or log-softmax only as the last "
+                                 "module")
+            self.read(label, mod, kind)
+        if self.pre:
+            raise InputError(f"module {self.pre[-1][2]}: average pooling or BatchNorm after the last activation must be "
+                             "followed by a Conv2d or Linear layer (it is folded into it)")
+        if self.pending is None:
+            raise InputError("the Sequential must end with a Linear or Conv2d layer (the last layer is affine)")
+        self.layers.append(self.finish(self.pending, None))
+        meta = {}
+        params = [t for t in seq.parameters() if t.is_floating_point()]
+        if params:  # the least precise float type of the weights: numeric-check's default tolerance follows it
+            meta["weights_dtype"] = str(max((t.dtype for t in params), key=lambda d: torch.finfo(d).eps)).replace(
+                "torch.", "")
+        if self.notes:
+            meta["reader_notes"] = self.notes
+        if self.output_op is not None:
+            meta["output_op"] = self.output_op
+        return NumericModel(self.layers[0].in_dim, self.layers, _as_group(group), name, meta)
+
+    def read(self, label, mod, kind) -> None:
+        """One module of the Sequential."""
+        nn = self.torch.nn
+        if isinstance(mod, nn.Linear):
+            self.linear(label, mod)
+        elif isinstance(mod, nn.Conv2d):
+            self.conv2d(label, mod)
+        elif isinstance(mod, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            self.batchnorm(label, mod, kind)
+        elif kind in _TORCH_DROPOUTS:
+            if mod.training and float(mod.p) > 0:
+                raise InputError(f"module {label}: {kind} in training mode (a random mask); call model.eval() "
+                                 "before reading it, where dropout is the identity")
+            self.notes.append(f"module {label}: {kind} (eval mode: the identity) dropped")
+        elif isinstance(mod, (nn.Identity, nn.Flatten)):
+            return
+        elif isinstance(mod, (nn.AvgPool2d, nn.AdaptiveAvgPool2d)):
+            self.average_pool(label, mod, kind)
+        elif kind in TORCH_POOL_CLASSES:  # max pooling and group pooling (symeq.numeric.pooling)
+            self.pool_layer(label, mod, kind)
+        elif kind in _TORCH_REFUSED:
+            raise InputError(f"module {label} is a {kind}: {_TORCH_REFUSED[kind]}")
+        elif isinstance(mod, (nn.Softmax, nn.LogSoftmax)):
+            self.softmax(label, mod, kind)
+        elif kind in torch_activation_classes():
+            if self.pending is None:
+                raise InputError(f"module {label} ({kind}) is an activation without a Linear or Conv2d before it")
+            act = numeric_activation(_torch_activation_spec(mod, kind, label))
+            self.layers.append(self.finish(self.pending, act))
+            self.pending = None
+        else:
+            raise InputError(f"module {label} is a {kind}; symeq reads (nested) Sequentials of Conv2d, Linear, "
+                             "BatchNorm1d/2d (eval), AvgPool2d, AdaptiveAvgPool2d(1), Flatten, Dropout (eval), "
+                             "Identity, Tanh, GELU, Sigmoid, ReLU, SiLU, Softplus, ELU, LeakyReLU, and Softmax or "
+                             "LogSoftmax as the last module")
+
+    def start(self, p, label) -> None:
+        """A new linear layer ``p``: the one pending is finished affine, the ops waiting fold into ``p``."""
+        from .conv import FloatFold, fold_pool_into_dense, fold_pool_into_kernel, pool_before_conv
+
+        if self.pending is not None:
+            self.layers.append(self.finish(self.pending, None))
+        for kind, data, plabel in reversed(self.pre):  # x -> op_1 -> ... -> op_k -> layer: fold op_k first
             if kind == "pool":
                 if p[0] == "conv":
                     try:
                         p[3] = pool_before_conv(data, p[3])
                     except InputError as e:
                         raise InputError(f"module {plabel}: {e}") from None
-                    p[1] = fold_pool_into_kernel(p[1], F, data)
+                    p[1] = fold_pool_into_kernel(p[1], FloatFold, data)
                 else:
-                    p[1] = fold_pool_into_dense(p[1], F, data)
-                notes.append(f"module {plabel}: average pooling folded exactly into module {label}")
+                    p[1] = fold_pool_into_dense(p[1], FloatFold, data)
+                self.notes.append(f"module {plabel}: average pooling folded exactly into module {label}")
             else:
-                s, t = data
-                if p[0] == "conv":
-                    if p[3].padding and p[3].padding_mode == "zeros" and np.any(t != 0):
-                        raise InputError(f"module {plabel}: a BatchNorm after the activation, before the zero-padded "
-                                         f"module {label}: its shift does not fold exactly (the padding stays 0); "
-                                         "put the BatchNorm before the activation, or use padding 0")
-                    b0 = p[2] if p[2] is not None else np.zeros(p[1].shape[0])
-                    p[2] = b0 + p[1].sum(axis=(2, 3)) @ t
-                    p[1] = p[1] * s[None, :, None, None]
-                else:
-                    rep = p[1].shape[1] // len(s)
-                    b0 = p[2] if p[2] is not None else np.zeros(p[1].shape[0])
-                    p[2] = b0 + p[1] @ np.repeat(t, rep)
-                    p[1] = p[1] * np.repeat(s, rep)[None, :]
-                notes.append(f"module {plabel}: BatchNorm (eval) folded exactly into the inputs of module {label} "
-                             "(scale gamma/sqrt(var + eps) in float64)")
-        pre.clear()
-        pending = p
+                self.fold_bn_in(p, data, label, plabel)
+        self.pre.clear()
+        self.pending = p
 
+    def fold_bn_in(self, p, data, label, plabel) -> None:
+        s, t = data
+        if p[0] == "conv":
+            if p[3].padding and p[3].padding_mode == "zeros" and np.any(t != 0):
+                raise InputError(f"module {plabel}: a BatchNorm after the activation, before the zero-padded "
+                                 f"module {label}: its shift does not fold exactly (the padding stays 0); "
+                                 "put the BatchNorm before the activation, or use padding 0")
+            b0 = p[2] if p[2] is not None else np.zeros(p[1].shape[0])
+            p[2] = b0 + p[1].sum(axis=(2, 3)) @ t
+            p[1] = p[1] * s[None, :, None, None]
+        else:
+            rep = p[1].shape[1] // len(s)
+            b0 = p[2] if p[2] is not None else np.zeros(p[1].shape[0])
+            p[2] = b0 + p[1] @ np.repeat(t, rep)
+            p[1] = p[1] * np.repeat(s, rep)[None, :]
+        self.notes.append(f"module {plabel}: BatchNorm (eval) folded exactly into the inputs of module {label} "
+                          "(scale gamma/sqrt(var + eps) in float64)")
+
+    @staticmethod
     def finish(p, act):
         kind, K, b, conv, _ = p
         if kind == "conv":
             return NumericConvLayer(conv, K, b if b is not None else np.zeros(conv.out_channels), act)
         return NumericDenseLayer(K, b if b is not None else np.zeros(K.shape[0]), act)
 
-    def array(t):
-        return t.detach().cpu().double().numpy()
+    def linear(self, label, mod) -> None:
+        from ..layers.conv import ConvShape
 
-    for label, mod in _torch_modules(seq, torch):
-        kind = type(mod).__name__
-        if output_op is not None:
-            raise InputError(f"module {label} ({kind}) after the {output_op['type']} of module {output_op['module']}: "
-                             "symeq reads a softmax or log-softmax only as the last module")
-        if isinstance(mod, torch.nn.Linear):
-            W = array(mod.weight)
-            b = None if mod.bias is None else array(mod.bias)
-            if image:  # after a convolution (and a Flatten): the conv with a whole-image kernel
-                if W.shape[1] != shape[0] * shape[1] * shape[2]:
-                    raise InputError(f"module {label}: Linear with {W.shape[1]} inputs after a {shape} image")
-                C, H, Wd = shape
-                start(["conv", W.reshape(W.shape[0], C, H, Wd), b, ConvShape(C, W.shape[0], H, Wd, H, Wd), label], label)
-                shape = (W.shape[0], 1, 1)
-            else:
-                start(["dense", W, b, None, label], label)
-                shape = None
-        elif isinstance(mod, torch.nn.Conv2d):
-            if shape is None:
-                raise InputError(f"module {label} is a Conv2d: pass input_shape=(C, H, W) of the network's input")
-            if tuple(mod.dilation) != (1, 1) or mod.padding_mode not in ("zeros", "circular") \
-                    or isinstance(mod.padding, str) or len(set(mod.stride)) != 1 or len(set(mod.padding)) != 1:
-                raise InputError(f"module {label}: symeq reads Conv2d with dilation 1, zero or circular padding given "
-                                 "as a number, and equal strides and paddings in both directions")
-            kh, kw = mod.kernel_size
-            conv = ConvShape(shape[0], mod.out_channels, shape[1], shape[2], kh, kw,
-                             stride=mod.stride[0], padding=mod.padding[0], padding_mode=mod.padding_mode)
-            K = array(mod.weight)
-            if mod.groups != 1:  # grouped / depthwise: the block-diagonal kernel (exact zeros between groups)
-                full = np.zeros((K.shape[0], shape[0], kh, kw))
-                per_out, per_in = K.shape[0] // mod.groups, shape[0] // mod.groups
-                for o in range(K.shape[0]):
-                    full[o, (o // per_out) * per_in:(o // per_out + 1) * per_in] = K[o]
-                K = full
-                notes.append(f"module {label}: Conv2d with groups={mod.groups} read as its block-diagonal kernel")
-            start(["conv", K, None if mod.bias is None else array(mod.bias), conv, label], label)
-            image = True
-            shape = (conv.out_channels, *conv.out_hw)
-        elif isinstance(mod, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
-            if mod.training or mod.running_mean is None:
-                raise InputError(f"module {label}: {kind} in training mode (batch statistics); call model.eval() "
-                                 "before reading it")
-            C = mod.num_features
-            if (shape is not None and image and shape[0] != C) or (shape is None and pending is not None
-                                                                   and pending[1].shape[0] != C):
-                raise InputError(f"module {label}: {kind} over {C} channels does not fit the activations")
-            gamma = array(mod.weight) if mod.affine else np.ones(C)
-            beta = array(mod.bias) if mod.affine else np.zeros(C)
-            s = gamma / np.sqrt(array(mod.running_var) + float(mod.eps))
-            t = beta - s * array(mod.running_mean)
-            if pending is not None:  # before the activation: scale the layer's outputs
-                if pending[0] == "conv" and pending[1].shape[0] != C or pending[0] == "dense" and pending[1].shape[0] != C:
-                    raise InputError(f"module {label}: {kind} over {C} channels after a layer of "
-                                     f"{pending[1].shape[0]} outputs")
-                b0 = pending[2] if pending[2] is not None else np.zeros(C)
-                pending[2] = s * b0 + t
-                pending[1] = pending[1] * s.reshape((-1,) + (1,) * (pending[1].ndim - 1))
-                notes.append(f"module {label}: {kind} (eval) folded exactly into the outputs of module {pending[4]} "
-                             "(scale gamma/sqrt(var + eps) in float64)")
-            else:
-                pre.append(("bn", (s, t), label))
-        elif kind in _TORCH_DROPOUTS:
-            if mod.training and float(mod.p) > 0:
-                raise InputError(f"module {label}: {kind} in training mode (a random mask); call model.eval() "
-                                 "before reading it, where dropout is the identity")
-            notes.append(f"module {label}: {kind} (eval mode: the identity) dropped")
-        elif isinstance(mod, torch.nn.Identity):
-            continue
-        elif isinstance(mod, (torch.nn.AvgPool2d, torch.nn.AdaptiveAvgPool2d)):
-            if shape is None:
-                raise InputError(f"module {label}: {kind} needs image-shaped activations (pass input_shape)")
-            C, H, W = shape
-            if isinstance(mod, torch.nn.AdaptiveAvgPool2d):
-                out = mod.output_size if isinstance(mod.output_size, tuple) else (mod.output_size, mod.output_size)
-                if tuple(out) != (1, 1):
-                    raise InputError(f"module {label}: AdaptiveAvgPool2d is read as a global average pooling (output 1)")
-                pool = (H, W, H, W, shape)
-            else:
-                k = mod.kernel_size if isinstance(mod.kernel_size, tuple) else (mod.kernel_size, mod.kernel_size)
-                st = mod.stride if isinstance(mod.stride, tuple) else ((mod.stride, mod.stride) if mod.stride else k)
-                if mod.padding not in (0, (0, 0)) or mod.ceil_mode:
-                    raise InputError(f"module {label}: AvgPool2d is read without padding of its own and ceil_mode=False")
-                pool = (int(k[0]), int(k[1]), int(st[0]), int(st[1]), shape)
-            if pending is not None:  # after a convolution, before its activation: fold into it
-                if pending[0] != "conv":
-                    raise InputError(f"module {label}: average pooling after a dense layer")
-                old = pending[3]
-                try:
-                    pending[3] = pool_after_conv(old, pool)
-                except InputError as e:
-                    raise InputError(f"module {label}: {e}") from None
-                pending[1] = fold_pool_after_kernel(pending[1], F, old, pool)
-                notes.append(f"module {label}: average pooling folded exactly into the outputs of module {pending[4]}")
-            else:
-                pre.append(("pool", pool, label))
-            shape = (C, (H - pool[0]) // pool[2] + 1, (W - pool[1]) // pool[3] + 1)
-        elif kind in TORCH_POOL_CLASSES:  # max pooling and group pooling (symeq.numeric.pooling)
-            if pending is not None or pre:
-                raise InputError(f"module {label}: a {kind} is read after an activation only (a hidden space of "
-                                 "its own); put it after the ReLU")
-            layer = pool_from_torch(mod, kind, shape, label, numeric_activation("relu"))
-            if isinstance(layer, tuple):  # Unflatten: the image shape
-                shape = layer
-            else:
-                layers.append(layer)
-                shape, image = layer.out_shape, True
-        elif kind in _TORCH_REFUSED:
-            raise InputError(f"module {label} is a {kind}: {_TORCH_REFUSED[kind]}")
-        elif isinstance(mod, torch.nn.Flatten):
-            continue
-        elif isinstance(mod, (torch.nn.Softmax, torch.nn.LogSoftmax)):
-            if pending is None or mod.dim not in (1, -1, None):
-                raise InputError(f"module {label}: {kind} is read only as the last module, over the features "
-                                 "(dim=1) of the last linear layer")
-            output_op = {"type": "softmax" if kind == "Softmax" else "log_softmax", "module": label,
-                         "node": f"module {label}"}
-            notes.append(f"module {label}: {kind} at the output recorded as the output operation; the logits are what "
-                         "is checked and certified (it commutes with permutations: the output action must be one)")
-        elif kind in torch_activation_classes():
-            if pending is None:
-                raise InputError(f"module {label} ({kind}) is an activation without a Linear or Conv2d before it")
-            act = numeric_activation(_torch_activation_spec(mod, kind, label))
-            layers.append(finish(pending, act))
-            pending = None
+        W = self.array(mod.weight)
+        b = None if mod.bias is None else self.array(mod.bias)
+        shape = self.shape
+        if self.image:  # after a convolution (and a Flatten): the conv with a whole-image kernel
+            if W.shape[1] != shape[0] * shape[1] * shape[2]:
+                raise InputError(f"module {label}: Linear with {W.shape[1]} inputs after a {shape} image")
+            C, H, Wd = shape
+            self.start(["conv", W.reshape(W.shape[0], C, H, Wd), b, ConvShape(C, W.shape[0], H, Wd, H, Wd), label],
+                       label)
+            self.shape = (W.shape[0], 1, 1)
         else:
-            raise InputError(f"module {label} is a {kind}; symeq reads (nested) Sequentials of Conv2d, Linear, "
-                             "BatchNorm1d/2d (eval), AvgPool2d, AdaptiveAvgPool2d(1), Flatten, Dropout (eval), "
-                             "Identity, Tanh, GELU, Sigmoid, ReLU, SiLU, Softplus, ELU, LeakyReLU, and Softmax or "
-                             "LogSoftmax as the last module")
-    if pre:
-        raise InputError(f"module {pre[-1][2]}: average pooling or BatchNorm after the last activation must be followed "
-                         "by a Conv2d or Linear layer (it is folded into it)")
-    if pending is None:
-        raise InputError("the Sequential must end with a Linear or Conv2d layer (the last layer is affine)")
-    layers.append(finish(pending, None))
-    meta = {}
-    params = [t for t in seq.parameters() if t.is_floating_point()]
-    if params:  # the least precise float type of the weights: numeric-check's default tolerance follows it
-        meta["weights_dtype"] = str(max((t.dtype for t in params), key=lambda d: torch.finfo(d).eps)).replace("torch.", "")
-    if notes:
-        meta["reader_notes"] = notes
-    if output_op is not None:
-        meta["output_op"] = output_op
-    return NumericModel(layers[0].in_dim, layers, _as_group(group), name, meta)
+            self.start(["dense", W, b, None, label], label)
+            self.shape = None
+
+    def conv2d(self, label, mod) -> None:
+        from ..layers.conv import ConvShape
+
+        shape = self.shape
+        if shape is None:
+            raise InputError(f"module {label} is a Conv2d: pass input_shape=(C, H, W) of the network's input")
+        if tuple(mod.dilation) != (1, 1) or mod.padding_mode not in ("zeros", "circular") \
+                or isinstance(mod.padding, str) or len(set(mod.stride)) != 1 or len(set(mod.padding)) != 1:
+            raise InputError(f"module {label}: symeq reads Conv2d with dilation 1, zero or circular padding given "
+                             "as a number, and equal strides and paddings in both directions")
+        kh, kw = mod.kernel_size
+        conv = ConvShape(shape[0], mod.out_channels, shape[1], shape[2], kh, kw,
+                         stride=mod.stride[0], padding=mod.padding[0], padding_mode=mod.padding_mode)
+        K = self.array(mod.weight)
+        if mod.groups != 1:  # grouped / depthwise: the block-diagonal kernel (exact zeros between groups)
+            full = np.zeros((K.shape[0], shape[0], kh, kw))
+            per_out, per_in = K.shape[0] // mod.groups, shape[0] // mod.groups
+            for o in range(K.shape[0]):
+                full[o, (o // per_out) * per_in:(o // per_out + 1) * per_in] = K[o]
+            K = full
+            self.notes.append(f"module {label}: Conv2d with groups={mod.groups} read as its block-diagonal kernel")
+        self.start(["conv", K, None if mod.bias is None else self.array(mod.bias), conv, label], label)
+        self.image = True
+        self.shape = (conv.out_channels, *conv.out_hw)
+
+    def batchnorm(self, label, mod, kind) -> None:
+        if mod.training or mod.running_mean is None:
+            raise InputError(f"module {label}: {kind} in training mode (batch statistics); call model.eval() "
+                             "before reading it")
+        C, shape, pending = mod.num_features, self.shape, self.pending
+        if (shape is not None and self.image and shape[0] != C) or (shape is None and pending is not None
+                                                                    and pending[1].shape[0] != C):
+            raise InputError(f"module {label}: {kind} over {C} channels does not fit the activations")
+        gamma = self.array(mod.weight) if mod.affine else np.ones(C)
+        beta = self.array(mod.bias) if mod.affine else np.zeros(C)
+        s = gamma / np.sqrt(self.array(mod.running_var) + float(mod.eps))
+        t = beta - s * self.array(mod.running_mean)
+        if pending is None:
+            self.pre.append(("bn", (s, t), label))
+            return
+        if pending[1].shape[0] != C:  # before the activation: scale the layer's outputs
+            raise InputError(f"module {label}: {kind} over {C} channels after a layer of {pending[1].shape[0]} outputs")
+        b0 = pending[2] if pending[2] is not None else np.zeros(C)
+        pending[2] = s * b0 + t
+        pending[1] = pending[1] * s.reshape((-1,) + (1,) * (pending[1].ndim - 1))
+        self.notes.append(f"module {label}: {kind} (eval) folded exactly into the outputs of module {pending[4]} "
+                          "(scale gamma/sqrt(var + eps) in float64)")
+
+    def average_pool(self, label, mod, kind) -> None:
+        from .conv import FloatFold, fold_pool_after_kernel, pool_after_conv
+
+        shape = self.shape
+        if shape is None:
+            raise InputError(f"module {label}: {kind} needs image-shaped activations (pass input_shape)")
+        C, H, W = shape
+        if isinstance(mod, self.torch.nn.AdaptiveAvgPool2d):
+            out = mod.output_size if isinstance(mod.output_size, tuple) else (mod.output_size, mod.output_size)
+            if tuple(out) != (1, 1):
+                raise InputError(f"module {label}: AdaptiveAvgPool2d is read as a global average pooling (output 1)")
+            pool = (H, W, H, W, shape)
+        else:
+            k = mod.kernel_size if isinstance(mod.kernel_size, tuple) else (mod.kernel_size, mod.kernel_size)
+            st = mod.stride if isinstance(mod.stride, tuple) else ((mod.stride, mod.stride) if mod.stride else k)
+            if mod.padding not in (0, (0, 0)) or mod.ceil_mode:
+                raise InputError(f"module {label}: AvgPool2d is read without padding of its own and ceil_mode=False")
+            pool = (int(k[0]), int(k[1]), int(st[0]), int(st[1]), shape)
+        pending = self.pending
+        if pending is not None:  # after a convolution, before its activation: fold into it
+            if pending[0] != "conv":
+                raise InputError(f"module {label}: average pooling after a dense layer")
+            old = pending[3]
+            try:
+                pending[3] = pool_after_conv(old, pool)
+            except InputError as e:
+                raise InputError(f"module {label}: {e}") from None
+            pending[1] = fold_pool_after_kernel(pending[1], FloatFold, old, pool)
+            self.notes.append(f"module {label}: average pooling folded exactly into the outputs of module {pending[4]}")
+        else:
+            self.pre.append(("pool", pool, label))
+        self.shape = (C, (H - pool[0]) // pool[2] + 1, (W - pool[1]) // pool[3] + 1)
+
+    def pool_layer(self, label, mod, kind) -> None:
+        if self.pending is not None or self.pre:
+            raise InputError(f"module {label}: a {kind} is read after an activation only (a hidden space of "
+                             "its own); put it after the ReLU")
+        layer = pool_from_torch(mod, kind, self.shape, label, numeric_activation("relu"))
+        if isinstance(layer, tuple):  # Unflatten: the image shape
+            self.shape = layer
+        else:
+            self.layers.append(layer)
+            self.shape, self.image = layer.out_shape, True
+
+    def softmax(self, label, mod, kind) -> None:
+        if self.pending is None or mod.dim not in (1, -1, None):
+            raise InputError(f"module {label}: {kind} is read only as the last module, over the features "
+                             "(dim=1) of the last linear layer")
+        self.output_op = {"type": "softmax" if kind == "Softmax" else "log_softmax", "module": label,
+                          "node": f"module {label}"}
+        self.notes.append(f"module {label}: {kind} at the output recorded as the output operation; the logits are "
+                          "what is checked and certified (it commutes with permutations: the output action must be one)")
