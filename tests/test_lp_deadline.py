@@ -104,16 +104,15 @@ def _identity_net_json(n, seed):
 
 def test_tiny_budget_relu_verify_is_undetermined_promptly(tmp_path, capsys):
     """f = id through 2n ReLU neurons without an action: verify enumerates regions; a 0.3 s budget
-    gives exit 3 well before the command's alarm (budget + 2 s) would interrupt it."""
+    gives exit 3 from the enumeration's own deadline check, not from the command's alarm (budget + grace),
+    whose message is "ran out while running" (no wall-clock assertion: a loaded machine must not fail it)."""
     path = tmp_path / "relu.json"
     path.write_text(json.dumps(_identity_net_json(9, 3)))
-    t0 = time.monotonic()
     rc = main(["verify", str(path), "--timeout", "0.3"])
-    took = time.monotonic() - t0
     out = capsys.readouterr()
     assert rc == 3, out.out + out.err
-    assert "time budget of 0.3 s exceeded" in out.out + out.err
-    assert took < 2.0, took
+    assert "time budget of 0.3 s exceeded while" in out.out + out.err
+    assert "ran out while running" not in out.out + out.err
 
 
 def test_region_decision_of_a_model_stops_in_time():
