@@ -474,8 +474,13 @@ def _check_graph_layerwise(report: CheckReport, cert: dict, gm: GraphModel, grou
         k = len(m)
         return tuple(row + (((k, c[r]),) if c[r] else ()) for r, row in enumerate(m)) + (((k, Fraction(1)),),)
 
-    order = ["input"] + [s[0] for s in spaces]
-    _homomorphism(report, [tuple(augmented(*rho[s][g]) for s in order) for g in range(len(group))], cap)
+    # spaces acted on alike by every generator stay alike in the whole group: one of them is enumerated
+    columns = list(dict.fromkeys(tuple(augmented(*rho[s][g]) for g in range(len(group)))
+                                 for s in ["input"] + [s[0] for s in spaces]))
+    if len(columns) < len(spaces) + 1:
+        report.checks.append(f"homomorphism: {len(spaces) + 1} spaces, {len(columns)} distinct tuples of actions "
+                             "(equal ones are enumerated once)")
+    _homomorphism(report, [tuple(col[g] for col in columns) for g in range(len(group))], cap)
 
 
 def _check_parameters(report: CheckReport, cert: dict, gm: GraphModel, verdict: str) -> bool:

@@ -405,3 +405,14 @@ def test_a_ball_witness_through_conv_layers_uses_the_checkers_own_intervals():
     assert report.exit_code == 0, report.lines()
     witness["enclosures"][0] = [str(Fraction(-d - 0.02).limit_denominator(1000)), str(Fraction(-d).limit_denominator(1000))]
     assert check_certificate(cert, model).exit_code == 1
+
+
+def test_a_group_relation_broken_on_some_space_is_caught_by_the_homomorphism():
+    """The swap has order 2 on the input; a 3-cycle on the outputs does not: with a zero head every node's
+    identity holds, and only the homomorphism over all spaces refuses the certificate."""
+    model = residual()
+    model["graph"][3]["layers"][0]["weight"] = [["0", "0"]] * 3
+    model["group"] = {"generators": [{"input": SWAP2, "output": [[0, 1, 0], [0, 0, 1], [1, 0, 0]]}]}
+    report = check_certificate(certificate(model, ["stem", "block.1", "block", "sum"], [[SWAP]] * 4), model)
+    assert report.exit_code == 1 and any(r.startswith("homomorphism") for r in report.reasons), report.lines()
+    assert not any(r.startswith("space") for r in report.reasons)
