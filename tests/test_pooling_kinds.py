@@ -229,7 +229,8 @@ def test_digests_agree_and_defaults_are_canonical():
     assert layers_digest(other, 16) != d
 
 
-def test_prover_and_checker_agree_on_mutations_of_a_pooling_file():
+@pytest.mark.parametrize("upto", [2, pytest.param(4, marks=pytest.mark.slow)])  # maxpool2d; and group_pool
+def test_prover_and_checker_agree_on_mutations_of_a_pooling_file(upto):
     from json_mutations import field_mutations
     from symeq.errors import SymeqError
     from symeq_check import CheckError
@@ -237,8 +238,9 @@ def test_prover_and_checker_agree_on_mutations_of_a_pooling_file():
     from test_strict_files import _mutations
 
     data = _c4_file()
-    data["layers"] = data["layers"][:2] + [{"type": "flatten"},
-                                           {"type": "dense", "weight": [["1/4"] * 16], "bias": None, "activation": None}]
+    width = 16 if upto == 2 else 4
+    data["layers"] = data["layers"][:upto] + [{"type": "flatten"}, {"type": "dense", "weight": [["1/4"] * width],
+                                                                     "bias": None, "activation": None}]
 
     def reads(read, refusal, d):
         try:
@@ -334,11 +336,17 @@ def test_onnx_maxpool_and_group_pooling_are_read_exactly_and_verified(tmp_path, 
     assert "layerwise-equivariant" in capsys.readouterr().out
 
 
-def test_certify_refuses_pooling_by_name_and_explain_draws_it(tmp_path, capsys):
+def test_certify_refuses_pooling_by_name(tmp_path, capsys):
     path = tmp_path / "m.json"
     path.write_text(json.dumps(_c4_file()))
     assert main(["certify", str(path)]) == 2
     assert "maxpool2d layers do not support certify" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # matplotlib
+def test_explain_draws_pooling_layers(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(_c4_file()))
     assert main(["explain", str(path), "--out", str(tmp_path / "report")]) == 0
     assert (tmp_path / "report" / "network.svg").exists()
 
