@@ -159,6 +159,10 @@ class Backend:
         """The sum over the last axis."""
         return a.sum(axis=-1)
 
+    def affine(self, a, b, bias):
+        """``a @ b + bias`` (bias added to every row): a batch through an affine map."""
+        return self.add(self.matmul(a, b), bias[None, :])
+
     def permute(self, a, axes):
         return a.transpose(axes)
 
@@ -232,6 +236,15 @@ class Exact(Backend):
             return self.zeros(a.shape[:-1] + b.shape[-1:])
         return np.matmul(a, b)
 
+    def affine(self, a, b, bias):
+        b = getattr(b, "array", b)
+        if a.ndim != 2 or not a.size or not b.size:
+            return super().affine(a, b, bias)
+        r, c = a.shape[0], b.shape[1]
+        M = fmpq_mat(r, a.shape[1], list(a.ravel())) * fmpq_mat(b.shape[0], c, list(b.ravel())) + \
+            fmpq_mat(r, c, list(bias) * r)  # the sum in python-flint too
+        return np.array(M.entries(), dtype=object).reshape(r, c)
+
     def sum_last(self, a):
         out = self.zeros(a.shape[:-1])
         for k in range(a.shape[-1]):
@@ -243,6 +256,12 @@ class Float64(Backend):
     """numpy float64."""
 
     name, dtype = "float64", np.float64
+
+    def asarray(self, rows, shape=None):
+        if isinstance(rows, np.ndarray) and rows.dtype.kind in "fiu":  # float arrays as they are (no copy)
+            out = rows.astype(np.float64, copy=False)
+            return out if shape is None else out.reshape(shape)
+        return super().asarray(rows, shape)
 
     def scalar(self, x):
         if isinstance(x, float):

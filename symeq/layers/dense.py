@@ -435,10 +435,10 @@ class DenseProgram:
 
     def __init__(self, bk, rows, bias, has_bias: bool, activation=None, tokens: int = 1):
         self.bk, self.bias, self.T = bk, bool(has_bias), int(tokens or 1)
-        self.rows, self.bias_values = [list(r) for r in rows], list(bias)
-        self.out = len(self.rows)
-        self.inp = len(self.rows[0]) if self.rows else 0
-        W = bk.asarray(self.rows, (self.out, self.inp)) if self.out else bk.zeros((0, self.inp))
+        self.rows, self.bias_values = rows, bias  # lists of rationals, or float arrays (the float64 backend)
+        self.out = len(rows)
+        self.inp = len(rows[0]) if self.out else 0
+        W = bk.asarray(rows, (self.out, self.inp)) if self.out else bk.zeros((0, self.inp))
         self.W = bk.operand(W)
         self.WT = bk.operand(bk.permute(W, (1, 0)))
         self.b = bk.asarray(self.bias_values, (self.out,)) if self.out else bk.zeros((0,))
@@ -468,8 +468,10 @@ class DenseProgram:
 
     def pre_activation(self, H):
         bk, T, N = self.bk, self.T, H.shape[1]
+        if T == 1:  # one vector per point: transposed views, no copies
+            return bk.permute(bk.affine(bk.permute(H, (1, 0)), self.WT, self.b), (1, 0))
         Ht = bk.permute(H.reshape(T, self.inp, N), (0, 2, 1)).reshape(T * N, self.inp)  # (token, point) x in
-        Z = bk.add(bk.matmul(Ht, self.WT), self.b[None, :])                            # (token, point) x out
+        Z = bk.affine(Ht, self.WT, self.b)                                             # (token, point) x out
         return bk.permute(Z.reshape(T, N, self.out), (0, 2, 1)).reshape(T * self.out, N)
 
     def forward(self, H, pointwise=None):

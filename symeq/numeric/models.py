@@ -57,7 +57,9 @@ from ..activations import LATENT_GROUPS, relu as _exact_relu
 from ..activations.registry import torch_activation_classes
 from ..schema import check_keys
 from ..errors import EngineMissing, InputError, ShapeError
+from ..backends import Float64
 from ..layers.base import DenseNames
+from ..layers.dense import DenseProgram
 from ..layers.registry import first_unsupported, supports
 from ..models import LayeredShape
 from .attention import NumericAttention, NumericHeads
@@ -82,6 +84,9 @@ __all__ = [
     "from_torch",
     "to_float_matrix",
 ]
+
+
+_FLOAT64 = Float64()
 
 
 def _fq(q) -> float:
@@ -427,13 +432,25 @@ class NumericDenseLayer(DenseNames):
         arg = spec.get("order", spec.get("degree"))
         return spec.get("type", self.activation.name) + (f"({arg})" if arg is not None else "")
 
+    def program(self) -> DenseProgram:
+        """The dense kind's one forward pass (symeq/layers/dense.py) over the float64 backend, on this
+        layer's float W (the whole I_T (x) W of a token-wise layer) and b."""
+        cached = getattr(self, "_program", None)  # W and b are the program's own arrays (views, no copies)
+        if cached is None or cached[0] is not self.weight or cached[1] is not self.bias:
+            cached = (self.weight, self.bias, DenseProgram(_FLOAT64, self.weight, self.bias, True))
+            if self.weight.dtype == np.float64 and self.bias.dtype == np.float64:  # else copies: not kept
+                self._program = cached
+        return cached[2]
+
     def pre_activation(self, X: np.ndarray) -> np.ndarray:
-        return X @ self.weight.T + self.bias
+        """W x + b on a batch (one row per point): the kind's program on the columns X^T."""
+        return self.program().pre_activation(np.asarray(X).T).T
 
     def forward(self, X: np.ndarray) -> np.ndarray:
-        """Apply the layer to a batch (one row per point)."""
-        Z = self.pre_activation(X)
-        return Z if self.activation is None else self.activation(Z)
+        """Apply the layer to a batch (one row per point): the kind's forward with the float activation."""
+        act = self.activation
+        out, _ = self.program().forward(np.asarray(X).T, None if act is None else lambda Z: (act(Z), None))
+        return out.T
 
     def copy(self) -> "NumericDenseLayer":
         return NumericDenseLayer(self.weight.copy(), self.bias.copy(), self.activation, self.tokens)
