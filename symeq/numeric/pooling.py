@@ -112,7 +112,8 @@ def pool_twin(layer, activation):
 
 TORCH_POOL_CLASSES = ("MaxPool2d", "MaxPoolChannels", "GroupPooling", "GroupMaxPool", "Unflatten")
 """The torch classes read here: ``MaxPool2d``, a max over each field's channels (a module of one of the
-names ``MaxPoolChannels``, ``GroupPooling``, ``GroupMaxPool`` with an integer ``field_size``), and the
+names ``MaxPoolChannels``, ``GroupPooling``, ``GroupMaxPool`` with an integer ``field_size``, or escnn's
+exported ``MaxPoolChannels`` with its integer ``kernel_size``), and the
 ``Unflatten`` that symeq's own export puts before them (the identity on the channel-major order)."""
 
 
@@ -161,7 +162,10 @@ def pool_from_torch(mod, kind: str, shape, label: str, activation):
                              "dilation 1, ceil_mode=False and no indices")
         return _with(NumericMaxPool2d(shape, int(k[0]), int(s[0]), int(p[0])), activation)
     n = getattr(mod, "field_size", None)
+    if n is None and kind == "MaxPoolChannels":  # escnn's and e2cnn's export: MaxPoolChannels(kernel_size)
+        n = getattr(mod, "kernel_size", None)
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise InputError(f"module {label}: a {kind} is read as the max over each field's channels only with an "
-                         "integer attribute field_size (the channels per regular field)")
+                         "integer attribute field_size (the channels per regular field; escnn's MaxPoolChannels: "
+                         "kernel_size)")
     return _with(NumericGroupPool(shape, n), activation)
