@@ -58,7 +58,6 @@ class _SegmentReader(_ChainReader):
         self.nodes, self.index, self.i = nodes, index, 0
         self.cur, self.shape, self.width, self.end = start, shape, width, end
         self.layers, self.pending, self.pre, self.fields, self.notes, self.output_op = [], None, [], None, [], None
-        self.residual, self.block, self.streams = False, None, {}
 
     def where_of(self, i: int, node) -> str:
         return f"{self.p}: node {self.index[i] + 1} ({node.name or node.op_type})"

@@ -44,8 +44,8 @@ and ``Constant`` nodes, and external data files are read from beside the ``.onnx
 the current directory.  They are read as float64 for the float twin
 (:class:`~symeq.numeric.models.NumericModel`); :func:`load_onnx_exact` reads them as the exact
 dyadic rationals they are (``Fraction(float)`` is exact) for ``--exact-floats``.
-:func:`load_onnx_residual` (numeric-check only) also reads identity-skip residual blocks, as the
-float twin of the graph (:func:`symeq.numeric.layerwise.derive_residual_numeric`).  Anything else (an
+:func:`symeq.numeric.onnx_graph.read_onnx_graph` reads graphs that branch (residual ``Add``, ``Concat``) with
+this chain reader on each branch (docs/graphs.md).
 unknown operator, a truncated or corrupted file) is an :class:`~symeq.errors.InputError` (exit 2)
 that names the node or the file.
 
@@ -79,7 +79,7 @@ from ..activations.registry import activation_from_onnx, float_functions, onnx_c
 from ..activations.registry import to_onnx as activation_to_onnx
 from ..errors import EngineMissing, InputError, ShapeError
 
-__all__ = ["load_float_network", "load_onnx", "load_onnx_exact", "load_onnx_residual", "read_onnx_chain",
+__all__ = ["load_float_network", "load_onnx", "load_onnx_exact", "read_onnx_chain",
            "read_onnx_layers", "check_output_op", "export_onnx", "ONNX_INSTALL", "HANDLERS", "REFUSED"]
 
 ONNX_INSTALL = "pip install 'symeq[onnx]'"
@@ -358,17 +358,6 @@ class _Linear:
         return self.shape.out_channels if self.shape is not None else self.raw_K.shape[0]
 
 
-class _Block:
-    """A residual block as read in residual mode (numeric-check's float twin only): ``layers`` (the main
-    branch, its last layer without activation) added to the skip (the stream it started from), then
-    ``post`` (the activation after the addition, or None)."""
-
-    def __init__(self, layers, where):
-        self.layers, self.where = layers, where
-        self.post = None
-        self.shape = layers[-1].shape
-
-
 class _PoolItem:
     """A pooling layer read from ONNX (``MaxPool``; a 5-d ``Reshape`` then ``ReduceMax`` over the fields'
     channels: escnn's GroupPooling): a parameter-free layer of the chain (symeq.layers.pooling), built as the
@@ -409,7 +398,7 @@ REFUSED = {
                           "general; it is not supported",
     "InstanceNormalization": "instance norm divides by a data-dependent norm; it is not supported",
     "GroupNormalization": "group norm divides by a data-dependent norm; it is not supported",
-    "Concat": "concatenation joins branches: graph networks are not supported yet",
+    "Concat": "concatenation joins branches: the chain reader reads chains (the graph reader reads it: docs/graphs.md)",
     "Split": "a split makes branches: graph networks are not supported yet",
     "ConvTranspose": "transposed convolutions are not supported",
     "Transpose": "a transpose of the activations reorders them in a way symeq's layers do not record",
@@ -461,9 +450,6 @@ class _ChainReader:
         self.output_op = None
         self.nodes = list(g.node)
         self.i = 0
-        self.residual = False   # residual mode (numeric-check's float twin): identity-skip additions read as blocks
-        self.streams = {self.cur: (0, self.shape, self.width)}  # activations a residual block may start from
-        self.block = None       # a block whose addition was read, waiting for its activation
 
     # -- helpers
     def need(self, name, where):
@@ -502,7 +488,7 @@ class _ChainReader:
                                  f"{REFUSED[self.output_op['op']]}")
             if self.cur not in node.input:
                 if op == "Add" and all(x not in self.consts for x in node.input):
-                    self.refuse(where, op, "residual addition: graph networks are not supported yet")
+                    self.refuse(where, op, "residual addition: the chain reader reads chains (the graph reader reads it: docs/graphs.md)")
                 raise InputError(f"{where}: operator {op} does not read the current activations {self.cur!r} "
                                  "(symeq reads chains of layers, not branching graphs)")
             if self.fields is not None and op not in ("ReduceMax", "ReduceMean"):
@@ -536,7 +522,6 @@ class _ChainReader:
     def start_linear(self, lin, where):
         if self.pending is not None:  # two linear layers in a row: one layer where that is exact
             lin = self.compose(self.pending, lin, where)
-        self.block = None  # a block without an activation after its addition
         for kind, data, owhere in reversed(self.pre):  # x -> op_1 -> ... -> op_k -> lin: fold op_k first
             if kind == "pool":
                 self.fold_pool_in(lin, data, where, owhere)
@@ -911,15 +896,12 @@ class _ChainReader:
         self.shape, self.width = layer.out_shape, layer.out_dim
         self.note(f"{where}: read as a {item.kind} layer ({layer.label})")
         self.advance(self.nodes[self.i].output[0])
-        self.streams[self.cur] = (len(self.layers), self.shape, self.width)
 
     def bias_add(self, node, where):
         """Add of a constant after a linear layer (its bias), or an activation's elementwise Add."""
         other = node.input[1] if node.input[0] == self.cur else node.input[0]
         if other not in self.consts:
-            if self.residual and other in self.streams and self.pending is not None and not self.pre:
-                return self.residual_add(node, other, where)
-            self.refuse(where, "Add", "residual addition: graph networks are not supported yet")
+            self.refuse(where, "Add", "residual addition: the chain reader reads chains (the graph reader reads it: docs/graphs.md)")
         if self.pending is None:
             return self.activation(node, where)
         lin = self.pending
@@ -938,24 +920,6 @@ class _ChainReader:
             return K, (cq if b is None else b + cq)
         lin.ops.append(("fn", op))
         self.advance(node.output[0])
-
-    def residual_add(self, node, skip, where):
-        """x + g(x) with g the layers read since the stream ``skip``: one residual block (residual mode)."""
-        k, shape, width = self.streams[skip]
-        if (shape, width) != (self.shape, self.width):
-            raise ShapeError(f"{where}: a residual addition of activations of shapes {shape or (width,)} and "
-                             f"{self.shape or (self.width,)} (a projection shortcut is not read)")
-        branch = [l for l in self.layers[k:]] + [self.pending]
-        if any(isinstance(l, _Block) for l in branch):
-            self.refuse(where, "Add", "a residual block nested in another one is not read")
-        self.layers = self.layers[:k] + [_Block(branch, where)]
-        self.pending = None
-        self.block = self.layers[-1]
-        self.note(f"{where}: residual addition read as a block of {len(branch)} layer(s) with an identity skip "
-                  "(numeric-check's float twin of the graph; certify and the exact path read chains only)")
-        self.cur = node.output[0]
-        self.streams[self.cur] = (len(self.layers), self.shape, self.width)
-        self.i += 1
 
     # -- shapes, identities
     def reshape(self, node, where):
@@ -1029,8 +993,6 @@ class _ChainReader:
 
     # -- activations
     def activation(self, node, where):
-        if self.pending is None and self.block is not None and node.op_type in ACTIVATION_OPS:
-            return self.block_activation(node, where)
         if self.pending is None:
             raise InputError(f"{where}: an activation ({node.op_type}) without a linear layer before it")
         region, j = self.region()
@@ -1039,7 +1001,6 @@ class _ChainReader:
         self.layers.append(self.pending)
         self.pending = None
         self.cur = y
-        self.streams[y] = (len(self.layers), self.shape, self.width)
         self.i = j
 
     def region(self):
@@ -1059,15 +1020,6 @@ class _ChainReader:
             produced.add(nd.output[0])
             j += 1
         return region, j
-
-    def block_activation(self, node, where):
-        region, j = self.region()
-        y = region[-1].output[0]
-        self.block.post = _recognise(region, self.cur, y, self.consts, where)
-        self.block = None
-        self.cur = y
-        self.streams[y] = (len(self.layers), self.shape, self.width)
-        self.i = j
 
     def finish(self):
         p = self.p
@@ -1144,16 +1096,12 @@ HANDLERS = {
 }
 
 
-def read_onnx_chain(path, residual: bool = False) -> _ChainReader:
+def read_onnx_chain(path) -> _ChainReader:
     """Read an ONNX file's chain: the reader after its run, with ``n`` (input size), ``layers``
     (:class:`_Linear`, each with its activation, the last without), ``notes`` (every fold and drop,
-    one line each) and ``output_op`` (a softmax or log-softmax at the output, or None).
-
-    ``residual=True`` (numeric-check's float twin of residual networks) also reads additions of a
-    branch to the activation it started from as :class:`_Block` entries of ``layers``."""
+    one line each) and ``output_op`` (a softmax or log-softmax at the output, or None)."""
     proto = _load_proto(path)
     r = _ChainReader(proto, str(path))
-    r.residual = residual
     r.run()
     r.group = _group_from_metadata(proto, str(path))
     return r
@@ -1191,36 +1139,6 @@ def _realised_list(layers, N) -> list:
         else:
             out.append((K, b, lin.activation, lin.where))
     return out
-
-
-def load_onnx_residual(path):
-    """numeric-check's float twin of an ONNX network with residual additions (identity skips): a
-    :class:`symeq.numeric.layerwise.ResidualNumericModel`.  Only numeric-check reads it; certify,
-    verify and the checker read chains and refuse the addition by name."""
-    from .conv import FloatFold, NumericConvLayer
-    from .layerwise import ResidualNumericModel
-    from .models import NumericDenseLayer, numeric_activation
-
-    r = read_onnx_chain(path, residual=True)
-
-    def build(lin):
-        if isinstance(lin, _PoolItem):
-            return _pool_layer(lin, exact=False)
-        (K, b, act, where), = _realised_list([lin], FloatFold)
-        a = None if act is None else numeric_activation(act, where)
-        if isinstance(K, dict):
-            cb = K["channel_bias"] if K["channel_bias"] is not None else np.zeros(K["shape"].out_channels)
-            return NumericConvLayer(K["shape"], K["kernel"], cb, a)
-        return NumericDenseLayer(K, b, a)
-
-    items = []
-    for item in r.layers:
-        if isinstance(item, _Block):
-            post = None if item.post is None else numeric_activation(item.post, item.where)
-            items.append(("block", [build(l) for l in item.layers], post, item.where.split(": ", 1)[1]))
-        else:
-            items.append(build(item))
-    return ResidualNumericModel(r.n, items, r.group, Path(str(path)).stem, _meta(r))
 
 
 def load_float_network(path):
