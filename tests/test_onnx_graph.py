@@ -216,3 +216,16 @@ def test_unsupported_joins_are_refused_by_name_and_node(tmp_path, capsys, how, w
     assert main(["numeric-check", str(path), "--group", "sign:4", "--group-output", "2"]) == 2
     err = capsys.readouterr().err
     assert "node " in err and want in err and "Traceback" not in err, err
+
+
+@pytest.mark.slow
+def test_the_dynamo_exporter_reads_the_same(tmp_path, capsys):
+    """torch >= 2.9's default exporter (onnxscript): other node names and ops, the same graph and verdicts."""
+    pytest.importorskip("onnxscript")
+    net = _ResNet(projection=True).eval()
+    path = tmp_path / "dyn.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, (torch.zeros(1, 1, 8, 8),), str(path), dynamo=True)
+    code, out, _ = _check(capsys, path)
+    assert code == 0 and "pixels: mirror (left-right) of the 8x8 grid" in out, out

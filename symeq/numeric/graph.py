@@ -220,7 +220,10 @@ def _joint_match(w: _Walk, n):
                         f"{act.name} changes (q(alpha) != alpha); the float twin forces it only where they agree")
     how = (f"the addition's affine inputs matched as one layer on their inputs' direct sum ({rec[3]}; max residual "
            f"{rec[0]:.3g}), that action forced on each")
-    return MonomialAction(rho.cols, rho.vals), float(rec[0]), how
+    pre = MonomialAction(rho.cols, rho.vals)
+    if rho.__dict__.get("channel_pixel") is not None:  # the conv matching's sparse form, for the reports
+        pre.channel_pixel = rho.channel_pixel
+    return pre, float(rec[0]), how
 
 
 def _joint_layer(layers: list, act, where: str):
