@@ -134,3 +134,34 @@ def test_from_torch_reads_modules_by_tracing_and_sequentials_as_before():
         assert np.max(np.abs(chain(x) - net(torch.from_numpy(x).float()).double().numpy())) < 1e-6
     seq = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Sequential(torch.nn.Linear(3, 2)))
     assert isinstance(from_torch(seq), NumericModel)
+
+
+class _CatThenRelu(torch.nn.Module):
+    """relu(cat(conv_a(x), bn(conv_b(x)))): the concatenation's inputs are affine, its activation after it."""
+
+    def __init__(self, seed=0, broken=False):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.a, self.b = torch.nn.Conv2d(1, 2, 3, padding=1), torch.nn.Conv2d(1, 3, 1)
+        self.bn, self.head = torch.nn.BatchNorm2d(3), torch.nn.Linear(5, 3)
+        with torch.no_grad():
+            for m in (self.a, self.b):
+                m.weight.copy_((lambda w: (w + w.flip(-1)) / 2)(torch.randn(m.weight.shape, generator=gen)))
+            self.bn.running_var.copy_(0.5 + torch.rand(3, generator=gen))
+            if broken:
+                self.a.weight[1, 0, 2, 0] += 0.5
+
+    def forward(self, x):
+        return self.head(torch.relu(torch.cat([self.a(x), self.bn(self.b(x))], dim=1)).mean(dim=(2, 3)))
+
+
+def test_a_concatenation_of_affine_branches_forces_their_actions():
+    from symeq.numeric.graph import derive_graph_numeric
+
+    d = derive_graph_numeric(_read(_CatThenRelu()), MIRROR, tol=1e-5)
+    assert d.status == "within tolerance", d.report()
+    assert "matched as one layer on their inputs' direct sum" in d.report() and "forced by the concatenation" in \
+        d.report()
+    d = derive_graph_numeric(_read(_CatThenRelu(broken=True)), MIRROR, tol=1e-5)
+    worst = max(d.residuals, key=lambda r: r.residual)
+    assert d.status == "not within tolerance" and worst.residual > 0.01

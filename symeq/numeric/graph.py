@@ -16,8 +16,11 @@ The float twin of docs/graphs.md "Actions along a graph", over a float
   inputs (:func:`_joint_match`; the float twin goes beyond docs/graphs.md's exact rule here, which
   leaves such a network without layerwise actions), and that action is forced on each input; without
   an activation it has no action (undetermined, exit 3);
-* at a **concatenation**, the block sum of the inputs' actions (an affine input there has no known
-  action: undetermined);
+* at a **concatenation**, the block sum of the inputs' actions; affine inputs of a concatenation with an
+  activation (relu(cat(conv_a(x), conv_b(y)))) are matched as one stacked layer on the direct sum of
+  their inputs (:func:`_force_concat`), and the blocks of that action are forced on them (an action
+  that moves neurons between inputs is no block sum: undetermined); without an activation their
+  action is not known (undetermined);
 * a join's activation must admit the action (its latent group K; for ReLU a positive monomial): a
   scaling it does not admit is residual 1; the action after it is q(alpha), as on a layer;
 * the output node is checked against B (a layer by the commutator, a join by the deviation of its
@@ -226,47 +229,86 @@ def _joint_match(w: _Walk, n):
     return pre, float(rec[0]), how
 
 
-def _joint_layer(layers: list, act, where: str):
-    """sum_i W_i x_i + b as one float layer on the concatenated inputs (dense, or a convolution over the
-    concatenated channels with the kernels placed in one common window), with the activation ``act``."""
+def _joint_layer(layers: list, act, where: str, stacked: bool = False):
+    """sum_i W_i x_i + b (or, ``stacked``, the rows of every W_i x_i + b_i one under the other: a
+    concatenation) as one float layer on the concatenated inputs: dense, or a convolution over the
+    concatenated channels with the kernels placed in one common window; with the activation ``act``."""
     from .conv import NumericConvLayer
     from .models import NumericDenseLayer
 
     if all(isinstance(l, NumericDenseLayer) for l in layers):
-        return NumericDenseLayer(np.hstack([l.weight for l in layers]), sum(l.bias for l in layers), act)
+        if not stacked:
+            return NumericDenseLayer(np.hstack([l.weight for l in layers]), sum(l.bias for l in layers), act)
+        W, r, c = np.zeros((sum(l.out_dim for l in layers), sum(l.in_dim for l in layers))), 0, 0
+        for l in layers:
+            W[r:r + l.out_dim, c:c + l.in_dim] = l.weight
+            r, c = r + l.out_dim, c + l.in_dim
+        return NumericDenseLayer(W, np.concatenate([l.bias for l in layers]), act)
     if not all(isinstance(l, NumericConvLayer) for l in layers):
-        raise NoPartner(f"node {where}: an addition of affine inputs of different kinds (dense and convolution)")
+        raise NoPartner(f"node {where}: a join of affine inputs of different kinds (dense and convolution)")
     from ..layers.conv import ConvShape
 
     sh = [l.shape for l in layers]
-    if len({(s.stride, s.height, s.width, s.out_channels, s.padding_mode, s.out_hw) for s in sh}) != 1 \
-            or sh[0].padding_mode != "zeros":
-        raise NoPartner(f"node {where}: the convolutions added differ in stride, grid or padding mode")
+    if len({(s.stride, s.height, s.width, s.padding_mode, s.out_hw) + (() if stacked else (s.out_channels,))
+            for s in sh}) != 1 or sh[0].padding_mode != "zeros":
+        raise NoPartner(f"node {where}: the convolutions joined differ in stride, grid, channels or padding mode")
     P = max(s.padding for s in sh)
     kh, kw = P + max(s.kh - 1 - s.padding for s in sh) + 1, P + max(s.kw - 1 - s.padding for s in sh) + 1
-    shape = ConvShape(sum(s.in_channels for s in sh), sh[0].out_channels, sh[0].height, sh[0].width, kh, kw,
-                      stride=sh[0].stride, padding=P)
+    out = sum(s.out_channels for s in sh) if stacked else sh[0].out_channels
+    shape = ConvShape(sum(s.in_channels for s in sh), out, sh[0].height, sh[0].width, kh, kw, stride=sh[0].stride,
+                      padding=P)
     if shape.out_hw != sh[0].out_hw:
-        raise NoPartner(f"node {where}: the convolutions added read windows that do not line up")
-    K, at = np.zeros((shape.out_channels, shape.in_channels, kh, kw)), 0
+        raise NoPartner(f"node {where}: the convolutions joined read windows that do not line up")
+    K, at, ot = np.zeros((shape.out_channels, shape.in_channels, kh, kw)), 0, 0
     for l, s in zip(layers, sh):
         o = P - s.padding
-        K[:, at:at + s.in_channels, o:o + s.kh, o:o + s.kw] = l.kernel
-        at += s.in_channels
-    return NumericConvLayer(shape, K, sum(l.channel_bias for l in layers), act)
+        rows = slice(ot, ot + s.out_channels) if stacked else slice(None)
+        K[rows, at:at + s.in_channels, o:o + s.kh, o:o + s.kw] = l.kernel
+        at, ot = at + s.in_channels, ot + (s.out_channels if stacked else 0)
+    bias = np.concatenate([l.channel_bias for l in layers]) if stacked else sum(l.channel_bias for l in layers)
+    return NumericConvLayer(shape, K, bias, act)
 
 
 def _concat(w: _Walk, n, out: bool):
     """A concatenation: the block sum of its inputs' actions (each must be known)."""
-    ins = [w.acts.get(i) for i in n.inputs]
-    missing = [i for i, a in zip(n.inputs, ins) if a is None]
+    missing = [i for i in n.inputs if w.acts.get(i) is None]
+    r, how = 0.0, "block sum of the inputs' actions"
     if missing:
-        raise NoPartner(f"node {n.name}: the concatenation reads affine inputs {missing}, whose actions are not "
-                        "known (the float twin forces actions at additions only)")
-    rho = _block_sum(ins)
+        if n.activation is None:
+            raise NoPartner(f"node {n.name}: the concatenation reads affine inputs {missing} and has no activation: "
+                            "their actions are not known")
+        r, how = _force_concat(w, n, missing)
+    rho = _block_sum([w.acts[i] for i in n.inputs])
     if rho is None:
         raise NoPartner(f"node {n.name}: an input's action is not monomial")
-    return rho, 0.0, "block sum of the inputs' actions"
+    return rho, r, how
+
+
+def _force_concat(w: _Walk, n, missing: list):
+    """A concatenation with an activation of affine inputs (relu(cat(conv_a(x), conv_b(y)))): their rows,
+    stacked, are one layer on the direct sum of their inputs, matched as a layer; the action found must
+    keep each input's block (docs/graphs.md: a block sum), and its blocks are forced on the inputs."""
+    parts = [w.affine[i] for i in missing]
+    prev = _block_sum([p for _, p in parts])
+    if prev is None:
+        raise NoPartner(f"node {n.name}: an input's action is not monomial")
+    joint = _joint_layer([l for l, _ in parts], n.activation, n.name, stacked=True)
+    (rho, rec), = _match_candidates(joint, prev, joint.match_reference(), 0)[:1]
+    with np.errstate(invalid="ignore"):
+        fixed = np.allclose(n.activation.scalings.q(rho.vals), rho.vals, equal_nan=False)
+    if rho.offset is not None or not fixed:
+        raise NoPartner(f"node {n.name}: the joint matching of the concatenation's affine inputs gives an action "
+                        f"that {n.activation.name} changes (q(alpha) != alpha)")
+    at = 0
+    for i, (layer, _) in zip(missing, parts):
+        cols = rho.cols[at:at + layer.out_dim] - at
+        if np.any(cols < 0) or np.any(cols >= layer.out_dim):
+            raise NoPartner(f"node {n.name}: the matched action moves neurons of {i} to another input of the "
+                            "concatenation (not a block sum)")
+        w.force(i, MonomialAction(cols, rho.vals[at:at + layer.out_dim]), f"the concatenation {n.name}")
+        at += layer.out_dim
+    return float(rec[0]), (f"block sum; the affine inputs {', '.join(missing)} matched as one layer on their inputs' "
+                           f"direct sum ({rec[3]}; max residual {rec[0]:.3g}), its blocks forced on each")
 
 
 #: the float rule of each join op (symeq.graph.ops): what its inputs' actions give
