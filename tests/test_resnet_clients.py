@@ -39,9 +39,10 @@ def _torch():
     return torch
 
 
-def _resnet(torch, channels: int = 4, blocks: int = 2, classes: int = 3, seed: int = 0):
+def _resnet(torch, channels: int = 4, blocks: int = 2, classes: int = 3, seed: int = 0, bn1d: bool = False):
     """Post-activation residual blocks (conv-BN-ReLU-conv-BN, add, ReLU) after a conv-BN-ReLU stem, global
-    average pooling and a linear softmax head; every kernel symmetric under the left-right flip."""
+    average pooling and a linear softmax head (with ``bn1d``: Linear-BatchNorm1d-ReLU-Linear); every kernel
+    symmetric under the left-right flip (the pooled features are mirror invariant, so the head is free)."""
     nn = torch.nn
     torch.manual_seed(seed)
 
@@ -59,7 +60,8 @@ def _resnet(torch, channels: int = 4, blocks: int = 2, classes: int = 3, seed: i
             super().__init__()
             self.stem, self.bn = nn.Conv2d(1, channels, 3, padding=1), nn.BatchNorm2d(channels)
             self.blocks = nn.Sequential(*[Block() for _ in range(blocks)])
-            self.head = nn.Linear(channels, classes)
+            self.head = nn.Sequential(nn.Linear(channels, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, classes)) \
+                if bn1d else nn.Linear(channels, classes)
 
         def forward(self, x):
             x = self.blocks(torch.relu(self.bn(self.stem(x))))
@@ -70,7 +72,7 @@ def _resnet(torch, channels: int = 4, blocks: int = 2, classes: int = 3, seed: i
         for mod in net.modules():
             if isinstance(mod, nn.Conv2d):
                 mod.weight.copy_((mod.weight + mod.weight.flip(-1)) / 2)
-            if isinstance(mod, nn.BatchNorm2d):  # trained-looking statistics, folded by the exporter
+            if isinstance(mod, (nn.BatchNorm2d, nn.BatchNorm1d)):  # trained-looking statistics (folded on reading)
                 mod.running_mean.uniform_(-0.2, 0.2)
                 mod.running_var.uniform_(0.5, 1.5)
                 mod.weight.uniform_(0.5, 1.5)
@@ -151,8 +153,8 @@ def _break(torch, net) -> None:
         net.blocks[0].c2.weight[0, 0, 1, 0] += 0.5
 
 
-def _resnet_onnx(torch, tmp_path, broken: bool = False):
-    net = _resnet(torch)
+def _resnet_onnx(torch, tmp_path, broken: bool = False, bn1d: bool = False):
+    net = _resnet(torch, bn1d=bn1d)
     rel = _perturb(torch, net, NOISE)
     if broken:
         _break(torch, net)
@@ -161,9 +163,10 @@ def _resnet_onnx(torch, tmp_path, broken: bool = False):
     return path, rel
 
 
-def test_resnet_certified_checked_and_exported(tmp_path, capsys):
+@pytest.mark.parametrize("bn1d", [False, True], ids=["linear-head", "batchnorm1d-head"])
+def test_resnet_certified_checked_and_exported(tmp_path, capsys, bn1d):
     torch = _torch()
-    path, rel = _resnet_onnx(torch, tmp_path)
+    path, rel = _resnet_onnx(torch, tmp_path, bn1d=bn1d)
     cert, out, bar = tmp_path / "C.json", tmp_path / "bar.json", tmp_path / "bar.onnx"
     capsys.readouterr()
     code = main(["certify", str(path), *MIRROR, "--points", "200", "--out", str(out), "--certificate", str(cert),
