@@ -229,3 +229,10 @@ def test_the_dynamo_exporter_reads_the_same(tmp_path, capsys):
         torch.onnx.export(net, (torch.zeros(1, 1, 8, 8),), str(path), dynamo=True)
     code, out, _ = _check(capsys, path)
     assert code == 0 and "pixels: mirror (left-right) of the 8x8 grid" in out, out
+
+
+def test_chain_only_options_are_refused_on_graphs(tmp_path, capsys):
+    path = _export(_Concat(), tmp_path / "cat.onnx")
+    for flag in ("--metric", "--fdim"):
+        code, _, err = _check(capsys, path, flag)
+        assert code == 2 and "cover chains of layers" in err and "Traceback" not in err

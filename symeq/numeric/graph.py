@@ -233,10 +233,13 @@ def _joint_layer(layers: list, act, where: str, stacked: bool = False):
     """sum_i W_i x_i + b (or, ``stacked``, the rows of every W_i x_i + b_i one under the other: a
     concatenation) as one float layer on the concatenated inputs: dense, or a convolution over the
     concatenated channels with the kernels placed in one common window; with the activation ``act``."""
+    from ..sizes import check_memory
     from .conv import NumericConvLayer
     from .models import NumericDenseLayer
 
     if all(isinstance(l, NumericDenseLayer) for l in layers):
+        check_memory(8 * sum(l.out_dim for l in layers) * sum(l.in_dim for l in layers),
+                     f"node {where}: the joint layer of its affine inputs")
         if not stacked:
             return NumericDenseLayer(np.hstack([l.weight for l in layers]), sum(l.bias for l in layers), act)
         W, r, c = np.zeros((sum(l.out_dim for l in layers), sum(l.in_dim for l in layers))), 0, 0
@@ -259,6 +262,7 @@ def _joint_layer(layers: list, act, where: str, stacked: bool = False):
                       padding=P)
     if shape.out_hw != sh[0].out_hw:
         raise NoPartner(f"node {where}: the convolutions joined read windows that do not line up")
+    check_memory(8 * shape.out_channels * shape.in_channels * kh * kw, f"node {where}: the joint kernels of its inputs")
     K, at, ot = np.zeros((shape.out_channels, shape.in_channels, kh, kw)), 0, 0
     for l, s in zip(layers, sh):
         o = P - s.padding

@@ -136,7 +136,14 @@ class _Cutter:
         return f"{self.p}: node {i + 1} ({node.name or node.op_type})"
 
     def region(self, t: str):
-        """The elementwise subgraph that alone reads ``t`` (an activation of it), as (node ks, sink), or None."""
+        """The elementwise subgraph that alone reads ``t`` (an activation of it), as (node ks, sink), or None
+        (computed once per tensor: the scan is linear in the nodes after it)."""
+        memo = self.__dict__.setdefault("_regions", {})
+        if t not in memo:
+            memo[t] = self._region(t)
+        return memo[t]
+
+    def _region(self, t: str):
         ks = self.readers.get(t, [])
         if not ks or any(self.data[k][1].op_type not in _ELEMENTWISE for k in ks):
             return None
