@@ -56,6 +56,8 @@ def action_to_json(M) -> dict:
     >>> action_to_json(matrix([[0, -1], [1, 0]]))
     {'kind': 'monomial', 'source': [1, 0], 'factor': ['-1', '1']}
     """
+    if hasattr(M, "to_json"):  # a kind's sparse action (conv: ConvAction, "channel-pixel"), as a chain's
+        return M.to_json()
     parts = monomial_parts(M)
     if parts is not None:
         return {"kind": "monomial", "source": parts[0], "factor": [format_number(c) for c in parts[1]]}
@@ -140,8 +142,7 @@ class GraphVerification:
             lines.append("Actions along the graph (cycles of neurons, numbered from 1):")
             for sp in gm.hidden_spaces():
                 for gname, M in zip(self.group.names, d.actions[sp.name]):
-                    parts = monomial_parts(M)
-                    text = format_cycles(*parts) if parts is not None else "(not monomial)"
+                    text = _action_text(M)
                     lines.append(f"  rho_{sp.name}({gname}) = {text}")
             lines.append("Checks (exact):")
             lines += [f"  {r['space']}, {r['generator']}: {'ok' if r['holds'] else 'FAILED'} - {r['detail']}"
@@ -165,6 +166,14 @@ class GraphVerification:
 
     def __str__(self) -> str:
         return self.report()
+
+
+def _action_text(M) -> str:
+    """An action in cycles; a sparse one (conv's ConvAction) as its pixel map and its channels' cycles."""
+    if hasattr(M, "describe") and hasattr(M, "source"):
+        return f"{M.describe()} on the pixels, channels {format_cycles(list(M.source), list(M.factor))}"
+    parts = monomial_parts(M)
+    return format_cycles(*parts) if parts is not None else "(not monomial)"
 
 
 def graph_output_name(gm: GraphModel) -> str:

@@ -91,9 +91,9 @@ def test_residual_conv_net_on_mirrored_images(tmp_path, capsys):
     assert main(["verify", path, "--certificate", cert]) == 0
     c = json.loads((tmp_path / "c.json").read_text())
     stem = c["latent_actions"][0][0]
-    # channel swap times the pixel mirror: pixel (c, i, j) comes from (1 - c, i, 3 - j)
-    assert stem["kind"] == "monomial"
-    assert stem["source"][0] == 16 + 3 and stem["source"][16 + 5] == 6
+    # channel swap times the pixel mirror, in the sparse form: pixel (c, i, j) comes from (1 - c, i, 3 - j)
+    assert stem["kind"] == "channel-pixel"
+    assert stem["channels"]["source"] == [1, 0] and stem["pixels"][0] == 3 and stem["pixels"][5] == 6
     assert _checker_accepts(cert, path, capsys) == 0
 
 

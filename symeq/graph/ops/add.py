@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from ...errors import ShapeError
-from .base import JoinOp
+from .base import JoinOp, same_action
 
 __all__ = ["OP", "AddOp"]
 
@@ -46,7 +46,7 @@ class AddOp(JoinOp):
             return None, {}, "no input of the addition has a known action (all are affine)"
         i0, a0 = known[0]
         for i, a in known[1:]:
-            if a != a0:
+            if not same_action(a, a0):
                 return None, {}, f"the actions on inputs {i0 + 1} and {i + 1} of the addition disagree"
         forced = {i: a0 for i, a in enumerate(actions) if a is None}
         return a0, forced, "the inputs' actions agree"

@@ -16,7 +16,9 @@ switches on its name.
     the node's value before its activation, on exact batches (``fmpq_mat``, one column per point) or
     float batches (numpy, one row per point); ``ball(ys)`` on lists of arb balls;
 ``action(actions, dims, shapes)``
-    from the inputs' actions (``fmpq_mat``, or None when not known yet: an affine input), the action
+    from the inputs' actions (``fmpq_mat`` on vector spaces, the kinds' sparse action objects on image
+    spaces -- conv's ``ConvAction``, compared by :func:`action_key` --, or None when not known yet: an
+    affine input), the action
     on the node's value and the actions forced on the unknown inputs: ``(action, forced, detail)``
     with ``forced`` a dict {input position: matrix}; ``action`` None with ``detail`` saying why when
     the inputs give none (disagreeing actions, only unknown inputs).
@@ -24,9 +26,35 @@ switches on its name.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from flint import fmpq, fmpq_mat
 
-__all__ = ["JoinOp", "activation_action"]
+__all__ = ["JoinOp", "activation_action", "action_key"]
+
+
+def action_key(a) -> tuple:
+    """A hashable key equal for equal actions: a sparse action object's ``key()`` (conv's ``ConvAction``:
+    its channel part and pixel permutation), a matrix's entries.  A sparse action and a matrix are compared
+    on their monomial form (what both are on the whole space)."""
+    if hasattr(a, "key"):
+        return a.key()
+    return ("matrix", a.nrows(), tuple(a.entries()))
+
+
+def same_action(a, b) -> bool:
+    """Whether two actions on one space are equal (sparse objects by key, a sparse one and a matrix on their
+    monomial forms)."""
+    if hasattr(a, "key") == hasattr(b, "key"):
+        return action_key(a) == action_key(b)
+    from ...numbers import monomial_parts
+
+    sp, M = (a, b) if hasattr(a, "key") else (b, a)
+    parts = monomial_parts(M)
+    if parts is None:
+        return False
+    cols, vals = sp.monomial()
+    return list(parts[0]) == list(cols) and [fmpq(x) for x in parts[1]] == [fmpq(x) for x in vals]
 
 
 class JoinOp:
@@ -70,6 +98,8 @@ def activation_action(act, M: fmpq_mat):
     """
     if act is None:
         return M, "no activation"
+    if hasattr(M, "factor") and hasattr(M, "key"):  # a sparse action (conv's ConvAction): its channel factors
+        return _sparse_activation_action(act, M)
     n = M.nrows()
     Q = fmpq_mat(n, n)
     shift = getattr(act, "shift", 0)
@@ -85,3 +115,22 @@ def activation_action(act, M: fmpq_mat):
             return None, f"entry {alpha} at ({i}, {j}) is not an admissible scaling of {name}"
         Q[i, j] = q
     return Q, f"the action lies in {name}'s latent group"
+
+
+def _act_name(act) -> str:
+    return act.spec.get("type", "the activation") if isinstance(getattr(act, "spec", None), dict) else "the activation"
+
+
+def _sparse_activation_action(act, M):
+    """:func:`activation_action` on a sparse action whose entries are its channel factors (``factor[c]``
+    on every pixel of channel c): the latent group's check on the channel factors, no dense matrix."""
+    shift = getattr(act, "shift", 0)
+    name = _act_name(act)
+    out = []
+    for c, alpha in enumerate(M.factor):
+        alpha = fmpq(alpha)
+        q = act.admissible(alpha) if (alpha == 1 or shift == 0) else None
+        if q is None:
+            return None, f"factor {alpha} of channel {c} is not an admissible scaling of {name}"
+        out.append(fmpq(q))
+    return replace(M, factor=tuple(out)), f"the action lies in {name}'s latent group (on its channel factors)"

@@ -6,6 +6,8 @@ symeq's channel-major layout is the concatenation of the flattened vectors.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from flint import fmpq_mat
 
@@ -48,6 +50,9 @@ class ConcatOp(JoinOp):
         missing = [i + 1 for i, a in enumerate(actions) if a is None]
         if missing:
             return None, {}, f"inputs {missing} of the concatenation have no known action (affine inputs)"
+        sparse = [hasattr(a, "pixel") and hasattr(a, "source") for a in actions]
+        if any(sparse):
+            return _channel_block_sum(actions, sparse)
         n = sum(dims)
         M = fmpq_mat(n, n)
         at = 0
@@ -58,6 +63,28 @@ class ConcatOp(JoinOp):
                         M[at + i, at + j] = a[i, j]
             at += d
         return M, {}, "block-diagonal sum of the inputs' actions"
+
+
+def _channel_block_sum(actions, sparse):
+    """The block sum of channel-pixel actions along channels (conv's ``ConvAction``): the channel parts
+    stacked with their sources shifted, the one pixel permutation shared; refused by name when an input's
+    action is not such an object or the pixel parts differ."""
+    if not all(sparse):
+        k = sparse.index(False) + 1
+        return None, {}, (f"input {k} of the concatenation of images has an action that is not a channel action "
+                          "times a pixel permutation")
+    a0 = actions[0]
+    for k, a in enumerate(actions[1:], 2):
+        if tuple(a.pixel) != tuple(a0.pixel) or tuple(a.hw) != tuple(a0.hw):
+            return None, {}, (f"the pixel permutations of inputs 1 and {k} of the concatenation differ: the block "
+                              "sum is no channel action times one pixel permutation")
+    source, factor, at = [], [], 0
+    for a in actions:
+        source += [at + s for s in a.source]
+        factor += list(a.factor)
+        at += len(a.source)
+    return (replace(a0, source=tuple(source), factor=tuple(factor)), {},
+            "block sum of the inputs' channel actions, one pixel permutation")
 
 
 OP = ConcatOp()
