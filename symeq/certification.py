@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError, Undetermined
-from .layers.registry import KindUnsupported, any_supports, first_unsupported, supports
+from .layers.registry import KindUnsupported, any_supports, supports
 from .steps import Skip, step_name
 
 __all__ = ["Certification", "certify", "certify_mirror_run", "read_data", "exact_group_from_numeric", "DEFAULT_NOISE_POINTS",
@@ -163,7 +163,7 @@ class Certification:
             lines.append(f"  {self.search['line']}")
         if self.finetune:
             lines += _finetune_lines(self.finetune)
-        grids = ", ".join(f"10^-{d}" for d in self.digits)
+        grids = ", ".join("none (no parameters)" if d is None else f"10^-{d}" for d in self.digits)
         ft = "the fine-tuned network " if self.finetune else "theta "
         lines.append(f"{ft}rounded to the grid(s) {grids} (per layer), then averaged over the group exactly "
                      "(rationals)")
@@ -1149,12 +1149,9 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
                                  digits=digits, data=None if data is None else read_data(data)[0],
                                  max_distance=max_distance, timeout=timeout, noise_points=noise_points, seed=seed,
                                  t0=t0)
-    bad = first_unsupported([l for l in model.layers if supports(l, "parameter-free")], "reynolds")
-    if bad is not None:  # pooling: the projection through a parameter-free layer is not written yet
-        raise KindUnsupported(bad.kind, "reynolds", "certify (the Reynolds projection through pooling is not "
-                              "implemented; symeq verify and numeric-check take pooling layers)")
     original = model  # with its conv2d layers, when it has some
     _certify_options(conv, metric, restarts)
+    conv = _pooling_road(model, conv)
     model, kernels, conv_shapes, notes = _dense_for_projection(model, conv)
     ngroup, egroup = _groups(model, group)
     model = model.with_group(ngroup)
@@ -1189,6 +1186,39 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     _unit_diagnostics(st, cert, best["gen"], noise_points, timeout)
     return _finish(cert, model, bar, egroup, checked, noise_points, seed, timeout, deadline, t0,
                    nearest=nearest if ft_opts is not None else None, split=split)
+
+
+def _pooling_road(model, conv: str) -> str:
+    """``conv`` for a chain with parameter-free layers (pooling, docs/certify.md "Pooling"): such a layer
+    is kept as it is, its output action the one its input action induces (the float derivation's
+    transport), and the layers around it are averaged on their own parameters with those actions
+    (:func:`_certify_conv_kernels`); the dense matching search reads every layer's weights and refuses
+    them by name."""
+    bad = next((l for l in model.layers if supports(l, "parameter-free")), None)
+    if bad is None:
+        return conv
+    if conv == "dense":
+        raise KindUnsupported(bad.kind, "reynolds", "certify --conv dense (the dense matching search reads every "
+                              "layer's weights; a network with pooling is certified with --conv auto or kernels)")
+    return "kernels"
+
+
+def _kernel_road_no_actions(model, der) -> str:
+    """Why the kernel road has no actions to average with (the float twin's own reason where it has one)."""
+    if any_supports(model.layers, "parameter-free"):
+        why = der.undetermined or "its actions are not monomial"
+        return (f"the float twin found no actions to average with ({why}); a network with pooling is averaged "
+                "with the actions its layers carry (docs/certify.md, 'Pooling')")
+    return "the float twin's actions are not monomial; the convolutions are too large for the dense matching search"
+
+
+def _keep_parameter_free(l, layers, flayers, dists, grids) -> None:
+    """theta-bar keeps a parameter-free layer (pooling) as it is: its exact layer, the float one, distance 0
+    and no grid (nothing is rounded)."""
+    layers.append(l.exact_layer())
+    flayers.append(l)
+    dists.append(0.0)
+    grids.append(None)
 
 
 def _chain_or_graph(model):
@@ -1289,8 +1319,7 @@ def _certify_conv_kernels(model, ngroup, egroup, *, digits, data, max_distance, 
 
     der = derive_latent_actions_numeric(model, tol=tol, max_tie_variants=720)
     if not all(isinstance(a, MonomialAction) for per in der.actions for a in per):
-        raise Undetermined("the float twin's actions are not monomial; the convolutions are too large for the "
-                           "dense matching search")
+        raise Undetermined(_kernel_road_no_actions(model, der))
     acts, changed = restrict_to_projectable(model, der.actions)
     if changed:
         notes.append("the float twin's actions have scale factors or offsets the projection does not use: their "
@@ -1304,6 +1333,9 @@ def _certify_conv_kernels(model, ngroup, egroup, *, digits, data, max_distance, 
     tot_num = tot_den = 0.0
     for li, l in enumerate(model.layers):
         deadline.check(f"averaging layer {li + 1} over the group")
+        if supports(l, "parameter-free"):  # pooling: no parameters, kept (its action is the transported one)
+            _keep_parameter_free(l, layers, flayers, dists, grids)
+            continue
         act = None if l.activation is None else activation_from_spec(l.activation.spec)
         if supports(l, "sparse-actions"):
             maps = conv_tap_maps(l.shape, chains, li)
@@ -1342,8 +1374,10 @@ def _certify_conv_kernels(model, ngroup, egroup, *, digits, data, max_distance, 
     exact_model = Model(model.input_dim, layers, egroup, bar_name)
     bar = NumericModel(model.input_dim, flayers, ngroup, bar_name)
     method = f"the float twin's actions (max residual {der.max_residual:.3g}), convolutions averaged on their kernels"
-    notes.append("convolutions too large for their dense matrix: averaged on their kernels, with the float twin's "
-                 "actions only (no matching search): best found, not proven nearest")
+    notes.append(("pooling layers kept as they are (no parameters; their actions are those their inputs' actions "
+                  "induce), the layers around them" if any_supports(model.layers, "parameter-free") else
+                  "convolutions too large for their dense matrix:") + " averaged on their kernels, with the float "
+                 "twin's actions only (no matching search): best found, not proven nearest")
     whole = float(np.sqrt(tot_num / tot_den)) if tot_den > 0 else float(np.sqrt(tot_num))
     cert = Certification("undetermined", dists, {}, None, grids, method, False,
                          [{"method": method, "also_found_by": [], "distance": whole, "parameters_per_layer": dists,

@@ -235,9 +235,6 @@ def test_no_text_from_a_file_or_argument_reaches_eval_exec_or_sympify():
 #: functions allowed over MAX_FUNCTION_LINES for now, each with who splits it (issue 26); keep it honest:
 #: a function that is split comes off the list (the test fails on a stale entry)
 LONG_FUNCTIONS_BEING_SPLIT = {
-    # certify grew to 101-106 lines with this session's graph hooks (symeq/certification.py is being edited
-    # by its owner in the same session): it comes off the list once split
-    "symeq/certification.py:certify",
     # the checker's own long functions, not split in issue 26 (its modules were being edited by engineers B
     # and E in the same session): a later issue splits them
     "symeq_check/identifiability/rank.py:_jac_rows",

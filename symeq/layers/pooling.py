@@ -109,6 +109,9 @@ class PoolGeometry:
 
     n_params = 0
     has_bias = False
+    #: no convolution of its own (certify's per-layer conv shapes: None; maxpool2d's window geometry is
+    #: ``conv_shape``)
+    shape = None
 
     @property
     def hidden_label(self) -> str:
@@ -320,6 +323,10 @@ class MaxPool2dGeometry(PoolGeometry):
                             "multiple of the stride)", inconclusive=True)
         return ConvAction(P.source, P.factor, tuple(pix), self.out_shape[1:])
 
+    def exact_layer(self):
+        """The exact layer of the same windows (certify keeps a pooling layer as it is in theta-bar)."""
+        return MaxPool2dLayer(self.in_shape, self.kernel_size, self.stride, self.padding)
+
     def to_json(self, declared_bias: bool = False) -> dict:
         return {"type": "maxpool2d", "input_shape": list(self.in_shape), "kernel_size": self.kernel_size,
                 "stride": self.stride, "padding": self.padding}
@@ -376,6 +383,10 @@ class GroupPoolGeometry(PoolGeometry):
             src.append(blocks.pop())
             fac.append(factors.pop())
         return ConvAction(tuple(src), tuple(fac), P.pixel, P.hw)
+
+    def exact_layer(self):
+        """The exact layer of the same fields (certify keeps a pooling layer as it is in theta-bar)."""
+        return GroupPoolLayer(self.in_shape, self.field_size)
 
     def to_json(self, declared_bias: bool = False) -> dict:
         return {"type": "group_pool", "input_shape": list(self.in_shape), "field_size": self.field_size}

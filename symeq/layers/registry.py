@@ -89,8 +89,9 @@ CAPABILITIES = {
     "onnx-export": "written to ONNX as Gemm nodes over its dense rows (numeric.onnx_io.write_onnx)",
     "npz-layout": "held by the .npz layout (weight_i/bias_i, conv_i with conv_meta_i; numeric.models.save_npz)",
     "reynolds": "the Reynolds projection and nearest-homomorphism search over dense rows (numeric.project)",
-    "parameter-free": "has no parameters (pooling): its output action follows from its input's; certify's "
-                      "projection does not take such layers yet and refuses them by name",
+    "parameter-free": "has no parameters (pooling): its output action follows from its input's; certify keeps "
+                      "such a layer as it is and averages the layers around it on their own parameters "
+                      "(docs/certify.md, 'Pooling'); the dense matching search refuses it by name",
 }
 """Every capability a kind may declare, with what it means."""
 

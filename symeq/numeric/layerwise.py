@@ -210,7 +210,8 @@ def _match_candidates(layer, prev, reference, i: int) -> list:
     try:
         _, candidates = layer.match_action(prev, reference=reference, li=i)
     except NoPartner as e:
-        if not supports(layer, "sparse-actions") or layer.in_dim * layer.out_dim > DENSE_FALLBACK_ENTRIES \
+        if not supports(layer, "sparse-actions") or supports(layer, "parameter-free") \
+                or layer.in_dim * layer.out_dim > DENSE_FALLBACK_ENTRIES \
                 or layer.out_dim > DENSE_FALLBACK_ROWS:
             raise
         from .models import NumericDenseLayer

@@ -23,7 +23,11 @@ from ..layers.conv import ConvAction
 from ..layers.pooling import GroupPoolGeometry, MaxPool2dGeometry
 from .monomial import MonomialAction, as_action
 
-__all__ = ["NumericMaxPool2d", "NumericGroupPool", "pool_twin"]
+__all__ = ["NumericMaxPool2d", "NumericGroupPool", "pool_twin", "FIELD_FACTOR_TOL"]
+
+FIELD_FACTOR_TOL = 1e-3
+"""The float group pooling reads the channel factors of one field as one factor when they agree to this
+relative spread (a float candidate only: the exact pipeline decides)."""
 
 
 class _FloatPool:
@@ -73,6 +77,7 @@ class _FloatPool:
         if np.any(factor <= 0):
             raise NoPartner(f"{self.label}: a non-positive channel factor; a maximum commutes only with permutations "
                             "and positive scalings", inconclusive=True)
+        factor, spread = self._snap_factors(np.asarray(factor, dtype=np.float64))
         cp = ConvAction(tuple(int(s) for s in source), tuple(float(f) for f in factor),
                         tuple(int(p) for p in pixel), self.in_shape[1:])
         Q = self.induced_action(cp, li)
@@ -81,7 +86,13 @@ class _FloatPool:
         rho.channel_pixel = {"source": list(Q.source), "factor": [float(v) for v in Q.factor],
                              "pixels": list(Q.pixel), "height": Q.hw[0], "width": Q.hw[1],
                              "transform": Q.describe(), "cycles": _channel_cycles(Q.source, Q.factor)}
-        return False, [(rho, (0.0, 0.0, float("inf"), "induced by the pooling windows (no parameters)"))]
+        how = "induced by the pooling windows (no parameters)" if not spread else \
+            f"induced by the pooling windows (no parameters; the factors of a field agree to {spread:.3g})"
+        return False, [(rho, (spread, spread, float("inf"), how))]
+
+    def _snap_factors(self, factor: np.ndarray) -> tuple[np.ndarray, float]:
+        """The input action's channel factors as the induced action reads them, and their residual (0 here)."""
+        return factor, 0.0
 
 
 class NumericMaxPool2d(_FloatPool, MaxPool2dGeometry):
@@ -94,6 +105,18 @@ class NumericGroupPool(_FloatPool, GroupPoolGeometry):
     """escnn's GroupPooling in float64 (kind ``"group_pool"``)."""
 
     kind: ClassVar[str] = "group_pool"
+
+    def _snap_factors(self, factor: np.ndarray) -> tuple[np.ndarray, float]:
+        """Each field's factors replaced by their mean when they agree to :data:`FIELD_FACTOR_TOL` (fitted
+        ReLU factors of a float network are 1 up to its noise; the exact rule wants one factor per field),
+        with the largest relative spread as the residual; otherwise unchanged (the exact rule refuses)."""
+        n = self.field_size
+        blocks = factor.reshape(-1, n)
+        mean = blocks.mean(axis=1, keepdims=True)
+        spread = np.max(np.abs(blocks - mean) / np.maximum(np.abs(mean), 1e-300), axis=1)
+        ok = spread <= FIELD_FACTOR_TOL
+        out = np.where(ok[:, None], np.broadcast_to(mean, blocks.shape), blocks).reshape(-1)
+        return out, float(np.max(spread[ok], initial=0.0))
 
 
 def _with(layer, activation):
