@@ -103,8 +103,37 @@ def _activation(spec):
     return out
 
 
+_IMAGE_KINDS = ("conv2d", "maxpool2d", "group_pool")
+"""The layer types whose output is an image in a model file, and which inherit an image node's shape in a
+graph (docs/graphs.md); as symeq_check/graph.py reads them."""
+
+
+def _inherit_shape(layers_json, shape) -> list:
+    """A graph segment's layers with the image shape of the node it reads written into its first layer (not
+    a flatten) when that is a conv2d or a pooling layer leaving out ``input_shape`` (docs/graphs.md)."""
+    first = next((l for l in layers_json if not (isinstance(l, dict) and l.get("type") == "flatten")), None)
+    if shape is None or not isinstance(first, dict) or first.get("type") not in _IMAGE_KINDS \
+            or first.get("input_shape") is not None:
+        return list(layers_json)
+    return [dict(l, input_shape=list(shape)) if l is first else l for l in layers_json]
+
+
+def _join_shape(key: str, shapes: list):
+    """The image shape of an addition (its inputs') or a concatenation (channels summed), else None."""
+    if not shapes or any(s is None for s in shapes):
+        return None
+    if key == "concat":
+        return [sum(int(s[0]) for s in shapes)] + list(shapes[0][1:])
+    return list(shapes[0])
+
+
 def canonical_layers(layers_json) -> list:
     """Digest form 2 of a model file's ``layers`` (as symeq writes them, or any file symeq reads)."""
+    return _canonical_with_shape(layers_json)[0]
+
+
+def _canonical_with_shape(layers_json) -> tuple:
+    """:func:`canonical_layers` and the image shape after the layers (None: no image met)."""
     out, shape = [], None
     for spec in layers_json:
         kind = spec.get("type")
@@ -145,7 +174,7 @@ def canonical_layers(layers_json) -> list:
                         head["score_bias"] is None or all(b == "0" for b in head["score_bias"])):
                     del head["score_bias"]
         out.append(layer)
-    return out
+    return out, shape
 
 
 def _canonical_pool(kind: str, spec: dict, layer: dict, shape):
@@ -211,13 +240,18 @@ def graph_digest(graph_json, input_dim: int, output: str) -> str:
     >>> graph_digest([seg("1/2")], 1, "a") == graph_digest([seg("1/3")], 1, "a")
     False
     """
-    nodes = []
+    nodes, shapes = [], {"input": None}
     for spec in graph_json:
         if "layers" in spec:
-            nodes.append({"name": spec["name"], "input": spec["input"], "layers": canonical_layers(spec["layers"])})
+            layers = _inherit_shape(spec["layers"], shapes.get(spec["input"]))
+            canon, shape = _canonical_with_shape(layers)
+            last = layers[-1] if layers else {}
+            shapes[spec["name"]] = shape if isinstance(last, dict) and last.get("type") in _IMAGE_KINDS else None
+            nodes.append({"name": spec["name"], "input": spec["input"], "layers": canon})
             continue
         key = next(k for k in spec if k not in ("name", "activation"))
         act = spec.get("activation")
+        shapes[spec["name"]] = _join_shape(key, [shapes.get(i) for i in spec[key]])
         nodes.append({"name": spec["name"], key: list(spec[key]), "activation": None if act is None else _activation(act)})
     text = json.dumps({"digest_form": DIGEST_FORM, "input_dim": int(input_dim), "output": output, "graph": nodes},
                       sort_keys=True, separators=(",", ":"), ensure_ascii=True)

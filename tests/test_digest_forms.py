@@ -217,3 +217,28 @@ def test_a_graph_certificates_digest_is_the_checkers():
     cert = verify(model_from_json(data)).certificate()
     assert cert["parameters"]["graph_sha256"] == graph_digest(read_graph_model(data))
     assert check_certificate(cert, data).exit_code == 0
+
+
+def test_a_raw_graph_file_has_the_digest_of_its_written_form():
+    """graph_digest canonicalises any graph file symeq reads (docs/graphs.md): a conv2d reading an image node
+    that leaves out ``input_shape`` (it inherits the node's shape) digests as symeq's written form, with the
+    checker's digest equal; a changed kernel entry changes it."""
+    import sys
+    from pathlib import Path
+
+    from symeq.graph.io import graph_to_json
+    from symeq_check.graph import graph_digest, read_graph_model
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "graph"))
+    from graph_networks import conv_residual
+
+    data = conv_residual()
+    block = data["graph"][1]["layers"][0]
+    assert block["type"] == "conv2d" and "input_shape" not in block
+    written = graph_to_json(model_from_json(data))
+    raw = prover.graph_digest(data["graph"], data["input_dim"], "head")
+    assert raw == prover.graph_digest(written["graph"], written["input_dim"], written["output"])
+    assert raw == graph_digest(read_graph_model(data)) == graph_digest(read_graph_model(written))
+    changed = copy.deepcopy(data)
+    changed["graph"][1]["layers"][0]["kernel"][0][0][0][0] += 1
+    assert prover.graph_digest(changed["graph"], 16, "head") != raw
