@@ -31,10 +31,10 @@ Examples
 from __future__ import annotations
 
 import numpy as np
-from flint import fmpq, fmpq_mat, nmod_mat
+from flint import fmpq, fmpq_mat, fmpz, fmpz_mat, nmod_mat
 
 __all__ = ["Backend", "Exact", "Float64", "Torch", "Modular", "Denominator", "NotPolynomial", "MERSENNE61",
-           "reverse_jacobian", "mulmod61", "addmod61", "to_nmod", "from_nmod"]
+           "reverse_jacobian", "run_forward", "mulmod61", "addmod61", "to_nmod", "from_nmod"]
 
 #: the Mersenne prime 2^61 - 1
 MERSENNE61 = (1 << 61) - 1
@@ -109,6 +109,31 @@ class _Operand:
         return self.array.shape
 
 
+class _LazyMat:
+    """An exact right operand held as an array, an ``fmpq_mat`` or both, each side converted on first use
+    (a weight given as an ``fmpq_mat`` is multiplied without a round trip through numpy objects)."""
+
+    __slots__ = ("_array", "mat")
+
+    def __init__(self, array=None, mat=None):
+        self._array, self.mat = array, mat
+
+    def get(self) -> fmpq_mat:
+        if self.mat is None:
+            self.mat = Exact.to_mat(self._array)
+        return self.mat
+
+    @property
+    def array(self) -> np.ndarray:
+        if self._array is None:
+            self._array = Exact.from_mat(self.mat)
+        return self._array
+
+    @property
+    def shape(self):
+        return (self.mat.nrows(), self.mat.ncols()) if self._array is None else self._array.shape
+
+
 # ----------------------------------------------------------------------------- backends
 
 class Backend:
@@ -142,6 +167,13 @@ class Backend:
     def operand(self, a):
         """``a`` prepared as the right factor of many ``matmul`` calls."""
         return a
+
+    def weight_operands(self, rows, shape):
+        """(W, W^T) as right factors, W from rows of rationals (or an ``fmpq_mat``) of the given shape."""
+        if isinstance(rows, fmpq_mat):
+            rows = [[rows[i, j] for j in range(shape[1])] for i in range(shape[0])]
+        W = self.asarray(rows, shape) if shape[0] else self.zeros(shape)
+        return self.operand(W), self.operand(self.permute(W, (1, 0)))
 
     def add(self, a, b):
         return a + b
@@ -185,9 +217,18 @@ class Backend:
             acc = self.add(self.mul(acc, Z), c)
         return acc
 
-    def activation(self, act):
-        """(sigma's coefficients, sigma''s coefficients) as numbers of this backend; None for an affine layer."""
-        if act is None:
+    def carries(self, act) -> bool:
+        """Whether a program over this backend evaluates ``act`` itself (a polynomial, by its coefficients)."""
+        return act is not None and bool(getattr(act, "is_polynomial", False))
+
+    def entrywise(self, act):
+        """``Z -> sigma(Z)`` entrywise, for an activation a program does not carry (see :func:`run_forward`)."""
+        return act
+
+    def activation(self, act, forward_only: bool = False):
+        """(sigma's coefficients, sigma''s coefficients) as numbers of this backend; None for an affine layer
+        (and, with ``forward_only``, for an activation that is no polynomial: :func:`run_forward` applies it)."""
+        if act is None or (forward_only and not self.carries(act)):
             return None
         if not getattr(act, "is_polynomial", False):
             raise NotPolynomial(f"activation {act.name} is not a polynomial")
@@ -210,6 +251,35 @@ class Exact(Backend):
     def scalar(self, x):
         return _q(x)
 
+    def asarray(self, rows, shape=None):
+        if isinstance(rows, fmpq_mat):  # the entries as they are (no conversion per entry)
+            out = self.from_mat(rows)
+            return out if shape is None else out.reshape(shape)
+        return super().asarray(rows, shape)
+
+    def poly(self, coeffs, Z):
+        """sum_k c_k Z^k entrywise, exactly: with Z = N / D (one common denominator) and L the coefficients'
+        common denominator, the numerator sum_k (L c_k) N^k D^(d-k) by Horner's rule on integers, over
+        L D^d; one canonicalisation (fmpq_mat's division) at the end."""
+        if len(coeffs) < 2 or Z.size == 0:
+            return super().poly(coeffs, Z)
+        shape = Z.shape
+        M = fmpq_mat(1, Z.size, Z.ravel().tolist())
+        Nm, D = M.numer_denom()
+        L = fmpz(1)
+        for x in coeffs:
+            L = L * x.denom() // L.gcd(x.denom())
+        a = [x.numer() * (L // x.denom()) for x in coeffs]
+        d = len(a) - 1
+        n = np.empty(Z.size, dtype=object)
+        n[:] = Nm.entries()
+        acc, power = a[d] * n + a[d - 1] * D, D
+        for k in range(d - 2, -1, -1):
+            power = power * D
+            acc = acc * n + a[k] * power
+        out = fmpq_mat(fmpz_mat(1, Z.size, acc.tolist())) / (L * power)
+        return self.from_mat(out).reshape(shape)
+
     def zeros(self, shape):
         out = np.empty(shape, dtype=object)
         out.fill(fmpq(0))
@@ -227,23 +297,50 @@ class Exact(Backend):
                 out[n * K + k, k] = fmpq(1)
         return out
 
+    @staticmethod
+    def from_mat(M: fmpq_mat) -> np.ndarray:
+        """An ``fmpq_mat`` as this backend's array (numpy objects, the same shape)."""
+        out = np.empty(M.nrows() * M.ncols(), dtype=object)
+        out[:] = M.entries()
+        return out.reshape(M.nrows(), M.ncols())
+
+    @staticmethod
+    def to_mat(a) -> fmpq_mat:
+        """A 2-D array of this backend as an ``fmpq_mat``."""
+        return fmpq_mat(a.shape[0], a.shape[1], a.ravel().tolist())
+
+    def operand(self, a):
+        if a.ndim == 2 and a.size:
+            return _LazyMat(a)  # converted once, on the first product
+        return a
+
+    def weight_operands(self, rows, shape):
+        if isinstance(rows, fmpq_mat) and rows.nrows() and rows.ncols():
+            return _LazyMat(mat=rows), _LazyMat(mat=rows.transpose())
+        return super().weight_operands(rows, shape)
+
+    def entrywise(self, act):
+        f = np.frompyfunc(act, 1, 1)
+        return lambda Z: f(Z) if Z.size else Z
+
+    def _mat(self, b):
+        return b.get() if isinstance(b, _LazyMat) else self.to_mat(b)
+
     def matmul(self, a, b):
-        b = getattr(b, "array", b)
-        if a.ndim == 2 and b.ndim == 2 and a.size and b.size:
-            M = fmpq_mat(a.shape[0], a.shape[1], list(a.ravel())) * fmpq_mat(b.shape[0], b.shape[1], list(b.ravel()))
-            return np.array(M.entries(), dtype=object).reshape(a.shape[0], b.shape[1])
+        shape = b.shape
+        if a.ndim == 2 and len(shape) == 2 and a.size and shape[0] * shape[1]:
+            return self.from_mat(self.to_mat(a) * self._mat(b))
         if a.shape[-1] == 0:
-            return self.zeros(a.shape[:-1] + b.shape[-1:])
-        return np.matmul(a, b)
+            return self.zeros(a.shape[:-1] + shape[-1:])
+        return np.matmul(a, getattr(b, "array", b))
 
     def affine(self, a, b, bias):
-        b = getattr(b, "array", b)
-        if a.ndim != 2 or not a.size or not b.size:
-            return super().affine(a, b, bias)
-        r, c = a.shape[0], b.shape[1]
-        M = fmpq_mat(r, a.shape[1], list(a.ravel())) * fmpq_mat(b.shape[0], c, list(b.ravel())) + \
-            fmpq_mat(r, c, list(bias) * r)  # the sum in python-flint too
-        return np.array(M.entries(), dtype=object).reshape(r, c)
+        shape = b.shape
+        if a.ndim != 2 or not a.size or not shape[0] * shape[1]:
+            return super().affine(a, getattr(b, "array", b), bias)
+        r, c = a.shape[0], shape[1]
+        M = self.to_mat(a) * self._mat(b) + fmpq_mat(r, c, list(bias) * r)  # the sum in python-flint too
+        return self.from_mat(M)
 
     def sum_last(self, a):
         out = self.zeros(a.shape[:-1])
@@ -385,6 +482,23 @@ class Torch(Backend):
 
     def to_numpy(self, a) -> np.ndarray:
         return a.detach().cpu().numpy()
+
+
+# ----------------------------------------------------------------------------- running a program
+
+def run_forward(program, H, activation=None):
+    """A kind program's forward values at the batch H (columns, backend numbers): ``activation`` (the
+    layer's), when the program does not carry it (no polynomial: a ReLU, a float tanh), is applied
+    entrywise by the backend; the one forward pass of the exact and the float layers of a kind."""
+    bk, carried = program.bk, getattr(program, "act", None)
+    if carried is not None:
+        pointwise = lambda Z: (bk.poly(carried[0], Z), None)  # noqa: E731 - values only, no derivatives
+    elif activation is not None:
+        f = bk.entrywise(activation)
+        pointwise = lambda Z: (f(Z), None)  # noqa: E731
+    else:
+        pointwise = None
+    return program.forward(H, pointwise)[0]
 
 
 # ----------------------------------------------------------------------------- the chain rule over programs

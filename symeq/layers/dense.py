@@ -35,9 +35,12 @@ from typing import ClassVar, Iterator, Sequence
 from flint import fmpq, fmpq_mat
 
 from ..activations import Activation
+from ..backends import Exact, run_forward
 from ..errors import InputError, ShapeError
 from ..numbers import as_fmpq, mat_rows, matrix, monomial_matrix, monomial_parts
 from .base import DenseNames, NoPartner
+
+_EXACT = Exact()
 
 __all__ = ["DenseLayer", "activation_label", "canonical_rows", "expand_affine", "neuron_relation"]
 
@@ -244,16 +247,21 @@ class DenseLayer(DenseNames):
     def bias_matrix(self, npoints: int) -> fmpq_mat:
         return fmpq_mat(self.out_dim, npoints, [b for b in self.bias for _ in range(npoints)])
 
+    def forward_program(self) -> "DenseProgram":
+        """The dense kind's program over the exact backend on the whole weight (forward only: an activation
+        that is no polynomial is applied entrywise by :func:`symeq.backends.run_forward`)."""
+        bk = _EXACT
+        act = self.activation if bk.carries(self.activation) else None
+        return DenseProgram(bk, self.weight, self.bias, True, act)
+
     def pre_activation(self, X: fmpq_mat) -> fmpq_mat:
-        return self.weight * X + self.bias_matrix(X.ncols())
+        bk = _EXACT
+        return bk.to_mat(self.forward_program().pre_activation(bk.from_mat(X)))
 
     def forward(self, X: fmpq_mat) -> fmpq_mat:
-        """Apply the layer to a batch (one column per point)."""
-        Z = self.pre_activation(X)
-        if self.activation is None:
-            return Z
-        sigma = self.activation
-        return fmpq_mat(Z.nrows(), Z.ncols(), [sigma(z) for z in Z.entries()])
+        """Apply the layer to a batch (one column per point): the kind's program over the exact backend."""
+        bk = _EXACT
+        return bk.to_mat(run_forward(self.forward_program(), bk.from_mat(X), self.activation))
 
     def __call__(self, x: Sequence) -> list:
         X = fmpq_mat(len(x), 1, [as_fmpq(v) for v in x])
@@ -435,12 +443,13 @@ class DenseProgram:
 
     def __init__(self, bk, rows, bias, has_bias: bool, activation=None, tokens: int = 1):
         self.bk, self.bias, self.T = bk, bool(has_bias), int(tokens or 1)
-        self.rows, self.bias_values = rows, bias  # lists of rationals, or float arrays (the float64 backend)
-        self.out = len(rows)
-        self.inp = len(rows[0]) if self.out else 0
-        W = bk.asarray(rows, (self.out, self.inp)) if self.out else bk.zeros((0, self.inp))
-        self.W = bk.operand(W)
-        self.WT = bk.operand(bk.permute(W, (1, 0)))
+        self.rows, self.bias_values = rows, bias  # lists of rationals, an fmpq_mat, or float arrays (float64)
+        if isinstance(rows, fmpq_mat):
+            self.out, self.inp = rows.nrows(), rows.ncols()
+        else:
+            self.out = len(rows)
+            self.inp = len(rows[0]) if self.out else 0
+        self.W, self.WT = bk.weight_operands(rows, (self.out, self.inp))
         self.b = bk.asarray(self.bias_values, (self.out,)) if self.out else bk.zeros((0,))
         self.act = bk.activation(activation)
 
@@ -464,7 +473,8 @@ class DenseProgram:
         return self.act is None and self.T == 1
 
     def values(self) -> list:
-        return [x for r in self.rows for x in r] + (list(self.bias_values) if self.bias else [])
+        rows = mat_rows(self.rows) if isinstance(self.rows, fmpq_mat) else self.rows
+        return [x for r in rows for x in r] + (list(self.bias_values) if self.bias else [])
 
     def pre_activation(self, H):
         bk, T, N = self.bk, self.T, H.shape[1]
