@@ -232,7 +232,7 @@ def read_onnx_graph(path, proto=None) -> GraphRead | None:
             g.notes += r.notes
             seg = _name(c.data[ks[0]][1].name, taken, "segment")
             keyed.append((ks[-1], {"name": seg, "input": name, "layers": r.layers, "where": c.where(ks[0])}))
-            seeds += _named(c, named, end, f"{seg}.{len(r.layers)}", r.shape, r.width)
+            seeds += _named(c, named, end, seg, r.shape, r.width)  # segment N's output is its last layer, N
         ready = [k for k in sorted(c.joins - done) if all(x in named for x in c.data[k][1].input if x in c.live)]
         if not ready:
             break
@@ -319,10 +319,10 @@ def _build(g: GraphRead, path, layer_of):
     nodes = []
     for spec in g.nodes:
         if "layers" in spec:
-            seg, prev = spec["name"], spec["input"]
+            seg, prev, k = spec["name"], spec["input"], len(spec["layers"])
             for j, lin in enumerate(spec["layers"], 1):
                 layer = layer_of(lin)
-                name = f"{seg}.{j}"  # segment N is the layer nodes N.1, ..., N.k (docs/graphs.md)
+                name = seg if j == k else f"{seg}.{j}"  # segment N: layer nodes N.1, ..., N (docs/graphs.md)
                 nodes.append(Node(name, layer.kind, (prev,), layer=layer, segment=seg, index=j))
                 prev = name
         else:

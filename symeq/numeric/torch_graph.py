@@ -210,9 +210,10 @@ def _walk(items: dict, order: list, users: dict, shape, reader):
                                                         src_shape, reader)
                 output_op, notes = op or output_op, notes + seg_notes
                 seg, prev = _name(labels[0], taken), src_name
-                for j, layer in enumerate(layers, 1):
-                    nodes.append(Node(f"{seg}.{j}", layer.kind, (prev,), layer=layer, segment=seg, index=j))
-                    prev = f"{seg}.{j}"
+                for j, layer in enumerate(layers, 1):  # segment N: layer nodes N.1, ..., N (docs/graphs.md)
+                    prev_next = seg if j == len(layers) else f"{seg}.{j}"
+                    nodes.append(Node(prev_next, layer.kind, (prev,), layer=layer, segment=seg, index=j))
+                    prev = prev_next
                 last = layers[-1]
                 named[chain[-1]] = (prev, tuple(last.out_shape) if hasattr(last, "out_shape") else (last.out_dim,))
                 continue
