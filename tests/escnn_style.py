@@ -120,19 +120,36 @@ def max_pool_channels(torch, size: int, form: str = "max"):
     return MaxPoolChannels(size)
 
 
+def antialiased_pool(torch, channels: int, sigma: float = 0.66, stride: int = 2):
+    """escnn's ``PointwiseAvgPoolAntialiased2D`` as it runs (and exports): a depthwise ``Conv2d`` (groups =
+    channels) with a normalised Gaussian filter of size ``2 round(4 sigma) + 1``, padding half of it. The filter
+    is symmetric under D4 bit for bit (each entry computed from x^2 + y^2). On an even grid with stride 2 the
+    sampling grid is not symmetric (docs/conv.md): escnn's tutorial pads MNIST to 29x29 for that reason."""
+    size = 2 * int(round(4 * sigma)) + 1
+    r = torch.arange(size, dtype=torch.float64) - size // 2
+    g = torch.exp(-(r[:, None] ** 2 + r[None, :] ** 2) / (2 * sigma ** 2))
+    conv = torch.nn.Conv2d(channels, channels, size, stride=stride, padding=size // 2, groups=channels, bias=False)
+    with torch.no_grad():
+        conv.weight.copy_((g / g.sum()).expand(channels, 1, size, size))
+    return conv
+
+
 def regular_net(torch, name: str = "C4", n: int = 28, fields: int = 2, k: int = 3, classes: int = 10,
-                gpool: str | None = None, softmax: bool = False, broken: bool = False, seed: int = 0):
+                gpool: str | None = None, softmax: bool = False, broken: bool = False, seed: int = 0,
+                pool: str = "avg"):
     """lifting R2Conv -> InnerBatchNorm -> ReLU -> PointwiseAvgPool(2) -> R2Conv -> InnerBatchNorm -> ReLU
     [-> GroupPooling (``gpool``: "max" or "amax")] -> global average pooling -> Linear [-> Softmax].
 
     Without group pooling the Linear head is averaged over G as well (one weight per field: invariant).
+    ``pool="antialiased"``: :func:`antialiased_pool` instead of the average pooling, and the second convolution
+    unpadded (symeq composes two linear layers in a row only then; docs/onnx.md); use an odd ``n``.
     ``broken``: output channel 0 of the second convolution gets 1/2 on its corner tap from every input channel,
     after the averaging (its kernel is no longer symmetric)."""
     gen = torch.Generator().manual_seed(seed)
     m = ORDER[name]
     C = fields * m
     c1 = torch.nn.Conv2d(1, C, k, padding=k // 2)
-    c2 = torch.nn.Conv2d(C, C, k, padding=k // 2)
+    c2 = torch.nn.Conv2d(C, C, k, padding=0 if pool == "antialiased" else k // 2)
     width = fields if gpool else C
     lin = torch.nn.Linear(width, classes)
     with torch.no_grad():
@@ -147,7 +164,8 @@ def regular_net(torch, name: str = "C4", n: int = 28, fields: int = 2, k: int = 
         lin.bias.copy_(_dyadic(torch, gen, classes))
         if broken:
             c2.weight[0, :, 0, 0] += 0.5
-    mods = [torch.nn.Sequential(c1, inner_batchnorm(torch, fields, m, gen), torch.nn.ReLU()), torch.nn.AvgPool2d(2),
+    pooling = antialiased_pool(torch, C) if pool == "antialiased" else torch.nn.AvgPool2d(2)
+    mods = [torch.nn.Sequential(c1, inner_batchnorm(torch, fields, m, gen), torch.nn.ReLU()), pooling,
             torch.nn.Sequential(c2, inner_batchnorm(torch, fields, m, gen), torch.nn.ReLU())]
     if gpool:
         mods.append(max_pool_channels(torch, m, gpool))
