@@ -16,8 +16,8 @@ escnn itself is not a dependency. These are the modules an exported escnn tutori
 
 **The group and its order (escnn's).** C4: element ``r`` is ``rot^r``, ``rot`` the quarter turn
 counter-clockwise (``torch.rot90(x, 1)``). D4: element ``4 f + r`` is ``rot^r flip^f`` (the flip applied
-first), ``flip`` the left-right mirror of the array (``torch.flip(x, (-1,))``; docs/conv.md says why this
-axis is an assumption). A regular field has one channel per element in this order, and g acts on it by
+first), ``flip`` the left-right mirror of the array (``torch.flip(x, (-1,))``: e2cnn's and escnn's default axis
+pi/2; docs/conv.md says what was checked). A regular field has one channel per element in this order, and g acts on it by
 the regular representation ``rho(g) e_h = e_{g h}``. The multiplication table is computed here from the
 array operations themselves (a probe image), not taken from symeq.
 """
