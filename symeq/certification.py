@@ -1151,8 +1151,7 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
                                  t0=t0)
     original = model  # with its conv2d layers, when it has some
     _certify_options(conv, metric, restarts)
-    conv = _pooling_road(model, conv)
-    model, kernels, conv_shapes, notes = _dense_for_projection(model, conv)
+    model, kernels, conv_shapes, notes = _dense_for_projection(model, _pooling_road(model, conv))
     ngroup, egroup = _groups(model, group)
     model = model.with_group(ngroup)
     _certify_guards(model, kernels, noise_points, digits)
