@@ -145,14 +145,15 @@ def _torch_net(torch, model: Model):
                                torch.nn.ReLU(), MaxPoolChannels(gp.field_size), torch.nn.Flatten(), lin).eval()
 
 
-def test_certify_a_torch_pooling_net_from_onnx(tmp_path, capsys):
+@pytest.mark.parametrize("group", ["C4", "D4"])
+def test_certify_a_torch_pooling_net_from_onnx(group, tmp_path, capsys):
     torch = pytest.importorskip("torch")
     pytest.importorskip("onnx")
     import warnings
 
     from symeq.numeric.onnx_io import load_onnx
 
-    model = _pool_net("C4")
+    model = _pool_net(group)
     net = _torch_net(torch, model)
     x = torch.from_numpy(np.random.default_rng(1).standard_normal((3, 64)))
     with torch.no_grad():  # the torch module computes the exact model
@@ -170,7 +171,7 @@ def test_certify_a_torch_pooling_net_from_onnx(tmp_path, capsys):
     assert [l.kind for l in load_onnx(path).layers] == ["conv2d", "maxpool2d", "conv2d", "group_pool", "dense"]
     # float32 in the file: the noise is at least float32's rounding
     _certify_and_check(tmp_path, capsys, path, max((num / den) ** 0.5, 1e-7),
-                       ["--group", "rot90:8", "--group-output", "1"])
+                       ["--group", "rot90:8" if group == "C4" else "dihedral:8", "--group-output", "1"])
 
 
 def _float(model: Model, X) -> np.ndarray:
@@ -239,3 +240,30 @@ def test_certify_a_residual_graph_with_pooling_from_onnx(tmp_path, capsys):
     _, cert = _certify_and_check(tmp_path, capsys, path, max(net.noise, 1e-7),
                                  ["--group", "rot90:8", "--group-output", "1"], windows=False)
     assert cert["verdict"] == "layerwise-equivariant"
+
+
+def test_the_float_group_pooling_reads_a_fields_nearly_equal_factors_as_one():
+    """Fitted ReLU factors are 1 only up to the noise: within FIELD_FACTOR_TOL they are one factor (the
+    spread is the residual); a field with factors 1 and 2 induces no action (the exact rule)."""
+    from symeq.layers.base import NoPartner
+    from symeq.numeric.monomial import MonomialAction
+    from symeq.numeric.pooling import FIELD_FACTOR_TOL, NumericGroupPool
+
+    layer = NumericGroupPool((4, 1, 1), 2)
+    near = MonomialAction(np.array([1, 0, 3, 2]), np.array([1.0, 1.0 + 2e-7, 3.0, 3.0]))
+    _, [(rho, rec)] = layer.match_action(near)
+    assert rho.cols.tolist() == [0, 1] and np.allclose(rho.vals, [1.0 + 1e-7, 3.0])
+    assert 0 < rec[0] < FIELD_FACTOR_TOL
+    far = MonomialAction(np.array([1, 0, 3, 2]), np.array([1.0, 2.0, 1.0, 1.0]))
+    with pytest.raises(NoPartner, match="whole block with one factor"):
+        layer.match_action(far)
+
+
+def test_metric_data_on_a_pooling_net_is_refused_by_name(tmp_path, capsys):
+    data, _ = _noisy_file(_pool_net("C4"), 1e-6)
+    path, xs = tmp_path / "net.json", tmp_path / "d.npz"
+    path.write_text(json.dumps(data))
+    np.savez(xs, x=np.random.default_rng(0).standard_normal((20, 64)), y=np.arange(20) % 2)
+    capsys.readouterr()
+    assert main(["certify", str(path), "--metric", "data", "--data", str(xs), "--task", "classifier"]) == 2
+    assert "--metric data is not available" in capsys.readouterr().err
