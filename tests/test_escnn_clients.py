@@ -191,7 +191,8 @@ def _verify_exact(tmp_path, capsys, net, name, n, classes, expect):
 
 @pytest.mark.parametrize("name,form,pool,n", [("C4", "max", "avg", 8), ("C4", "amax", "avg", 8), ("D4", "max", "avg", 8),
                                              pytest.param("D4", "max", "antialiased", 9, marks=pytest.mark.slow),
-                                             ("C4", "max", "antialiased", 9)])
+                                             ("C4", "max", "antialiased", 9),
+                                             pytest.param("D4", "max", "avg", 28, marks=pytest.mark.slow)])
 def test_group_pooling_exports_verify_exactly_with_regular_actions(name, form, pool, n, tmp_path, capsys):
     """GroupPooling read as group_pool; antialiased pooling (a depthwise Gaussian conv, stride 2, on the odd grid
     of escnn's tutorial) composed exactly with the next, unpadded, convolution."""
