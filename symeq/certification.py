@@ -736,7 +736,8 @@ def _data_guards(metric, checked, finetune, has_conv, kernels):
             raise InputError(f"--finetune needs at least 10 data points (a held-out split); the data has "
                              f"{checked[0].shape[0]}")
     if kernels and metric != "parameters":
-        raise InputError("--metric data is not available for convolutions averaged on their kernels (--conv kernels)")
+        raise InputError("--metric data is not available for convolutions averaged on their kernels (--conv kernels, "
+                         "and every network with max pooling or group pooling)")
     return ft_opts
 
 
