@@ -34,7 +34,7 @@ import numpy as np
 from flint import fmpq, fmpq_mat, fmpz, fmpz_mat, nmod_mat
 
 __all__ = ["Backend", "Exact", "Float64", "Torch", "Modular", "Denominator", "NotPolynomial", "MERSENNE61",
-           "reverse_jacobian", "run_forward", "mulmod61", "addmod61", "to_nmod", "from_nmod"]
+           "reverse_jacobian", "run_forward", "poly_mat", "mulmod61", "addmod61", "to_nmod", "from_nmod"]
 
 #: the Mersenne prime 2^61 - 1
 MERSENNE61 = (1 << 61) - 1
@@ -107,6 +107,29 @@ class _Operand:
     @property
     def shape(self):
         return self.array.shape
+
+
+def poly_mat(coeffs, Z: fmpq_mat) -> fmpq_mat:
+    """sum_k c_k Z^k entry by entry, exactly: with Z = N / D (one common denominator) and L the
+    coefficients' common denominator, the numerator sum_k (L c_k) N^k D^(d-k) by Horner's rule on
+    integers (a numpy object array of fmpz), over L D^d; the one canonicalisation is fmpq_mat's
+    division at the end."""
+    c = [_q(x) for x in coeffs]
+    if len(c) < 2:
+        return fmpq_mat(Z.nrows(), Z.ncols(), [c[0] if c else fmpq(0)] * (Z.nrows() * Z.ncols()))
+    N, D = Z.numer_denom()
+    L = fmpz(1)
+    for x in c:
+        L = L * x.denom() // L.gcd(x.denom())
+    a = [x.numer() * (L // x.denom()) for x in c]
+    d = len(a) - 1
+    n = np.empty(Z.nrows() * Z.ncols(), dtype=object)
+    n[:] = N.entries()
+    acc, power = a[d] * n + a[d - 1] * D, D
+    for k in range(d - 2, -1, -1):
+        power = power * D
+        acc = acc * n + a[k] * power
+    return fmpq_mat(fmpz_mat(Z.nrows(), Z.ncols(), acc.tolist())) / (L * power)
 
 
 class _LazyMat:
@@ -195,6 +218,11 @@ class Backend:
         """``a @ b + bias`` (bias added to every row): a batch through an affine map."""
         return self.add(self.matmul(a, b), bias[None, :])
 
+    def affine_cols(self, a, b, bias):
+        """``a @ b + bias`` (bias added to every column): a kernel applied to gathered columns."""
+        a = getattr(a, "array", a)
+        return self.add(self.matmul(a, b), bias[:, None])
+
     def permute(self, a, axes):
         return a.transpose(axes)
 
@@ -258,27 +286,10 @@ class Exact(Backend):
         return super().asarray(rows, shape)
 
     def poly(self, coeffs, Z):
-        """sum_k c_k Z^k entrywise, exactly: with Z = N / D (one common denominator) and L the coefficients'
-        common denominator, the numerator sum_k (L c_k) N^k D^(d-k) by Horner's rule on integers, over
-        L D^d; one canonicalisation (fmpq_mat's division) at the end."""
+        """sum_k c_k Z^k entrywise, exactly (:func:`poly_mat` on one row)."""
         if len(coeffs) < 2 or Z.size == 0:
             return super().poly(coeffs, Z)
-        shape = Z.shape
-        M = fmpq_mat(1, Z.size, Z.ravel().tolist())
-        Nm, D = M.numer_denom()
-        L = fmpz(1)
-        for x in coeffs:
-            L = L * x.denom() // L.gcd(x.denom())
-        a = [x.numer() * (L // x.denom()) for x in coeffs]
-        d = len(a) - 1
-        n = np.empty(Z.size, dtype=object)
-        n[:] = Nm.entries()
-        acc, power = a[d] * n + a[d - 1] * D, D
-        for k in range(d - 2, -1, -1):
-            power = power * D
-            acc = acc * n + a[k] * power
-        out = fmpq_mat(fmpz_mat(1, Z.size, acc.tolist())) / (L * power)
-        return self.from_mat(out).reshape(shape)
+        return self.from_mat(poly_mat(coeffs, fmpq_mat(1, Z.size, Z.ravel().tolist()))).reshape(Z.shape)
 
     def zeros(self, shape):
         out = np.empty(shape, dtype=object)
@@ -334,6 +345,13 @@ class Exact(Backend):
             return self.zeros(a.shape[:-1] + shape[-1:])
         return np.matmul(a, getattr(b, "array", b))
 
+    def affine_cols(self, a, b, bias):
+        if not (a.shape[0] * a.shape[1]) or not b.size:
+            return super().affine_cols(a, b, bias)
+        r, c = a.shape[0], b.shape[1]
+        B = fmpq_mat(r, c, [x for x in bias for _ in range(c)])
+        return self.from_mat(self._mat(a) * self.to_mat(b) + B)
+
     def affine(self, a, b, bias):
         shape = b.shape
         if a.ndim != 2 or not a.size or not shape[0] * shape[1]:
@@ -365,6 +383,11 @@ class Float64(Backend):
             return x
         q = _q(x)
         return int(q.p) / int(q.q)
+
+    def affine_cols(self, a, b, bias):
+        # numpy's einsum loop, not BLAS: for these thin products (a kernel's few rows) OpenBLAS's threads
+        # cost up to 20x on a loaded machine, and the conv layers' forward measured before used einsum
+        return np.einsum("ot,tq->oq", a, b) + bias[:, None]
 
 
 class Modular(Backend):

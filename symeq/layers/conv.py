@@ -44,6 +44,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
@@ -495,10 +496,19 @@ class ConvCore(ConvGeometry):
         return self.numbers.dense(dense_rows(self.shape, self.kernel, self.numbers.ratio(0, 1)), self.in_dim)
 
     # -- forward ------------------------------------------------------------------------------
+    def forward_program(self) -> "ConvProgram":
+        """The conv2d kind's program over this layer's backend (``numbers.backend``: exact or float64),
+        forward only (an activation that is no polynomial is applied by the backend)."""
+        return ConvProgram(self.numbers.backend, self, True, forward_only=True)
+
     def pre_activation(self, X):
-        """conv_K(X) + b on a batch: the im2col gather through :meth:`ConvShape.sources`, then one
-        product with the kernel rows (exact: a column per point; float: a row per point)."""
-        return self.numbers.pre_activation(self, X)
+        """conv_K(X) + b on a batch (exact: an ``fmpq_mat`` with a column per point; float: a row per
+        point): the kind's program (:meth:`ConvProgram.pre_activation`) over the layer's backend."""
+        nb = self.numbers
+        H = nb.columns(X)
+        if H.shape[0] != self.in_dim:
+            raise ShapeError(f"{self.label}: inputs of size {H.shape[0]}, expected {self.in_dim}")
+        return nb.batch(self.forward_program().pre_activation(H))
 
     def forward(self, X):
         """Apply the layer to a batch."""
@@ -551,6 +561,16 @@ class ConvCore(ConvGeometry):
                                              [per[t // kk] for t in range(self.shape.taps)])
 
 
+@functools.lru_cache(maxsize=64)
+def _tap_index(shape: ConvShape) -> tuple:
+    """(index, valid) of a conv shape's taps x output pixels (read-only): the input row each tap reads at
+    each output pixel, the padding reading the zero row ``in_dim`` appended to a batch."""
+    src = shape.source_array()
+    idx, valid = np.where(src < 0, shape.in_dim, src), src >= 0
+    idx.flags.writeable = valid.flags.writeable = False
+    return idx, valid
+
+
 class ConvProgram:
     """The conv2d kind's forward pass and reverse-mode Jacobian over a number backend (symeq/backends.py).
 
@@ -558,22 +578,20 @@ class ConvProgram:
     per-channel biases; the input index of every tap at every output pixel is the layer's ``sources``
     map (padding reads a zero row).  Batches are columns (in x N)."""
 
-    def __init__(self, bk, layer, bias: bool):
+    def __init__(self, bk, layer, bias: bool, forward_only: bool = False):
         self.bk, self.bias = bk, bool(bias)
         self.inp, self.out_dim = layer.in_dim, layer.out_dim
         self.co, self.taps = layer.shape.out_channels, layer.shape.taps
         self.npix = self.out_dim // self.co
-        self.rows = [list(r) for r in layer.rows]
-        self.bias_values = list(layer.channel_bias)
-        Kr = bk.asarray(self.rows, (self.co, self.taps))
-        self.K, self.KT = bk.operand(Kr), bk.operand(bk.permute(Kr, (1, 0)))
+        self.rows, self.bias_values = layer.rows, layer.channel_bias  # lists of rationals, or float arrays
+        self.K, self.KT = bk.weight_operands(self.rows, (self.co, self.taps))
         self.b = bk.asarray(self.bias_values, (self.co,))
-        src = np.array(layer.sources, dtype=np.int64).reshape(self.taps, self.npix)
-        self.idx = np.where(src < 0, self.inp, src)          # the padding reads a zero row
-        self.valid = src >= 0
-        self.act = bk.activation(layer.activation)
+        self.idx, self.valid = _tap_index(layer.shape)
+        self.act = bk.activation(layer.activation, forward_only)
 
     affine_plain = False
+    #: gathered entries of one block of points in :meth:`pre_activation` (bounded memory)
+    BLOCK = 2_000_000
 
     @property
     def n_params(self) -> int:
@@ -582,18 +600,30 @@ class ConvProgram:
     def values(self) -> list:
         return [x for r in self.rows for x in r] + (list(self.bias_values) if self.bias else [])
 
-    def forward(self, H, pointwise=None):
+    def _product(self, H):
+        """(the gathered taps X: taps x npix x N, conv_K(H) + b: out x N): im2col, then one product."""
         bk, N = self.bk, H.shape[1]
         X = bk.take(bk.concat([H, bk.zeros((1, N))], axis=0), self.idx)  # taps x npix x N
-        Z = bk.permute(bk.matmul(bk.permute(X.reshape(self.taps, self.npix * N), (1, 0)), self.KT), (1, 0))
-        Z = bk.add(Z, self.b[:, None]).reshape(self.co * self.npix, N)
+        Z = bk.affine_cols(self.K, X.reshape(self.taps, self.npix * N), self.b)  # co x (npix N)
+        return X, Z.reshape(self.co * self.npix, N)
+
+    def pre_activation(self, H):
+        """conv_K(H) + b on the batch H (in x N), a block of points at a time (:data:`BLOCK`)."""
+        N = H.shape[1]
+        step = max(1, self.BLOCK // max(self.idx.size, 1))
+        if N <= step:
+            return self._product(H)[1]
+        return self.bk.concat([self._product(H[:, a:a + step])[1] for a in range(0, N, step)], axis=1)
+
+    def forward(self, H, pointwise=None):
+        X, Z = self._product(H)
         if pointwise is not None:
             out, S = pointwise(Z)
             return out, (X, S)
         if self.act is None:
             return Z, (X, None)
         c, dc = self.act
-        return bk.poly(c, Z), (X, bk.poly(dc, Z))
+        return self.bk.poly(c, Z), (X, self.bk.poly(dc, Z))
 
     def backward(self, cache, D, J, col: int, need_input: bool):
         bk, (X, S) = self.bk, cache

@@ -1,11 +1,13 @@
-"""The number backends of the conv2d layer: exact rationals (python-flint) and floats (numpy).
+"""The number layouts of the conv2d layer: exact rationals (python-flint) and floats (numpy).
 
-:class:`symeq.layers.conv.ConvCore` writes the conv algorithms once -- the forward pass
-(an im2col gather through :meth:`symeq.layers.conv.ConvShape.sources`, then one product with the
-kernel rows), the transformed kernels of theta^g, the bias of an input offset, the dense
-expansion and the folding of average pooling -- and calls a backend for the arithmetic.  The
-exact layer (:class:`symeq.layers.conv.ConvLayer`) runs them on :class:`FlintNumbers`, the float
-twin (``symeq.numeric.conv.NumericConvLayer``) on :class:`NumpyNumbers`.  What stays per number
+The forward pass of both is the conv2d kind's one program (:class:`symeq.layers.conv.ConvProgram`:
+an im2col gather through the tap index, then one kernel product) over the number backend each class
+names (``backend``: :class:`symeq.backends.Exact`, :class:`symeq.backends.Float64`); the exact
+polynomial activation is :func:`symeq.backends.poly_mat`.  What remains here is each number type's
+layout and the small algorithms of :class:`symeq.layers.conv.ConvCore` around the program -- the
+transformed kernels of theta^g, the bias of an input offset, the dense expansion and the folding of
+average pooling.  The exact layer (:class:`symeq.layers.conv.ConvLayer`) runs on :class:`FlintNumbers`,
+the float one (``symeq.numeric.conv.NumericConvLayer``) on :class:`NumpyNumbers`.  What stays per number
 type is what must differ: the exact layer *decides* (canonical keys, enumerated bijections, exact
 kernel identities), the float one *measures* (linear assignment with residuals and a margin).
 
@@ -22,8 +24,9 @@ point (numpy's convention).
 from __future__ import annotations
 
 import numpy as np
-from flint import fmpq, fmpq_mat, fmpz, fmpz_mat
+from flint import fmpq, fmpq_mat
 
+from ..backends import Exact, Float64, poly_mat
 from ..errors import InputError, ShapeError
 from ..numbers import as_fmpq
 
@@ -47,25 +50,6 @@ def flat_kernel(spec, kernel) -> list[list]:
             for o in range(spec.out_channels)]
 
 
-def _polynomial_on_matrix(coeffs, Z):
-    """sum_k c_k Z^k entry by entry, exactly: with Z = N / D and L the coefficients' common
-    denominator, the numerator sum_k (L c_k) N^k D^(d-k) by Horner's rule on integers (an object
-    array), over L D^d; the one canonicalisation is fmpq_mat's division at the end."""
-    N, D = Z.numer_denom()
-    c = [fmpq(x) for x in coeffs]
-    L = fmpz(1)
-    for x in c:
-        L = L * x.denom() // L.gcd(x.denom())
-    a = [x.numer() * (L // x.denom()) for x in c]
-    d = len(a) - 1
-    n = _objects(N.entries())
-    acc, power = a[d] * n + a[d - 1] * D, D
-    for k in range(d - 2, -1, -1):
-        power = power * D
-        acc = acc * n + a[k] * power
-    return fmpq_mat(fmpz_mat(Z.nrows(), Z.ncols(), acc.tolist())) / (L * power)
-
-
 def _objects(values) -> np.ndarray:
     """A 1-d numpy object array of exact numbers (element-wise arithmetic in C, each entry exact)."""
     a = np.empty(len(values), dtype=object)
@@ -77,6 +61,7 @@ class FlintNumbers:
     """Exact rationals: rows are lists of ``fmpq``, a batch is an ``fmpq_mat`` (a column per point)."""
 
     name = "exact"
+    backend = Exact()
 
     @staticmethod
     def ratio(p: int, q: int):
@@ -131,29 +116,27 @@ class FlintNumbers:
         return [b + sum((x * v for x, v in zip(r, per_tap) if x != 0), fmpq(0)) for b, r in zip(bias, rows)]
 
     @staticmethod
+    def columns(X) -> np.ndarray:
+        """A batch (``fmpq_mat``, a column per point) as the backend's array (in x N)."""
+        return Exact.from_mat(X)
+
+    @staticmethod
+    def batch(H) -> fmpq_mat:
+        return Exact.to_mat(H)
+
+    @staticmethod
     def pre_activation(layer, X):
-        npts = X.ncols()
-        n = X.nrows()
-        if n != layer.in_dim:
-            raise ShapeError(f"{layer.label}: inputs of size {n}, expected {layer.in_dim}")
-        Xn, dx = X.numer_denom()  # integers over one denominator: no gcd per entry until the end
-        xe = _objects(Xn.entries() + [fmpz(0)])  # the gather by index, no Python loop; the padding reads the zero
-        sa = layer.shape.source_array()
-        idx = np.where((sa >= 0)[:, :, None], sa[:, :, None] * npts + np.arange(npts), n * npts)
-        npix = sa.shape[1]
-        patches = fmpz_mat(sa.shape[0], npix * npts, xe[idx.reshape(-1)].tolist())
-        Kn, dk = fmpq_mat(layer.shape.out_channels, layer.shape.taps, [x for r in layer.rows for x in r]).numer_denom()
-        bn, db = fmpq_mat(len(layer.channel_bias), 1, layer.channel_bias).numer_denom()
-        Z = _objects((Kn * patches).entries())  # row o, column q*npts + pt: exactly (o*npix + q)*npts + pt
-        Z = Z.reshape(layer.shape.out_channels, -1) * db + _objects(bn.entries())[:, None] * (dk * dx)
-        return fmpq_mat(fmpz_mat(layer.out_dim, npts, Z.reshape(-1).tolist())) / (dk * dx * db)
+        """conv_K(X) + b: the kind's program (``symeq.layers.conv.ConvCore.pre_activation``)."""
+        from .conv import ConvCore
+
+        return ConvCore.pre_activation(layer, X)
 
     @staticmethod
     def activate(act, Z):
         if act is None:
             return Z
         if act.kind == "polynomial" and len(act.coeffs) > 1:
-            return _polynomial_on_matrix(act.coeffs, Z)
+            return poly_mat(act.coeffs, Z)
         return fmpq_mat(Z.nrows(), Z.ncols(), [act(z) for z in Z.entries()])
 
     @staticmethod
@@ -165,6 +148,7 @@ class NumpyNumbers:
     """Floats: rows are a 2-d ``float64`` array, a batch has one row per point."""
 
     name = "float"
+    backend = Float64()
 
     @staticmethod
     def ratio(p: int, q: int):
@@ -217,20 +201,23 @@ class NumpyNumbers:
         return bias + rows @ np.asarray(per_tap, dtype=np.float64)
 
     @staticmethod
-    def pre_activation(layer, X):
+    def columns(X) -> np.ndarray:
+        """A batch (a row per point) as the backend's array (in x N: the transposed view)."""
         X = np.asarray(X, dtype=np.float64)
-        n = X.shape[1]
-        if n != layer.in_dim:
-            raise ShapeError(f"{layer.label}: inputs of size {n}, expected {layer.in_dim}")
-        srca = layer._srca
-        src = np.where(srca >= 0, srca, n)  # the padding reads an appended zero
-        out = np.empty((X.shape[0], layer.out_dim))
-        step = max(1, 2_000_000 // max(src.size, 1))  # bounded memory: points per block
-        for a in range(0, X.shape[0], step):
-            Xp = np.concatenate([X[a:a + step], np.zeros((X[a:a + step].shape[0], 1))], axis=1)
-            Z = np.einsum("ot,ntq->noq", layer.rows, Xp[:, src]) + layer.channel_bias[None, :, None]
-            out[a:a + step] = Z.reshape(Z.shape[0], -1)
-        return out
+        if X.ndim != 2:
+            raise ShapeError(f"a batch of inputs must be a matrix (a row per point), got shape {X.shape}")
+        return X.T
+
+    @staticmethod
+    def batch(H) -> np.ndarray:
+        return H.T
+
+    @staticmethod
+    def pre_activation(layer, X):
+        """conv_K(X) + b without the float layer's torch path: the kind's program over float64."""
+        from .conv import ConvCore
+
+        return ConvCore.pre_activation(layer, X)
 
     @staticmethod
     def activate(act, Z):
