@@ -807,7 +807,7 @@ def _step_float_twin(st: _CertifyRun):
 def _step_involution_search(st: _CertifyRun):
     """Candidates for a group of order 2: the exact matching (one hidden layer), or the joint search
     layer by layer from warm starts and seeded random restarts, with its lower bound."""
-    from .numeric.project import data_scaled, nearest_involution_actions, random_involutions
+    from .numeric.project import TermsCache, data_scaled, nearest_involution_actions, random_involutions
 
     if not st.involutions:
         return Skip(f"a group of order 2 with one generator needed; this one has order {len(st.words)}")
@@ -824,9 +824,10 @@ def _step_involution_search(st: _CertifyRun):
     if st.metric == "data":  # also searched on theta weighted by the data (a heuristic; judged by the metric)
         scaled = data_scaled(model, st.moments)
         runs += [(scaled, s) for s in starts[:3]]
+    caches = {id(m): TermsCache(m) for m, _ in runs}  # the starts share each layer's products (same results)
     for m, (start, init, label) in runs:
         try:
-            a = nearest_involution_actions(m, ngroup, start=start, init=init, deadline=st.deadline)
+            a = nearest_involution_actions(m, ngroup, start=start, init=init, deadline=st.deadline, cache=caches[id(m)])
         except Undetermined as e:
             if st.candidates:  # a candidate is already there: the search stops, the rest goes on
                 notes.append(f"the matching search stopped at its time budget ({e})")
@@ -842,16 +843,16 @@ def _step_involution_search(st: _CertifyRun):
         st.consider(a.actions, method, a.proven_nearest and not weighted and st.metric == "parameters")
         notes += [n for n in a.notes if n not in notes]
     if hidden > 1 and st.metric == "parameters":
-        _lower_bound(st)
+        _lower_bound(st, caches[id(model)])
     return None
 
 
-def _lower_bound(st: _CertifyRun) -> None:
+def _lower_bound(st: _CertifyRun, cache=None) -> None:
     """The lower bound of the nearest homomorphism's distance (two or more hidden layers, parameter metric)."""
     from .numeric.project import involution_lower_bound
 
     try:
-        lb, how = involution_lower_bound(st.model, st.ngroup, st.deadline)
+        lb, how = involution_lower_bound(st.model, st.ngroup, st.deadline, cache)
     except Undetermined as e:
         lb, how = None, f"its matchings ran past the time budget ({e})"
     st.search["lower_bound_method"] = how
@@ -1092,7 +1093,7 @@ def _unit_diagnostics(st: _CertifyRun, cert, gen_actions, noise_points, timeout)
 def certify(network, group=None, *, input_shape=None, digits: int | None = None, data=None,
             max_distance: float | None = None, tol: float = 1e-6, timeout: float | None = 600.0,
             noise_points: int = DEFAULT_NOISE_POINTS, seed: int = 0, name: str | None = None,
-            conv: str = "auto", task: str | None = None, metric: str = "parameters", restarts: int = 8,
+            conv: str = "auto", task: str | None = None, metric: str = "parameters", restarts: int | None = None,
             finetune=None) -> Certification:
     """Find the nearest layerwise-equivariant network to a float one and prove it exactly.
 
@@ -1111,7 +1112,8 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
         by the second moment of each layer's input on the data, symmetrised over the group; needs data):
         the one metric that chooses theta-bar among the candidates and judges ``max_distance``
     max_distance : a distance in ``metric`` above which the status is "too far" (exit 1)
-    restarts : seeded random restarts of the joint search (groups of order 2, two or more hidden layers)
+    restarts : seeded random restarts of the joint search (groups of order 2, two or more hidden layers;
+        default 8); a graph network has no such search and refuses any but 0
     finetune : True or a dict (steps, lr, seconds, batch_size, holdout, progress): train inside the
         layerwise-equivariant subspace of the chosen actions on a split of the data (torch extra), then
         round, average and verify the fine-tuned network exactly (:func:`symeq.numeric.train.finetune_equivariant`)
@@ -1142,7 +1144,8 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
     model, graph = _chain_or_graph(_as_numeric(network, input_shape, name))
     if graph:  # residual blocks, concatenations: the graph's road (symeq/certify_graph.py, docs/certify.md)
         return _graph_road(model, group, data, task, t0, digits=digits, max_distance=max_distance, tol=tol,
-                           timeout=timeout, noise_points=noise_points, seed=seed, metric=metric, finetune=finetune)
+                           timeout=timeout, noise_points=noise_points, seed=seed, metric=metric, finetune=finetune,
+                           conv=conv, restarts=restarts)
     if model.token_mixing:  # softmax attention: its own road (symeq/certify_attention.py, docs/attention.md)
         from .certify_attention import certify_attention
 
@@ -1151,6 +1154,7 @@ def certify(network, group=None, *, input_shape=None, digits: int | None = None,
                                  max_distance=max_distance, timeout=timeout, noise_points=noise_points, seed=seed,
                                  t0=t0)
     original = model  # with its conv2d layers, when it has some
+    restarts = 8 if restarts is None else restarts  # (a graph network takes none: symeq/certify_graph.py)
     _certify_options(conv, metric, restarts)
     model, kernels, conv_shapes, notes = _dense_for_projection(model, _pooling_road(model, conv))
     ngroup, egroup = _groups(model, group)

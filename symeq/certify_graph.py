@@ -4,12 +4,15 @@ graph network, proven exactly (docs/certify.md, "Graph networks"; the model: doc
 :func:`symeq.certification.certify` routes a float :class:`symeq.graph.GraphModel` that is not a chain
 here (a chain goes the chain's road, unchanged).  The steps are the chain's, space by space:
 
-1. **actions**: the float derivation along the graph (:func:`symeq.numeric.graph.derive_graph_numeric`)
-   gives rho_s(g) on every hidden space s (forced at additions: an affine branch carries the action of
-   what it is added to).  They are reduced to the signed permutations the projection uses (signs only
-   where the space's activation is odd, none for ReLU, whose positive factors are not used: a subgroup
-   of K_s), extended to every element of G along words in the generators, and must form a
-   homomorphism (checked exactly on signed permutations); otherwise the run is undetermined.
+1. **actions**: the candidates (:func:`_candidates`): the float derivation along the graph
+   (:func:`symeq.numeric.graph.derive_graph_numeric`) gives rho_s(g) on every hidden space s (forced
+   at additions: an affine branch carries the action of what it is added to), reduced to the signed
+   permutations the projection uses (signs only where the space's activation is odd, none for ReLU,
+   whose positive factors are not used: a subgroup of K_s); and the trivial action (the identity on
+   every hidden space), kept when it agrees with every join (:data:`JOIN_ACTIONS`).  Each is extended
+   to every element of G along words in the generators and must form a homomorphism (checked exactly
+   on signed permutations); every layer node is averaged with it in floats, and the one nearest to
+   theta in the whole-network parameter distance is theta-bar.  No candidate: undetermined.
 2. **projection**: every layer node N reading space s is averaged over G with its in and out actions,
    W-bar = 1/|G| sum_g rho_N(g)^-1 W rho_s(g), b-bar = 1/|G| sum_g rho_N(g)^-1 b, in exact rationals after
    rounding to the grid 10^-D (D per layer, three digits below the layer's deviation from its
@@ -22,8 +25,10 @@ here (a chain goes the chain's road, unchanged).  The steps are the chain's, spa
 
 Distances: per layer node ||theta_N - theta-bar_N|| / ||theta_N|| (named by node in the notes), the
 whole network's relative parameter distance (the metric), and the function distance on noise inputs
-(and on data when given).  Not on this road: ``--metric data``, ``--finetune``, the involution search
-and its lower bound (the twin's actions are the one candidate, "best found, not proven nearest").
+(and on data when given).  Options: ``conv`` "auto" and "kernels" (kernels, the one way here), "dense"
+refused for a graph with convolutions; ``restarts`` None or 0 (more is refused: no restarted search).
+Not on this road: ``--metric data``, ``--finetune``, the matching search and its lower bound (theta-bar
+is "best found, not proven nearest"), the paper's metric and the unit diagnostics (a note says so).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import time
 
 import numpy as np
 
-from .errors import InputError, Undetermined
+from .errors import BudgetExceeded, InputError, Undetermined
 from .layers.registry import supports
 
 __all__ = ["certify_graph", "chain_or_graph"]
@@ -50,7 +55,7 @@ def chain_or_graph(model):
     return model, True
 
 
-def _guards(model, digits, noise_points, metric, finetune) -> None:
+def _guards(model, digits, noise_points, metric, finetune, conv="auto", restarts=None) -> None:
     """Size guards, the options this road takes, and the exact twin of every activation, before the work."""
     from .activations import activation_from_spec
     from .sizes import check_memory, check_width
@@ -59,6 +64,7 @@ def _guards(model, digits, noise_points, metric, finetune) -> None:
         raise InputError("certify of a graph network measures the parameter distance only (--metric data: chains)")
     if finetune:
         raise InputError("--finetune covers dense chains; this is a graph network")
+    _option_guards(model, conv, restarts)
     for s in model.spaces():
         check_width(s.dim, f"certify: width of space {s.name}")
     if not (isinstance(noise_points, int) and noise_points >= 1):
@@ -78,6 +84,23 @@ def _guards(model, digits, noise_points, metric, finetune) -> None:
     check_memory(400 * n_params, f"certify: theta-bar in exact rationals ({n_params} parameters)")
 
 
+def _option_guards(model, conv, restarts) -> None:
+    """``--conv`` and ``--restarts`` on a graph network: honoured where they mean something, refused by name
+    where they do not (docs/certify.md, "Graph networks")."""
+    if conv not in ("auto", "dense", "kernels"):
+        raise InputError(f"conv must be \"auto\", \"dense\" or \"kernels\", got {conv!r}")
+    if conv == "dense":
+        bad = next((n for n in model.nodes if not n.is_join and supports(n.layer, "sparse-actions")), None)
+        if bad is not None:
+            raise InputError(f"certify --conv dense: node {bad.name} is a {bad.layer.kind} layer of a graph network, "
+                             "whose convolutions are averaged on their kernels (--conv auto or --conv kernels); the "
+                             "dense expansion and its matching search cover chains")
+    if restarts is not None and restarts != 0:
+        raise InputError(f"--restarts {restarts}: the seeded random restarts belong to the chain's joint matching "
+                         "search (groups of order 2); a graph network has no matching search (its candidates: the "
+                         "float derivation's actions and the trivial action), so there is nothing to restart")
+
+
 def _n_params(layer) -> int:
     if supports(layer, "parameter-free"):  # pooling
         return 0
@@ -86,77 +109,131 @@ def _n_params(layer) -> int:
     return int(layer.in_dim * layer.out_dim + layer.out_dim)
 
 
-def _space_actions(model, ngroup, tol, deadline):
-    """The float derivation's generator actions per hidden space, reduced to signed permutations, and the
-    element chains [input, hidden spaces..., output] (per element of G) with the index of every space."""
+def _derived_candidate(model, ngroup, tol, deadline):
+    """The float derivation's generator actions per hidden space, reduced to signed permutations:
+    ``(derivation, actions or None, why not, changed)``."""
     from .numeric.graph import derive_graph_numeric
     from .numeric.monomial import MonomialAction
-    from .numeric.project import element_actions, is_homomorphism, signs_allowed
+    from .numeric.project import signs_allowed
 
     der = derive_graph_numeric(model, ngroup, tol=tol, deadline=deadline)
-    hidden = model.hidden_spaces()
     acts, changed = [], False
-    for si, s in enumerate(hidden):
+    for si, s in enumerate(model.hidden_spaces()):
         row = []
         for gi, a in enumerate(der.actions[si]):
             if not isinstance(a, MonomialAction):
                 why = getattr(der, "undetermined", None) or "no monomial action was found"
-                raise Undetermined(f"space {s.name}, generator {ngroup.names[gi]}: the float derivation found no "
-                                   f"action to project with ({why})")
+                return der, None, (f"space {s.name}, generator {ngroup.names[gi]}: the float derivation found no "
+                                   f"action to project with ({why})"), False
             act = model.node(s.name).act
             signs = act is None or signs_allowed(act)
             vals = np.where(a.vals < 0, -1.0, 1.0) if signs else np.ones(a.n)
             changed = changed or a.offset is not None or not np.array_equal(vals, a.vals)
             row.append(MonomialAction(a.cols.copy(), vals))
         acts.append(row)
-    gen = [[acts[si][gi] for gi in range(len(ngroup.names))] for si in range(len(hidden))]
+    return der, acts, None, changed
+
+
+def _trivial_candidate(model, ngroup):
+    """rho_s(g) = identity on every hidden space (a homomorphism; it must agree with the joins)."""
+    from .numeric.monomial import MonomialAction
+
+    return [[MonomialAction.identity(s.dim) for _ in ngroup.names] for s in model.hidden_spaces()]
+
+
+def _added(actions):
+    """An addition's action from its inputs': theirs when they all agree, else None."""
+    from .numeric.project import action_key
+
+    return actions[0] if all(action_key(a) == action_key(actions[0]) for a in actions) else None
+
+
+def _concatenated(actions):
+    from .numeric.graph import _block_sum
+
+    return _block_sum(actions)
+
+
+#: what a join op's inputs' actions give on its output (the trivial candidate is checked against it)
+JOIN_ACTIONS = {"add": _added, "concat": _concatenated}
+
+
+def _chains(model, ngroup, gen, joins: bool):
+    """The element chains [input, hidden spaces..., output] of generator actions ``gen`` and the index of
+    every space; :class:`Undetermined` when they are no homomorphism or (``joins``) disagree with a join."""
+    from .numeric.project import action_key, element_actions, is_homomorphism
+
     hom, why = is_homomorphism(ngroup, gen)
     if not hom:
-        raise Undetermined(f"the float derivation's actions are not a homomorphism ({why}); no graph projection")
+        raise Undetermined(f"the actions are not a homomorphism ({why})")
     chains = element_actions(ngroup, gen)
+    hidden = model.hidden_spaces()
     index = {"input": 0, **{s.name: i for i, s in enumerate(hidden, 1)}, model.output: len(hidden) + 1}
-    return der, gen, chains, index, changed
+    for n in (n for n in model.nodes if n.is_join and joins):
+        rule = JOIN_ACTIONS.get(n.op)
+        for c in chains:
+            got = None if rule is None else rule([c[index[i]] for i in n.inputs])
+            if got is None or action_key(got) != action_key(c[index[n.name]]):
+                raise Undetermined(f"they disagree with the join {n.name} (its inputs' actions do not give its own)")
+    return chains, index
 
 
-def _project_layer(layer, P, grid):
-    """One layer averaged over the element actions ``P`` (pairs (in, out)), rounded to the grid 10^-D with
-    ``D = grid(deviation, scale)``: (exact layer, float layer, D, relative distance, ||theta - bar||^2,
-    ||theta||^2)."""
-    from .activations import activation_from_spec
-    from .numeric.project import conv_tap_maps, reynolds_conv_exact
+def _float_average(layer, P):
+    """One layer averaged over the element actions ``P`` (pairs (in, out)) in floats: the averaged
+    parameters, the largest deviation and weight, and ||theta - average||^2, ||theta||^2."""
+    from .numeric.project import conv_tap_maps
 
-    act = None if layer.activation is None else activation_from_spec(layer.activation.spec)
     chain2 = [[a, b] for a, b in P]
     if supports(layer, "sparse-actions"):
-        from .layers.conv import ConvLayer
-        from .numeric.conv import NumericConvLayer
-
         maps = conv_tap_maps(layer.shape, chain2, 0)
         if maps is None:
             raise Undetermined(f"{layer.label}: the actions do not respect the image grid, so the average is no "
                                "convolution")
-        K = np.asarray(layer.kernel, dtype=np.float64)
+        K = np.asarray(layer.kernel, dtype=np.float64).reshape(-1)
         cb = np.asarray(layer.channel_bias, dtype=np.float64)
-        Kv = K.reshape(-1)
-        Kf = sum(ts * Kv[tm] for tm, ts, _, _ in maps) / len(maps)
+        Kf = sum(ts * K[tm] for tm, ts, _, _ in maps) / len(maps)
         cbf = sum(cs * cb[cm] for _, _, cm, cs in maps) / len(maps)
-        D = grid(max(float(np.max(np.abs(Kv - Kf))), float(np.max(np.abs(cb - cbf), initial=0.0))),
-                 max(float(np.max(np.abs(Kv))), float(np.max(np.abs(cb), initial=0.0))))
-        Kq, cbq, Kbar, cbbar = reynolds_conv_exact(layer, maps, D)
+        theta, avg = (K, cb), (Kf, cbf)
+    else:
+        from .numeric.models import NumericDenseLayer, NumericModel
+        from .numeric.project import reynolds_float
+
+        W, b = np.asarray(layer.weight, dtype=np.float64), np.asarray(layer.bias, dtype=np.float64)
+        (Wf, bf), = reynolds_float(NumericModel(layer.in_dim, [NumericDenseLayer(W, b, None)]), chain2)
+        theta, avg, maps = (W, b), (Wf, bf), None
+    dev = max(float(np.max(np.abs(t - a), initial=0.0)) for t, a in zip(theta, avg))
+    scale = max(float(np.max(np.abs(t), initial=0.0)) for t in theta)
+    num = sum(float(np.sum((t - a) ** 2)) for t, a in zip(theta, avg))
+    den = sum(float(np.sum(t ** 2)) for t in theta)
+    return {"chain2": chain2, "maps": maps, "dev": dev, "scale": scale, "num": num, "den": den}
+
+
+def _project_layer(layer, fl, grid):
+    """The layer averaged exactly with the float average ``fl`` (:func:`_float_average`), rounded to the grid
+    10^-D with ``D = grid(deviation, scale)``: (exact layer, float layer, D, relative distance,
+    ||theta - bar||^2, ||theta||^2)."""
+    from .activations import activation_from_spec
+
+    act = None if layer.activation is None else activation_from_spec(layer.activation.spec)
+    D = grid(fl["dev"], fl["scale"])
+    if supports(layer, "sparse-actions"):
+        from .layers.conv import ConvLayer
+        from .numeric.conv import NumericConvLayer
+        from .numeric.project import reynolds_conv_exact
+
+        K, cb = np.asarray(layer.kernel, dtype=np.float64), np.asarray(layer.channel_bias, dtype=np.float64)
+        Kq, cbq, Kbar, cbbar = reynolds_conv_exact(layer, fl["maps"], D)
         exact = ConvLayer(layer.shape, Kq, cbq, act)
         flt = NumericConvLayer(layer.shape, Kbar, cbbar, layer.activation)
         num, den = np.sum((K - Kbar) ** 2) + np.sum((cb - cbbar) ** 2), np.sum(K ** 2) + np.sum(cb ** 2)
     else:
         from .models import DenseLayer
         from .numeric.models import NumericDenseLayer, NumericModel
-        from .numeric.project import reynolds_exact, reynolds_float
+        from .numeric.project import reynolds_exact
 
         W, b = np.asarray(layer.weight, dtype=np.float64), np.asarray(layer.bias, dtype=np.float64)
         one = NumericModel(layer.in_dim, [NumericDenseLayer(W, b, None)])
-        (Wf, bf), = reynolds_float(one, chain2)
-        D = grid(max(float(np.max(np.abs(W - Wf))), float(np.max(np.abs(b - bf), initial=0.0))),
-                 float(np.max(np.abs(W))))
-        (Wq, bq, Wbar, bbar, _), = reynolds_exact(one, chain2, D)
+        (Wq, bq, Wbar, bbar, _), = reynolds_exact(one, fl["chain2"], D)
         exact = DenseLayer(Wq, bq, act)
         flt = NumericDenseLayer(Wbar, bbar, layer.activation)
         num, den = np.sum((W - Wbar) ** 2) + np.sum((b - bbar) ** 2), np.sum(W ** 2) + np.sum(b ** 2)
@@ -164,7 +241,27 @@ def _project_layer(layer, P, grid):
     return exact, flt, int(D), rel, float(num), float(den)
 
 
-def _theta_bar(model, chains, index, grid, deadline, egroup, ngroup):
+def _consider(model, ngroup, gen, method, joins, deadline):
+    """A candidate: its element chains, the float average of every layer node and the whole-network
+    distance of theta from that average; or the reason it is none (a string)."""
+    try:
+        chains, index = _chains(model, ngroup, gen, joins)
+        avgs = {}
+        for n in model.nodes:
+            if n.is_join or supports(n.layer, "parameter-free"):
+                continue
+            deadline.check(f"averaging node {n.name} over the group (in floats)")
+            avgs[n.name] = _float_average(n.layer, [(c[index[n.inputs[0]]], c[index[n.name]]) for c in chains])
+    except BudgetExceeded:
+        raise
+    except Undetermined as e:
+        return f"{method}: {e}"
+    num, den = sum(a["num"] for a in avgs.values()), sum(a["den"] for a in avgs.values())
+    dist = float(np.sqrt(num / den)) if den > 0 else float(np.sqrt(num))
+    return {"gen": gen, "chains": chains, "index": index, "avgs": avgs, "method": method, "distance": dist}
+
+
+def _theta_bar(model, cand, grid, deadline, egroup, ngroup):
     """theta-bar node by node: (exact graph model, float graph model, per layer node (name, distance, grid),
     whole-network distance)."""
     from .activations import activation_from_spec
@@ -184,8 +281,7 @@ def _theta_bar(model, chains, index, grid, deadline, egroup, ngroup):
             fnodes.append(n)
             continue
         deadline.check(f"averaging node {n.name} over the group")
-        P = [(c[index[n.inputs[0]]], c[index[n.name]]) for c in chains]
-        exact, flt, D, rel, num, den = _project_layer(n.layer, P, grid)
+        exact, flt, D, rel, num, den = _project_layer(n.layer, cand["avgs"][n.name], grid)
         enodes.append(Node(n.name, n.op, n.inputs, layer=exact, segment=n.segment, index=n.index))
         fnodes.append(Node(n.name, n.op, n.inputs, layer=flt, segment=n.segment, index=n.index))
         rows.append((n.name, rel, D))
@@ -200,6 +296,42 @@ def _theta_bar(model, chains, index, grid, deadline, egroup, ngroup):
     return emodel, fmodel, rows, whole
 
 
+def _candidates(model, ngroup, tol, deadline, notes):
+    """Every candidate this road has (the float derivation's actions, the trivial action), nearest first;
+    the steps (name, why it gave none or None). :class:`Undetermined` when there is none."""
+    der, gen, why, changed = _derived_candidate(model, ngroup, tol, deadline)
+    found, skipped = [], []
+    if gen is not None:
+        if changed:
+            notes.append("the float derivation's actions have scale factors or offsets the projection does not use: "
+                         "their permutations (with signs where the activation is odd) are used, a subgroup of K_s")
+        residual = getattr(der, "max_residual", None)
+        method = "the float derivation's actions along the graph" + \
+            ("" if residual is None else f" (max residual {residual:.3g})")
+        found.append(_consider(model, ngroup, gen, method, False, deadline))
+    else:
+        skipped.append(why)
+    found.append(_consider(model, ngroup, _trivial_candidate(model, ngroup), "the trivial action on every hidden "
+                           "space (a homomorphism)", True, deadline))
+    skipped += [c for c in found if isinstance(c, str)]
+    steps = [("graph_float_derivation", why if gen is None else (found[0] if isinstance(found[0], str) else None)),
+             ("graph_trivial_action", found[-1] if isinstance(found[-1], str) else None)]
+    found = [c for c in found if not isinstance(c, str)]
+    notes += [f"candidate not used: {s}" for s in skipped]
+    if not found:
+        raise Undetermined("no candidate actions to project with: " + "; ".join(skipped))
+    if len(found) == 2 and _same(found[0]["gen"], found[1]["gen"]):  # the derivation found the trivial action
+        found[0]["also"] = [found.pop(1)["method"]]
+    found.sort(key=lambda c: c["distance"])  # stable: the derivation's wins a tie
+    return steps, found
+
+
+def _same(a, b) -> bool:
+    from .numeric.project import action_key
+
+    return all(action_key(x) == action_key(y) for pa, pb in zip(a, b) for x, y in zip(pa, pb))
+
+
 def _actions_json(hidden, ngroup, gen) -> list:
     return [{"space": s.name, "generator": g, "cols": [int(c) for c in a.cols], "signs": [int(v) for v in a.vals]}
             for s, per in zip(hidden, gen) for g, a in zip(ngroup.names, per)]
@@ -207,41 +339,45 @@ def _actions_json(hidden, ngroup, gen) -> list:
 
 def certify_graph(model, ngroup, egroup, *, result, finish, grid, digits=None, checked=None, max_distance=None,
                   tol: float = 1e-6, timeout=None, noise_points: int = 2000, seed: int = 0, metric="parameters",
-                  finetune=None, t0=None):
-    """The nearest layerwise-equivariant graph network to a float one, verified exactly (module docstring).
+                  finetune=None, t0=None, conv: str = "auto", restarts=None):
+    """The nearest layerwise-equivariant graph network to a float one found, verified exactly (module docstring).
 
     ``result`` is :class:`symeq.certification.Certification`, ``finish`` its ``_finish`` (function
     distances, then the exact verification that sets the status) and ``grid`` its per-layer grid rule
     ``_digits_for(dev, rel, scale)`` (used unless ``digits`` is given), passed in by the caller as
-    :mod:`symeq.certify_attention` is given its result class.
+    :mod:`symeq.certify_attention` is given its result class.  ``conv``: "auto" and "kernels" average
+    convolutions on their kernels (the one way on graphs), "dense" is refused for a graph with
+    convolutions; ``restarts``: None or 0 (a graph network has no restarted search; more is refused).
     """
     from .budget import Deadline
 
     t0 = time.perf_counter() if t0 is None else t0
     deadline = Deadline(timeout)
     model = model.with_group(ngroup)
-    _guards(model, digits, noise_points, metric, finetune)
-    der, gen, chains, index, changed = _space_actions(model, ngroup, tol, deadline)
-    notes = []
-    if changed:
-        notes.append("the float derivation's actions have scale factors or offsets the projection does not use: "
-                     "their permutations (with signs where the activation is odd) are used, a subgroup of K_s")
+    _guards(model, digits, noise_points, metric, finetune, conv, restarts)
+    notes: list = []
+    steps, found = _candidates(model, ngroup, tol, deadline, notes)
+    best = found[0]
     rule = (lambda dev, scale: int(digits)) if digits is not None else \
         (lambda dev, scale: grid(dev, dev / max(scale, 1e-300), scale))
-    emodel, fmodel, rows, whole = _theta_bar(model, chains, index, rule, deadline, egroup, ngroup)
+    emodel, fmodel, rows, whole = _theta_bar(model, best, rule, deadline, egroup, ngroup)
     dists, grids = [r[1] for r in rows], [r[2] for r in rows]
     notes.append("graph network: the layers are its layer nodes, in file order: " +
                  ", ".join(f"layer {i} = node {r[0]}" for i, r in enumerate(rows, 1)))
-    residual = getattr(der, "max_residual", None)
-    method = "the float derivation's actions along the graph" + \
-        ("" if residual is None else f" (max residual {residual:.3g})")
-    notes.append("graph network: the float derivation's actions are the one candidate (no matching search): best "
-                 "found, not proven nearest")
-    cand = [{"method": method, "also_found_by": [], "distance": whole, "layer_nodes": [r[0] for r in rows],
-             "parameters_per_layer": dists,
-             "parameters_max": max(dists, default=0.0), "parameters": whole, "data_weighted": None}]
+    notes.append("graph network: the candidates are the float derivation's actions and the trivial action, the "
+                 "nearest in the parameter metric is theta-bar; no matching search, no lower bound and no random "
+                 "restarts on graphs: best found, not proven nearest")
+    notes.append("graph network: the paper's metric and the unit diagnostics per hidden layer are computed for "
+                 "chains only; not for graph networks")
+    method = best["method"] + (f" (also: {', '.join(best['also'])})" if best.get("also") else "")
+    cand = [{"method": c["method"], "also_found_by": c.get("also", []), "distance": c["distance"],
+             "parameters": c["distance"], "data_weighted": None} for c in found]
+    cand[0].update(distance=whole, parameters=whole, layer_nodes=[r[0] for r in rows], parameters_per_layer=dists,
+                   parameters_max=max(dists, default=0.0))  # theta-bar's, on the grid
     hidden = model.hidden_spaces()
     cert = result("undetermined", dists, {}, None, grids, method, False, cand, None, emodel, fmodel, max_distance,
-                  notes, metric="parameters", distance=whole, actions=_actions_json(hidden, ngroup, gen))
-    cert.steps = [("graph_float_derivation", None)]
+                  notes, metric="parameters", distance=whole, actions=_actions_json(hidden, ngroup, best["gen"]))
+    cert.search = {"restarts": 0, "lower_bound": None, "optimal": False,
+                   "line": f"{len(found)} candidate(s) on this graph network, the nearest chosen; not proven nearest"}
+    cert.steps = steps
     return finish(cert, model, fmodel, egroup, checked, noise_points, seed, timeout, deadline, t0)

@@ -9,6 +9,8 @@ refusals come before the work.  The ONNX export of theta-bar needs the onnx extr
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -213,3 +215,115 @@ def test_an_addition_of_affine_branches_only_is_undetermined_not_a_guess():
         return
     assert c.status == "undetermined" and c.exit_code == 3
     assert "affine" in c.reason
+
+
+# -- candidates, options, float graph files (issue 27 items 1 and 3) --------------------------------------
+
+def test_the_candidates_are_chosen_by_the_metric_and_labelled_not_proven():
+    c = certify(residual_net(), mirror(2, 2), timeout=120, noise_points=50)
+    assert c.status == "certified"
+    cands = c.to_json()["actions"]["candidates"]
+    assert [x["method"].split(" (")[0] for x in cands] == ["the float derivation's actions along the graph",
+                                                           "the trivial action on every hidden space"]
+    assert cands[0]["distance"] == c.distance < cands[1]["distance"]  # theta-bar: the nearest in the metric
+    assert c.proven_nearest is False and not c.search["optimal"]
+    report = c.report()
+    assert "best found, not proven nearest" in report and "proven nearest in" not in report.replace("not proven", "")
+    assert any("paper's metric" in n for n in c.notes)  # not computed on graphs, and said so
+
+
+def _invariant_net(seed: int = 3) -> GraphModel:
+    """The residual net with the identity on every hidden space (the stem invariant, the head equivariant)."""
+    rng = np.random.default_rng(seed)
+    I4, I6 = np.eye(4), np.eye(6)
+    nodes = [Node("stem", "dense", ("input",), layer=_layer(rng, I4, P4, "relu", NOISE), segment="stem"),
+             Node("block.1", "dense", ("stem",), layer=_layer(rng, I6, I4, "tanh", NOISE), segment="block", index=1),
+             Node("block", "dense", ("block.1",), layer=_layer(rng, I4, I6, None, NOISE), segment="block", index=2),
+             Node("sum", "add", ("stem", "block"), activation=numeric_activation("relu")),
+             Node("head", "dense", ("sum",), layer=_layer(rng, P4, I4, None, NOISE), segment="head")]
+    return GraphModel(4, nodes, "head", None, "invariant stem")
+
+
+def test_the_trivial_action_found_by_the_derivation_is_one_candidate():
+    c = certify(_invariant_net(), mirror(2, 2), timeout=120, noise_points=50)
+    assert c.status == "certified", c.reason
+    cands = c.to_json()["actions"]["candidates"]
+    assert len(cands) == 1 and cands[0]["also_found_by"] == ["the trivial action on every hidden space "
+                                                             "(a homomorphism)"]
+    assert all(a["cols"] == sorted(a["cols"]) for a in c.actions)  # the identity on every hidden space
+    assert c.max_distance < 3 * NOISE * 10
+
+
+def test_conv_and_restarts_are_honoured_or_refused_by_name():
+    net = residual_net()
+    c = certify(net, mirror(2, 2), conv="dense", restarts=0, timeout=120, noise_points=50)  # no convolution here
+    assert c.status == "certified"
+    for r in (1, 8):
+        with pytest.raises(InputError, match="--restarts .*no matching search"):
+            certify(net, mirror(2, 2), restarts=r)
+    with pytest.raises(InputError, match="conv must be"):
+        certify(net, mirror(2, 2), conv="sparse")
+
+
+def float_graph_json(net, group=None) -> dict:
+    """The graph model file of a float dense graph net built here, with float numbers (docs/graphs.md)."""
+    graph, seg = [], None
+    file_name = lambda m: m if m == "input" or net.node(m).is_join else (net.node(m).segment or m)  # noqa: E731
+    for n in net.nodes:
+        if n.is_join:
+            seg = None
+            graph.append({"name": n.name, n.op: [file_name(i) for i in n.inputs],
+                          "activation": None if n.activation is None else n.activation.spec})
+            continue
+        spec = {"type": "dense", "weight": n.layer.weight.tolist(), "bias": n.layer.bias.tolist(),
+                "activation": None if n.layer.activation is None else n.layer.activation.spec}
+        if seg is not None and seg["name"] == (n.segment or n.name):
+            seg["layers"].append(spec)
+        else:
+            seg = {"name": n.segment or n.name, "input": file_name(n.inputs[0]), "layers": [spec]}
+            graph.append(seg)
+    out = {"format": "symeq-model/1", "name": net.name, "input_dim": net.input_dim, "graph": graph,
+           "output": file_name(net.output)}
+    return out if group is None else {**out, "group": group}
+
+
+def test_a_float_graph_model_file_is_read_certified_and_checked(tmp_path, capsys):
+    from symeq.numeric.onnx_io import load_float_network
+
+    net = residual_net()
+    path = tmp_path / "net.json"
+    write_json(float_graph_json(net), path)
+    back = load_float_network(path)
+    assert not back.exact and [n.name for n in back.nodes] == [n.name for n in net.nodes]
+    X = np.random.default_rng(7).standard_normal((20, 4))
+    assert np.array_equal(back(X), net(X))  # floats read as their exact binary values, nothing rounded
+    cert, out = tmp_path / "C.json", tmp_path / "bar.json"
+    assert main(["certify", str(path), "--group", "mirror:2x2", "--points", "50", "--certificate", str(cert),
+                 "--out", str(out)]) == 0
+    assert "certified: theta-bar is layerwise equivariant" in capsys.readouterr().out
+    assert main(["check", str(cert), str(out)]) == 0
+    capsys.readouterr()
+    assert main(["numeric-check", str(path), "--group", "mirror:2x2", "--json"]) in (0, 1)  # (noise: 1 is fine)
+    assert json.loads(capsys.readouterr().out)["model"] == str(path)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["graph"][0].update(colour=1), "colour"),
+    (lambda d: d.update(layers=[]), "either"),
+    (lambda d: d["graph"][1]["layers"][0]["weight"][0].__setitem__(0, float("nan")), "finite"),
+    (lambda d: d["graph"][2].update(add=["stem", "nowhere"]), "nowhere"),
+])
+def test_a_bad_float_graph_file_is_refused_by_name(tmp_path, capsys, change, message):
+    data = float_graph_json(residual_net())
+    change(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))  # (a NaN is written as NaN, which Python's json reads back)
+    assert main(["certify", str(path), "--group", "mirror:2x2", "--points", "10"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_graph_model_has_no_npz_layout(tmp_path):
+    from symeq.numeric.models import save_npz
+
+    with pytest.raises(InputError, match="no .npz layout"):
+        save_npz(residual_net(), tmp_path / "net.npz")

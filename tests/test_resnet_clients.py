@@ -39,10 +39,12 @@ def _torch():
     return torch
 
 
-def _resnet(torch, channels: int = 4, blocks: int = 2, classes: int = 3, seed: int = 0, bn1d: bool = False):
+def _resnet(torch, channels: int = 4, blocks: int = 2, classes: int = 3, seed: int = 0, bn1d: bool = False,
+            softmax: bool = True):
     """Post-activation residual blocks (conv-BN-ReLU-conv-BN, add, ReLU) after a conv-BN-ReLU stem, global
-    average pooling and a linear softmax head (with ``bn1d``: Linear-BatchNorm1d-ReLU-Linear); every kernel
-    symmetric under the left-right flip (the pooled features are mirror invariant, so the head is free)."""
+    average pooling and a linear softmax head (with ``bn1d``: Linear-BatchNorm1d-ReLU-Linear; without
+    ``softmax``: the logits); every kernel symmetric under the left-right flip (the pooled features are
+    mirror invariant, so the head is free)."""
     nn = torch.nn
     torch.manual_seed(seed)
 
@@ -65,7 +67,8 @@ def _resnet(torch, channels: int = 4, blocks: int = 2, classes: int = 3, seed: i
 
         def forward(self, x):
             x = self.blocks(torch.relu(self.bn(self.stem(x))))
-            return torch.softmax(self.head(x.mean((2, 3))), -1)
+            y = self.head(x.mean((2, 3)))
+            return torch.softmax(y, -1) if softmax else y
 
     net = ResNet()
     with torch.no_grad():
@@ -224,3 +227,44 @@ def test_certify_reports_the_broken_block(tmp_path, capsys):
     assert len(names) == len(per)
     assert names[int(np.argmax(per))].startswith("blocks_blocks_0")  # the broken block moves most
     assert max(per) > 100 * sorted(per)[-2]
+
+
+def test_conv_dense_and_restarts_are_refused_by_name_on_the_resnet(tmp_path, capsys):
+    """A graph's convolutions are averaged on their kernels: --conv dense and --restarts N name themselves (exit 2),
+    before any work; --conv kernels is the road taken."""
+    torch = _torch()
+    path, rel = _resnet_onnx(torch, tmp_path)
+    capsys.readouterr()
+    assert main(["certify", str(path), *MIRROR, "--conv", "dense"]) == 2
+    err = capsys.readouterr().err
+    assert "--conv dense" in err and "conv2d" in err
+    assert main(["certify", str(path), *MIRROR, "--restarts", "4"]) == 2
+    assert "--restarts 4" in capsys.readouterr().err
+    assert main(["certify", str(path), *MIRROR, "--conv", "kernels", "--restarts", "0", "--points", "50",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert 0 < report["distances"]["distance"] <= 3 * rel
+    assert report["actions"]["proven_nearest"] is False
+
+
+def test_a_torch_resnet_module_is_certified_from_python(tmp_path):
+    """symeq.certify(module, ...): the traced module (torch.fx) is a float graph model; a softmax in the forward
+    is refused by name (the logits are certified)."""
+    torch = _torch()
+    from symeq.certification import certify
+    from symeq.errors import InputError
+    from symeq.groups import mirror
+
+    with pytest.raises(InputError, match="softmax"):
+        certify(_resnet(torch), mirror(8, 8, 1, output=3), input_shape=(1, 8, 8))
+    net = _resnet(torch, softmax=False)
+    rel = _perturb(torch, net, NOISE)
+    c = certify(net, mirror(8, 8, 1, output=3), input_shape=(1, 8, 8), noise_points=50, timeout=300)
+    assert c.status == "certified", c.reason
+    assert not c.model.is_chain and any(n.op == "add" for n in c.model.nodes)
+    assert 0 < c.distance <= 3 * rel
+    X = np.random.default_rng(1).standard_normal((8, 64))
+    with torch.no_grad():
+        theta = net(torch.from_numpy(X.reshape(-1, 1, 8, 8)).float()).double().numpy()
+    assert np.max(np.abs(c.float_model(X) - theta)) < 1e-2  # theta-bar is near the module's function
+    assert np.max(np.abs(c.float_model(_mirror(X)) - c.float_model(X))) < 1e-9  # and mirror invariant

@@ -190,8 +190,9 @@ def register(subparsers) -> None:
                         "(needs --data)")
     c.add_argument("--max-distance", type=float, default=None, metavar="D",
                    help="exit 1 when theta-bar's distance in --metric is above D")
-    c.add_argument("--restarts", type=int, default=8, metavar="N",
-                   help="seeded random restarts of the joint search over the layers' actions (default 8)")
+    c.add_argument("--restarts", type=int, default=None, metavar="N",
+                   help="seeded random restarts of the joint search over the layers' actions (default 8; chains "
+                        "only: a graph network refuses it)")
     c.add_argument("--finetune", action="store_true",
                    help="train inside the layerwise-equivariant subspace of the chosen actions on the data (torch "
                         "extra), then certify the fine-tuned network exactly")

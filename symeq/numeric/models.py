@@ -941,6 +941,10 @@ def save_npz(model: NumericModel, path) -> None:
     """Write a model in the layout read by :func:`load_npz`."""
     import json
 
+    if callable(getattr(model, "hidden_spaces", None)):  # a graph model: the layout has no nodes or inputs
+        raise InputError("the .npz layout holds chains of layers (weight_i, bias_i); a graph model has no .npz "
+                         "layout: write it as ONNX (symeq.numeric.onnx_write_graph.export_graph_onnx); "
+                         "numeric-check and certify read it so, or as a graph model file (docs/graphs.md)")
     bad = first_unsupported(model.layers, "npz-layout")
     if bad is not None:
         raise InputError(f"the .npz layout holds dense models only; {bad.kind} layers do not support it: "

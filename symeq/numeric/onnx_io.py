@@ -1143,11 +1143,21 @@ def _realised_list(layers, N) -> list:
 
 def load_float_network(path):
     """A float network from ``.onnx`` (:func:`load_onnx`), ``.json`` or ``.npz``
-    (:func:`symeq.numeric.models.load_numeric_model`): the reader of ``numeric-check`` and ``certify``."""
+    (:func:`symeq.numeric.models.load_numeric_model`; a ``.json`` graph model file, floats allowed, as a float
+    graph model: :mod:`symeq.numeric.graph_file`): the reader of ``numeric-check`` and ``certify``."""
     if str(path).lower().endswith(".onnx"):
         return load_onnx(path)
     from .models import load_numeric_model
 
+    if str(path).lower().endswith(".json"):  # the graph form (docs/graphs.md) with floats: a float graph model
+        from ..io import read_json
+        from .graph_file import graph_model_from_float_json
+        from .models import model_from_json
+
+        data = read_json(path)
+        if isinstance(data, dict) and "graph" in data and "layers" not in data:
+            return graph_model_from_float_json(data, str(path))
+        return model_from_json(data, where=str(path))
     return load_numeric_model(path)
 
 
