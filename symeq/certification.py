@@ -1330,8 +1330,9 @@ def _certify_conv_kernels(model, ngroup, egroup, *, digits, data, max_distance, 
                      "permutations (with signs where the activation is odd) are used, a subgroup of K_i")
     hom, why = is_homomorphism(ngroup, acts)
     if not hom:
-        raise Undetermined(f"the float twin's actions are not a homomorphism ({why}), and the convolutions are too "
-                           "large for the dense matching search")
+        raise Undetermined(f"the float twin's actions are not a homomorphism ({why}), and " +
+                           ("a network with pooling has no matching search" if any_supports(model.layers,
+                            "parameter-free") else "the convolutions are too large for the dense matching search"))
     chains = element_actions(ngroup, acts)
     layers, flayers, dists, grids = [], [], [], []
     tot_num = tot_den = 0.0

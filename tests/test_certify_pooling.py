@@ -267,3 +267,16 @@ def test_metric_data_on_a_pooling_net_is_refused_by_name(tmp_path, capsys):
     capsys.readouterr()
     assert main(["certify", str(path), "--metric", "data", "--data", str(xs), "--task", "classifier"]) == 2
     assert "--metric data is not available" in capsys.readouterr().err
+
+
+def test_no_homomorphism_on_a_pooling_net_is_undetermined_with_its_reason(tmp_path, capsys, monkeypatch):
+    import symeq.numeric.project as project
+
+    monkeypatch.setattr(project, "is_homomorphism", lambda group, acts: (False, "rho(g)^4 != 1 (forced here)"))
+    data, _ = _noisy_file(_pool_net("C4"), 1e-6)
+    path = tmp_path / "net.json"
+    path.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["certify", str(path)]) == 3
+    err = capsys.readouterr().err
+    assert "not a homomorphism (rho(g)^4 != 1 (forced here)), and a network with pooling" in err, err
