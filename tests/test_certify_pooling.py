@@ -280,3 +280,20 @@ def test_no_homomorphism_on_a_pooling_net_is_undetermined_with_its_reason(tmp_pa
     assert main(["certify", str(path)]) == 3
     err = capsys.readouterr().err
     assert "not a homomorphism (rho(g)^4 != 1 (forced here)), and a network with pooling" in err, err
+
+
+def test_certify_takes_the_torch_module_itself():
+    """symeq.certify on an nn.Sequential with MaxPool2d and a MaxPoolChannels (from_torch reads both)."""
+    torch = pytest.importorskip("torch")
+    import symeq
+
+    model = _pool_net("C4")
+    net = _torch_net(torch, model).double()
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(7)
+        for p in net.parameters():
+            p.add_(1e-6 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    c = symeq.certify(net, builtin_group("rot90:8", output=1), input_shape=(1, 8, 8))
+    assert c.status == "certified", c.reason
+    assert [l.kind for l in c.model.layers] == ["conv2d", "maxpool2d", "conv2d", "group_pool", "conv2d"]
+    assert 0 < c.distance < 1e-5
