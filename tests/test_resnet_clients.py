@@ -240,11 +240,19 @@ def test_conv_dense_and_restarts_are_refused_by_name_on_the_resnet(tmp_path, cap
     assert "--conv dense" in err and "conv2d" in err
     assert main(["certify", str(path), *MIRROR, "--restarts", "4"]) == 2
     assert "--restarts 4" in capsys.readouterr().err
+    cert = tmp_path / "C.json"
     assert main(["certify", str(path), *MIRROR, "--conv", "kernels", "--restarts", "0", "--points", "50",
-                 "--json"]) == 0
+                 "--json", "--certificate", str(cert)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert 0 < report["distances"]["distance"] <= 3 * rel
     assert report["actions"]["proven_nearest"] is False
+    # the spec's space names (docs/graphs.md: segment N's last space is N) in every report: numeric-check's,
+    # certify's theta-bar actions and the exact certificate's spaces agree
+    spaces = json.loads(cert.read_text())["spaces"]
+    assert main(["numeric-check", str(path), *MIRROR, "--json"]) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["derivation"]["spaces"] == spaces
+    assert [a["space"] for a in report["actions"]["theta_bar"]] == spaces  # one generator
+    assert not any(n.endswith(".2") for n in spaces)  # two-layer segments: N.1 and N
 
 
 def test_a_torch_resnet_module_is_certified_from_python(tmp_path):
