@@ -25,7 +25,7 @@ from .monomial import MonomialAction, as_action
 
 __all__ = ["NumericMaxPool2d", "NumericGroupPool", "pool_twin", "FIELD_FACTOR_TOL"]
 
-FIELD_FACTOR_TOL = 1e-3
+FIELD_FACTOR_TOL = 0.1
 """The float group pooling reads the channel factors of one field as one factor when they agree to this
 relative spread (a float candidate only: the exact pipeline decides)."""
 
