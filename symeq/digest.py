@@ -103,15 +103,11 @@ def _activation(spec):
     return out
 
 
-_IMAGE_KINDS = ("conv2d", "maxpool2d", "group_pool")
-"""The layer types whose output is an image in a model file, and which inherit an image node's shape in a
-graph (docs/graphs.md); as symeq_check/graph.py reads them."""
-
-
 def _inherit_shape(layers_json, shape) -> list:
     """A graph segment's layers with the image shape of the node it reads written into its first layer (not
     a flatten) when that is a conv2d or a pooling layer leaving out ``input_shape`` (docs/graphs.md)."""
-    first = next((l for l in layers_json if not (isinstance(l, dict) and l.get("type") == "flatten")), None)
+    first = next((l for l in layers_json if not (isinstance(l, dict) and _FORMS.get(l.get("type")) is _drop_form)),
+                 None)
     if shape is None or not isinstance(first, dict) or first.get("type") not in _IMAGE_KINDS \
             or first.get("input_shape") is not None:
         return list(layers_json)
@@ -133,65 +129,106 @@ def canonical_layers(layers_json) -> list:
 
 
 def _canonical_with_shape(layers_json) -> tuple:
-    """:func:`canonical_layers` and the image shape after the layers (None: no image met)."""
+    """:func:`canonical_layers` and the image shape after the layers (None: no image met); each layer by the
+    form of its ``"type"`` (:data:`_FORMS`; a type without one: its numbers and activation only)."""
     out, shape = [], None
     for spec in layers_json:
-        kind = spec.get("type")
-        if kind == "flatten":
-            continue
-        if kind == "dense" and shape is not None:  # after a conv2d: the conv with a whole-image kernel
-            C, H, W = shape
-            spec = {"type": "conv2d", "input_shape": shape, "bias": spec.get("bias"),
-                    "kernel": [[[row[(c * H + i) * W:(c * H + i + 1) * W] for i in range(H)] for c in range(C)]
-                               for row in spec["weight"]],
-                    "stride": 1, "padding": 0, "padding_mode": "zeros", "activation": spec.get("activation")}
-            kind = "conv2d"
-        layer = {k: (_activation(v) if k == "activation" else _normal(v)) for k, v in spec.items()}
-        if "bias" in layer and (layer["bias"] is None or all(b == "0" for b in layer["bias"])):
-            layer["bias"] = None
-        if kind == "conv2d":
-            if spec.get("input_shape") is not None:
-                shape = [int(v) for v in spec["input_shape"]]
-            stride, padding = int(spec.get("stride", 1)), int(spec.get("padding", 0))
-            for key in ("dilation", "groups"):
-                if layer.get(key) in ("1", ["1", "1"]):
-                    del layer[key]
-            layer.update(input_shape=[str(v) for v in shape], stride=str(stride), padding=str(padding),
-                         padding_mode=spec.get("padding_mode", "zeros"))
-            kh, kw = len(spec["kernel"][0][0]), len(spec["kernel"][0][0][0])
-            shape = [len(spec["kernel"]), (shape[1] + 2 * padding - kh) // stride + 1,
-                     (shape[2] + 2 * padding - kw) // stride + 1]
-        elif kind in ("maxpool2d", "group_pool"):  # pooling (docs/conv.md): defaults written, the shape carried
-            layer, shape = _canonical_pool(kind, spec, layer, shape)
-        elif kind == "attention":
-            if layer.get("scoring") == "lightning":
-                del layer["scoring"]
-            for key in ("bias", "scale"):  # softmax's output bias and scale: absent, null and zeros alike
-                if key in layer and layer[key] is None:
-                    del layer[key]
-            for head in layer.get("heads", []):
-                if isinstance(head, dict) and "score_bias" in head and (
-                        head["score_bias"] is None or all(b == "0" for b in head["score_bias"])):
-                    del head["score_bias"]
-        out.append(layer)
+        layer, shape = _FORMS.get(spec.get("type"), _plain_form)(spec, shape)
+        if layer is not None:
+            out.append(layer)
     return out, shape
 
 
-def _canonical_pool(kind: str, spec: dict, layer: dict, shape):
-    """A pooling layer in digest form 2: its input shape, kernel_size, stride (default: the kernel size)
-    and padding (default 0), or its field_size; and the shape after it."""
+def _plain_form(spec: dict, shape):
+    """Every number as its reduced fraction's string, the activation canonical, a null or zero bias null."""
+    layer = {k: (_activation(v) if k == "activation" else _normal(v)) for k, v in spec.items()}
+    if "bias" in layer and (layer["bias"] is None or all(b == "0" for b in layer["bias"])):
+        layer["bias"] = None
+    return layer, shape
+
+
+def _drop_form(spec: dict, shape):
+    """A flatten: left out (the shape carried on: a dense layer after it reads the image)."""
+    return None, shape
+
+
+def _dense_form(spec: dict, shape):
+    """A dense layer; after an image, the convolution with a whole-image kernel."""
+    if shape is None:
+        return _plain_form(spec, shape)
+    C, H, W = shape
+    conv = {"type": "conv2d", "input_shape": shape, "bias": spec.get("bias"),
+            "kernel": [[[row[(c * H + i) * W:(c * H + i + 1) * W] for i in range(H)] for c in range(C)]
+                       for row in spec["weight"]],
+            "stride": 1, "padding": 0, "padding_mode": "zeros", "activation": spec.get("activation")}
+    return _conv_form(conv, shape)
+
+
+def _conv_form(spec: dict, shape):
+    """A conv2d: input_shape, stride, padding and padding_mode written, dilation/groups of 1 dropped."""
+    layer, _ = _plain_form(spec, shape)
+    if spec.get("input_shape") is not None:
+        shape = [int(v) for v in spec["input_shape"]]
+    stride, padding = int(spec.get("stride", 1)), int(spec.get("padding", 0))
+    for key in ("dilation", "groups"):
+        if layer.get(key) in ("1", ["1", "1"]):
+            del layer[key]
+    layer.update(input_shape=[str(v) for v in shape], stride=str(stride), padding=str(padding),
+                 padding_mode=spec.get("padding_mode", "zeros"))
+    kh, kw = len(spec["kernel"][0][0]), len(spec["kernel"][0][0][0])
+    return layer, [len(spec["kernel"]), (shape[1] + 2 * padding - kh) // stride + 1,
+                   (shape[2] + 2 * padding - kw) // stride + 1]
+
+
+def _maxpool_form(spec: dict, shape):
+    """A max pooling layer (docs/conv.md): its input shape, kernel_size, stride (default: the kernel size)
+    and padding (default 0) written; the shape after it."""
+    layer, _ = _plain_form(spec, shape)
     if spec.get("input_shape") is not None:
         shape = [int(v) for v in spec["input_shape"]]
     C, H, W = shape
-    if kind == "group_pool":
-        n = int(spec["field_size"])
-        layer.update(input_shape=[str(v) for v in shape], field_size=str(n))
-        return layer, [C // n, H, W]
     k = int(spec["kernel_size"])
     s = int(spec["stride"]) if spec.get("stride") is not None else k
     p = int(spec.get("padding", 0))
     layer.update(input_shape=[str(v) for v in shape], kernel_size=str(k), stride=str(s), padding=str(p))
     return layer, [C, (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1]
+
+
+def _group_pool_form(spec: dict, shape):
+    """A group pooling layer: its input shape and field_size written; the shape after it."""
+    layer, _ = _plain_form(spec, shape)
+    if spec.get("input_shape") is not None:
+        shape = [int(v) for v in spec["input_shape"]]
+    C, H, W = shape
+    n = int(spec["field_size"])
+    layer.update(input_shape=[str(v) for v in shape], field_size=str(n))
+    return layer, [C // n, H, W]
+
+
+def _attention_form(spec: dict, shape):
+    """An attention layer without "scoring": "lightning", and without softmax's null output bias and scale
+    or null or zero heads' score_bias."""
+    layer, _ = _plain_form(spec, shape)
+    if layer.get("scoring") == "lightning":
+        del layer["scoring"]
+    for key in ("bias", "scale"):  # softmax's output bias and scale: absent, null and zeros alike
+        if key in layer and layer[key] is None:
+            del layer[key]
+    for head in layer.get("heads", []):
+        if isinstance(head, dict) and "score_bias" in head and (
+                head["score_bias"] is None or all(b == "0" for b in head["score_bias"])):
+            del head["score_bias"]
+    return layer, shape
+
+
+#: the digest's canonical form of each model-file "type" (the format's rule, docs/certificates.md; the
+#: checker's own in symeq_check/digest.py): the one place this module names the layer types
+_FORMS = {"flatten": _drop_form, "dense": _dense_form, "conv2d": _conv_form, "maxpool2d": _maxpool_form,
+          "group_pool": _group_pool_form, "attention": _attention_form}
+
+_IMAGE_KINDS = ("conv2d", "maxpool2d", "group_pool")
+"""The layer types whose output is an image in a model file, and which inherit an image node's shape in a
+graph (docs/graphs.md); as symeq_check/graph.py reads them."""
 
 
 def layers_digest(layers_json, input_dim: int) -> str:
