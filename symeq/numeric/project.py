@@ -73,7 +73,7 @@ __all__ = ["Actions", "signed_permutation", "group_elements", "element_actions",
            "conv_tap_maps", "reynolds_conv_exact", "MAX_FULL_MATCHING", "layer_inputs", "second_moments",
            "symmetrised_moment", "weighted_distances", "parameter_distance", "data_scaled", "random_involutions",
            "involution_lower_bound", "MAX_MOMENT_WIDTH", "layer_diagnostics", "unused_inputs", "weighted_projection",
-           "ridged", "DATA_RIDGE", "paired_involutions"]
+           "ridged", "DATA_RIDGE", "paired_involutions", "TermsCache"]
 
 #: above this many positive-gain pairs on a layer the matching (networkx, pure Python: about 40 s for
 #: 20 000 pairs on 1024 neurons) is bounded (then the result is labelled "best found, not proven nearest")
@@ -585,29 +585,97 @@ def _matching_involution(fix, pair, pi=None):
     return cols, False
 
 
-def _layer_terms(model, rho, i, side: str = "both"):
-    """S and d of hidden layer i given its neighbours (``side``: "in" counts only W_i, "out" only W_{i+1})."""
-    Wi, bi = model.layers[i - 1].weight, model.layers[i - 1].bias
-    Wn = model.layers[i].weight
-    n = Wi.shape[0]
-    S, d = np.zeros((n, n)), np.zeros(n)
-    if side in ("both", "in"):
-        Q = rho[i - 1]
+class TermsCache:
+    """Memo of one model's matching terms, so that the searches from many starts (and the lower bound) do
+    not recompute what they share: each hidden layer's two Gram products (the one with its incoming
+    weights depends only on rho_{i-1}, the one with its outgoing weights only on rho_{i+1}; the first and
+    last are fixed by the group) and each layer's best involution for given neighbours.  Hits return the
+    very arrays a fresh computation would (the same products of the same operands), so results are
+    bitwise those without the cache.  Least recently used entries go beyond ``max_bytes``.
+    """
+
+    def __init__(self, model, max_bytes: int = 128 << 20):
+        from collections import OrderedDict
+
+        self.model, self.max_bytes, self.nbytes = model, max_bytes, 0
+        self._d = OrderedDict()
+        self.hits = self.misses = 0
+
+    def get(self, key):
+        hit = self._d.get(key)
+        if hit is None:
+            self.misses += 1
+            return None
+        self._d.move_to_end(key)
+        self.hits += 1
+        return hit[0]
+
+    def put(self, key, value) -> None:
+        size = sum(int(getattr(v, "nbytes", 0)) for v in value)
+        if size > self.max_bytes:
+            return
+        self._d[key] = (value, size)
+        self.nbytes += size
+        while self.nbytes > self.max_bytes:
+            _, (_, sz) = self._d.popitem(last=False)
+            self.nbytes -= sz
+
+
+def _cache_for(model, cache):
+    return cache if cache is not None and cache.model is model else None
+
+
+def _term_part(model, rho, i, part: str):
+    """One side's (G + G^T, diag G) of hidden layer i: "in" from W_i and rho_{i-1}, "out" from W_{i+1}, rho_{i+1}."""
+    if part == "in":
+        Wi, bi = model.layers[i - 1].weight, model.layers[i - 1].bias
         V = np.hstack([Wi, bi[:, None]])
-        U = np.hstack([Q.right(Wi), bi[:, None]])
-        G1 = V @ U.T
-        S += G1 + G1.T
-        d += np.diag(G1)
-    if side in ("both", "out"):
-        R = rho[i + 1]
-        G2 = Wn.T @ R.left(Wn)  # G2[k, j] = y_k . x_j
-        S += G2 + G2.T
-        d += np.diag(G2)
+        U = np.hstack([rho[i - 1].right(Wi), bi[:, None]])
+        G = V @ U.T
+    else:
+        Wn = model.layers[i].weight
+        G = Wn.T @ rho[i + 1].left(Wn)  # G[k, j] = y_k . x_j
+    return G + G.T, np.diag(G).copy()
+
+
+def _layer_terms(model, rho, i, side: str = "both", cache=None):
+    """S and d of hidden layer i given its neighbours (``side``: "in" counts only W_i, "out" only W_{i+1});
+    with a :class:`TermsCache` of this model, each side's products are computed once per neighbour."""
+    cache = _cache_for(model, cache)
+    n = model.layers[i - 1].weight.shape[0]
+    S, d = np.zeros((n, n)), np.zeros(n)
+    for part, nb in (("in", i - 1), ("out", i + 1)):
+        if side not in ("both", part):
+            continue
+        key = ("terms", i, part, action_key(rho[nb]))
+        got = None if cache is None else cache.get(key)
+        if got is None:
+            got = _term_part(model, rho, i, part)
+            if cache is not None:
+                cache.put(key, got)
+        S += got[0]
+        d += got[1]
     return S, d
 
 
+def _layer_best(model, rho, i, side: str = "both", cache=None):
+    """:func:`_best_involution` of hidden layer i's terms (:func:`_layer_terms`), memoised in ``cache``."""
+    cache = _cache_for(model, cache)
+    signs = signs_allowed(model.layers[i - 1].activation)
+    nbs = {"in": (i - 1,), "out": (i + 1,), "both": (i - 1, i + 1)}[side]
+    key = ("best", i, side) + tuple(action_key(rho[k]) for k in nbs)
+    got = None if cache is None else cache.get(key)
+    if got is None:
+        S, d = _layer_terms(model, rho, i, side, cache)
+        got = _best_involution(S, d, signs) + (S, d)
+        if cache is not None:
+            cache.put(key, got)
+    cols, vals, ok, S, d = got
+    return cols.copy(), vals.copy(), ok, S, d
+
+
 def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20, init: str = "identity",
-                               deadline=None) -> Actions:
+                               deadline=None, cache=None) -> Actions:
     """The homomorphism {e, g} -> prod K_i whose projection is nearest to theta (a group of order 2).
 
     ``start``: generator actions per hidden layer to start from; else ``init``: "identity", or
@@ -616,7 +684,8 @@ def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20, i
     exact optimum whatever the start.  Deeper: layers optimised in turn, each optimal given its
     neighbours, until a sweep changes nothing (at most ``max_sweeps``): a local optimum, which is
     why callers try several starts.  ``deadline`` (:class:`symeq.budget.Deadline`) is checked
-    before every layer's matching (:class:`~symeq.errors.BudgetExceeded` past it).
+    before every layer's matching (:class:`~symeq.errors.BudgetExceeded` past it).  ``cache``: a
+    :class:`TermsCache` of this model shared by several calls (the same result, less work).
     """
     if len(group.generators) != 1:
         raise InputError("the matching search is for a group with one generator of order 2")
@@ -635,8 +704,7 @@ def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20, i
         for i in order:
             if deadline is not None:
                 deadline.check(f"matching the neurons of hidden layer {i}")
-            S, d = _layer_terms(model, rho, i, "in" if init == "forward" else "out")
-            cols, vals, ok = _best_involution(S, d, signs_allowed(model.layers[i - 1].activation))
+            cols, vals, ok, _, _ = _layer_best(model, rho, i, "in" if init == "forward" else "out", cache)
             exact = exact and ok
             rho[i] = MonomialAction(cols, vals)
     elif init not in ("identity", "forward", "backward"):
@@ -646,8 +714,7 @@ def nearest_involution_actions(model, group, start=None, max_sweeps: int = 20, i
         for i in range(1, hidden + 1):
             if deadline is not None:
                 deadline.check(f"matching the neurons of hidden layer {i}")
-            S, d = _layer_terms(model, rho, i)
-            cols, vals, ok = _best_involution(S, d, signs_allowed(model.layers[i - 1].activation))
+            cols, vals, ok, _, _ = _layer_best(model, rho, i, "both", cache)
             exact = exact and ok
             new = MonomialAction(cols, vals)
             if _key(new) != _key(rho[i]):
@@ -783,7 +850,7 @@ def _one_layer_cost(W, b, P_in, P_out) -> float:
     return float(np.sum((W - Wg) ** 2) + np.sum((b - bg) ** 2)) / 4.0
 
 
-def involution_lower_bound(model, group, deadline=None) -> tuple[float | None, str]:
+def involution_lower_bound(model, group, deadline=None, cache=None) -> tuple[float | None, str]:
     """A lower bound on min ||theta - theta-bar||^2 over every homomorphism {e, g} -> prod_i of the
     (signed) permutations searched, and how it was found.
 
@@ -791,6 +858,7 @@ def involution_lower_bound(model, group, deadline=None) -> tuple[float | None, s
     each term >= 0.  So the sum of the terms' independent minima is a lower bound: min T_1 is the
     first layer's own matching (rho_0 is fixed), min T_L the last layer's (rho_L fixed), and a middle
     term's own minimum is 0 (identity on both sides).  None where a matching was bounded (not exact).
+    ``cache``: the searches' :class:`TermsCache` of this model (their first steps are these matchings).
     """
     words, ins, outs, _ = group_elements(group)
     if len(words) != 2 or len(group.generators) != 1:
@@ -801,9 +869,8 @@ def involution_lower_bound(model, group, deadline=None) -> tuple[float | None, s
     for i, side in ((1, "in"), (hidden, "out")):
         if deadline is not None:
             deadline.check(f"the lower bound's matching on hidden layer {i}")
-        S, d = _layer_terms(model, rho, i, side)
         signs = signs_allowed(model.layers[i - 1].activation)
-        cols, vals, ok = _best_involution(S, d, signs)
+        cols, vals, ok, S, d = _layer_best(model, rho, i, side, cache)  # the forward/backward starts' first step
         a = MonomialAction(cols, vals)
         if side == "in":
             l = model.layers[0]
@@ -841,6 +908,49 @@ def involution_lower_bound(model, group, deadline=None) -> tuple[float | None, s
 NEAR_LINEAR_R2, NEAR_DEAD, NEAR_CLONE = 0.999, 1e-3, 0.999
 
 
+class _LeastSquares:
+    """min ||F A - B|| over A for one F and several B (the paper's metric's fit, one per generator), as
+    ``numpy.linalg.lstsq(F, B, rcond=None)`` gives it, from one factorisation of F's Gram matrix.
+
+    Where F is tall and well conditioned (Cholesky's reciprocal condition estimate of F^T F above
+    :data:`_GRAM_RCOND`, so kappa(F) below 10^4), the normal equations with one step of refinement on the
+    residual (the corrected semi-normal equations) give lstsq's solution up to float round-off, at the cost
+    of two products with F instead of an SVD of it; anything else (rank deficient, ill conditioned, wide,
+    scipy missing) goes to lstsq itself, with its minimum-norm answer.
+    """
+
+    def __init__(self, F: np.ndarray):
+        self.F, self.cho = F, None
+        m, n = F.shape
+        if m < n or n == 0:
+            return
+        try:
+            from scipy.linalg import LinAlgError, cho_factor
+            from scipy.linalg.lapack import dpocon
+        except ImportError:
+            return
+        Gm = F.T @ F
+        try:
+            c, low = cho_factor(Gm, lower=False, check_finite=False)
+        except (LinAlgError, ValueError):
+            return
+        rcond, info = dpocon(c, float(np.max(np.sum(np.abs(Gm), axis=0))), uplo="U")
+        if info == 0 and np.isfinite(rcond) and rcond > _GRAM_RCOND:
+            self.cho = (c, low)
+
+    def solve(self, B: np.ndarray) -> np.ndarray:
+        if self.cho is None:
+            return np.linalg.lstsq(self.F, B, rcond=None)[0]
+        from scipy.linalg import cho_solve
+
+        A = cho_solve(self.cho, self.F.T @ B, check_finite=False)
+        return A + cho_solve(self.cho, self.F.T @ (B - self.F @ A), check_finite=False)
+
+
+#: the Gram matrix's reciprocal condition number above which :class:`_LeastSquares` uses it (kappa(F) < 10^4)
+_GRAM_RCOND = 1e-8
+
+
 def _median_rel(T, P):
     norms = np.maximum(np.linalg.norm(T, axis=1), 1e-300)
     return float(np.median(np.linalg.norm(T - P, axis=1) / norms))
@@ -876,9 +986,10 @@ def layer_diagnostics(model, x: np.ndarray, group, gen_actions, seed: int = 0) -
             iu, ju = np.triu_indices(len(live), 1)
             hit = np.abs(C[iu, ju]) >= NEAR_CLONE
             clones = [(int(live[a]) + 1, int(live[b]) + 1) for a, b in zip(iu[hit], ju[hit])]
+        fitter = _LeastSquares(F[fit])  # one factorisation per layer, for every generator
         for gi, (name, (A, _)) in enumerate(zip(group.names, group.generators)):
             Fg = model.forward(x @ np.asarray(A).T, i)
-            At, *_ = np.linalg.lstsq(F[fit], Fg[fit], rcond=None)
+            At = fitter.solve(Fg[fit])
             rho = gen_actions[i - 1][gi]
             out.append({"layer": i, "generator": name, "paper_metric": _median_rel(Fg[test], F[test] @ At),
                         "k_metric": _median_rel(Fg[test], rho.apply_rows(F[test])),
