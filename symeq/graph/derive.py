@@ -23,7 +23,7 @@ from ..layers.registry import supports
 from ..numbers import identity
 from ..walk import cayley_homomorphism
 from .model import INPUT, GraphModel
-from .ops.base import action_key, activation_action
+from .ops.base import action_key, activation_action, same_action
 from .ops.registry import join_op
 
 __all__ = ["GraphDerivation", "derive_graph_actions", "as_matrix", "MAX_SPACE_DIM", "MAX_IMAGE_SPACE_DIM",
@@ -168,7 +168,7 @@ class _Walk:
         if Q is None:
             self._fail(f"node {n.name}: {why}")
             return None
-        if out_node and action_key(Q) != action_key(self.B):
+        if out_node and not same_action(Q, self.B):
             self._fail(f"node {n.name}: the action on the output is not G's output matrix")
             return None
         checks.append(self._row(n.name, True, f"{detail}; {why}"))

@@ -150,3 +150,20 @@ def test_c4_resnet_28(tmp_path, capsys):
     c = json.loads((tmp_path / "c.json").read_text())
     assert len(c["spaces"]) == 13 and all(a[0]["kind"] == "channel-pixel" for a in c["latent_actions"])
     assert _check(cert, path, capsys) == 0
+
+
+def test_an_addition_of_images_as_the_output_meets_gs_output_matrix():
+    """The output node is an addition of image spaces: its channel-pixel action is compared with G's (dense)
+    output matrix on their monomial form."""
+    from symeq.groups import FiniteGroup
+
+    full = c4_resnet(4, 1, 1)
+    d = verify_graph(full).derivation
+    H = d.actions["add1"][0].to_matrix()
+    (A, _), = full.group.generators
+    nodes = [n for n in full.nodes if n.name != "head"]
+    gm = GraphModel(16, nodes, "add1", FiniteGroup([(A, H)], ["rot90"]), "to the image", (1, 4, 4))
+    v = verify_graph(gm)
+    assert v.verdict == "layerwise-equivariant", v.derivation.failure
+    wrong = FiniteGroup([(A, H * H)], ["rot90"])  # a half turn on the output: no layerwise actions
+    assert verify_graph(gm.with_group(wrong)).verdict != "layerwise-equivariant"
