@@ -10,6 +10,12 @@ actions equal (:mod:`symeq.graph.ops.add`), a concatenation takes their block su
 (:func:`symeq.graph.ops.base.activation_action`).  Every layer node is then checked exactly with the
 kind's ``check_action``, and the actions with the homomorphism walk of the chain
 (:func:`symeq.walk.cayley_homomorphism`).  Only linear actions are derived (no affine offsets).
+
+Actions stay in the kinds' own objects: on an image space the channel-pixel action of a kind with
+``sparse-actions`` (conv's ``ConvAction``), never a dense matrix (G's input matrix is read into one by
+the convolution reading the image input); a dense layer reading an image space is matched and checked as
+the whole-image convolution it is (:func:`_views`); on a vector space an ``fmpq_mat``.  Size guards
+(:func:`_guard`) run before the walk.
 """
 
 from __future__ import annotations
