@@ -127,9 +127,7 @@ class FlintNumbers:
     @staticmethod
     def pre_activation(layer, X):
         """conv_K(X) + b: the kind's program (``symeq.layers.conv.ConvCore.pre_activation``)."""
-        from .conv import ConvCore
-
-        return ConvCore.pre_activation(layer, X)
+        return FlintNumbers.batch(layer.forward_program().pre_activation(FlintNumbers.columns(X)))
 
     @staticmethod
     def activate(act, Z):
@@ -215,9 +213,7 @@ class NumpyNumbers:
     @staticmethod
     def pre_activation(layer, X):
         """conv_K(X) + b without the float layer's torch path: the kind's program over float64."""
-        from .conv import ConvCore
-
-        return ConvCore.pre_activation(layer, X)
+        return NumpyNumbers.batch(layer.forward_program().pre_activation(NumpyNumbers.columns(X)))
 
     @staticmethod
     def activate(act, Z):
