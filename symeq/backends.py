@@ -170,8 +170,8 @@ class Backend:
         raise NotImplementedError
 
     def asarray(self, rows, shape=None):
-        """Nested lists (or an array) of rationals as an array of this backend's numbers."""
-        flat = np.asarray(rows, dtype=object)
+        """Nested lists (or an array, or an ``fmpq_mat``) of rationals as an array of this backend's numbers."""
+        flat = Exact.from_mat(rows) if isinstance(rows, fmpq_mat) else np.asarray(rows, dtype=object)
         out = np.array([self.scalar(x) for x in flat.ravel()], dtype=self.dtype).reshape(flat.shape)
         return out if shape is None else out.reshape(shape)
 
@@ -339,6 +339,8 @@ class Exact(Backend):
 
     def matmul(self, a, b):
         shape = b.shape
+        if a.ndim > 2 and len(shape) == 2:  # a batch times one matrix: one product in python-flint
+            return self.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + shape[1:])
         if a.ndim == 2 and len(shape) == 2 and a.size and shape[0] * shape[1]:
             return self.from_mat(self.to_mat(a) * self._mat(b))
         if a.shape[-1] == 0:

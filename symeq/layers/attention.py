@@ -39,12 +39,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx
 
+from ..backends import Exact, run_forward
 from ..errors import InputError, ShapeError
 from ..numbers import identity, kron, mat_rows, matrix
 from ..sizes import check_monomials, monomials_upto
 from .base import NoPartner
+
+_EXACT = Exact()
 
 __all__ = [
     "Head",
@@ -356,19 +360,10 @@ class AttentionLayer(AttentionShape):
         return fmpq_mat(len(rows), self.d_out, [x for r in rows for x in r])
 
     def forward(self, Xb: fmpq_mat) -> fmpq_mat:
+        """The layer on a batch (a column per point): the kind's program over the exact backend
+        (lightning only: softmax has no rational value, see :meth:`ball_forward`)."""
         _rational_only(self.scoring)
-        T, d = self.tokens, self.d
-        A = [h.scores for h in self.heads]
-        V = [h.value for h in self.heads]
-        O = [h.out for h in self.heads]
-        cols = []
-        for c in range(Xb.ncols()):
-            X = _tokens([Xb[i, c] for i in range(T * d)], T, d)
-            Z = fmpq_mat(T, self.d_out)
-            for Y, Oh in zip(_head_outputs(X, A, V), O):
-                Z += Y * Oh
-            cols.append(Z.entries())
-        return fmpq_mat(T * self.d_out, Xb.ncols(), [cols[c][i] for i in range(T * self.d_out) for c in range(len(cols))])
+        return _EXACT.to_mat(run_forward(AttentionProgram(_EXACT, self), _EXACT.from_mat(Xb)))
 
     def copy(self) -> "AttentionLayer":
         return self.with_heads([h.copy() for h in self.heads])
@@ -490,10 +485,17 @@ def _cols(M) -> int:
 
 
 class AttentionProgram:
-    """Lightning attention's forward pass and reverse-mode Jacobian over a number backend (symeq/backends.py):
-    f(X) = sum_h (X Q_h K_h^T X^T) X V_h O_h on a batch (columns of T d entries, token-major), the
-    parameters Q_h, K_h, V_h, O_h of every head, row-major, head by head; a model's first layer (the
-    Jacobian does not pass cotangents to an input).  Softmax scoring has no polynomial program."""
+    """Attention's forward pass and reverse-mode Jacobian over a number backend (symeq/backends.py):
+    f(X) = sum_h S_h(X) X V_h O_h on a batch (columns of T d entries, token-major), S_h = X Q_h K_h^T X^T
+    (lightning), the parameters Q_h, K_h, V_h, O_h of every head, row-major, head by head; a model's
+    first layer (the Jacobian does not pass cotangents to an input).
+
+    The one forward of the kind's exact and float layers and of their heads layers
+    (:meth:`from_matrices`: ``out`` None gives the value-space outputs [Y_1 ... Y_H], token-major; ``key``
+    None reads S_h = X A_h X^T from the scores A_h given as ``query``).  ``score(S, Xs, h)`` replaces the
+    lightning scores of head h (the float softmax of symeq/numeric/attention.py: exp has no polynomial
+    program and no rational value, so the exact softmax layer is evaluated in balls only,
+    :meth:`AttentionLayer.ball_forward`); the Jacobian is the lightning one's."""
 
     affine_plain = False
     bias = False
@@ -504,11 +506,37 @@ class AttentionProgram:
         if getattr(layer, "scoring", "lightning") != "lightning":  # exp has no polynomial program (docs/attention.md)
             raise NotPolynomial("softmax attention is not polynomial: the Jacobian rank modulo a prime covers "
                                 "lightning attention only")
-        self.bk, self.layer = bk, layer
-        self.T, self.d, self.dv, self.do = layer.tokens, layer.d, layer.dv, layer.d_out
-        self.inp, self.out_dim = layer.in_dim, layer.out_dim
-        self.heads = [tuple(bk.asarray(mat_rows(M), (M.nrows(), M.ncols())) for M in (h.query, h.key, h.value, h.out))
-                      for h in layer.heads]
+        self._setup(bk, layer.tokens, [h.query for h in layer.heads], [h.key for h in layer.heads],
+                    [h.value for h in layer.heads], [h.out for h in layer.heads])
+        self.layer = layer
+
+    @classmethod
+    def from_matrices(cls, bk, tokens: int, query, key, value, out=None, score=None, out_bias=None):
+        """A forward program from per-head matrices (``fmpq_mat`` or float arrays; see the class)."""
+        prog = cls.__new__(cls)
+        prog._setup(bk, tokens, query, key, value, out, score, out_bias)
+        prog.layer = None
+        return prog
+
+    def _setup(self, bk, tokens, query, key, value, out, score=None, out_bias=None):
+        def arr(M):
+            if M is None:
+                return None
+            if isinstance(M, fmpq_mat):
+                return bk.asarray(M)
+            return bk.asarray(np.asarray(M), np.shape(M))
+
+        n = len(query)
+        keys = key if key is not None else [None] * n
+        outs = out if out is not None else [None] * n
+        self.bk, self.T, self.score = bk, int(tokens), score
+        self.heads = [(arr(Q), arr(K), arr(V), arr(O)) for Q, K, V, O in zip(query, keys, value, outs)]
+        Q0, V0 = self.heads[0][0], self.heads[0][2]
+        self.d, self.dv = Q0.shape[0], V0.shape[1]
+        self.do = self.heads[0][3].shape[1] if out is not None else n * self.dv
+        self.inp, self.out_dim = self.T * self.d, self.T * self.do
+        self.out_bias = None if out_bias is None else arr(np.asarray(out_bias).reshape(1, -1)).reshape(-1)
+        self.act = None
 
     @property
     def n_params(self) -> int:
@@ -521,14 +549,24 @@ class AttentionProgram:
         bk, N = self.bk, H.shape[1]
         Xs = bk.permute(H, (1, 0)).reshape(N, self.T, self.d)
         mm = bk.matmul
-        cache, Y = [], bk.zeros((N, self.T, self.do))
-        for Q, Kk, V, O in self.heads:
-            XQ, XK = mm(Xs, Q), mm(Xs, Kk)
+        cache, parts, Y = [], [], None
+        for h, (Q, Kk, V, O) in enumerate(self.heads):
+            XQ = mm(Xs, Q)
+            XK = Xs if Kk is None else mm(Xs, Kk)
             S = mm(XQ, bk.permute(XK, (0, 2, 1)))               # N x T x T
+            if self.score is not None:
+                S = self.score(S, Xs, h)
             U = mm(Xs, V)                                        # N x T x dv
+            if O is None:                                        # a heads layer: the value-space outputs
+                parts.append(mm(S, U))
+                continue
             W = mm(U, O)                                         # N x T x do
-            Y = bk.add(Y, mm(S, W))
+            Y = mm(S, W) if Y is None else bk.add(Y, mm(S, W))
             cache.append((XQ, XK, S, U, W))
+        if parts:
+            Y = bk.concat(parts, axis=2)                         # N x T x (H dv), token-major
+        if self.out_bias is not None:
+            Y = bk.add(Y, self.out_bias[None, None, :])
         return bk.permute(Y.reshape(N, self.T * self.do), (1, 0)), (Xs, cache)
 
     def backward(self, cache, D, J, col: int, need_input: bool):
@@ -658,15 +696,11 @@ class HeadsLayer(HeadsShape):
         return len(actions) > 1, iter([(rho, None) for rho in actions])
 
     def forward(self, Xb: fmpq_mat) -> fmpq_mat:
+        """[Y_1 ... Y_H] on a batch (a column per point): the attention kind's program over the exact
+        backend with the scores A_h and no output matrices (lightning only)."""
         _rational_only(self.scoring)
-        T, d, H, dv = self.tokens, self.d, self.heads, self.dv
-        n_out = T * H * dv
-        cols = []
-        for c in range(Xb.ncols()):
-            X = _tokens([Xb[i, c] for i in range(T * d)], T, d)
-            Ys = _head_outputs(X, self.scores, self.values)
-            cols.append([Ys[h][t, j] for t in range(T) for h in range(H) for j in range(dv)])
-        return fmpq_mat(n_out, Xb.ncols(), [cols[c][i] for i in range(n_out) for c in range(len(cols))])
+        prog = AttentionProgram.from_matrices(_EXACT, self.tokens, self.scores, None, self.values)
+        return _EXACT.to_mat(run_forward(prog, _EXACT.from_mat(Xb)))
 
 
 # -- the exact check and the derivation for the heads layer ----------------------------------

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends import Float64, run_forward
 from ..errors import InputError
-from ..layers.attention import AttentionShape, HeadsShape
+from ..layers.attention import AttentionProgram, AttentionShape, HeadsShape
 from .monomial import MonomialAction, as_action
 
 __all__ = ["scoring_from_json", "NumericAttention", "NumericHeads", "value_space_action", "factor_kron_numeric", "match_heads_numeric"]
@@ -89,6 +90,21 @@ def _float(v, where: str) -> float:
         raise InputError(f"{where}: expected a number, got {v!r}")
     q = parse_number(v, where)
     return float(int(q.p)) / float(int(q.q))
+
+
+_FLOAT64 = Float64()
+
+
+def softmax_scores(scale: float, score_bias=None):
+    """The softmax score hook of :class:`symeq.layers.attention.AttentionProgram` over float64:
+    S_h -> softmax_rows(scale (S_h + 1 (X b_h)^T)), b_h the head's score bias (None: none)."""
+    def score(S, Xs, h):
+        if score_bias is not None and score_bias[h] is not None:
+            S = S + (Xs @ score_bias[h])[:, None, :]
+        S = S * scale
+        S = np.exp(S - S.max(axis=-1, keepdims=True))
+        return S / S.sum(axis=-1, keepdims=True)
+    return score
 
 
 @dataclass
@@ -221,17 +237,24 @@ class NumericAttention(AttentionShape):
             S = S / S.sum(axis=-1, keepdims=True)
         return S
 
+    def program(self, heads_only: bool = False) -> AttentionProgram:
+        """The attention kind's one program (symeq/layers/attention.py) over float64 on these matrices,
+        softmax scoring as its score hook; ``heads_only``: the value-space outputs (no O_h, no bias)."""
+        score = softmax_scores(self.score_scale(), self.score_bias) if self.scoring == "softmax" else None
+        return AttentionProgram.from_matrices(_FLOAT64, self.tokens, self.query, self.key, self.value,
+                                              None if heads_only else self.out, score,
+                                              None if heads_only else self.bias)
+
     def heads(self, X: np.ndarray) -> np.ndarray:
         """The value-space outputs [Y_1 ... Y_H], shape (N, T, H d_v), Y_h = S_h X V_h."""
         X = self._tokens(X)
-        return np.concatenate([self.scores(X, h) @ (X @ self.value[h]) for h in range(len(self.query))], axis=-1)
+        N = X.shape[0]
+        return run_forward(self.program(True), X.reshape(N, -1).T).T.reshape(N, self.tokens, -1)
 
     def __call__(self, X: np.ndarray) -> np.ndarray:
         X = self._tokens(X)
-        Z = sum(self.scores(X, h) @ (X @ self.value[h]) @ self.out[h] for h in range(len(self.query)))
-        if self.bias is not None:
-            Z = Z + self.bias
-        return Z.reshape(Z.shape[0], -1)
+        N = X.shape[0]
+        return np.ascontiguousarray(run_forward(self.program(), X.reshape(N, -1).T).T)
 
 
 def _assign(cost: np.ndarray) -> list:
@@ -268,18 +291,15 @@ class NumericHeads(HeadsShape):
     activation = None
 
     def forward(self, X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X, dtype=float).reshape(-1, self.tokens, self.d)
-        outs = []
-        for h, (A, V) in enumerate(zip(self.scores, self.values)):
-            S = np.einsum("ntc,cd,nsd->nts", X, A, X)
-            if self.score_biases is not None and self.score_biases[h] is not None:
-                S = S + (X @ self.score_biases[h])[:, None, :]
-            if self.scoring == "softmax":
-                S = S * (float(self.scale) if self.scale is not None else 1.0 / np.sqrt(self.dk))
-                S = np.exp(S - S.max(axis=-1, keepdims=True))
-                S = S / S.sum(axis=-1, keepdims=True)
-            outs.append(S @ (X @ V))
-        return np.concatenate(outs, axis=-1).reshape(X.shape[0], -1)
+        """[Y_1 ... Y_H] on a batch (a row per point): the attention kind's program over float64 with the
+        scores A_h (S_h = X A_h X^T, or its softmax) and no output matrices."""
+        X = np.asarray(X, dtype=float).reshape(-1, self.tokens * self.d)
+        score = None
+        if self.scoring == "softmax":
+            score = softmax_scores(float(self.scale) if self.scale is not None else 1.0 / np.sqrt(self.dk),
+                                   self.score_biases)
+        prog = AttentionProgram.from_matrices(_FLOAT64, self.tokens, self.scores, None, self.values, None, score)
+        return np.ascontiguousarray(run_forward(prog, X.T).T)
 
     def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
         """The value-space action P (x) R given P_in = P (x) C on the tokens
