@@ -23,7 +23,6 @@ from .graph.model import GraphModel
 from .groups import FiniteGroup
 from .layers.attention import AttentionShape
 from .layers.base import declared_biases
-from .layers.conv import ConvLayer
 from .layers.registry import layer_to_json, read_layers
 from .models import DenseLayer, Model
 from .sizes import check_total_degree, check_width
@@ -41,14 +40,11 @@ CERTIFICATE_FORMAT = "symeq-certificate/2"  # sparse actions; symeq_check also r
 # no bias.
 MODEL_KEYS = (("format", "name", "input_dim", "layers", "group"), ("format", "input_dim", "layers"))
 # each kind declares its own keys (``schema`` on its layer class, symeq/layers/); the names below are
-# kept for the readers that still import them (the float twin's model file reader)
+# kept for the one reader that still imports them (the float twin's model file reader,
+# symeq.numeric.models.model_from_json; tests/test_kind_names.py counts this place)
 DENSE_KEYS = DenseLayer.schema["dense"]
 ATTENTION_KEYS = AttentionShape.schema["attention"]
 HEAD_KEYS = AttentionShape.schema["head"]
-FLATTEN_KEYS = ConvLayer.schema["flatten"]
-CONV_KEYS = ConvLayer.schema["conv2d"]
-AVGPOOL_KEYS = ConvLayer.schema["avgpool2d"]
-GLOBAL_POOL_KEYS = ConvLayer.schema["global_avgpool"]
 IMAGE_KINDS = ("conv2d", "avgpool2d", "global_avgpool", "maxpool2d", "group_pool", "group_maxpool")
 
 

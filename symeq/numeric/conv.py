@@ -113,6 +113,35 @@ class NumericConvLayer(ConvCore):
         k = np.array([[[[float(x) for x in r] for r in kc] for kc in ko] for ko in layer.kernel])
         return cls(layer.shape, k, np.array([float(x) for x in layer.channel_bias]), activation)
 
+    @classmethod
+    def joint(cls, layers: list, act, where: str, stacked: bool = False) -> "NumericConvLayer":
+        """sum_i K_i * x_i + b (or, ``stacked``, every K_i * x_i + b_i one under the other: a concatenation)
+        as one convolution over the concatenated channels, the kernels placed in one common window; with
+        the activation ``act`` (a graph's join node, symeq/numeric/graph.py; docs/graphs.md)."""
+        from ..sizes import check_memory
+
+        sh = [l.shape for l in layers]
+        if len({(s.stride, s.height, s.width, s.padding_mode, s.out_hw) + (() if stacked else (s.out_channels,))
+                for s in sh}) != 1 or sh[0].padding_mode != "zeros":
+            raise NoPartner(f"node {where}: the convolutions joined differ in stride, grid, channels or padding mode")
+        P = max(s.padding for s in sh)
+        kh, kw = P + max(s.kh - 1 - s.padding for s in sh) + 1, P + max(s.kw - 1 - s.padding for s in sh) + 1
+        out = sum(s.out_channels for s in sh) if stacked else sh[0].out_channels
+        shape = ConvShape(sum(s.in_channels for s in sh), out, sh[0].height, sh[0].width, kh, kw,
+                          stride=sh[0].stride, padding=P)
+        if shape.out_hw != sh[0].out_hw:
+            raise NoPartner(f"node {where}: the convolutions joined read windows that do not line up")
+        check_memory(8 * shape.out_channels * shape.in_channels * kh * kw,
+                     f"node {where}: the joint kernels of its inputs")
+        K, at, ot = np.zeros((shape.out_channels, shape.in_channels, kh, kw)), 0, 0
+        for l, s in zip(layers, sh):
+            o = P - s.padding
+            rows = slice(ot, ot + s.out_channels) if stacked else slice(None)
+            K[rows, at:at + s.in_channels, o:o + s.kh, o:o + s.kw] = l.kernel
+            at, ot = at + s.in_channels, ot + (s.out_channels if stacked else 0)
+        bias = np.concatenate([l.channel_bias for l in layers]) if stacked else sum(l.channel_bias for l in layers)
+        return cls(shape, K, bias, act)
+
     _src_array = None
 
     @property

@@ -231,46 +231,34 @@ def _joint_match(w: _Walk, n):
 
 def _joint_layer(layers: list, act, where: str, stacked: bool = False):
     """sum_i W_i x_i + b (or, ``stacked``, the rows of every W_i x_i + b_i one under the other: a
-    concatenation) as one float layer on the concatenated inputs: dense, or a convolution over the
-    concatenated channels with the kernels placed in one common window; with the activation ``act``."""
+    concatenation) as one float layer on the concatenated inputs, with the activation ``act``: dense for
+    plain dense layers, else the kind's own ``joint`` (a convolution over the concatenated channels with
+    the kernels placed in one common window: ``NumericConvLayer.joint``, symeq/numeric/conv.py)."""
+    from ..layers.registry import all_support
+
+    if all_support(layers, "plain-dense"):
+        return _joint_dense(layers, act, where, stacked)
+    joint = getattr(type(layers[0]), "joint", None)
+    if joint is None or len({type(l) for l in layers}) != 1:
+        kinds = ", ".join(sorted({l.kind for l in layers}))
+        raise NoPartner(f"node {where}: a join of affine inputs of kinds {kinds} (joined: plain dense layers, or "
+                        "layers of one kind that joins its own)")
+    return joint(layers, act, where, stacked)
+
+
+def _joint_dense(layers: list, act, where: str, stacked: bool):
     from ..sizes import check_memory
-    from .conv import NumericConvLayer
     from .models import NumericDenseLayer
 
-    if all(isinstance(l, NumericDenseLayer) for l in layers):
-        check_memory(8 * sum(l.out_dim for l in layers) * sum(l.in_dim for l in layers),
-                     f"node {where}: the joint layer of its affine inputs")
-        if not stacked:
-            return NumericDenseLayer(np.hstack([l.weight for l in layers]), sum(l.bias for l in layers), act)
-        W, r, c = np.zeros((sum(l.out_dim for l in layers), sum(l.in_dim for l in layers))), 0, 0
-        for l in layers:
-            W[r:r + l.out_dim, c:c + l.in_dim] = l.weight
-            r, c = r + l.out_dim, c + l.in_dim
-        return NumericDenseLayer(W, np.concatenate([l.bias for l in layers]), act)
-    if not all(isinstance(l, NumericConvLayer) for l in layers):
-        raise NoPartner(f"node {where}: a join of affine inputs of different kinds (dense and convolution)")
-    from ..layers.conv import ConvShape
-
-    sh = [l.shape for l in layers]
-    if len({(s.stride, s.height, s.width, s.padding_mode, s.out_hw) + (() if stacked else (s.out_channels,))
-            for s in sh}) != 1 or sh[0].padding_mode != "zeros":
-        raise NoPartner(f"node {where}: the convolutions joined differ in stride, grid, channels or padding mode")
-    P = max(s.padding for s in sh)
-    kh, kw = P + max(s.kh - 1 - s.padding for s in sh) + 1, P + max(s.kw - 1 - s.padding for s in sh) + 1
-    out = sum(s.out_channels for s in sh) if stacked else sh[0].out_channels
-    shape = ConvShape(sum(s.in_channels for s in sh), out, sh[0].height, sh[0].width, kh, kw, stride=sh[0].stride,
-                      padding=P)
-    if shape.out_hw != sh[0].out_hw:
-        raise NoPartner(f"node {where}: the convolutions joined read windows that do not line up")
-    check_memory(8 * shape.out_channels * shape.in_channels * kh * kw, f"node {where}: the joint kernels of its inputs")
-    K, at, ot = np.zeros((shape.out_channels, shape.in_channels, kh, kw)), 0, 0
-    for l, s in zip(layers, sh):
-        o = P - s.padding
-        rows = slice(ot, ot + s.out_channels) if stacked else slice(None)
-        K[rows, at:at + s.in_channels, o:o + s.kh, o:o + s.kw] = l.kernel
-        at, ot = at + s.in_channels, ot + (s.out_channels if stacked else 0)
-    bias = np.concatenate([l.channel_bias for l in layers]) if stacked else sum(l.channel_bias for l in layers)
-    return NumericConvLayer(shape, K, bias, act)
+    check_memory(8 * sum(l.out_dim for l in layers) * sum(l.in_dim for l in layers),
+                 f"node {where}: the joint layer of its affine inputs")
+    if not stacked:
+        return NumericDenseLayer(np.hstack([l.weight for l in layers]), sum(l.bias for l in layers), act)
+    W, r, c = np.zeros((sum(l.out_dim for l in layers), sum(l.in_dim for l in layers))), 0, 0
+    for l in layers:
+        W[r:r + l.out_dim, c:c + l.in_dim] = l.weight
+        r, c = r + l.out_dim, c + l.in_dim
+    return NumericDenseLayer(W, np.concatenate([l.bias for l in layers]), act)
 
 
 def _concat(w: _Walk, n, out: bool):
