@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -66,7 +67,7 @@ def _actions(n: int, channels: int):
 
 def build(n: int, channels: int, blocks: int, noise: float, seed: int = 0):
     """The float C4 ResNet (module docstring) as a GraphModel, with the group."""
-    from symeq.certify_graph import _project_layer
+    from symeq.certify_graph import _float_average, _project_layer
     from symeq.graph import GraphModel, Node
     from symeq.layers.conv import ConvShape
     from symeq.numeric.conv import NumericConvLayer
@@ -87,7 +88,7 @@ def build(n: int, channels: int, blocks: int, noise: float, seed: int = 0):
 
     def projected(layer, P_in, P_out):
         pairs = [(power(P_in, len(w)), power(P_out, len(w))) for w in words]
-        return _project_layer(layer, pairs, lambda dev, scale: 15)[1]  # the float average (certify's is exact)
+        return _project_layer(layer, _float_average(layer, pairs), lambda dev, scale: 15)[1]  # (certify's own average)
 
     def conv(c_in, act, P_in):
         K = rng.standard_normal((channels, c_in, 3, 3)) / np.sqrt(9 * c_in)
@@ -208,6 +209,7 @@ def torch_forward_seconds(cfg: dict) -> float | None:
 
 
 def bench(cfg: dict) -> dict:
+    load = os.getloadavg()[0]  # the shared machine's 1-minute load average as the row starts
     with tempfile.TemporaryDirectory() as d:
         out = Path(d)
         t = time.perf_counter()
@@ -217,7 +219,7 @@ def bench(cfg: dict) -> dict:
         if p.returncode != 0 or not (out / "child.json").exists():
             sys.stderr.write(p.stderr[-3000:])
             return {**cfg, "status": f"certify process failed (exit {p.returncode})", "certify_process_s": wall}
-        rec = {**cfg, **json.loads((out / "child.json").read_text()), "certify_process_s": wall}
+        rec = {**cfg, **json.loads((out / "child.json").read_text()), "certify_process_s": wall, "load": load}
         if (out / "cert.json").exists():
             rec["check_exit"], rec["check_s"], rec["check_mb"] = run_check(out / "cert.json", out / "bar.json")
             rec["certificate_mb"] = (out / "cert.json").stat().st_size / 2 ** 20
@@ -245,14 +247,15 @@ def main(argv=None) -> int:
     cols = ["n", "channels", "blocks", "parameters", "status", "build_s", "certify_s", "verify_s", "certify_mb",
             "check_exit",
             "check_s", "check_mb", "certificate_mb", "torch_forward_s", "certify_over_torch", "check_over_torch",
-            "parameters_max", "function_noise_max"]
+            "parameters_max", "function_noise_max", "load"]
     fmt = lambda v: "-" if v is None else (f"{v:.3g}" if isinstance(v, float) else str(v))  # noqa: E731
     lines = ["# certify and check of a C4 ResNet (issue 27)", "",
              "n x n images, C channels (regular C4 fields), B residual blocks, ReLU, global average pooling and a "
              f"linear head to {CLASSES} classes; weight noise {args.noise:g} (relative); certify with {args.points} "
              "noise inputs.  certify: in-process time of certify() (building the network and imports excluded; "
              "verify_s: the exact verification of theta-bar within it), peak memory of its process; check: the whole "
-             "`symeq check` command in its own process; torch: one float64 forward pass of one image (median of 20).",
+             "`symeq check` command in its own process; torch: one float64 forward pass of one image (median of 20); "
+             "load: the machine's 1-minute load average as the row started (a shared 2-core machine).",
              "", *markdown_table([{c: r.get(c) for c in cols} for r in recs], cols, fmt), "",
              "Target (issue 27): certify and check each < 60 s and < 2 GB at 28x28, 32 channels, 4 blocks."]
     for r in recs:
