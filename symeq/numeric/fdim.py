@@ -71,7 +71,9 @@ from math import comb
 
 import numpy as np
 
+from ..backends import Float64, reverse_jacobian
 from ..errors import InputError
+from ..layers.dense import DenseProgram
 from .models import NumericModel
 
 __all__ = ["FunctionalDimension", "functional_dimension", "jacobian", "expected_dimension", "latent_dimension",
@@ -103,27 +105,23 @@ def expected_dimension(model: NumericModel) -> tuple[int, str]:
 def jacobian(model: NumericModel, X: np.ndarray) -> np.ndarray:
     """d f(x_j) / d theta for each point, stacked: shape (N * n_out, #params), numpy analytic.
 
-    Parameter order is :meth:`NumericModel.parameters` (W_1 row-major, b_1, W_2, ...).
+    Parameter order is :meth:`NumericModel.parameters` (W_1 row-major, b_1, W_2, ...).  The dense kind's
+    one forward pass and reverse-mode Jacobian (:class:`symeq.layers.dense.DenseProgram` through
+    :func:`symeq.backends.reverse_jacobian`) over float64, each layer's float activation and its
+    derivative supplied pointwise.
     """
     X = np.asarray(X, dtype=np.float64)
-    H = [X]
-    Z = []
-    for l in model.layers:
-        z = l.pre_activation(H[-1])
-        Z.append(z)
-        H.append(z if l.activation is None else l.activation(z))
-    N, n_out = X.shape[0], model.output_dim
-    blocks = []
-    D = np.broadcast_to(np.eye(n_out), (N, n_out, n_out))  # d f / d z_L
-    for i in range(model.depth - 1, -1, -1):
-        l = model.layers[i]
-        gW = D[:, :, :, None] * H[i][:, None, None, :]  # (N, n_out, out_i, in_i)
-        blocks.append(np.concatenate([gW.reshape(N, n_out, -1), D], axis=2))
-        if i > 0:
-            prev = model.layers[i - 1].activation
-            D = (D @ l.weight) * prev.prime(Z[i - 1])[:, None, :]
-    J = np.concatenate(blocks[::-1], axis=2)
-    return J.reshape(N * n_out, -1)
+    bk = Float64()
+    # a float dense layer's own program; any other layer (a convolution) as its dense expansion, whose
+    # entries are the model's parameter vector (NumericModel.parameters)
+    programs = [l.program() if hasattr(l, "program") else DenseProgram(bk, l.weight, l.bias, True)
+                for l in model.layers]
+    pointwise = [None if l.activation is None else _values_and_slopes(l.activation) for l in model.layers]
+    return reverse_jacobian(programs, X.T, bk, pointwise=pointwise)
+
+
+def _values_and_slopes(act):
+    return lambda Z: (act(Z), act.prime(Z))
 
 
 def _torch_net(model: NumericModel, device):
