@@ -625,6 +625,11 @@ def _cache_for(model, cache):
     return cache if cache is not None and cache.model is model else None
 
 
+def _exact_key(a: MonomialAction) -> bytes:
+    """An action's columns and factors, every bit (a cache key: equal keys, equal products)."""
+    return a.cols.astype(np.int64).tobytes() + np.asarray(a.vals, dtype=np.float64).tobytes()
+
+
 def _term_part(model, rho, i, part: str):
     """One side's (G + G^T, diag G) of hidden layer i: "in" from W_i and rho_{i-1}, "out" from W_{i+1}, rho_{i+1}."""
     if part == "in":
@@ -647,7 +652,7 @@ def _layer_terms(model, rho, i, side: str = "both", cache=None):
     for part, nb in (("in", i - 1), ("out", i + 1)):
         if side not in ("both", part):
             continue
-        key = ("terms", i, part, action_key(rho[nb]))
+        key = ("terms", i, part, _exact_key(rho[nb]))
         got = None if cache is None else cache.get(key)
         if got is None:
             got = _term_part(model, rho, i, part)
@@ -663,11 +668,11 @@ def _layer_best(model, rho, i, side: str = "both", cache=None):
     cache = _cache_for(model, cache)
     signs = signs_allowed(model.layers[i - 1].activation)
     nbs = {"in": (i - 1,), "out": (i + 1,), "both": (i - 1, i + 1)}[side]
-    key = ("best", i, side) + tuple(action_key(rho[k]) for k in nbs)
+    key = ("best", i, side) + tuple(_exact_key(rho[k]) for k in nbs)
     got = None if cache is None else cache.get(key)
     if got is None:
         S, d = _layer_terms(model, rho, i, side, cache)
-        got = _best_involution(S, d, signs) + (S, d)
+        got = _best_involution(S, d, signs) + ((S, d) if side != "both" else (None, None))  # the bound's S, d
         if cache is not None:
             cache.put(key, got)
     cols, vals, ok, S, d = got
