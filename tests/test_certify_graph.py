@@ -104,6 +104,9 @@ def test_the_broken_block_is_the_layer_that_moves():
     assert c.layer_distances[names.index("block")] > 100 * max(d for n, d in zip(names, c.layer_distances)
                                                                 if n != "block")
     assert any("layer 3 = node block" in n for n in c.notes)
+    k = {d["space"]: d["k_metric"] for d in c.diagnostics}  # the paper's metric per hidden space, beside rho's
+    assert set(k) == {"stem", "block.1", "block", "sum"}
+    assert k["block"] > 100 * max(k["stem"], k["block.1"])  # theta's block is where rho fails
 
 
 def test_a_graph_that_is_a_chain_takes_the_chains_road():
@@ -229,7 +232,9 @@ def test_the_candidates_are_chosen_by_the_metric_and_labelled_not_proven():
     assert c.proven_nearest is False and not c.search["optimal"]
     report = c.report()
     assert "best found, not proven nearest" in report and "proven nearest in" not in report.replace("not proven", "")
-    assert any("paper's metric" in n for n in c.notes)  # not computed on graphs, and said so
+    assert any("units that explain a gap" in n for n in c.notes)  # not examined on graphs, and said so
+    assert all(d["paper_metric"] < 1e-3 and d["k_metric"] < 1e-3 for d in c.diagnostics)  # theta is near theta-bar
+    assert "paper" in report and "hidden layer block.1 (mirror)" in report
 
 
 def _invariant_net(seed: int = 3) -> GraphModel:
