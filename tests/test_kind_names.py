@@ -52,8 +52,6 @@ ALLOWED = {
                                                "image files handed to the exact reader",
     "symeq/numeric/models.py:NumericModel.to_torch": "the pooling kinds' torch modules (numeric/pooling.py) chosen "
                                                      "by kind; to ask the float class for its torch module instead",
-    "symeq/numeric/onnx_io.py:_pool_layer": "the ONNX reader's MaxPool/GroupPool items mapped to the pooling "
-                                            "kinds' float layers",
     "symeq/numeric/pooling.py:pool_twin": "the pooling kinds' float twin module (a kind's own unit; counted "
                                           "because the registry does not declare float twin modules)",
     "symeq/numeric/pooling.py:pool_torch_module": "as pool_twin: the pooling kinds' torch modules, in their float "

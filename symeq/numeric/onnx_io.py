@@ -369,19 +369,16 @@ class _PoolItem:
 
 
 def _pool_layer(item: _PoolItem, exact: bool):
-    """The exact (:mod:`symeq.layers.pooling`) or float (:mod:`symeq.numeric.pooling`) layer of ``item``."""
+    """The exact layer of ``item``'s kind (the registry's class: :mod:`symeq.layers.pooling`) or its float twin
+    (``FLOAT_TWINS``: :mod:`symeq.numeric.pooling`, with the float ReLU unit that names a maximum's group)."""
+    from ..layers.registry import kind_class
+
+    layer = kind_class(item.kind)(item.in_shape, *item.params)
     if exact:
-        from ..layers.pooling import GroupPoolLayer, MaxPool2dLayer
+        return layer
+    from .models import FLOAT_TWINS
 
-        return (MaxPool2dLayer(item.in_shape, *item.params) if item.kind == "maxpool2d"
-                else GroupPoolLayer(item.in_shape, *item.params))
-    from .models import numeric_activation
-    from .pooling import NumericGroupPool, NumericMaxPool2d
-
-    layer = (NumericMaxPool2d(item.in_shape, *item.params) if item.kind == "maxpool2d"
-             else NumericGroupPool(item.in_shape, *item.params))
-    layer.activation = numeric_activation("relu")  # the group of a maximum (symeq.numeric.pooling)
-    return layer
+    return FLOAT_TWINS[layer.kind](layer)
 
 
 def _bn_scale(gamma, var, eps):
