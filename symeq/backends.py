@@ -226,6 +226,19 @@ class Backend:
     def permute(self, a, axes):
         return a.transpose(axes)
 
+    def scatter_columns(self, a, perm, fac):
+        """``U[:, perm[t]] = fac[t] * a[:, t]``: the columns of a 2-D array moved and scaled (the group
+        acting on a kernel's taps: theta -> theta^g, symeq/layers/conv.py ``transformed_rows``)."""
+        f = self.asarray(list(fac), (len(fac),))
+        U = self.zeros(a.shape)
+        U[:, np.asarray(perm, dtype=np.int64)] = self.mul(a, f[None, :])
+        return U
+
+    def add_products(self, bias, a, v):
+        """``bias + a @ v`` for a 2-D ``a`` and vectors ``bias``, ``v`` (a bias moved by an input offset)."""
+        v = self.asarray(list(v), (len(v),))
+        return self.add(self.asarray(list(bias), (len(bias),)), self.sum_last(self.mul(a, v[None, :])))
+
     def concat(self, arrays, axis: int = 0):
         return np.concatenate(arrays, axis=axis)
 

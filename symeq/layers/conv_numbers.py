@@ -89,15 +89,9 @@ class FlintNumbers:
 
     @staticmethod
     def permute_taps(rows, perm, fac) -> list:
-        """``U[o][perm[t]] = fac[t] * rows[o][t]``."""
-        out = []
-        for r in rows:
-            row = [fmpq(0) if isinstance(x, fmpq) else 0 for x in r]
-            for t, x in enumerate(r):
-                if x != 0:
-                    row[perm[t]] = x * fac[t]
-            out.append(row)
-        return out
+        """``U[o][perm[t]] = fac[t] * rows[o][t]`` (:meth:`symeq.backends.Backend.scatter_columns`)."""
+        bk = FlintNumbers.backend
+        return bk.scatter_columns(bk.asarray(rows), perm, fac).tolist() if rows else []
 
     @staticmethod
     def channel_constants(c_in, C: int, P: int):
@@ -112,8 +106,9 @@ class FlintNumbers:
 
     @staticmethod
     def add_row_products(bias, rows, per_tap) -> list:
-        """``bias[o] + sum_t rows[o][t] per_tap[t]``."""
-        return [b + sum((x * v for x, v in zip(r, per_tap) if x != 0), fmpq(0)) for b, r in zip(bias, rows)]
+        """``bias[o] + sum_t rows[o][t] per_tap[t]`` (:meth:`symeq.backends.Backend.add_products`)."""
+        bk = FlintNumbers.backend
+        return bk.add_products(bias, bk.asarray(rows), per_tap).tolist()
 
     @staticmethod
     def columns(X) -> np.ndarray:
@@ -177,10 +172,8 @@ class NumpyNumbers:
 
     @staticmethod
     def permute_taps(rows, perm, fac):
-        rows = np.asarray(rows, dtype=np.float64)
-        U = np.zeros_like(rows)
-        U[:, np.asarray(perm)] = rows * np.asarray(fac, dtype=np.float64)[None, :]
-        return U
+        bk = NumpyNumbers.backend
+        return bk.scatter_columns(bk.asarray(np.asarray(rows, dtype=np.float64)), perm, np.asarray(fac, dtype=np.float64))
 
     @staticmethod
     def channel_constants(c_in, C: int, P: int):
@@ -196,7 +189,8 @@ class NumpyNumbers:
 
     @staticmethod
     def add_row_products(bias, rows, per_tap):
-        return bias + rows @ np.asarray(per_tap, dtype=np.float64)
+        bk = NumpyNumbers.backend
+        return bk.add_products(np.asarray(bias, dtype=np.float64), rows, np.asarray(per_tap, dtype=np.float64))
 
     @staticmethod
     def columns(X) -> np.ndarray:
