@@ -208,8 +208,9 @@ class Verification:
             lines.append("  the actions below hold at theta' (same widths and function as theta):")
             if matrix or self.model.n_params <= SMALL_MODEL_PARAMS:
                 for i, l in enumerate(self.model.layers, 1):
-                    if not hasattr(l, "weight"):  # attention: its heads are in the certificate
-                        lines.append(f"  theta' layer {i}: {l.label} (its heads are in the certificate)")
+                    if not supports(l, "dense-rows"):  # attention, conv, pooling: not printed row by row
+                        what = "heads" if supports(l, "token-mixing") else "parameters"
+                        lines.append(f"  theta' layer {i}: {l.label} (its {what} are in the certificate)")
                         continue
                     lines.append(f"  theta' layer {i}: W = {[[str(x) for x in row] for row in mat_rows(l.weight)]}, "
                                  f"b = {[str(x) for x in l.bias]}")
