@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from fractions import Fraction
 from functools import lru_cache
+from math import gcd, lcm
+from operator import mul
 
 from ._numbers import CheckError, _count, _dict, _fmt, _short, _vector
+from .activations import _apply
 from .algebra import _matmul, _matvec, _transpose
 from .attention import _Attention
+from .conv import _Conv
 from .evaluate import _evaluate
 from .model import _Layer
+from .pooling import _Pool
 from .real import _Real, _real_exact
 from .report import CheckReport
 from .schema import EQ_WITNESS_KEYS, check_keys
@@ -20,8 +25,9 @@ from .schema import EQ_WITNESS_KEYS, check_keys
 def _check_witness(report: CheckReport, eq: dict, n_in: int, layers: list[_Layer],
                    group: list, forward=None, interval_forward=None) -> None:
     """The witness of ``not-equivariant``; ``forward(layers, x)`` and ``interval_forward(layers, x, bits)``
-    evaluate the network (a chain's by default; a graph's from :mod:`symeq_check.graph`)."""
-    forward = _evaluate if forward is None else forward
+    evaluate the network (by default :class:`_ExactForward`, a chain's or a graph's; the interval one a chain's,
+    a graph's from :mod:`symeq_check.graph`)."""
+    forward = _ExactForward() if forward is None else forward
     witness = eq.get("witness")
     if witness is None:
         report.reasons.append("a not-equivariant certificate needs a witness")
@@ -35,7 +41,13 @@ def _check_witness(report: CheckReport, eq: dict, n_in: int, layers: list[_Layer
         raise CheckError(f"witness: generator must be an index below {len(group)}, got {_short(g)}")
     x = _vector(witness.get("x"), "witness x", n_in)
     p, q = group[g]
-    lhs, rhs = forward(layers, _matvec(p, x)), _matvec(q, forward(layers, x))
+    work = forward.work(layers) if isinstance(forward, _ExactForward) else 0
+    if work > MAX_WITNESS_WORK:
+        report.checks.append(f"nothing this checker can re-verify: the witness's evaluation takes {work} multiply-adds, "
+                             f"more than this checker does ({MAX_WITNESS_WORK})")
+        report.unverifiable = True
+        return
+    lhs, rhs = forward(layers, _sparse_matvec(p, x)), _sparse_matvec(q, forward(layers, x))
     report.checks.append(f"witness, generator {g + 1}, x = {_fmt(x)}: f(P x) = {_fmt(lhs)}")
     report.checks.append(f"witness, generator {g + 1}, x = {_fmt(x)}: Q f(x) = {_fmt(rhs)}")
     if lhs == rhs:
@@ -359,6 +371,10 @@ def _interval_evaluate(layers: list, x, bits: int):
     return ys
 
 
+def _sparse_matvec(a, x) -> tuple:
+    return tuple(sum((w * x[j] for j, w in enumerate(row) if w), Fraction(0)) for row in a)
+
+
 def _check_ball_witness(report: CheckReport, witness: dict, n_in: int, layers: list, group: list,
                         interval_forward=None) -> None:
     """A ball witness: the checker's own enclosure of some output of f(P x) - Q f(x) excludes 0.
@@ -411,3 +427,112 @@ def _check_ball_witness(report: CheckReport, witness: dict, n_in: int, layers: l
                               "witness is not confirmed")
     else:
         report.checks.append(f"0 is outside it: the model is not equivariant under generator {g + 1}")
+
+
+# -- the exact witness at width: integers over one denominator per space --------------------------
+#
+# f(x) at a rational x is re-evaluated with a space's values held as integers X over one positive
+# denominator D (the value is X / D): an affine layer with integer weights W = Dk w and biases Dk b (Dk
+# the common denominator of its weights and biases) maps (X, D) to (W X + Dk D b, Dk D); ReLU is the sign
+# test on the integers, a maximum (pooling) the maximum of the integers; any other layer or activation is
+# evaluated on the Fractions.  A conv2d touches each non-zero kernel tap once per output channel, on the
+# input channel's image read at that tap (its index list precomputed once, a padded pixel reads 0).
+# Everything is exact: the Fractions of f(x) are X / D at the end.
+
+MAX_WITNESS_WORK = 2_000_000_000  # multiply-adds of one exact evaluation (size guard, checked before the work)
+
+
+def _integers(values) -> tuple:
+    """Fractions as (integers, their common denominator)."""
+    d = lcm(*(Fraction(v).denominator for v in values)) if values else 1
+    return [Fraction(v).numerator * (d // Fraction(v).denominator) for v in values], d
+
+
+def _reduced(X: list, d: int) -> tuple:
+    g = gcd(d, *X)
+    return (X, d) if g == 1 else ([v // g for v in X], d // g)
+
+
+class _ExactForward:
+    """``forward(model, x)``: f(x) exactly for a chain of layers or a graph model (symeq_check.graph's, read by
+    its nodes' ``kind``, ``inputs``, ``layers`` and ``act``), with integer plans of its layers kept between calls."""
+
+    def __init__(self):
+        self.plans: dict = {}
+
+    def work(self, model) -> int:
+        layers = [l for n in model.nodes for l in n.layers] if hasattr(model, "nodes") else list(model)
+        return sum(len(l.rows) * len(l.rows[0]) * l.out_hw[0] * l.out_hw[1] if isinstance(l, _Conv) else
+                   len(l.weight) * len(l.weight[0]) if isinstance(l, _Layer) and l.weight else 0 for l in layers)
+
+    def __call__(self, model, x) -> tuple:
+        X, d = _integers(list(x))
+        if not hasattr(model, "nodes"):
+            X, d = self.chain(model, X, d)
+            return tuple(Fraction(v, d) for v in X)
+        vals = {"input": (X, d)}
+        for node in model.nodes:
+            if node.kind == "layers":
+                vals[node.name] = self.chain(node.layers, *vals[node.inputs[0]])
+                continue
+            parts = [vals[n] for n in node.inputs]
+            d = lcm(*(p[1] for p in parts))
+            parts = [[v * (d // e) for v in Y] for Y, e in parts]
+            Y = [sum(t) for t in zip(*parts)] if node.kind == "add" else [v for p in parts for v in p]
+            vals[node.name] = self.act(node.act, Y, d)
+        X, d = vals[model.output]
+        return tuple(Fraction(v, d) for v in X)
+
+    def chain(self, layers, X: list, d: int) -> tuple:
+        for layer in layers:
+            if isinstance(layer, _Pool):
+                X = [max(X[i] for i in win) for win in layer.windows]
+                continue
+            if not isinstance(layer, (_Conv, _Layer)):  # attention and heads: on the Fractions
+                X, d = _integers(_evaluate([layer], [Fraction(v, d) for v in X]))
+                continue
+            plan = self.plans.get(id(layer))
+            if plan is None:
+                plan = self.plans[id(layer)] = (_conv_plan(layer, self.plans) if isinstance(layer, _Conv) else
+                                                _dense_plan(layer))
+            X, d = self.act(layer.act, _conv_apply(plan, X, d) if isinstance(layer, _Conv) else
+                            [sum(map(mul, row, X)) + c * d for row, c in zip(plan[1], plan[2])], d * plan[0])
+        return X, d
+
+    @staticmethod
+    def act(act, X: list, d: int) -> tuple:
+        if act is None:
+            return _reduced(X, d)
+        if act == "relu":
+            return _reduced([v if v > 0 else 0 for v in X], d)
+        return _integers([_apply(act, Fraction(v, d)) for v in X])
+
+
+def _dense_plan(layer: _Layer) -> tuple:
+    dk = lcm(*(w.denominator for row in layer.weight for w in row), *(b.denominator for b in layer.bias))
+    return (dk, [[int(w * dk) for w in row] for row in layer.weight], [int(b * dk) for b in layer.bias])
+
+
+def _conv_plan(layer: _Conv, cache: dict) -> tuple:
+    """(Dk, per output channel its integer taps Dk w and Dk b, per output pixel the input indices of its taps).
+    Taps zero in every output channel are dropped; the index lists are shared by the layers of one geometry."""
+    dk = lcm(*(w.denominator for row in layer.rows for w in row), *(b.denominator for b in layer.bias))
+    used = [t for t in range(len(layer.rows[0])) if any(row[t] for row in layer.rows)]
+    rows = [[int(row[t] * dk) for t in used] for row in layer.rows]
+    geometry = (layer.in_shape, layer.kh, layer.kw, layer.stride, layer.padding, layer.mode, tuple(used))
+    if geometry not in cache:
+        src = layer.sources()  # -1 (padding) reads the 0 appended to the input
+        cache[geometry] = list(zip(*(src[t] for t in used))) or [()] * (layer.out_hw[0] * layer.out_hw[1])
+    return dk, rows, [int(b * dk) for b in layer.bias], cache[geometry]
+
+
+def _conv_apply(plan: tuple, X: list, d: int) -> list:
+    """One pass over the output pixels: each reads its taps' inputs once for all output channels."""
+    _, rows, bias, pixels = plan
+    Xp = X + [0]
+    cols = [list(map(Xp.__getitem__, s)) for s in pixels]
+    out = []
+    for row, c in zip(rows, bias):
+        c *= d
+        out.extend([sum(map(mul, row, col)) + c for col in cols])
+    return out
