@@ -2,7 +2,7 @@
 
 symeq's own implementation (level 0, standard library only): the certificate checker
 (``symeq_check.digest``) implements the same canonical forms on its own, and a test holds the two equal
-on every model (tests/test_certificate_digest.py).  The forms are written down in docs/certificates.md:
+on every model (tests/checker/test_certificate_digest.py).  The forms are written down in docs/certificates.md:
 
 * :func:`layers_digest` -- digest form 2 of the declared layers (the equivariance, Jacobian-rank and
   ReLU local-identifiability certificates): ``flatten`` layers left out; every number (a JSON integer or a

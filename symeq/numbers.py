@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 # the exact number syntax of every file (the checker, symeq_check/_numbers.py, reads the same one;
-# tests/test_schema_agreement.py): "p/q", an integer or a decimal with an optional exponent, no spaces
+# tests/checker/test_schema_agreement.py): "p/q", an integer or a decimal with an optional exponent, no spaces
 _NUMBER = re.compile(
     r"(?P<sign>[+-]?)(?:(?P<p>\d+)/(?P<q>\d+)|(?P<int>\d+)(?:\.(?P<frac>\d*))?"
     r"|\.(?P<frac2>\d+))(?:[eE](?P<exp>[+-]?\d+))?"

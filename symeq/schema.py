@@ -1,7 +1,7 @@
 """The one schema check of every file symeq reads: unknown and missing keys, with "did you mean".
 
 symeq's own copy (level 0): the certificate checker (``symeq_check``) has its own, so that neither
-imports the other; the two agree on every file (tests/test_schema_agreement.py).
+imports the other; the two agree on every file (tests/checker/test_schema_agreement.py).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The schemas of the files the checker reads: the format names, the keys allowed and required in each
 object of a model file and of an equivariance certificate, and :func:`check_keys` (unknown and missing keys,
 with "did you mean").  symeq has its own copy of ``check_keys`` (``symeq/schema.py``); the prover and the
-checker accept the same files (tests/test_schema_agreement.py).
+checker accept the same files (tests/checker/test_schema_agreement.py).
 """
 from __future__ import annotations
 

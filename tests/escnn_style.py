@@ -1,4 +1,4 @@
-"""escnn-style C4 and D4 networks in plain torch, as escnn's ``.export()`` gives them (tests/test_escnn_clients.py).
+"""escnn-style C4 and D4 networks in plain torch, as escnn's ``.export()`` gives them (tests/numeric/test_escnn_clients.py).
 
 escnn itself is not a dependency. These are the modules an exported escnn tutorial network consists of:
 

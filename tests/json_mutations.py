@@ -1,8 +1,8 @@
 """Field-by-field mutations of a JSON value, shared by the tampering tests.
 
 ``field_mutations(x)`` yields ``(path, mutated copy)`` for every field of ``x``: each leaf changed,
-each key removed, one key added, each list grown and shrunk. Used by tests/test_classical.py and
-tests/test_real_activations.py to check that the certificate checker refuses every tampered field.
+each key removed, one key added, each list grown and shrunk. Used by tests/identifiability/test_classical.py and
+tests/exact/test_real_activations.py to check that the certificate checker refuses every tampered field.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 convolution (hidden layers = ``channels`` copies of D4's regular representation), rounds its
 random weights coarsely so that many neurons tie, and hides the structure with a random signed
 permutation (:func:`symeq.models.scramble`).  :func:`clone_pairs_network` appends exact clone
-pairs to a random equivariant model.  Both are used by tests/test_ties.py.
+pairs to a random equivariant model.  Both are used by tests/exact/test_ties.py.
 """
 
 from __future__ import annotations

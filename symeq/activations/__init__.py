@@ -130,7 +130,7 @@ REAL_ACTIVATIONS = {u.name: (u.symmetry, u.definition) for u in _units("real")}
 #: q = alpha, c = 0.  This is symeq's own copy, read-only, and :meth:`Activation.symmetry_holds`
 #: reads it here at each call; the certificate checker keeps its own
 #: (``symeq_check.real.REAL_SYMMETRY_TABLE``, with a self-test that evaluates every row), and
-#: tests/test_real_symmetry_tables.py holds the two equal and shows a wrong row in either is caught.
+#: tests/checker/test_real_symmetry_tables.py holds the two equal and shows a wrong row in either is caught.
 REAL_SYMMETRIES = MappingProxyType({u.name: u.identities for u in _units("real")})
 
 #: Every activation name of model files (``"type"``), one spelling each.

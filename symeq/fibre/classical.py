@@ -73,7 +73,7 @@ from ..layers.registry import all_support
 from ..numbers import mat_rows
 
 #: symeq's own copy of the classical tables (the checker, symeq_check.identifiability.classical, keeps its
-#: own; tests/test_checker_package.py holds them equal): the activations with a theorem and the group of theta's
+#: own; tests/checker/test_checker_package.py holds them equal): the activations with a theorem and the group of theta's
 #: orbit; the conditions' statements, in certificate order; failing entries listed per condition
 GROUPS = {"tanh": "signed permutations", "sigmoid": "affine flips"}
 STATEMENTS = {

@@ -165,7 +165,7 @@ class NumericConvLayer(ConvCore):
         """conv_K(X) + b on a batch (a row per point): torch's conv2d in float64 when torch is
         importable and the batch is large (:data:`TORCH_MIN_WORK` multiply-adds), else the numpy
         im2col product of :class:`symeq.layers.conv_numbers.NumpyNumbers`.  Both are float64; they
-        agree to rounding (their summation orders differ; tests/test_vectorised_taps.py)."""
+        agree to rounding (their summation orders differ; tests/numeric/test_vectorised_taps.py)."""
         X = np.asarray(X, dtype=np.float64)
         work = X.shape[0] * self.out_dim * self.shape.taps if X.ndim == 2 else 0
         if work < TORCH_MIN_WORK or X.shape[1] != self.in_dim:

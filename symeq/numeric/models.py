@@ -279,7 +279,7 @@ def activation_from_exact(act) -> NumericActivation:
     """The float twin of an exact :class:`~symeq.activations.Activation`: sigma and sigma' are its
     unit's numpy functions (:mod:`symeq.activations`, one declaration per activation), the scalings
     are read off the exact definition (:meth:`Scalings.of_exact`), so the float path and the exact
-    one share one table of symmetries.  tests/test_parity.py checks each identity on sample points."""
+    one share one table of symmetries.  tests/numeric/test_parity.py checks each identity on sample points."""
     from ..activations.registry import float_functions
 
     f, fp = float_functions(act)

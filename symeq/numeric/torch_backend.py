@@ -4,7 +4,7 @@ The module class is declared with the polynomial activations (:func:`symeq.activ
 torch_polynomial_class`, built when torch is first asked for); :class:`Polynomial` here is that
 class.  Importable without torch (so that ``pytest --doctest-modules`` collects it everywhere);
 using :class:`Polynomial` without torch raises :class:`symeq.errors.EngineMissing`.  Tested against
-the numpy evaluation in tests/test_numeric_torch.py.
+the numpy evaluation in tests/numeric/test_numeric_torch.py.
 """
 
 from __future__ import annotations

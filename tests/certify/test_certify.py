@@ -2,7 +2,7 @@
 
 The acceptance cases of issue 22: a tanh (and GELU) MLP layerwise equivariant under the mirror
 of 4x4 images, perturbed by relative noise 1e-3, saved as .npz (and as .onnx exported by torch in
-tests/test_onnx.py), certifies with exit 0, a certificate that `symeq check` accepts, and a
+tests/numeric/test_onnx.py), certifies with exit 0, a certificate that `symeq check` accepts, and a
 parameter distance within 3x the noise; a network far from equivariant still gets a certified
 theta-bar; the matching is the nearest involution (brute force on a small case).
 """
@@ -287,7 +287,7 @@ def test_mirror_experiment_saves_networks_and_certifies_them(tmp_path, monkeypat
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     res = run_mirror_experiment(("tanh", "gelu"), "autoencoder", epochs=2, out=tmp_path, progress=False,
                                 certifier=lambda m, d, t: certify_mirror_run(m, d, t, finetune=False),  # fine-tuning:
-                                widths=(8, 8, 8), n_fit=300, n_test=100)  # tests/test_finetune.py
+                                widths=(8, 8, 8), n_fit=300, n_test=100)  # tests/certify/test_finetune.py
     assert "figures skipped" in capsys.readouterr().err and "figures_skipped" in res
     from symeq.numeric.experiment import written_summary
 
@@ -354,7 +354,7 @@ def test_bench_certify_quick(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_certify.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_certify.py"
     proc = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path)], capture_output=True,
                           text=True, timeout=300, cwd=script.parent)
     assert proc.returncode == 0, proc.stderr[-2000:]

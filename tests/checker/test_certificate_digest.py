@@ -15,7 +15,7 @@ from symeq.examples import builtin_example
 from symeq.io import model_to_json
 from symeq.theorem import INLINE_PARAMETERS, verify
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tied_networks import d4_tied_network  # noqa: E402
 
 

@@ -229,7 +229,7 @@ def test_a_raw_graph_file_has_the_digest_of_its_written_form():
     from symeq.graph.io import graph_to_json
     from symeq_check.graph import graph_digest, read_graph_model
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "graph"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graph"))
     from graph_networks import conv_residual
 
     data = conv_residual()

@@ -1,5 +1,5 @@
 """The prover and the checker accept exactly the same model files (issue 26, item 5): every mutation of the
-strict-files suite (tests/test_strict_files.py: near-miss renames, deletions, unknown keys; and
+strict-files suite (tests/cli/test_strict_files.py: near-miss renames, deletions, unknown keys; and
 tests/json_mutations.py: every leaf changed, every key removed, lists grown and shrunk) of every model kind
 is read by symeq's reader (``symeq.io.model_from_json``) and by the checker's (``symeq_check``), and the
 two agree on every one: both accept or both refuse.  A model without ``"format"`` or a layer without

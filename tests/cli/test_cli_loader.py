@@ -14,7 +14,7 @@ from symeq.cli.loader import NO_GROUP
 from symeq.examples import builtin_example
 from symeq.io import model_to_json
 
-CLI = Path(__file__).resolve().parent.parent / "symeq" / "cli"
+CLI = Path(__file__).resolve().parents[2] / "symeq" / "cli"
 
 
 @pytest.fixture

@@ -156,7 +156,7 @@ CHEAP = {
 @pytest.mark.parametrize("command", sorted(DEFAULT_BUDGETS))
 def test_every_command_has_a_budget_and_bad_input_is_one_line(capsys, command):
     """Every command takes --timeout; bad input is one error line, with no budget line before it
-    (the budget line comes after the argument and file checks: tests/test_cli_messages.py)."""
+    (the budget line comes after the argument and file checks: tests/cli/test_cli_messages.py)."""
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     assert "timeout" in {a.dest for a in sub.choices[command]._actions}

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="ne
 
 INSTALLED = set(available_engines())
 W33 = [[1, 2, -1], [3, -1, 2], [-2, 1, 1]]
-ROOT = str(Path(__file__).resolve().parents[1])
+ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def busy_model() -> Model:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 INSTALL_WORDS = ("pip install", "apt-get install")
 
 #: names whose value is an install line, allowed in a reason; each is checked by a test below

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_derivation.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_derivation.py"
 
 
 def test_bench_derivation_quick(tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 CLI = (DOCS / "cli.md").read_text(encoding="utf-8")
 EXAMPLES = (DOCS / "examples.md").read_text(encoding="utf-8")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from symeq.cli import main
 
-PAGE = (Path(__file__).resolve().parent.parent / "docs" / "model-files.md").read_text(encoding="utf-8")
+PAGE = (Path(__file__).resolve().parents[2] / "docs" / "model-files.md").read_text(encoding="utf-8")
 
 
 def _section() -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-TUTORIAL = Path(__file__).resolve().parent.parent / "docs" / "tutorial.md"
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial.md"
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 
 

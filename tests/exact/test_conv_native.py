@@ -407,7 +407,7 @@ def test_from_torch_circular_padding_average_pooling_and_max_pooling():
     g = from_torch(gap, None, input_shape=(1, 6, 6))
     assert [l.kind for l in g.layers] == ["conv2d"] * 2 and g.layers[1].shape.kh == 6
     assert np.allclose(g.forward(x), gap(torch.tensor(x.reshape(3, 1, 6, 6))).detach().numpy(), atol=1e-12)
-    with pytest.raises(InputError, match="ceil_mode"):  # MaxPool2d is read (tests/test_pooling_kinds.py)
+    with pytest.raises(InputError, match="ceil_mode"):  # MaxPool2d is read (tests/exact/test_pooling_kinds.py)
         from_torch(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.Tanh(), torch.nn.MaxPool2d(2, ceil_mode=True),
                                        torch.nn.Flatten(), torch.nn.Linear(2, 1)), None, input_shape=(1, 6, 6))
 
@@ -454,7 +454,7 @@ def test_bench_conv_quick(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_conv.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_conv.py"
     proc = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path)], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

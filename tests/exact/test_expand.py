@@ -119,7 +119,7 @@ def test_one_expansion_in_the_fibre_code():
     """The fibre ideal and the fibre-wide search expand through symeq.expand, not their own loops."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1] / "symeq"
+    root = Path(__file__).resolve().parents[2] / "symeq"
     for rel in ("fibre/ideal.py", "fibre/search.py"):
         text = (root / rel).read_text()
         assert ".compose(" not in text and "expand_forward(" in text, rel

@@ -341,7 +341,7 @@ def test_certify_refuses_pooling_by_name(tmp_path, capsys):
     path.write_text(json.dumps(_c4_file()))
     assert main(["certify", str(path), "--conv", "dense"]) == 2  # the dense matching search (certify
     assert "maxpool2d layers do not support certify --conv dense" in capsys.readouterr().err  # takes them
-    # on the kernel road: tests/test_certify_pooling.py)
+    # on the kernel road: tests/certify/test_certify_pooling.py)
 
 
 @pytest.mark.slow  # matplotlib

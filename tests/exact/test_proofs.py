@@ -11,7 +11,7 @@ import pytest
 
 from symeq.cli import main as symeq_main
 
-PROOFS = sorted(p for p in (Path(__file__).parent.parent / "proofs").glob("*.py") if not p.name.startswith("_"))
+PROOFS = sorted(p for p in (Path(__file__).parents[2] / "proofs").glob("*.py") if not p.name.startswith("_"))
 
 
 @pytest.mark.parametrize("script", PROOFS, ids=[p.stem for p in PROOFS])

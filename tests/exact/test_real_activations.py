@@ -26,7 +26,7 @@ from symeq.io import model_from_json, model_to_json
 from symeq.models import DenseLayer, Model, random_equivariant_model, scramble
 from symeq.theorem import verify
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from json_mutations import field_mutations  # noqa: E402
 
 MIRROR = builtin_group("mirror:4x4")
@@ -273,7 +273,7 @@ def test_bench_real_quick(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_real.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_real.py"
     proc = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path)], capture_output=True,
                           text=True, timeout=120, cwd=script.parent)
     assert proc.returncode == 0, proc.stderr

@@ -257,7 +257,7 @@ def test_architecture_doc_lists_every_pipeline_step_in_order():
     from symeq.fibre.decide import IDENTIFIABILITY_STEPS
     from symeq.fibre.search import SEARCH_STEPS
 
-    text = Path(__file__).resolve().parent.parent.joinpath("docs", "architecture.md").read_text()
+    text = Path(__file__).resolve().parents[2].joinpath("docs", "architecture.md").read_text()
     section = text[text.index("## Pipelines"):text.index("## Where to add things")]
     for steps in (VERIFY_STEPS, theorem.REAL_STEPS, IDENTIFIABILITY_STEPS, CANDIDATE_STEPS, SEARCH_STEPS):
         names = [step_name(s).replace("jacobian_rank", "jacobian-rank") for s in steps]

@@ -22,7 +22,7 @@ from symeq.numbers import mat_rows
 from symeq.numeric import compare_with_exact, derive_latent_actions_numeric, from_exact
 from symeq.numeric.models import save_npz
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from tied_networks import clone_pairs_network, d4_tied_network, multiset_tie_network  # noqa: E402
 
 

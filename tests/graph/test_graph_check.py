@@ -2,8 +2,8 @@
 reading of the graph form, the checker's own ``graph_sha256``, hand-written certificates of a residual net, a
 concatenation and a conv2d residual block (accepted), and their tampered copies (refused): a changed weight,
 a wrong action, a wrong order of the spaces, a forged activation-group claim, a witness that breaks nothing.
-The certificates here are written by hand, independently of symeq's prover (tests/test_schema_agreement.py
-and tests/test_digest_forms.py hold the prover and the checker to one reading and one digest)."""
+The certificates here are written by hand, independently of symeq's prover (tests/checker/test_schema_agreement.py
+and tests/checker/test_digest_forms.py hold the prover and the checker to one reading and one digest)."""
 from __future__ import annotations
 
 import copy

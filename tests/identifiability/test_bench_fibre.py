@@ -1,6 +1,6 @@
 """benchmarks/bench_fibre.py takes its engines from the registry and writes through benchmarks/_common.py.
 
-(The quick run itself is tests/test_fibre_engines.py::test_bench_fibre_quick.)"""
+(The quick run itself is tests/identifiability/test_fibre_engines.py::test_bench_fibre_quick.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_fibre  # noqa: E402
 
 from symeq.fibre.groebner import ENGINES  # noqa: E402

@@ -23,7 +23,7 @@ from symeq.io import model_to_json, save_model
 from symeq.models import DenseLayer, Model
 from symeq.numbers import mat_rows
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from json_mutations import field_mutations  # noqa: E402
 
 ACT = {"tanh": math.tanh, "sigmoid": lambda t: 1 / (1 + math.exp(-t))}

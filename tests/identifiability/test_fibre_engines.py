@@ -1,6 +1,6 @@
 """Engines under a budget (clean kill, no orphan), the default path's labels, witnesses, the CLI.
 
-Companion of tests/test_fibre.py (the known answers over every engine).
+Companion of tests/identifiability/test_fibre.py (the known answers over every engine).
 """
 
 import json
@@ -294,7 +294,7 @@ def test_cli_past_budget_is_unknown_and_clean(tmp_path, private_tmp):
     proc = subprocess.run([sys.executable, "-c", "import sys; from symeq.cli import main; "
                            f"sys.exit(main(['fibre', {str(model)!r}, '--method', 'groebner', '--timeout', '1', "
                            f"'--out', {str(out)!r}]))"],
-                          capture_output=True, text=True, timeout=60, cwd=str(Path(__file__).resolve().parents[1]),
+                          capture_output=True, text=True, timeout=60, cwd=str(Path(__file__).resolve().parents[2]),
                           env=dict(os.environ, TMPDIR=str(private_tmp)))
     assert proc.returncode == 3, proc.stderr
     assert time.perf_counter() - t < 30
@@ -308,7 +308,7 @@ def test_cli_past_budget_is_unknown_and_clean(tmp_path, private_tmp):
 # -- the benchmark --------------------------------------------------------------------------------
 
 def test_bench_fibre_quick(tmp_path):
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_fibre.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_fibre.py"
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)

@@ -20,7 +20,7 @@ from symeq.fibre.tensor import decide, tensor_identifiability
 from symeq.io import model_to_json, save_model
 from symeq.models import DenseLayer, Model
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from bench_fibre import make_model  # noqa: E402
 
 
@@ -333,7 +333,7 @@ def test_every_field_is_checked(which):
 def test_bench_tensor_quick(tmp_path):
     import subprocess
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_tensor.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tensor.py"
     proc = subprocess.run([sys.executable, str(script), "--quick", "--no-groebner", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

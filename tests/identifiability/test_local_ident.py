@@ -400,7 +400,7 @@ def test_bench_local_ident_quick(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_local_ident.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_local_ident.py"
     proc = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path)], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -446,7 +446,7 @@ def test_conv_twin_equals_the_dense_expansion_with_shared_weights():
 
 
 def test_conv_model_gets_a_local_answer_with_certificate():
-    """(More conv certificate tests, tampering included: tests/test_local_ident_conv.py.)"""
+    """(More conv certificate tests, tampering included: tests/identifiability/test_local_ident_conv.py.)"""
     m = _conv_model()
     r = jm.jacobian_identifiability(m)
     assert r.n_params == 2 * 9 + 2 + 3 * 32 + 3
@@ -478,7 +478,7 @@ def test_attention_rank_matches_symeq_attention():
     r = jm.jacobian_identifiability(m)
     layer = m.layers[0]
     assert r.rank == expected_dimension(layer) and r.n_params - r.rank == symmetry_dimension(layer)
-    assert r.status == "locally-identifiable" and r.certificate is not None  # tests/test_local_ident_attention.py
+    assert r.status == "locally-identifiable" and r.certificate is not None  # tests/identifiability/test_local_ident_attention.py
 
 
 def test_attention_with_token_wise_layers_and_exact_jacobian():

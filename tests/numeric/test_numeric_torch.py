@@ -136,7 +136,7 @@ def test_gpu_check_script_runs_on_the_cpu(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_check.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
     proc = subprocess.run([sys.executable, str(script), "--device", "cpu", "--quick", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr

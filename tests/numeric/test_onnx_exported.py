@@ -586,7 +586,7 @@ def test_residual_block_float_twin_for_numeric_check_and_refusal_elsewhere(tmp_p
     assert "Add read as the addition of stem_Conv, c1_Conv, then relu" in err
     assert "the action forced by the addition Add" in out and "float derivation along the graph" in out
     assert "homomorphism on the group's relations (order 4): max deviation 0" in out
-    # certify reads the graph too (tests/test_resnet_clients.py, docs/certify.md "Graph networks")
+    # certify reads the graph too (tests/numeric/test_resnet_clients.py, docs/certify.md "Graph networks")
     _export(_C4ResNet(broken=True).eval(), (1, 1, 8, 8), tmp_path / "bad.onnx")
     assert main(["numeric-check", str(tmp_path / "bad.onnx"), *group]) == 1
     out = capsys.readouterr().out
@@ -609,12 +609,12 @@ class _GroupPool(torch.nn.Module):
 
 
 @pytest.mark.parametrize("case", ["group_pool", "layer_norm", "max_pool", "dropout_training",
-                                  "softmax_inside"])  # a residual Add is read as a graph (tests/test_onnx_graph.py)  # group_pool, max_pool: the variants still refused
+                                  "softmax_inside"])  # a residual Add is read as a graph (tests/numeric/test_onnx_graph.py)  # group_pool, max_pool: the variants still refused
 def test_unsupported_operators_are_refused_by_name_node_and_reason(tmp_path, capsys, case):
     path = tmp_path / f"{case}.onnx"
     shape, group = (1, 4), "sign:4"
     if case == "group_pool":
-        net, shape, group = _GroupPool(keepdim=True).eval(), (1, 1, 4, 4), "rot90:4"  # (read: tests/test_pooling_kinds.py)
+        net, shape, group = _GroupPool(keepdim=True).eval(), (1, 1, 4, 4), "rot90:4"  # (read: tests/exact/test_pooling_kinds.py)
         want = ("ReduceMax", "keepdims=0")
     elif case == "layer_norm":
         net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
@@ -691,7 +691,7 @@ def test_from_torch_refuses_by_name(case):
     elif case == "max_pool":
         net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2, ceil_mode=True),
                                   torch.nn.Flatten(), torch.nn.Linear(2, 2))
-        want = "ceil_mode"  # MaxPool2d itself is read (tests/test_pooling_kinds.py)
+        want = "ceil_mode"  # MaxPool2d itself is read (tests/exact/test_pooling_kinds.py)
     elif case == "dropout_training":
         net, want = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Dropout(0.5),
                                         torch.nn.Linear(4, 2)).train(), "Dropout in training mode"
