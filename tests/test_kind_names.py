@@ -15,6 +15,7 @@ The places are found by reading the syntax trees (not by grep). A *site* is one 
   ``FLOAT_TWINS["dense"]``);
 * ``isinstance``/``issubclass`` against a layer class (an exact kind class, a float twin, or a subclass of
   one; found by their ``kind`` declarations and bases);
+* a ``case "conv2d":`` of a match statement;
 * the old switches ``.has_conv`` and ``.has_attention``.
 
 A *place* is one function (or the module level) of one file holding one or more sites: a switch with six
@@ -167,6 +168,8 @@ def _site(node, names, classes):
         table = _ref(node.value) or ""
         if table == "schema" or table.lstrip("_").isupper():
             return (node.slice.value,)
+    if isinstance(node, ast.MatchValue) and isinstance(node.value, ast.Constant) and node.value.value in names:
+        return (node.value.value,)  # case "conv2d": in a match statement
     if isinstance(node, ast.Attribute) and node.attr in ("has_conv", "has_attention"):
         return (node.attr,)
     return None
@@ -208,10 +211,11 @@ def test_the_counter_sees_kind_names():
     names, classes, _ = _kind_vocabulary()
     src = ("def f(l, spec, M):\n    if l.kind == 'conv2d' or isinstance(l, ConvLayer): pass\n"
            "    if spec.get('type') in ('maxpool2d', 'group_pool'): pass\n    T = {'dense': 1, 'heads': 2}\n"
-           "    x = M.has_conv\n    if conv in ('auto', 'dense'): pass\n    k = ConvLayer.schema['conv2d']\n")
+           "    x = M.has_conv\n    if conv in ('auto', 'dense'): pass\n    k = ConvLayer.schema['conv2d']\n"
+           "    match l.kind:\n        case 'heads': pass\n")
     hits = [h for n in ast.walk(ast.parse(src)) if (h := _site(n, names, classes))]
     assert ("conv2d",) in hits and ("ConvLayer",) in hits and ("group_pool", "maxpool2d") in hits
-    assert ("dense", "heads") in hits and ("has_conv",) in hits and hits.count(("conv2d",)) == 2
+    assert ("dense", "heads") in hits and ("has_conv",) in hits and hits.count(("conv2d",)) == 2 and ("heads",) in hits
     assert ("dense",) not in hits  # an option's choices that hold other words are not a kind switch
     assert {"dense", "conv2d", "attention", "heads", "maxpool2d", "group_pool", "flatten"} <= names
 
