@@ -1,6 +1,7 @@
 """Rigorous interval arithmetic on Fractions (Taylor series with explicit remainders, outward rounding),
-the real activations' enclosures, and the witnesses of ``not-equivariant``: an exact x with f(P x) != Q f(x),
-or a ball witness (``"kind": "arb"``) whose enclosure of some output of f(P x) - Q f(x) excludes 0.
+the real activations' enclosures, and the witnesses of ``not-equivariant``: an exact x with f(P x) != Q f(x)
+(re-evaluated with integers over one denominator per space, :class:`_ExactForward`), or a ball witness
+(``"kind": "arb"``) whose enclosure of some output of f(P x) - Q f(x) excludes 0.
 """
 from __future__ import annotations
 
@@ -435,11 +436,12 @@ def _check_ball_witness(report: CheckReport, witness: dict, n_in: int, layers: l
 # denominator D (the value is X / D): an affine layer with integer weights W = Dk w and biases Dk b (Dk
 # the common denominator of its weights and biases) maps (X, D) to (W X + Dk D b, Dk D); ReLU is the sign
 # test on the integers, a maximum (pooling) the maximum of the integers; any other layer or activation is
-# evaluated on the Fractions.  A conv2d touches each non-zero kernel tap once per output channel, on the
-# input channel's image read at that tap (its index list precomputed once, a padded pixel reads 0).
-# Everything is exact: the Fractions of f(x) are X / D at the end.
+# evaluated on the Fractions.  A conv2d reads, per output pixel, the inputs under its taps once (index lists
+# precomputed once per geometry, a padded pixel reads an appended 0) and takes one integer dot product per
+# output channel; taps that are zero in every output channel are dropped.  Everything is exact: f(x) is
+# X / D at the end.  (The C4 ResNet at 28 x 28, 32 channels, 4 blocks: 58 million multiply-adds, seconds.)
 
-MAX_WITNESS_WORK = 2_000_000_000  # multiply-adds of one exact evaluation (size guard, checked before the work)
+MAX_WITNESS_WORK = 500_000_000  # multiply-adds of one exact evaluation (size guard, checked before the work)
 
 
 def _integers(values) -> tuple:
