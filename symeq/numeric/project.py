@@ -972,9 +972,11 @@ def layer_diagnostics(model, x: np.ndarray, group, gen_actions, seed: int = 0) -
     order = rng.permutation(N)
     fit, test = (order[: (2 * N) // 3], order[(2 * N) // 3:]) if N >= 30 else (order, order)
     out = []
+    Y = np.asarray(x, dtype=np.float64)  # model.forward(x, i - 1), one layer further each step
+    Yg = [model.forward(x @ np.asarray(A).T, 0) for A, _ in group.generators]  # and of gx
     for i in range(1, model.depth):
         l = model.layers[i - 1]
-        Z = model.forward(x, i - 1) @ l.weight.T + l.bias if i > 1 else x @ l.weight.T + l.bias
+        Z = Y @ l.weight.T + l.bias if i > 1 else x @ l.weight.T + l.bias
         F = l.activation(Z)
         sd = F.std(axis=0)
         dead = sd <= NEAR_DEAD * max(float(sd.max(initial=0.0)), 1e-300)
@@ -992,8 +994,8 @@ def layer_diagnostics(model, x: np.ndarray, group, gen_actions, seed: int = 0) -
             hit = np.abs(C[iu, ju]) >= NEAR_CLONE
             clones = [(int(live[a]) + 1, int(live[b]) + 1) for a, b in zip(iu[hit], ju[hit])]
         fitter = _LeastSquares(F[fit])  # one factorisation per layer, for every generator
-        for gi, (name, (A, _)) in enumerate(zip(group.names, group.generators)):
-            Fg = model.forward(x @ np.asarray(A).T, i)
+        for gi, name in enumerate(group.names):
+            Fg = Yg[gi] = l.forward(Yg[gi])  # model.forward(gx, i)
             At = fitter.solve(Fg[fit])
             rho = gen_actions[i - 1][gi]
             out.append({"layer": i, "generator": name, "paper_metric": _median_rel(Fg[test], F[test] @ At),
@@ -1002,6 +1004,7 @@ def layer_diagnostics(model, x: np.ndarray, group, gen_actions, seed: int = 0) -
                         "near_linear": [int(j) + 1 for j in np.flatnonzero(lin)],
                         "near_dead": [int(j) + 1 for j in np.flatnonzero(dead)],
                         "near_clones": clones[:50], "near_clone_pairs": len(clones), "width": int(F.shape[1])})
+        Y = l.forward(Y) if i + 1 < model.depth else Y
     return out
 
 
