@@ -8,6 +8,16 @@ Python extras use ``pytest.importorskip`` where they are needed.
 
 import os
 import random
+import sys
+from pathlib import Path
+
+# Tests are grouped in folders by subject (tests/checker, tests/certify, ...); their shared helpers
+# (json_mutations, tied_networks, escnn_style) and the networks some test modules export to others
+# are imported by module name, so tests/ and each subject folder are on the path (names are unique).
+_TESTS = Path(__file__).resolve().parent
+for _dir in [_TESTS, *sorted(p for p in _TESTS.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))]:
+    if str(_dir) not in sys.path:
+        sys.path.insert(0, str(_dir))
 
 # One BLAS thread: the tests' matrices are small, and on a busy 2-core machine OpenBLAS's spinning
 # worker threads made single numpy SVDs 15x slower (200 s instead of 13 s).  Set before numpy loads.
