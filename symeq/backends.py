@@ -512,7 +512,7 @@ class Torch(Backend):
         return self.torch.cat(list(arrays), dim=axis)
 
     def take(self, a, index):
-        return a[self.torch.as_tensor(np.asarray(index), device=a.device)]
+        return a[self.torch.as_tensor(np.array(index), device=a.device)]  # a copy: the index may be read-only
 
     def where(self, cond, a, b):
         c = self.torch.as_tensor(np.asarray(cond), device=self.device)

@@ -50,13 +50,6 @@ def flat_kernel(spec, kernel) -> list[list]:
             for o in range(spec.out_channels)]
 
 
-def _objects(values) -> np.ndarray:
-    """A 1-d numpy object array of exact numbers (element-wise arithmetic in C, each entry exact)."""
-    a = np.empty(len(values), dtype=object)
-    a[:] = values
-    return a
-
-
 class FlintNumbers:
     """Exact rationals: rows are lists of ``fmpq``, a batch is an ``fmpq_mat`` (a column per point)."""
 
