@@ -981,8 +981,9 @@ def layer_diagnostics(model, x: np.ndarray, group, gen_actions, seed: int = 0) -
         sd = F.std(axis=0)
         dead = sd <= NEAR_DEAD * max(float(sd.max(initial=0.0)), 1e-300)
         lin = np.zeros(F.shape[1], dtype=bool)
+        ZT, FT = np.ascontiguousarray(Z.T), np.ascontiguousarray(F.T)  # each unit's column in one piece
         for j in np.flatnonzero(~dead):
-            zc, fc = Z[:, j] - Z[:, j].mean(), F[:, j] - F[:, j].mean()
+            zc, fc = ZT[j] - ZT[j].mean(), FT[j] - FT[j].mean()
             vz = float(zc @ zc)
             r2 = float((zc @ fc) ** 2 / (vz * float(fc @ fc))) if vz > 0 else 0.0
             lin[j] = r2 >= NEAR_LINEAR_R2
