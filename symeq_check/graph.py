@@ -16,7 +16,7 @@ from .algebra import _homomorphism, _invertible, _monomial_failure, _sparse
 from .conv import _Conv, _channel_pixel, _conv_failure, _out_dim
 from .digest import graph_digest_of, graph_node_form
 from .evaluate import _evaluate
-from .intervals import _check_witness, _interval_apply, _iv_round
+from .intervals import _check_witness, _interval_apply, _iv_conv, _iv_round
 from .layerwise import _action, _layer_failure
 from .model import _group, _Layer, _layers, _model_header
 from .pooling import POOL_KINDS, _Pool
@@ -223,6 +223,9 @@ def _iv_forward(gm: GraphModel, x, bits: int) -> list:
         for layer in node.layers:
             if isinstance(layer, _Pool):
                 ys = [(max(ys[i][0] for i in w), max(ys[i][1] for i in w)) for w in layer.windows]
+                continue
+            if isinstance(layer, _Conv):  # on integers, its taps read once per output pixel
+                ys = [_interval_apply(layer.act, _iv_round(a, bits), bits) for a in _iv_conv(layer, ys)]
                 continue
             out = []
             for terms, b in _affine_rows(layer):

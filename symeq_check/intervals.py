@@ -538,3 +538,30 @@ def _conv_apply(plan: tuple, X: list, d: int) -> list:
         c *= d
         out.extend([sum(map(mul, row, col)) + c for col in cols])
     return out
+
+
+@lru_cache(maxsize=64)
+def _interval_plan(layer: _Conv) -> tuple:
+    """A conv2d's integer plan (:func:`_conv_plan`) with the absolute values of its taps."""
+    dk, rows, bias, pixels = _conv_plan(layer, {})
+    return dk, [(r, [abs(w) for w in r]) for r in rows], bias, pixels
+
+
+def _iv_conv(layer: _Conv, ys: list) -> list:
+    """The exact image of intervals ``ys`` [(lo, hi)] under a conv2d's affine map, neuron by neuron: b + the sum of
+    w lo (w > 0) and w hi (w < 0) for its lo, the other way for its hi (as a dense row would), on integers as
+    (W s -+ |W| r) / 2 with s = hi + lo, r = hi - lo."""
+    dk, rows, bias, pixels = _interval_plan(layer)
+    n = len(ys)
+    V, d = _integers([a for a, _ in ys] + [b for _, b in ys])
+    S = [a + b for a, b in zip(V[:n], V[n:])] + [0]
+    R = [b - a for a, b in zip(V[:n], V[n:])] + [0]
+    wide = any(R)
+    cols = [(list(map(S.__getitem__, s)), list(map(R.__getitem__, s)) if wide else None) for s in pixels]
+    out, e = [], 2 * d * dk
+    for (row, size), c in zip(rows, bias):
+        c *= 2 * d
+        for s, r in cols:
+            a, b = sum(map(mul, row, s)) + c, sum(map(mul, size, r)) if r else 0
+            out.append((Fraction(a - b, e), Fraction(a + b, e)))
+    return out

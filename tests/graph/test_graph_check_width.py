@@ -18,8 +18,8 @@ from test_graph_width import c4_resnet
 
 from symeq_check import intervals
 from symeq_check.evaluate import _evaluate
-from symeq_check.graph import _forward, read_graph_model
-from symeq_check.intervals import _ExactForward
+from symeq_check.graph import _affine_rows, _forward, read_graph_model
+from symeq_check.intervals import _ExactForward, _iv_conv
 from symeq_check.model import _layers
 
 
@@ -34,10 +34,10 @@ def _point(rng, n: int) -> list:
 
 
 def test_integer_evaluation_equals_the_fractions_on_a_graph():
-    gm = read_graph_model(_broken(8, 2, 2))
+    gm = read_graph_model(_broken(8, 1, 2))
     rng = random.Random(5)
     fast = _ExactForward()
-    for _ in range(2):  # one set of plans serves every point
+    for _ in range(3):  # one set of plans serves every point
         x = _point(rng, gm.n_in)
         y = fast(gm, x)
         assert y == _forward(gm, x) and all(isinstance(v, Fraction) for v in y)
@@ -66,6 +66,27 @@ def test_integer_evaluation_equals_the_fractions_on_a_chain():
     for _ in range(4):
         x = _point(rng, 98)
         assert fast(layers, x) == _evaluate(list(layers), x)
+
+
+def test_interval_conv_equals_the_sparse_rows():
+    """The ball witness's conv2d step (integers) is the exact hull the per-neuron sparse rows give."""
+    rng = random.Random(3)
+    for stride, padding, mode in ((1, 1, "zeros"), (2, 1, "zeros"), (1, 1, "circular")):
+        kernel = [[[[str(Fraction(rng.randint(-6, 6), rng.randint(1, 5))) for _ in range(3)] for _ in range(3)]
+                   for _ in range(2)] for _ in range(3)]
+        spec = [{"type": "conv2d", "kernel": kernel, "bias": ["1/3", "-2", "0"], "stride": stride, "padding": padding,
+                 "padding_mode": mode, "input_shape": [2, 5, 6], "activation": {"type": "relu"}}]
+        (layer,) = _layers(spec, 60, "model", free_last=True)
+        ys = []
+        for a in _point(rng, 60):
+            ys.append((a, a + Fraction(rng.randint(0, 9), 8)))
+        ref = []
+        for terms, b in _affine_rows(layer):
+            lo = hi = b
+            for i, w in terms:
+                lo, hi = (lo + w * ys[i][0], hi + w * ys[i][1]) if w > 0 else (lo + w * ys[i][1], hi + w * ys[i][0])
+            ref.append((lo, hi))
+        assert _iv_conv(layer, ys) == ref
 
 
 def _verify_and_check(tmp_path, data: dict, n: int, capsys, timeout: str = "120") -> tuple:
