@@ -206,7 +206,7 @@ SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scope
                                                       HealthCheck.data_too_large], derandomize=True)
 
 
-@settings(max_examples=80, **SETTINGS)
+@settings(max_examples=40, **SETTINGS)
 @given(data=st.data())
 def test_mutated_files_never_crash(tmp_path, capsys, seeds, data):
     _fuzz_once(tmp_path, capsys, seeds, data)

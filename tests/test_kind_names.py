@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("flint")  # the kind modules import python-flint (core dependency)
+import flint  # noqa: F401,E402  # the kind modules import python-flint (core dependency)
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "symeq"

@@ -140,7 +140,7 @@ def test_an_exact_graph_is_refused_by_name():
 
 
 def test_theta_bar_exported_to_onnx_runs_equivariant(tmp_path):
-    pytest.importorskip("onnx")
+    pytest.importorskip("onnx", reason="needs onnx: pip install 'symeq[onnx]'")
     from onnx.reference import ReferenceEvaluator
 
     from symeq.numeric.onnx_write_graph import export_graph_onnx
@@ -160,7 +160,7 @@ def test_theta_bar_exported_to_onnx_runs_equivariant(tmp_path):
 
 def _onnx_of(tmp_path, net, name):
     """A float graph network as an ONNX file of symeq's own writer (read back by symeq's ONNX graph reader)."""
-    pytest.importorskip("onnx")
+    pytest.importorskip("onnx", reason="needs onnx: pip install 'symeq[onnx]'")
     from symeq.numeric.onnx_write_graph import export_graph_onnx
 
     path = tmp_path / name

@@ -148,8 +148,8 @@ def _torch_net(torch, model: Model):
 
 @pytest.mark.parametrize("group", ["C4", "D4"])
 def test_certify_a_torch_pooling_net_from_onnx(group, tmp_path, capsys):
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("onnx")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
+    pytest.importorskip("onnx", reason="needs onnx: pip install 'symeq[onnx]'")
     import warnings
 
     from symeq.numeric.onnx_io import load_onnx
@@ -204,8 +204,8 @@ def test_conv_dense_refuses_pooling_by_name(tmp_path, capsys):
 
 def test_certify_a_residual_graph_with_pooling_from_onnx(tmp_path, capsys):
     """The graph road (symeq/certify_graph.py) keeps a pooling node as it is, as the chain's road does."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("onnx")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
+    pytest.importorskip("onnx", reason="needs onnx: pip install 'symeq[onnx]'")
     import warnings
 
     ls, _ = regular_network("C4", 8, fields=1, hidden=3, activation=relu(), rng=3)
@@ -285,7 +285,7 @@ def test_no_homomorphism_on_a_pooling_net_is_undetermined_with_its_reason(tmp_pa
 
 def test_certify_takes_the_torch_module_itself():
     """symeq.certify on an nn.Sequential with MaxPool2d and a MaxPoolChannels (from_torch reads both)."""
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
     import symeq
 
     model = _pool_net("C4")

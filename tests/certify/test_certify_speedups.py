@@ -70,7 +70,7 @@ def test_cache_evicts_beyond_its_bytes():
 
 
 def test_least_squares_is_lstsq():
-    pytest.importorskip("scipy")
+    pytest.importorskip("scipy", reason="needs scipy: pip install 'symeq[numeric]'")
     rng = np.random.default_rng(3)
     F = np.tanh(2.0 * rng.standard_normal((90, 30)))
     B = np.tanh(rng.standard_normal((90, 30)))

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_derivation.py"
 
 
@@ -38,6 +40,7 @@ def test_bench_derivation_quick(tmp_path):
     assert "(a) width" in proc.stderr
 
 
+@pytest.mark.slow  # a benchmark's smoke run (CI_SLOW=1 runs it)
 def test_bench_fdim_quick(tmp_path):
     script = SCRIPT.parent / "bench_fdim.py"
     out = tmp_path / "results"

@@ -352,7 +352,7 @@ def test_fibre_json_has_the_steps_of_the_identifiability_decision(tmp_path, caps
 def test_certify_json_and_explain_steps_show_the_candidate_steps(tmp_path, capsys):
     import json
 
-    pytest.importorskip("scipy")
+    pytest.importorskip("scipy", reason="needs scipy: pip install 'symeq[numeric]'")
     from symeq.certification import CANDIDATE_STEPS
     from symeq.cli import main
     from symeq.cli.certify import CANDIDATE_ADDED

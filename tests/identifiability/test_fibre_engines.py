@@ -307,6 +307,7 @@ def test_cli_past_budget_is_unknown_and_clean(tmp_path, private_tmp):
 
 # -- the benchmark --------------------------------------------------------------------------------
 
+@pytest.mark.slow  # a benchmark's smoke run (CI_SLOW=1 runs it)
 def test_bench_fibre_quick(tmp_path):
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_fibre.py"
     t = time.perf_counter()

@@ -112,7 +112,7 @@ def test_float_program_is_the_exact_one(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_torch_program_is_the_float_one(kind):
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
     from symeq.backends import Torch
 
     for variant, model in _kind_cases(kind):

@@ -29,8 +29,8 @@ import warnings
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="the escnn-style clients are torch modules")
-pytest.importorskip("onnx", reason="the escnn-style clients are exported to ONNX")
+torch = pytest.importorskip("torch", reason="the escnn-style clients are torch modules: pip install 'symeq[numeric]'")
+pytest.importorskip("onnx", reason="the escnn-style clients are exported to ONNX: pip install 'symeq[onnx]'")
 
 import escnn_style as es  # noqa: E402
 

@@ -12,8 +12,8 @@ import warnings
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("onnx")
+torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
+pytest.importorskip("onnx", reason="needs onnx: pip install 'symeq[onnx]'")
 
 from symeq.cli import main  # noqa: E402
 
@@ -221,7 +221,7 @@ def test_unsupported_joins_are_refused_by_name_and_node(tmp_path, capsys, how, w
 @pytest.mark.slow
 def test_the_dynamo_exporter_reads_the_same(tmp_path, capsys):
     """torch >= 2.9's default exporter (onnxscript): other node names and ops, the same graph and verdicts."""
-    pytest.importorskip("onnxscript")
+    pytest.importorskip("onnxscript", reason="needs onnxscript: pip install 'symeq[onnx]'")
     net = _ResNet(projection=True).eval()
     path = tmp_path / "dyn.onnx"
     with warnings.catch_warnings():

@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
 
 from symeq.errors import InputError  # noqa: E402
 from symeq.groups import builtin_group  # noqa: E402

@@ -146,7 +146,7 @@ def test_regular_network_maps():
                                    ConvShape(2, 2, 5, 5, 3, 3, 1, 2, "circular"), ConvShape(1, 2, 6, 6, 2, 2, 1, 0)])
 def test_torch_conv_forward_equals_numpy(shape, monkeypatch):
     """The float conv layer's torch path (large batches) gives numpy's im2col result to rounding."""
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
     import symeq.numeric.conv as nc
     from symeq.layers.conv_numbers import NumpyNumbers
     from symeq.numeric.models import numeric_activation

@@ -138,7 +138,7 @@ def test_exact_functional_dimension_of_leaky_networks():
     r = relu_functional_dimension(net, sample="regions")
     assert r.exact and r.bound == r.params - 6
     # independent: the rank of Fraction difference-quotient Jacobians at the same region points
-    from tests.test_relu_fdim import _fraction_jacobian
+    from test_relu_fdim import _fraction_jacobian
 
     X, _ = _region_points(network_slopes(net), 2000)
     rows = [row for x in X for row in _fraction_jacobian(net, [F(str(v)) for v in x])]
