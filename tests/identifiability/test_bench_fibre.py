@@ -33,6 +33,7 @@ def test_missing_engines_are_skipped_with_their_install_line():
         bench_fibre.select_engines("auto,nosuch", [])
 
 
+@pytest.mark.slow  # a benchmark's run (CI_SLOW=1 runs it)
 def test_results_carry_the_shared_metadata_and_the_skipped_engines(tmp_path, monkeypatch):
     # tiny cases, only the python engine (sympy), macaulay2 reported missing: no engine binary is needed
     monkeypatch.setattr(bench_fibre, "available_engines", lambda: ["sympy"])
