@@ -152,9 +152,10 @@ def _graph(value, n_in: int, output, where: str = "model"):
         node, form = _segment(spec, at, known) if kinds[0] == "layers" else _join(spec, kinds[0], at, known)
         nodes.append(node)
         canonical.append(form)
-        # affine: a segment ending without an activation, or a join without one that reads an affine node
+        # affine: a segment ending without an activation, or a join without one that reads an affine node (an
+        # addition: only affine nodes; one input of known action gives the sum that action)
         known[node.name] = (node.width, node.shape, node.act is None and (
-            node.kind == "layers" or any(known[i][2] for i in node.inputs)))
+            node.kind == "layers" or (all if node.kind == "add" else any)(known[i][2] for i in node.inputs)))
     output = nodes[-1].name if output is None else output
     if not isinstance(output, str) or output not in known or output == "input":
         raise CheckError(f"{where}.output: {_short(output)} is not a node of the graph")

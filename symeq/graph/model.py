@@ -343,9 +343,9 @@ class GraphModel:
             raise InputError(f"node {dead[0]!r} is dead: it lies on no path to the output {self._output!r}")
 
     def _validate_affine(self) -> None:
-        affine = set()  # a layer without activation, or a join without one that reads an affine node
+        affine = set()  # a layer without activation, or a join without one whose op says so (add: all inputs affine)
         for n in self._nodes:
-            if n.act is None and (not n.is_join or any(i in affine for i in n.inputs)):
+            if n.act is None and (not n.is_join or join_op(n.op).affine_output([i in affine for i in n.inputs])):
                 affine.add(n.name)
         for n in self._nodes:
             if n.name not in affine or n.name == self._output:

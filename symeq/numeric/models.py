@@ -1092,9 +1092,8 @@ class _TorchChain:
                                  f"{self.output_op['module']}: symeq reads a softmax or log-softmax only as the last "
                                  "module")
             self.read(label, mod, kind)
-        if self.pre:
-            raise InputError(f"module {self.pre[-1][2]}: average pooling or BatchNorm after the last activation must be "
-                             "followed by a Conv2d or Linear layer (it is folded into it)")
+        if self.pre:  # after the last activation: a layer of its own, the affine last layer
+            self.keep_pre_as_layer()
         if self.pending is None:
             raise InputError("the Sequential must end with a Linear or Conv2d layer (the last layer is affine)")
         self.layers.append(self.finish(self.pending, None))
@@ -1134,6 +1133,8 @@ class _TorchChain:
         elif isinstance(mod, (nn.Softmax, nn.LogSoftmax)):
             self.softmax(label, mod, kind)
         elif kind in torch_activation_classes():
+            if self.pending is None and self.pre and self.pre[-1][0] == "bn":  # BatchNorm -> activation
+                self.keep_pre_as_layer()
             if self.pending is None:
                 raise InputError(f"module {label} ({kind}) is an activation without a Linear or Conv2d before it")
             act = numeric_activation(_torch_activation_spec(mod, kind, label))
@@ -1184,6 +1185,25 @@ class _TorchChain:
             p[1] = p[1] * np.repeat(s, rep)[None, :]
         self.notes.append(f"module {plabel}: BatchNorm (eval) folded exactly into the inputs of module {label} "
                           "(scale gamma/sqrt(var + eps) in float64)")
+
+    def keep_pre_as_layer(self) -> None:
+        """The ops waiting in :attr:`pre` (a BatchNorm after an addition or at a branch's end, with no linear
+        layer to fold into) kept as a layer of their own: the identity (a 1x1 convolution on images, the
+        identity matrix on vectors) with them folded exactly into its inputs."""
+        from ..layers.conv import ConvShape
+
+        plabel, before = self.pre[-1][2], len(self.notes)
+        if self.shape is not None:
+            C, H, W = self.shape
+            self.start(["conv", np.eye(C).reshape(C, C, 1, 1), None, ConvShape(C, C, H, W, 1, 1), plabel], plabel)
+            self.image = True
+        else:
+            n = len(self.pre[-1][1][0])
+            self.start(["dense", np.eye(n), None, None, plabel], plabel)
+        del self.notes[before:]  # the folds into the identity are this layer, said once
+        self.notes.append(f"module {plabel}: BatchNorm or average pooling kept as a layer of its own (no linear "
+                          "layer to fold into): " + ("a per-channel 1x1 convolution" if self.shape is not None
+                                                     else "a diagonal dense layer") + ", exactly")
 
     @staticmethod
     def finish(p, act):

@@ -63,11 +63,8 @@ class _SegmentReader(_ChainReader):
         return f"{self.p}: node {self.index[i] + 1} ({node.name or node.op_type})"
 
     def finish(self):
-        if self.pre:
-            kind, _, owhere = self.pre[-1]
-            what = {"pool": "average pooling", "fieldmean": "a mean over fields"}.get(kind, "BatchNormalization")
-            raise InputError(f"{owhere}: {what} at the end of a branch, with no linear layer after it in the branch to "
-                             "fold into (a pooling or BatchNorm before an addition or concatenation is not read)")
+        if self.pre:  # a BatchNorm or pooling at the end of a branch: a layer of its own (affine, read by the join)
+            self.keep_pre_as_layer(self.pre[-1][2])
         if self.pending is not None:
             self.layers.append(self.pending)
             self.pending = None

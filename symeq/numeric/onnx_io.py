@@ -529,6 +529,28 @@ class _ChainReader:
         self.pre = []
         self.pending = lin
 
+    def keep_pre_as_layer(self, where):
+        """The input-side ops waiting in :attr:`pre` (a BatchNorm after an addition or at a branch's end, an
+        average pooling with nothing to fold into) kept as a layer of their own: the identity (a 1x1
+        convolution on images, the identity matrix on vectors) with them folded exactly into its inputs -- a
+        per-channel affine 1x1 convolution for a BatchNorm, a strided per-channel kernel for a pooling."""
+        from ..layers.conv import ConvShape
+
+        owhere = self.pre[-1][2]
+        if self.shape is None:
+            lin = _Linear(np.eye(self.width), None, None, owhere)
+        else:
+            C, H, W = self.shape
+            lin = _Linear(np.eye(C).reshape(C, C, 1, 1), None, ConvShape(C, C, H, W, 1, 1), owhere)
+        what = ", ".join({"pool": "average pooling", "fieldmean": "a mean over fields"}.get(k, "BatchNormalization")
+                         for k, _, _ in self.pre)
+        before = len(self.notes)
+        self.start_linear(lin, where)
+        del self.notes[before:]  # the folds into the identity are this layer, said once
+        self.note(f"{owhere}: {what} kept as a layer of its own (no linear layer to fold into): "
+                  + ("a per-channel 1x1 convolution" if lin.shape is not None else "a diagonal dense layer")
+                  + ", exactly" + (_BN_READ if "BatchNorm" in what else ""))
+
     def compose(self, first, second, where):
         """second o first as one linear layer, exactly: dense after dense (W2 W1, W2 b1 + b2), a convolution
         after a convolution when the second has padding 0 (it then reads only real outputs of the first),
@@ -990,6 +1012,8 @@ class _ChainReader:
 
     # -- activations
     def activation(self, node, where):
+        if self.pending is None and self.pre and self.pre[-1][0] == "bn":  # BatchNorm -> activation (pre-activation)
+            self.keep_pre_as_layer(where)
         if self.pending is None:
             raise InputError(f"{where}: an activation ({node.op_type}) without a linear layer before it")
         region, j = self.region()

@@ -16,6 +16,11 @@ class AddOp(JoinOp):
     min_inputs = 2
     onnx = ("Add", {})  # the ONNX operator and attributes it is written as (symeq/numeric/onnx_write_graph.py)
 
+    def affine_output(self, inputs_affine) -> bool:
+        """An addition with one input of known action has that action (forced on the others): it is affine
+        only when every input is (a pre-activation block's ``x + f(x)`` is read by its next layer)."""
+        return all(inputs_affine)
+
     def out_shape(self, dims, shapes, where):
         if len(set(dims)) != 1:
             raise ShapeError(f"{where}: an addition needs inputs of one size, got sizes {list(dims)}")

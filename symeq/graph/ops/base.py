@@ -15,6 +15,8 @@ switches on its name.
 ``exact(Xs)`` / ``floating(Xs)``
     the node's value before its activation, on exact batches (``fmpq_mat``, one column per point) or
     float batches (numpy, one row per point); ``ball(ys)`` on lists of arb balls;
+``affine_output(inputs_affine)``
+    whether the node's value without an activation is affine (no known action) given which inputs are;
 ``action(actions, dims, shapes)``
     from the inputs' actions (``fmpq_mat`` on vector spaces, the kinds' sparse action objects on image
     spaces -- conv's ``ConvAction``, compared by :func:`action_key` --, or None when not known yet: an
@@ -62,6 +64,12 @@ class JoinOp:
 
     key: str = ""
     min_inputs: int = 2
+
+    def affine_output(self, inputs_affine) -> bool:
+        """Whether the node's value, without an activation, is affine (its action unknown until a join that
+        reads it forces one) given which inputs are affine: by default when any input is (a concatenation's
+        block sum needs every block's action)."""
+        return any(inputs_affine)
 
     def out_shape(self, dims, shapes, where):  # pragma: no cover - every unit overrides it
         raise NotImplementedError
