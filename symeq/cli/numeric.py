@@ -282,7 +282,8 @@ def register(subparsers) -> None:
     e.add_argument("--task", default="autoencoder", choices=["autoencoder", "classifier"],
                    help="what the networks are trained for (default: autoencoder)")
     e.add_argument("--epochs", type=int, default=None,
-                   help="training epochs (default: the task's setting, 300 for the autoencoder, 600 for the classifier)")
+                   help="training epochs of mirror (default: the task's setting, 300 for the autoencoder, 600 for the "
+                        "classifier); Adam steps of attention (default 1200)")
     e.add_argument("--data", help="a data set .npz (x, optional y, shape) instead of scikit-learn's digits")
     e.add_argument("--seed", type=int, default=0, help="random seed of the training (default 0)")
     e.add_argument("--device", default="cpu", help="torch device for training: cpu (default), cuda, or auto")

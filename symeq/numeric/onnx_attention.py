@@ -19,9 +19,13 @@ recognises it in three steps, and refuses anything else by name:
    onnxruntime's run of the file on seeded Gaussian inputs within :data:`ONNX_TOLERANCE` (the file
    computes in float32); none agreeing is a refusal with the smallest difference found.
 
-The weights are the float32 values of the file, read as the float64 numbers they are.  A fused
-attention operator (``Attention``, ``MultiHeadAttention`` of the com.microsoft domain, ONNX 23's
-``Attention``) is refused by name: torch's TorchScript exporter does not write one.
+The weights are the float32 values of the file, read as the float64 numbers they are.  ONNX 23's fused
+``Attention`` operator, which torch's dynamo exporter writes at opset 23 (``torch.onnx.export(...,
+dynamo=True, opset_version=23)``), takes the Softmax's place: the projections upstream of its first two
+inputs are the query and key projections, upstream of its third the value projection, and its ``scale``
+attribute (when given) the one scale tried; a mask, a cache, ``is_causal``, ``softcap`` or another
+``qk_matmul_output_mode`` is refused by name, and so are the com.microsoft fused operators
+(``Attention``, ``MultiHeadAttention``) and any other fused one.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ ONNX_TOLERANCE = 1e-4
 """Largest relative difference between onnxruntime's float32 run and the layer read."""
 
 _FUSED = ("Attention", "MultiHeadAttention", "ScaledDotProductAttention")
+_FUSED_READ = {"is_causal": 0, "softcap": 0.0, "qk_matmul_output_mode": 0}
+"""The attributes of ONNX 23's ``Attention`` that symeq reads, at the values it reads (plain softmax attention);
+``scale``, ``q_num_heads`` and ``kv_num_heads`` are read too (the heads are checked against onnxruntime)."""
 
 
 def has_attention_subgraph(proto) -> bool:
@@ -71,6 +78,12 @@ def read_attention(proto, path, samples: int = 32, seed: int = 0):
         raise InputError(f"{path}: an attention file needs one input and one output, got {len(graph_inputs)} and "
                          f"{len(g.output)}")
     parts, vpart, (Wo, bo) = _projections(nodes, S, _linear_nodes(nodes, inits, path), path)
+    scales = (None, 1.0)
+    if S.op_type == "Attention":
+        from onnx import helper
+
+        given = {a.name: helper.get_attribute_value(a) for a in S.attribute}
+        scales = (float(given["scale"]),) if "scale" in given else (None,)
     d = parts[0][0].shape[1]
     if any(p[0].shape[1] != d for p in parts) or vpart[0].shape[1] != d:
         raise InputError(f"{path}: the q, k, v projections read inputs of different widths")
@@ -83,25 +96,49 @@ def read_attention(proto, path, samples: int = 32, seed: int = 0):
     X = np.random.default_rng(seed).standard_normal((samples, n_in))
     ref = _run(path, graph_inputs[0].name, X, shape)
     E = parts[0][0].shape[0]
-    rel, layer, H, scale = _best_attention(path, X, ref, T, parts, vpart, Wo, bo)
-    note = (f"attention subgraph recognised: {T} tokens x {d}, {H} heads of d_k = {E // H}, scale "
+    rel, layer, H, scale = _best_attention(path, X, ref, T, parts, vpart, Wo, bo, scales)
+    fused = " (ONNX 23's fused Attention)" if S.op_type == "Attention" else ""
+    note = (f"attention subgraph{fused} recognised: {T} tokens x {d}, {H} heads of d_k = {E // H}, scale "
             f"{'1/sqrt(d_k)' if scale is None else scale}; checked against onnxruntime on {samples} seeded inputs "
             f"(max relative difference {rel:.3g}, float32 file)")
     meta = {"reader_notes": [note], "reader_check": {"samples": samples, "seed": seed, "max_relative_difference": rel}}
     return layer, meta
 
 
+def _fused_core(n, path) -> None:
+    """Refuse an ONNX 23 ``Attention`` node that is not plain softmax attention of its three inputs."""
+    from onnx import helper
+
+    given = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+    for key, value in _FUSED_READ.items():
+        if key in given and given[key] != value:
+            raise InputError(f"{_where(path, n)}: Attention with {key} = {given[key]!r} is not read (symeq reads "
+                             f"plain softmax attention: {key} = {value!r})")
+    if len([i for i in n.input if i]) != 3 or len([o for o in n.output if o]) != 1:
+        raise InputError(f"{_where(path, n)}: Attention with a mask, a key/value cache or several outputs is not "
+                         "read (symeq reads softmax attention of Q, K and V alone)")
+
+
 def _the_softmax(nodes: list, path):
-    """The one Softmax node of an attention graph (over the last axis), after checking every operator."""
+    """The one Softmax node of an attention graph (over the last axis), or ONNX 23's fused ``Attention``
+    node in its place, after checking every operator."""
+    fused = [n for n in nodes if n.op_type == "Attention" and n.domain in ("", "ai.onnx")]
     for n in nodes:
-        if n.op_type in _FUSED:
-            raise InputError(f"{_where(path, n)}: a fused attention operator is not read; export with "
-                             "torch.onnx.export(..., dynamo=False), which writes MatMul / Softmax / Reshape")
-        if n.op_type not in ATTENTION_OPS:
+        if n.op_type in _FUSED and n not in fused:
+            raise InputError(f"{_where(path, n)}: the fused attention operator {n.op_type} of domain "
+                             f"{n.domain or 'ai.onnx'!r} is not read; export with torch.onnx.export(..., dynamo=False), "
+                             "which writes MatMul / Softmax / Reshape, or at opset 23 (ONNX's Attention)")
+        if n.op_type not in ATTENTION_OPS and n not in fused:
             raise InputError(f"{_where(path, n)}: not an operator of the attention subgraph symeq reads "
                              f"({', '.join(sorted(ATTENTION_OPS))}); an attention model with other layers (a "
                              "residual, a norm, an MLP after it) is not read yet")
     soft = [n for n in nodes if n.op_type == "Softmax"]
+    if fused:
+        if len(fused) != 1 or soft:
+            raise InputError(f"{path}: {len(fused)} Attention and {len(soft)} Softmax nodes; symeq reads one "
+                             "attention layer")
+        _fused_core(fused[0], path)
+        return fused[0]
     if len(soft) != 1:
         raise InputError(f"{path}: {len(soft)} Softmax nodes; symeq reads one attention layer (one Softmax over the "
                          "heads' scores)")
@@ -171,12 +208,18 @@ def _projections(nodes: list, S, linear: list, path):
         anc_cache[name] = out
         return out
 
-    post = [n for n in nodes if n.op_type == "MatMul" and S.output[0] in n.input]
-    if len(post) != 1 or post[0].input[0] != S.output[0]:
-        raise InputError(f"{_where(path, S)}: the Softmax must feed one MatMul as its left operand (scores x values)")
-    M2 = post[0]
-    score_side = ancestors(S.output[0])
-    value_side = ancestors(M2.input[1])
+    if S.op_type == "Attention":  # the fused core: Q, K (the scores' side) and V are its inputs
+        M2 = S
+        score_side = ancestors(S.input[0]) | ancestors(S.input[1])
+        value_side = ancestors(S.input[2])
+    else:
+        post = [n for n in nodes if n.op_type == "MatMul" and S.output[0] in n.input]
+        if len(post) != 1 or post[0].input[0] != S.output[0]:
+            raise InputError(f"{_where(path, S)}: the Softmax must feed one MatMul as its left operand (scores x "
+                             "values)")
+        M2 = post[0]
+        score_side = ancestors(S.output[0])
+        value_side = ancestors(M2.input[1])
     after = [(n, W, b) for n, W, b in linear if id(M2) in ancestors(n.output[0])]
     qk = [(n, W, b) for n, W, b in linear if id(n) in score_side]
     v = [(n, W, b) for n, W, b in linear if id(n) in value_side]
@@ -204,7 +247,7 @@ def _projections(nodes: list, S, linear: list, path):
     return parts, vpart, (Wo, bo)
 
 
-def _best_attention(path, X, ref, T: int, parts, vpart, Wo, bo):
+def _best_attention(path, X, ref, T: int, parts, vpart, Wo, bo, scales=(None, 1.0)):
     """``(relative difference, layer, heads, scale)`` of the attention layer of these weights closest to
     onnxruntime's outputs ``ref`` on ``X``, over the head counts, both scales and both q/k orders; an
     :class:`InputError` past :data:`ONNX_TOLERANCE`."""
@@ -213,7 +256,7 @@ def _best_attention(path, X, ref, T: int, parts, vpart, Wo, bo):
     E = parts[0][0].shape[0]
     best, tried = None, []
     for H in [h for h in range(1, E + 1) if E % h == 0 and vpart[0].shape[0] % h == 0]:
-        for scale in (None, 1.0):
+        for scale in scales:
             for (Wq, bq), (Wk, bk) in ((parts[0], parts[1]), (parts[1], parts[0])):
                 layer = attention_layer_from_weights(T, H, Wq, Wk, vpart[0], Wo, bq, bk, vpart[1], bo, scale)
                 got = layer(X)

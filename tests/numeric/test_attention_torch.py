@@ -195,3 +195,59 @@ def test_certify_bounded_search_for_a_group_of_order_4():
     assert c.status == "certified" and c.distance < 1e-4
     cert, model = json.loads(json.dumps(c.certificate())), json.loads(json.dumps(model_to_json(c.model)))
     assert check_certificate(cert, model).accepted is True
+
+
+def _opset23(module, n, path):
+    pytest.importorskip("onnxscript", reason="torch's dynamo exporter needs onnxscript: pip install 'symeq[onnx]'")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(module.eval(), (torch.randn(2, n),), str(path), dynamo=True, opset_version=23,
+                              input_names=["x"], output_names=["y"])
+        except Exception as e:  # an older torch without opset 23
+            pytest.skip(f"this torch does not export opset 23 ({type(e).__name__}): pip install 'torch>=2.9'")
+    import onnx
+
+    ops = {n.op_type for n in onnx.load(str(path)).graph.node}
+    if "Attention" not in ops:
+        pytest.skip("this torch writes no fused Attention at opset 23: pip install 'torch>=2.9'")
+
+
+def test_opset_23_fused_attention_is_read_and_certified(tmp_path):
+    """torch's dynamo exporter at opset 23 writes ONNX's fused Attention node: read in the Softmax's place
+    (the projections upstream of Q, K and V), the same function as from_torch, certified and checked."""
+    from symeq.cli import main
+
+    torch.manual_seed(8)
+    m = TokenAttention(4, 6, 3).eval()
+    with torch.no_grad():
+        m.attn.in_proj_bias.normal_()
+    f = tmp_path / "mha23.onnx"
+    _opset23(m, 24, f)
+    model = load_onnx(f)
+    assert "fused Attention" in " ".join(model.meta["reader_notes"])
+    X = np.random.default_rng(3).standard_normal((5, 24))
+    assert np.max(np.abs(model(X) - from_torch(m)(X))) < 1e-5
+    # the mirror of 1 x 4 tokens (tokens reversed, channels reversed) certifies its nearest equivariant layer
+    out, cert = tmp_path / "bar.json", tmp_path / "C.json"
+    assert main(["certify", str(f), "--group", "patchmirror:1x24:1x6", "--out", str(out),
+                 "--certificate", str(cert)]) == 0
+    assert main(["check", str(cert), str(out)]) == 0
+
+
+def test_opset_23_causal_attention_is_refused_by_name(tmp_path):
+    class Causal(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = (torch.nn.Linear(6, 6) for _ in range(3))
+
+        def forward(self, x):
+            x = x.reshape(x.shape[0], 4, 6)
+            a = torch.nn.functional.scaled_dot_product_attention(self.q(x)[:, None], self.k(x)[:, None],
+                                                                 self.v(x)[:, None], is_causal=True)
+            return a.reshape(x.shape[0], -1)
+
+    f = tmp_path / "causal.onnx"
+    _opset23(Causal(), 24, f)
+    with pytest.raises(InputError, match="is_causal"):
+        load_onnx(f)
