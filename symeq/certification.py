@@ -238,9 +238,14 @@ def _finetune_lines(ft) -> list:
     out = [f"fine-tuned inside the layerwise-equivariant subspace of {ft['actions']}: {ft['steps']} projected "
            f"gradient step(s), {ft['seconds']:.1f} s, stopped by {ft['stopped_by']} (Adam, lr {ft['lr']:g}, batches "
            f"of {ft['batch_size']}; trained on {ft['train_points']} points, {ft['held_out_points']} held out)"]
+    if ft.get("validation_points"):
+        err = ft.get("validation_error")
+        out.append(f"  early stopping: the iterate of step {ft['kept_step']} kept (step 0 is theta-bar), the best on "
+                   f"{ft['validation_points']} validation points of the fine-tuning split (loss "
+                   f"{ft['validation_loss']:.5g}" + ("" if err is None else f", error rate {err:.4f}") + ")")
     if len(ft.get("tried", [])) > 1:
-        out.append("  runs (the one with the lower loss on the fine-tuning split is kept; the held-out split is not "
-                   "used to choose): " + "; ".join(f"{t['actions']}: loss {t['train_loss']:.5g}" for t in ft["tried"]))
+        out.append("  runs (the one best on the validation points is kept; the held-out split is not used to "
+                   "choose): " + "; ".join(f"{t['actions']}: validation loss {t['score'][-1]:.5g}" for t in ft["tried"]))
     if "parameters_per_layer" in ft:
         w = ft.get("data_weighted_per_layer")
         out.append("  the fine-tuned network's relative parameter distance to theta: " + ", ".join(
@@ -554,7 +559,7 @@ def _finetune_options(finetune) -> dict | None:
     progress."""
     if finetune is None or finetune is False:
         return None
-    opts = {"steps": 300, "lr": 1e-3, "seconds": 60.0, "batch_size": 256, "holdout": 0.2, "progress": True}
+    opts = {"steps": 1000, "lr": 1e-3, "seconds": 60.0, "batch_size": 256, "holdout": 0.2, "progress": True}
     if finetune is not True:
         if not isinstance(finetune, dict):
             raise InputError("finetune must be True or a dict of options (steps, lr, seconds, batch_size, holdout, "
@@ -944,7 +949,8 @@ def _grid_digits(model, proj, digits):
 
 def _finetune_runs(st: _CertifyRun, best, nearest, timeout):
     """--finetune: train from theta-bar's actions (and, for an involution, from actions pairing the neurons)
-    on a split of the data; the run with the lower loss on the fine-tuning split is kept.
+    on a split of the data; the run best on the fine-tuning split's validation points is kept (each run
+    stops early on them: :func:`symeq.numeric.train.finetune_equivariant`).
     ``(source, chains, ft_info, split)``."""
     from .numeric.models import NumericDenseLayer, NumericModel
     from .numeric.project import action_key, element_actions, paired_involutions, reynolds_float
@@ -962,7 +968,7 @@ def _finetune_runs(st: _CertifyRun, best, nearest, timeout):
     starts = [("theta-bar's actions (the nearest)", gen_actions, best["chains"], nearest)]
     if st.involutions:
         # a trivial rho_i forces f(x) = f(gx) after layer i, which an autoencoder cannot afford: fine-tune
-        # also from actions that pair the neurons, and keep the run with the lower loss on the fine-tuning split
+        # also from actions that pair the neurons, and keep the run best on the validation points
         paired = paired_involutions(model, ngroup)
         keys = [b"".join(action_key(a) for per in acts for a in per) for acts in (paired, gen_actions)]
         if keys[0] != keys[1]:
@@ -979,10 +985,13 @@ def _finetune_runs(st: _CertifyRun, best, nearest, timeout):
                                               seed=st.seed, progress=ft_opts["progress"], deadline=deadline)
         info["train_loss"] = _losses(ft_model(split[0][0]), split[0][0], split[0][1], checked[2])[0]
         info["actions"] = label
-        tried.append((info["train_loss"], len(tried), ft_model, info, gacts, ch))
+        score = (info["train_loss"],) if info.get("validation_loss") is None else \
+            ((info["validation_error"],) if info.get("validation_error") is not None else ()) + (info["validation_loss"],)
+        tried.append((score, len(tried), ft_model, info, gacts, ch))
     _, _, source, ft_info, ft_gen, chains = min(tried, key=lambda t: (t[0], t[1]))
-    ft_info["tried"] = [{"actions": t[3]["actions"], "steps": t[3]["steps"], "seconds": t[3]["seconds"],
-                         "train_loss": t[0]} for t in tried]
+    ft_info["tried"] = [{"actions": t[3]["actions"], "steps": t[3]["steps"], "kept_step": t[3].get("kept_step"),
+                         "seconds": t[3]["seconds"], "train_loss": t[3]["train_loss"], "score": list(t[0])}
+                        for t in tried]
     ft_info.update(train_points=int(len(train)), held_out_points=int(len(held)),
                    actions_json=_actions_json(ngroup, ft_gen))
     return source, chains, ft_info, split

@@ -66,8 +66,12 @@ def read_json(path) -> dict:
 
 
 def write_json(data: dict, path) -> None:
-    """Write JSON atomically (a temporary file renamed into place), so nothing is half-written."""
+    """Write JSON atomically (a temporary file renamed into place), so nothing is half-written.  An
+    existing path that is not a regular file (a device such as /dev/full, a pipe) is refused: the rename
+    would replace it."""
     p = Path(path)
+    if p.exists() and not p.is_file():
+        raise InputError(f"{path}: is not a regular file (a folder, a device, a pipe or a socket); give a file name")
     tmp = p.with_name(p.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")
     tmp.replace(p)

@@ -54,6 +54,9 @@ def _check_output_path(path, option: str) -> None:
     parent = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
         raise InputError(f"{option} {path}: is a folder; give a file name")
+    if p.exists() and not p.is_file():  # a device or a pipe: the rename into place would replace it
+        raise InputError(f"{option} {path}: is not a regular file (a device, a pipe or a socket); give a file name "
+                         "(nothing was computed)")
     if not parent.is_dir():
         raise InputError(f"{option} {path}: the folder {parent} does not exist (nothing was computed)")
     if not os.access(parent, os.W_OK | os.X_OK):
@@ -196,7 +199,7 @@ def register(subparsers) -> None:
     c.add_argument("--finetune", action="store_true",
                    help="train inside the layerwise-equivariant subspace of the chosen actions on the data (torch "
                         "extra), then certify the fine-tuned network exactly")
-    c.add_argument("--finetune-steps", type=int, default=None, metavar="N", help="fine-tuning steps (default 300)")
+    c.add_argument("--finetune-steps", type=int, default=None, metavar="N", help="fine-tuning steps per run (default 1000; the iterate best on a validation part is kept)")
     c.add_argument("--finetune-seconds", type=float, default=None, metavar="S",
                    help="fine-tuning time budget, all runs together (default 60 s, at most half of what --timeout leaves)")
     c.add_argument("--finetune-lr", type=float, default=None, metavar="LR", help="Adam's step size (default 1e-3)")

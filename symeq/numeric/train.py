@@ -279,9 +279,25 @@ def task_loss_torch(torch, out, x, y, task: str):
     return torch.nn.functional.cross_entropy(out, y)
 
 
+#: the part of the fine-tuning data kept aside to choose the iterate (early stopping), and how often it is read
+VALIDATION, EVAL_EVERY, MIN_VALIDATION_POINTS = 0.15, 10, 20
+
+
+def _validation_score(torch, net, Xv, Yv, task: str) -> tuple:
+    """The key the kept iterate minimises on the validation part: (error rate, loss) for a classifier (accuracy
+    first: a lower cross-entropy that misclassifies more is not kept), (loss,) for an autoencoder."""
+    with torch.no_grad():
+        out = net(Xv)
+        loss = float(task_loss_torch(torch, out, Xv, Yv, task))
+        if task == "autoencoder":
+            return (loss,)
+        pred = (out[:, 0] > 0).long() if out.shape[1] == 1 else out.argmax(1)
+        return (float((pred != Yv).double().mean()), loss)
+
+
 def finetune_equivariant(model, chains, x: np.ndarray, y, task: str, *, steps: int = 300, lr: float = 1e-3,
                          batch_size: int = 256, seconds: float | None = None, seed: int = 0, progress: bool = True,
-                         deadline=None) -> tuple:
+                         deadline=None, validation: float = VALIDATION) -> tuple:
     """Train a layerwise-equivariant float network inside the subspace of its actions (torch extra).
 
     ``model``: a NumericModel already in the subspace (theta-bar in floats); ``chains``: the element
@@ -293,8 +309,12 @@ def finetune_equivariant(model, chains, x: np.ndarray, y, task: str, *, steps: i
     The caller rounds and averages the result exactly (:func:`symeq.numeric.project.reynolds_exact`).
 
     At most ``steps`` steps (minibatches of ``batch_size``, seeded) and ``seconds`` (or the
-    ``deadline``'s time); progress on stderr.  Returns (the fine-tuned NumericModel, info dict:
-    steps done, seconds, final training loss, why it stopped).
+    ``deadline``'s time); progress on stderr.  **Early stopping:** a ``validation`` fraction of ``x``
+    (seeded; none below :data:`MIN_VALIDATION_POINTS` points) is not trained on; every
+    :data:`EVAL_EVERY` steps, and at the start (theta-bar itself, step 0), the iterate is scored on it
+    (:func:`_validation_score`) and the best one is returned, so the result is never worse than
+    theta-bar on the validation part.  Returns (the fine-tuned NumericModel, info dict: steps done, the
+    step kept, seconds, the validation score, final training loss, why it stopped).
     """
     torch = _torch()
     from .models import NumericDenseLayer, NumericModel
@@ -309,6 +329,18 @@ def finetune_equivariant(model, chains, x: np.ndarray, y, task: str, *, steps: i
     Y = None if y is None else torch.from_numpy(np.asarray(y, dtype=np.int64))
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
+    nv = int(round(validation * X.shape[0]))
+    Xv = Yv = None
+    if nv >= MIN_VALIDATION_POINTS and X.shape[0] - nv >= 1:
+        perm = torch.randperm(X.shape[0], generator=gen)
+        Xv, X = X[perm[:nv]], X[perm[nv:]]
+        if Y is not None:
+            Yv, Y = Y[perm[:nv]], Y[perm[nv:]]
+
+    def snapshot():
+        return [(lin.weight.detach().clone(), lin.bias.detach().clone()) for lin in linears]
+
+    best = None if Xv is None else (_validation_score(torch, net, Xv, Yv, task), 0, snapshot())
     bar = ProgressBar(steps, "fine-tuning inside the layerwise-equivariant subspace", progress)
     t0 = time.perf_counter()
     done, why, loss_v = 0, f"{steps} steps", float("nan")
@@ -338,11 +370,29 @@ def finetune_equivariant(model, chains, x: np.ndarray, y, task: str, *, steps: i
                 lin.weight.copy_(W)
                 lin.bias.copy_(b)
         done, loss_v = k + 1, float(loss.detach())
+        if best is not None and (done % EVAL_EVERY == 0 or done == steps):
+            score = _validation_score(torch, net, Xv, Yv, task)
+            if score < best[0]:
+                best = (score, done, snapshot())
         if k % 10 == 0 or k + 1 == steps:
             bar.update(k + 1, f"loss {loss_v:.5g}")
     bar.close()
+    if best is not None and done % EVAL_EVERY and done != steps:  # stopped by a budget between two readings
+        score = _validation_score(torch, net, Xv, Yv, task)
+        if score < best[0]:
+            best = (score, done, snapshot())
+    kept = done
+    if best is not None:
+        kept = best[1]
+        with torch.no_grad():
+            for lin, (W, b) in zip(linears, best[2]):
+                lin.weight.copy_(W)
+                lin.bias.copy_(b)
     layers = [NumericDenseLayer(lin.weight.detach().numpy().copy(), lin.bias.detach().numpy().copy(), l.activation)
               for lin, l in zip(linears, model.layers)]
     out = NumericModel(model.input_dim, layers, model.group, model.name)
-    return out, {"steps": done, "seconds": round(time.perf_counter() - t0, 3), "train_loss_last_batch": loss_v,
-                 "stopped_by": why, "lr": lr, "batch_size": batch_size}
+    return out, {"steps": done, "kept_step": kept, "seconds": round(time.perf_counter() - t0, 3),
+                 "train_loss_last_batch": loss_v, "stopped_by": why, "lr": lr, "batch_size": batch_size,
+                 "validation_points": 0 if Xv is None else int(Xv.shape[0]),
+                 "validation_loss": None if best is None else best[0][-1],
+                 "validation_error": None if best is None or len(best[0]) == 1 else best[0][0]}

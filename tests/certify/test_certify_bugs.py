@@ -91,6 +91,11 @@ def test_unwritable_output_paths_exit_2_before_the_work(tmp_path, capsys, option
     assert not good.exists()  # nothing half-written
     assert _certify(net, option, tmp_path) == 2  # a folder
     assert "is a folder" in _err(capsys)
+    import os
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # not a regular file (like /dev/full): the rename into place would replace it
+    assert _certify(net, option, fifo) == 2
+    assert "not a regular file" in _err(capsys) and fifo.exists() and not fifo.is_file()
     assert _certify(net, "--out", good, "--certificate", good) == 2
     assert "same file" in _err(capsys)
 
