@@ -152,7 +152,7 @@ def _fibre(args) -> int:
     from ..models import linear_hidden_allowed
 
     with linear_hidden_allowed():  # a hidden affine layer gets an identifiability answer (decide.py)
-        model = load_model_args(args, builtin=False, need_group=False)
+        model = load_model_args(args, builtin=False, need_group=False, graphs=True)  # graphs: the Jacobian rank
     method = getattr(args, "method", "auto")
     cert_path = getattr(args, "certificate", None)
     try:

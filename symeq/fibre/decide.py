@@ -430,7 +430,32 @@ def decide_identifiability(model, *, method: str = "auto", timeout: float | None
     command = _command_left()
     if command is not None:
         timeout = command if timeout is None else min(timeout, command)
+    if getattr(model, "nodes", None) is not None:  # a graph model (docs/graphs.md): the Jacobian rank only
+        return _graph_decision(_Decision(model, method, timeout, engine, certificate, field))
     return run_steps(IDENTIFIABILITY_STEPS, _Decision(model, method, timeout, engine, certificate, field))
+
+
+def _graph_decision(st: _Decision) -> IdentifiabilityReport:
+    """A graph model: the other methods are about chains and say so; the Jacobian rank along the graph
+    (symeq.fibre.graph_rank) decides local identifiability where its rank is full."""
+    from .graph_rank import graph_jacobian_identifiability
+
+    for name in ("affine", "classical", "tensor", "jacobian-factors", "groebner"):
+        st.tried.append({"method": name, "status": "not-applicable", "reason": "chains only, not graph models"})
+    if not st.wanted("jacobian-rank"):
+        return st.report("not-applicable", None, f"{st.method}: covers chains only, not graph models (the "
+                         "jacobian-rank method covers graphs)")
+    d = graph_jacobian_identifiability(st.model, deadline=st.deadline)
+    st.tried.insert(4, {"method": "jacobian-rank", "status": d.status,
+                        "reason": d.reason.removeprefix("jacobian-rank (graph): ")})
+    if d.status == "undetermined":
+        st.stopped = d.reason
+    status = d.status if d.status in ("locally-identifiable", "not-applicable") or st.method == "jacobian-rank" \
+        else "unknown"
+    if status == "not-applicable" and st.method == "auto":
+        status = "unknown"
+    st.local = d
+    return st.report(status, "jacobian-rank" if status == "locally-identifiable" else None, d.reason, d.to_json(), d)
 
 
 def _fallback(report, local, tried):

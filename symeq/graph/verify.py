@@ -11,7 +11,8 @@
    An equivariant network without layerwise actions at theta is ``undetermined`` too: the fibre is not
    searched for graphs.
 
-The identifiability methods do not cover graph models: ``--identifiability`` says so by name (exit 3).
+The identifiability premise (``--identifiability``) is the Jacobian rank along the graph (symeq.fibre.graph_rank):
+locally identifiable at full rank, undetermined otherwise; the chain methods say they cover chains only.
 """
 
 from __future__ import annotations
@@ -268,6 +269,18 @@ def _file_named(gm: GraphModel) -> GraphModel:
     return out.with_group(gm.group) if gm.group is not None else out
 
 
+def _graph_identifiability(gm: GraphModel, deadline) -> dict:
+    """The identifiability premise on a graph: the Jacobian rank along the graph (symeq.fibre.graph_rank)
+    proves local identifiability where its rank is full; the chain methods do not cover graphs."""
+    from ..fibre.graph_rank import graph_jacobian_identifiability
+
+    d = graph_jacobian_identifiability(gm, deadline=deadline)
+    status = "locally-identifiable" if d.status == "locally-identifiable" else "undetermined"
+    return {"status": status, "detail": d.reason + ("" if status != "undetermined" else
+                                                    "; the other methods (affine, classical, tensor, groebner) "
+                                                    "cover chains only (docs/limits.md)"), "result": d.to_json()}
+
+
 def verify_graph(gm: GraphModel, group=None, *, timeout: float | None = None, identifiability: bool = False,
                  max_tie_nodes: int = 100000, seed: int | None = 0, **_ignored) -> GraphVerification:
     """Verify the conclusion of Theorem 4.1 along a graph model (see the module docstring)."""
@@ -283,9 +296,7 @@ def verify_graph(gm: GraphModel, group=None, *, timeout: float | None = None, id
     deadline = Deadline(timeout)
     ident = {"status": "not-checked", "detail": "pass identifiability=True (--identifiability) to decide it"}
     if identifiability:
-        ident = {"status": "undetermined",
-                 "detail": "the identifiability methods (affine, classical, tensor, jacobian-rank, groebner) do not "
-                           "cover graph models (docs/limits.md)"}
+        ident = _graph_identifiability(gm, deadline)
     d = derive_graph_actions(gm, group, deadline, max_nodes=max_tie_nodes)
     steps = [("graph_actions", None if d.found else d.failure)]
     if d.found:

@@ -295,6 +295,17 @@ def _validation_score(torch, net, Xv, Yv, task: str) -> tuple:
         return (float((pred != Yv).double().mean()), loss)
 
 
+def _validation_split(torch, X, Y, validation: float, gen):
+    """(X, Y, Xv, Yv): a seeded ``validation`` fraction of the points set aside (Xv None when that is fewer
+    than :data:`MIN_VALIDATION_POINTS` points)."""
+    nv = int(round(validation * X.shape[0]))
+    if nv < MIN_VALIDATION_POINTS or X.shape[0] - nv < 1:
+        return X, Y, None, None
+    perm = torch.randperm(X.shape[0], generator=gen)
+    Yv = None if Y is None else Y[perm[:nv]]
+    return X[perm[nv:]], None if Y is None else Y[perm[nv:]], X[perm[:nv]], Yv
+
+
 def finetune_equivariant(model, chains, x: np.ndarray, y, task: str, *, steps: int = 300, lr: float = 1e-3,
                          batch_size: int = 256, seconds: float | None = None, seed: int = 0, progress: bool = True,
                          deadline=None, validation: float = VALIDATION) -> tuple:
@@ -329,13 +340,7 @@ def finetune_equivariant(model, chains, x: np.ndarray, y, task: str, *, steps: i
     Y = None if y is None else torch.from_numpy(np.asarray(y, dtype=np.int64))
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
-    nv = int(round(validation * X.shape[0]))
-    Xv = Yv = None
-    if nv >= MIN_VALIDATION_POINTS and X.shape[0] - nv >= 1:
-        perm = torch.randperm(X.shape[0], generator=gen)
-        Xv, X = X[perm[:nv]], X[perm[nv:]]
-        if Y is not None:
-            Yv, Y = Y[perm[:nv]], Y[perm[nv:]]
+    X, Y, Xv, Yv = _validation_split(torch, X, Y, validation, gen)
 
     def snapshot():
         return [(lin.weight.detach().clone(), lin.bias.detach().clone()) for lin in linears]
