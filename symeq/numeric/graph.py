@@ -81,7 +81,9 @@ class GraphDerivation(NumericDerivation):
             m = "" if r.margin is None else f", margin {r.margin:.3g}"
             lines.append(f"  node {r.space}, {r.generator}: max residual {r.residual:.3g}, "
                          f"median {r.median_residual:.3g}{m} ({r.method})")
-        if self.homomorphism_error is not None:
+        if self.homomorphism_unchecked:
+            lines.append(f"  homomorphism on the group's relations: not checked ({self.why_undetermined})")
+        elif self.homomorphism_error is not None:
             lines.append(f"  homomorphism on the group's relations (order {self.group_order}): "
                          f"max deviation {self.homomorphism_error:.3g}")
         for s, acts in zip(self.spaces, self.actions):
@@ -89,7 +91,7 @@ class GraphDerivation(NumericDerivation):
                                                     "not derived" if a is None else "dense" for a in acts))
         lines += [f"  note: {n}" for n in self.notes]
         if self.status == "undetermined":
-            lines.append(f"undetermined: {self.undetermined} (best max residual {self.max_residual:.3g}, "
+            lines.append(f"undetermined: {self.why_undetermined} (best max residual {self.max_residual:.3g}, "
                          f"tolerance {self.tol:g}); {self.seconds:.2f} s")
             return "\n".join(lines)
         worst = max(self.residuals, key=lambda r: r.residual, default=None)

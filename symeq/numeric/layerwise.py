@@ -125,7 +125,22 @@ class NumericDerivation:
         """"within tolerance", "not within tolerance" or "undetermined" (numeric-check exit 0, 1, 3)."""
         if self.within_tolerance:
             return "within tolerance"
-        return "undetermined" if self.undetermined else "not within tolerance"
+        return "undetermined" if self.undetermined or self.homomorphism_unchecked else "not within tolerance"
+
+    @property
+    def homomorphism_unchecked(self) -> bool:
+        """The group's closure passed its size limit: the homomorphism of the actions was not checked, which
+        decides nothing (not a failure)."""
+        return self.homomorphism_error == float("inf")
+
+    @property
+    def why_undetermined(self) -> str | None:
+        if self.undetermined:
+            return self.undetermined
+        if self.homomorphism_unchecked:
+            return (f"the group has more than {self.group_order - 1 if self.group_order else 'its limit of'} elements "
+                    "(NumericGroup.max_order): the homomorphism g -> rho_i(g) was not checked")
+        return None
 
     @property
     def max_residual(self) -> float:
@@ -157,7 +172,9 @@ class NumericDerivation:
             m = "" if r.margin is None else f", margin {r.margin:.3g}"
             lines.append(f"  layer {r.layer}, {r.generator}: max residual {r.residual:.3g}, "
                          f"median {r.median_residual:.3g}{m} ({r.method})")
-        if self.homomorphism_error is not None:
+        if self.homomorphism_unchecked:
+            lines.append(f"  homomorphism on the group's relations: not checked ({self.why_undetermined})")
+        elif self.homomorphism_error is not None:
             lines.append(f"  homomorphism on the group's relations (order {self.group_order}): "
                          f"max deviation {self.homomorphism_error:.3g}")
         for i, acts in enumerate(self.actions, 1):
@@ -166,7 +183,7 @@ class NumericDerivation:
                                                     "block monomial (attention value spaces)" for a in acts))
         lines += [f"  note: {n}" for n in self.notes]
         if self.status == "undetermined":
-            lines.append(f"undetermined: {self.undetermined} (best max residual {self.max_residual:.3g}, "
+            lines.append(f"undetermined: {self.why_undetermined} (best max residual {self.max_residual:.3g}, "
                          f"tolerance {self.tol:g}); {self.seconds:.2f} s")
             return "\n".join(lines)
         verdict = "within" if self.within_tolerance else "NOT within"
@@ -179,10 +196,11 @@ class NumericDerivation:
             "tolerance": self.tol,
             "within_tolerance": self.within_tolerance,
             "status": self.status,
-            "undetermined": self.undetermined,
+            "undetermined": self.why_undetermined,
             "max_residual": self.max_residual,
             "min_margin": self.min_margin,
-            "homomorphism_error": self.homomorphism_error,
+            "homomorphism_error": None if self.homomorphism_unchecked else self.homomorphism_error,
+            "homomorphism_checked": not self.homomorphism_unchecked,
             "group_order": self.group_order,
             "seconds": self.seconds,
             "residuals": [r.to_json() for r in self.residuals],

@@ -388,3 +388,25 @@ def test_numeric_matching_backtracks_over_cloned_neurons():
         # scipy's optimal assignment breaks the tie the wrong way, so the tie search must have run
         # (without scipy the greedy fallback happens to pair them right at once)
         assert "tie" in d.residuals[0].method
+
+
+def test_a_group_past_its_closure_limit_is_undetermined_not_a_failure():
+    """The homomorphism check walks the group's elements up to NumericGroup.max_order; past it nothing is
+    checked, which decides nothing: 'undetermined' (exit 3), never 'not within tolerance' (it once said
+    NOT within tolerance with every residual at 1e-16, for the S_8 of tokens:8x8)."""
+    import dataclasses
+
+    from symeq.groups import dihedral
+    from symeq.numeric.generate import random_equivariant_numeric
+    from symeq.numeric.layerwise import derive_latent_actions_numeric
+    from symeq.numeric.models import numeric_activation
+
+    net = random_equivariant_numeric(dihedral(4), [8, 8], numeric_activation("tanh"), rng=0)
+    ok = derive_latent_actions_numeric(net, net.group)
+    assert ok.status == "within tolerance" and ok.homomorphism_error is not None
+    small = dataclasses.replace(net.group, max_order=3)
+    d = derive_latent_actions_numeric(net, small)
+    assert d.max_residual <= d.tol and d.homomorphism_unchecked
+    assert d.status == "undetermined" and "was not checked" in d.why_undetermined
+    j = d.to_json()
+    assert j["homomorphism_error"] is None and j["homomorphism_checked"] is False and j["status"] == "undetermined"
