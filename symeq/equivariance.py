@@ -49,6 +49,7 @@ from flint import fmpq, fmpq_mat
 from .budget import Deadline
 from .errors import InputError
 from .groups import FiniteGroup
+from .layers.base import real_valued_layer
 from .layers.registry import KindUnsupported, supports
 from .models import Model
 from .numbers import format_number, format_vector, mat_rows
@@ -349,8 +350,7 @@ BALL_PRECISIONS = (64, 128, 256, 512, 1024)
 
 
 def has_real(model: Model) -> bool:
-    return any((getattr(l, "activation", None) is not None and l.activation.is_real)
-               or getattr(l, "scoring", None) == "softmax" for l in model.layers)  # softmax: real-valued too
+    return any(real_valued_layer(l) for l in model.layers)  # a real activation, or softmax attention
 
 
 def layers_first(model: Model, group: FiniteGroup, deadline: Deadline, *, max_candidates: int = 64,

@@ -35,6 +35,7 @@ from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx
 from .activations import Activation
 from .errors import InputError, ShapeError
 from .groups import FiniteGroup
+from .layers.base import polynomial_layer
 from .layers.registry import any_supports, supports
 from .layers.dense import DenseLayer
 from .expand import expand_forward, theta_entries
@@ -186,8 +187,7 @@ class Model(LayeredShape):
 
     @property
     def is_polynomial(self) -> bool:
-        return all((l.activation is None or l.activation.is_polynomial)
-                   and getattr(l, "scoring", "lightning") != "softmax" for l in self.layers)
+        return all(polynomial_layer(l) for l in self.layers)  # the kind says so (softmax attention: not)
 
     @property
     def has_relu(self) -> bool:

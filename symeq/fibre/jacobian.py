@@ -770,7 +770,7 @@ def jacobian_identifiability(model, *, timeout: float | None = None, certificate
     def done(status, reason, **kw):
         return JacobianDecision(status, reason, seconds=time.perf_counter() - t0, timings=timings, **kw)
 
-    if any(getattr(layer, "scoring", "lightning") == "softmax" for layer in model.layers):
+    if any(getattr(layer, "real_valued", False) for layer in model.layers):  # the kind says (softmax attention)
         return done("not-applicable", "jacobian-rank: softmax attention is not polynomial (exp has no twin modulo a "
                                       "prime); the Jacobian-rank method covers lightning attention only")
     if model.has_relu or not model.is_polynomial:

@@ -298,6 +298,16 @@ class AttentionLayer(AttentionShape):
     activation: object = None
     scoring: str = "lightning"
     scale: object = None  # softmax only: a rational scale s, or None for torch's 1/sqrt(d_k)
+
+    @property
+    def polynomial_map(self) -> bool:
+        """Lightning attention is a polynomial map; softmax attention is not (exp)."""
+        return self.scoring != "softmax" and (self.activation is None or self.activation.is_polynomial)
+
+    @property
+    def real_valued(self) -> bool:
+        """Softmax attention's values are real (exp): balls decide them (symeq.layers.base.real_valued_layer)."""
+        return self.scoring == "softmax"
     bias: object = None   # softmax only: the output bias c (d_out rationals), added to every token
 
     def __post_init__(self):
@@ -654,6 +664,14 @@ class HeadsLayer(HeadsShape):
     activation: object = None
     scoring: str = "lightning"
     scale: object = None  # softmax only: a rational scale, or None for 1/sqrt(dk)
+
+    @property
+    def polynomial_map(self) -> bool:
+        return self.scoring != "softmax" and (self.activation is None or self.activation.is_polynomial)
+
+    @property
+    def real_valued(self) -> bool:
+        return self.scoring == "softmax"
     dk: int | None = None  # softmax only: d_k of the heads (the default scale 1/sqrt(d_k))
     score_biases: list | None = None  # softmax only: per head b_h (or None), S_ts = x_t^T A_h x_s + b_h^T x_s
 

@@ -58,13 +58,32 @@ from __future__ import annotations
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 __all__ = ["KINDS", "TOKEN_MIXING", "NoPartner", "LayerBase", "Layer", "DenseNames", "declared_bias",
-           "declared_biases"]
+           "declared_biases", "polynomial_layer", "real_valued_layer"]
 
 KINDS = ("dense", "attention", "heads", "conv2d")
 """The layer kinds symeq knows, as ``layer.kind`` spells them."""
 
 TOKEN_MIXING = frozenset({"attention", "heads"})
 """Kinds that mix tokens: allowed only as a model's first layer (the chain splits them)."""
+
+
+def polynomial_layer(layer) -> bool:
+    """Whether the layer's map is a polynomial of its input and parameters: the kind says so when it can be
+    otherwise whatever its activation (``polynomial_map``: softmax attention is not), else its activation."""
+    own = getattr(layer, "polynomial_map", None)
+    if own is not None:
+        return bool(own)
+    act = getattr(layer, "activation", None)
+    return act is None or bool(act.is_polynomial)
+
+
+def real_valued_layer(layer) -> bool:
+    """Whether the layer's values are real numbers with no rational value in general (a real activation such
+    as tanh, or a kind that says so: ``real_valued``, softmax attention), decided on arb balls."""
+    if getattr(layer, "real_valued", False):
+        return True
+    act = getattr(layer, "activation", None)
+    return act is not None and bool(act.is_real)
 
 
 def declared_bias(layer) -> bool | None:
