@@ -199,7 +199,8 @@ def register(subparsers) -> None:
     c.add_argument("--finetune", action="store_true",
                    help="train inside the layerwise-equivariant subspace of the chosen actions on the data (torch "
                         "extra), then certify the fine-tuned network exactly")
-    c.add_argument("--finetune-steps", type=int, default=None, metavar="N", help="fine-tuning steps per run (default 1000; the iterate best on a validation part is kept)")
+    c.add_argument("--finetune-steps", type=int, default=None, metavar="N",
+                   help="fine-tuning steps per run (default 1000; the iterate best on a validation part is kept)")
     c.add_argument("--finetune-seconds", type=float, default=None, metavar="S",
                    help="fine-tuning time budget, all runs together (default 60 s, at most half of what --timeout leaves)")
     c.add_argument("--finetune-lr", type=float, default=None, metavar="LR", help="Adam's step size (default 1e-3)")

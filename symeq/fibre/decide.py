@@ -450,10 +450,8 @@ def _graph_decision(st: _Decision) -> IdentifiabilityReport:
                         "reason": d.reason.removeprefix("jacobian-rank (graph): ")})
     if d.status == "undetermined":
         st.stopped = d.reason
-    status = d.status if d.status in ("locally-identifiable", "not-applicable") or st.method == "jacobian-rank" \
-        else "unknown"
-    if status == "not-applicable" and st.method == "auto":
-        status = "unknown"
+    # auto: only the local answer stands, everything else leaves the question open
+    status = d.status if st.method == "jacobian-rank" or d.status == "locally-identifiable" else "unknown"
     st.local = d
     return st.report(status, "jacobian-rank" if status == "locally-identifiable" else None, d.reason, d.to_json(), d)
 

@@ -97,34 +97,33 @@ class _Refused(Exception):
     """The method does not apply (the reason names the node)."""
 
 
-def _join_values(gm, n, vals, MOD=MOD):
-    """A join's pre-activation over the backend (inputs: rows = units, columns = points)."""
+def _join_values(n, vals, bk):
+    """A join's pre-activation over the backend ``bk`` (inputs: rows = units, columns = points)."""
     Xs = [vals[i] for i in n.inputs]
     if n.op == "add":
         Z = Xs[0]
         for X in Xs[1:]:
-            Z = MOD.add(Z, X)
+            Z = bk.add(Z, X)
         return Z
     if n.op == "concat":
-        return MOD.concat(Xs, axis=0)
+        return bk.concat(Xs, axis=0)
     raise _Refused(f"node {n.name}: the Jacobian along a graph has no rule for the join op {n.op!r}")
 
 
 def graph_reverse_jacobian(gm, progs: dict, X, check=None, bk=MOD):
     """J (N K x P, rows point-major) of the graph model ``gm`` at the points X (input x N), over the backend
     ``bk`` of the programs (modulo p by default; float64 for the tests' finite differences)."""
-    MOD = bk  # noqa: N806 - the backend the whole pass runs over
     vals, caches = {"input": X}, {}
     for n in gm.nodes:
         if check is not None:
             check("the forward pass along the graph")
         if n.is_join:
-            Z = _join_values(gm, n, vals, MOD)
-            act = MOD.activation(n.activation)
+            Z = _join_values(n, vals, bk)
+            act = bk.activation(n.activation)
             if act is None:
                 vals[n.name], caches[n.name] = Z, None
             else:
-                vals[n.name], caches[n.name] = MOD.poly(act[0], Z), MOD.poly(act[1], Z)
+                vals[n.name], caches[n.name] = bk.poly(act[0], Z), bk.poly(act[1], Z)
         else:
             vals[n.name], caches[n.name] = progs[n.name].forward(vals[n.inputs[0]], None)
     N, K = X.shape[1], gm.output_dim
@@ -133,12 +132,12 @@ def graph_reverse_jacobian(gm, progs: dict, X, check=None, bk=MOD):
         if not n.is_join:
             cols[n.name] = c
             c += progs[n.name].n_params
-    J = MOD.zeros((N * K, c))
-    D = {gm.output: MOD.eye_rows(K, N)}
+    J = bk.zeros((N * K, c))
+    D = {gm.output: bk.eye_rows(K, N)}
 
     def give(name, Dn):
         if name != "input":
-            D[name] = Dn if name not in D else MOD.add(D[name], Dn)
+            D[name] = Dn if name not in D else bk.add(D[name], Dn)
 
     for n in reversed(gm.nodes):
         if check is not None:
@@ -154,7 +153,7 @@ def graph_reverse_jacobian(gm, progs: dict, X, check=None, bk=MOD):
         S = caches[n.name]
         if S is not None:  # through the join's activation: times sigma'(z), per point and unit
             w = Dn.shape[1]
-            Dn = MOD.mul(Dn.reshape(N, K, w), MOD.permute(S, (1, 0))[:, None, :]).reshape(N * K, w)
+            Dn = bk.mul(Dn.reshape(N, K, w), bk.permute(S, (1, 0))[:, None, :]).reshape(N * K, w)
         if n.op == "add":
             for i in n.inputs:
                 give(i, Dn)

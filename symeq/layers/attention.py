@@ -256,6 +256,20 @@ def _check_softmax_layer(layer, P_in, Q_out, c_in, c_out) -> tuple[bool, str]:
                   "V O products correspond exactly under C and C_out: f(P x) = Q f(x) for all x, exactly")
 
 
+class _Scoring:
+    """What the scoring makes of an attention kind (asked by symeq.layers.base.polynomial_layer and
+    real_valued_layer): lightning attention is a polynomial map, softmax attention is not (exp) and its
+    values are real, decided on balls."""
+
+    @property
+    def polynomial_map(self) -> bool:
+        return self.scoring != "softmax" and (self.activation is None or self.activation.is_polynomial)
+
+    @property
+    def real_valued(self) -> bool:
+        return self.scoring == "softmax"
+
+
 class AttentionShape:
     """The dimensions and latent group of a whole attention layer, from its ``tokens``, ``d`` (the
     token width) and ``d_out``: shared by the exact :class:`AttentionLayer` and the float
@@ -286,7 +300,7 @@ class AttentionShape:
 
 
 @dataclass(eq=False)
-class AttentionLayer(AttentionShape):
+class AttentionLayer(AttentionShape, _Scoring):
     """Lightning multi-head attention on ``tokens`` tokens (flattened input T*d, output T*d_out).
 
     Implements :class:`symeq.layers.base.Layer` (kind ``"attention"``); in a model's chain it splits
@@ -298,16 +312,6 @@ class AttentionLayer(AttentionShape):
     activation: object = None
     scoring: str = "lightning"
     scale: object = None  # softmax only: a rational scale s, or None for torch's 1/sqrt(d_k)
-
-    @property
-    def polynomial_map(self) -> bool:
-        """Lightning attention is a polynomial map; softmax attention is not (exp)."""
-        return self.scoring != "softmax" and (self.activation is None or self.activation.is_polynomial)
-
-    @property
-    def real_valued(self) -> bool:
-        """Softmax attention's values are real (exp): balls decide them (symeq.layers.base.real_valued_layer)."""
-        return self.scoring == "softmax"
     bias: object = None   # softmax only: the output bias c (d_out rationals), added to every token
 
     def __post_init__(self):
@@ -652,7 +656,7 @@ class HeadsShape:
 
 
 @dataclass(eq=False)
-class HeadsLayer(HeadsShape):
+class HeadsLayer(HeadsShape, _Scoring):
     """The first layer of the chain: X -> [Y_1 ... Y_H], Y_h = (X A_h X^T) X V_h (flattened).
 
     Implements :class:`symeq.layers.base.Layer` (kind ``"heads"``).
@@ -664,14 +668,6 @@ class HeadsLayer(HeadsShape):
     activation: object = None
     scoring: str = "lightning"
     scale: object = None  # softmax only: a rational scale, or None for 1/sqrt(dk)
-
-    @property
-    def polynomial_map(self) -> bool:
-        return self.scoring != "softmax" and (self.activation is None or self.activation.is_polynomial)
-
-    @property
-    def real_valued(self) -> bool:
-        return self.scoring == "softmax"
     dk: int | None = None  # softmax only: d_k of the heads (the default scale 1/sqrt(d_k))
     score_biases: list | None = None  # softmax only: per head b_h (or None), S_ts = x_t^T A_h x_s + b_h^T x_s
 

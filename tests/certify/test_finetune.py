@@ -121,18 +121,24 @@ def test_wider_classifier_keeps_its_accuracy(tmp_path, capsys):
     assert ft["validation_error"] is not None and ft["validation_error"] <= 0.05
 
 
-def test_early_stopping_keeps_theta_bar_when_training_only_hurts():
-    """A learning rate so large that every step makes the validation loss worse: step 0 (theta-bar) is kept."""
+def _theta_bar_in_the_subspace(noise: float):
+    """A one-hidden-layer tanh net on the 4x4 mirror, perturbed by ``noise``, and its Reynolds average theta-bar
+    for the nearest involution's actions: (the net, theta-bar, the element actions)."""
     from symeq.groups import mirror
     from symeq.numeric.generate import random_equivariant_numeric
     from symeq.numeric.project import element_actions, nearest_involution_actions, reynolds_float
+
+    net = random_equivariant_numeric(mirror(4, 4), [8], numeric_activation("tanh"), rng=0).perturbed(noise, rng=1)
+    chains = element_actions(net.group, nearest_involution_actions(net, net.group).actions)
+    bar = net.with_parameters(np.concatenate([np.concatenate([W.ravel(), b]) for W, b in reynolds_float(net, chains)]))
+    return net, bar, chains
+
+
+def test_early_stopping_keeps_theta_bar_when_training_only_hurts():
+    """A learning rate so large that every step makes the validation loss worse: step 0 (theta-bar) is kept."""
     from symeq.numeric.train import finetune_equivariant
 
-    G = mirror(4, 4)
-    net = random_equivariant_numeric(G, [8], numeric_activation("tanh"), rng=0).perturbed(0.05, rng=1)
-    chains = element_actions(net.group, nearest_involution_actions(net, net.group).actions)
-    bar = net.with_parameters(np.concatenate([np.concatenate([W.ravel(), b])
-                                              for W, b in reynolds_float(net, chains)]))
+    _, bar, chains = _theta_bar_in_the_subspace(0.05)
     x = np.random.default_rng(2).standard_normal((400, 16))
     ft, info = finetune_equivariant(bar, chains, x, None, "autoencoder", steps=40, lr=5.0, progress=False)
     assert info["validation_points"] == 60 and info["steps"] == 40
@@ -148,15 +154,11 @@ def test_every_step_stays_in_the_subspace_and_python_api():
     symeq.certify(..., finetune=...) gives the certified fine-tuned network from Python."""
     import symeq
     from symeq.groups import mirror
-    from symeq.numeric.generate import random_equivariant_numeric
-    from symeq.numeric.project import element_actions, nearest_involution_actions, reynolds_float
+    from symeq.numeric.project import reynolds_float
     from symeq.numeric.train import finetune_equivariant
 
     G = mirror(4, 4)
-    net = random_equivariant_numeric(G, [8], numeric_activation("tanh"), rng=0).perturbed(0.2, rng=1)
-    chains = element_actions(net.group, nearest_involution_actions(net, net.group).actions)
-    bar = net.with_parameters(np.concatenate([np.concatenate([W.ravel(), b])
-                                              for W, b in reynolds_float(net, chains)]))
+    net, bar, chains = _theta_bar_in_the_subspace(0.2)
     x = np.random.default_rng(2).standard_normal((120, 16))
     ft, info = finetune_equivariant(bar, chains, x, None, "autoencoder", steps=25, lr=1e-2, progress=False)
     assert info["steps"] == 25

@@ -16,26 +16,12 @@ Every test skips without torch and onnx (the core-only CI phase).
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
 import pytest
 
 from symeq.cli import main
-from symeq.cli.loader import has_extra
-
-MIRROR = ["--group", "mirror:8x8", "--group-output", "3"]
-NOISE = 1e-4
-
-
-def _torch():
-    if not has_extra("onnx"):
-        pytest.skip("the ONNX client tests need onnx: pip install 'symeq[onnx]'")
-    if not has_extra("torch"):
-        pytest.skip("the client networks are torch networks: pip install 'symeq[numeric]'")
-    import torch
-
-    return torch
+from test_resnet_clients import MIRROR, NOISE, _export, _mirror, _perturb, _torch  # the same clients' helpers
 
 
 def _preact(torch, channels: int = 4, blocks: int = 2, seed: int = 0, branch_bn: bool = False):
@@ -84,28 +70,6 @@ def _preact(torch, channels: int = 4, blocks: int = 2, seed: int = 0, branch_bn:
     return net.eval()
 
 
-def _export(torch, net, path) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(net, (torch.zeros(1, 1, 8, 8),), str(path), dynamo=False)
-
-
-def _perturb(torch, net, noise: float, seed: int = 1) -> float:
-    g = torch.Generator().manual_seed(seed)
-    num = den = 0.0
-    with torch.no_grad():
-        for p in net.parameters():
-            d = noise * torch.randn(p.shape, generator=g, dtype=p.dtype)
-            den += float((p ** 2).sum())
-            p.add_(d)
-            num += float((d ** 2).sum())
-    return (num / den) ** 0.5
-
-
-def _mirror(x: np.ndarray) -> np.ndarray:
-    return x.reshape(x.shape[0], -1, 8, 8)[..., ::-1].reshape(x.shape[0], -1)
-
-
 @pytest.mark.parametrize("branch_bn", [False, True], ids=["bn-after-add", "bn-at-branch-end"])
 def test_preact_verified_refuted_and_checked(tmp_path, capsys, branch_bn):
     torch = _torch()
@@ -114,7 +78,7 @@ def test_preact_verified_refuted_and_checked(tmp_path, capsys, branch_bn):
     with torch.no_grad():
         assert float((net(x) - net(x.flip(-1))).abs().max()) < 1e-5  # invariant as built
     clean, broken = tmp_path / "clean.onnx", tmp_path / "broken.onnx"
-    _export(torch, net, clean)
+    _export(torch, net, clean, (1, 8, 8))
     capsys.readouterr()
     cert = tmp_path / "C.json"
     assert main(["verify", str(clean), "--exact-floats", *MIRROR, "--certificate", str(cert)]) == 0
@@ -124,7 +88,7 @@ def test_preact_verified_refuted_and_checked(tmp_path, capsys, branch_bn):
     assert main(["check", str(cert), str(clean), *MIRROR]) == 0
     with torch.no_grad():
         net.blocks[1].c1.weight[0, 0, 1, 0] += 0.5  # one kernel not symmetric
-    _export(torch, net, broken)
+    _export(torch, net, broken, (1, 8, 8))
     cert = tmp_path / "R.json"
     assert main(["verify", str(broken), "--exact-floats", *MIRROR, "--certificate", str(cert)]) == 1
     doc = json.loads(cert.read_text())
@@ -137,7 +101,7 @@ def test_preact_certified_checked_and_exported(tmp_path, capsys):
     net = _preact(torch)
     rel = _perturb(torch, net, NOISE)
     path = tmp_path / "noisy.onnx"
-    _export(torch, net, path)
+    _export(torch, net, path, (1, 8, 8))
     cert, out, bar = tmp_path / "C.json", tmp_path / "bar.json", tmp_path / "bar.onnx"
     capsys.readouterr()
     code = main(["certify", str(path), *MIRROR, "--points", "100", "--out", str(out), "--certificate", str(cert),
