@@ -20,9 +20,7 @@ The places are found by reading the syntax trees (not by grep). A *site* is one 
 
 A *place* is one function (or the module level) of one file holding one or more sites: a switch with six
 branches is one place, and its sites are printed. Not counted: a float twin class's own declaration
-``kind = "conv2d"`` (the kind's unit: the registry answers a float layer by it), a kind named in the float
-twin module its class declares (``float_module``; none does yet, so numeric/pooling.py is counted), and
-the homonyms listed
+``kind = "conv2d"`` (the kind's unit: the registry answers a float layer by it), and the homonyms listed
 below (the same word with another meaning: an option's value, a torch function's name), each by its
 reason; an entry of either list that no longer matches fails the test, so the lists stay true.
 """
@@ -49,16 +47,8 @@ ALLOWED = {
     "symeq/io.py:<module>": "DENSE_KEYS, ATTENTION_KEYS, HEAD_KEYS and IMAGE_KINDS, kept for the float twin's own "
                             "model-file reader (numeric/models.py model_from_json), which does not read through "
                             "the registry's readers yet",
-    "symeq/numeric/models.py:<module>": "FLOAT_TWINS, the float twin of each kind keyed by kind (one line per kind; "
-                                        "the registry does not declare the float classes yet)",
     "symeq/numeric/models.py:model_from_json": "the float twin's model-file reader: attention and dense by \"type\", "
                                                "image files handed to the exact reader",
-    "symeq/numeric/models.py:NumericModel.to_torch": "the pooling kinds' torch modules (numeric/pooling.py) chosen "
-                                                     "by kind; to ask the float class for its torch module instead",
-    "symeq/numeric/pooling.py:pool_twin": "the pooling kinds' float twin module (a kind's own unit; counted "
-                                          "because the registry does not declare float twin modules)",
-    "symeq/numeric/pooling.py:pool_torch_module": "as pool_twin: the pooling kinds' torch modules, in their float "
-                                                  "twin module",
 }
 
 #: sites that name the same word with another meaning ("file:function:word" -> the meaning)
@@ -91,23 +81,6 @@ def _kind_vocabulary():
         classes |= more
         grown = bool(more)
     return frozenset(names), frozenset(classes), trees
-
-
-@functools.lru_cache(maxsize=1)
-def _float_twin_modules() -> dict:
-    """file -> the kind names and file types of the kinds that declare it their float twin module
-    (``float_module = "symeq.numeric.pooling"`` on the kind's class): naming its own kind there is the
-    kind's unit, as in symeq/layers/ (no kind declares one yet)."""
-    from symeq.layers import registry
-
-    out: dict = {}
-    for k in registry.kind_names():
-        cls = registry.kind_class(k)
-        mod = getattr(cls, "float_module", None)
-        if mod:
-            rel = mod.replace(".", "/") + ".py"
-            out.setdefault(rel, set()).update({k, *(getattr(cls, "schema", {}) or {})})
-    return out
 
 
 def _declares_kind(stmt, names) -> bool:
@@ -184,7 +157,6 @@ def kind_sites(only=None):
         rel = path.relative_to(ROOT).as_posix()
         if rel.startswith("symeq/layers/") or only is not None and rel not in only:
             continue
-        own = _float_twin_modules().get(rel, set())  # the file's own kinds, if it is their float twin module
         nodes = list(_walk_scoped(tree))
         # the tuples inside a comparison are counted with it
         inside = {id(s) for n, _ in nodes if isinstance(n, ast.Compare) for s in [n.left, *n.comparators]}
@@ -192,7 +164,7 @@ def kind_sites(only=None):
             if id(node) in inside and not isinstance(node, ast.Compare):
                 continue
             hit = _site(node, names, classes)
-            if hit and not set(hit) <= own:
+            if hit:
                 out.append((rel, scope, node.lineno, hit))
     return sorted(out)
 
@@ -235,21 +207,3 @@ def test_at_most_ten_places_outside_the_kinds_name_a_kind(capsys):
     assert not stale, f"allow-listed places that no longer name a kind (take them off ALLOWED): {stale}"
     assert not sorted(set(HOMONYMS) - homonyms), f"stale HOMONYMS: {sorted(set(HOMONYMS) - homonyms)}"
     assert len(places) <= LIMIT, f"{len(places)} places name a layer kind outside symeq/layers/ (at most {LIMIT})"
-
-
-def test_a_declared_float_twin_module_is_the_kinds_own(monkeypatch):
-    """Once the pooling kinds declare numeric/pooling.py their float twin module, naming them there is no
-    longer counted, while naming them elsewhere (to_torch in numeric/models.py) still is."""
-    from symeq.layers import registry
-
-    files = ("symeq/numeric/pooling.py", "symeq/numeric/models.py")
-    before, _ = _split(kind_sites(files))
-    for k in ("maxpool2d", "group_pool"):
-        monkeypatch.setattr(registry.kind_class(k), "float_module", "symeq.numeric.pooling", raising=False)
-    _float_twin_modules.cache_clear()
-    try:
-        places, _ = _split(kind_sites(files))
-    finally:
-        monkeypatch.undo()
-        _float_twin_modules.cache_clear()
-    assert set(places) == {p for p in before if not p.startswith("symeq/numeric/pooling.py")}, places

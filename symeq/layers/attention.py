@@ -307,6 +307,9 @@ class AttentionLayer(AttentionShape, _Scoring):
     into a :class:`HeadsLayer` and a token-wise dense layer (``symeq.models.Model.chain``).
     """
 
+    #: the kind's float unit (symeq.numeric.models.float_class): its float twin
+    float_module: ClassVar[str] = "symeq.numeric.attention"
+
     tokens: int
     heads: list
     activation: object = None
@@ -661,6 +664,9 @@ class HeadsLayer(HeadsShape, _Scoring):
 
     Implements :class:`symeq.layers.base.Layer` (kind ``"heads"``).
     """
+
+    #: the kind's float unit (symeq.numeric.models.float_class): its float twin
+    float_module: ClassVar[str] = "symeq.numeric.attention"
 
     tokens: int
     scores: list

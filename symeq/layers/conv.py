@@ -672,6 +672,8 @@ class ConvLayer(ConvCore):
     """
 
     kind: ClassVar[str] = "conv2d"
+    #: the kind's float unit (symeq.numeric.models.float_class): its float twin and torch modules
+    float_module: ClassVar[str] = "symeq.numeric.conv"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES)
     capabilities: ClassVar[frozenset] = frozenset({
         "last-layer", "image-output", "sparse-actions", "channel-reduction", "ball-evaluation", "jacobian-rank",

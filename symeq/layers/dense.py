@@ -205,6 +205,8 @@ class DenseLayer(DenseNames):
     """
 
     kind: ClassVar[str] = "dense"
+    #: the kind's float unit (symeq.numeric.models.float_class): its float twin and torch modules
+    float_module: ClassVar[str] = "symeq.numeric.models"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES); a token-wise layer has fewer
     capabilities: ClassVar[frozenset] = frozenset({
         "last-layer", "plain-dense", "dense-rows", "dense-expansion", "tie-walk", "neuron-reduction", "ball-evaluation",

@@ -11,6 +11,10 @@ module (``dense``, ``conv``, ``attention``) declares, on its layer classes,
     narrow them per layer: a token-wise dense layer is not a plain dense layer);
 ``schema``
     the model-file ``"type"`` of each object it reads, with its allowed and required keys;
+``float_module``
+    the module of its float side (:func:`float_unit`): the float twin classes (``FLOAT_LAYERS``, each
+    with ``float_twin(layer, activation)`` and ``torch_modules(torch, dtype)``, and ``torch_classes`` /
+    ``from_torch`` for the torch modules it reads);
 
 and, at module level, ``LAYER_KINDS`` (its classes) and ``JSON_READERS`` (model-file ``"type"`` ->
 reader ``reader(spec, ctx, at)``; :func:`read_layers` runs them over one :class:`ReadContext`).  The
@@ -57,7 +61,7 @@ from typing import Any, Callable, Iterable
 from ..errors import InputError
 
 __all__ = ["CAPABILITIES", "KIND_MODULES", "KindUnsupported", "ReadContext", "kind_class", "kind_names",
-           "supports", "all_support", "any_supports", "first_unsupported", "require", "json_reader",
+           "float_unit", "supports", "all_support", "any_supports", "first_unsupported", "require", "json_reader",
            "read_layers", "layer_to_json", "describe_action"]
 
 KIND_MODULES = (
@@ -141,6 +145,14 @@ def kind_class(kind: str) -> type:
         return _KINDS[kind]
     except KeyError:
         raise InputError(f"unknown layer kind {kind!r}; known: {', '.join(_KINDS)}") from None
+
+
+def float_unit(kind: str):
+    """The module of a kind's float side, named by its exact class's ``float_module`` (its float twin
+    classes in ``FLOAT_LAYERS``, their torch modules; :func:`symeq.numeric.models.float_class` asks it).
+    Imported here, by the name the kind declares, and only when asked: the float side sits above the
+    exact layers (docs/architecture.md)."""
+    return importlib.import_module(kind_class(kind).float_module)
 
 
 def capabilities(layer) -> frozenset:

@@ -148,6 +148,11 @@ class NumericAttention(AttentionShape):
             raise InputError("score biases and an output bias belong to softmax attention only")
 
     @classmethod
+    def float_twin(cls, layer, activation=None) -> "NumericAttention":
+        """The float twin of an exact attention layer (its scoring and scale)."""
+        return cls.from_exact(layer)
+
+    @classmethod
     def from_exact(cls, layer, scoring: str | None = None) -> "NumericAttention":
         """The float twin of an exact :class:`symeq.layers.attention.AttentionLayer` (its scoring
         and scale unless ``scoring`` is given)."""
@@ -289,6 +294,13 @@ class NumericHeads(HeadsShape):
     scale: float | None = None  # softmax: the score scale (None: 1/sqrt(dk))
     score_biases: list | None = None  # softmax: per head b_h or None
     activation = None
+
+    @classmethod
+    def float_twin(cls, layer, activation=None) -> "NumericHeads":
+        """The float twin of an exact heads layer (its score and value matrices in float64)."""
+        from .monomial import to_float_matrix
+
+        return cls(layer.tokens, [to_float_matrix(a) for a in layer.scores], [to_float_matrix(v) for v in layer.values])
 
     def forward(self, X: np.ndarray) -> np.ndarray:
         """[Y_1 ... Y_H] on a batch (a row per point): the attention kind's program over float64 with the
@@ -439,3 +451,7 @@ def value_space_action(layer: NumericAttention, P: np.ndarray, C: np.ndarray, sa
         Rp[h * dv:(h + 1) * dv, k * dv:(k + 1) * dv] = blocks[h, k]
     return {"R": Rt.T, "projected": Rp, "head_permutation": perm,
             "fit_error": rel(B, A @ Rt), "projected_error": rel(B, A @ Rp.T)}
+
+
+FLOAT_LAYERS = (NumericAttention, NumericHeads)
+"""The float twins of the attention and heads kinds (their ``float_module`` declares this module)."""

@@ -114,6 +114,18 @@ class NumericConvLayer(ConvCore):
         return cls(layer.shape, k, np.array([float(x) for x in layer.channel_bias]), activation)
 
     @classmethod
+    def float_twin(cls, layer, activation) -> "NumericConvLayer":
+        """The float twin of an exact conv2d layer: kernels stay kernels (``activation``: its float unit)."""
+        return cls.from_exact(layer, activation)
+
+    def torch_modules(self, torch, dtype) -> list:
+        """torch modules computing this layer on flat inputs: its dense matrix as a Linear, then the
+        activation (NumericModel.to_torch)."""
+        from .torch_backend import linear_torch_modules
+
+        return linear_torch_modules(self, torch, dtype)
+
+    @classmethod
     def joint(cls, layers: list, act, where: str, stacked: bool = False) -> "NumericConvLayer":
         """sum_i K_i * x_i + b (or, ``stacked``, every K_i * x_i + b_i one under the other: a concatenation)
         as one convolution over the concatenated channels, the kernels placed in one common window; with
@@ -457,3 +469,7 @@ def sparse_commutator_residual(layer, P, B) -> float:
     rb = B.vals * b[B.cols]
     res_b = float(np.linalg.norm(lb - rb)) / max(float(np.linalg.norm(b)), scale)
     return max(res_w, res_b)
+
+
+FLOAT_LAYERS = (NumericConvLayer,)
+"""The float twin of the conv2d kind (its ``float_module`` declares this module)."""

@@ -3,7 +3,7 @@
 
 The file is read by the exact graph reader (:func:`symeq.graph.io.graph_from_json`: the same strict keys,
 names, shapes and refusals as ``symeq verify``), every JSON float handed over as its exact binary value
-(nothing rounds), and every node then becomes its float twin (:data:`symeq.numeric.models.FLOAT_TWINS`;
+(nothing rounds), and every node then becomes its float twin (:func:`symeq.numeric.models.float_twin`;
 a join keeps its op and gets the float activation).  The group, when the file has one, becomes a
 :class:`symeq.numeric.models.NumericGroup`.
 
@@ -21,7 +21,7 @@ def float_graph(gm, name: str | None = None):
     """The float twin of an exact :class:`symeq.graph.GraphModel` (same nodes, names, segments, output,
     input shape; the group as a NumericGroup)."""
     from ..graph import GraphModel, Node
-    from .models import FLOAT_TWINS, _as_group, activation_from_exact
+    from .models import _as_group, activation_from_exact, float_twin
 
     nodes = []
     for n in gm.nodes:
@@ -29,7 +29,7 @@ def float_graph(gm, name: str | None = None):
             act = None if n.activation is None else activation_from_exact(n.activation)
             nodes.append(Node(n.name, n.op, n.inputs, activation=act, segment=n.segment, index=n.index))
         else:
-            layer = FLOAT_TWINS[n.layer.kind](n.layer)
+            layer = float_twin(n.layer)
             nodes.append(Node(n.name, n.op, n.inputs, layer=layer, segment=n.segment, index=n.index))
     return GraphModel(gm.input_dim, nodes, gm.output, _as_group(gm.group), gm.name if name is None else name,
                       gm.input_shape)

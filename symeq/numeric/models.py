@@ -45,6 +45,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -60,11 +61,10 @@ from ..errors import EngineMissing, InputError, ShapeError
 from ..backends import Float64
 from ..layers.base import DenseNames
 from ..layers.dense import DenseProgram
-from ..layers.registry import first_unsupported, supports
+from ..layers.registry import first_unsupported, float_unit, kind_names, supports
 from ..models import LayeredShape
 from .attention import NumericAttention, NumericHeads
 from .conv import NumericConvLayer
-from .pooling import TORCH_POOL_CLASSES, pool_from_torch, pool_torch_module, pool_twin
 from .match import _input_bias, _latent_action, _match_layer
 from .monomial import right_multiply, to_float_matrix  # to_float_matrix: re-exported (it lives below models)
 
@@ -455,6 +455,17 @@ class NumericDenseLayer(DenseNames):
     def copy(self) -> "NumericDenseLayer":
         return NumericDenseLayer(self.weight.copy(), self.bias.copy(), self.activation, self.tokens)
 
+    @classmethod
+    def float_twin(cls, layer, activation) -> "NumericDenseLayer":
+        """The float twin of an exact dense layer (``activation``: its float unit; token-wise kept)."""
+        return cls(to_float_matrix(layer.weight), np.array([_fq(b) for b in layer.bias]), activation, layer.tokens)
+
+    def torch_modules(self, torch, dtype) -> list:
+        """torch modules computing this layer (NumericModel.to_torch): a Linear, then the activation."""
+        from .torch_backend import linear_torch_modules
+
+        return linear_torch_modules(self, torch, dtype)
+
     def match_reference(self, affine: bool = False) -> np.ndarray | None:
         """theta's shifted rows [W | b - s] (None for an affine layer: nothing to match)."""
         if self.activation is None:
@@ -613,19 +624,7 @@ class NumericModel(LayeredShape):
         if self.token_mixing:
             raise InputError("to_torch converts dense models only; this one starts with attention")
         dtype = dtype or torch.float64
-        mods = []
-        for l in self.layers:
-            if l.kind in ("maxpool2d", "group_pool"):  # parameter-free (symeq.numeric.pooling)
-                mods.append(pool_torch_module(l, torch))
-                continue
-            # made in the target dtype: a float32 layer would round the weights on copy_
-            lin = torch.nn.Linear(l.in_dim, l.out_dim, dtype=dtype)
-            with torch.no_grad():
-                lin.weight.copy_(torch.from_numpy(l.weight))
-                lin.bias.copy_(torch.from_numpy(l.bias))
-            mods.append(lin)
-            if l.activation is not None:
-                mods.append(l.activation.torch_module())
+        mods = [m for l in self.layers for m in l.torch_modules(torch, dtype)]  # each kind's own modules
         seq = torch.nn.Sequential(*mods).to(dtype=dtype)
         return seq.to(device) if device is not None else seq
 
@@ -642,16 +641,32 @@ def _act(l):
     return None if l.activation is None else activation_from_exact(l.activation)
 
 
-#: the float twin of each layer kind (``layer.kind`` -> exact layer -> float layer): one line per kind
-FLOAT_TWINS = {
-    "attention": lambda l: NumericAttention.from_exact(l),
-    "heads": lambda l: NumericHeads(l.tokens, [to_float_matrix(a) for a in l.scores],
-                                    [to_float_matrix(v) for v in l.values]),
-    "conv2d": lambda l: NumericConvLayer.from_exact(l, _act(l)),  # kernels stay kernels (symeq.numeric.conv)
-    "maxpool2d": lambda l: pool_twin(l, _act(l)), "group_pool": lambda l: pool_twin(l, _act(l)),  # numeric.pooling
-    "dense": lambda l: NumericDenseLayer(to_float_matrix(l.weight), np.array([_fq(b) for b in l.bias]), _act(l),
-                                         l.tokens),
-}
+@functools.lru_cache(maxsize=None)
+def float_class(kind: str) -> type:
+    """The float twin class of a layer kind: the class of the kind's float unit (the exact class's
+    ``float_module``, which lists its float classes in ``FLOAT_LAYERS``) that declares the same ``kind``."""
+    module = float_unit(kind)
+    found = [c for c in module.FLOAT_LAYERS if c.kind == kind]
+    if len(found) != 1:
+        raise RuntimeError(f"internal error: {module.__name__} declares {len(found)} float classes of kind {kind!r}")
+    return found[0]
+
+
+def float_twin(layer):
+    """The float twin of one exact layer, built by its kind's float class (``float_twin``)."""
+    return float_class(layer.kind).float_twin(layer, _act(layer))
+
+
+@functools.lru_cache(maxsize=1)
+def torch_layer_classes() -> dict:
+    """torch class name -> the float class that reads it (``torch_classes`` and ``from_torch`` of the
+    kinds' float classes: the pooling kinds' MaxPool2d and group poolings)."""
+    out = {}
+    for kind in kind_names():
+        cls = float_class(kind)
+        for name in getattr(cls, "torch_classes", ()):
+            out[name] = cls
+    return out
 
 
 def from_exact(model, group=...) -> NumericModel:
@@ -665,7 +680,7 @@ def from_exact(model, group=...) -> NumericModel:
     >>> from_exact(random_equivariant_attention(rng=0)).widths
     [8, 8]
     """
-    layers = [FLOAT_TWINS[l.kind](l) for l in model.layers]
+    layers = [float_twin(l) for l in model.layers]
     g = model.group if group is ... else group
     return NumericModel(model.input_dim, layers, None if g is None else _as_group(g), model.name, {})
 
@@ -1040,7 +1055,7 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
     output operation (``model.meta["output_op"]``; the model is the logits).  Training-mode
     BatchNorm or Dropout, adaptive max pooling and norms are refused by name.  ``MaxPool2d`` and a max over each
     field's channels (a ``MaxPoolChannels``, ``GroupPooling`` or ``GroupMaxPool`` module with ``field_size``)
-    after an activation are pooling layers of their own (:mod:`symeq.numeric.pooling`).
+    after an activation are pooling layers of their own (:mod:`symeq.layers.pooling.floating`).
 
     A module that is not a ``Sequential`` is traced by torch.fx
     (:func:`symeq.numeric.torch_graph.from_torch_traced`): residual additions ``x + f(x)`` and
@@ -1126,7 +1141,9 @@ class _TorchChain:
             return
         elif isinstance(mod, (nn.AvgPool2d, nn.AdaptiveAvgPool2d)):
             self.average_pool(label, mod, kind)
-        elif kind in TORCH_POOL_CLASSES:  # max pooling and group pooling (symeq.numeric.pooling)
+        elif isinstance(mod, nn.Unflatten):  # symeq's own export puts it before a pooling module
+            self.unflatten(label, mod)
+        elif kind in torch_layer_classes():  # a kind's own torch modules (the pooling kinds')
             self.pool_layer(label, mod, kind)
         elif kind in _TORCH_REFUSED:
             raise InputError(f"module {label} is a {kind}: {_TORCH_REFUSED[kind]}")
@@ -1314,12 +1331,23 @@ class _TorchChain:
         if self.pending is not None or self.pre:
             raise InputError(f"module {label}: a {kind} is read after an activation only (a hidden space of "
                              "its own); put it after the ReLU")
-        layer = pool_from_torch(mod, kind, self.shape, label, numeric_activation("relu"))
-        if isinstance(layer, tuple):  # Unflatten: the image shape
-            self.shape = layer
-        else:
-            self.layers.append(layer)
-            self.shape, self.image = layer.out_shape, True
+        if self.shape is None:
+            raise InputError(f"module {label}: {kind} needs image-shaped activations (pass input_shape)")
+        layer = torch_layer_classes()[kind].from_torch(mod, kind, self.shape, label)
+        self.layers.append(layer)
+        self.shape, self.image = layer.out_shape, True
+
+    def unflatten(self, label, mod) -> None:
+        """``Unflatten`` of the features to (C, H, W): the identity on the channel-major order (symeq's
+        own export writes one before each pooling module)."""
+        if self.pending is not None or self.pre:
+            raise InputError(f"module {label}: an Unflatten is read after an activation only (before a pooling "
+                             "module, as symeq's own export writes it)")
+        size = tuple(int(v) for v in mod.unflattened_size)
+        if mod.dim not in (1, -1) or len(size) != 3 or (self.shape is not None and size != tuple(self.shape)):
+            raise InputError(f"module {label}: Unflatten is read only as (C, H, W) of the features (dim 1), the "
+                             f"current image shape {self.shape}")
+        self.shape = size
 
     def softmax(self, label, mod, kind) -> None:
         if self.pending is None or mod.dim not in (1, -1, None):
@@ -1329,3 +1357,7 @@ class _TorchChain:
                           "node": f"module {label}"}
         self.notes.append(f"module {label}: {kind} at the output recorded as the output operation; the logits are "
                           "what is checked and certified (it commutes with permutations: the output action must be one)")
+
+
+FLOAT_LAYERS = (NumericDenseLayer,)
+"""The float twin of the dense kind (its ``float_module`` declares this module)."""

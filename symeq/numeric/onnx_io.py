@@ -370,15 +370,16 @@ class _PoolItem:
 
 def _pool_layer(item: _PoolItem, exact: bool):
     """The exact layer of ``item``'s kind (the registry's class: :mod:`symeq.layers.pooling`) or its float twin
-    (``FLOAT_TWINS``: :mod:`symeq.numeric.pooling`, with the float ReLU unit that names a maximum's group)."""
+    (:func:`symeq.numeric.models.float_twin`: :mod:`symeq.layers.pooling.floating`, with the float ReLU unit
+    that names a maximum's group)."""
     from ..layers.registry import kind_class
 
     layer = kind_class(item.kind)(item.in_shape, *item.params)
     if exact:
         return layer
-    from .models import FLOAT_TWINS
+    from .models import float_twin
 
-    return FLOAT_TWINS[layer.kind](layer)
+    return float_twin(layer)
 
 
 def _bn_scale(gamma, var, eps):

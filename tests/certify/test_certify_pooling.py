@@ -248,7 +248,7 @@ def test_the_float_group_pooling_reads_a_fields_nearly_equal_factors_as_one():
     spread is the residual); a field with factors 1 and 2 induces no action (the exact rule)."""
     from symeq.layers.base import NoPartner
     from symeq.numeric.monomial import MonomialAction
-    from symeq.numeric.pooling import FIELD_FACTOR_TOL, NumericGroupPool
+    from symeq.layers.pooling.floating import FIELD_FACTOR_TOL, NumericGroupPool
 
     layer = NumericGroupPool((4, 1, 1), 2)
     near = MonomialAction(np.array([1, 0, 3, 2]), np.array([1.0, 1.0 + 2e-7, 3.0, 3.0]))

@@ -56,9 +56,9 @@ def test_maxpool_forward_exact_and_float(shape, k, s, p):
     twin = from_exact(Model(layer.in_dim, [ConvLayer.from_dense([[fmpq(1)] * layer.in_dim], None, relu(), shape),
                                            ConvLayer.from_dense([[fmpq(1)]], None, None, (1, 1, 1))])).layers[0]
     assert twin is not None
-    from symeq.numeric.pooling import pool_twin
+    from symeq.numeric.models import float_twin
 
-    F = pool_twin(layer, None).forward(np.array([[int(X[i, t].p) / int(X[i, t].q) for i in range(layer.in_dim)]
+    F = float_twin(layer).forward(np.array([[int(X[i, t].p) / int(X[i, t].q) for i in range(layer.in_dim)]
                                             for t in range(3)]))
     assert np.allclose(F, np.array([[int(Y[j, t].p) / int(Y[j, t].q) for j in range(layer.out_dim)]
                                     for t in range(3)]), atol=1e-12)

@@ -2,7 +2,7 @@
 
 Both are parameter-free layers ``y[j] = max_{i in window(j)} x[i]`` on channel-major images
 (index ``(c*H + y)*W + x``, as :mod:`symeq.layers.conv`), exact over Q (a maximum of rationals) and
-in floats (``symeq.numeric.pooling``):
+in floats (:mod:`symeq.layers.pooling.floating`, which also reads and writes their torch modules):
 
 ``maxpool2d`` ``{"type": "maxpool2d", "kernel_size": k, "stride": s, "padding": p}``
     torch's ``MaxPool2d`` on ``(C, H, W)``: window ``(c, s*y + i - p, s*x + j - p)``, i, j < k,
@@ -47,10 +47,10 @@ from typing import ClassVar
 
 from flint import fmpq, fmpq_mat
 
-from ..errors import InputError, ShapeError, Undetermined
-from ..numbers import as_fmpq, monomial_parts
-from .base import NoPartner
-from .conv import ConvAction, ConvShape, as_conv_action, grid_transform, output_pixels
+from ...errors import InputError, ShapeError, Undetermined
+from ...numbers import as_fmpq, monomial_parts
+from ..base import NoPartner
+from ..conv import ConvAction, ConvShape, as_conv_action, grid_transform, output_pixels
 
 __all__ = ["PoolGeometry", "PoolLayer", "MaxPool2dLayer", "GroupPoolLayer", "maxpool_windows",
            "group_pool_windows", "POOL_WINDOW_LIMIT"]
@@ -124,7 +124,7 @@ class PoolGeometry:
     @property
     def activation(self):
         """ReLU's unit, for the group only: a maximum commutes with positive monomial matrices."""
-        from ..activations import relu
+        from ...activations import relu
 
         return relu()
 
@@ -139,7 +139,7 @@ class PoolGeometry:
     def _check_size(self) -> None:
         total = self.out_dim * max(1, len(self.windows[0]) if self.windows else 1)
         if total > POOL_WINDOW_LIMIT:
-            from ..errors import LimitExceeded
+            from ...errors import LimitExceeded
 
             raise LimitExceeded(f"{self.kind}: {total} window entries exceed {POOL_WINDOW_LIMIT}")
 
@@ -171,7 +171,7 @@ class PoolGeometry:
     @classmethod
     def from_dense_layer(cls, layer, in_shape: tuple):
         """A dense layer after a pooling is the convolution with one whole-image kernel per neuron."""
-        from .conv import ConvLayer
+        from ..conv import ConvLayer
 
         return ConvLayer.from_dense_layer(layer, in_shape)
 
@@ -188,6 +188,9 @@ class PoolGeometry:
 
 class PoolLayer(PoolGeometry):
     """The exact part shared by both pooling kinds: the forward pass over Q and the exact check."""
+
+    #: the kind's float unit: float twins, torch modules read and written (symeq.numeric.models.float_class)
+    float_module: ClassVar[str] = "symeq.layers.pooling.floating"
 
     def forward(self, X: fmpq_mat) -> fmpq_mat:
         """The maximum over each window, per column (one point per column), exactly."""
@@ -327,6 +330,11 @@ class MaxPool2dGeometry(PoolGeometry):
         """The exact layer of the same windows (certify keeps a pooling layer as it is in theta-bar)."""
         return MaxPool2dLayer(self.in_shape, self.kernel_size, self.stride, self.padding)
 
+    def geometry_arguments(self) -> dict:
+        """The constructor's arguments (the exact layer and its float twin share them)."""
+        return {"in_shape": self.in_shape, "kernel_size": self.kernel_size, "stride": self.stride,
+                "padding": self.padding}
+
     def to_json(self, declared_bias: bool = False) -> dict:
         return {"type": "maxpool2d", "input_shape": list(self.in_shape), "kernel_size": self.kernel_size,
                 "stride": self.stride, "padding": self.padding}
@@ -388,6 +396,10 @@ class GroupPoolGeometry(PoolGeometry):
         """The exact layer of the same fields (certify keeps a pooling layer as it is in theta-bar)."""
         return GroupPoolLayer(self.in_shape, self.field_size)
 
+    def geometry_arguments(self) -> dict:
+        """The constructor's arguments (the exact layer and its float twin share them)."""
+        return {"in_shape": self.in_shape, "field_size": self.field_size}
+
     def to_json(self, declared_bias: bool = False) -> dict:
         return {"type": "group_pool", "input_shape": list(self.in_shape), "field_size": self.field_size}
 
@@ -404,8 +416,8 @@ class GroupPoolLayer(GroupPoolGeometry, PoolLayer):
 # -- the model file (symeq.layers.registry.read_layers) ----------------------------------------------
 
 def _read_pool(spec: dict, ctx, at: str):
-    from ..schema import check_keys
-    from .conv import _image_shape, read_image_layer
+    from ...schema import check_keys
+    from ..conv import _image_shape, read_image_layer
 
     kind = spec["type"]
     cls = MaxPool2dLayer if kind == "maxpool2d" else GroupPoolLayer

@@ -1,4 +1,5 @@
-"""The float twins of the pooling kinds ``maxpool2d`` and ``group_pool`` (:mod:`symeq.layers.pooling`).
+"""The float side of the pooling kinds ``maxpool2d`` and ``group_pool`` (:mod:`symeq.layers.pooling`):
+their float twins, and their torch modules read and written.
 
 The windows, shapes, names and the induced action are the exact layer's code
 (:class:`symeq.layers.pooling.PoolGeometry`); here only the forward pass is in float64 (a maximum over
@@ -7,8 +8,13 @@ each window, one point per row) and the matching returns a float
 induced action is determined by the input action, so its residual is 0 and its margin infinite (a float
 result reports its error; it never decides).
 
+This module is the kind's float unit (``float_module`` of the exact classes): the float model asks it,
+through :func:`symeq.numeric.models.float_class`, for the twin of an exact layer (``float_twin``), a
+layer's torch modules (``torch_modules``) and the torch classes it reads (``torch_classes``,
+``from_torch``); nothing outside names the pooling kinds for that.
+
 >>> import numpy as np
->>> layer = NumericMaxPool2d((1, 2, 2), 2)   # (pool_twin and pool_from_torch also set its ReLU unit)
+>>> layer = NumericMaxPool2d((1, 2, 2), 2)   # (float_twin and from_torch also set its ReLU unit)
 >>> layer.forward(np.array([[1.0, -3.0, 0.5, 2.0]])).tolist()
 [[2.0]]
 """
@@ -18,12 +24,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..layers.base import NoPartner
-from ..layers.conv import ConvAction
-from ..layers.pooling import GroupPoolGeometry, MaxPool2dGeometry
-from .monomial import MonomialAction, as_action
+from ..base import NoPartner
+from ..conv import ConvAction
+from . import GroupPoolGeometry, MaxPool2dGeometry
+from ...numeric.monomial import MonomialAction, as_action
 
-__all__ = ["NumericMaxPool2d", "NumericGroupPool", "pool_twin", "FIELD_FACTOR_TOL"]
+__all__ = ["NumericMaxPool2d", "NumericGroupPool", "FLOAT_LAYERS", "FIELD_FACTOR_TOL"]
 
 FIELD_FACTOR_TOL = 0.1
 """The float group pooling reads the channel factors of one field as one factor when they agree to this
@@ -35,7 +41,7 @@ class _FloatPool:
 
     _index = None
     #: ReLU's float unit, for the group only (a maximum commutes with positive monomial matrices); set by
-    #: :func:`pool_twin` and :func:`pool_from_torch` from their caller's unit
+    #: :meth:`float_twin` and :meth:`from_torch`
     activation = None
 
     @property
@@ -59,9 +65,19 @@ class _FloatPool:
     def copy(self):
         return self
 
+    @classmethod
+    def float_twin(cls, layer, activation):
+        """The float twin of the exact pooling layer ``layer`` (``activation``: the float ReLU unit)."""
+        return _with(cls(**layer.geometry_arguments()), activation)
+
+    def torch_modules(self, torch, dtype=None) -> list:
+        """The torch modules computing this layer on flat inputs: Unflatten, the pooling, Flatten."""
+        return [torch.nn.Sequential(torch.nn.Unflatten(1, tuple(self.in_shape)), self._torch_pool(torch),
+                                    torch.nn.Flatten())]
+
     def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
         """``(False, [(rho, (0, 0, inf, how))])``: the action the input action induces (exact layer's rule)."""
-        from .conv import _channel_cycles, channel_pixel_parts
+        from ...numeric.conv import _channel_cycles, channel_pixel_parts
 
         P = as_action(P_in)
         if not isinstance(P, MonomialAction):
@@ -99,12 +115,54 @@ class NumericMaxPool2d(_FloatPool, MaxPool2dGeometry):
     """torch's MaxPool2d in float64 (kind ``"maxpool2d"``)."""
 
     kind: ClassVar[str] = "maxpool2d"
+    #: the torch classes read as this kind (:meth:`from_torch`)
+    torch_classes: ClassVar[tuple] = ("MaxPool2d",)
+
+    def _torch_pool(self, torch):
+        return torch.nn.MaxPool2d(self.kernel_size, self.stride, self.padding)
+
+    @classmethod
+    def from_torch(cls, mod, name: str, shape, label: str):
+        """The float layer of a torch ``MaxPool2d`` on images of ``shape``; InputError naming the module
+        for what symeq does not read."""
+        from ...errors import InputError
+        from ...numeric.models import numeric_activation
+
+        pair = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v)  # noqa: E731
+        k, s, p, d = pair(mod.kernel_size), pair(mod.stride if mod.stride else mod.kernel_size), pair(mod.padding), \
+            pair(mod.dilation)
+        if len(set(k)) != 1 or len(set(s)) != 1 or len(set(p)) != 1 or d != (1, 1) or mod.ceil_mode \
+                or mod.return_indices:
+            raise InputError(f"module {label}: symeq reads MaxPool2d with square windows, equal strides and paddings, "
+                             "dilation 1, ceil_mode=False and no indices")
+        return _with(cls(shape, int(k[0]), int(s[0]), int(p[0])), numeric_activation("relu"))
 
 
 class NumericGroupPool(_FloatPool, GroupPoolGeometry):
     """escnn's GroupPooling in float64 (kind ``"group_pool"``)."""
 
     kind: ClassVar[str] = "group_pool"
+    #: the torch classes read as this kind: a max over each field's channels (a module of one of these names
+    #: with an integer ``field_size``, or escnn's exported ``MaxPoolChannels`` with its integer ``kernel_size``)
+    torch_classes: ClassVar[tuple] = ("MaxPoolChannels", "GroupPooling", "GroupMaxPool")
+
+    def _torch_pool(self, torch):
+        return _group_max_module(torch, self.field_size)
+
+    @classmethod
+    def from_torch(cls, mod, name: str, shape, label: str):
+        """The float layer of a torch module computing a max over each field (:attr:`torch_classes`)."""
+        from ...errors import InputError
+        from ...numeric.models import numeric_activation
+
+        n = getattr(mod, "field_size", None)
+        if n is None and name == "MaxPoolChannels":  # escnn's and e2cnn's export: MaxPoolChannels(kernel_size)
+            n = getattr(mod, "kernel_size", None)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise InputError(f"module {label}: a {name} is read as the max over each field's channels only with an "
+                             "integer attribute field_size (the channels per regular field; escnn's MaxPoolChannels: "
+                             "kernel_size)")
+        return _with(cls(shape, n), numeric_activation("relu"))
 
     def _snap_factors(self, factor: np.ndarray) -> tuple[np.ndarray, float]:
         """Each field's factors replaced by their mean when they agree to :data:`FIELD_FACTOR_TOL` (fitted
@@ -124,22 +182,6 @@ def _with(layer, activation):
     return layer
 
 
-def pool_twin(layer, activation):
-    """The float twin of an exact pooling layer (``FLOAT_TWINS``; ``activation``: the float ReLU unit)."""
-    if layer.kind == "maxpool2d":
-        return _with(NumericMaxPool2d(layer.in_shape, layer.kernel_size, layer.stride, layer.padding), activation)
-    return _with(NumericGroupPool(layer.in_shape, layer.field_size), activation)
-
-
-# -- torch in and out (symeq.numeric.models.from_torch / NumericModel.to_torch) -------------------------
-
-TORCH_POOL_CLASSES = ("MaxPool2d", "MaxPoolChannels", "GroupPooling", "GroupMaxPool", "Unflatten")
-"""The torch classes read here: ``MaxPool2d``, a max over each field's channels (a module of one of the
-names ``MaxPoolChannels``, ``GroupPooling``, ``GroupMaxPool`` with an integer ``field_size``, or escnn's
-exported ``MaxPoolChannels`` with its integer ``kernel_size``), and the
-``Unflatten`` that symeq's own export puts before them (the identity on the channel-major order)."""
-
-
 def _group_max_module(torch, n: int):
     class GroupMaxPool(torch.nn.Module):
         """The maximum over each field of ``field_size`` channels (escnn's GroupPooling on regular fields)."""
@@ -155,40 +197,5 @@ def _group_max_module(torch, n: int):
     return GroupMaxPool(n)
 
 
-def pool_torch_module(layer, torch):
-    """An ``nn.Sequential`` computing ``layer`` on flat inputs: Unflatten, the pooling, Flatten."""
-    inner = (torch.nn.MaxPool2d(layer.kernel_size, layer.stride, layer.padding) if layer.kind == "maxpool2d"
-             else _group_max_module(torch, layer.field_size))
-    return torch.nn.Sequential(torch.nn.Unflatten(1, tuple(layer.in_shape)), inner, torch.nn.Flatten())
-
-
-def pool_from_torch(mod, kind: str, shape, label: str, activation):
-    """The float pooling layer of a torch module of :data:`TORCH_POOL_CLASSES` on ``shape`` (for
-    ``Unflatten``: the image shape it gives); InputError naming the module otherwise."""
-    from ..errors import InputError
-
-    if kind == "Unflatten":
-        size = tuple(int(v) for v in mod.unflattened_size)
-        if mod.dim not in (1, -1) or len(size) != 3 or (shape is not None and size != tuple(shape)):
-            raise InputError(f"module {label}: Unflatten is read only as (C, H, W) of the features (dim 1), the "
-                             f"current image shape {shape}")
-        return size
-    if shape is None:
-        raise InputError(f"module {label}: {kind} needs image-shaped activations (pass input_shape)")
-    if kind == "MaxPool2d":
-        pair = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v)  # noqa: E731
-        k, s, p, d = pair(mod.kernel_size), pair(mod.stride if mod.stride else mod.kernel_size), pair(mod.padding), \
-            pair(mod.dilation)
-        if len(set(k)) != 1 or len(set(s)) != 1 or len(set(p)) != 1 or d != (1, 1) or mod.ceil_mode \
-                or mod.return_indices:
-            raise InputError(f"module {label}: symeq reads MaxPool2d with square windows, equal strides and paddings, "
-                             "dilation 1, ceil_mode=False and no indices")
-        return _with(NumericMaxPool2d(shape, int(k[0]), int(s[0]), int(p[0])), activation)
-    n = getattr(mod, "field_size", None)
-    if n is None and kind == "MaxPoolChannels":  # escnn's and e2cnn's export: MaxPoolChannels(kernel_size)
-        n = getattr(mod, "kernel_size", None)
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise InputError(f"module {label}: a {kind} is read as the max over each field's channels only with an "
-                         "integer attribute field_size (the channels per regular field; escnn's MaxPoolChannels: "
-                         "kernel_size)")
-    return _with(NumericGroupPool(shape, n), activation)
+FLOAT_LAYERS = (NumericMaxPool2d, NumericGroupPool)
+"""The float twins of this module's kinds (the kind's ``float_module`` declares this module)."""
