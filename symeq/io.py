@@ -21,15 +21,13 @@ from .errors import InputError
 from .graph.io import graph_from_json, graph_to_json
 from .graph.model import GraphModel
 from .groups import FiniteGroup
-from .layers.attention import AttentionShape
 from .layers.base import declared_biases
 from .layers.registry import layer_to_json, read_layers
-from .models import DenseLayer, Model
+from .models import Model
 from .sizes import check_total_degree, check_width
 
 __all__ = ["MODEL_FORMAT", "CERTIFICATE_FORMAT", "read_json", "write_json", "model_from_json",
-           "model_to_json", "layers_to_json", "load_model", "save_model", "MODEL_KEYS", "DENSE_KEYS",
-           "ATTENTION_KEYS", "HEAD_KEYS"]
+           "model_to_json", "layers_to_json", "load_model", "save_model", "MODEL_KEYS"]
 
 MODEL_FORMAT = "symeq-model/1"
 CERTIFICATE_FORMAT = "symeq-certificate/2"  # sparse actions; symeq_check also reads /1 (dense)
@@ -39,13 +37,8 @@ CERTIFICATE_FORMAT = "symeq-certificate/2"  # sparse actions; symeq_check also r
 # not silently become a bias-free layer.  "bias" is required on dense and conv2d layers; null means
 # no bias.
 MODEL_KEYS = (("format", "name", "input_dim", "layers", "group"), ("format", "input_dim", "layers"))
-# each kind declares its own keys (``schema`` on its layer class, symeq/layers/); the names below are
-# kept for the one reader that still imports them (the float twin's model file reader,
-# symeq.numeric.models.model_from_json; tests/test_kind_names.py counts this place)
-DENSE_KEYS = DenseLayer.schema["dense"]
-ATTENTION_KEYS = AttentionShape.schema["attention"]
-HEAD_KEYS = AttentionShape.schema["head"]
-IMAGE_KINDS = ("conv2d", "avgpool2d", "global_avgpool", "maxpool2d", "group_pool", "group_maxpool")
+# each kind declares its own keys (``schema`` on its layer class, symeq/layers/), read by the exact and the
+# float readers alike
 
 
 def read_json(path) -> dict:

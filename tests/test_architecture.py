@@ -17,10 +17,10 @@ PKG = ROOT / "symeq"
 # lowest first; a module belongs to the longest prefix that names it
 LEVELS = [
     ["symeq.errors", "symeq.version", "symeq.numbers", "symeq.budget", "symeq.sizes", "symeq.procs", "symeq.unionfind",
-     "symeq.cliargs", "symeq.notation", "symeq.schema", "symeq.digest", "symeq.steps", "symeq.backends"],
+     "symeq.cliargs", "symeq.notation", "symeq.schema", "symeq.canonical", "symeq.steps", "symeq.backends"],
     ["symeq.groups"],
     ["symeq.activations", "symeq.layers", "symeq.layers.base", "symeq.layers.dense"],
-    ["symeq.models", "symeq.io", "symeq.examples", "symeq.expand", "symeq.graph"],
+    ["symeq.models", "symeq.io", "symeq.examples", "symeq.expand", "symeq.graph", "symeq.digest"],
     ["symeq.layerwise", "symeq.walk", "symeq.submodels", "symeq.attention", "symeq.graph.derive"],
     ["symeq.equivariance", "symeq.fibre", "symeq.fibre.deep", "symeq.relu", "symeq.numeric",
      "symeq.layers.pooling.floating"],

@@ -42,6 +42,7 @@ from typing import ClassVar
 import numpy as np
 from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx
 
+from ..canonical import Form, plain_form
 from ..backends import Exact, run_forward
 from ..errors import InputError, ShapeError
 from ..numbers import identity, kron, mat_rows, matrix
@@ -284,6 +285,11 @@ class AttentionShape:
         "attention": (("type", "tokens", "heads", "scoring", "scale", "bias"), ("type", "tokens", "heads")),
         "head": (("query", "key", "value", "out", "score_bias"), ("query", "key", "value", "out")),
     }
+
+    @classmethod
+    def head_keys(cls) -> tuple:
+        """The allowed and required keys of one head object (the readers of model files, exact and float)."""
+        return cls.schema["head"]
 
     @property
     def in_dim(self) -> int:
@@ -1009,3 +1015,24 @@ def read_attention(spec: dict, ctx, at: str) -> AttentionLayer:
 LAYER_KINDS = (AttentionLayer, HeadsLayer)
 JSON_READERS = {"attention": read_attention}
 JSON_ADVERTISED = ("attention",)
+
+
+# -- the digest form (docs/certificates.md "Digests"; symeq.digest asks the registry) ---------------------
+
+def attention_digest_form(spec: dict, shape):
+    """An attention layer without "scoring": "lightning", and without softmax's null output bias and scale
+    or null or zero heads' score_bias."""
+    layer, _ = plain_form(spec, shape)
+    if layer.get("scoring") == "lightning":
+        del layer["scoring"]
+    for key in ("bias", "scale"):  # softmax's output bias and scale: absent, null and zeros alike
+        if key in layer and layer[key] is None:
+            del layer[key]
+    for head in layer.get("heads", []):
+        if isinstance(head, dict) and "score_bias" in head and (
+                head["score_bias"] is None or all(b == "0" for b in head["score_bias"])):
+            del head["score_bias"]
+    return layer, shape
+
+
+DIGEST_FORMS = {"attention": Form(attention_digest_form)}

@@ -51,6 +51,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 from flint import fmpq, fmpq_mat
 
+from ..canonical import Form, drop_form, plain_form
 from ..activations import Activation
 from ..errors import InputError, LimitExceeded, ShapeError
 from ..numbers import as_fmpq, format_number, monomial_matrix, monomial_parts
@@ -1113,3 +1114,35 @@ LAYER_KINDS = (ConvLayer,)
 JSON_READERS = {"conv2d": read_image_layer, "avgpool2d": read_image_layer, "global_avgpool": read_image_layer,
                 "group_maxpool": read_image_layer, "flatten": read_flatten}
 JSON_ADVERTISED = ("conv2d", "flatten")
+
+
+# -- the digest form (docs/certificates.md "Digests"; symeq.digest asks the registry) ---------------------
+
+def conv_digest_form(spec: dict, shape):
+    """A conv2d: input_shape, stride, padding and padding_mode written, dilation/groups of 1 dropped."""
+    layer, _ = plain_form(spec, shape)
+    if spec.get("input_shape") is not None:
+        shape = [int(v) for v in spec["input_shape"]]
+    stride, padding = int(spec.get("stride", 1)), int(spec.get("padding", 0))
+    for key in ("dilation", "groups"):
+        if layer.get(key) in ("1", ["1", "1"]):
+            del layer[key]
+    layer.update(input_shape=[str(v) for v in shape], stride=str(stride), padding=str(padding),
+                 padding_mode=spec.get("padding_mode", "zeros"))
+    kh, kw = len(spec["kernel"][0][0]), len(spec["kernel"][0][0][0])
+    return layer, [len(spec["kernel"]), (shape[1] + 2 * padding - kh) // stride + 1,
+                   (shape[2] + 2 * padding - kw) // stride + 1]
+
+
+def dense_after_image_digest_form(spec: dict, shape):
+    """A dense layer after an image: the convolution with a whole-image kernel (conv2d's reading of it)."""
+    C, H, W = shape
+    conv = {"type": "conv2d", "input_shape": shape, "bias": spec.get("bias"),
+            "kernel": [[[row[(c * H + i) * W:(c * H + i + 1) * W] for i in range(H)] for c in range(C)]
+                       for row in spec["weight"]],
+            "stride": 1, "padding": 0, "padding_mode": "zeros", "activation": spec.get("activation")}
+    return conv_digest_form(conv, shape)
+
+
+DIGEST_FORMS = {"conv2d": Form(conv_digest_form, image=True), "flatten": Form(drop_form)}
+DIGEST_AFTER_IMAGE = {"dense": Form(dense_after_image_digest_form)}

@@ -34,6 +34,7 @@ from typing import ClassVar, Iterator, Sequence
 
 from flint import fmpq, fmpq_mat
 
+from ..canonical import Form, plain_form
 from ..activations import Activation
 from ..backends import Exact, run_forward
 from ..errors import InputError, ShapeError
@@ -557,3 +558,8 @@ def read_dense(spec: dict, ctx, at: str):
 LAYER_KINDS = (DenseLayer,)
 JSON_READERS = {"dense": read_dense}
 JSON_ADVERTISED = ("dense",)
+
+
+DIGEST_FORMS = {"dense": Form(plain_form)}
+"""The digest form of a dense layer (docs/certificates.md "Digests"): its numbers and activation only; after
+an image, conv2d's (``DIGEST_AFTER_IMAGE`` of symeq.layers.conv)."""

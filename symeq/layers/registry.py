@@ -16,8 +16,10 @@ module (``dense``, ``conv``, ``attention``) declares, on its layer classes,
     with ``float_twin(layer, activation)`` and ``torch_modules(torch, dtype)``, and ``torch_classes`` /
     ``from_torch`` for the torch modules it reads);
 
-and, at module level, ``LAYER_KINDS`` (its classes) and ``JSON_READERS`` (model-file ``"type"`` ->
-reader ``reader(spec, ctx, at)``; :func:`read_layers` runs them over one :class:`ReadContext`).  The
+and, at module level, ``LAYER_KINDS`` (its classes), ``JSON_READERS`` (model-file ``"type"`` ->
+reader ``reader(spec, ctx, at)``; :func:`read_layers` runs them over one :class:`ReadContext`) and
+``DIGEST_FORMS`` (model-file ``"type"`` -> its canonical form in the certificate digests,
+:class:`symeq.canonical.Form`; :func:`digest_form`).  The
 writer is the layer's own ``to_json(declared_bias)``.  Adding a kind is its module plus one line in
 :data:`KIND_MODULES`.
 
@@ -62,7 +64,7 @@ from ..errors import InputError
 
 __all__ = ["CAPABILITIES", "KIND_MODULES", "KindUnsupported", "ReadContext", "kind_class", "kind_names",
            "float_unit", "supports", "all_support", "any_supports", "first_unsupported", "require", "json_reader",
-           "read_layers", "layer_to_json", "describe_action"]
+           "read_layers", "layer_to_json", "digest_form", "describe_action"]
 
 KIND_MODULES = (
     "symeq.layers.dense",
@@ -111,6 +113,8 @@ class KindUnsupported(InputError):
 _KINDS: dict[str, type] = {}
 _READERS: dict[str, Callable] = {}
 _ADVERTISED: list[str] = []
+_FORMS: dict[str, Any] = {}
+_FORMS_AFTER_IMAGE: dict[str, Any] = {}
 
 
 def _load() -> None:
@@ -127,6 +131,8 @@ def _load() -> None:
         for t, reader in mod.JSON_READERS.items():
             readers[t] = reader
         advertised += list(getattr(mod, "JSON_ADVERTISED", ()))
+        _FORMS.update(getattr(mod, "DIGEST_FORMS", {}))
+        _FORMS_AFTER_IMAGE.update(getattr(mod, "DIGEST_AFTER_IMAGE", {}))
     _READERS.update(readers)
     _ADVERTISED[:] = advertised
     _KINDS.update(kinds)
@@ -239,6 +245,18 @@ def read_layers(layers, input_dim: int, where: str = "layers", shape: tuple | No
     if ctx.pool is not None:
         raise InputError(f"{where}: a pooling layer must be followed by a conv2d or dense layer (it is folded into it)")
     return out
+
+
+def digest_form(type_name, after_image: bool = False):
+    """The digest form (:class:`symeq.canonical.Form`) of one model-file ``"type"``, as its kind declares it
+    (``DIGEST_FORMS``; ``DIGEST_AFTER_IMAGE`` when an image comes before it); a type no kind declares, or
+    not a string: the plain form (its numbers and activation only)."""
+    from ..canonical import Form, plain_form
+
+    _load()
+    if not isinstance(type_name, str):
+        return Form(plain_form)
+    return (after_image and _FORMS_AFTER_IMAGE.get(type_name)) or _FORMS.get(type_name) or Form(plain_form)
 
 
 def layer_to_json(layer, declared_bias: bool) -> dict:

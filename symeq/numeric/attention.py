@@ -32,6 +32,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -146,6 +147,49 @@ class NumericAttention(AttentionShape):
             self.bias = np.asarray(self.bias, dtype=float).reshape(self.out[0].shape[1])
         if self.scoring == "lightning" and (self.score_bias is not None or self.bias is not None):
             raise InputError("score biases and an output bias belong to softmax attention only")
+
+    #: the model-file types this float class reads with floats allowed (numeric.models.model_from_json)
+    json_types: ClassVar[tuple] = ("attention",)
+
+    @classmethod
+    def from_float_json(cls, spec: dict, ctx, at: str) -> "NumericAttention":
+        """An attention layer of the model file format on ``ctx.n`` inputs, floats allowed (the exact
+        kind's keys, :mod:`symeq.io`); sets the reader's token count and width for the layers after it."""
+        from ..errors import ShapeError
+        from ..layers.registry import kind_class
+        from ..schema import check_keys
+        from .floats import float_matrix
+
+        exact = kind_class(cls.kind)
+        check_keys(spec, at, *exact.schema[spec["type"]], error=InputError)
+        T = spec.get("tokens")
+        if not isinstance(T, int) or isinstance(T, bool) or T < 1:
+            raise InputError(f"{at}: \"tokens\" must be a positive integer (the number of tokens T)")
+        if ctx.n % T:
+            raise ShapeError(f"{at}: input_dim {ctx.n} is not a multiple of {T} tokens "
+                             "(inputs are T x d, flattened by rows)")
+        d = ctx.n // T
+        heads = spec.get("heads")
+        if not isinstance(heads, list) or not heads:
+            raise InputError(f"{at}: \"heads\" must be a non-empty list of {{query, key, value, out}}")
+        mats = {"query": [], "key": [], "value": [], "out": []}
+        for h, hs in enumerate(heads):
+            if not isinstance(hs, dict):
+                raise InputError(f"{at}.heads[{h}] must be an object with \"query\", \"key\", \"value\" and \"out\" "
+                                 "matrices")
+            check_keys(hs, f"{at}.heads[{h}]", *exact.head_keys(), error=InputError)
+            for k in mats:
+                m = float_matrix(hs[k], f"{at}.heads[{h}].{k}")
+                rows = mats["value"][-1].shape[1] if k == "out" else d
+                if m.shape[0] != rows:
+                    raise ShapeError(f"{at}.heads[{h}].{k} has {m.shape[0]} rows, expected {rows}")
+                mats[k].append(m)
+        try:
+            att = cls(T, mats["query"], mats["key"], mats["value"], mats["out"], *scoring_from_json(spec, at))
+        except InputError as e:
+            raise InputError(f"{at}: {e}") from None
+        ctx.tokens, ctx.n = att.tokens, att.d_out
+        return att
 
     @classmethod
     def float_twin(cls, layer, activation=None) -> "NumericAttention":

@@ -61,10 +61,11 @@ from ..errors import EngineMissing, InputError, ShapeError
 from ..backends import Float64
 from ..layers.base import DenseNames
 from ..layers.dense import DenseProgram
-from ..layers.registry import first_unsupported, float_unit, kind_names, supports
+from ..layers.registry import ReadContext, first_unsupported, float_unit, kind_class, kind_names, supports
 from ..models import LayeredShape
 from .attention import NumericAttention, NumericHeads
 from .conv import NumericConvLayer
+from .floats import float_matrix as _float_matrix, float_value as _float_value  # noqa: F401 (_float_value: users)
 from .match import _input_bias, _latent_action, _match_layer
 from .monomial import right_multiply, to_float_matrix  # to_float_matrix: re-exported (it lives below models)
 
@@ -460,6 +461,25 @@ class NumericDenseLayer(DenseNames):
         """The float twin of an exact dense layer (``activation``: its float unit; token-wise kept)."""
         return cls(to_float_matrix(layer.weight), np.array([_fq(b) for b in layer.bias]), activation, layer.tokens)
 
+    #: the model-file types this float class reads with floats allowed (:func:`model_from_json`)
+    json_types: ClassVar[tuple] = ("dense",)
+
+    @classmethod
+    def from_float_json(cls, spec: dict, ctx, at: str) -> "NumericDenseLayer":
+        """A dense layer of a model file, floats allowed, on ``ctx.n`` inputs (per token after a
+        token-mixing layer, ``ctx.tokens``); the keys are the exact kind's (one schema)."""
+        check_keys(spec, at, *kind_class(cls.kind).schema[spec["type"]], error=InputError)
+        W = _float_matrix(spec["weight"], f"{at}.weight", cols=ctx.n)
+        b = None if spec.get("bias") is None else _float_matrix(spec["bias"], f"{at}.bias", vector=True)
+        if b is not None and b.shape[0] != W.shape[0]:
+            raise ShapeError(f"{at}.bias has length {b.shape[0]}, expected {W.shape[0]}")
+        act = numeric_activation(spec.get("activation"), f"{at}.activation")
+        ctx.n = W.shape[0]
+        if ctx.tokens is None:
+            return cls(W, b, act)
+        b = np.zeros(W.shape[0]) if b is None else b
+        return cls(np.kron(np.eye(ctx.tokens), W), np.tile(b, ctx.tokens), act, ctx.tokens)
+
     def torch_modules(self, torch, dtype) -> list:
         """torch modules computing this layer (NumericModel.to_torch): a Linear, then the activation."""
         from .torch_backend import linear_torch_modules
@@ -685,80 +705,6 @@ def from_exact(model, group=...) -> NumericModel:
     return NumericModel(model.input_dim, layers, None if g is None else _as_group(g), model.name, {})
 
 
-def _float_value(v, where: str) -> float:
-    if isinstance(v, bool):
-        raise InputError(f"{v!r} is a boolean, not a number (at {where})")
-    if isinstance(v, (int, float)):
-        x = float(v)
-    elif isinstance(v, str):
-        from ..numbers import parse_number
-
-        try:
-            x = float(v)
-        except ValueError:
-            q = parse_number(v, where)  # "p/q" strings
-            x = _fq(q)
-    else:
-        raise InputError(f"expected a number, got {type(v).__name__} {v!r} (at {where})")
-    if not math.isfinite(x):
-        raise InputError(f"{v!r} is not a finite number (at {where})")
-    return x
-
-
-def _float_matrix(rows, where: str, cols: int | None = None, vector: bool = False) -> np.ndarray:
-    if vector:
-        if not isinstance(rows, list):
-            raise InputError(f"expected a list of numbers at {where}")
-        return np.array([_float_value(v, f"{where}[{i}]") for i, v in enumerate(rows)])
-    if not isinstance(rows, list) or not rows or not all(isinstance(r, list) for r in rows):
-        raise InputError(f"expected a non-empty list of rows at {where}")
-    width = len(rows[0])
-    out = []
-    for i, r in enumerate(rows):
-        if len(r) != width:
-            raise ShapeError(f"{where} is not rectangular: row {i} has {len(r)} entries, row 0 has {width}")
-        out.append([_float_value(v, f"{where}[{i}][{j}]") for j, v in enumerate(r)])
-    if width == 0:
-        raise ShapeError(f"{where} has empty rows")
-    if cols is not None and width != cols:
-        raise ShapeError(f"{where} has shape {len(rows)}x{width}, expected ?x{cols}")
-    return np.array(out)
-
-
-def _attention_from_json(spec: dict, input_dim: int, at: str) -> NumericAttention:
-    """A (lightning) attention layer of the model file format, floats allowed (as :mod:`symeq.io`)."""
-    from ..io import ATTENTION_KEYS, HEAD_KEYS
-
-    check_keys(spec, at, *ATTENTION_KEYS, error=InputError)
-    T = spec.get("tokens")
-    if not isinstance(T, int) or isinstance(T, bool) or T < 1:
-        raise InputError(f"{at}: \"tokens\" must be a positive integer (the number of tokens T)")
-    if input_dim % T:
-        raise ShapeError(f"{at}: input_dim {input_dim} is not a multiple of {T} tokens "
-                         "(inputs are T x d, flattened by rows)")
-    d = input_dim // T
-    heads = spec.get("heads")
-    if not isinstance(heads, list) or not heads:
-        raise InputError(f"{at}: \"heads\" must be a non-empty list of {{query, key, value, out}}")
-    mats = {"query": [], "key": [], "value": [], "out": []}
-    for h, hs in enumerate(heads):
-        if not isinstance(hs, dict):
-            raise InputError(f"{at}.heads[{h}] must be an object with \"query\", \"key\", \"value\" and \"out\" matrices")
-        check_keys(hs, f"{at}.heads[{h}]", *HEAD_KEYS, error=InputError)
-        for k in mats:
-            m = _float_matrix(hs[k], f"{at}.heads[{h}].{k}")
-            rows = mats["value"][-1].shape[1] if k == "out" else d
-            if m.shape[0] != rows:
-                raise ShapeError(f"{at}.heads[{h}].{k} has {m.shape[0]} rows, expected {rows}")
-            mats[k].append(m)
-    from .attention import scoring_from_json
-
-    try:
-        return NumericAttention(T, mats["query"], mats["key"], mats["value"], mats["out"], *scoring_from_json(spec, at))
-    except InputError as e:
-        raise InputError(f"{at}: {e}") from None
-
-
 def _floats_as_exact(value, where: str):
     """``value`` with every JSON float replaced by the string of its exact binary value ("p/q"), for the
     exact reader; a NaN or an infinity is refused (exit 2)."""
@@ -774,52 +720,49 @@ def _floats_as_exact(value, where: str):
     return value
 
 
+@functools.lru_cache(maxsize=1)
+def float_json_readers() -> dict:
+    """model-file ``"type"`` -> the float class that reads it with floats allowed (``json_types`` and
+    ``from_float_json`` of the kinds' float classes); a type without one is read by the exact reader."""
+    out = {}
+    for kind in kind_names():
+        cls = float_class(kind)
+        for t in getattr(cls, "json_types", ()):
+            out[t] = cls
+    return out
+
+
 def model_from_json(data, where: str = "model") -> NumericModel:
-    """A numeric model from the ``symeq-model/1`` structure; floats and "p/q" strings allowed."""
+    """A numeric model from the ``symeq-model/1`` structure; floats and "p/q" strings allowed.
+
+    Each layer is read by its kind's float class (:func:`float_json_readers`); a file with a layer type
+    no float class reads (a convolution, a pooling, a flatten) is read by the exact reader (kernels,
+    pooling folded, the same strict keys), every float in it handed over as its exact binary value, so
+    nothing rounds, and then made float."""
     from ..groups.core import GENERATOR_KEYS, GROUP_KEYS
-    from ..io import DENSE_KEYS, model_header
+    from ..io import model_header
 
     n = model_header(data, where)
     specs = data.get("layers")
     if not isinstance(specs, list) or not specs:
         raise InputError(f"{where}.layers must be a non-empty list of layers")
-    from ..io import IMAGE_KINDS
-    if any(isinstance(sp, dict) and sp.get("type") in IMAGE_KINDS for sp in specs):
-        # a file with convolutions: the exact reader (kernels, pooling folded, strict keys), then floats; a
-        # float in it (this reader allows them) is handed over as its exact binary value, so nothing rounds
+    readers = float_json_readers()
+    if any(isinstance(sp, dict) and "type" in sp and (not isinstance(sp["type"], str) or sp["type"] not in readers)
+           for sp in specs):
         from ..io import model_from_json as exact_model_from_json
 
         return from_exact(exact_model_from_json(_floats_as_exact(data, where), where))
-    layers, width = [], n
-    tokens = None  # after an attention layer, dense layers act token-wise with per-token weights
+    layers, ctx = [], ReadContext(n, n)
     for i, spec in enumerate(specs):
         at = f"{where}.layers[{i}]"
-        if isinstance(spec, dict) and spec.get("type") == "attention":
-            if i != 0:
-                raise InputError(f"{at}: an attention layer must be the first layer")
-            att = _attention_from_json(spec, n, at)
-            layers.append(att)
-            tokens, width = att.tokens, att.d_out
-            continue
         if not isinstance(spec, dict):
-            raise InputError(f"{at} must be an object with a \"weight\" and a \"bias\"")
+            raise InputError(f"{at} must be an object with a \"type\"")
         if "type" not in spec:  # required, as the exact reader and the checker require it (one schema)
             raise InputError(f"{at}: missing key \"type\" (\"dense\", \"conv2d\", \"flatten\", \"attention\", ...)")
-        if spec["type"] != "dense":
-            raise InputError(f"{at}: unknown layer type {spec.get('type')!r}; numeric models know \"dense\" and "
-                             "\"attention\"")
-        check_keys(spec, at, *DENSE_KEYS, error=InputError)
-        W = _float_matrix(spec["weight"], f"{at}.weight", cols=width)
-        b = None if spec.get("bias") is None else _float_matrix(spec["bias"], f"{at}.bias", vector=True)
-        if b is not None and b.shape[0] != W.shape[0]:
-            raise ShapeError(f"{at}.bias has length {b.shape[0]}, expected {W.shape[0]}")
-        act = numeric_activation(spec.get("activation"), f"{at}.activation")
-        if tokens is None:
-            layers.append(NumericDenseLayer(W, b, act))
-        else:
-            b = np.zeros(W.shape[0]) if b is None else b
-            layers.append(NumericDenseLayer(np.kron(np.eye(tokens), W), np.tile(b, tokens), act, tokens))
-        width = W.shape[0]
+        ctx.index, cls = i, readers[spec["type"]]
+        if i and "token-mixing" in kind_class(cls.kind).capabilities:
+            raise InputError(f"{at}: an {spec['type']} layer must be the first layer")
+        layers.append(cls.from_float_json(spec, ctx, at))
     group = None
     if data.get("group") is not None:
         g = data["group"]

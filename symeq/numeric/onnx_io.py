@@ -69,6 +69,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
@@ -94,9 +95,13 @@ ACTIVATION_OPS = tuple(dict.fromkeys(("Tanh", "Sigmoid", "Relu", "LeakyRelu", "E
 FOLDED_OPS = ("BatchNormalization (eval)", "AveragePool", "GlobalAveragePool", "ReduceMean over H, W",
               "Reshape to 5-d + ReduceMean over each field",
               "Dropout (eval)", "Softmax / LogSoftmax at the output")
-POOLING_OPS = ("MaxPool (a maxpool2d layer)", "Reshape to 5-d + ReduceMax over each field (a group_pool layer)")
-SUPPORTED = ", ".join(LINEAR_OPS[:2] + ("Conv (any group: block-diagonal kernels)", "Add (a bias)") + SHAPE_OPS +
-                      ("Constant",) + FOLDED_OPS + POOLING_OPS + tuple(o for o in ACTIVATION_OPS if o not in ("Add", "Identity")))
+
+
+def supported() -> str:
+    """The operators the chain reader reads, for its messages (the kinds' own rules included)."""
+    kinds = tuple(r.text for table in kind_onnx_rules() for r in table.values())
+    return ", ".join(LINEAR_OPS[:2] + ("Conv (any group: block-diagonal kernels)", "Add (a bias)") + SHAPE_OPS +
+                     ("Constant",) + FOLDED_OPS + kinds + tuple(o for o in ACTIVATION_OPS if o not in ("Add", "Identity")))
 
 
 def _onnx():
@@ -358,28 +363,54 @@ class _Linear:
         return self.shape.out_channels if self.shape is not None else self.raw_K.shape[0]
 
 
-class _PoolItem:
-    """A pooling layer read from ONNX (``MaxPool``; a 5-d ``Reshape`` then ``ReduceMax`` over the fields'
-    channels: escnn's GroupPooling): a parameter-free layer of the chain (symeq.layers.pooling), built as the
-    exact or the float layer by :func:`_pool_layer`."""
+class _KindItem:
+    """A layer a kind's ONNX rule read (:func:`kind_onnx_rules`; the pooling kinds'), in the reader's list
+    of layers: the exact layer, made float by its kind's float twin when the float model is built."""
 
-    def __init__(self, kind, params, in_shape, where):
-        self.kind, self.params, self.in_shape, self.where = kind, params, in_shape, where
+    def __init__(self, layer, where):
+        self.layer, self.where = layer, where
         self.activation = None
 
 
-def _pool_layer(item: _PoolItem, exact: bool):
-    """The exact layer of ``item``'s kind (the registry's class: :mod:`symeq.layers.pooling`) or its float twin
-    (:func:`symeq.numeric.models.float_twin`: :mod:`symeq.layers.pooling.floating`, with the float ReLU unit
-    that names a maximum's group)."""
-    from ..layers.registry import kind_class
-
-    layer = kind_class(item.kind)(item.in_shape, *item.params)
+def _kind_layer(item: _KindItem, exact: bool):
+    """The exact layer of ``item`` or its float twin (:func:`symeq.numeric.models.float_twin`)."""
     if exact:
-        return layer
+        return item.layer
     from .models import float_twin
 
-    return float_twin(layer)
+    return float_twin(item.layer)
+
+
+class _NodeView:
+    """What a kind's ONNX rule sees of a node: ``attr(name, default)``, ``axes()`` (the attribute, or the
+    constant second input of opset 18) and ``outputs``."""
+
+    def __init__(self, reader, node, where):
+        self._reader, self._node, self._where = reader, node, where
+        self.outputs = list(node.output)
+
+    def attr(self, name, default=None):
+        return _attr(self._node, name, default)
+
+    def axes(self):
+        axes = _attr(self._node, "axes")
+        if axes is None and len(self._node.input) > 1 and self._node.input[1]:
+            axes = [int(v) for v in np.asarray(self._reader.need(self._node.input[1], self._where)).reshape(-1)]
+        return axes
+
+
+@functools.lru_cache(maxsize=1)
+def kind_onnx_rules() -> tuple:
+    """(operator -> rule, operator after a 5-d Reshape -> rule): the ONNX operators the layer kinds read
+    themselves (``ONNX_OPERATORS`` and ``ONNX_FIELD_OPERATORS`` of each kind's float unit)."""
+    from ..layers.registry import float_unit, kind_names
+
+    plain, fields = {}, {}
+    for kind in kind_names():
+        unit = float_unit(kind)
+        plain.update(getattr(unit, "ONNX_OPERATORS", {}))
+        fields.update(getattr(unit, "ONNX_FIELD_OPERATORS", {}))
+    return plain, fields
 
 
 def _bn_scale(gamma, var, eps):
@@ -489,14 +520,17 @@ class _ChainReader:
                     self.refuse(where, op, "residual addition: the chain reader reads chains (the graph reader reads it: docs/graphs.md)")
                 raise InputError(f"{where}: operator {op} does not read the current activations {self.cur!r} "
                                  "(symeq reads chains of layers, not branching graphs)")
-            if self.fields is not None and op not in ("ReduceMax", "ReduceMean"):
+            if self.fields is not None and op != "ReduceMean" and op not in kind_onnx_rules()[1]:
                 self.refuse(where, op, "after a Reshape to 5-d (batch, fields, group, H, W) symeq reads only a "
                             "reduction over the fields' channels")
             handler = HANDLERS.get(op)
+            if handler is None and op in kind_onnx_rules()[0]:  # an operator a layer kind reads itself
+                self.kind_layer(kind_onnx_rules()[0][op], node, where)
+                continue
             if handler is None:
                 if op in REFUSED:
                     self.refuse(where, op, REFUSED[op])
-                self.refuse(where, op, f"symeq has no reader rule for it; it reads {SUPPORTED}")
+                self.refuse(where, op, f"symeq has no reader rule for it; it reads {supported()}")
             handler(self, node, where)
         return self.finish()
 
@@ -832,8 +866,11 @@ class _ChainReader:
         if axes is None and len(node.input) > 1 and node.input[1]:
             axes = [int(v) for v in np.asarray(self.need(node.input[1], where)).reshape(-1)]
         if self.fields is not None:
-            if op == "ReduceMax":
-                return self.group_max(node, where)
+            rule = kind_onnx_rules()[1].get(op)
+            if rule is not None:
+                F, G = self.fields
+                self.fields = None
+                return self.kind_layer(rule, node, where, (F, G))
             if axes is None or [int(a) % 5 for a in axes] != [2] or int(_attr(node, "keepdims", 1)):
                 self.refuse(where, op, f"after a Reshape to 5-d symeq reads ReduceMean over axis 2 (a mean over each "
                             f"field's channels) with keepdims=0, got axes {axes}")
@@ -880,41 +917,19 @@ class _ChainReader:
         self.width = F * H * W
         self.advance(node.output[0])
 
-    def max_pool(self, node, where):
-        """MaxPool 2-d (torch's MaxPool2d) after an activation: a maxpool2d layer of its own."""
-        ks = list(_attr(node, "kernel_shape", []))
-        st = list(_attr(node, "strides", ks))
-        pads = list(_attr(node, "pads", [0, 0, 0, 0]))
-        auto = _attr(node, "auto_pad", b"NOTSET")
-        if (len(ks) != 2 or len(set(ks)) != 1 or len(set(st)) != 1 or len(set(pads)) != 1
-                or int(_attr(node, "ceil_mode", 0)) or auto not in (b"NOTSET", "NOTSET")
-                or list(_attr(node, "dilations", [1, 1])) != [1, 1] or len(node.output) > 1 and node.output[1]):
-            raise InputError(f"{where}: symeq reads MaxPool 2-d with square windows, equal strides and pads, ceil_mode "
-                             f"0, dilation 1 and no indices (got kernel {ks}, strides {st}, pads {pads})")
-        self.pool_layer(_PoolItem("maxpool2d", (int(ks[0]), int(st[0]), int(pads[0])), self.shape, where), where)
-
-    def group_max(self, node, where):
-        """ReduceMax over axis 2 after a Reshape to (batch, F, G, H, W): escnn's GroupPooling, a group_pool layer."""
-        axes = _attr(node, "axes")
-        if axes is None and len(node.input) > 1 and node.input[1]:
-            axes = [int(v) for v in np.asarray(self.need(node.input[1], where)).reshape(-1)]
-        if axes is None or [int(a) % 5 for a in axes] != [2] or int(_attr(node, "keepdims", 1)):
-            self.refuse(where, "ReduceMax", f"after a Reshape to 5-d symeq reads ReduceMax over axis 2 (a max over each "
-                        f"field's channels, escnn's GroupPooling) with keepdims=0, got axes {axes}")
-        F, G = self.fields
-        self.fields = None
-        self.pool_layer(_PoolItem("group_pool", (G,), self.shape, where), where)
-
-    def pool_layer(self, item: _PoolItem, where):
+    def kind_layer(self, rule, node, where, fields=None):
+        """An operator a layer kind reads (its ``ONNX_OPERATORS``, :func:`kind_onnx_rules`), after an
+        activation: the kind's rule builds the exact layer (its shape and refusals now, before the rest is
+        read); a parameter-free layer of the chain of its own."""
         if self.shape is None:
-            raise InputError(f"{where}: pooling needs image-shaped activations (batch, C, H, W)")
+            raise InputError(f"{where}: {node.op_type} needs image-shaped activations (batch, C, H, W)")
         if self.pending is not None or self.pre:
-            raise InputError(f"{where}: a max pooling is read after an activation only (a hidden space of its own; "
-                             "a maximum before the activation is not a layer of symeq's chain)")
-        layer = _pool_layer(item, exact=True)  # its shape (and its refusals) now, before the rest is read
-        self.layers.append(item)
+            raise InputError(f"{where}: a {node.op_type} is read after an activation only (a hidden space of its own; "
+                             "it is not a layer of symeq's chain before the activation)")
+        layer = rule.read(_NodeView(self, node, where), self.shape, fields, where)
+        self.layers.append(_KindItem(layer, where))
         self.shape, self.width = layer.out_shape, layer.out_dim
-        self.note(f"{where}: read as a {item.kind} layer ({layer.label})")
+        self.note(f"{where}: read as a {layer.kind} layer ({layer.label})")
         self.advance(self.nodes[self.i].output[0])
 
     def bias_add(self, node, where):
@@ -1110,7 +1125,7 @@ def _compose_kernels(K1, b1, K2, b2, s1: int, N):
 HANDLERS = {
     "Gemm": _ChainReader.gemm, "MatMul": _ChainReader.matmul, "Conv": _ChainReader.conv,
     "BatchNormalization": _ChainReader.batchnorm, "AveragePool": _ChainReader.average_pool,
-    "GlobalAveragePool": _ChainReader.average_pool, "ReduceMean": _ChainReader.reduce, "MaxPool": _ChainReader.max_pool,
+    "GlobalAveragePool": _ChainReader.average_pool, "ReduceMean": _ChainReader.reduce,
     "ReduceMax": _ChainReader.reduce, "Flatten": _ChainReader.flatten, "Reshape": _ChainReader.reshape,
     "Identity": _ChainReader.identity, "Squeeze": _ChainReader.squeeze, "Dropout": _ChainReader.dropout, "Softmax": _ChainReader.softmax,
     "LogSoftmax": _ChainReader.softmax, "Add": _ChainReader.bias_add,
@@ -1152,7 +1167,7 @@ def _realised(r: _ChainReader, N) -> list:
 def _realised_list(layers, N) -> list:
     out = []
     for lin in layers:
-        if isinstance(lin, _PoolItem):  # parameter-free: built by _pool_layer
+        if isinstance(lin, _KindItem):  # a kind's own layer (parameter-free): built by _kind_layer
             out.append((lin, None, None, lin.where))
             continue
         K, b = _replay(lin, N)
@@ -1225,8 +1240,8 @@ def float_layer(W, b, act, where):
     from .conv import NumericConvLayer
     from .models import NumericDenseLayer, numeric_activation
 
-    if isinstance(W, _PoolItem):
-        return _pool_layer(W, exact=False)
+    if isinstance(W, _KindItem):
+        return _kind_layer(W, exact=False)
     try:
         a = None if act is None else numeric_activation(act, where)
     except InputError as e:
@@ -1295,12 +1310,12 @@ def load_onnx_exact(path):
 
     r = read_onnx_chain(path)
     for lin in r.layers:  # size guards before the exact work
-        if not isinstance(lin, _PoolItem):
+        if not isinstance(lin, _KindItem):
             check_width(lin.shape.out_dim if lin.shape is not None else lin.raw_K.shape[0], f"{lin.where}: layer width")
     layers = []
     for W, b, act, where in _realised(r, ExactFold):
-        if isinstance(W, _PoolItem):
-            layers.append(_pool_layer(W, exact=True))
+        if isinstance(W, _KindItem):
+            layers.append(_kind_layer(W, exact=True))
             continue
         try:
             a = None if act is None else activation_from_spec(act, where)

@@ -47,6 +47,7 @@ from typing import ClassVar
 
 from flint import fmpq, fmpq_mat
 
+from ...canonical import Form, plain_form
 from ...errors import InputError, ShapeError, Undetermined
 from ...numbers import as_fmpq, monomial_parts
 from ..base import NoPartner
@@ -444,3 +445,33 @@ def _read_pool(spec: dict, ctx, at: str):
 LAYER_KINDS = (MaxPool2dLayer, GroupPoolLayer)
 JSON_READERS = {"maxpool2d": _read_pool, "group_pool": _read_pool}
 JSON_ADVERTISED = ("maxpool2d", "group_pool")
+
+
+# -- the digest form (docs/certificates.md "Digests"; symeq.digest asks the registry) ---------------------
+
+def maxpool_digest_form(spec: dict, shape):
+    """A max pooling layer (docs/conv.md): its input shape, kernel_size, stride (default: the kernel size)
+    and padding (default 0) written; the shape after it."""
+    layer, _ = plain_form(spec, shape)
+    if spec.get("input_shape") is not None:
+        shape = [int(v) for v in spec["input_shape"]]
+    C, H, W = shape
+    k = int(spec["kernel_size"])
+    s = int(spec["stride"]) if spec.get("stride") is not None else k
+    p = int(spec.get("padding", 0))
+    layer.update(input_shape=[str(v) for v in shape], kernel_size=str(k), stride=str(s), padding=str(p))
+    return layer, [C, (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1]
+
+
+def group_pool_digest_form(spec: dict, shape):
+    """A group pooling layer: its input shape and field_size written; the shape after it."""
+    layer, _ = plain_form(spec, shape)
+    if spec.get("input_shape") is not None:
+        shape = [int(v) for v in spec["input_shape"]]
+    C, H, W = shape
+    n = int(spec["field_size"])
+    layer.update(input_shape=[str(v) for v in shape], field_size=str(n))
+    return layer, [C // n, H, W]
+
+
+DIGEST_FORMS = {"maxpool2d": Form(maxpool_digest_form, image=True), "group_pool": Form(group_pool_digest_form, image=True)}

@@ -20,7 +20,7 @@ layer's torch modules (``torch_modules``) and the torch classes it reads (``torc
 """
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Callable, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -199,3 +199,55 @@ def _group_max_module(torch, n: int):
 
 FLOAT_LAYERS = (NumericMaxPool2d, NumericGroupPool)
 """The float twins of this module's kinds (the kind's ``float_module`` declares this module)."""
+
+
+# -- ONNX in (symeq.numeric.onnx_io asks ONNX_OPERATORS and ONNX_FIELD_OPERATORS) ---------------------------
+
+def _onnx_maxpool(node, shape, fields, where):
+    """ONNX ``MaxPool`` 2-d (torch's MaxPool2d) on images of ``shape``: the exact maxpool2d layer."""
+    from ...errors import InputError
+    from . import MaxPool2dLayer
+
+    ks = list(node.attr("kernel_shape", []))
+    st = list(node.attr("strides", ks))
+    pads = list(node.attr("pads", [0, 0, 0, 0]))
+    auto = node.attr("auto_pad", b"NOTSET")
+    if (len(ks) != 2 or len(set(ks)) != 1 or len(set(st)) != 1 or len(set(pads)) != 1
+            or int(node.attr("ceil_mode", 0)) or auto not in (b"NOTSET", "NOTSET")
+            or list(node.attr("dilations", [1, 1])) != [1, 1] or len(node.outputs) > 1 and node.outputs[1]):
+        raise InputError(f"{where}: symeq reads MaxPool 2-d with square windows, equal strides and pads, ceil_mode "
+                         f"0, dilation 1 and no indices (got kernel {ks}, strides {st}, pads {pads})")
+    return MaxPool2dLayer(shape, int(ks[0]), int(st[0]), int(pads[0]))
+
+
+def _onnx_group_max(node, shape, fields, where):
+    """ONNX ``ReduceMax`` over axis 2 after a Reshape to (batch, F, G, H, W): escnn's GroupPooling, the exact
+    group_pool layer with fields of G channels."""
+    from ...errors import InputError
+    from . import GroupPoolLayer
+
+    axes = node.axes()
+    if axes is None or [int(a) % 5 for a in axes] != [2] or int(node.attr("keepdims", 1)):
+        raise InputError(f"{where}: operator ReduceMax is not supported: after a Reshape to 5-d symeq reads ReduceMax "
+                         f"over axis 2 (a max over each field's channels, escnn's GroupPooling) with keepdims=0, got "
+                         f"axes {axes}")
+    return GroupPoolLayer(shape, fields[1])
+
+
+class OnnxRule(NamedTuple):
+    """How an ONNX operator is read as a layer of this kind: ``read(node, shape, fields, where)`` returns the
+    exact layer (``node``: the reader's view of the node, with ``attr(name, default)``, ``axes()`` and
+    ``outputs``; ``fields``: (F, G) after a 5-d Reshape, else None); ``text``: its line in the reader's
+    list of what it reads."""
+
+    read: Callable
+    text: str
+
+
+ONNX_OPERATORS = {"MaxPool": OnnxRule(_onnx_maxpool, "MaxPool (a maxpool2d layer)")}
+"""ONNX operators read as a layer of these kinds, after an activation (a hidden space of its own)."""
+
+ONNX_FIELD_OPERATORS = {"ReduceMax": OnnxRule(_onnx_group_max, "Reshape to 5-d + ReduceMax over each field "
+                                                                "(a group_pool layer)")}
+"""ONNX operators read as a layer of these kinds right after a Reshape to (batch, F, G, H, W)."""
+
