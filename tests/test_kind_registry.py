@@ -181,3 +181,113 @@ def test_a_layer_without_type_is_refused_by_the_exact_and_the_float_reader_alike
     assert messages[0] == messages[1]
     data["layers"][0]["type"] = "dense"
     assert model_from_json(data).widths == float_model_from_json(data).widths == [1, 1]
+
+
+class _FloatScale:
+    """The toy kind's float twin: x -> c x in float64, with its torch module read and written."""
+
+    kind = "scale"
+    activation = None
+    torch_classes = ("ToyScale",)
+    json_types = ()
+
+    def __init__(self, c: float, dim: int):
+        self.c, self.dim = float(c), dim
+        self.in_dim = self.out_dim = dim
+
+    @classmethod
+    def float_twin(cls, layer, activation):
+        return cls(int(layer.c.p) / int(layer.c.q), layer.dim)
+
+    def forward(self, X):
+        return X * self.c
+
+    def torch_modules(self, torch, dtype):
+        return [_toy_torch_scale(torch)(self.c)]
+
+    @classmethod
+    def from_torch(cls, mod, name, shape, label):
+        from symeq.numeric.models import numeric_activation
+
+        layer = cls(mod.c, mod.dim)
+        layer.activation = numeric_activation("relu")  # a hidden space's group, named as the pooling kinds name it
+        return layer
+
+
+def _toy_torch_scale(torch):
+    class ToyScale(torch.nn.Module):
+        def __init__(self, c, dim=2):
+            super().__init__()
+            self.c, self.dim = c, dim
+
+        def forward(self, x):
+            return x * self.c
+
+    return ToyScale
+
+
+def _scale_form(spec, shape):
+    from symeq.canonical import normal
+
+    return {"type": "scale", "c": normal(spec["c"])}, shape  # its own form: "dim" left out
+
+
+@pytest.fixture
+def scale_unit(monkeypatch):
+    """The toy kind as a whole unit: its exact module (reader, digest form) and its float unit (float twin,
+    torch modules), registered by the one line of KIND_MODULES and nothing else."""
+    from symeq.canonical import Form
+    from symeq.numeric import models as numeric_models
+
+    exact, floating = types.ModuleType("toy_scale_unit"), types.ModuleType("toy_scale_unit.floating")
+    layer_cls = type("_ScaleUnitLayer", (_ScaleLayer,), {"float_module": "toy_scale_unit.floating"})
+    exact.LAYER_KINDS, exact.JSON_READERS, exact.JSON_ADVERTISED = (layer_cls,), {
+        "scale": lambda spec, ctx, at: layer_cls(*(lambda l: (l.c, l.dim))(_read_scale(spec, ctx, at)))}, ("scale",)
+    exact.DIGEST_FORMS = {"scale": Form(_scale_form)}
+    floating.FLOAT_LAYERS = (_FloatScale,)
+    monkeypatch.setitem(sys.modules, "toy_scale_unit", exact)
+    monkeypatch.setitem(sys.modules, "toy_scale_unit.floating", floating)
+    monkeypatch.setattr(registry, "KIND_MODULES", registry.KIND_MODULES + ("toy_scale_unit",))  # the one line
+    for table in ("_KINDS", "_READERS", "_FORMS", "_FORMS_AFTER_IMAGE"):
+        monkeypatch.setattr(registry, table, {})
+    monkeypatch.setattr(registry, "_ADVERTISED", [])
+    caches = (numeric_models.float_class, numeric_models.torch_layer_classes, numeric_models.float_json_readers)
+    for c in caches:
+        c.cache_clear()
+    yield
+    for c in caches:
+        c.cache_clear()
+
+
+def test_a_new_kind_with_a_float_side_is_still_its_unit_plus_one_line(scale_unit):
+    """The float twin, the float reader's hand-over, the digest form and torch in and out of a new kind follow
+    from its own declarations: nothing outside the unit names it."""
+    import numpy as np
+
+    from symeq.digest import canonical_layers, layers_digest
+    from symeq.numeric.models import from_exact, model_from_json as float_model_from_json
+
+    data = {"format": "symeq-model/1", "input_dim": 2, "layers": [
+        {"type": "dense", "weight": [[1, 2], [3, 4]], "bias": [0, 1], "activation": {"type": "tanh_series", "order": 3}},
+        {"type": "scale", "c": "1/2", "dim": 2}]}
+    model = model_from_json(data)
+    assert canonical_layers(data["layers"])[1] == {"type": "scale", "c": "1/2"}  # the kind's form, not the plain one
+    assert layers_digest(data["layers"], 2) == layers_digest(
+        [data["layers"][0], {"type": "scale", "c": "0.5", "dim": 2}], 2)
+    twin = from_exact(model)
+    assert isinstance(twin.layers[1], _FloatScale) and twin.layers[1].c == 0.5
+    x = np.array([[0.25, -1.0]])
+    assert np.allclose(twin.forward(x), twin.layers[0].forward(x) * 0.5)
+    # the float model-file reader: a type without a float reader goes to the exact reader, floats kept exact
+    back = float_model_from_json({**data, "layers": [data["layers"][0], {"type": "scale", "c": 0.5, "dim": 2}]})
+    assert isinstance(back.layers[1], _FloatScale) and back.layers[1].c == 0.5
+    torch = pytest.importorskip("torch", reason="torch in and out needs torch: pip install 'symeq[numeric]'")
+    from symeq.numeric.models import from_torch
+
+    net = twin.to_torch()
+    assert type(net[-1]).__name__ == "ToyScale"
+    with torch.no_grad():
+        assert np.allclose(net(torch.tensor(x)).numpy(), twin.forward(x))
+    head = torch.nn.Linear(2, 1, dtype=torch.float64)  # the torch reader wants the affine last layer a Linear
+    read = from_torch(torch.nn.Sequential(*net, head))
+    assert isinstance(read.layers[1], _FloatScale) and read.layers[1].c == 0.5 and read.widths == [2, 2, 2, 1]

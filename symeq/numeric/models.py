@@ -1087,7 +1087,7 @@ class _TorchChain:
         elif isinstance(mod, nn.Unflatten):  # symeq's own export puts it before a pooling module
             self.unflatten(label, mod)
         elif kind in torch_layer_classes():  # a kind's own torch modules (the pooling kinds')
-            self.pool_layer(label, mod, kind)
+            self.kind_layer(label, mod, kind)
         elif kind in _TORCH_REFUSED:
             raise InputError(f"module {label} is a {kind}: {_TORCH_REFUSED[kind]}")
         elif isinstance(mod, (nn.Softmax, nn.LogSoftmax)):
@@ -1270,15 +1270,16 @@ class _TorchChain:
             self.pre.append(("pool", pool, label))
         self.shape = (C, (H - pool[0]) // pool[2] + 1, (W - pool[1]) // pool[3] + 1)
 
-    def pool_layer(self, label, mod, kind) -> None:
+    def kind_layer(self, label, mod, kind) -> None:
+        """A torch module a kind's float class reads itself (``torch_classes``, ``from_torch``), after an
+        activation: a parameter-free layer of the chain of its own."""
         if self.pending is not None or self.pre:
             raise InputError(f"module {label}: a {kind} is read after an activation only (a hidden space of "
                              "its own); put it after the ReLU")
-        if self.shape is None:
-            raise InputError(f"module {label}: {kind} needs image-shaped activations (pass input_shape)")
         layer = torch_layer_classes()[kind].from_torch(mod, kind, self.shape, label)
         self.layers.append(layer)
-        self.shape, self.image = layer.out_shape, True
+        self.shape = getattr(layer, "out_shape", None)  # an image kind's output shape (the pooling kinds')
+        self.image = self.image or self.shape is not None
 
     def unflatten(self, label, mod) -> None:
         """``Unflatten`` of the features to (C, H, W): the identity on the channel-major order (symeq's

@@ -128,6 +128,7 @@ class NumericMaxPool2d(_FloatPool, MaxPool2dGeometry):
         from ...errors import InputError
         from ...numeric.models import numeric_activation
 
+        _image(shape, name, label)
         pair = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v)  # noqa: E731
         k, s, p, d = pair(mod.kernel_size), pair(mod.stride if mod.stride else mod.kernel_size), pair(mod.padding), \
             pair(mod.dilation)
@@ -155,6 +156,7 @@ class NumericGroupPool(_FloatPool, GroupPoolGeometry):
         from ...errors import InputError
         from ...numeric.models import numeric_activation
 
+        _image(shape, name, label)
         n = getattr(mod, "field_size", None)
         if n is None and name == "MaxPoolChannels":  # escnn's and e2cnn's export: MaxPoolChannels(kernel_size)
             n = getattr(mod, "kernel_size", None)
@@ -175,6 +177,13 @@ class NumericGroupPool(_FloatPool, GroupPoolGeometry):
         ok = spread <= FIELD_FACTOR_TOL
         out = np.where(ok[:, None], np.broadcast_to(mean, blocks.shape), blocks).reshape(-1)
         return out, float(np.max(spread[ok], initial=0.0))
+
+
+def _image(shape, name: str, label: str) -> None:
+    from ...errors import InputError
+
+    if shape is None:
+        raise InputError(f"module {label}: {name} needs image-shaped activations (pass input_shape)")
 
 
 def _with(layer, activation):
