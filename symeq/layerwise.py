@@ -160,7 +160,7 @@ def check_layerwise(model: Model, group: FiniteGroup, actions, deadline: Deadlin
         inputs = [_sparse(model.layers[0], A, "in") for A in inputs]
         outputs = [_sparse(model.layers[-1], B, "out") for B in outputs]
     latents = [[hidden(i, gi) for i in range(L - 1)] + [outputs[gi]] for gi in range(len(group.generators))]
-    r = cayley_homomorphism(inputs, latents, compose=lambda a, b: a * b,
+    r = cayley_homomorphism(inputs, latents, compose=_compose,
                             identity=_identity_like, key=_action_key,
                             deviation=lambda x, y: 0 if x == y else 1, max_order=group.max_order,
                             names=group.names, stop_at_first=True, deadline=deadline,
@@ -180,7 +180,18 @@ def _sparse(layer, M, side: str):
     return M if a is None else a
 
 
+def _compose(a, b):
+    """a * b; two monomial matrices that remember their parts (numbers.MonomialMatrix) in linear time."""
+    pa, pb = getattr(a, "parts", None), getattr(b, "parts", None)
+    if pa is None or pb is None:
+        return a * b
+    (ca, va), (cb, vb) = pa, pb
+    return monomial_matrix([cb[c] for c in ca], [x * vb[c] for x, c in zip(va, ca)])
+
+
 def _identity_like(a):
+    if getattr(a, "parts", None) is not None:
+        return monomial_matrix(range(a.nrows()), [1] * a.nrows())
     return a.identity() if hasattr(a, "identity") and not isinstance(a, fmpq_mat) else identity(a.nrows())
 
 

@@ -191,29 +191,53 @@ def monomial_parts(m: fmpq_mat) -> tuple[list[int], list[fmpq]] | None:
     >>> monomial_parts(matrix([[1, 1], [0, 1]])) is None
     True
     """
-    if m.nrows() != m.ncols():
+    parts = getattr(m, "parts", None)  # a MonomialMatrix remembers them (monomial_matrix)
+    if parts is not None:
+        return list(parts[0]), list(parts[1])
+    n = m.nrows()
+    if n != m.ncols():
         return None
-    cols, vals, seen = [], [], set()
-    for row in mat_rows(m):
-        nz = [(j, x) for j, x in enumerate(row) if x != 0]
-        if len(nz) != 1 or nz[0][0] in seen:
-            return None
-        seen.add(nz[0][0])
-        cols.append(nz[0][0])
-        vals.append(nz[0][1])
-    return cols, vals
+    e = m.entries()
+    nz = [i for i, x in enumerate(e) if x]  # row-major: one nonzero per row, in distinct columns
+    if len(nz) != n:
+        return None
+    cols = [i % n for i in nz]
+    if [i // n for i in nz] != list(range(n)) or len(set(cols)) != n:
+        return None
+    return cols, [e[i] for i in nz]
 
 
 def is_monomial(m: fmpq_mat) -> bool:
     return monomial_parts(m) is not None
 
 
+class MonomialMatrix(fmpq_mat):
+    """An exact matrix built by :func:`monomial_matrix`, which remembers its monomial ``parts``
+    ``(columns, values)`` so that :func:`monomial_parts` does not scan its n^2 entries again (a
+    1024 x 1024 latent action: 0.4 s a scan).  ``parts`` is None when the entries do not make it
+    monomial (a zero value, a repeated column) or once an entry is set afterwards."""
+
+    __slots__ = ("parts",)
+
+    def __setitem__(self, key, value):
+        self.parts = None
+        fmpq_mat.__setitem__(self, key, value)
+
+
 def monomial_matrix(cols: Sequence[int], vals: Sequence) -> fmpq_mat:
-    """The matrix with entry ``vals[i]`` at ``(i, cols[i])``."""
+    """The matrix with entry ``vals[i]`` at ``(i, cols[i])``.
+
+    >>> m = monomial_matrix([1, 0], [2, -1])
+    >>> m.parts, monomial_parts(m) == monomial_parts(fmpq_mat(m))
+    (([1, 0], [2, -1]), True)
+    """
     n = len(cols)
-    m = fmpq_mat(n, n)
+    m = MonomialMatrix(n, n)
     for i, (j, v) in enumerate(zip(cols, vals)):
-        m[i, j] = v
+        fmpq_mat.__setitem__(m, (i, j), v)
+    cols = [int(j) for j in cols]
+    vals = [m[i, j] for i, j in enumerate(cols)]
+    m.parts = (cols, vals) if len(set(cols)) == n and all(vals) else None
     return m
 
 

@@ -150,11 +150,11 @@ def canonical_rows(rows, bias, act: Activation, affine: bool = False):
     for r, b in zip(rows, bias):
         vec = list(r) + [b - s]
         c = act.affine_canonical_scale(vec) if affine else act.canonical_scale(vec)
-        # (numerator, denominator) pairs hash ~5x faster than fmpq (whose hash goes through Fraction)
-        if c == 1:
-            keys.append(tuple((int(x.p), int(x.q)) for x in vec))
-        else:
-            keys.append(tuple((int(y.p), int(y.q)) for y in (x / c for x in vec)))
+        if c != 1:
+            vec = [x / c for x in vec]
+        # the numerators then the denominators (reduced, so equal rows give equal keys), as fmpz: they hash
+        # ~5x faster than fmpq (whose hash goes through Fraction) and build 2x faster than python ints
+        keys.append(tuple([x.p for x in vec] + [x.q for x in vec]))
         scales.append(c)
     return keys, scales
 
