@@ -9,7 +9,7 @@ here (a chain goes the chain's road, unchanged).  The steps are the chain's, spa
    at additions: an affine branch carries the action of what it is added to), reduced to the signed
    permutations the projection uses (signs only where the space's activation is odd, none for ReLU,
    whose positive factors are not used: a subgroup of K_s); and the trivial action (the identity on
-   every hidden space), kept when it agrees with every join (:data:`JOIN_ACTIONS`).  Each is extended
+   every hidden space), kept when it agrees with every join (each op's ``float_combine``).  Each is extended
    to every element of G along words in the generators and must form a homomorphism (checked exactly
    on signed permutations); every layer node is averaged with it in floats, and the one nearest to
    theta in the whole-network parameter distance is theta-bar.  No candidate: undetermined.
@@ -40,6 +40,7 @@ import time
 import numpy as np
 
 from .errors import BudgetExceeded, InputError, Undetermined
+from .graph.ops.registry import join_op
 from .layers.registry import supports
 
 __all__ = ["certify_graph", "chain_or_graph"]
@@ -143,21 +144,16 @@ def _trivial_candidate(model, ngroup):
     return [[MonomialAction.identity(s.dim) for _ in ngroup.names] for s in model.hidden_spaces()]
 
 
-def _added(actions):
-    """An addition's action from its inputs': theirs when they all agree, else None."""
+def _same_action(a, b) -> bool:
     from .numeric.project import action_key
 
-    return actions[0] if all(action_key(a) == action_key(actions[0]) for a in actions) else None
+    return action_key(a) == action_key(b)
 
 
-def _concatenated(actions):
-    from .numeric.graph import _block_sum
+def _block_sum(actions):
+    from .numeric.graph import _block_sum as block_sum
 
-    return _block_sum(actions)
-
-
-#: what a join op's inputs' actions give on its output (the trivial candidate is checked against it)
-JOIN_ACTIONS = {"add": _added, "concat": _concatenated}
+    return block_sum(actions)
 
 
 def _chains(model, ngroup, gen, joins: bool):
@@ -172,9 +168,9 @@ def _chains(model, ngroup, gen, joins: bool):
     hidden = model.hidden_spaces()
     index = {"input": 0, **{s.name: i for i, s in enumerate(hidden, 1)}, model.output: len(hidden) + 1}
     for n in (n for n in model.nodes if n.is_join and joins):
-        rule = JOIN_ACTIONS.get(n.op)
+        rule = getattr(join_op(n.op), "float_combine", None)
         for c in chains:
-            got = None if rule is None else rule([c[index[i]] for i in n.inputs])
+            got = None if rule is None else rule([c[index[i]] for i in n.inputs], _same_action, _block_sum)
             if got is None or action_key(got) != action_key(c[index[n.name]]):
                 raise Undetermined(f"they disagree with the join {n.name} (its inputs' actions do not give its own)")
     return chains, index

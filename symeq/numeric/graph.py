@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
+from ..graph.ops.registry import join_op
 from ..layers.base import NoPartner
 from .layerwise import DEFAULT_TOL, NumericDerivation, _commutator_residual, _deviation, _homomorphism_error, \
     _match_candidates
@@ -169,11 +170,28 @@ class _Walk:
                  f"affine, the action forced by {where}: |W rho_in - rho W| / |W| and the same for b")
         self.acts[space] = target
 
+    # -- what a join op's float rule (JoinOp.float_derive, symeq/graph/ops/) may ask of the walk ----------
+
+    def deviation(self, a, b) -> float:
+        """The largest entrywise difference of two float actions."""
+        return _deviation(a, b)
+
+    def block_sum(self, actions: list):
+        """The block-diagonal sum of monomial actions, or None if one is not monomial."""
+        return _block_sum(actions)
+
+    def joint_match(self, n):
+        """(action, residual, how) of an addition of affine inputs only, with an activation (:func:`_joint_match`)."""
+        return _joint_match(self, n)
+
+    def force_concat(self, n, missing: list):
+        """(residual, how) of a concatenation's affine inputs matched as one layer (:func:`_force_concat`)."""
+        return _force_concat(self, n, missing)
+
     def join_node(self, n):
-        rule = FLOAT_JOINS.get(n.op)
+        rule = getattr(join_op(n.op), "float_derive", None)
         if rule is None:
-            raise InputError(f"node {n.name}: the float derivation has no rule for the join op {n.op!r} "
-                             f"(it has {', '.join(FLOAT_JOINS)})")
+            raise InputError(f"node {n.name}: the float derivation has no rule for the join op {n.op!r}")
         out = n.name == self.model.output
         rho, r, how = rule(self, n, out)
         after, bad, note = _after_activation(n.activation, rho)
@@ -183,27 +201,6 @@ class _Walk:
             after = self.B
         self.row(n.name, max(r, bad), how + note)
         self.acts[n.name] = after
-
-
-def _add(w: _Walk, n, out: bool):
-    """An addition: the known inputs' actions agree (their largest deviation is the residual), and that
-    action is forced on the affine inputs."""
-    ins = [w.acts.get(i) for i in n.inputs]
-    known = [(i, a) for i, a in zip(n.inputs, ins) if a is not None]
-    if not known and not out:
-        if n.activation is None:
-            raise NoPartner(f"node {n.name}: an addition of affine inputs only, without an activation, has no "
-                            "layerwise action at theta")
-        rho, r, how = _joint_match(w, n)
-    else:
-        rho = known[0][1] if known else w.B
-        r = max([_deviation(a, rho) for _, a in known[1:]], default=0.0)
-        how = (f"the known inputs' actions ({', '.join(i for i, _ in known)}) agree" if len(known) > 1 else
-               f"the action of {known[0][0]}" if known else "the output action")
-    for i, a in zip(n.inputs, ins):
-        if a is None:
-            w.force(i, rho, f"the addition {n.name}")
-    return rho, r, how
 
 
 def _joint_match(w: _Walk, n):
@@ -263,21 +260,6 @@ def _joint_dense(layers: list, act, where: str, stacked: bool):
     return NumericDenseLayer(W, np.concatenate([l.bias for l in layers]), act)
 
 
-def _concat(w: _Walk, n, out: bool):
-    """A concatenation: the block sum of its inputs' actions (each must be known)."""
-    missing = [i for i in n.inputs if w.acts.get(i) is None]
-    r, how = 0.0, "block sum of the inputs' actions"
-    if missing:
-        if n.activation is None:
-            raise NoPartner(f"node {n.name}: the concatenation reads affine inputs {missing} and has no activation: "
-                            "their actions are not known")
-        r, how = _force_concat(w, n, missing)
-    rho = _block_sum([w.acts[i] for i in n.inputs])
-    if rho is None:
-        raise NoPartner(f"node {n.name}: an input's action is not monomial")
-    return rho, r, how
-
-
 def _force_concat(w: _Walk, n, missing: list):
     """A concatenation with an activation of affine inputs (relu(cat(conv_a(x), conv_b(y)))): their rows,
     stacked, are one layer on the direct sum of their inputs, matched as a layer; the action found must
@@ -303,10 +285,6 @@ def _force_concat(w: _Walk, n, missing: list):
         at += layer.out_dim
     return float(rec[0]), (f"block sum; the affine inputs {', '.join(missing)} matched as one layer on their inputs' "
                            f"direct sum ({rec[3]}; max residual {rec[0]:.3g}), its blocks forced on each")
-
-
-#: the float rule of each join op (symeq.graph.ops): what its inputs' actions give
-FLOAT_JOINS = {"add": _add, "concat": _concat}
 
 
 def derive_graph_numeric(model, group=None, *, tol: float = DEFAULT_TOL, deadline=None) -> GraphDerivation:

@@ -64,6 +64,28 @@ class ConcatOp(JoinOp):
             at += d
         return M, {}, "block-diagonal sum of the inputs' actions"
 
+    def float_derive(self, w, n, out: bool):
+        """The float derivation at this node (symeq/numeric/graph.py, its walk ``w``): the block sum of its
+        inputs' actions (each must be known, or, with an activation, the affine inputs matched as one layer)."""
+        from ...layers.base import NoPartner
+
+        missing = [i for i in n.inputs if w.acts.get(i) is None]
+        r, how = 0.0, "block sum of the inputs' actions"
+        if missing:
+            if n.activation is None:
+                raise NoPartner(f"node {n.name}: the concatenation reads affine inputs {missing} and has no "
+                                "activation: their actions are not known")
+            r, how = w.force_concat(n, missing)
+        rho = w.block_sum([w.acts[i] for i in n.inputs])
+        if rho is None:
+            raise NoPartner(f"node {n.name}: an input's action is not monomial")
+        return rho, r, how
+
+    def float_combine(self, actions, same, block_sum):
+        """The action on the node's value from its inputs' float actions (certify's candidates): their
+        block sum."""
+        return block_sum(actions)
+
 
 def _channel_block_sum(actions, sparse):
     """The block sum of channel-pixel actions along channels (conv's ``ConvAction``): the channel parts
