@@ -246,6 +246,11 @@ class Backend:
         """``a[index]`` with an integer numpy index array on the first axis."""
         return a[index]
 
+    def window_max(self, a, index):
+        """The maximum over each window: ``out[j, t] = max_w a[index[j, w], t]`` (index: out x window
+        width, integer numpy; a maximum of exact rationals is exact)."""
+        return self.take(a, index).max(axis=1)
+
     def where(self, cond, a, b):
         """``a`` where the (numpy bool) ``cond`` holds, else ``b`` (two numbers of this backend)."""
         out = np.where(cond, a, b)
@@ -464,6 +469,9 @@ class Modular(Backend):
         hi, lo = b >> 16, b & 0xFFFF  # residues < 2^31: A @ halves stays below 2^63 for inner sizes < 2^16
         return ((a @ hi) % self.p * 65536 + (a @ lo) % self.p) % self.p
 
+    def window_max(self, a, index):
+        raise TypeError("a maximum has no meaning modulo p (pooling has no Jacobian program)")
+
     def sum_last(self, a):
         if not self._mersenne:
             return a.sum(axis=-1) % self.p  # < 2^31 each: no overflow below 2^32 terms
@@ -510,6 +518,9 @@ class Torch(Backend):
 
     def concat(self, arrays, axis: int = 0):
         return self.torch.cat(list(arrays), dim=axis)
+
+    def window_max(self, a, index):
+        return self.take(a, index).amax(dim=1)
 
     def take(self, a, index):
         return a[self.torch.as_tensor(np.array(index), device=a.device)]  # a copy: the index may be read-only

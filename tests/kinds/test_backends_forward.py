@@ -169,3 +169,60 @@ def test_float_softmax_attention_is_the_program_with_the_softmax_hook():
     O = np.vstack(layer.out)  # the value-space outputs times the stacked O_h (+ bias) are the layer
     Z = Y.reshape(5, T, H * 2) @ O + layer.bias
     assert np.allclose(Z.reshape(5, -1), layer(X), rtol=1e-12, atol=1e-12)
+
+
+def _maxpool_reference(C, H, W, k, s, p, x):
+    """torch's MaxPool2d at one point by loops over output pixels and window taps (positions outside the
+    image ignored, as torch's -inf padding does)."""
+    img = np.asarray(x, dtype=object).reshape(C, H, W)
+    oh, ow = (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1
+    out = []
+    for c in range(C):
+        for y in range(oh):
+            for z in range(ow):
+                taps = [img[c, s * y + i - p, s * z + j - p] for i in range(k) for j in range(k)
+                        if 0 <= s * y + i - p < H and 0 <= s * z + j - p < W]
+                out.append(max(taps))
+    return out
+
+
+@pytest.mark.parametrize("geometry", [(2, 4, 4, 2, 2, 0), (1, 5, 5, 3, 2, 1), (3, 3, 4, 2, 1, 1)])
+def test_pooling_forward_exact_float_and_torch_equal_the_loops(geometry):
+    """The pooling kinds' one program (PoolProgram over the backends): the exact layer, its float twin
+    and the torch backend against the loops, and group pooling against a max over each field."""
+    from symeq.backends import Exact, Float64, Modular
+    from symeq.layers.pooling import GroupPoolLayer, MaxPool2dLayer, PoolProgram
+    from symeq.numeric.models import float_twin
+
+    C, H, W, k, s, p = geometry
+    rng = np.random.default_rng(2)
+    layer = MaxPool2dLayer((C, H, W), k, s, p)
+    pts = [_q(rng, layer.in_dim, den=5) for _ in range(3)]
+    X = fmpq_mat(layer.in_dim, 3, [pts[t][i] for i in range(layer.in_dim) for t in range(3)])
+    Y = layer.forward(X)
+    for t in range(3):
+        assert [Y[j, t] for j in range(layer.out_dim)] == _maxpool_reference(C, H, W, k, s, p, pts[t])
+    F = float_twin(layer).forward(np.array([[int(v.p) / int(v.q) for v in x] for x in pts]))
+    assert np.array_equal(F, np.array([[int(v.p) / int(v.q) for v in _maxpool_reference(C, H, W, k, s, p, x)]
+                                       for x in pts]))
+    Xf = np.array([[int(v.p) / int(v.q) for v in x] for x in pts]).T  # columns, as programs take them
+    assert np.array_equal(PoolProgram(Float64(), layer.window_index()).forward(Xf)[0], F.T)
+    with pytest.raises(TypeError, match="modulo p"):
+        PoolProgram(Modular(), layer.window_index()).forward(np.zeros((layer.in_dim, 1), dtype=np.uint64))
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:  # torch missing: the backends above cover the program
+        import torch
+
+        from symeq.backends import Torch
+
+        torch_bk = Torch()
+        got = PoolProgram(torch_bk, layer.window_index()).forward(torch.tensor(Xf))[0]
+        assert np.array_equal(got.numpy(), F.T)
+    group = GroupPoolLayer((4, 2, 2), 2)
+    x = _q(rng, group.in_dim, den=7)
+    Yg = group.forward(fmpq_mat(group.in_dim, 1, list(x))).entries()
+    img = x.reshape(2, 2, 2, 2)  # fields x field channels x H x W
+    assert Yg == [max(img[f, c, y, z] for c in range(2)) for f in range(2) for y in range(2) for z in range(2)]
+    assert Exact().window_max(Exact.from_mat(fmpq_mat(2, 1, [fmpq(1, 3), fmpq(-2)])),
+                              np.array([[0, 1]])).tolist() == [[fmpq(1, 3)]]

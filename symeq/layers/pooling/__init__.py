@@ -47,6 +47,7 @@ from typing import ClassVar
 
 from flint import fmpq, fmpq_mat
 
+from ...backends import Exact
 from ...canonical import Form, plain_form
 from ...errors import InputError, ShapeError, Undetermined
 from ...numbers import as_fmpq, monomial_parts
@@ -60,6 +61,9 @@ POOL_WINDOW_LIMIT = 50_000_000
 """At most this many window entries (output neurons x window size) in one pooling layer."""
 
 _CAPS = frozenset({"image-output", "sparse-actions", "parameter-free"})
+
+
+_EXACT = Exact()
 
 
 def _posint(v, name: str, kind: str, zero: bool = False) -> int:
@@ -186,6 +190,33 @@ class PoolGeometry:
     def parameters_key(self) -> tuple:
         return (self.kind, self.in_shape, self.out_shape, tuple(self.windows[:1]))
 
+    def window_index(self):
+        """The windows as an out_dim x width integer array, each padded with its first entry (a maximum
+        ignores repeats): the index of :class:`PoolProgram`."""
+        index = getattr(self, "_window_index", None)
+        if index is None:
+            import numpy as np
+
+            w = max(len(win) for win in self.windows)
+            index = np.array([list(win) + [win[0]] * (w - len(win)) for win in self.windows], dtype=np.int64)
+            self._window_index = index
+        return index
+
+
+class PoolProgram:
+    """The pooling kinds' one forward pass over a number backend (:mod:`symeq.backends`): the maximum over
+    each window of the columns H (in_dim x N), ``bk.window_max``; the exact layer runs it over ``Exact``, the
+    float twin over ``Float64``.  No parameters and no Jacobian program (a maximum is not polynomial)."""
+
+    n_params = 0
+
+    def __init__(self, bk, index):
+        self.bk, self.index = bk, index
+        self.out_dim = len(index)
+
+    def forward(self, H, pointwise=None):
+        return self.bk.window_max(H, self.index), None
+
 
 class PoolLayer(PoolGeometry):
     """The exact part shared by both pooling kinds: the forward pass over Q and the exact check."""
@@ -194,16 +225,11 @@ class PoolLayer(PoolGeometry):
     float_module: ClassVar[str] = "symeq.layers.pooling.floating"
 
     def forward(self, X: fmpq_mat) -> fmpq_mat:
-        """The maximum over each window, per column (one point per column), exactly."""
+        """The maximum over each window, per column (one point per column), exactly: the kind's program
+        (:class:`PoolProgram`) over the exact backend."""
         if X.nrows() != self.in_dim:
             raise ShapeError(f"{self.label}: inputs of size {X.nrows()}, expected {self.in_dim}")
-        n = X.ncols()
-        Y = fmpq_mat(self.out_dim, n)
-        for t in range(n):
-            col = [X[i, t] for i in range(self.in_dim)]
-            for j, win in enumerate(self.windows):
-                Y[j, t] = max(col[i] for i in win)
-        return Y
+        return Exact.to_mat(PoolProgram(_EXACT, self.window_index()).forward(Exact.from_mat(X))[0])
 
     def __call__(self, x) -> list:
         return self.forward(fmpq_mat(len(x), 1, [as_fmpq(v) for v in x])).entries()

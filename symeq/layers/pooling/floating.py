@@ -26,10 +26,13 @@ import numpy as np
 
 from ..base import NoPartner
 from ..conv import ConvAction
-from . import GroupPoolGeometry, MaxPool2dGeometry
+from ...backends import Float64
+from . import GroupPoolGeometry, MaxPool2dGeometry, PoolProgram
 from ...numeric.monomial import MonomialAction, as_action
 
 __all__ = ["NumericMaxPool2d", "NumericGroupPool", "FLOAT_LAYERS", "FIELD_FACTOR_TOL"]
+
+_FLOAT64 = Float64()
 
 FIELD_FACTOR_TOL = 0.1
 """The float group pooling reads the channel factors of one field as one factor when they agree to this
@@ -39,7 +42,6 @@ relative spread (a float candidate only: the exact pipeline decides)."""
 class _FloatPool:
     """The float part shared by both kinds: forward over numpy rows and the float matching."""
 
-    _index = None
     #: ReLU's float unit, for the group only (a maximum commutes with positive monomial matrices); set by
     #: :meth:`float_twin` and :meth:`from_torch`
     activation = None
@@ -52,15 +54,11 @@ class _FloatPool:
     def channel_bias(self) -> np.ndarray:
         return np.zeros(self.out_shape[0])
 
-    def _gather(self) -> np.ndarray:
-        if self._index is None:  # windows padded with their first entry (a maximum ignores repeats)
-            w = max(len(win) for win in self.windows)
-            self._index = np.array([list(win) + [win[0]] * (w - len(win)) for win in self.windows], dtype=np.int64)
-        return self._index
-
     def forward(self, X) -> np.ndarray:
+        """The kind's program (:class:`symeq.layers.pooling.PoolProgram`) over float64, on a batch (a row per
+        point)."""
         X = np.asarray(X, dtype=np.float64)
-        return X[:, self._gather()].max(axis=2)
+        return PoolProgram(_FLOAT64, self.window_index()).forward(X.T)[0].T
 
     def copy(self):
         return self
