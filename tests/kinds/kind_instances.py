@@ -1,7 +1,8 @@
 """Small random instances of every layer kind, for the generic tests of tests/kinds/.
 
 The kinds are discovered from symeq's registry (:func:`registered_kinds`); each needs an entry in
-:data:`BUILDERS` here, or the generic tests fail for it by name (adding a kind puts it under test).
+:data:`BUILDERS`: its own ``examples(seed)`` declared in its unit (the pooling kinds', found here without
+an edit) or a builder here, or the generic tests fail for it by name (adding a kind puts it under test).
 A builder gives, for a seed, a few exact models that contain a layer of its kind, as
 ``(variant, model, index of the layer)``, and, where the kind has Jacobian rows, how to rebuild
 one of its layers from a flat parameter vector in the rank method's layout (weights row-major in
@@ -221,46 +222,32 @@ class Heads:
 
 # -- pooling ------------------------------------------------------------------------------------------
 
-def _pool_file(seed: int, pool: dict, channels: int, n: int, out_in: int, name: str):
-    """conv2d (relu, 3x3, padding 1) on 1 x n x n -> the pooling layer -> flatten -> dense (affine)."""
-    rng = np.random.default_rng(seed)
-    kernel = [[[[f"{int(v)}/4" for v in rng.integers(-4, 5, size=3)] for _ in range(3)]] for _ in range(channels)]
-    return {"format": "symeq-model/1", "name": name, "input_dim": n * n,
-            "layers": [{"type": "conv2d", "input_shape": [1, n, n], "kernel": kernel, "padding": 1,
-                        "bias": [f"{int(v)}/4" for v in rng.integers(-2, 3, size=channels)],
-                        "activation": {"type": "relu"}},
-                       pool, {"type": "flatten"},
-                       {"type": "dense", "weight": [[f"{int(v)}/4" for v in rng.integers(-4, 5, size=out_in)]
-                                                    for _ in range(2)], "bias": ["1/2", "0"], "activation": None}]}
+class _KindExamples:
+    """A builder from a kind's own ``examples(seed)`` (small model files with a layer of the kind, declared
+    in the kind's unit): a kind that declares them is under the generic tests without an entry here; one
+    with Jacobian rows still needs ``set_parameters``, so a builder of its own."""
+
+    def __init__(self, cls):
+        self.cls = cls
+
+    def models(self, seed: int):
+        return [(variant, model_from_json(data), index) for variant, data, index in self.cls.examples(seed)]
+
+    set_parameters = None  # parameter-free kinds (a kind with parameters has a builder above)
 
 
-class MaxPool2d:
-    """conv2d -> relu -> maxpool2d (2x2 windows that tile, and 3x3 overlapping ones with padding) -> dense."""
-
-    @staticmethod
-    def models(seed: int):
-        tiles = _pool_file(seed, {"type": "maxpool2d", "kernel_size": 2}, 2, 4, 2 * 2 * 2, "maxpool tiles")
-        padded = _pool_file(seed + 1, {"type": "maxpool2d", "kernel_size": 3, "stride": 2, "padding": 1}, 2, 5,
-                            2 * 3 * 3, "maxpool padded")
-        return [("tiles", model_from_json(tiles), 1), ("padded", model_from_json(padded), 1)]
-
-    set_parameters = None  # no parameters
+def _declared_examples() -> dict:
+    try:
+        from symeq.layers import registry
+    except ImportError:
+        return {}
+    return {k: _KindExamples(registry.kind_class(k)) for k in registry.kind_names()
+            if getattr(registry.kind_class(k), "examples", None) is not None}
 
 
-class GroupPool:
-    """conv2d -> relu -> group_pool (fields of 2 channels) -> dense."""
-
-    @staticmethod
-    def models(seed: int):
-        data = _pool_file(seed, {"type": "group_pool", "field_size": 2}, 4, 3, 2 * 3 * 3, "group pool")
-        return [("fields-of-2", model_from_json(data), 1)]
-
-    set_parameters = None  # no parameters
-
-
-#: kind -> its builder.  A kind registered in symeq and missing here fails the generic tests by name.
-BUILDERS = {"dense": Dense, "conv2d": Conv2d, "attention": Attention, "heads": Heads, "maxpool2d": MaxPool2d,
-            "group_pool": GroupPool}
+#: kind -> its builder: the kinds' own ``examples`` (the pooling kinds), and the builders above for the kinds
+#: with parameters.  A kind registered in symeq with neither fails the generic tests by name.
+BUILDERS = {**_declared_examples(), "dense": Dense, "conv2d": Conv2d, "attention": Attention, "heads": Heads}
 
 #: the variants whose Jacobian rows are checked (polynomial activations: the rank method is modular;
 #: small numbers: the rows lift from mod p to Q).  A kind not listed: all its variants.

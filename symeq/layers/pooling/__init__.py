@@ -468,6 +468,38 @@ def _read_pool(spec: dict, ctx, at: str):
     return layer
 
 
+def _example_file(seed: int, pool: dict, channels: int, n: int, out_in: int, name: str) -> dict:
+    """A small model file with the pooling layer ``pool`` at index 1: conv2d (relu, 3x3, padding 1) on
+    1 x n x n, the pooling, flatten, an affine dense layer of 2 outputs."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    kernel = [[[[f"{int(v)}/4" for v in rng.integers(-4, 5, size=3)] for _ in range(3)]] for _ in range(channels)]
+    return {"format": "symeq-model/1", "name": name, "input_dim": n * n,
+            "layers": [{"type": "conv2d", "input_shape": [1, n, n], "kernel": kernel, "padding": 1,
+                        "bias": [f"{int(v)}/4" for v in rng.integers(-2, 3, size=channels)],
+                        "activation": {"type": "relu"}},
+                       pool, {"type": "flatten"},
+                       {"type": "dense", "weight": [[f"{int(v)}/4" for v in rng.integers(-4, 5, size=out_in)]
+                                                    for _ in range(2)], "bias": ["1/2", "0"], "activation": None}]}
+
+
+def _maxpool_examples(seed: int) -> list:
+    """(variant, model file, index of the layer): 2x2 windows that tile, and 3x3 overlapping ones with padding."""
+    return [("tiles", _example_file(seed, {"type": "maxpool2d", "kernel_size": 2}, 2, 4, 2 * 2 * 2, "maxpool tiles"), 1),
+            ("padded", _example_file(seed + 1, {"type": "maxpool2d", "kernel_size": 3, "stride": 2, "padding": 1}, 2, 5,
+                                     2 * 3 * 3, "maxpool padded"), 1)]
+
+
+def _group_pool_examples(seed: int) -> list:
+    """(variant, model file, index of the layer): fields of 2 channels."""
+    return [("fields-of-2", _example_file(seed, {"type": "group_pool", "field_size": 2}, 4, 3, 2 * 3 * 3, "group pool"),
+             1)]
+
+
+MaxPool2dLayer.examples = staticmethod(_maxpool_examples)
+GroupPoolLayer.examples = staticmethod(_group_pool_examples)
+
 LAYER_KINDS = (MaxPool2dLayer, GroupPoolLayer)
 JSON_READERS = {"maxpool2d": _read_pool, "group_pool": _read_pool}
 JSON_ADVERTISED = ("maxpool2d", "group_pool")
