@@ -6,6 +6,7 @@ files inside the repository."""
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def modules():
 def imports(path: Path, name: str):
     """(line, target module) for every import of a symeq module in the file, function-local included."""
     pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_parse(path)):
         if isinstance(node, ast.ImportFrom) and node.level:
             parts = pkg.split(".")
             base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
@@ -90,19 +91,28 @@ CHECKER = ROOT / "symeq_check"
 CHECK_COMMAND = {"symeq/cli/verify.py", "symeq/check.py"}
 
 
-def _top_imports(path: Path):
+@functools.lru_cache(maxsize=None)
+def _parse(path: Path) -> ast.Module:
+    """The syntax tree of one file, parsed once for all the tests here (they only read it)."""
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+@functools.lru_cache(maxsize=None)
+def _top_imports(path: Path) -> tuple:
     """(line, top-level module, in a function or under ``if __name__``) of every absolute import."""
-    tree = ast.parse(path.read_text())
+    tree = _parse(path)
     guarded = set()
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.If)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.If)) and id(node) not in guarded:
             guarded |= {id(n) for n in ast.walk(node) if n is not node}
+    out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                yield node.lineno, a.name.split(".")[0], id(node) in guarded
+                out.append((node.lineno, a.name.split(".")[0], id(node) in guarded))
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            yield node.lineno, (node.module or "").split(".")[0], id(node) in guarded
+            out.append((node.lineno, (node.module or "").split(".")[0], id(node) in guarded))
+    return tuple(out)
 
 
 def test_checker_imports_only_the_standard_library():
@@ -144,7 +154,7 @@ def test_checker_has_no_import_cycles():
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
         graph.add_node(name)
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_parse(path)):
             if isinstance(node, ast.ImportFrom) and node.level:
                 base = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1] + ([node.module] if node.module else []))
                 for target in [base] + [f"{base}.{a.name}" for a in node.names]:
@@ -166,7 +176,7 @@ def test_the_layerwise_kernel_stays_small_enough_to_audit():
     for f in files:
         if f.name == "dispatch.py":  # the table names every checker
             continue
-        assert "identifiability" not in {(n.module or "").split(".")[0] for n in ast.walk(ast.parse(f.read_text()))
+        assert "identifiability" not in {(n.module or "").split(".")[0] for n in ast.walk(_parse(f))
                                          if isinstance(n, ast.ImportFrom)}, f.name
 
 
@@ -216,7 +226,7 @@ def test_no_text_from_a_file_or_argument_reaches_eval_exec_or_sympify():
     problems = []
     for path in sorted([*(root / "symeq").rglob("*.py"), *(root / "symeq_check").rglob("*.py")]):
         rel = path.relative_to(root).as_posix()
-        for node in ast.walk(ast.parse(path.read_text(), filename=rel)):
+        for node in ast.walk(_parse(path)):
             if not isinstance(node, ast.Call):
                 continue
             f = node.func
@@ -251,7 +261,7 @@ def _long_functions() -> dict[str, int]:
     for pkg in (PKG, ROOT / "symeq_check"):
         for path in sorted(pkg.rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for node in ast.walk(_parse(path)):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     n = node.end_lineno - node.lineno + 1  # decorators aside, docstring and body included
                     if n > MAX_FUNCTION_LINES:

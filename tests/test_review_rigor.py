@@ -77,7 +77,7 @@ def _encloses(lo, hi, r) -> bool:
     return not (_arb(hi) < r) and not (_arb(lo) > r) and (lo != hi or r.is_exact())
 
 
-@pytest.mark.parametrize("bits", [40, 200])
+@pytest.mark.parametrize("bits", [40, pytest.param(200, marks=pytest.mark.slow)])
 def test_stdlib_intervals_enclose_the_true_values(bits):
     old = ctx.prec
     ctx.prec = 600

@@ -677,16 +677,21 @@ def float_twin(layer):
     return float_class(layer.kind).float_twin(layer, _act(layer))
 
 
+def _float_classes_by(attr: str) -> dict:
+    """name -> the float class that declares it in ``attr`` (a tuple of names), over every kind."""
+    out = {}
+    for kind in kind_names():
+        cls = float_class(kind)
+        for name in getattr(cls, attr, ()):
+            out[name] = cls
+    return out
+
+
 @functools.lru_cache(maxsize=1)
 def torch_layer_classes() -> dict:
     """torch class name -> the float class that reads it (``torch_classes`` and ``from_torch`` of the
     kinds' float classes: the pooling kinds' MaxPool2d and group poolings)."""
-    out = {}
-    for kind in kind_names():
-        cls = float_class(kind)
-        for name in getattr(cls, "torch_classes", ()):
-            out[name] = cls
-    return out
+    return _float_classes_by("torch_classes")
 
 
 def from_exact(model, group=...) -> NumericModel:
@@ -724,12 +729,7 @@ def _floats_as_exact(value, where: str):
 def float_json_readers() -> dict:
     """model-file ``"type"`` -> the float class that reads it with floats allowed (``json_types`` and
     ``from_float_json`` of the kinds' float classes); a type without one is read by the exact reader."""
-    out = {}
-    for kind in kind_names():
-        cls = float_class(kind)
-        for t in getattr(cls, "json_types", ()):
-            out[t] = cls
-    return out
+    return _float_classes_by("json_types")
 
 
 def model_from_json(data, where: str = "model") -> NumericModel:

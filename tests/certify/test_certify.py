@@ -349,6 +349,7 @@ def test_larger_group_best_found_not_proven():
     assert far.status == "certified" and {x["method"].split(" (")[0] for x in far.candidates} >= {"the trivial action"}
 
 
+@pytest.mark.slow  # seconds; the default suite stays under 5 minutes (run with -m slow)
 def test_bench_certify_quick(tmp_path):
     import subprocess
     import sys

@@ -171,6 +171,7 @@ def _signed_involutions(n):
     return out
 
 
+@pytest.mark.slow  # seconds; the default suite stays under 5 minutes (run with -m slow)
 def test_lower_bound_and_search_at_depth_against_brute_force():
     """Two hidden layers of 4 tanh units on 2x2 images: the optimum over every pair of signed involutions
     lies between the lower bound and the best found, and with restarts the search reaches it."""

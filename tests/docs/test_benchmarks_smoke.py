@@ -56,6 +56,7 @@ def test_bench_fdim_quick(tmp_path):
     assert "| widths |" in (out / "fdim.md").read_text() and "| widths |" in proc.stdout
 
 
+@pytest.mark.slow  # seconds; the default suite stays under 5 minutes (run with -m slow)
 def test_bench_check_quick(tmp_path):
     """The checker benchmark runs at two tiny widths and reports checker against verify time."""
     script = SCRIPT.parent / "bench_check.py"

@@ -425,6 +425,7 @@ def test_relu_conv_network_premise_from_proven_layers():
     assert v.equivariance.method != "relu-regions" and all(c.holds for c in v.derivation.layer_checks)
 
 
+@pytest.mark.slow  # seconds; the default suite stays under 5 minutes (run with -m slow)
 def test_cloned_channels_are_enumerated_and_reduced():
     """Two identical regular fields: the channel matching ties, the chain walk tries the bijections inside
     the tie classes; the actions found are checked exactly; the submodel reduction merges the clones."""
@@ -574,6 +575,7 @@ def test_checker_refuses_malformed_and_wrong_channel_pixel_actions(tmp_path):
     assert check_certificate(bad, data).accepted is False
 
 
+@pytest.mark.slow  # seconds; the default suite stays under 5 minutes (run with -m slow)
 def test_fully_convolutional_network_image_to_image():
     """The output is an image too (rho_out = rot90 on the output pixels): a lifting convolution, then a
     convolution from the regular field back to one channel with filters L_h phi."""

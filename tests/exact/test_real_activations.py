@@ -267,6 +267,7 @@ def test_relu_layers_first():
     assert check_certificate(_roundtrip(v.certificate()), model_to_json(m2)).accepted is True
 
 
+@pytest.mark.slow  # seconds; the default suite stays under 5 minutes (run with -m slow)
 def test_bench_real_quick(tmp_path):
     """benchmarks/bench_real.py --quick runs and writes its table (real tanh against tanh_series)."""
     import subprocess
@@ -565,6 +566,7 @@ def _leaky_pairs_model(slope=Fraction(1, 10)):
                      DenseLayer([r + [-x for x in r] for r in v], [0] * 4, None)], builtin_group("mirror:2x2"))
 
 
+@pytest.mark.slow  # seconds; the default suite stays under 5 minutes (run with -m slow)
 def test_leaky_without_action_uses_the_piecewise_linear_machinery():
     """One hidden leaky ReLU layer, no action at theta: the premise is proved by canonical forms
     and the fibre-wide decision (reduction to the ReLU twin) gives theta' of the same width with an

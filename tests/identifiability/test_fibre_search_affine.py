@@ -35,6 +35,7 @@ def assert_verified(model, r):
     assert hom and all(c.holds for c in checks)
 
 
+@pytest.mark.needs_engine  # Groebner bases: seconds with sympy alone, under 1 s with an engine (CI's second run)
 def test_t_plus_t2_with_biases_swap_candidate_has_no_real_point():
     """x^2 + 3xy + y^2 = (x + 3/2 y)^2 - 5/4 y^2 with sigma = t + t^2 and biases -1/2: under the swap,
     4ab/(a^2 + b^2) = 3 has complex solutions only.  The candidate's points form a curve (the affine
@@ -65,6 +66,7 @@ def _odd_up_to_constant(act, out_weight, out_bias):
                      DenseLayer([out_weight], [out_bias], None)], NEG)
 
 
+@pytest.mark.needs_engine  # Groebner bases: seconds with sympy alone, under 1 s with an engine (CI's second run)
 def test_affine_sign_flips_are_searched_for_odd_up_to_a_constant():
     for act, o in [(sigmoid_series(3), 1), (CUBE_SHIFTED, -2)]:
         # b_2 = -W_2 sigma(s) makes f odd: f(-x) = W_2 (2 sigma(s) - sigma(z)) + b_2 = -f(x)
@@ -79,6 +81,7 @@ def test_affine_sign_flips_are_searched_for_odd_up_to_a_constant():
         assert json.loads(json.dumps(r.to_json()))["offsets"] == [[[str(o), str(o)]]]
 
 
+@pytest.mark.needs_engine  # Groebner bases: seconds with sympy alone, under 1 s with an engine (CI's second run)
 def test_without_biases_no_offsets_are_searched():
     """The rule's other half: a bias-free theta' has no bias to absorb an offset, so sigmoid neurons
     are searched with permutations only (no sign candidates)."""
@@ -107,6 +110,7 @@ def _flip_model(act, bias_out):
                                  monomial(2), polynomial([1, 0, 1, 0, 1])],
                          ids=["odd", "odd-plus-constant", "monomial-plus-constant-odd",
                               "monomial-plus-constant-even", "monomial-odd", "monomial-even", "even"])
+@pytest.mark.needs_engine  # Groebner bases: seconds with sympy alone, under 1 s with an engine (CI's second run)
 def test_every_sign_class_is_searched_by_the_rule(act):
     """One body over the activation classes with a sign flip among their latent scalings: wherever the
     derivation finds theta layerwise, the search finds a layerwise theta' from its candidates alone."""

@@ -31,6 +31,7 @@ def test_sussmann_clones_of_the_first_and_last_units(tmp_path, capsys):
     assert not ZERO_BASED.search(text)
 
 
+@pytest.mark.slow  # seconds; the default suite stays under 5 minutes (run with -m slow)
 def test_dead_first_neuron_in_a_deep_network(tmp_path, capsys):
     a = tanh_series(3)
     m = Model(2, [DenseLayer([[0, 0], [1, 2], [3, -1]], [1, 2, -1], a),

@@ -381,6 +381,7 @@ def test_cli_fibre_text_and_relu_refusal(tmp_path, capsys):
     assert "verdict: locally-identifiable" in capsys.readouterr().out
 
 
+@pytest.mark.needs_engine  # Groebner bases: seconds with sympy alone, under 1 s with an engine (CI's second run)
 def test_engine_note_only_when_groebner_runs(monkeypatch):
     import importlib
 

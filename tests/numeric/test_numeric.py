@@ -217,6 +217,7 @@ def test_krylov_on_tiny_nets_where_the_block_fills_the_space(spec, widths):
     assert kry.rank == functional_dimension(m, rng=1).rank, kry.report()
 
 
+@pytest.mark.slow  # seconds; the default suite stays under 5 minutes (run with -m slow)
 def test_krylov_on_relu_is_slow_and_says_so():
     """ReLU kernels (hidden symmetries, a clone) take thousands of iterations: with a short budget
     the report says NOT SETTLED; with a long one the rank matches the dense SVD."""
@@ -230,6 +231,7 @@ def test_krylov_on_relu_is_slow_and_says_so():
     assert long.rank == dense.rank and long.details["settled"], long.report()
 
 
+@pytest.mark.slow  # seconds; the default suite stays under 5 minutes (run with -m slow)
 def test_krylov_counts_are_capped_and_bad_options_refused():
     rng = np.random.default_rng(0)
     m = _clone_of(_random_net([4, 12, 10, 4], numeric_activation("tanh"), rng), 1)

@@ -191,7 +191,7 @@ def test_resume_after_interruption_gives_the_same_records(tmp_path):
     assert _records(part) == _records(full)
 
 
-@pytest.mark.parametrize("workers,resume_workers", [(1, 2), (2, 1)])
+@pytest.mark.parametrize("workers,resume_workers", [(1, 2), pytest.param(2, 1, marks=pytest.mark.slow)])
 def test_killed_hunt_resumes_without_loss_or_duplicates(tmp_path, workers, resume_workers):
     """SIGKILL halfway (a subprocess, killed once its file has some lines), resume with another
     worker count, compare line by line with an uninterrupted run: same finds, same order, none
@@ -266,6 +266,7 @@ def test_process_pool_gives_the_same_records(tmp_path):
     assert _records(a) == _records(b)
 
 
+@pytest.mark.slow  # seconds; the default suite stays under 5 minutes (run with -m slow)
 def test_dask_cluster_gives_the_same_records(tmp_path):
     distributed = pytest.importorskip("distributed", reason="needs dask.distributed: pip install 'symeq[distributed]'")
     a, b = tmp_path / "pool.jsonl", tmp_path / "dask.jsonl"
