@@ -289,6 +289,19 @@ class Backend:
         return self.name
 
 
+class _MatArray(np.ndarray):
+    """A read-only numpy object array of ``fmpq`` made from an ``fmpq_mat`` by :meth:`Exact.from_mat`, which
+    remembers that matrix (``_mat``) so that :meth:`Exact.to_mat` hands it back instead of converting the
+    entries again (a layer's pre-activations go to the activation and the result back to python-flint).
+    Read-only, so that the two cannot disagree; an array derived from it (a view, a copy, a sum) does not
+    remember the matrix."""
+
+    _mat = None
+
+    def __array_finalize__(self, obj):
+        self._mat = None
+
+
 class Exact(Backend):
     """Exact rationals: numpy object arrays of ``fmpq``; 2-D products by ``fmpq_mat``."""
 
@@ -307,6 +320,8 @@ class Exact(Backend):
         """sum_k c_k Z^k entrywise, exactly (:func:`poly_mat` on one row)."""
         if len(coeffs) < 2 or Z.size == 0:
             return super().poly(coeffs, Z)
+        if getattr(Z, "_mat", None) is not None and Z.ndim == 2:  # entrywise: on the matrix it remembers
+            return self.from_mat(poly_mat(coeffs, self.to_mat(Z)))
         return self.from_mat(poly_mat(coeffs, fmpq_mat(1, Z.size, Z.ravel().tolist()))).reshape(Z.shape)
 
     def zeros(self, shape):
@@ -328,14 +343,20 @@ class Exact(Backend):
 
     @staticmethod
     def from_mat(M: fmpq_mat) -> np.ndarray:
-        """An ``fmpq_mat`` as this backend's array (numpy objects, the same shape)."""
+        """An ``fmpq_mat`` as this backend's array (numpy objects, the same shape; read-only, remembering M)."""
         out = np.empty(M.nrows() * M.ncols(), dtype=object)
         out[:] = M.entries()
-        return out.reshape(M.nrows(), M.ncols())
+        out = out.reshape(M.nrows(), M.ncols()).view(_MatArray)
+        out._mat = M
+        out.flags.writeable = False
+        return out
 
     @staticmethod
     def to_mat(a) -> fmpq_mat:
-        """A 2-D array of this backend as an ``fmpq_mat``."""
+        """A 2-D array of this backend as an ``fmpq_mat`` (the matrix it was made from, when it remembers one)."""
+        M = getattr(a, "_mat", None)
+        if M is not None and a.ndim == 2 and a.shape == (M.nrows(), M.ncols()):
+            return M
         return fmpq_mat(a.shape[0], a.shape[1], a.ravel().tolist())
 
     def operand(self, a):
@@ -347,6 +368,13 @@ class Exact(Backend):
         if isinstance(rows, fmpq_mat) and rows.nrows() and rows.ncols():
             return _LazyMat(mat=rows), _LazyMat(mat=rows.transpose())
         return super().weight_operands(rows, shape)
+
+    def permute(self, a, axes):
+        out = np.transpose(a, axes)
+        M = getattr(a, "_mat", None)
+        if M is not None and tuple(axes) == (1, 0):  # the transpose remembers the transposed matrix
+            out._mat = M.transpose()
+        return out
 
     def entrywise(self, act):
         f = np.frompyfunc(act, 1, 1)
