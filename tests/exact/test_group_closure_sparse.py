@@ -67,6 +67,7 @@ def test_monomial_form():
     assert core._monomial_form(matrix([[0, 0], [0, 1]])) is None      # a zero row
 
 
+@pytest.mark.slow  # seconds; the default suite stays under 5 minutes (run with -m slow)
 def test_d4_at_28x28_closes_fast():
     """D4 on 28 x 28 images (784 x 784 matrices): was 3-6 s with dense products."""
     G = dihedral(28, output=identity(1))

@@ -192,6 +192,7 @@ def test_not_equivariant():
     assert r.verdict == "not-equivariant" and r.exit_code == 1
 
 
+@pytest.mark.slow  # seconds; the default suite stays under 5 minutes (run with -m slow)
 def test_bias_and_generic_activation():
     """Generic sigma (permutations only), with biases: a scrambled equivariant theta is found again."""
     G = mirror(1, 2)

@@ -87,7 +87,7 @@ def test_groebner_refused_keeps_the_local_answer(tmp_path, capsys):
     assert d["limit"]["maximum"] == 3 and d["tried"][-1]["status"] == "refused"
 
 
-@pytest.mark.parametrize("step", [_out_of_time, _deaf])
+@pytest.mark.parametrize("step", [_out_of_time, pytest.param(_deaf, marks=pytest.mark.slow)])
 def test_budget_in_the_groebner_step_keeps_the_local_answer(tmp_path, capsys, monkeypatch, step):
     monkeypatch.setattr(orbit, "compare_with_orbit", step)
     path = _write(tmp_path, builtin_example().with_group(None))
