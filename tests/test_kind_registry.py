@@ -241,8 +241,11 @@ def scale_unit(monkeypatch):
 
     exact, floating = types.ModuleType("toy_scale_unit"), types.ModuleType("toy_scale_unit.floating")
     layer_cls = type("_ScaleUnitLayer", (_ScaleLayer,), {"float_module": "toy_scale_unit.floating"})
-    exact.LAYER_KINDS, exact.JSON_READERS, exact.JSON_ADVERTISED = (layer_cls,), {
-        "scale": lambda spec, ctx, at: layer_cls(*(lambda l: (l.c, l.dim))(_read_scale(spec, ctx, at)))}, ("scale",)
+    def read(spec, ctx, at):
+        toy = _read_scale(spec, ctx, at)
+        return layer_cls(toy.c, toy.dim)
+
+    exact.LAYER_KINDS, exact.JSON_READERS, exact.JSON_ADVERTISED = (layer_cls,), {"scale": read}, ("scale",)
     exact.DIGEST_FORMS = {"scale": Form(_scale_form)}
     floating.FLOAT_LAYERS = (_FloatScale,)
     monkeypatch.setitem(sys.modules, "toy_scale_unit", exact)

@@ -46,7 +46,6 @@ True
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -63,9 +62,8 @@ from ..layers.base import DenseNames
 from ..layers.dense import DenseProgram
 from ..layers.registry import ReadContext, first_unsupported, float_unit, kind_class, kind_names, supports
 from ..models import LayeredShape
-from .attention import NumericAttention, NumericHeads
 from .conv import NumericConvLayer
-from .floats import float_matrix as _float_matrix, float_value as _float_value  # noqa: F401 (_float_value: users)
+from .floats import float_matrix as _float_matrix
 from .match import _input_bias, _latent_action, _match_layer
 from .monomial import right_multiply, to_float_matrix  # to_float_matrix: re-exported (it lives below models)
 

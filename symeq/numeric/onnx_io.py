@@ -100,8 +100,9 @@ FOLDED_OPS = ("BatchNormalization (eval)", "AveragePool", "GlobalAveragePool", "
 def supported() -> str:
     """The operators the chain reader reads, for its messages (the kinds' own rules included)."""
     kinds = tuple(r.text for table in kind_onnx_rules() for r in table.values())
+    activations = tuple(o for o in ACTIVATION_OPS if o not in ("Add", "Identity"))
     return ", ".join(LINEAR_OPS[:2] + ("Conv (any group: block-diagonal kernels)", "Add (a bias)") + SHAPE_OPS +
-                     ("Constant",) + FOLDED_OPS + kinds + tuple(o for o in ACTIVATION_OPS if o not in ("Add", "Identity")))
+                     ("Constant",) + FOLDED_OPS + kinds + activations)
 
 
 def _onnx():

@@ -44,8 +44,8 @@ def _instances(kind: str):
     builder = BUILDERS.get(kind)
     if builder is None:
         pytest.fail(f"layer kind {kind!r} is registered in symeq but tests/kinds/kind_instances.py has no instance "
-                    "builder for it: declare examples(seed) on its class, or add a builder to BUILDERS (the generic tests then "
-                    "cover it)")
+                    "builder for it: declare examples(seed) on its class, or add a builder to BUILDERS (the generic "
+                    "tests then cover it)")
     inst = builder.models(SEED)
     assert inst, f"the {kind} builder made no instances"
     for variant, model, i in inst:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
 from flint import fmpq, fmpq_mat
 
 from ...backends import Exact
@@ -195,8 +196,6 @@ class PoolGeometry:
         ignores repeats): the index of :class:`PoolProgram`."""
         index = getattr(self, "_window_index", None)
         if index is None:
-            import numpy as np
-
             w = max(len(win) for win in self.windows)
             index = np.array([list(win) + [win[0]] * (w - len(win)) for win in self.windows], dtype=np.int64)
             self._window_index = index
@@ -378,6 +377,12 @@ class MaxPool2dLayer(MaxPool2dGeometry, PoolLayer):
     True
     """
 
+    @staticmethod
+    def examples(seed: int) -> list:
+        """Small model files with a layer of this kind, ``(variant, model file, index of the layer)``: the
+        kind's instances for the generic tests (tests/kinds/kind_instances.py)."""
+        return _maxpool_examples(seed)
+
 
 # -- group_pool -------------------------------------------------------------------------------------
 
@@ -439,6 +444,12 @@ class GroupPoolLayer(GroupPoolGeometry, PoolLayer):
     [3, -1/2]
     """
 
+    @staticmethod
+    def examples(seed: int) -> list:
+        """Small model files with a layer of this kind, ``(variant, model file, index of the layer)``: the
+        kind's instances for the generic tests (tests/kinds/kind_instances.py)."""
+        return _group_pool_examples(seed)
+
 
 # -- the model file (symeq.layers.registry.read_layers) ----------------------------------------------
 
@@ -471,8 +482,6 @@ def _read_pool(spec: dict, ctx, at: str):
 def _example_file(seed: int, pool: dict, channels: int, n: int, out_in: int, name: str) -> dict:
     """A small model file with the pooling layer ``pool`` at index 1: conv2d (relu, 3x3, padding 1) on
     1 x n x n, the pooling, flatten, an affine dense layer of 2 outputs."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     kernel = [[[[f"{int(v)}/4" for v in rng.integers(-4, 5, size=3)] for _ in range(3)]] for _ in range(channels)]
     return {"format": "symeq-model/1", "name": name, "input_dim": n * n,
@@ -486,19 +495,17 @@ def _example_file(seed: int, pool: dict, channels: int, n: int, out_in: int, nam
 
 def _maxpool_examples(seed: int) -> list:
     """(variant, model file, index of the layer): 2x2 windows that tile, and 3x3 overlapping ones with padding."""
-    return [("tiles", _example_file(seed, {"type": "maxpool2d", "kernel_size": 2}, 2, 4, 2 * 2 * 2, "maxpool tiles"), 1),
-            ("padded", _example_file(seed + 1, {"type": "maxpool2d", "kernel_size": 3, "stride": 2, "padding": 1}, 2, 5,
-                                     2 * 3 * 3, "maxpool padded"), 1)]
+    tiles = {"type": "maxpool2d", "kernel_size": 2}
+    padded = {"type": "maxpool2d", "kernel_size": 3, "stride": 2, "padding": 1}
+    return [("tiles", _example_file(seed, tiles, 2, 4, 2 * 2 * 2, "maxpool tiles"), 1),
+            ("padded", _example_file(seed + 1, padded, 2, 5, 2 * 3 * 3, "maxpool padded"), 1)]
 
 
 def _group_pool_examples(seed: int) -> list:
     """(variant, model file, index of the layer): fields of 2 channels."""
-    return [("fields-of-2", _example_file(seed, {"type": "group_pool", "field_size": 2}, 4, 3, 2 * 3 * 3, "group pool"),
-             1)]
+    fields = {"type": "group_pool", "field_size": 2}
+    return [("fields-of-2", _example_file(seed, fields, 4, 3, 2 * 3 * 3, "group pool"), 1)]
 
-
-MaxPool2dLayer.examples = staticmethod(_maxpool_examples)
-GroupPoolLayer.examples = staticmethod(_group_pool_examples)
 
 LAYER_KINDS = (MaxPool2dLayer, GroupPoolLayer)
 JSON_READERS = {"maxpool2d": _read_pool, "group_pool": _read_pool}
@@ -532,4 +539,5 @@ def group_pool_digest_form(spec: dict, shape):
     return layer, [C // n, H, W]
 
 
-DIGEST_FORMS = {"maxpool2d": Form(maxpool_digest_form, image=True), "group_pool": Form(group_pool_digest_form, image=True)}
+DIGEST_FORMS = {"maxpool2d": Form(maxpool_digest_form, image=True),
+                "group_pool": Form(group_pool_digest_form, image=True)}

@@ -24,11 +24,11 @@ from typing import Callable, ClassVar, NamedTuple
 
 import numpy as np
 
+from ...backends import Float64
+from ...numeric.monomial import MonomialAction, as_action
 from ..base import NoPartner
 from ..conv import ConvAction
-from ...backends import Float64
 from . import GroupPoolGeometry, MaxPool2dGeometry, PoolProgram
-from ...numeric.monomial import MonomialAction, as_action
 
 __all__ = ["NumericMaxPool2d", "NumericGroupPool", "FLOAT_LAYERS", "FIELD_FACTOR_TOL"]
 
