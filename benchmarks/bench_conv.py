@@ -1,6 +1,6 @@
 """Convolutions at image size: verify, check and numeric-check of C4 networks kept as kernels (issue 19).
 
-Each row is an escnn-style C4 network (symeq/layers/conv_nets.py: a lifting convolution and a group
+Each row is an escnn-style C4 network (symeq/layers/conv/nets.py: a lifting convolution and a group
 convolution on regular fields, 3x3 kernels, padding 1, tanh_series(3), an invariant readout) on
 n x n images with C hidden channels.  Every command runs as its own process, the way a user runs it:
 
@@ -84,7 +84,7 @@ def torch_forward_seconds(layers, n: int) -> float | None:
 def bench_row(n: int, channels: int, tmp: Path) -> dict:
     from symeq.activations import tanh_series
     from symeq.io import model_to_json, write_json
-    from symeq.layers.conv_nets import regular_network
+    from symeq.layers.conv.nets import regular_network
     from symeq.models import Model
     from symeq.numeric.models import from_exact, save_npz
 

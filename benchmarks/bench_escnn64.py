@@ -1,7 +1,7 @@
 """Benchmark: ``symeq certify`` on escnn-style C4 networks at width (issue 27 (5): 64 regular fields at 28x28).
 
 What is measured (wall time by ``time.perf_counter``, one process, after building the network): an
-escnn-style C4 network (symeq/layers/conv_nets.py: a lifting convolution and a group convolution on
+escnn-style C4 network (symeq/layers/conv/nets.py: a lifting convolution and a group convolution on
 ``fields`` regular fields, i.e. 4 x fields channels, 3x3 kernels, padding 1, tanh_series(3), the
 invariant readout) on n x n images, in floats, every kernel entry and channel bias perturbed by relative
 noise 1e-3 (seeded), is certified by :func:`symeq.certification.certify` with its defaults and
@@ -45,9 +45,9 @@ from _common import markdown_table, write_results  # noqa: E402
 def network(n: int, fields: int, noise: float = 1e-3, seed: int = 0):
     """(float network with noise, its group) for the C4 network with ``fields`` regular fields on n x n."""
     from symeq.activations import tanh_series
-    from symeq.layers.conv_nets import regular_network
+    from symeq.layers.conv.nets import regular_network
     from symeq.models import Model
-    from symeq.numeric.conv import NumericConvLayer
+    from symeq.layers.conv.floating import NumericConvLayer
     from symeq.numeric.models import NumericModel, from_exact
 
     layers, group = regular_network("C4", n, fields, 2, tanh_series(3), rng=seed)
@@ -64,7 +64,7 @@ def network(n: int, fields: int, noise: float = 1e-3, seed: int = 0):
 
 def torch_numpy_difference(net, points: int = 8) -> float | None:
     """Largest relative difference of the outputs, torch conv2d against numpy's im2col product."""
-    import symeq.numeric.conv as nc
+    import symeq.layers.conv.floating as nc
 
     try:
         import torch  # noqa: F401

@@ -70,7 +70,7 @@ def build(n: int, channels: int, blocks: int, noise: float, seed: int = 0):
     from symeq.certify_graph import _float_average, _project_layer
     from symeq.graph import GraphModel, Node
     from symeq.layers.conv import ConvShape
-    from symeq.numeric.conv import NumericConvLayer
+    from symeq.layers.conv.floating import NumericConvLayer
     from symeq.numeric.models import NumericDenseLayer, numeric_activation
     from symeq.numeric.monomial import MonomialAction
     from symeq.numeric.project import group_elements

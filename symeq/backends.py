@@ -12,7 +12,7 @@ caller picks the numbers by picking the backend (like the domains of sympy.polys
   2^31 (int64 arrays: a product of two residues is below 2^62; matrix products in two 16-bit halves).
   A rational whose denominator ``p`` divides has no residue: :class:`Denominator` (a ZeroDivisionError).
 
-The kinds' programs (``jacobian_program`` of symeq/layers/dense.py, conv.py, attention.py) use these
+The kinds' programs (``jacobian_program`` of symeq/layers/dense/__init__.py, conv.py, attention.py) use these
 primitives only, so one forward pass and one Jacobian serve every backend; :func:`reverse_jacobian`
 chains the programs of a model (docs/identifiability.md, "Local identifiability").
 
@@ -228,7 +228,7 @@ class Backend:
 
     def scatter_columns(self, a, perm, fac):
         """``U[:, perm[t]] = fac[t] * a[:, t]``: the columns of a 2-D array moved and scaled (the group
-        acting on a kernel's taps: theta -> theta^g, symeq/layers/conv.py ``transformed_rows``)."""
+        acting on a kernel's taps: theta -> theta^g, symeq/layers/conv/__init__.py ``transformed_rows``)."""
         f = self.asarray(list(fac), (len(fac),))
         U = self.zeros(a.shape)
         U[:, np.asarray(perm, dtype=np.int64)] = self.mul(a, f[None, :])

@@ -1323,7 +1323,7 @@ def _certify_conv_kernels(model, ngroup, egroup, *, digits, data, max_distance, 
     from .activations import activation_from_spec
     from .layers.conv import ConvLayer
     from .models import DenseLayer, Model
-    from .numeric.conv import NumericConvLayer
+    from .layers.conv.floating import NumericConvLayer
     from .numeric.layerwise import derive_latent_actions_numeric
     from .numeric.models import NumericDenseLayer, NumericModel
     from .numeric.monomial import MonomialAction

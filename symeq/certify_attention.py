@@ -194,7 +194,7 @@ def certify_attention(model, ngroup, egroup, *, result, relative, digits: int | 
     if digits is not None and not (isinstance(digits, int) and 1 <= digits <= 30):
         raise InputError(f"--digits must be an integer from 1 to 30, got {digits!r}")
     T, d, do = layer.tokens, layer.d, layer.d_out
-    from .numeric.attention import factor_kron_numeric
+    from .layers.attention.floating import factor_kron_numeric
 
     A, B = ngroup.generators[0]
     if len(ngroup.generators) != 1 or egroup.order() != 2:  # not {e, g}: the bounded search
@@ -310,7 +310,7 @@ def _finish(model, heads, cb, egroup, ngroup, P, D, method, notes, actions, *, r
     verification, and the result."""
     from .layers.attention import AttentionLayer, Head
     from .models import Model
-    from .numeric.attention import NumericAttention
+    from .layers.attention.floating import NumericAttention
     from .numeric.models import NumericModel
     from .theorem import verify
 
@@ -384,7 +384,7 @@ def _certify_bounded(model, ngroup, egroup, *, result, relative, digits, data, m
     exact Reynolds average over the group with these actions is theta-bar (layerwise equivariant when the
     actions compose as the group does: checked in floats first, then proved by verify)."""
     from .numbers import mat_rows
-    from .numeric.attention import _assign, factor_kron_numeric
+    from .layers.attention.floating import _assign, factor_kron_numeric
 
     layer = model.layers[0]
     T, d, do = layer.tokens, layer.d, layer.d_out

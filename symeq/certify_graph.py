@@ -216,7 +216,7 @@ def _project_layer(layer, fl, grid):
     D = grid(fl["dev"], fl["scale"])
     if supports(layer, "sparse-actions"):
         from .layers.conv import ConvLayer
-        from .numeric.conv import NumericConvLayer
+        from .layers.conv.floating import NumericConvLayer
         from .numeric.project import reynolds_conv_exact
 
         K, cb = np.asarray(layer.kernel, dtype=np.float64), np.asarray(layer.channel_bias, dtype=np.float64)

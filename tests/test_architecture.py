@@ -24,6 +24,7 @@ LEVELS = [
     ["symeq.models", "symeq.io", "symeq.examples", "symeq.expand", "symeq.graph", "symeq.digest"],
     ["symeq.layerwise", "symeq.walk", "symeq.submodels", "symeq.attention", "symeq.graph.derive"],
     ["symeq.equivariance", "symeq.fibre", "symeq.fibre.deep", "symeq.relu", "symeq.numeric",
+     "symeq.layers.dense.floating", "symeq.layers.conv.floating", "symeq.layers.attention.floating",
      "symeq.layers.pooling.floating"],
     ["symeq.theorem", "symeq.certification", "symeq.certify_attention", "symeq.certify_graph",
      "symeq.graph.verify"],

@@ -132,7 +132,7 @@ def test_dense_layer_is_still_importable_from_models():
 
 
 def test_every_float_layer_satisfies_the_float_protocol():
-    from symeq.numeric.attention import NumericAttention, NumericHeads
+    from symeq.layers.attention.floating import NumericAttention, NumericHeads
     from symeq.numeric.models import NumericDenseLayer, from_exact
 
     exact = random_equivariant_attention(rng=0, dense=[tanh_series(3)])
@@ -484,7 +484,7 @@ def test_heads_match_action_agrees_with_match_heads():
 
 def test_numeric_heads_match_action_agrees_with_match_heads_numeric():
     from symeq.errors import InputError
-    from symeq.numeric.attention import match_heads_numeric
+    from symeq.layers.attention.floating import match_heads_numeric
     from symeq.numeric.models import from_exact
     from symeq.numeric.monomial import MonomialAction
 

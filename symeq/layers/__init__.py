@@ -2,5 +2,5 @@
 (:mod:`symeq.layers.dense`, re-exported as ``symeq.models.DenseLayer``), lightning attention and its
 heads (:mod:`symeq.layers.attention`) and 2-d convolutions kept as kernels, with actions that are a
 channel action times a pixel permutation (:mod:`symeq.layers.conv`; escnn-style networks in
-:mod:`symeq.layers.conv_nets`; docs/conv.md).  See ``docs/architecture.md`` for the levels and how to
+:mod:`symeq.layers.conv.nets`; docs/conv.md).  See ``docs/architecture.md`` for the levels and how to
 add a kind."""

@@ -19,7 +19,7 @@ available offline, scikit-learn's 8x8 digits, with the token layout adapted:
   paper's schedule.  The jitter is an adaptation to the digits (constant border pixels).
 
 Reported: per head, its partner under the mirror (matched by the score matrices C^T A_h C ~ A_k
-and the value maps, :func:`symeq.numeric.attention.match_heads_numeric`) with its residual, so which
+and the value maps, :func:`symeq.layers.attention.floating.match_heads_numeric`) with its residual, so which
 heads map to themselves and which swap; the paper's metric (a least-squares linear map A with
 A f_1(y) ~ f_1(g y) on the heads' outputs, the median of ||f_1(g y) - A f_1(y)|| / ||f_1(y)|| on
 held-out Gaussian noise inputs with the data's per-feature mean and spread) for the mirror and for
@@ -132,7 +132,7 @@ def _paper_metric(layer, gidx, Z_fit, Z_test) -> float:
 
 def _head_partners(layer, group):
     """Per head: (partner, residual) from the numeric matching, and the margin."""
-    from .attention import match_heads_numeric
+    from ..layers.attention.floating import match_heads_numeric
 
     A = np.array([[float(group.generators[0][0][i, j]) for j in range(64)] for i in range(64)])
     hl = layer.heads_layer()
@@ -140,7 +140,7 @@ def _head_partners(layer, group):
     if why:
         raise InputError(f"the mirror does not act as tokens (x) channels: {why}")
     T, H, dv = layer.tokens, len(layer.query), layer.value[0].shape[1]
-    from .attention import factor_kron_numeric
+    from ..layers.attention.floating import factor_kron_numeric
 
     R = factor_kron_numeric(rho, T, H * dv)[1]
     blocks = np.array([[np.linalg.norm(R[h * dv:(h + 1) * dv, k * dv:(k + 1) * dv]) for k in range(H)]
@@ -163,7 +163,7 @@ def save_attention_npz(layer, path) -> None:
 
 def load_attention_npz(path):
     """The layer :func:`save_attention_npz` wrote (a NumericAttention)."""
-    from .attention import NumericAttention
+    from ..layers.attention.floating import NumericAttention
 
     with np.load(path, allow_pickle=False) as z:
         if "kind" not in z.files or str(z["kind"]) != "softmax-attention":
@@ -366,7 +366,7 @@ def _certified_row(res: dict, certifier, model, horizontal, seed: int, x, outp, 
 
 def _channel(group) -> np.ndarray:
     """The channel matrix C of the group's generator P (x) C."""
-    from .attention import factor_kron_numeric
+    from ..layers.attention.floating import factor_kron_numeric
 
     A = np.array([[float(group.generators[0][0][i, j]) for j in range(64)] for i in range(64)])
     return factor_kron_numeric(A, 8, 8)[1]

@@ -13,7 +13,7 @@ Two views of the same question, "does G act on every hidden layer, through K_i?"
    the next layer's bias absorbs it (``MonomialAction.offset``; :attr:`NumericDerivation.offsets`).
    An attention model is walked as its chain (:meth:`NumericModel.chain`): on the heads layer,
    heads are matched by their score matrices up to a scalar and the value spaces by least
-   squares (:func:`symeq.numeric.attention.match_heads_numeric`), giving a dense P (x) R.
+   squares (:func:`symeq.layers.attention.floating.match_heads_numeric`), giving a dense P (x) R.
    The exact path hashes canonical rows; here every pair (j, k) gets the relative residual
    ``min_alpha |u_j - alpha v_k| / |u_j|`` (one Gram matrix), the rows are matched by linear
    assignment on that cost (row-wise argmin when it is already a bijection, which is the common
@@ -244,7 +244,7 @@ def _commutator_residual(layer, prev, B) -> float:
     (convolutions) on the sparse matrix."""
     Bm = as_action(B)
     if supports(layer, "sparse-actions") and isinstance(prev, MonomialAction) and isinstance(Bm, MonomialAction):
-        from .conv import sparse_commutator_residual  # no dense expansion of the convolution
+        from ..layers.conv.floating import sparse_commutator_residual  # no dense expansion of the convolution
 
         return sparse_commutator_residual(layer, prev, Bm)
     lhs = right_multiply(layer.weight, prev)
@@ -263,7 +263,7 @@ class _FloatRows:
     once by ``match_reference``): a dense layer matches the rows of
     [W_i rho_{i-1}(g) | b_i + W_i c_{i-1}(g) - s] to theta's by linear assignment
     (:func:`symeq.numeric.match._match_layer`), attention heads by
-    :func:`symeq.numeric.attention.match_heads_numeric`; each records (max residual, median
+    :func:`symeq.layers.attention.floating.match_heads_numeric`; each records (max residual, median
     residual, margin, method).
     ``close`` adds the last layer's residual: the result is (worst residual, chain, records).
     """
@@ -283,7 +283,7 @@ class _FloatRows:
     def step(self, i: int, prev) -> list:
         """The candidate (rho, record) on hidden layer i + 1: the layer's own matching of actions
         (``match_action`` of :class:`~symeq.numeric.models.NumericDenseLayer`,
-        :class:`~symeq.numeric.conv.NumericConvLayer` or :class:`~symeq.numeric.attention.NumericHeads`).
+        :class:`~symeq.layers.conv.floating.NumericConvLayer` or :class:`~symeq.layers.attention.floating.NumericHeads`).
 
         A convolution whose geometry does not carry the input action (a stride 2 on an even grid under
         a rotation, an action that is not channel (x) pixel) is matched on its dense rows instead when

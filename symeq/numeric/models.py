@@ -1,7 +1,7 @@
 """Numeric models: the float twin of :mod:`symeq.models` (numpy float64 by default).
 
 A :class:`NumericModel` is a list of float layers, :class:`NumericDenseLayer` ``x -> sigma(W x + b)``,
-:class:`~symeq.numeric.conv.NumericConvLayer` and attention as the first layer (the last one affine),
+:class:`~symeq.layers.conv.floating.NumericConvLayer` and attention as the first layer (the last one affine),
 with an optional :class:`NumericGroup` acting on input and output, exactly as an exact
 :class:`~symeq.models.Model`, but with ``numpy`` arrays.  Batches are arrays with *one row per
 point* (shape ``(N, n_in)``, the numpy/torch habit), where the exact side uses one column per point.
@@ -26,7 +26,7 @@ activation it is *read off the exact definition* (:meth:`Scalings.of_exact` asks
 :meth:`symeq.activations.Activation.affine_admissible`), so the two paths cannot disagree.
 
 Models come from an exact model (:func:`from_exact`; lightning attention becomes
-:class:`~symeq.numeric.attention.NumericAttention`), the model file format with floats allowed
+:class:`~symeq.layers.attention.floating.NumericAttention`), the model file format with floats allowed
 (:func:`model_from_json`: dense, conv2d and attention layers), an ``.npz`` archive (:func:`load_npz`,
 layout in its docstring) or a torch ``nn.Sequential`` (:func:`from_torch`).  The numeric side
 never claims "verified": results are residuals compared with a tolerance.
@@ -49,23 +49,19 @@ import functools
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, ClassVar
 
 import numpy as np
 
-from ..activations import LATENT_GROUPS, relu as _exact_relu
+from ..activations.floating import NumericActivation, Scalings, activation_from_exact, numeric_activation
 from ..activations.registry import torch_activation_classes
 from ..schema import check_keys
 from ..errors import EngineMissing, InputError, ShapeError
-from ..backends import Float64
-from ..layers.base import DenseNames
-from ..layers.dense import DenseProgram
+from ..layers.dense.floating import NumericDenseLayer
 from ..layers.registry import ReadContext, first_unsupported, float_unit, kind_class, kind_names, supports
 from ..models import LayeredShape
-from .conv import NumericConvLayer
+from ..layers.conv.floating import NumericConvLayer
 from .floats import float_matrix as _float_matrix
-from .match import _input_bias, _latent_action, _match_layer
-from .monomial import right_multiply, to_float_matrix  # to_float_matrix: re-exported (it lives below models)
+from .monomial import to_float_matrix  # re-exported (it lives below models)
 
 __all__ = [
     "Scalings",
@@ -84,235 +80,6 @@ __all__ = [
     "to_float_matrix",
 ]
 
-
-_FLOAT64 = Float64()
-
-
-def _fq(q) -> float:
-    return int(q.p) / int(q.q)
-
-
-# -- activations ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Scalings:
-    """The admissible pre-activation scalings of an activation, as floats (the float view of K).
-
-    A neuron's pre-activation may change by z -> alpha z + s(1 - alpha) when
-    sigma(alpha t + s(1 - alpha)) = q sigma(t) + o for all t; its output then changes by
-    y -> q y + o (the next layer's bias absorbs o).  The admissible alpha form one of four groups:
-
-    * ``"one"``: alpha = 1 (generic sigma);
-    * ``"sign"``: alpha = +-1, with ``flip`` = (q, o) for alpha = -1 (odd: (-1, 0); even: (1, 0);
-      odd up to a constant, e.g. sigmoid: (-1, 2 sigma(s)));
-    * ``"positive"``: alpha > 0 (ReLU), q = alpha^power;
-    * ``"nonzero"``: alpha != 0 (monomials c (t - s)^d, and c (t - s)^d + e),
-      q = sign(alpha)^sign_power |alpha|^power.
-
-    In every class o(alpha) = constant * (1 - q(alpha)), with ``constant`` = sigma(s) for the
-    activations that are odd or monomial only up to a constant, and 0 otherwise.
-
-    Examples
-    --------
-    >>> from symeq.activations import sigmoid_series, monomial
-    >>> Scalings.of_exact(sigmoid_series(3))
-    Scalings(alphas='sign', flip=(-1.0, 1.0), power=0, sign_power=0, constant=0.5)
-    >>> Scalings.of_exact(monomial(3)).q(np.array([-2.0, 0.5])).tolist()
-    [-8.0, 0.125]
-    """
-
-    alphas: str
-    flip: tuple | None = None
-    power: int = 0
-    sign_power: int = 0
-    constant: float = 0.0
-
-    @classmethod
-    def of_exact(cls, act) -> "Scalings":
-        """Read the scalings off an exact :class:`~symeq.activations.Activation`.
-
-        Only its :meth:`~symeq.activations.Activation.affine_admissible` is asked, at alpha = 2
-        (a continuous family?), -1 (signs?) and 1/3 (a consistency probe): the exact definition
-        is the single source of truth.
-        """
-        from flint import fmpq
-
-        two, neg = act.affine_admissible(2), act.affine_admissible(-1)
-        if two is not None:
-            q2, o2 = two
-            power = int(q2.p).bit_length() - 1
-            if q2.q != 1 or q2 != 2 ** power or power < 1:
-                raise AssertionError(f"unexpected scaling factor q(2) = {q2} for {act!r}")
-            e = o2 / (1 - q2)
-            if neg is None:
-                sign_power = None
-            elif neg[0] in (1, -1) and neg[1] == e * (1 - neg[0]):
-                sign_power = 0 if neg[0] == 1 else 1
-            else:
-                raise AssertionError(f"unexpected (q, o)(-1) = {neg} for {act!r}")
-            third = act.affine_admissible(fmpq(1, 3))
-            if third is None or third != (fmpq(1, 3 ** power), e * (1 - fmpq(1, 3 ** power))):
-                raise AssertionError(f"the scalings of {act!r} are not a power law")
-            return cls("positive" if sign_power is None else "nonzero", None, power, sign_power or 0, _fq(e))
-        if neg is None:
-            return cls("one")
-        q, o = neg
-        if q == 1 and o != 0:
-            raise AssertionError(f"unexpected (q, o)(-1) = {neg} for {act!r}")
-        return cls("sign", (_fq(q), _fq(o)), constant=0.0 if q == 1 else _fq(o / (1 - q)))
-
-    @property
-    def affine(self) -> bool:
-        """Whether some admissible scaling shifts the output (o != 0): actions are affine."""
-        return self.constant != 0.0
-
-    def snap(self, alpha: np.ndarray) -> np.ndarray:
-        """The admissible alpha nearest to fitted ones (signs; continuous families unchanged)."""
-        alpha = np.asarray(alpha, dtype=np.float64)
-        if self.alphas == "one":
-            return np.ones_like(alpha)
-        if self.alphas == "sign":
-            return np.where(alpha >= 0, 1.0, -1.0)
-        return alpha
-
-    def admissible_mask(self, alpha: np.ndarray) -> np.ndarray:
-        alpha = np.asarray(alpha, dtype=np.float64)
-        if self.alphas == "one":
-            return alpha == 1.0
-        if self.alphas == "sign":
-            return np.abs(alpha) == 1.0
-        if self.alphas == "positive":
-            return alpha > 0
-        return alpha != 0
-
-    def q(self, alpha: np.ndarray) -> np.ndarray:
-        """The output factors q(alpha); NaN where alpha is not admissible."""
-        alpha = np.asarray(alpha, dtype=np.float64)
-        if self.alphas in ("one", "sign"):
-            flip_q = self.flip[0] if self.flip is not None else np.nan
-            out = np.where(alpha == 1.0, 1.0, np.where(alpha == -1.0, flip_q, np.nan))
-        else:
-            out = np.abs(alpha) ** self.power * np.where(alpha < 0, (-1.0) ** self.sign_power, 1.0)
-        return np.where(self.admissible_mask(alpha), out, np.nan)
-
-    def offset(self, alpha: np.ndarray) -> np.ndarray:
-        """The output offsets o(alpha) = constant * (1 - q(alpha)) (zero for linear actions)."""
-        return self.constant * (1.0 - self.q(alpha)) + 0.0  # + 0.0: no -0.0 in reports
-
-    @property
-    def projection_kind(self) -> str:
-        """Which monomial group the post-activation actions lie in (linear part)."""
-        if self.alphas == "sign":
-            return "signed permutation" if self.flip[0] == -1.0 else "permutation"
-        if self.alphas == "positive":
-            return "positive monomial"
-        if self.alphas == "nonzero":
-            return "monomial"
-        return "permutation"
-
-
-@dataclass(frozen=True, eq=False)
-class NumericActivation:
-    """A float activation with its derivative and the latent symmetry it implies.
-
-    Attributes
-    ----------
-    name : "polynomial", "relu" or a real activation's name ("tanh", "gelu", ...; its spec is kept)
-    fn, prime : numpy functions sigma and sigma'
-    symmetry : as :attr:`symeq.activations.Activation.symmetry`
-    shift : s with sigma(t) = tau(t - s) (polynomials; 0 otherwise)
-    degree : polynomial degree (None otherwise)
-    coeffs : float coefficients from degree 0 up (polynomials)
-    spec : the JSON description
-    scalings : the admissible scalings (:class:`Scalings`; read off the exact activation when
-        there is one)
-    """
-
-    name: str
-    fn: Callable
-    prime: Callable
-    symmetry: str
-    shift: float = 0.0
-    degree: int | None = None
-    coeffs: tuple = ()
-    spec: dict = field(default_factory=dict)
-    scalings: Scalings = field(default_factory=lambda: Scalings("one"))
-
-    def __call__(self, t):
-        return self.fn(t)
-
-    @property
-    def latent_group(self) -> str:
-        return LATENT_GROUPS[self.symmetry]
-
-    def admissible(self, alpha: float) -> float | None:
-        """q with sigma(alpha t + s(1 - alpha)) = q sigma(t) + o, for an alpha already snapped to K.
-
-        >>> numeric_activation("tanh").admissible(-1.0), numeric_activation("relu").admissible(2.0)
-        (-1.0, 2.0)
-        >>> numeric_activation("sigmoid").affine_admissible(-1.0)
-        (-1.0, 1.0)
-        """
-        q = float(self.scalings.q(alpha))
-        return None if np.isnan(q) else q
-
-    def affine_admissible(self, alpha: float) -> tuple[float, float] | None:
-        """(q, o) with sigma(alpha t + s(1 - alpha)) = q sigma(t) + o, or None."""
-        q = self.admissible(alpha)
-        return None if q is None else (q, float(self.scalings.offset(alpha)))
-
-    def torch_module(self):
-        """The matching ``torch.nn`` module (polynomials: a small module evaluating by Horner)."""
-        from ..activations.polynomial import torch_polynomial_class
-        from ..activations.registry import torch_module
-
-        if self.name == "polynomial":  # its float coefficients, as the float twin holds them
-            return torch_polynomial_class()(self.coeffs)
-        return torch_module(dict(self.spec, type=self.name))
-
-    def __repr__(self) -> str:
-        return f"NumericActivation({self.spec})"
-
-
-def activation_from_exact(act) -> NumericActivation:
-    """The float twin of an exact :class:`~symeq.activations.Activation`: sigma and sigma' are its
-    unit's numpy functions (:mod:`symeq.activations`, one declaration per activation), the scalings
-    are read off the exact definition (:meth:`Scalings.of_exact`), so the float path and the exact
-    one share one table of symmetries.  tests/numeric/test_parity.py checks each identity on sample points."""
-    from ..activations.registry import float_functions
-
-    f, fp = float_functions(act)
-    if act.kind == "relu":
-        return NumericActivation("relu", f, fp, "relu", spec={"type": "relu"}, scalings=Scalings.of_exact(act))
-    if act.kind == "real":
-        return NumericActivation(act.name, f, fp, act.symmetry, spec=act.to_spec(), scalings=Scalings.of_exact(act))
-    return NumericActivation("polynomial", f, fp, act.symmetry, _fq(act.shift), act.degree,
-                             tuple(_fq(c) for c in act.coeffs), dict(act.spec), Scalings.of_exact(act))
-
-
-def numeric_activation(spec, where: str = "activation") -> NumericActivation | None:
-    """The float twin of an activation from its JSON spec: every activation unit of
-    :mod:`symeq.activations` (its numpy functions); affine and constant polynomials are refused.
-
-    >>> numeric_activation({"type": "tanh_series", "order": 3}).symmetry
-    'odd'
-    >>> numeric_activation("gelu").latent_group
-    'permutations'
-    """
-    if spec is None:
-        return None
-    if isinstance(spec, str):
-        spec = {"type": spec}
-    from ..activations import activation_from_spec, degenerate_reason
-
-    try:
-        act = activation_from_spec(spec, where)
-    except InputError as e:
-        raise InputError(str(e)) from None
-    reason = degenerate_reason(act, where)
-    if reason is not None:
-        raise InputError(reason)
-    return activation_from_exact(act)
 
 
 # -- groups --------------------------------------------------------------------------------
@@ -390,144 +157,6 @@ def _as_group(group) -> NumericGroup | None:
 
 
 # -- layers and models ---------------------------------------------------------------------
-
-@dataclass(eq=False)
-class NumericDenseLayer(DenseNames):
-    """x -> sigma(W x + b) with float W (out x in) and b; sigma None means affine.
-
-    A float layer of kind ``"dense"`` (:class:`symeq.layers.base.LayerBase`).
-    """
-
-    kind: ClassVar[str] = "dense"
-
-    weight: np.ndarray
-    bias: np.ndarray | None = None
-    activation: NumericActivation | None = None
-    tokens: int | None = None  # set for token-wise layers after attention: weight = I_T (x) W
-
-    def __post_init__(self):
-        self.weight = np.asarray(self.weight, dtype=np.float64)
-        if self.weight.ndim != 2 or 0 in self.weight.shape:
-            raise ShapeError(f"a weight must be a non-empty matrix, got shape {self.weight.shape}")
-        self.bias = np.zeros(self.weight.shape[0]) if self.bias is None else np.asarray(self.bias, dtype=np.float64).reshape(-1)
-        if self.bias.shape[0] != self.weight.shape[0]:
-            raise ShapeError(f"bias has length {self.bias.shape[0]}, weight has {self.weight.shape[0]} rows")
-        if not (np.all(np.isfinite(self.weight)) and np.all(np.isfinite(self.bias))):
-            raise InputError("a layer has NaN or infinite weights; numeric models need finite parameters")
-
-    @property
-    def in_dim(self) -> int:
-        return self.weight.shape[1]
-
-    @property
-    def out_dim(self) -> int:
-        return self.weight.shape[0]
-
-    @property
-    def hidden_label(self) -> str:
-        if self.activation is None:
-            return "affine"
-        spec = self.activation.spec
-        arg = spec.get("order", spec.get("degree"))
-        return spec.get("type", self.activation.name) + (f"({arg})" if arg is not None else "")
-
-    def program(self) -> DenseProgram:
-        """The dense kind's one forward pass (symeq/layers/dense.py) over the float64 backend, on this
-        layer's float W (the whole I_T (x) W of a token-wise layer) and b."""
-        cached = getattr(self, "_program", None)  # W and b are the program's own arrays (views, no copies)
-        if cached is None or cached[0] is not self.weight or cached[1] is not self.bias:
-            cached = (self.weight, self.bias, DenseProgram(_FLOAT64, self.weight, self.bias, True))
-            if self.weight.dtype == np.float64 and self.bias.dtype == np.float64:  # else copies: not kept
-                self._program = cached
-        return cached[2]
-
-    def pre_activation(self, X: np.ndarray) -> np.ndarray:
-        """W x + b on a batch (one row per point): the kind's program on the columns X^T."""
-        return self.program().pre_activation(np.asarray(X).T).T
-
-    def forward(self, X: np.ndarray) -> np.ndarray:
-        """Apply the layer to a batch (one row per point): the kind's forward with the float activation."""
-        act = self.activation
-        out, _ = self.program().forward(np.asarray(X).T, None if act is None else lambda Z: (act(Z), None))
-        return out.T
-
-    def copy(self) -> "NumericDenseLayer":
-        return NumericDenseLayer(self.weight.copy(), self.bias.copy(), self.activation, self.tokens)
-
-    @classmethod
-    def float_twin(cls, layer, activation) -> "NumericDenseLayer":
-        """The float twin of an exact dense layer (``activation``: its float unit; token-wise kept)."""
-        return cls(to_float_matrix(layer.weight), np.array([_fq(b) for b in layer.bias]), activation, layer.tokens)
-
-    #: the model-file types this float class reads with floats allowed (:func:`model_from_json`)
-    json_types: ClassVar[tuple] = ("dense",)
-
-    @classmethod
-    def from_float_json(cls, spec: dict, ctx, at: str) -> "NumericDenseLayer":
-        """A dense layer of a model file, floats allowed, on ``ctx.n`` inputs (per token after a
-        token-mixing layer, ``ctx.tokens``); the keys are the exact kind's (one schema)."""
-        check_keys(spec, at, *kind_class(cls.kind).schema[spec["type"]], error=InputError)
-        W = _float_matrix(spec["weight"], f"{at}.weight", cols=ctx.n)
-        b = None if spec.get("bias") is None else _float_matrix(spec["bias"], f"{at}.bias", vector=True)
-        if b is not None and b.shape[0] != W.shape[0]:
-            raise ShapeError(f"{at}.bias has length {b.shape[0]}, expected {W.shape[0]}")
-        act = numeric_activation(spec.get("activation"), f"{at}.activation")
-        ctx.n = W.shape[0]
-        if ctx.tokens is None:
-            return cls(W, b, act)
-        b = np.zeros(W.shape[0]) if b is None else b
-        return cls(np.kron(np.eye(ctx.tokens), W), np.tile(b, ctx.tokens), act, ctx.tokens)
-
-    def torch_modules(self, torch, dtype) -> list:
-        """torch modules computing this layer (NumericModel.to_torch): a Linear, then the activation."""
-        from .torch_backend import linear_torch_modules
-
-        return linear_torch_modules(self, torch, dtype)
-
-    def match_reference(self, affine: bool = False) -> np.ndarray | None:
-        """theta's shifted rows [W | b - s] (None for an affine layer: nothing to match)."""
-        if self.activation is None:
-            return None
-        return np.hstack([self.weight, (self.bias - self.activation.shift)[:, None]])
-
-    def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
-        """The action on the layer's output given y -> P_in y + c_in on its input, with its record.
-
-        Rows of [W P_in | b + W c_in - s] are matched to theta's [W | b - s] up to admissible
-        scalings by linear assignment (:func:`symeq.numeric.match._match_layer`); rho has
-        q(alpha_j) at (j, pi(j)) and the offsets of affine sign flips.  ``c_in`` defaults to the
-        offset P_in carries (``MonomialAction.offset``); ``reference`` is :meth:`match_reference`.
-        Affine sign flips are always read off the activation's scalings, so ``affine`` is unused.
-
-        Returns
-        -------
-        (False, [(rho, (max residual, median residual, margin, how))]) : one candidate; how far it
-            is from exact is the record's business (a float match decides nothing).
-
-        Examples
-        --------
-        >>> layer = NumericDenseLayer(np.array([[1.0, 2.0], [2.0, 1.0]]), np.ones(2), numeric_activation("tanh"))
-        >>> _, [(rho, rec)] = layer.match_action(np.array([[0.0, 1.0], [1.0, 0.0]]))
-        >>> rho.cols.tolist(), rec[0] < 1e-12
-        ([1, 0], True)
-        """
-        act = self.activation
-        if act is None:
-            raise InputError("an affine layer's output is acted on by the group itself: there is nothing to match")
-        V = self.match_reference() if reference is None else reference
-        bias = _input_bias(self, P_in) if c_in is None else self.bias + self.weight @ np.asarray(c_in, dtype=np.float64)
-        U = np.hstack([right_multiply(self.weight, P_in), (bias - act.shift)[:, None]])
-        pi, alpha, rel, margin = _match_layer(U, V, act)
-        rho = _latent_action(act, pi, alpha)
-        return False, [(rho, (float(rel.max()), float(np.median(rel)), margin, f"{act.latent_group}, linear assignment"))]
-
-    @property
-    def token_weight(self) -> np.ndarray:
-        """The per-token weight W of a token-wise layer (its first diagonal block)."""
-        if self.tokens is None:
-            return self.weight
-        return self.weight[: self.out_dim // self.tokens, : self.in_dim // self.tokens]
-
 
 @dataclass(eq=False)
 class NumericModel(LayeredShape):
@@ -695,8 +324,8 @@ def torch_layer_classes() -> dict:
 def from_exact(model, group=...) -> NumericModel:
     """The float twin of an exact :class:`~symeq.models.Model` (same widths, same group).
 
-    Lightning attention layers become :class:`~symeq.numeric.attention.NumericAttention` (and the
-    heads layer of a chain :class:`~symeq.numeric.attention.NumericHeads`); token-wise dense layers
+    Lightning attention layers become :class:`~symeq.layers.attention.floating.NumericAttention` (and the
+    heads layer of a chain :class:`~symeq.layers.attention.floating.NumericHeads`); token-wise dense layers
     keep their token count.
 
     >>> from symeq.attention import random_equivariant_attention
@@ -984,14 +613,14 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
     Known activations: Tanh, GELU (erf or tanh form), Sigmoid, ReLU, SiLU, Softplus (beta 1), ELU,
     LeakyReLU (parameters read as rationals) and symeq's Polynomial.  ``Conv2d`` (zero or circular
     padding, any stride, no dilation; ``groups > 1`` read as its block-diagonal kernel) becomes a
-    :class:`symeq.numeric.conv.NumericConvLayer` (kernels kept); it needs ``input_shape = (C, H, W)``
+    :class:`symeq.layers.conv.floating.NumericConvLayer` (kernels kept); it needs ``input_shape = (C, H, W)``
     of the network's input (later layers follow the shapes).  ``Flatten`` is the identity on symeq's
     channel-major pixel order; a ``Linear`` after a convolution is the convolution with a
     whole-image kernel.  Folded exactly (in float64) into the neighbouring linear layer, and listed
     in ``model.meta["reader_notes"]``: ``BatchNorm1d``/``BatchNorm2d`` in eval mode (into the layer
     before it when no activation lies between, else into the next one), ``AvgPool2d`` (no padding
     of its own; before a padded convolution when its windows tile the image, see
-    :func:`symeq.numeric.conv.pool_before_conv`) and ``AdaptiveAvgPool2d(1)``.  ``Dropout`` in
+    :func:`symeq.layers.conv.floating.pool_before_conv`) and ``AdaptiveAvgPool2d(1)``.  ``Dropout`` in
     eval mode and ``Identity`` are dropped; ``Softmax``/``LogSoftmax`` as the last module is the
     output operation (``model.meta["output_op"]``; the model is the logits).  Training-mode
     BatchNorm or Dropout, adaptive max pooling and norms are refused by name.  ``MaxPool2d`` and a max over each
@@ -1106,7 +735,7 @@ class _TorchChain:
 
     def start(self, p, label) -> None:
         """A new linear layer ``p``: the one pending is finished affine, the ops waiting fold into ``p``."""
-        from .conv import FloatFold, fold_pool_into_dense, fold_pool_into_kernel, pool_before_conv
+        from ..layers.conv.floating import FloatFold, fold_pool_into_dense, fold_pool_into_kernel, pool_before_conv
 
         if self.pending is not None:
             self.layers.append(self.finish(self.pending, None))
@@ -1236,7 +865,7 @@ class _TorchChain:
                           "(scale gamma/sqrt(var + eps) in float64)")
 
     def average_pool(self, label, mod, kind) -> None:
-        from .conv import FloatFold, fold_pool_after_kernel, pool_after_conv
+        from ..layers.conv.floating import FloatFold, fold_pool_after_kernel, pool_after_conv
 
         shape = self.shape
         if shape is None:
@@ -1300,6 +929,3 @@ class _TorchChain:
         self.notes.append(f"module {label}: {kind} at the output recorded as the output operation; the logits are "
                           "what is checked and certified (it commutes with permutations: the output action must be one)")
 
-
-FLOAT_LAYERS = (NumericDenseLayer,)
-"""The float twin of the dense kind (its ``float_module`` declares this module)."""

@@ -299,7 +299,7 @@ def _join(c: _Cutter, k: int, named: dict, g: GraphRead):
 def load_onnx_graph(path):
     """The float graph model (:class:`symeq.graph.GraphModel`) of an ONNX file with branches, or None for a
     chain (read it with :func:`symeq.numeric.onnx_io.load_onnx`)."""
-    from .conv import FloatFold
+    from ..layers.conv.floating import FloatFold
     from .onnx_io import float_layer
 
     g = read_onnx_graph(path)

@@ -5,7 +5,7 @@ certify's float reader (docs/graphs.md).
 ``symeq check CERT NET.onnx``: a chain as :func:`symeq.numeric.onnx_io.load_onnx_exact` reads it, and an
 ONNX file with additions, concatenations or a tensor read twice (what that reader refuses) as an exact
 :class:`symeq.graph.GraphModel`: the graph cut by :func:`symeq.numeric.onnx_graph.read_onnx_graph`, each
-segment's layers realised with the exact folds (BatchNorm, pooling; :class:`symeq.numeric.conv.ExactFold`,
+segment's layers realised with the exact folds (BatchNorm, pooling; :class:`symeq.layers.conv.floating.ExactFold`,
 as the chain's exact reader), the joins' activations and the group exact.  The exact path then verifies
 it as any graph model (``symeq.graph.verify``: the actions along the graph, else an exact or arb-ball
 witness of f(g x) != g f(x) through the graph's ``ball_forward``).
@@ -42,7 +42,7 @@ def _exact_layer(lin):
     from ..models import DenseLayer
     from ..numbers import matrix
     from ..sizes import check_width
-    from .conv import ExactFold
+    from ..layers.conv.floating import ExactFold
     from .onnx_io import _fmpq_of, _realised_list
 
     check_width(lin.shape.out_dim if lin.shape is not None else lin.raw_K.shape[0], f"{lin.where}: layer width")

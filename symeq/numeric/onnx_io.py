@@ -7,12 +7,12 @@ imported at run time).  :func:`load_onnx` walks the graph in order and reads a c
 * linear layers: ``Gemm`` (``alpha``, ``beta``, ``transA = 0``, ``transB``), ``MatMul`` followed by an
   ``Add`` of a constant (the bias), and ``Conv`` (2-d, dilation 1, equal strides and symmetric equal
   paddings; ``group > 1``, depthwise included, as its block-diagonal kernel), read as the conv2d
-  layer kind with its kernels (:class:`symeq.numeric.conv.NumericConvLayer`, exact
+  layer kind with its kernels (:class:`symeq.layers.conv.floating.NumericConvLayer`, exact
   :class:`symeq.layers.conv.ConvLayer`; channel-major pixel order, torch's ``Flatten``);
 * what folds into them exactly, each fold listed in ``model.meta["reader_notes"]``:
   ``BatchNormalization`` (eval) into the layer before it (its outputs) or after it (its inputs);
   ``AveragePool``, ``GlobalAveragePool`` and ``ReduceMean`` over H, W into the next layer (before a
-  padded convolution only when the windows tile the image: :func:`symeq.numeric.conv.pool_before_conv`)
+  padded convolution only when the windows tile the image: :func:`symeq.layers.conv.floating.pool_before_conv`)
   or into the convolution before it; a mean over each field (``Reshape`` to 5-d + ``ReduceMean``
   over axis 2); two linear layers in a row where their composition is one layer; the folds are
   replayed in float64 for the float twin and in exact rationals for :func:`load_onnx_exact`
@@ -349,7 +349,7 @@ class _Linear:
     """A linear layer as read: its raw float arrays and the exact folds to apply to them, in order.
 
     ``ops`` are ``(kind, data)`` pairs replayed by :func:`_replay` over a number kind
-    (:class:`symeq.numeric.conv.FloatFold` for the float twin, :class:`~symeq.numeric.conv.ExactFold`
+    (:class:`symeq.layers.conv.floating.FloatFold` for the float twin, :class:`~symeq.layers.conv.floating.ExactFold`
     for the exact path), so both paths apply the same folds; ``shape`` is the final geometry (a
     :class:`~symeq.layers.conv.ConvShape`, or None for a dense layer), ``in_dim`` its input size."""
 
@@ -701,7 +701,7 @@ class _ChainReader:
     # -- folds
     def fold_pool_in(self, lin, pool, where, pwhere):
         """Average pooling before the linear layer ``lin``, folded into it exactly."""
-        from .conv import pool_before_conv
+        from ..layers.conv.floating import pool_before_conv
 
         kh, kw, sh, sw, in_shape = pool
         C, H, W = in_shape
@@ -840,7 +840,7 @@ class _ChainReader:
         self.advance(node.output[0])
 
     def pool(self, pool, where):
-        from .conv import pool_after_conv
+        from ..layers.conv.floating import pool_after_conv
 
         kh, kw, sh, sw, (C, H, W) = pool
         if self.pending is not None:  # after a linear layer, before its activation: fold into it
@@ -1083,7 +1083,7 @@ _BN_READ = ("; its scale gamma/sqrt(var + eps) was computed in float64 and is re
 
 def _replay(lin: _Linear, N):
     """The layer's (kernel or weight, bias) in the numbers ``N``: raw arrays, then every fold in order."""
-    from .conv import fold_pool_after_kernel, fold_pool_into_dense, fold_pool_into_kernel
+    from ..layers.conv.floating import fold_pool_after_kernel, fold_pool_into_dense, fold_pool_into_kernel
 
     K = N.arr(lin.raw_K)
     b = N.arr(lin.raw_b) if lin.raw_b is not None else None
@@ -1155,7 +1155,7 @@ def read_onnx_layers(path):
     values are kept: float32 weights become the float64 numbers they are, exactly; folded BatchNorm and
     pooling are applied in float64 (:func:`load_onnx_exact` applies them exactly).
     """
-    from .conv import FloatFold
+    from ..layers.conv.floating import FloatFold
 
     r = read_onnx_chain(path)
     return r.n, _realised(r, FloatFold), Path(str(path)).stem, r.group
@@ -1219,7 +1219,7 @@ def load_onnx(path):
     :func:`check_output_op`).  Raises :class:`~symeq.errors.InputError` (exit 2) for an unsupported
     operator (named with its node and the reason) or an unreadable file.
     """
-    from .conv import FloatFold
+    from ..layers.conv.floating import FloatFold
     from .models import NumericModel
     from .onnx_attention import read_attention
 
@@ -1237,8 +1237,8 @@ def load_onnx(path):
 
 def float_layer(W, b, act, where):
     """One realised layer (:func:`_realised_list`'s entry) as a float layer: a
-    :class:`~symeq.numeric.conv.NumericConvLayer` or :class:`~symeq.numeric.models.NumericDenseLayer`."""
-    from .conv import NumericConvLayer
+    :class:`~symeq.layers.conv.floating.NumericConvLayer` or :class:`~symeq.numeric.models.NumericDenseLayer`."""
+    from ..layers.conv.floating import NumericConvLayer
     from .models import NumericDenseLayer, numeric_activation
 
     if isinstance(W, _KindItem):
@@ -1307,7 +1307,7 @@ def load_onnx_exact(path):
     from ..models import DenseLayer, Model
     from ..numbers import matrix
     from ..sizes import check_width
-    from .conv import ExactFold
+    from ..layers.conv.floating import ExactFold
 
     r = read_onnx_chain(path)
     for lin in r.layers:  # size guards before the exact work

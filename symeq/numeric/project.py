@@ -307,8 +307,8 @@ def _tap_of(shape, rows, cols):
 
 def _grid_actions(shape, chains, li: int) -> bool:
     """Whether every element acts on the layer's input and output images by a channel action times a pixel
-    permutation (what a conv2d layer's exact check needs, :func:`symeq.numeric.conv.channel_pixel_parts`)."""
-    from .conv import channel_pixel_parts
+    permutation (what a conv2d layer's exact check needs, :func:`symeq.layers.conv.floating.channel_pixel_parts`)."""
+    from ..layers.conv.floating import channel_pixel_parts
 
     oh, ow = shape.out_hw
     return all(channel_pixel_parts(c[li], shape.in_channels, shape.height, shape.width) is not None
@@ -351,7 +351,7 @@ def conv_tap_maps(shape, chains, li: int):
     Returns a list of (tap index array, sign array, channel array, channel sign array) or None
     when some element does not respect the grid; a tap with no position maps to -1 with sign 0.
     """
-    from .conv import channel_pixel_parts
+    from ..layers.conv.floating import channel_pixel_parts
 
     S = shape
     oh, ow = S.out_hw

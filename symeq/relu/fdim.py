@@ -289,7 +289,7 @@ def _mod(v: fmpq, p: int) -> int:
 
 
 def _programs(layers, bk) -> list:
-    """The dense kind's program (symeq/layers/dense.py) of each plain layer over the backend ``bk``: every
+    """The dense kind's program (symeq/layers/dense/__init__.py) of each plain layer over the backend ``bk``: every
     layer with biases (the declared space is restricted afterwards); the activation is supplied pointwise
     from the exact signs (:func:`_slopes`)."""
     return [DenseProgram(bk, W, b, True, None) for W, b, _ in layers]

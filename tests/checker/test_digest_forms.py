@@ -25,7 +25,7 @@ from symeq_check import check_certificate
 def _zoo():
     """(name, layers JSON, input_dim): dense with every activation family, attention, convolutions."""
     from symeq.attention import random_equivariant_attention
-    from symeq.layers.conv_nets import regular_network
+    from symeq.layers.conv.nets import regular_network
     from symeq.models import Model
 
     out = []

@@ -187,7 +187,7 @@ def test_conv_action_algebra():
 # -- whole networks: escnn's convention, geometry that breaks equivariance, the model file -------------
 
 def _escnn_model(name, n=5, fields=1, hidden=2, seed=1):
-    from symeq.layers.conv_nets import regular_network
+    from symeq.layers.conv.nets import regular_network
     from symeq.models import Model
 
     layers, group = regular_network(name, n, fields, hidden, tanh_series(3), rng=seed)
@@ -198,7 +198,7 @@ def _escnn_model(name, n=5, fields=1, hidden=2, seed=1):
 def test_escnn_style_networks_verify_with_the_regular_actions(name, fields):
     """symeq's rot90 is escnn's rot^-1 = rot^3 (index 3), symeq's mirror escnn's flip (index 4, D4)."""
     import symeq
-    from symeq.layers.conv_nets import regular_channel_action
+    from symeq.layers.conv.nets import regular_channel_action
 
     model = _escnn_model(name, fields=fields)
     v = symeq.verify(model)
@@ -221,7 +221,7 @@ def test_stride_two_on_an_even_image_is_not_equivariant_with_a_witness(tmp_path)
     import json
     from symeq.cli import main
     from symeq.io import model_to_json
-    from symeq.layers.conv_nets import regular_network
+    from symeq.layers.conv.nets import regular_network
     from symeq.models import Model
 
     layers, group = regular_network("C4", 4, 1, 1, tanh_series(3), rng=2)
@@ -348,7 +348,7 @@ def test_escnn_style_torch_networks_float_twin(name, fields, tmp_path):
     torch = pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
     import numpy as np
     from symeq.cli import main
-    from symeq.layers.conv_nets import regular_channel_action, regular_network
+    from symeq.layers.conv.nets import regular_channel_action, regular_network
     from symeq.numeric.layerwise import derive_latent_actions_numeric
     from symeq.numeric.models import from_torch, load_npz, save_npz
 
@@ -416,7 +416,7 @@ def test_relu_conv_network_premise_from_proven_layers():
     """ReLU at size: the layers are derived and checked first; they prove the premise (no regions)."""
     import symeq
     from symeq.activations import relu
-    from symeq.layers.conv_nets import regular_network
+    from symeq.layers.conv.nets import regular_network
     from symeq.models import Model
 
     layers, group = regular_network("C4", 12, 2, 2, relu(), rng=1)
@@ -430,7 +430,7 @@ def test_cloned_channels_are_enumerated_and_reduced():
     """Two identical regular fields: the channel matching ties, the chain walk tries the bijections inside
     the tie classes; the actions found are checked exactly; the submodel reduction merges the clones."""
     import symeq
-    from symeq.layers.conv_nets import regular_network
+    from symeq.layers.conv.nets import regular_network
     from symeq.models import Model
     from symeq.submodels import reduce_model
 
@@ -487,7 +487,7 @@ def test_escnn_style_networks_from_onnx_verify_exactly(name, spec, tmp_path, cap
     import json
     import warnings
     from symeq.cli import main
-    from symeq.layers.conv_nets import regular_channel_action, regular_network
+    from symeq.layers.conv.nets import regular_channel_action, regular_network
 
     layers, _ = regular_network(name, 5, 1, 2, tanh_series(3), rng=4)
     net = _torch_from_layers(torch, layers)
@@ -520,7 +520,7 @@ def test_relu_conv_network_refuted_by_an_exact_witness_not_regions():
     point refutes it at once (the linear regions of 288 ReLUs are out of reach)."""
     import symeq
     from symeq.activations import relu
-    from symeq.layers.conv_nets import regular_network
+    from symeq.layers.conv.nets import regular_network
     from symeq.models import Model
 
     layers, group = regular_network("C4", 12, 2, 1, relu(), rng=2)
@@ -581,7 +581,7 @@ def test_fully_convolutional_network_image_to_image():
     convolution from the regular field back to one channel with filters L_h phi."""
     import symeq
     from symeq.groups import builtin_group
-    from symeq.layers.conv_nets import _apply, group_elements, regular_network
+    from symeq.layers.conv.nets import _apply, group_elements, regular_network
     from symeq.models import Model
 
     layers, _ = regular_network("C4", 5, 1, 1, tanh_series(3), rng=6)
@@ -598,7 +598,7 @@ def test_dead_channels_are_matched_through_their_tie_class():
     """A field whose kernels are zero (4 constant channels): the matching ties them, the chain walk tries
     the bijections inside the class, and the next layer's kernels pick the regular one."""
     import symeq
-    from symeq.layers.conv_nets import regular_network
+    from symeq.layers.conv.nets import regular_network
     from symeq.models import Model
 
     layers, group = regular_network("C4", 5, 2, 2, tanh_series(3), rng=3)
@@ -617,7 +617,7 @@ def test_circular_padding_network_verifies_and_is_checked(tmp_path):
     import symeq
     from symeq.cli import main
     from symeq.io import model_to_json
-    from symeq.layers.conv_nets import regular_network
+    from symeq.layers.conv.nets import regular_network
     from symeq.models import Model
 
     layers, group = regular_network("C4", 5, 1, 2, tanh_series(3), rng=8)
@@ -661,7 +661,7 @@ def test_checker_leaves_dense_before_conv_unverified_not_rejected():
     import symeq
     from symeq_check import check_certificate
     from symeq.io import model_to_json
-    from symeq.layers.conv_nets import regular_network
+    from symeq.layers.conv.nets import regular_network
     from symeq.models import DenseLayer, Model
 
     layers, group = regular_network("C4", 3, 1, 1, tanh_series(3), rng=1)

@@ -13,7 +13,7 @@ from symeq_check import check_certificate
 from symeq.cli import main
 from symeq.io import model_to_json
 from symeq.layers.conv import ConvLayer, ConvShape
-from symeq.layers.conv_nets import regular_network
+from symeq.layers.conv.nets import regular_network
 from symeq.models import Model
 from symeq.submodels import lift, reduce_model
 

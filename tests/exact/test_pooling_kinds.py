@@ -19,7 +19,7 @@ from symeq.groups import builtin_group
 from symeq.io import model_from_json, model_to_json
 from symeq.layers.base import NoPartner
 from symeq.layers.conv import ConvAction, ConvLayer
-from symeq.layers.conv_nets import regular_network
+from symeq.layers.conv.nets import regular_network
 from symeq.layers.pooling import GroupPoolLayer, MaxPool2dLayer
 from symeq.models import Model
 

@@ -21,11 +21,11 @@ from symeq.graph.ops.base import activation_action
 from symeq.graph.ops.concat import OP as CONCAT
 from symeq.graph.verify import verify_graph
 from symeq.layers.conv import ConvAction, ConvLayer
-from symeq.layers.conv_nets import regular_network
+from symeq.layers.conv.nets import regular_network
 
 
 def c4_resnet(n: int, fields: int, blocks: int, seed: int = 0, group: bool = True) -> GraphModel:
-    """An exact C4 ResNet on 1 x n x n images (escnn-style regular fields, symeq.layers.conv_nets): a lifting
+    """An exact C4 ResNet on 1 x n x n images (escnn-style regular fields, symeq.layers.conv.nets): a lifting
     conv (ReLU), ``blocks`` residual blocks (group conv + ReLU, group conv affine, add, ReLU), the invariant
     readout (mean over pixels and each field's orientations).  Its kernels are averaged over C4 (rational)."""
     layers, g = regular_network("C4", n, fields, 2 * blocks + 1, relu(), rng=seed)

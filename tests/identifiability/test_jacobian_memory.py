@@ -5,7 +5,7 @@ from symeq.activations import tanh_series
 from symeq.cli import main
 from symeq.fibre.jacobian import _work_bytes
 from symeq.io import save_model
-from symeq.layers.conv_nets import regular_network
+from symeq.layers.conv.nets import regular_network
 from symeq.models import Model
 
 

@@ -13,8 +13,8 @@ from symeq.activations import relu, tanh_series
 from symeq.layers.attention import AttentionLayer, Head
 from symeq.layers.conv import ConvLayer, ConvProgram, ConvShape
 from symeq.layers.dense import DenseLayer
-from symeq.numeric.attention import NumericAttention, NumericHeads
-from symeq.numeric.conv import NumericConvLayer
+from symeq.layers.attention.floating import NumericAttention, NumericHeads
+from symeq.layers.conv.floating import NumericConvLayer
 from symeq.numeric.models import NumericDenseLayer, numeric_activation
 
 

@@ -389,7 +389,7 @@ def test_identity_action_gives_theta_back(kind, backend):
 
 def test_a_wrong_float_forward_fails_parity(monkeypatch):
     """A float twin whose forward is off by a relative 1e-9 fails the parity body."""
-    from symeq.numeric.conv import NumericConvLayer
+    from symeq.layers.conv.floating import NumericConvLayer
 
     good = NumericConvLayer.forward
     monkeypatch.setattr(NumericConvLayer, "forward", lambda self, X: good(self, X) * (1 + 1e-9))

@@ -7,7 +7,7 @@ import pytest
 from symeq.attention import factor_kron, head_permutation, patch_mirror, random_equivariant_attention, scramble_attention
 from symeq.errors import InputError
 from symeq.numbers import fmpq
-from symeq.numeric.attention import NumericAttention, value_space_action
+from symeq.layers.attention.floating import NumericAttention, value_space_action
 
 
 def _float(M):

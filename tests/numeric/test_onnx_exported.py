@@ -1,6 +1,6 @@
 """Networks as people export them (issue 27): BatchNorm, Dropout, pooling, depthwise convolutions,
 softmax heads, external data, and what the readers refuse by name (symeq/numeric/onnx_io.py,
-symeq/numeric/models.py: from_torch, symeq/numeric/conv.py: the exact folds).
+symeq/numeric/models.py: from_torch, symeq/layers/conv/floating.py: the exact folds).
 
 The clients are torch modules exported with ``torch.onnx.export(..., dynamo=False)`` (and one with the
 dynamo exporter when onnxscript is installed): an MLP with BatchNorm1d, Dropout and LogSoftmax, a small
@@ -739,7 +739,7 @@ def test_pooling_before_a_padded_conv_folds_exactly_when_the_windows_tile_the_im
     from flint import fmpq
 
     from symeq.layers.conv import ConvLayer, ConvShape
-    from symeq.numeric.conv import ExactFold, fold_pool_into_kernel, pool_before_conv
+    from symeq.layers.conv.floating import ExactFold, fold_pool_into_kernel, pool_before_conv
 
     nx = ConvShape(2, 3, 14, 14, 5, 5, stride=1, padding=2)
     s = pool_before_conv((2, 2, 2, 2, (2, 28, 28)), nx)
@@ -763,11 +763,11 @@ def test_pooling_before_a_padded_conv_folds_exactly_when_the_windows_tile_the_im
 
 def test_model_files_fold_pooling_before_a_padded_conv_by_the_same_rule():
     """symeq.layers.conv.fold_average_pool (the model-file reader's avgpool2d) folds the tiling case too, with
-    the same kernel as symeq.numeric.conv; overlapping windows before a padded conv stay refused."""
+    the same kernel as symeq.layers.conv.floating; overlapping windows before a padded conv stay refused."""
     from flint import fmpq
 
     from symeq.layers.conv import ConvLayer, ConvShape, fold_average_pool
-    from symeq.numeric.conv import ExactFold, fold_pool_into_kernel, pool_before_conv
+    from symeq.layers.conv.floating import ExactFold, fold_pool_into_kernel, pool_before_conv
 
     rng = np.random.default_rng(1)
     K = rng.integers(-3, 4, (2, 1, 3, 3)).astype(float)

@@ -239,7 +239,7 @@ def test_softmax_heads_match_only_with_equal_scores():
     leaves lightning attention unchanged (still equivariant) and breaks the softmax model's
     equivariance: the numeric walk must tell them apart."""
     from symeq.numeric import NumericModel
-    from symeq.numeric.attention import NumericAttention
+    from symeq.layers.attention.floating import NumericAttention
 
     n = from_exact(_attention_model())
     att, f = n.layers[0], (2.0, 3.0, 5.0, 7.0)

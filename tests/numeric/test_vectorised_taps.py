@@ -126,7 +126,7 @@ def test_not_a_channel_pixel_product():
 def test_regular_network_maps():
     """The C4 actions of an escnn-style network (the float twin's) give the same maps both ways."""
     from symeq.activations import tanh_series
-    from symeq.layers.conv_nets import regular_network
+    from symeq.layers.conv.nets import regular_network
     from symeq.models import Model
     from symeq.numeric.layerwise import derive_latent_actions_numeric
     from symeq.numeric.models import from_exact
@@ -147,8 +147,8 @@ def test_regular_network_maps():
 def test_torch_conv_forward_equals_numpy(shape, monkeypatch):
     """The float conv layer's torch path (large batches) gives numpy's im2col result to rounding."""
     pytest.importorskip("torch", reason="needs torch: pip install 'symeq[numeric]'")
-    import symeq.numeric.conv as nc
-    from symeq.layers.conv_numbers import NumpyNumbers
+    import symeq.layers.conv.floating as nc
+    from symeq.layers.conv.numbers import NumpyNumbers
     from symeq.numeric.models import numeric_activation
 
     rng = np.random.default_rng(3)

@@ -75,7 +75,7 @@ class _FloatPool:
 
     def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
         """``(False, [(rho, (0, 0, inf, how))])``: the action the input action induces (exact layer's rule)."""
-        from ...numeric.conv import _channel_cycles, channel_pixel_parts
+        from ..conv.floating import _channel_cycles, channel_pixel_parts
 
         P = as_action(P_in)
         if not isinstance(P, MonomialAction):

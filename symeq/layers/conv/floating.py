@@ -1,7 +1,7 @@
 """The float twin of the conv2d layer: the same kernels, geometry and algorithms, in numpy.
 
 :class:`NumericConvLayer` (kind ``"conv2d"``) is :class:`symeq.layers.conv.ConvCore` over the numpy
-backend (:mod:`symeq.layers.conv_numbers`), as :class:`symeq.layers.conv.ConvLayer` is over the
+backend (:mod:`symeq.layers.conv.numbers`), as :class:`symeq.layers.conv.ConvLayer` is over the
 python-flint one: the forward pass, the dense expansion, the grid geometry of an action, the
 transformed kernels of theta^g, the offset bias and pooling are written once there.  Its
 actions are :class:`symeq.numeric.monomial.MonomialAction` on the whole space (C x H x W entries,
@@ -36,12 +36,12 @@ import numpy as np
 
 from typing import NamedTuple
 
-from ..errors import InputError
-from ..layers.base import NoPartner
-from ..layers.conv import ConvCore, ConvShape, fold_average_pool
-from ..layers.conv_numbers import NumpyNumbers
-from .match import _latent_action, _match_layer
-from .monomial import MonomialAction, as_action
+from ...errors import InputError
+from ..base import NoPartner
+from . import ConvCore, ConvShape, fold_average_pool
+from .numbers import NumpyNumbers
+from ...numeric.match import _latent_action, _match_layer
+from ...numeric.monomial import MonomialAction, as_action
 
 __all__ = ["NumericConvLayer", "channel_pixel_parts", "fold_average_pool_float", "FloatFold", "ExactFold",
            "pool_before_conv", "pool_after_conv", "fold_pool_into_kernel", "fold_pool_after_kernel",
@@ -49,14 +49,14 @@ __all__ = ["NumericConvLayer", "channel_pixel_parts", "fold_average_pool_float",
 
 
 def _transform_name(R) -> str:
-    from ..layers.conv import _NAMES
+    from . import _NAMES
 
     return _NAMES.get(R, "a pixel permutation")
 
 
 def _channel_cycles(source, factor) -> str | None:
     """The channel action as cycles (symeq/notation.py; factors to 4 digits), None if not a permutation."""
-    from ..notation import format_cycles
+    from ...notation import format_cycles
 
     fac = [1 if v == 1 else -1 if v == -1 else f"{v:.4g}" for v in (float(x) for x in factor)]
     try:
@@ -91,7 +91,7 @@ def channel_pixel_parts(P: MonomialAction, channels: int, h: int, w: int):
 class NumericConvLayer(ConvCore):
     """x -> sigma(conv_K(x) + b) with float kernels K (C_out x C_in x kh x kw) and per-channel bias b.
 
-    :class:`symeq.layers.conv.ConvCore` over :class:`symeq.layers.conv_numbers.NumpyNumbers`: the
+    :class:`symeq.layers.conv.ConvCore` over :class:`symeq.layers.conv.numbers.NumpyNumbers`: the
     forward pass, dense expansion, grid geometry, transformed kernels and offset bias are the exact
     layer's code; only the matching (linear assignment with residuals, below) is the float one's.
     A float layer of kind ``"conv2d"`` (:class:`symeq.layers.base.LayerBase`).  ``bias`` and ``weight``
@@ -121,7 +121,7 @@ class NumericConvLayer(ConvCore):
     def torch_modules(self, torch, dtype) -> list:
         """torch modules computing this layer on flat inputs: its dense matrix as a Linear, then the
         activation (NumericModel.to_torch)."""
-        from .torch_backend import linear_torch_modules
+        from ...numeric.torch_backend import linear_torch_modules
 
         return linear_torch_modules(self, torch, dtype)
 
@@ -130,7 +130,7 @@ class NumericConvLayer(ConvCore):
         """sum_i K_i * x_i + b (or, ``stacked``, every K_i * x_i + b_i one under the other: a concatenation)
         as one convolution over the concatenated channels, the kernels placed in one common window; with
         the activation ``act`` (a graph's join node, symeq/numeric/graph.py; docs/graphs.md)."""
-        from ..sizes import check_memory
+        from ...sizes import check_memory
 
         sh = [l.shape for l in layers]
         if len({(s.stride, s.height, s.width, s.padding_mode, s.out_hw) + (() if stacked else (s.out_channels,))
@@ -176,7 +176,7 @@ class NumericConvLayer(ConvCore):
     def pre_activation(self, X):
         """conv_K(X) + b on a batch (a row per point): torch's conv2d in float64 when torch is
         importable and the batch is large (:data:`TORCH_MIN_WORK` multiply-adds), else the numpy
-        im2col product of :class:`symeq.layers.conv_numbers.NumpyNumbers`.  Both are float64; they
+        im2col product of :class:`symeq.layers.conv.numbers.NumpyNumbers`.  Both are float64; they
         agree to rounding (their summation orders differ; tests/numeric/test_vectorised_taps.py)."""
         X = np.asarray(X, dtype=np.float64)
         work = X.shape[0] * self.out_dim * self.shape.taps if X.ndim == 2 else 0
@@ -353,7 +353,7 @@ def _spread(K, N, axis: int, stride_k: int, step: int, count: int):
 def pool_before_conv(pool: tuple, nx: ConvShape) -> ConvShape:
     """The geometry of average pooling ``pool = (kh, kw, sh, sw, (C, H, W))`` followed by the convolution
     ``nx`` as one convolution, or :class:`~symeq.errors.InputError` saying why no exact fold exists."""
-    from ..errors import ShapeError
+    from ...errors import ShapeError
 
     kh, kw, sh, sw, (C, H, W) = pool
     ph, pw = (H - kh) // sh + 1, (W - kw) // sw + 1
@@ -388,7 +388,7 @@ def fold_pool_into_kernel(K, N, pool: tuple):
 def pool_after_conv(conv: ConvShape, pool: tuple) -> ConvShape:
     """The geometry of the convolution ``conv`` followed (before its activation) by average pooling
     ``pool = (kh, kw, sh, sw, (C, H, W))``: always exact (every pooled pixel is a real output)."""
-    from ..errors import ShapeError
+    from ...errors import ShapeError
 
     kh, kw, sh, sw, _ = pool
     if sh != sw:

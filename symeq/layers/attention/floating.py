@@ -36,10 +36,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..backends import Float64, run_forward
-from ..errors import InputError
-from ..layers.attention import AttentionProgram, AttentionShape, HeadsShape
-from .monomial import MonomialAction, as_action
+from ...backends import Float64, run_forward
+from ...errors import InputError
+from . import AttentionProgram, AttentionShape, HeadsShape
+from ...numeric.monomial import MonomialAction, as_action
 
 __all__ = ["scoring_from_json", "NumericAttention", "NumericHeads", "value_space_action", "factor_kron_numeric", "match_heads_numeric"]
 
@@ -56,7 +56,7 @@ def scoring_from_json(spec: dict, at: str) -> tuple:
     if scoring not in ("lightning", "softmax"):
         raise InputError(f"{at}.scoring: must be \"lightning\" or \"softmax\", got {scoring!r}")
     v = spec.get("scale")
-    d, heads = None, spec.get("heads") or []
+    heads = spec.get("heads") or []
     sb = [None if not isinstance(hs, dict) or hs.get("score_bias") is None else
           np.array([_float(x, f"{at}.heads[{h}].score_bias") for x in _list(hs["score_bias"], f"{at}.heads[{h}].score_bias")])
           for h, hs in enumerate(heads)]
@@ -81,7 +81,7 @@ def _list(v, where: str) -> list:
 
 def _float(v, where: str) -> float:
     """A finite float from a JSON number or an exact "p/q" string."""
-    from ..numbers import parse_number
+    from ...numbers import parse_number
 
     if isinstance(v, float):
         if not np.isfinite(v):
@@ -155,10 +155,10 @@ class NumericAttention(AttentionShape):
     def from_float_json(cls, spec: dict, ctx, at: str) -> "NumericAttention":
         """An attention layer of the model file format on ``ctx.n`` inputs, floats allowed (the exact
         kind's keys, :mod:`symeq.io`); sets the reader's token count and width for the layers after it."""
-        from ..errors import ShapeError
-        from ..layers.registry import kind_class
-        from ..schema import check_keys
-        from .floats import float_matrix
+        from ...errors import ShapeError
+        from ..registry import kind_class
+        from ...schema import check_keys
+        from ...numeric.floats import float_matrix
 
         exact = kind_class(cls.kind)
         check_keys(spec, at, *exact.schema[spec["type"]], error=InputError)
@@ -287,7 +287,7 @@ class NumericAttention(AttentionShape):
         return S
 
     def program(self, heads_only: bool = False) -> AttentionProgram:
-        """The attention kind's one program (symeq/layers/attention.py) over float64 on these matrices,
+        """The attention kind's one program (symeq/layers/attention/__init__.py) over float64 on these matrices,
         softmax scoring as its score hook; ``heads_only``: the value-space outputs (no O_h, no bias)."""
         score = softmax_scores(self.score_scale(), self.score_bias) if self.scoring == "softmax" else None
         return AttentionProgram.from_matrices(_FLOAT64, self.tokens, self.query, self.key, self.value,
@@ -342,7 +342,7 @@ class NumericHeads(HeadsShape):
     @classmethod
     def float_twin(cls, layer, activation=None) -> "NumericHeads":
         """The float twin of an exact heads layer (its score and value matrices in float64)."""
-        from .monomial import to_float_matrix
+        from ...numeric.monomial import to_float_matrix
 
         return cls(layer.tokens, [to_float_matrix(a) for a in layer.scores], [to_float_matrix(v) for v in layer.values])
 

@@ -42,12 +42,12 @@ from typing import ClassVar
 import numpy as np
 from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx
 
-from ..canonical import Form, plain_form
-from ..backends import Exact, run_forward
-from ..errors import InputError, ShapeError
-from ..numbers import identity, kron, mat_rows, matrix
-from ..sizes import check_monomials, monomials_upto
-from .base import NoPartner
+from ...canonical import Form, plain_form
+from ...backends import Exact, run_forward
+from ...errors import InputError, ShapeError
+from ...numbers import identity, kron, mat_rows, matrix
+from ...sizes import check_monomials, monomials_upto
+from ..base import NoPartner
 
 _EXACT = Exact()
 
@@ -201,7 +201,7 @@ def _softmax_ball(S: list) -> list:
 
 def _rational_only(scoring: str) -> None:
     if scoring == "softmax":
-        from ..errors import NotExactError
+        from ...errors import NotExactError
 
         raise NotExactError("softmax attention is not rational-valued: it is checked algebraically and "
                             "evaluated only in arb balls (ball_forward), never exactly at a point")
@@ -274,7 +274,7 @@ class _Scoring:
 class AttentionShape:
     """The dimensions and latent group of a whole attention layer, from its ``tokens``, ``d`` (the
     token width) and ``d_out``: shared by the exact :class:`AttentionLayer` and the float
-    ``symeq.numeric.attention.NumericAttention``."""
+    ``symeq.layers.attention.floating.NumericAttention``."""
 
     kind: ClassVar[str] = "attention"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES)
@@ -314,7 +314,7 @@ class AttentionLayer(AttentionShape, _Scoring):
     """
 
     #: the kind's float unit (symeq.numeric.models.float_class): its float twin
-    float_module: ClassVar[str] = "symeq.numeric.attention"
+    float_module: ClassVar[str] = "symeq.layers.attention.floating"
 
     tokens: int
     heads: list
@@ -516,7 +516,7 @@ class AttentionProgram:
     The one forward of the kind's exact and float layers and of their heads layers
     (:meth:`from_matrices`: ``out`` None gives the value-space outputs [Y_1 ... Y_H], token-major; ``key``
     None reads S_h = X A_h X^T from the scores A_h given as ``query``).  ``score(S, Xs, h)`` replaces the
-    lightning scores of head h (the float softmax of symeq/numeric/attention.py: exp has no polynomial
+    lightning scores of head h (the float softmax of symeq/layers/attention/floating.py: exp has no polynomial
     program and no rational value, so the exact softmax layer is evaluated in balls only,
     :meth:`AttentionLayer.ball_forward`); the Jacobian is the lightning one's."""
 
@@ -524,7 +524,7 @@ class AttentionProgram:
     bias = False
 
     def __init__(self, bk, layer):
-        from ..backends import NotPolynomial
+        from ...backends import NotPolynomial
 
         if getattr(layer, "scoring", "lightning") != "lightning":  # exp has no polynomial program (docs/attention.md)
             raise NotPolynomial("softmax attention is not polynomial: the Jacobian rank modulo a prime covers "
@@ -620,7 +620,7 @@ class AttentionProgram:
 class HeadsShape:
     """The shapes and names of a heads layer, read from its stored ``tokens``, ``scores`` (the
     d x d matrices A_h) and ``values`` (d x d_v): shared by the exact :class:`HeadsLayer` and the
-    float ``symeq.numeric.attention.NumericHeads``."""
+    float ``symeq.layers.attention.floating.NumericHeads``."""
 
     kind: ClassVar[str] = "heads"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES): only in a model's chain, never in a file
@@ -672,7 +672,7 @@ class HeadsLayer(HeadsShape, _Scoring):
     """
 
     #: the kind's float unit (symeq.numeric.models.float_class): its float twin
-    float_module: ClassVar[str] = "symeq.numeric.attention"
+    float_module: ClassVar[str] = "symeq.layers.attention.floating"
 
     tokens: int
     scores: list
@@ -880,7 +880,7 @@ def split_chain(first: AttentionLayer, rest: list) -> list:
     """The chain layers of ``[first] + rest`` (``symeq.models.Model.chain``): the heads (value spaces,
     a latent space) and the output projection, merged into the next token-wise layer (or the last,
     affine layer)."""
-    from .dense import DenseLayer
+    from ..dense import DenseLayer
 
     T = first.tokens
     heads = first.heads_layer()  # lightning or softmax (scoring and scale carried)
@@ -897,7 +897,7 @@ def split_chain(first: AttentionLayer, rest: list) -> list:
 
 def attention_to_json(l: AttentionLayer, declared_bias: bool = False) -> dict:
     """The model-file object of an attention layer (lightning files stay as they were, the digest too)."""
-    from ..numbers import format_matrix, format_number, format_vector
+    from ...numbers import format_matrix, format_number, format_vector
 
     out = {"type": "attention", "tokens": l.tokens, "heads": [
         {"query": format_matrix(h.query), "key": format_matrix(h.key),
@@ -950,7 +950,7 @@ AttentionLayer.parameters_key = attention_parameters_key
 def attention_scoring(spec: dict, at: str):
     """``"scoring"`` ("lightning", the default, or "softmax") and the softmax ``"scale"`` (an exact
     rational; absent: torch's 1/sqrt(d_k), kept exact, docs/attention.md)."""
-    from ..numbers import parse_number
+    from ...numbers import parse_number
 
     scoring = spec.get("scoring", "lightning")
     if scoring not in ("lightning", "softmax"):
@@ -968,8 +968,8 @@ def attention_scoring(spec: dict, at: str):
 
 def attention_from_json(spec: dict, input_dim: int, at: str) -> AttentionLayer:
     """An ``"attention"`` object of a model file (the first layer, on ``input_dim`` = T d inputs)."""
-    from ..numbers import parse_matrix, parse_vector
-    from ..schema import check_keys
+    from ...numbers import parse_matrix, parse_vector
+    from ...schema import check_keys
 
     keys = AttentionShape.schema
     check_keys(spec, at, *keys["attention"], error=InputError)

@@ -51,12 +51,12 @@ from typing import ClassVar, Sequence
 import numpy as np
 from flint import fmpq, fmpq_mat
 
-from ..canonical import Form, drop_form, plain_form
-from ..activations import Activation
-from ..errors import InputError, LimitExceeded, ShapeError
-from ..numbers import as_fmpq, format_number, monomial_matrix, monomial_parts
-from .base import NoPartner
-from .conv_numbers import FlintNumbers, flat_kernel
+from ...canonical import Form, drop_form, plain_form
+from ...activations import Activation
+from ...errors import InputError, LimitExceeded, ShapeError
+from ...numbers import as_fmpq, format_number, monomial_matrix, monomial_parts
+from ..base import NoPartner
+from .numbers import FlintNumbers, flat_kernel
 
 __all__ = ["ConvShape", "dense_rows", "conv_bias", "ConvAction", "ConvGeometry", "ConvCore", "ConvLayer", "as_conv_action", "grid_transform",
            "transform_pixels", "tap_permutation", "output_pixels", "geometry_failure", "fold_average_pool",
@@ -396,7 +396,7 @@ def as_conv_action(M, channels: int, h: int, w: int) -> ConvAction | None:
 # -- the layer ------------------------------------------------------------------------------------
 
 class ConvGeometry:
-    """What the exact :class:`ConvLayer` and the float ``symeq.numeric.conv.NumericConvLayer`` share: one
+    """What the exact :class:`ConvLayer` and the float ``symeq.layers.conv.floating.NumericConvLayer`` share: one
     implementation of shapes, names, the index map and the pixel geometry (only the numbers differ).
     A subclass has ``shape`` (:class:`ConvShape`) and ``activation``."""
 
@@ -460,11 +460,11 @@ class ConvGeometry:
 
 
 class ConvCore(ConvGeometry):
-    """The conv2d algorithms, written once over a number backend (:mod:`symeq.layers.conv_numbers`).
+    """The conv2d algorithms, written once over a number backend (:mod:`symeq.layers.conv.numbers`).
 
-    A subclass sets ``numbers`` (:class:`~symeq.layers.conv_numbers.FlintNumbers` for the exact
-    :class:`ConvLayer`, :class:`~symeq.layers.conv_numbers.NumpyNumbers` for the float
-    ``symeq.numeric.conv.NumericConvLayer``) and has ``shape``, ``kernel``, ``channel_bias`` and
+    A subclass sets ``numbers`` (:class:`~symeq.layers.conv.numbers.FlintNumbers` for the exact
+    :class:`ConvLayer`, :class:`~symeq.layers.conv.numbers.NumpyNumbers` for the float
+    ``symeq.layers.conv.floating.NumericConvLayer``) and has ``shape``, ``kernel``, ``channel_bias`` and
     ``activation``.  Here: the kernel and bias in the backend's numbers, the forward pass, the
     dense expansion (size-guarded), the grid geometry of an input action, the transformed kernels
     of theta^g, the bias of an input offset, and (:func:`fold_average_pool`) pooling folded into
@@ -674,7 +674,7 @@ class ConvLayer(ConvCore):
 
     kind: ClassVar[str] = "conv2d"
     #: the kind's float unit (symeq.numeric.models.float_class): its float twin and torch modules
-    float_module: ClassVar[str] = "symeq.numeric.conv"
+    float_module: ClassVar[str] = "symeq.layers.conv.floating"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES)
     capabilities: ClassVar[frozenset] = frozenset({
         "last-layer", "image-output", "sparse-actions", "channel-reduction", "ball-evaluation", "jacobian-rank",
@@ -715,7 +715,7 @@ class ConvLayer(ConvCore):
 
     def dense(self):
         """The same layer expanded to a :class:`symeq.layers.dense.DenseLayer` (size-guarded)."""
-        from .dense import DenseLayer
+        from ..dense import DenseLayer
 
         return DenseLayer(self.dense_weight(), self.bias, self.activation, has_bias=self.has_bias)
 
@@ -736,7 +736,7 @@ class ConvLayer(ConvCore):
     def from_dense_layer(cls, layer, in_shape: tuple) -> "ConvLayer":
         """A dense layer after a convolution as the convolution with one whole-image kernel per neuron
         (the same function; the declared parameter space stays the layer's)."""
-        from ..numbers import mat_rows
+        from ...numbers import mat_rows
 
         out = cls.from_dense(mat_rows(layer.weight), list(layer.bias), layer.activation, in_shape)
         out.has_bias = layer.has_bias
@@ -760,7 +760,7 @@ class ConvLayer(ConvCore):
 
     def to_json(self, declared_bias: bool) -> dict:
         """The model-file object (``symeq.io``): the kernels, never the expansion."""
-        from ..numbers import format_vector
+        from ...numbers import format_vector
 
         s = self.shape
         return {"type": "conv2d", "input_shape": list(self.in_shape),
@@ -781,7 +781,7 @@ class ConvLayer(ConvCore):
     # -- matching -------------------------------------------------------------------------------
     def match_reference(self, affine: bool = False):
         """theta's side: (canonical keys, scales, {key: [channels]}) of its kernel rows [K_o | b_o - s]."""
-        from .dense import canonical_rows
+        from ..dense import canonical_rows
 
         if self.activation is None:
             return None
@@ -799,7 +799,7 @@ class ConvLayer(ConvCore):
         activation's scalings (canonical keys, as :meth:`symeq.layers.dense.DenseLayer.match_action`
         does with rows).  Returns ``(tied, candidates)``; raises :class:`NoPartner`.
         """
-        from .dense import _bijections, _partner_classes, canonical_rows
+        from ..dense import _bijections, _partner_classes, canonical_rows
 
         if self.activation is None:
             raise InputError("an affine layer's output is acted on by the group itself: check the action "
@@ -860,7 +860,7 @@ class ConvLayer(ConvCore):
             return False
 
     def _kernel_check(self, P: ConvAction, R, Q: ConvAction, c_in, c_out) -> str | None:
-        from .dense import neuron_relation
+        from ..dense import neuron_relation
 
         U = self.transformed_rows(P, R)
         bu = self._offset_bias(c_in)
@@ -881,7 +881,7 @@ class ConvLayer(ConvCore):
 
     def _neuron_check(self, P_in, Q_out, c_in, c_out) -> tuple[bool, str]:
         """The decision neuron by neuron on sparse rows (cost: taps x output neurons)."""
-        from .dense import neuron_relation
+        from ..dense import neuron_relation
 
         n, m = self.in_dim, self.out_dim
         pp = (P_in.monomial() if isinstance(P_in, ConvAction) else
@@ -1002,7 +1002,7 @@ def _image_shape(spec: dict, n: int, shape, at: str) -> tuple:
 
 def read_flatten(spec: dict, ctx, at: str):
     """``"flatten"``: (C, H, W) is stored flattened already (channel-major, row-major): nothing to read."""
-    from ..schema import check_keys
+    from ...schema import check_keys
 
     check_keys(spec, at, *ConvLayer.schema["flatten"], error=InputError)
     return None
@@ -1025,10 +1025,10 @@ def read_image_layer(spec: dict, ctx, at: str):
 
 
 def _read_image(spec: dict, n: int, shape, at: str, pool=None):
-    from ..activations import activation_from_spec
-    from ..numbers import mat_rows, parse_matrix, parse_vector
-    from ..schema import check_keys
-    from ..sizes import check_width
+    from ...activations import activation_from_spec
+    from ...numbers import mat_rows, parse_matrix, parse_vector
+    from ...schema import check_keys
+    from ...sizes import check_width
 
     keys = ConvLayer.schema
     kind = spec.get("type", "dense")
@@ -1058,7 +1058,7 @@ def _read_image(spec: dict, n: int, shape, at: str, pool=None):
         return None, (shape[0], 1, 1), ("global", shape)
     act = None
     if kind == "dense":  # after a convolution: a whole-image kernel per neuron
-        from .dense import DenseLayer
+        from ..dense import DenseLayer
 
         check_keys(spec, at, *DenseLayer.schema["dense"], error=InputError)
         C, H, W = shape

@@ -30,8 +30,8 @@ import random
 
 from flint import fmpq
 
-from ..groups import builtin_group
-from .conv import ConvLayer, ConvShape, transform_pixels
+from ...groups import builtin_group
+from . import ConvLayer, ConvShape, transform_pixels
 
 __all__ = ["regular_network", "group_elements", "regular_channel_action"]
 

@@ -34,12 +34,12 @@ from typing import ClassVar, Iterator, Sequence
 
 from flint import fmpq, fmpq_mat
 
-from ..canonical import Form, plain_form
-from ..activations import Activation
-from ..backends import Exact, run_forward
-from ..errors import InputError, ShapeError
-from ..numbers import as_fmpq, mat_rows, matrix, monomial_matrix, monomial_parts
-from .base import DenseNames, NoPartner
+from ...canonical import Form, plain_form
+from ...activations import Activation
+from ...backends import Exact, run_forward
+from ...errors import InputError, ShapeError
+from ...numbers import as_fmpq, mat_rows, matrix, monomial_matrix, monomial_parts
+from ..base import DenseNames, NoPartner
 
 _EXACT = Exact()
 
@@ -207,7 +207,7 @@ class DenseLayer(DenseNames):
 
     kind: ClassVar[str] = "dense"
     #: the kind's float unit (symeq.numeric.models.float_class): its float twin and torch modules
-    float_module: ClassVar[str] = "symeq.numeric.models"
+    float_module: ClassVar[str] = "symeq.layers.dense.floating"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES); a token-wise layer has fewer
     capabilities: ClassVar[frozenset] = frozenset({
         "last-layer", "plain-dense", "dense-rows", "dense-expansion", "tie-walk", "neuron-reduction", "ball-evaluation",
@@ -424,7 +424,7 @@ class DenseLayer(DenseNames):
 
     def to_json(self, declared_bias: bool) -> dict:
         """The model-file object (``symeq.io``); ``declared_bias`` False writes ``"bias": null``."""
-        from ..numbers import format_matrix, format_vector
+        from ...numbers import format_matrix, format_vector
 
         return {
             "type": "dense",
@@ -533,10 +533,10 @@ class DenseProgram:
 def read_dense(spec: dict, ctx, at: str):
     """A ``"dense"`` object of a model file (after attention: a token-wise layer I_T (x) W; after a
     convolution the conv kind reads it, ``ctx.takes_over``)."""
-    from ..activations import activation_from_spec
-    from ..numbers import parse_matrix, parse_vector
-    from ..schema import check_keys
-    from ..sizes import check_width
+    from ...activations import activation_from_spec
+    from ...numbers import parse_matrix, parse_vector
+    from ...schema import check_keys
+    from ...sizes import check_width
 
     check_keys(spec, at, *DenseLayer.schema["dense"], error=InputError)
     tokens, n = ctx.tokens, ctx.n
@@ -549,7 +549,7 @@ def read_dense(spec: dict, ctx, at: str):
     ctx.n = W.nrows()
     if tokens is None:
         return DenseLayer(W, b, act, has_bias=b is not None)  # a vector, zeros included: declared
-    from ..numbers import identity, kron
+    from ...numbers import identity, kron
 
     return DenseLayer(kron(identity(tokens), W), list(b if b is not None else [0] * W.nrows()) * tokens, act,
                       tokens, b is not None)

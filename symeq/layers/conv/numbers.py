@@ -7,7 +7,7 @@ polynomial activation is :func:`symeq.backends.poly_mat`.  What remains here is 
 layout and the small algorithms of :class:`symeq.layers.conv.ConvCore` around the program -- the
 transformed kernels of theta^g, the bias of an input offset, the dense expansion and the folding of
 average pooling.  The exact layer (:class:`symeq.layers.conv.ConvLayer`) runs on :class:`FlintNumbers`,
-the float one (``symeq.numeric.conv.NumericConvLayer``) on :class:`NumpyNumbers`.  What stays per number
+the float one (``symeq.layers.conv.floating.NumericConvLayer``) on :class:`NumpyNumbers`.  What stays per number
 type is what must differ: the exact layer *decides* (canonical keys, enumerated bijections, exact
 kernel identities), the float one *measures* (linear assignment with residuals and a margin).
 
@@ -26,9 +26,9 @@ from __future__ import annotations
 import numpy as np
 from flint import fmpq, fmpq_mat
 
-from ..backends import Exact, Float64, poly_mat
-from ..errors import InputError, ShapeError
-from ..numbers import as_fmpq
+from ...backends import Exact, Float64, poly_mat
+from ...errors import InputError, ShapeError
+from ...numbers import as_fmpq
 
 __all__ = ["FlintNumbers", "NumpyNumbers"]
 
