@@ -25,6 +25,7 @@ LEVELS = [
     ["symeq.layerwise", "symeq.walk", "symeq.submodels", "symeq.attention", "symeq.graph.derive"],
     ["symeq.equivariance", "symeq.fibre", "symeq.fibre.deep", "symeq.relu", "symeq.numeric",
      "symeq.layers.dense.floating", "symeq.layers.conv.floating", "symeq.layers.attention.floating",
+     "symeq.layers.attention.onnx", "symeq.layers.attention.torch_modules",
      "symeq.layers.pooling.floating"],
     ["symeq.theorem", "symeq.certification", "symeq.certify_attention", "symeq.certify_graph",
      "symeq.graph.verify"],

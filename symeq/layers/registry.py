@@ -161,6 +161,14 @@ def float_unit(kind: str):
     return importlib.import_module(kind_class(kind).float_module)
 
 
+def reader_units(kind: str) -> tuple:
+    """The modules that read whole files or modules as this kind: its float unit (:func:`float_unit`) and
+    the modules its exact class names in ``reader_modules`` (attention's ONNX subgraph and torch modules),
+    imported by the names the kind declares, when asked."""
+    cls = kind_class(kind)
+    return (float_unit(kind),) + tuple(importlib.import_module(m) for m in getattr(cls, "reader_modules", ()))
+
+
 def capabilities(layer) -> frozenset:
     """The capabilities of one layer (exact or float: answered by its kind's declaration)."""
     cls = kind_class(layer.kind)

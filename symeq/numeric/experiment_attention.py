@@ -87,7 +87,7 @@ def _index(group) -> np.ndarray:
 
 
 def _train(x, idx, heads, steps, seed, weight, lr, progress, jitter=JITTER, batch=BATCH):
-    from .torch_attention import TokenAttention
+    from ..layers.attention.torch_modules import TokenAttention
     from .models import _torch
 
     torch = _torch()
@@ -177,7 +177,7 @@ def _export(layer, path) -> None:
     import warnings
 
     from .models import _torch
-    from .torch_attention import to_torch_attention
+    from ..layers.attention.torch_modules import to_torch_attention
 
     torch = _torch()
     m = to_torch_attention(layer)

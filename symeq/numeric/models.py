@@ -57,7 +57,7 @@ from ..activations.registry import torch_activation_classes
 from ..schema import check_keys
 from ..errors import EngineMissing, InputError, ShapeError
 from ..layers.dense.floating import NumericDenseLayer
-from ..layers.registry import ReadContext, first_unsupported, float_unit, kind_class, kind_names, supports
+from ..layers.registry import ReadContext, first_unsupported, float_unit, kind_class, kind_names, reader_units, supports
 from ..models import LayeredShape
 from ..layers.conv.floating import NumericConvLayer
 from .floats import float_matrix as _float_matrix
@@ -352,6 +352,19 @@ def _floats_as_exact(value, where: str):
     return value
 
 
+def kind_model_readers(name: str) -> tuple:
+    """The kinds' readers of a whole model (``name``: ``"read_onnx_model"``, ``"read_torch_model"``), each
+    ``(source, ...) -> (layer, meta)`` or None when the source is not that kind's; declared by a kind's float
+    unit or reader modules (:func:`symeq.layers.registry.reader_units`; today attention's), in registry order."""
+    readers = []
+    for kind in kind_names():
+        for unit in reader_units(kind):
+            read = getattr(unit, name, None)
+            if read is not None and read not in readers:
+                readers.append(read)
+    return tuple(readers)
+
+
 @functools.lru_cache(maxsize=1)
 def float_json_readers() -> dict:
     """model-file ``"type"`` -> the float class that reads it with floats allowed (``json_types`` and
@@ -633,11 +646,10 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
     chain the NumericModel of its modules; ``input_shape`` is then (C, H, W) or (n,).
     """
     torch = _torch()
-    from .torch_attention import is_attention_module, read_torch_attention
-
-    if is_attention_module(seq):  # nn.MultiheadAttention or the hand-written block (docs/attention.md)
-        layer, meta = read_torch_attention(seq, input_shape=input_shape)
-        return NumericModel(layer.in_dim, [layer], group, name, meta)
+    for read in kind_model_readers("read_torch_model"):  # a kind that reads a whole module (attention's)
+        got = read(seq, input_shape)
+        if got is not None:
+            return NumericModel(got[0].in_dim, [got[0]], group, name, got[1])
     if not isinstance(seq, torch.nn.Sequential):  # a module of its own: traced by torch.fx (docs/graphs.md)
         from types import SimpleNamespace
 

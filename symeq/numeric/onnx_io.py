@@ -1220,13 +1220,14 @@ def load_onnx(path):
     operator (named with its node and the reason) or an unreadable file.
     """
     from ..layers.conv.floating import FloatFold
-    from .models import NumericModel
-    from .onnx_attention import read_attention
+    from .models import NumericModel, kind_model_readers
 
     proto = _load_proto(path)
-    att = read_attention(proto, path)  # torch's exported attention (MatMul / Softmax / Reshape): docs/attention.md
-    if att is not None:
-        return NumericModel(att[0].in_dim, [att[0]], _group_from_metadata(proto, str(path)), Path(str(path)).stem, att[1])
+    for read in kind_model_readers("read_onnx_model"):  # a kind that reads a whole file (attention's subgraph)
+        got = read(proto, path)
+        if got is not None:
+            return NumericModel(got[0].in_dim, [got[0]], _group_from_metadata(proto, str(path)), Path(str(path)).stem,
+                                got[1])
     r = read_onnx_chain(path)
     layers = [float_layer(*realised) for realised in _realised(r, FloatFold)]
     try:

@@ -15,7 +15,7 @@ pytest.importorskip("onnxruntime", reason="the ONNX attention reader checks with
 from symeq.errors import InputError  # noqa: E402
 from symeq.numeric.models import from_torch  # noqa: E402
 from symeq.numeric.onnx_io import load_onnx  # noqa: E402
-from symeq.numeric.torch_attention import TokenAttention, read_torch_attention  # noqa: E402
+from symeq.layers.attention.torch_modules import TokenAttention, read_torch_attention  # noqa: E402
 
 
 def from_torch_attention(module, tokens=None):
@@ -130,7 +130,7 @@ def test_exported_multihead_attention_autoencoder_certifies_and_checks(tmp_path)
     from symeq.certification import certify
     from symeq.cli import main
     from symeq.groups.tokens import patch_mirror
-    from symeq.numeric.torch_attention import to_torch_attention
+    from symeq.layers.attention.torch_modules import to_torch_attention
 
     group = patch_mirror(2, 8, 1, 4)             # 4 tokens of 4 pixels: tokens and pixels mirrored
     torch.manual_seed(7)

@@ -315,6 +315,9 @@ class AttentionLayer(AttentionShape, _Scoring):
 
     #: the kind's float unit (symeq.numeric.models.float_class): its float twin
     float_module: ClassVar[str] = "symeq.layers.attention.floating"
+    #: the kind's readers of a whole file or module (``read_onnx_model``, ``read_torch_model``;
+    #: symeq.numeric.models.kind_model_readers): torch's exported subgraph and torch's attention modules
+    reader_modules: ClassVar[tuple] = ("symeq.layers.attention.onnx", "symeq.layers.attention.torch_modules")
 
     tokens: int
     heads: list
@@ -673,6 +676,9 @@ class HeadsLayer(HeadsShape, _Scoring):
 
     #: the kind's float unit (symeq.numeric.models.float_class): its float twin
     float_module: ClassVar[str] = "symeq.layers.attention.floating"
+    #: the kind's readers of a whole file or module (``read_onnx_model``, ``read_torch_model``;
+    #: symeq.numeric.models.kind_model_readers): torch's exported subgraph and torch's attention modules
+    reader_modules: ClassVar[tuple] = ("symeq.layers.attention.onnx", "symeq.layers.attention.torch_modules")
 
     tokens: int
     scores: list

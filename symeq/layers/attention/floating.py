@@ -498,4 +498,4 @@ def value_space_action(layer: NumericAttention, P: np.ndarray, C: np.ndarray, sa
 
 
 FLOAT_LAYERS = (NumericAttention, NumericHeads)
-"""The float twins of the attention and heads kinds (their ``float_module`` declares this module)."""
+

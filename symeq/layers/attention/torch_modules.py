@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 
 __all__ = ["READ_TOLERANCE", "is_attention_module", "read_torch_attention", "attention_layer_from_weights",
            "TokenAttention", "to_torch_attention"]
@@ -60,7 +60,7 @@ _H_NAMES = ("num_heads", "heads", "n_heads", "n_head", "nhead")
 
 
 def _torch():
-    from ..errors import EngineMissing
+    from ...errors import EngineMissing
 
     try:
         import torch
@@ -80,7 +80,7 @@ def attention_layer_from_weights(tokens: int, heads: int, Wq, Wk, Wv, Wo, bq=Non
     ``Wq, Wk, Wv``: (H d_k) x d, (H d_k) x d, (H d_v) x d; ``Wo``: d_out x (H d_v); biases
     optional; ``scale`` None means 1/sqrt(d_k) (torch's).  b_k is accepted and has no effect.
     """
-    from ..layers.attention.floating import NumericAttention
+    from .floating import NumericAttention
 
     Wq, Wk, Wv, Wo = (np.asarray(w, dtype=float) for w in (Wq, Wk, Wv, Wo))
     if Wq.shape != Wk.shape or Wq.shape[0] % heads or Wv.shape[0] % heads or Wv.shape[1] != Wq.shape[1] \
@@ -255,7 +255,7 @@ def TokenAttention(tokens: int, d: int, heads: int, bias: bool = True, batch_fir
     """A torch module: flattened tokens (N, T*d) -> nn.MultiheadAttention self-attention -> (N, T*d).
 
     The one-layer attention autoencoder of ``symeq experiment attention``; exported with
-    ``torch.onnx.export`` it gives the subgraph :mod:`symeq.numeric.onnx_attention` reads.
+    ``torch.onnx.export`` it gives the subgraph :mod:`symeq.layers.attention.onnx` reads.
     """
     torch = _torch()
 
@@ -308,3 +308,12 @@ def to_torch_attention(layer, batch_first: bool = True):
         m.attn.out_proj.weight.copy_(torch.tensor(np.vstack(layer.out).T))
         m.attn.out_proj.bias.copy_(torch.tensor(np.zeros(d) if layer.bias is None else layer.bias))
     return m.eval()
+
+
+def read_torch_model(module, input_shape=None):
+    """The kind's reader of a whole torch module (:func:`symeq.numeric.models.kind_model_readers`):
+    ``(layer, meta)`` of an ``nn.MultiheadAttention``, a wrapper of one or the hand-written block
+    (:func:`read_torch_attention`), or None for any other module."""
+    if not is_attention_module(module):
+        return None
+    return read_torch_attention(module, input_shape=input_shape)

@@ -15,7 +15,7 @@ recognises it in three steps, and refuses anything else by name:
    to a MatMul's output (or Gemm's C).  Other linear nodes (a residual, an MLP) are refused;
 3. **the numbers**: the heads H (a divisor of the query width), the scale (1/sqrt(d_k) or 1) and
    which of the two score-side projections is the query are the candidates under which the layer
-   read (:func:`symeq.numeric.torch_attention.attention_layer_from_weights`) agrees with
+   read (:func:`symeq.layers.attention.torch_modules.attention_layer_from_weights`) agrees with
    onnxruntime's run of the file on seeded Gaussian inputs within :data:`ONNX_TOLERANCE` (the file
    computes in float32); none agreeing is a refusal with the smallest difference found.
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import EngineMissing, InputError
+from ...errors import EngineMissing, InputError
 
 __all__ = ["ATTENTION_OPS", "ONNX_TOLERANCE", "has_attention_subgraph", "read_attention"]
 
@@ -251,7 +251,7 @@ def _best_attention(path, X, ref, T: int, parts, vpart, Wo, bo, scales=(None, 1.
     """``(relative difference, layer, heads, scale)`` of the attention layer of these weights closest to
     onnxruntime's outputs ``ref`` on ``X``, over the head counts, both scales and both q/k orders; an
     :class:`InputError` past :data:`ONNX_TOLERANCE`."""
-    from .torch_attention import attention_layer_from_weights
+    from .torch_modules import attention_layer_from_weights
 
     E = parts[0][0].shape[0]
     best, tried = None, []
@@ -292,3 +292,9 @@ def _run(path, name, X, shape):
     except Exception as e:
         raise InputError(f"{path}: onnxruntime could not run the file ({type(e).__name__}: {str(e)[:160]})") from None
     return np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
+
+
+def read_onnx_model(proto, path):
+    """The kind's reader of a whole ONNX file (:func:`symeq.numeric.models.kind_model_readers`):
+    :func:`read_attention`."""
+    return read_attention(proto, path)
