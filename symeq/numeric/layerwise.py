@@ -282,7 +282,7 @@ class _FloatRows:
 
     def step(self, i: int, prev) -> list:
         """The candidate (rho, record) on hidden layer i + 1: the layer's own matching of actions
-        (``match_action`` of :class:`~symeq.numeric.models.NumericDenseLayer`,
+        (``match_action`` of :class:`~symeq.layers.dense.floating.NumericDenseLayer`,
         :class:`~symeq.layers.conv.floating.NumericConvLayer` or :class:`~symeq.layers.attention.floating.NumericHeads`).
 
         A convolution whose geometry does not carry the input action (a stride 2 on an even grid under

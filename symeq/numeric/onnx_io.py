@@ -1238,7 +1238,7 @@ def load_onnx(path):
 
 def float_layer(W, b, act, where):
     """One realised layer (:func:`_realised_list`'s entry) as a float layer: a
-    :class:`~symeq.layers.conv.floating.NumericConvLayer` or :class:`~symeq.numeric.models.NumericDenseLayer`."""
+    :class:`~symeq.layers.conv.floating.NumericConvLayer` or :class:`~symeq.layers.dense.floating.NumericDenseLayer`."""
     from ..layers.conv.floating import NumericConvLayer
     from .models import NumericDenseLayer, numeric_activation
 
