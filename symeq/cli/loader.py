@@ -19,7 +19,6 @@ import sys
 
 from ..cliargs import group_output_arg
 from ..errors import InputError, Undetermined
-from ..graph.model import GraphModel
 
 __all__ = ["NO_GROUP", "add_group_options", "announce_budget", "group_from_args", "has_extra", "load_model_args",
            "require_extra"]
@@ -139,6 +138,8 @@ def load_model_args(args, *, read=None, builtin: bool = True, need_group: bool =
         for line in (getattr(model, "meta", None) or {}).get("reader_notes", []):  # folds and drops (docs/onnx.md)
             print(f"  read: {line}", file=sys.stderr)
         group = group_from_args(args)
+    from ..graph.model import GraphModel  # here, not at the top: every command's start imports this module
+
     if isinstance(model, GraphModel) and not graphs:  # docs/graphs.md; docs/limits.md lists what covers them
         raise Undetermined(f"{path}: `symeq {getattr(args, 'command', None) or 'this command'}` does not cover graph "
                            "models (`symeq verify` does; docs/limits.md)")
