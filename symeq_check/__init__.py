@@ -21,12 +21,14 @@ The map (one subject per module; the lower ones first, each imports only those a
 ``real``                        real activations: the identity table (the axioms), reading, exact values
 ``activations``                 ReLU and polynomial activations, exact evaluation, the one-neuron identity
 ``algebra``                     dense and sparse exact matrices, group closure, homomorphism, minors
-``attention``                   lightning attention: reading, heads, block-monomial actions
-``pooling``                     maxpool2d and group_pool: reading, windows, forward, the check of max(P x) = Q max(x)
-``conv``                        conv2d on its kernels: reading, geometry, forward, channel-pixel actions
-``model``                       a model file: layers (kept with their JSON), group, the theorem's chain
+``layer``                       what a layer kind declares (reading, digest form 2) and what a read layer answers
+``attention``                   lightning attention: its kind, heads, forward, block-monomial actions
+``pooling``                     maxpool2d and group_pool: their kinds, windows, forward, max(P x) = Q max(x)
+``conv``                        conv2d on its kernels, flatten: their kinds, geometry, forward, channel-pixel actions
+``model``                       a model file: the table of layer kinds ``KINDS`` (dense declared here), the layers
+                                (kept with their JSON), group, the theorem's chain
 ``digest``                      ``layers_sha256``: the canonical form of the declared layers (form 2), form 1
-``evaluate``                    exact evaluation, the same function (lattices, canonical forms)
+``evaluate``                    exact evaluation (each layer's ``forward``), the same function (lattices, forms)
 ``intervals``                   interval arithmetic, enclosures, the witnesses of ``not-equivariant``
 ``layerwise``                   ``symeq-certificate/1``, ``/2``: Theorem 4.1 at theta
 ``graph``                       graph models: strict reading, ``graph_sha256``, forward passes, their certificates
@@ -37,18 +39,18 @@ The map (one subject per module; the lower ones first, each imports only those a
 ``identifiability.family``      ``jacobian-rank``, ``not-identifiable``: an exact family in the fibre
 ``accel``                       the hook for an optional rank mod p in ``rank``, outside the trusted core
 ``selftest``                    the self-test of the axioms (``python -m symeq_check --self-test``)
-``dispatch``                    the one table: (format, method, verdict) -> checker
+``dispatch``                    the table of checkers: (format, method, verdict) -> checker
 ``command``                     files, argument order, ``main``
 ==============================  ==========================================================================
 
 The kernel a ``layerwise-equivariant`` verdict rests on is ``layerwise`` and the modules its check of that
-verdict runs: ``_numbers``, ``schema``, ``report``, ``real``, ``activations``, ``algebra``, ``attention``,
-``pooling``, ``conv``, ``model``, ``digest``, ``evaluate``, plus ``dispatch`` and ``command``, and for a graph model
-``graph`` (:data:`KERNEL`) -- about 3 190 lines with their docstrings and comments (about 2 390 lines of
-code), of which ``conv``, ``pooling`` and ``attention`` are 640 that a dense model never reaches and ``graph`` 550 that a
-chain never reaches; tests/test_architecture.py keeps it under 3 200.  ``intervals`` (imported by
-``layerwise`` and ``graph`` for ``not-equivariant`` witnesses) and the identifiability modules are not part
-of it.
+verdict runs: ``_numbers``, ``schema``, ``report``, ``real``, ``activations``, ``algebra``, ``layer``,
+``attention``, ``pooling``, ``conv``, ``model``, ``digest``, ``evaluate``, plus ``dispatch`` and ``command``, and
+for a graph model ``graph`` (:data:`KERNEL`) -- about 3 290 lines with their docstrings and comments (about
+2 400 lines of code), of which ``conv``, ``pooling`` and ``attention`` are 810 that a dense model never reaches
+(but their kinds' declarations) and ``graph`` 560 that a chain never reaches; tests/test_architecture.py keeps
+it under 3 300.  ``intervals`` (imported by ``layerwise`` and ``graph`` for ``not-equivariant`` witnesses) and
+the identifiability modules are not part of it.
 """
 from ._numbers import CheckError, parse_number
 from .command import check_files, main
@@ -60,9 +62,8 @@ from .schema import (CERT_FORMAT, CERT_FORMAT_DENSE, IDENTIFIABILITY_FORMAT, MOD
                      close_names)
 
 #: the modules a ``layerwise-equivariant`` verdict rests on (the audited kernel, see above)
-KERNEL = ("_numbers", "schema", "report", "real", "activations", "algebra", "attention", "pooling", "conv", "model",
-          "digest",
-          "evaluate", "layerwise", "graph", "dispatch", "command")
+KERNEL = ("_numbers", "schema", "report", "real", "activations", "algebra", "layer", "attention", "pooling", "conv",
+          "model", "digest", "evaluate", "layerwise", "graph", "dispatch", "command")
 
 __all__ = ["CERTIFICATE_CHECKERS", "CERT_FORMAT", "CERT_FORMAT_DENSE", "CheckError", "CheckReport",
            "IDENTIFIABILITY_FORMAT", "MODEL_FORMAT", "check_certificate", "check_files", "check_keys",

@@ -1,6 +1,6 @@
 """Activations as the checker reads them: ReLU, the polynomial families (tanh and sigmoid Taylor series,
-monomials, polynomials, as coefficient tuples) and the real ones (:mod:`symeq_check.real`); their exact
-evaluation; and the one-neuron identity sigma(u t + b_j) = q sigma(v t + b_k) + o of a layer check.
+monomials, polynomials, as coefficient tuples) and the real ones (:mod:`symeq_check.real`), with a layer's bias;
+their exact evaluation; and the one-neuron identity sigma(u t + b_j) = q sigma(v t + b_k) + o of a layer check.
 """
 from __future__ import annotations
 
@@ -68,6 +68,19 @@ def _activation(spec, where: str) -> tuple[object, str]:
     while len(coeffs) > 1 and coeffs[-1] == 0:
         coeffs.pop()
     return tuple(coeffs), label
+
+
+def _bias_and_activation(spec: dict, n: int, name: str, last) -> tuple:
+    """A layer's n biases (null: none, zeros), its activation and label: the last layer affine, a hidden one not
+    (``last`` None: a graph segment's last layer, with or without an activation)."""
+    bias = spec.get("bias")
+    bias = (Fraction(0),) * n if bias is None else _vector(bias, f"{name} bias", n)
+    act, label = _activation(spec.get("activation"), name)
+    if last and act is not None:
+        raise CheckError(f"{name}: the last layer must be affine (activation null)")
+    if last is False and act is None:
+        raise CheckError(f"{name}: a hidden layer needs a non-null activation")
+    return bias, act, label
 
 
 def _apply(act, t: Fraction) -> Fraction:

@@ -11,12 +11,16 @@ from fractions import Fraction
 
 from ._numbers import CheckError, Sparse, _count, _dict, _matrix, _vector, parse_number
 from .algebra import _invertible, _matmul, _transpose
-from .schema import HEAD_KEYS, check_keys
+from .layer import Kind, Layer
+from .schema import ATTENTION_KEYS, HEAD_KEYS, check_keys
 
 
 @dataclass(frozen=True)
-class _Attention:
+class _Attention(Layer):
     """Lightning attention f(X) = sum_h (X Q_h K_h^T X^T) X V_h O_h on T tokens (flattened by rows)."""
+
+    LEGACY_FIELDS = ("tokens", "heads")
+    token_mixing = splits_in_chain = True
 
     tokens: int
     heads: tuple  # of (Q, K, V, O) matrices
@@ -39,10 +43,18 @@ class _Attention:
     def weight(self):  # only its number of rows (the flattened output size) is used generically
         return [None] * (self.tokens * self.d_out)
 
+    def forward(self, x) -> tuple:
+        z = [[Fraction(0)] * self.d_out for _ in range(self.tokens)]
+        for y, (_, _, _, o) in zip(_head_outputs(self, x), self.heads):
+            z = [[a + b for a, b in zip(r1, r2)] for r1, r2 in zip(z, _matmul(y, o))]
+        return tuple(v for row in z for v in row)
+
 
 @dataclass(frozen=True)
-class _Heads:
+class _Heads(Layer):
     """The chain's first layer: X -> [Y_1 ... Y_H], Y_h = (X A_h X^T) X V_h (flattened by rows)."""
+
+    token_mixing = head_blocks = True
 
     tokens: int
     scores: tuple
@@ -59,6 +71,10 @@ class _Heads:
     @property
     def weight(self):
         return [None] * (self.tokens * len(self.scores) * self.dv)
+
+    def forward(self, x) -> tuple:
+        ys = _head_outputs(self, x)
+        return tuple(v for t in range(self.tokens) for y in ys for v in y[t])
 
 
 def _attention(spec: dict, input_dim: int, name: str, at: str = "layers[0]") -> _Attention:
@@ -96,6 +112,35 @@ def _attention(spec: dict, input_dim: int, name: str, at: str = "layers[0]") -> 
         raise CheckError(f"{name}: softmax with the default scale 1/sqrt(d_k) needs one d_k in every head")
     return _Attention(tokens, tuple(parsed), scoring=scoring, scale=scale,
                       bias=None if c is None or not any(c) else c, score_biases=tuple(sb) if any(sb) else None)
+
+
+class _AttentionKind(Kind):
+    """``"attention"``: only as the first layer; the dense layers after it act token-wise."""
+
+    first_only = True
+
+    def read(self, spec: dict, r) -> _Attention:
+        check_keys(spec, r.at, *ATTENTION_KEYS)
+        att = _attention(spec, r.width, r.name, r.at)
+        r.tokens, r.width = att.tokens, att.d_out
+        return att
+
+    def canonical(self, spec: dict, shape, normal) -> tuple:
+        """Lightning (the default) dropped; softmax's bias and scale when null, a head's zero score_bias."""
+        layer = normal(spec)
+        if layer.get("scoring") == "lightning":
+            del layer["scoring"]
+        for key in ("bias", "scale"):  # softmax's output bias and scale: absent, null and zeros alike
+            if key in layer and layer[key] is None:
+                del layer[key]
+        for head in layer.get("heads", []):
+            if isinstance(head, dict) and "score_bias" in head and (
+                    head["score_bias"] is None or all(b == "0" for b in head["score_bias"])):
+                del head["score_bias"]
+        return layer, shape
+
+
+ATTENTION = _AttentionKind()
 
 
 def _head_outputs(layer, x):

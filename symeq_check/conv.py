@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ._numbers import CheckError, Matrix, _count, _dict, _indices, _matrix, _ratio, _short, _vector
-from .activations import _activation, _apply, _neuron_failure
+from .activations import _apply, _bias_and_activation, _neuron_failure
 from .algebra import _close_tuples
+from .layer import Kind, Layer
 from .report import CheckReport
-from .pooling import _Pool, _pool_failure
+from .pooling import _input_shape, _pool_failure
 from .schema import DENSE_KEYS, check_keys
 
 
@@ -30,8 +31,11 @@ CHANNELS_KEYS = (("source", "factor"), ("source", "factor"))
 
 
 @dataclass(frozen=True)
-class _Conv:
+class _Conv(Layer):
     """x -> act(conv_K(x) + b): kernel rows per output channel (taps in (c, i, j) order), per-channel bias."""
+
+    LEGACY_FIELDS = ("in_shape", "kh", "kw", "stride", "padding", "mode", "rows", "bias", "act")
+    image = kernels = True
 
     in_shape: tuple
     kh: int
@@ -77,9 +81,55 @@ class _Conv:
                     out.append(row)
         return out
 
+    def forward(self, x) -> tuple:
+        src = self.sources()  # per tap, the input it reads at each output pixel (-1: padding)
+        return tuple(_apply(self.act, sum((w * x[src[t][q]] for t, w in enumerate(r) if w and src[t][q] >= 0),
+                                          self.bias[o])) for o, r in enumerate(self.rows) for q in range(len(src[0])))
+
+
+class _ConvKind(Kind):
+    """``"conv2d"``, read on the shape before it (a dense layer after one too: :func:`_dense_after_conv`)."""
+
+    def read(self, spec: dict, r, dense: bool = False) -> _Conv:
+        conv = (_dense_after_conv(spec, r.shape, r.name, r.at, r.last) if dense
+                else _conv_layer(spec, r.shape, r.width, r.name, r.at, r.last))
+        r.shape, r.width = conv.out_shape, conv.out_dim
+        return conv
+
+    def canonical(self, spec: dict, shape, normal) -> tuple:
+        """input_shape (inherited), stride, padding and padding_mode written, dilation and groups of 1 dropped."""
+        layer = normal(spec)
+        given = spec.get("input_shape")
+        shape = [int(v) for v in given] if given is not None else shape
+        stride, padding = int(spec.get("stride", 1)), int(spec.get("padding", 0))
+        for key in ("dilation", "groups"):
+            if layer.get(key) in ("1", ["1", "1"]):
+                del layer[key]
+        layer.update(input_shape=[str(v) for v in shape], stride=str(stride), padding=str(padding),
+                     padding_mode=spec.get("padding_mode", "zeros"))
+        kernel = spec["kernel"]
+        kh, kw = len(kernel[0][0]), len(kernel[0][0][0])
+        return layer, [len(kernel), (shape[1] + 2 * padding - kh) // stride + 1,
+                       (shape[2] + 2 * padding - kw) // stride + 1]
+
+
+class _FlattenKind(Kind):
+    """``"flatten"``: the identity, no layer ((C, H, W) is stored flattened already; the shape stays)."""
+
+    makes_layer = False
+
+    def read(self, spec: dict, r) -> None:
+        check_keys(spec, r.at, ("type",), ("type",))
+
+    def canonical(self, spec: dict, shape, normal) -> tuple:
+        return None, shape  # left out of the digest: it moves no number
+
+
+CONV2D, FLATTEN = _ConvKind(), _FlattenKind()
+
 
 def _out_dim(layer) -> int:
-    return layer.out_dim if isinstance(layer, (_Conv, _Pool)) else len(layer.weight)
+    return layer.out_dim
 
 
 def _conv_canonical_form(layers) -> tuple:
@@ -150,19 +200,7 @@ def _conv_canonical_form(layers) -> tuple:
 def _conv_layer(spec: dict, shape, width: int, name: str, at: str, last: bool):
     """A conv2d layer of a model file (shape: the (C, H, W) before it, or None)."""
     check_keys(spec, at, *CONV_KEYS)
-    given = spec.get("input_shape")
-    if given is not None:
-        if not isinstance(given, list) or len(given) != 3:
-            raise CheckError(f"{name}: input_shape must be [channels, height, width]")
-        given = tuple(_count(v, f"{name} input_shape", 1) for v in given)
-        if shape is not None and given != shape:
-            raise CheckError(f"{name}: input_shape {list(given)} differs from the previous layer's {list(shape)}")
-        shape = given
-    if shape is None:
-        raise CheckError(f"{name}: a conv2d layer needs input_shape")
-    C, H, W = shape
-    if C * H * W != width:
-        raise CheckError(f"{name}: input_shape {list(shape)} has {C * H * W} entries, the input has {width}")
+    C, H, W = shape = _input_shape(spec, shape, width, name, "conv2d")
     for key in ("dilation", "groups"):
         if spec.get(key, 1) not in (1, [1, 1]):
             raise CheckError(f"{name}: only {key} 1 is supported")
@@ -183,23 +221,11 @@ def _conv_layer(spec: dict, shape, width: int, name: str, at: str, last: bool):
     if mode not in ("zeros", "circular"):
         raise CheckError(f"{name}: padding_mode must be 'zeros' or 'circular', got {_short(mode)}")
     rows = tuple(tuple(m[i][j] for m in ko for i in range(kh) for j in range(kw)) for ko in mats)
-    bias = spec.get("bias")
-    bias = (Fraction(0),) * len(rows) if bias is None else _vector(bias, f"{name} bias", len(rows))
-    act, label = _activation(spec.get("activation"), name)
-    _check_hidden(act, last, name)
+    bias, act, label = _bias_and_activation(spec, len(rows), name, last)
     layer = _Conv(shape, kh, kw, stride, padding, mode, rows, bias, act, f"conv2d {label}")
     if min(layer.out_hw) < 1:
         raise CheckError(f"{name}: the kernel does not fit the padded image")
     return layer
-
-
-def _check_hidden(act, last, name: str) -> None:
-    if last is None:  # a graph segment's last layer: with or without an activation
-        return
-    if last and act is not None:
-        raise CheckError(f"{name}: the last layer must be affine (activation null)")
-    if not last and act is None:
-        raise CheckError(f"{name}: a hidden layer needs a non-null activation")
 
 
 def _dense_after_conv(spec: dict, shape, name: str, at: str, last: bool) -> _Conv:
@@ -207,26 +233,8 @@ def _dense_after_conv(spec: dict, shape, name: str, at: str, last: bool) -> _Con
     check_keys(spec, at, *DENSE_KEYS)
     C, H, W = shape
     weight = _matrix(spec.get("weight"), f"{name} weight", cols=C * H * W)
-    bias = spec.get("bias")
-    bias = (Fraction(0),) * len(weight) if bias is None else _vector(bias, f"{name} bias", len(weight))
-    act, label = _activation(spec.get("activation"), name)
-    _check_hidden(act, last, name)
+    bias, act, label = _bias_and_activation(spec, len(weight), name, last)
     return _Conv(shape, H, W, 1, 0, "zeros", weight, bias, act, f"conv2d (dense) {label}")
-
-
-def _conv_forward(layer: _Conv, x) -> tuple:
-    src = layer.sources()
-    npix = len(src[0])
-    out = []
-    for o, r in enumerate(layer.rows):
-        for q in range(npix):
-            z = layer.bias[o]
-            for t, w in enumerate(r):
-                s = src[t][q]
-                if w and s >= 0:
-                    z += w * x[s]
-            out.append(_apply(layer.act, z))
-    return tuple(out)
 
 
 def _as_channel_pixel(m: Matrix, shape) -> tuple | None:
@@ -359,7 +367,7 @@ def _cp_mul(x: tuple, y: tuple) -> tuple:
 
 def _check_conv_layerwise(report: CheckReport, cert: dict, layers: list, group: list, cap: int) -> None:
     """The layer checks and the homomorphism for a chain of conv2d layers (sparse channel-pixel actions)."""
-    if not all(isinstance(layer, (_Conv, _Pool)) for layer in layers):  # not a rejection: nothing is claimed false
+    if not all(layer.image for layer in layers):  # not a rejection: nothing is claimed false
         report.checks.append("nothing this checker can re-verify: a chain mixing dense and conv2d layers "
                              "(dense layers before the first convolution) is not checked by this checker")
         report.unverifiable = True
@@ -401,13 +409,13 @@ def _check_conv_layerwise(report: CheckReport, cert: dict, layers: list, group: 
     rho.append(last)
     for g in range(len(group)):
         for i, layer in enumerate(layers, 1):
-            why = (_pool_failure if isinstance(layer, _Pool) else _conv_failure)(layer, rho[i - 1][g], rho[i][g])
+            why = (_pool_failure if layer.pools else _conv_failure)(layer, rho[i - 1][g], rho[i][g])
             if why:
                 report.reasons.append(f"layer {i}, generator {g + 1}: {why}")
             else:
                 report.checks.append(f"layer {i}, generator {g + 1}: " + (
                     f"max(P x) = Q max(x) verified on the windows ({layer.label}, {layer.out_dim} neurons)"
-                    if isinstance(layer, _Pool) else
+                    if layer.pools else
                     f"act(conv(P x)) = Q act(conv(x)) verified on the kernels ({layer.label}, {layer.out_dim} neurons)"))
     if report.reasons:
         return

@@ -32,10 +32,7 @@ from functools import lru_cache
 
 from ._numbers import CheckError, parse_number
 from .activations import sigmoid_series_coeffs, tanh_series_coeffs
-from .attention import _Attention
-from .conv import _Conv
-from .model import _Layer, _layers
-from .real import _Real
+from .model import _layers, kind_of
 from .report import CheckReport
 from .schema import PARAMS_DIFFER
 
@@ -96,65 +93,22 @@ def _canonical_activation(spec):
 
 
 def canonical_layers(layers_json) -> list:
-    """The canonical form (digest form 2) of a model file's ``layers`` (already read and checked)."""
+    """The canonical form (digest form 2) of a model file's ``layers`` (already read and checked): each in its
+    kind's form (:data:`symeq_check.model.KINDS`), the (C, H, W) carried from layer to layer."""
     out, shape = [], None
     for spec in layers_json:
-        kind = spec.get("type")
-        if kind == "flatten":
-            continue
-        if kind == "dense" and shape is not None:  # after a conv2d: the conv with a whole-image kernel
-            C, H, W = shape
-            spec = {"type": "conv2d", "input_shape": shape, "bias": spec.get("bias"),
-                    "kernel": [[[row[(c * H + i) * W:(c * H + i + 1) * W] for i in range(H)] for c in range(C)]
-                               for row in spec["weight"]],
-                    "stride": 1, "padding": 0, "padding_mode": "zeros", "activation": spec.get("activation")}
-            kind = "conv2d"
-        layer = {k: (_canonical_activation(v) if k == "activation" else _normal(v)) for k, v in spec.items()}
-        if "bias" in layer and (layer["bias"] is None or all(b == "0" for b in layer["bias"])):
-            layer["bias"] = None
-        if kind == "conv2d":
-            given = spec.get("input_shape")
-            shape = [int(v) for v in given] if given is not None else shape
-            stride, padding = int(spec.get("stride", 1)), int(spec.get("padding", 0))
-            for key in ("dilation", "groups"):
-                if layer.get(key) in ("1", ["1", "1"]):
-                    del layer[key]
-            layer.update(input_shape=[str(v) for v in shape], stride=str(stride), padding=str(padding),
-                         padding_mode=spec.get("padding_mode", "zeros"))
-            kernel = spec["kernel"]
-            kh, kw = len(kernel[0][0]), len(kernel[0][0][0])
-            shape = [len(kernel), (shape[1] + 2 * padding - kh) // stride + 1, (shape[2] + 2 * padding - kw) // stride + 1]
-        elif kind in ("maxpool2d", "group_pool"):  # pooling (docs/conv.md): defaults written, the shape carried
-            layer, shape = _canonical_pool(kind, spec, layer, shape)
-        elif kind == "attention":
-            if layer.get("scoring") == "lightning":
-                del layer["scoring"]
-            for key in ("bias", "scale"):  # softmax's output bias and scale: absent, null and zeros alike
-                if key in layer and layer[key] is None:
-                    del layer[key]
-            for head in layer.get("heads", []):
-                if isinstance(head, dict) and "score_bias" in head and (
-                        head["score_bias"] is None or all(b == "0" for b in head["score_bias"])):
-                    del head["score_bias"]
-        out.append(layer)
+        layer, shape = kind_of(spec).canonical(spec, shape, _normal_layer)
+        if layer is not None:
+            out.append(layer)
     return out
 
 
-def _canonical_pool(kind: str, spec: dict, layer: dict, shape):
-    """A pooling layer in digest form 2: its input shape, kernel_size, stride (default: the kernel size)
-    and padding (default 0), or its field_size; and the shape after it."""
-    if spec.get("input_shape") is not None:
-        shape = [int(v) for v in spec["input_shape"]]
-    C, H, W = shape
-    if kind == "group_pool":
-        n = int(spec["field_size"])
-        layer.update(input_shape=[str(v) for v in shape], field_size=str(n))
-        return layer, [C // n, H, W]
-    k = int(spec["kernel_size"])
-    s = int(spec["stride"]) if spec.get("stride") is not None else k
-    p = int(spec.get("padding", 0))
-    layer.update(input_shape=[str(v) for v in shape], kernel_size=str(k), stride=str(s), padding=str(p))
-    return layer, [C, (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1]
+def _normal_layer(spec: dict) -> dict:
+    """Every layer's form before its kind's: numbers reduced, the activation canonical, a zero bias null."""
+    layer = {k: (_canonical_activation(v) if k == "activation" else _normal(v)) for k, v in spec.items()}
+    if "bias" in layer and (layer["bias"] is None or all(b == "0" for b in layer["bias"])):
+        layer["bias"] = None
+    return layer
 
 
 def digest_of(layers_json, input_dim: int) -> str:
@@ -199,16 +153,11 @@ def _layers_digest(layers) -> str:
 
 
 def _legacy(x):
-    """Digest form 1 (certificates of symeq up to 0.1.0): nested tuples of strings, field names fixed here."""
-    if isinstance(x, _Layer):
-        return (("weight", _legacy(x.weight)), ("bias", _legacy(x.bias)), ("act", _legacy(x.act)))
-    if isinstance(x, _Attention):
-        return (("tokens", _legacy(x.tokens)), ("heads", _legacy(x.heads)))
-    if isinstance(x, _Conv):
-        return tuple((name, _legacy(getattr(x, name))) for name in
-                     ("in_shape", "kh", "kw", "stride", "padding", "mode", "rows", "bias", "act"))
-    if isinstance(x, _Real):
-        return (("name", _legacy(x.name)), ("param", _legacy(x.param)))
+    """Digest form 1 (certificates of symeq up to 0.1.0): nested tuples of strings, the field names fixed where
+    each class declares them (``LEGACY_FIELDS``: dense, attention, conv2d, a real activation)."""
+    names = getattr(x, "LEGACY_FIELDS", None)
+    if names is not None:
+        return tuple((name, _legacy(getattr(x, name))) for name in names)
     if isinstance(x, (tuple, list)):
         return tuple(_legacy(v) for v in x)
     return None if x is None else str(x)

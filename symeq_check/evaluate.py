@@ -8,45 +8,26 @@ from fractions import Fraction
 from math import comb
 
 from ._numbers import CheckError, _fmt
-from .activations import _apply
-from .algebra import _matmul, _matvec
-from .attention import _Attention, _Heads, _head_outputs
-from .conv import _Conv, _conv_canonical_form, _conv_forward, _out_dim
-from .model import _Layer
-from .pooling import _Pool, _pool_forward
+from .algebra import _matmul
+from .attention import _Attention
+from .conv import _conv_canonical_form, _out_dim
 from .real import REAL_SYMMETRY_TABLE, _Real, _real_exact
 
 MAX_LATTICE = 50000
 
 
 def _evaluate(layers: list, x) -> tuple[Fraction, ...]:
+    """f(x) exactly, layer by layer (each layer's ``forward``)."""
     for layer in layers:
-        if isinstance(layer, _Attention):
-            ys = _head_outputs(layer, x)
-            z = [[Fraction(0)] * layer.d_out for _ in range(layer.tokens)]
-            for y, (_, _, _, o) in zip(ys, layer.heads):
-                yo = _matmul(y, o)
-                z = [[a + b for a, b in zip(r1, r2)] for r1, r2 in zip(z, yo)]
-            x = tuple(v for row in z for v in row)
-        elif isinstance(layer, _Heads):
-            ys = _head_outputs(layer, x)
-            x = tuple(v for t in range(layer.tokens) for y in ys for v in y[t])
-        elif isinstance(layer, _Conv):
-            x = _conv_forward(layer, x)
-        elif isinstance(layer, _Pool):
-            x = _pool_forward(layer, x)
-        else:
-            x = tuple(_apply(layer.act, y + b) for y, b in zip(_matvec(layer.weight, x), layer.bias))
+        x = layer.forward(x)
     return x
 
 
 def _degree(layers) -> int:
+    """The total degree the lattice must exceed: the product of the layers' factors (``degree``)."""
     d = 1
     for layer in layers:
-        if isinstance(layer, (_Attention, _Heads)):
-            d *= 3
-        elif layer.act is not None:
-            d *= len(layer.act) - 1
+        d *= layer.degree()
     return d
 
 
@@ -68,15 +49,20 @@ def _same_function_failure(layers, theta2, n_in: int) -> str | None:
     """None if theta' has the model's shape and activations and the same function; else why not.
 
     Both functions are polynomials of total degree <= D, so agreement on the principal lattice
-    of degree D is a proof of equality.
+    of degree D is a proof of equality.  A maximum is not (max(x^3, -x^3) = |x|^3 = x^3 on the lattice): with
+    pooling, "not re-verified"; attention's scoring must agree (tests/checker/test_same_function_soundness.py).
     """
     if [_out_dim(l) for l in layers] != [_out_dim(l) for l in theta2]:
         return "theta' has other widths"
     if [l.act for l in layers] != [l.act for l in theta2]:
         return "theta' has other activations"
-    if isinstance(layers[0], _Attention) and layers[0].scoring == "softmax":
+    if [getattr(l, "scoring", None) for l in layers] != [getattr(l, "scoring", None) for l in theta2]:
+        return "theta' has another attention scoring (softmax against lightning)"
+    if layers[0].token_mixing and layers[0].scoring == "softmax":
         return _softmax_same_function_failure(layers, theta2)
-    if all(isinstance(l, _Conv) for l in list(layers) + list(theta2)):
+    if any(l.pools for l in list(layers) + list(theta2)):  # a maximum is no polynomial: no lattice proves it
+        return "equality of functions with max pooling is not re-verified by this checker version (no lattice proves it)"
+    if all(l.kernels for l in list(layers) + list(theta2)):
         if _conv_canonical_form(layers) == _conv_canonical_form(theta2):
             return None
         size = _lattice_size(layers, n_in)
@@ -119,7 +105,7 @@ def _softmax_canonical(layer: _Attention):
 def _softmax_same_function_failure(layers, theta2) -> str | None:
     """Softmax attention: equal canonical forms (:func:`_softmax_canonical`) and equal later layers prove
     equal functions (the converse is not claimed)."""
-    if not isinstance(theta2[0], _Attention) or _softmax_canonical(layers[0]) != _softmax_canonical(theta2[0]):
+    if not theta2[0].token_mixing or _softmax_canonical(layers[0]) != _softmax_canonical(theta2[0]):
         return "theta' and theta are not shown to be the same function (their softmax heads' canonical forms differ)"
     if list(layers[1:]) != list(theta2[1:]):
         return "theta' and theta differ after the attention layer"
@@ -228,7 +214,7 @@ def _real_canonical_form(layers):
 
 def _real_same_function_failure(layers, theta2) -> str | None:
     """None when theta' and theta have the same canonical form (hence the same function)."""
-    if any(not isinstance(l, _Layer) for l in layers + list(theta2)):
+    if any(not l.dense_matrix for l in layers + list(theta2)):
         return "the canonical form covers dense layers only"
     if any(not isinstance(l.act, _Real) for l in list(layers[:-1]) + list(theta2[:-1])):
         return "equality of functions mixing real and other activations is not re-verified by this checker version"

@@ -13,7 +13,7 @@ from fractions import Fraction
 from ._numbers import CheckError, _count, _dict, _short, _vector
 from .activations import _activation, _apply, _neuron_failure
 from .algebra import _homomorphism, _invertible, _monomial_failure, _sparse
-from .conv import _Conv, _channel_pixel, _conv_failure, _out_dim
+from .conv import _channel_pixel, _conv_failure, _out_dim
 from .digest import graph_digest_of, graph_node_form
 from .evaluate import _evaluate
 from .intervals import _check_witness, _interval_apply, _iv_conv, _iv_round
@@ -91,7 +91,7 @@ def _segment(spec: dict, at: str, known: dict):
     for j, layer in enumerate(layers, 1):
         _degenerate(layer.act, f"{at} layer {j}")
     last = layers[-1]
-    image = isinstance(last, (_Conv, _Pool)) and value[-1].get("type") in ("conv2d",) + POOL_KINDS
+    image = last.image and value[-1].get("type") in ("conv2d",) + POOL_KINDS
     node = _Node(spec["name"], "layers", (src,), tuple(layers), last.act, _out_dim(last),
                  tuple(last.out_shape) if image else None)
     return node, graph_node_form(dict(spec, layers=value), "layers", (src,))
@@ -222,10 +222,10 @@ def _iv_forward(gm: GraphModel, x, bits: int) -> list:
             continue
         ys = vals[node.inputs[0]]
         for layer in node.layers:
-            if isinstance(layer, _Pool):
+            if layer.pools:
                 ys = [(max(ys[i][0] for i in w), max(ys[i][1] for i in w)) for w in layer.windows]
                 continue
-            if isinstance(layer, _Conv):  # on integers, its taps read once per output pixel
+            if layer.kernels:  # on integers, its taps read once per output pixel
                 ys = [_interval_apply(layer.act, _iv_round(a, bits), bits) for a in _iv_conv(layer, ys)]
                 continue
             out = []
@@ -245,7 +245,7 @@ def _iv_forward(gm: GraphModel, x, bits: int) -> list:
 
 def _affine_rows(layer):
     """Per output neuron, its (input index, weight) pairs and its bias (a conv2d's from its taps, sparse)."""
-    if not isinstance(layer, _Conv):
+    if not layer.kernels:
         for row, b in zip(layer.weight, layer.bias):
             yield [(i, w) for i, w in enumerate(row) if w], b
         return
@@ -257,7 +257,7 @@ def _affine_rows(layer):
 
 def _dense(layer) -> _Layer:
     """A layer as a dense exact map (a conv2d's matrix built from its taps, under :data:`MAX_DENSE`)."""
-    if not isinstance(layer, _Conv):
+    if not layer.kernels:
         return layer
     src, n_in = layer.sources(), layer.in_shape[0] * layer.in_shape[1] * layer.in_shape[2]
     if layer.out_dim * n_in > MAX_DENSE:
@@ -287,7 +287,7 @@ def graph_spaces(gm: GraphModel) -> list:
     for node in gm.nodes:
         if node.kind == "layers":
             for j, layer in enumerate(node.layers, 1):
-                image = isinstance(layer, (_Conv, _Pool)) and (j < len(node.layers) or node.shape is not None)
+                image = layer.image and (j < len(node.layers) or node.shape is not None)
                 out.append((f"{node.name}.{j}" if j < len(node.layers) else node.name, node, j, _out_dim(layer),
                             tuple(layer.out_shape) if image else None, layer.act))
         else:
@@ -357,7 +357,7 @@ def _channel_pixel_of(m, shape):
 def _on_kernels(layer, p, q, c, o):
     """A conv2d layer checked on its kernels (symeq_check.conv) when both actions are channel-pixel actions and
     there are no offsets: the reason it fails, or "" when it holds; None when the dense check must decide."""
-    if not isinstance(layer, _Conv) or (c is not None and any(c)) or (o is not None and any(o)):
+    if not layer.kernels or (c is not None and any(c)) or (o is not None and any(o)):
         return None
     pc, qc = _channel_pixel_of(p, layer.in_shape), _channel_pixel_of(q, layer.out_shape)
     if pc is None or qc is None:
@@ -434,7 +434,7 @@ def _check_nodes(report: CheckReport, gm: GraphModel, spaces: list, rho: dict, g
                 prev = last_space[node.inputs[0]] if j == 1 else spaces_of[node.name][j - 2]
                 p, c = rho[prev][g]
                 layer = node.layers[j - 1]
-                if isinstance(layer, _Pool):
+                if layer.pools:
                     why = _pool_failure(layer, p, q, c, o)
                 else:  # a conv2d on its kernels when it can, else the dense check
                     why = _on_kernels(layer, p, q, c, o)

@@ -17,7 +17,6 @@ from .attention import _Attention
 from .conv import _Conv
 from .evaluate import _evaluate
 from .model import _Layer
-from .pooling import _Pool
 from .real import _Real, _real_exact
 from .report import CheckReport
 from .schema import EQ_WITNESS_KEYS, check_keys
@@ -354,10 +353,10 @@ def _interval_evaluate(layers: list, x, bits: int):
     """An enclosure of f(x) for exact x: interval affine maps and activations, rounded outward."""
     ys = [(v, v) for v in x]
     for layer in layers:
-        if isinstance(layer, _Attention):  # the first layer, so its input is exact
+        if layer.splits_in_chain:  # attention (the first layer, so its input is exact)
             ys = _interval_attention(layer, x, bits)
             continue
-        if not isinstance(layer, _Layer):
+        if not layer.dense_matrix:
             raise CheckError("ball witnesses cover dense and attention layers only")
         out = []
         for row, b in zip(layer.weight, layer.bias):
@@ -464,8 +463,8 @@ class _ExactForward:
 
     def work(self, model) -> int:
         layers = [l for n in model.nodes for l in n.layers] if hasattr(model, "nodes") else list(model)
-        return sum(len(l.rows) * len(l.rows[0]) * l.out_hw[0] * l.out_hw[1] if isinstance(l, _Conv) else
-                   len(l.weight) * len(l.weight[0]) if isinstance(l, _Layer) and l.weight else 0 for l in layers)
+        return sum(len(l.rows) * len(l.rows[0]) * l.out_hw[0] * l.out_hw[1] if l.kernels else
+                   len(l.weight) * len(l.weight[0]) if l.dense_matrix and l.weight else 0 for l in layers)
 
     def __call__(self, model, x) -> tuple:
         X, d = _integers(list(x))
@@ -487,17 +486,17 @@ class _ExactForward:
 
     def chain(self, layers, X: list, d: int) -> tuple:
         for layer in layers:
-            if isinstance(layer, _Pool):
+            if layer.pools:
                 X = [max(X[i] for i in win) for win in layer.windows]
                 continue
-            if not isinstance(layer, (_Conv, _Layer)):  # attention and heads: on the Fractions
+            if not (layer.kernels or layer.dense_matrix):  # attention and heads: on the Fractions
                 X, d = _integers(_evaluate([layer], [Fraction(v, d) for v in X]))
                 continue
             plan = self.plans.get(id(layer))
             if plan is None:
-                plan = self.plans[id(layer)] = (_conv_plan(layer, self.plans) if isinstance(layer, _Conv) else
+                plan = self.plans[id(layer)] = (_conv_plan(layer, self.plans) if layer.kernels else
                                                 _dense_plan(layer))
-            X, d = self.act(layer.act, _conv_apply(plan, X, d) if isinstance(layer, _Conv) else
+            X, d = self.act(layer.act, _conv_apply(plan, X, d) if layer.kernels else
                             [sum(map(mul, row, X)) + c * d for row, c in zip(plan[1], plan[2])], d * plan[0])
         return X, d
 

@@ -14,7 +14,7 @@ from .activations import _neuron_failure
 from .algebra import (_homomorphism, _invertible, _matvec, _monomial_failure, _smatvec, _sparse, _sparse_times,
     _times_sparse)
 from .attention import _Heads, _block_monomial_failure, _softmax_heads_failure
-from .conv import _Conv, _check_conv_layerwise, _conv_canonical_form, _out_dim
+from .conv import _check_conv_layerwise, _conv_canonical_form, _out_dim
 from .digest import _digest_differs
 from .evaluate import MAX_LATTICE, _degree, _evaluate, _lattice, _lattice_size, _same_function_failure
 from .intervals import _check_witness
@@ -80,7 +80,7 @@ def _action(value, n: int, where: str, layer, sparse_format: bool):
         factor = _vector(value.get("factor"), f"{where} factor", n)
         return tuple(((c, x),) if x else () for c, x in zip(source, factor))
     if kind == "block-monomial":
-        if not isinstance(layer, _Heads):
+        if not layer.head_blocks:
             return "a block-monomial action belongs to attention heads only"
         T, H, dv = layer.tokens, len(layer.scores), layer.dv
         w = H * dv
@@ -115,14 +115,14 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
         return
     if theta2 != layers:
         why = _same_function_failure(layers, theta2, n_in)
-        if why and why.startswith(("equality of ReLU", "equality of conv")):
+        if why and why.startswith(("equality of ReLU", "equality of conv", "equality of functions with max pooling")):
             report.checks.append(f"nothing this checker can re-verify: {why}")
             report.unverifiable = True
             return
         if why:
             report.reasons.append(f"{PARAMS_DIFFER}: {why}")
             return
-        if all(isinstance(l, _Conv) for l in layers) and _conv_canonical_form(layers) == _conv_canonical_form(theta2):
+        if all(l.kernels for l in layers) and _conv_canonical_form(layers) == _conv_canonical_form(theta2):
             report.checks.append("parameters: re-parametrized theta' with the model's widths and activations; theta "
                                  "and theta' have the same canonical form (dead channels dropped, equal channels "
                                  "merged): the same function")
@@ -138,7 +138,7 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
     else:
         report.checks.append(f"parameters: equal to the model's ({len(layers)} layers)")
     layers = _chain(layers)
-    if any(isinstance(layer, _Conv) for layer in layers):  # kernels, sparse channel-pixel actions
+    if any(layer.kernels for layer in layers):  # sparse channel-pixel actions
         _check_conv_layerwise(report, cert, layers, group, cap)
         return
     actions = cert.get("latent_actions")
@@ -159,7 +159,7 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
             if isinstance(m, str):
                 report.reasons.append(f"layer {i}, generator {g + 1}: {m}")
                 return
-            if isinstance(layer, _Heads):
+            if layer.head_blocks:
                 why = _block_monomial_failure(m, layer)
             else:
                 why = _monomial_failure(m, layer.act == "relu" or _positive_only(layer.act))
@@ -186,7 +186,7 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
             if not isinstance(entry, list) or len(entry) != len(group):
                 report.reasons.append(f"layer {i}: latent_offsets must give one vector per generator")
                 return
-            if isinstance(layer, _Heads) and any(any(_vector(c, "offset")) for c in entry):
+            if layer.head_blocks and any(any(_vector(c, "offset")) for c in entry):
                 report.reasons.append(f"layer {i}: attention heads admit no offsets")
                 return
             offs.append([_vector(c, f"latent_offsets layer {i} generator {g + 1}", len(layer.weight))
@@ -197,7 +197,7 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
     for g in range(len(group)):
         for i, layer in enumerate(layers, 1):
             last = i == len(layers)
-            if isinstance(layer, _Heads):
+            if layer.head_blocks:
                 soft = layer.scoring == "softmax"
                 why = (_softmax_heads_failure if soft else _heads_failure)(layer, rho[i - 1][g], rho[i][g])
                 if why:

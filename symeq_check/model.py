@@ -1,5 +1,5 @@
-"""A model file as the checker reads it (``symeq-model/1``): the layers (dense, token-wise dense after
-attention, conv2d, flatten) with their exact parameters, the group, and the theorem's chain of layers
+"""A model file as the checker reads it (``symeq-model/1``): the layers, each read by its kind (the table
+:data:`KINDS`; dense layers here) with its exact parameters, the group, and the theorem's chain of layers
 (attention split into its heads and output projection).  :class:`Layers` keeps the JSON the layers were
 read from, which the digest hashes.
 """
@@ -8,22 +8,69 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ._numbers import CheckError, Matrix, _count, _dict, _matrix, _short, _vector
-from .activations import _activation
-from .algebra import _identity, _kron, _matmul, _transpose
-from .attention import _Attention, _Heads, _attention
-from .conv import _conv_layer, _dense_after_conv, _out_dim
-from .pooling import POOL_KINDS, _pool_layer
-from .schema import (ATTENTION_KEYS, DENSE_KEYS, GENERATOR_KEYS, GROUP_KEYS, MODEL_FORMAT, MODEL_KEYS, _path,
-    check_keys)
+from ._numbers import CheckError, Matrix, _count, _dict, _matrix, _short
+from .activations import _apply, _bias_and_activation
+from .algebra import _identity, _kron, _matmul, _matvec, _transpose
+from .attention import ATTENTION, _Heads
+from .conv import CONV2D, FLATTEN, _out_dim
+from .layer import Kind, Layer, Reading
+from .pooling import GROUP_POOL, MAXPOOL2D
+from .schema import DENSE_KEYS, GENERATOR_KEYS, GROUP_KEYS, MODEL_FORMAT, MODEL_KEYS, _path, check_keys
 
 
 @dataclass(frozen=True)
-class _Layer:
+class _Layer(Layer):
+    """x -> act(W x + b); token-wise after attention: W is I_T (x) W, the bias repeated per token."""
+
     weight: Matrix
     bias: tuple[Fraction, ...]
     act: object  # None (affine), "relu", a tuple of polynomial coefficients c_0 .. c_d, or a _Real
     label: str = field(compare=False)
+
+    LEGACY_FIELDS = ("weight", "bias", "act")
+    dense_matrix = True
+
+    def forward(self, x) -> tuple:
+        return tuple(_apply(self.act, y + b) for y, b in zip(_matvec(self.weight, x), self.bias))
+
+
+class _DenseKind(Kind):
+    """``"dense"``: a hidden layer needs an activation, the last is affine (but a graph segment's)."""
+
+    def read(self, spec: dict, r):
+        if r.shape is not None:  # after a conv2d: the conv with a whole-image kernel
+            return CONV2D.read(spec, r, dense=True)
+        check_keys(spec, r.at, *DENSE_KEYS)
+        weight = _matrix(spec.get("weight"), f"{r.name} weight", cols=r.width)
+        r.width = len(weight)
+        bias, act, label = _bias_and_activation(spec, r.width, r.name, r.last)
+        if r.tokens is not None:  # token-wise after attention: I_T (x) W, bias repeated per token
+            weight, bias, label = _kron(_identity(r.tokens), weight), bias * r.tokens, label + " (token-wise)"
+        return _Layer(weight, bias, act, label)
+
+    def canonical(self, spec: dict, shape, normal) -> tuple:
+        if shape is None:
+            return normal(spec), shape
+        C, H, W = shape  # after a conv2d: the conv with a whole-image kernel
+        spec = {"type": "conv2d", "input_shape": shape, "bias": spec.get("bias"),
+                "kernel": [[[row[(c * H + i) * W:(c * H + i + 1) * W] for i in range(H)] for c in range(C)]
+                           for row in spec["weight"]],
+                "stride": 1, "padding": 0, "padding_mode": "zeros", "activation": spec.get("activation")}
+        return CONV2D.canonical(spec, shape, normal)
+
+
+DENSE = _DenseKind()
+
+#: the checker's one table of layer kinds: a model file's "type" -> its kind (symeq_check.layer), each declared
+#: in its subject module (dense above, attention, conv2d and flatten, maxpool2d and group_pool in theirs)
+KINDS = {"dense": DENSE, "conv2d": CONV2D, "flatten": FLATTEN, "attention": ATTENTION, "maxpool2d": MAXPOOL2D,
+         "group_pool": GROUP_POOL}
+
+
+def kind_of(spec: dict):
+    """The kind of a layer object's ``"type"``, or None (a type this checker does not read)."""
+    name = spec.get("type")
+    return KINDS.get(name) if isinstance(name, str) else None
 
 
 class Layers(list):
@@ -45,16 +92,16 @@ def declared_biases(layers: Layers) -> tuple[bool, ...]:
     >>> declared_biases(L)
     (True, False)
     """
-    specs = [s for s in layers.declared if isinstance(s, dict) and s.get("type") != "flatten"]
+    specs = [s for s in layers.declared if isinstance(s, dict) and kind_of(s).makes_layer]
     if len(specs) != len(layers):  # pragma: no cover - one spec per layer read
         raise CheckError("model: the layers and their declarations differ in number")
-    return tuple(s.get("type") != "attention" and s.get("bias") is not None for s in specs)
+    return tuple(not l.token_mixing and s.get("bias") is not None for s, l in zip(specs, layers))
 
 
 def bias_field(layers, flags: tuple) -> bool | list:
     """The certificates' ``bias``: a bool when every layer but attention agrees (False when there are none),
     else one bool per layer (as ``symeq.fibre.jacobian.bias_field`` writes it)."""
-    rest = {b for b, l in zip(flags, layers) if not isinstance(l, _Attention)}
+    rest = {b for b, l in zip(flags, layers) if not l.token_mixing}
     return (rest.pop() if rest else False) if len(rest) <= 1 else list(flags)
 
 
@@ -69,48 +116,17 @@ def _layers(value, input_dim: int, where: str, free_last: bool = False) -> Layer
     """The layers of a chain (``free_last``: a graph segment's, whose last layer may have an activation)."""
     if not isinstance(value, list) or not value:
         raise CheckError(f"{where}: 'layers' must be a non-empty list")
-    layers, width, tokens = [], input_dim, None
-    shape = None  # (C, H, W) after a conv2d layer (conv section below)
+    layers, r = [], Reading(input_dim)
     for i, spec in enumerate(value, 1):
         name = f"{where} layer {i}"
-        kind = _dict(spec, name).get("type")
-        at = f"{_path(where)}.layers[{i - 1}]"
-        if kind == "attention" and i == 1:
-            check_keys(spec, at, *ATTENTION_KEYS)
-            att = _attention(spec, input_dim, name, at)
-            layers.append(att)
-            tokens, width = att.tokens, att.d_out
-            continue
-        if kind == "flatten":  # (C, H, W) is stored flattened already
-            check_keys(spec, at, ("type",), ("type",))
-            continue
-        if kind in POOL_KINDS:  # maxpool2d, group_pool (symeq_check.pooling)
-            pool = _pool_layer(spec, shape, width, name, at)
-            layers.append(pool)
-            shape, width = pool.out_shape, pool.out_dim
-            continue
-        if kind == "conv2d" or (kind == "dense" and shape is not None):
-            last = None if free_last and i == len(value) else i == len(value)
-            conv = (_conv_layer(spec, shape, width, name, at, last) if kind == "conv2d"
-                    else _dense_after_conv(spec, shape, name, at, last))
-            layers.append(conv)
-            shape, width = conv.out_shape, conv.out_dim
-            continue
-        if kind != "dense":
+        kind = kind_of(_dict(spec, name))
+        if kind is None or (kind.first_only and i > 1):
             raise CheckError(f"{name}: unsupported layer type {_short(spec.get('type'))}")
-        check_keys(spec, at, *DENSE_KEYS)
-        weight = _matrix(spec.get("weight"), f"{name} weight", cols=width)
-        width = len(weight)
-        bias = spec.get("bias")
-        bias = (Fraction(0),) * width if bias is None else _vector(bias, f"{name} bias", width)  # null: no bias
-        act, label = _activation(spec.get("activation"), name)
-        if i == len(value) and act is not None and not free_last:
-            raise CheckError(f"{name}: the last layer must be affine (activation null)")
-        if i < len(value) and act is None:
-            raise CheckError(f"{name}: a hidden layer needs a non-null activation")
-        if tokens is not None:  # token-wise after attention: I_T (x) W, bias repeated per token
-            weight, bias, label = _kron(_identity(tokens), weight), bias * tokens, label + " (token-wise)"
-        layers.append(_Layer(weight, bias, act, label))
+        r.name, r.at = name, f"{_path(where)}.layers[{i - 1}]"
+        r.last = None if free_last and i == len(value) else i == len(value)
+        layer = kind.read(spec, r)
+        if layer is not None:
+            layers.append(layer)
     return Layers(layers, value, input_dim)
 
 
@@ -118,7 +134,7 @@ def _chain(layers: list) -> list:
     """The layers of the theorem: attention splits into its heads and its output projection,
     which merges into the next token-wise layer (or is the last, affine layer)."""
     first = layers[0]
-    if not isinstance(first, _Attention):
+    if not first.splits_in_chain:
         return layers
     T = first.tokens
     heads = _Heads(T, tuple(_matmul(q, _transpose(k)) for q, k, _, _ in first.heads),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ._numbers import CheckError, _count
+from .layer import Kind, Layer
 from .schema import check_keys
 
 POOL_KEYS = {"maxpool2d": (("type", "kernel_size", "stride", "padding", "input_shape"), ("type", "kernel_size")),
@@ -19,8 +20,10 @@ POOL_KINDS = tuple(POOL_KEYS)
 
 
 @dataclass(frozen=True)
-class _Pool:
-    """y[j] = max_{i in windows[j]} x[i] on channel-major (C, H, W) images."""
+class _Pool(Layer):
+    """y[j] = max_{i in windows[j]} x[i] on channel-major (C, H, W) images (digest form 1: its str)."""
+
+    image = pools = True
 
     kind: str
     in_shape: tuple
@@ -34,11 +37,43 @@ class _Pool:
         c, h, w = self.out_shape
         return c * h * w
 
+    def forward(self, x) -> tuple:
+        return tuple(max(x[i] for i in win) for win in self.windows)
 
-def _pool_layer(spec: dict, shape, width: int, name: str, at: str) -> _Pool:
-    """A maxpool2d or group_pool layer of a model file (shape: the (C, H, W) before it, or None)."""
-    kind = spec.get("type")
-    check_keys(spec, at, *POOL_KEYS[kind])
+
+class _PoolKind(Kind):
+    """``"maxpool2d"`` and ``"group_pool"``: read on the shape before them, which they carry on."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def read(self, spec: dict, r) -> _Pool:
+        pool = _pool_layer(spec, r.shape, r.width, r.name, r.at)
+        r.shape, r.width = pool.out_shape, pool.out_dim
+        return pool
+
+    def canonical(self, spec: dict, shape, normal) -> tuple:
+        """input_shape, kernel_size, stride (default: the kernel size), padding (0), or field_size written."""
+        layer = normal(spec)
+        if spec.get("input_shape") is not None:
+            shape = [int(v) for v in spec["input_shape"]]
+        C, H, W = shape
+        if self.name == "group_pool":
+            n = int(spec["field_size"])
+            layer.update(input_shape=[str(v) for v in shape], field_size=str(n))
+            return layer, [C // n, H, W]
+        k = int(spec["kernel_size"])
+        s = int(spec["stride"]) if spec.get("stride") is not None else k
+        p = int(spec.get("padding", 0))
+        layer.update(input_shape=[str(v) for v in shape], kernel_size=str(k), stride=str(s), padding=str(p))
+        return layer, [C, (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1]
+
+
+MAXPOOL2D, GROUP_POOL = _PoolKind("maxpool2d"), _PoolKind("group_pool")
+
+
+def _input_shape(spec: dict, shape, width: int, name: str, kind: str) -> tuple:
+    """The (C, H, W) an image layer reads: its ``input_shape``, equal to the previous layer's if both are known."""
     given = spec.get("input_shape")
     if given is not None:
         if not isinstance(given, list) or len(given) != 3:
@@ -52,6 +87,14 @@ def _pool_layer(spec: dict, shape, width: int, name: str, at: str) -> _Pool:
     C, H, W = shape
     if C * H * W != width:
         raise CheckError(f"{name}: input_shape {list(shape)} has {C * H * W} entries, the input has {width}")
+    return shape
+
+
+def _pool_layer(spec: dict, shape, width: int, name: str, at: str) -> _Pool:
+    """A maxpool2d or group_pool layer of a model file (shape: the (C, H, W) before it, or None)."""
+    kind = spec.get("type")
+    check_keys(spec, at, *POOL_KEYS[kind])
+    C, H, W = shape = _input_shape(spec, shape, width, name, kind)
     if kind == "group_pool":
         n = _count(spec.get("field_size"), f"{name} field_size", 1)
         if C % n:
@@ -71,10 +114,6 @@ def _pool_layer(spec: dict, shape, width: int, name: str, at: str) -> _Pool:
                        for j in range(s * x - p, s * x - p + k) if 0 <= j < W)
                  for c in range(C) for y in range(oh) for x in range(ow))
     return _Pool(kind, shape, (C, oh, ow), wins, f"maxpool2d (k{k} s{s} p{p})")
-
-
-def _pool_forward(layer: _Pool, x) -> tuple:
-    return tuple(max(x[i] for i in win) for win in layer.windows)
 
 
 def _pool_failure(layer: _Pool, p: tuple, q: tuple) -> str | None:
@@ -97,4 +136,4 @@ def _pool_failure(layer: _Pool, p: tuple, q: tuple) -> str | None:
     return None
 
 
-__all__ = ["POOL_KEYS", "POOL_KINDS", "_Pool", "_pool_layer", "_pool_forward", "_pool_failure"]
+__all__ = ["GROUP_POOL", "MAXPOOL2D", "POOL_KEYS", "POOL_KINDS", "_Pool", "_input_shape", "_pool_layer", "_pool_failure"]

@@ -39,6 +39,8 @@ class _Real:
     name: str
     param: object = None  # gelu: "tanh" or None; elu: alpha; leaky_relu: slope
 
+    LEGACY_FIELDS = ("name", "param")  # digest form 1 (symeq_check.digest._legacy)
+
 
 REAL_ACTIVATION_KEYS = {"gelu": ("type", "approximate"), "elu": ("type", "alpha"), "leaky_relu": ("type", "slope")}
 
