@@ -25,6 +25,7 @@ The map (one subject per module; the lower ones first, each imports only those a
 ``attention``                   lightning attention: its kind, heads, forward, block-monomial actions
 ``pooling``                     maxpool2d and group_pool: their kinds, windows, forward, max(P x) = Q max(x)
 ``conv``                        conv2d on its kernels, flatten: their kinds, geometry, forward, channel-pixel actions
+``avgpool``                     avgpool2d and global_avgpool: kinds that fold into the next conv2d or dense layer
 ``model``                       a model file: the table of layer kinds ``KINDS`` (dense declared here), the layers
                                 (kept with their JSON), group, the theorem's chain
 ``digest``                      ``layers_sha256``: the canonical form of the declared layers (form 2), form 1
@@ -45,11 +46,11 @@ The map (one subject per module; the lower ones first, each imports only those a
 
 The kernel a ``layerwise-equivariant`` verdict rests on is ``layerwise`` and the modules its check of that
 verdict runs: ``_numbers``, ``schema``, ``report``, ``real``, ``activations``, ``algebra``, ``layer``,
-``attention``, ``pooling``, ``conv``, ``model``, ``digest``, ``evaluate``, plus ``dispatch`` and ``command``, and
-for a graph model ``graph`` (:data:`KERNEL`) -- about 3 290 lines with their docstrings and comments (about
-2 400 lines of code), of which ``conv``, ``pooling`` and ``attention`` are 810 that a dense model never reaches
-(but their kinds' declarations) and ``graph`` 560 that a chain never reaches; tests/test_architecture.py keeps
-it under 3 300.  ``intervals`` (imported by ``layerwise`` and ``graph`` for ``not-equivariant`` witnesses) and
+``attention``, ``pooling``, ``conv``, ``avgpool``, ``model``, ``digest``, ``evaluate``, plus ``dispatch`` and
+``command``, and for a graph model ``graph`` (:data:`KERNEL`) -- about 3 430 lines with their docstrings and
+comments (about 2 500 lines of code), of which ``conv``, ``pooling``, ``avgpool`` and ``attention`` are 920 that a
+dense model never reaches (but their kinds' declarations) and ``graph`` 560 that a chain never reaches;
+tests/test_architecture.py keeps it under 3 450.  ``intervals`` (imported by ``layerwise`` and ``graph`` for ``not-equivariant`` witnesses) and
 the identifiability modules are not part of it.
 """
 from ._numbers import CheckError, parse_number
@@ -63,6 +64,7 @@ from .schema import (CERT_FORMAT, CERT_FORMAT_DENSE, IDENTIFIABILITY_FORMAT, MOD
 
 #: the modules a ``layerwise-equivariant`` verdict rests on (the audited kernel, see above)
 KERNEL = ("_numbers", "schema", "report", "real", "activations", "algebra", "layer", "attention", "pooling", "conv",
+          "avgpool",
           "model", "digest", "evaluate", "layerwise", "graph", "dispatch", "command")
 
 __all__ = ["CERTIFICATE_CHECKERS", "CERT_FORMAT", "CERT_FORMAT_DENSE", "CheckError", "CheckReport",

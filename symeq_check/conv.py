@@ -90,7 +90,12 @@ class _Conv(Layer):
 class _ConvKind(Kind):
     """``"conv2d"``, read on the shape before it (a dense layer after one too: :func:`_dense_after_conv`)."""
 
+    folds_pool = reads_image = True
+
     def read(self, spec: dict, r, dense: bool = False) -> _Conv:
+        if r.pending is not None:  # an average pooling before it (symeq_check.avgpool): folded in
+            spec, dense = r.pending(spec, r, dense)
+            r.spec = spec
         conv = (_dense_after_conv(spec, r.shape, r.name, r.at, r.last) if dense
                 else _conv_layer(spec, r.shape, r.width, r.name, r.at, r.last))
         r.shape, r.width = conv.out_shape, conv.out_dim

@@ -18,8 +18,8 @@ from .digest import graph_digest_of, graph_node_form
 from .evaluate import _evaluate
 from .intervals import _check_witness, _interval_apply, _iv_conv, _iv_round
 from .layerwise import _action, _layer_failure
-from .model import _group, _Layer, _layers, _model_header
-from .pooling import POOL_KINDS, _Pool
+from .model import _group, _Layer, _layers, _model_header, kind_of
+from .pooling import _Pool
 from .real import _positive_only
 from .report import CheckReport
 from .schema import (CERT_FORMAT, CERT_REQUIRED, EQUIVARIANCE_KEYS, GRAPH_CERT_KEYS, GRAPH_CHECKS_KEYS,
@@ -78,7 +78,7 @@ def _segment(spec: dict, at: str, known: dict):
             if isinstance(layer, dict) and layer.get("type") == "attention":
                 raise CheckError(f"{at}.layers[{j}]: attention (token mixing) is not allowed in a graph model")
         first = next((l for l in value if not (isinstance(l, dict) and l.get("type") == "flatten")), None)
-        if isinstance(first, dict) and first.get("type") in ("conv2d",) + POOL_KINDS and shape is not None:
+        if isinstance(first, dict) and getattr(kind_of(first), "reads_image", False) and shape is not None:
             given = first.get("input_shape")
             if given is None:  # a conv2d (or a pooling) reading an image node inherits its shape
                 value = [dict(l, input_shape=list(shape)) if l is first else l for l in value]
@@ -91,10 +91,10 @@ def _segment(spec: dict, at: str, known: dict):
     for j, layer in enumerate(layers, 1):
         _degenerate(layer.act, f"{at} layer {j}")
     last = layers[-1]
-    image = last.image and value[-1].get("type") in ("conv2d",) + POOL_KINDS
+    image = last.image and kind_of(value[-1]).reads_image  # a dense layer's output is flat
     node = _Node(spec["name"], "layers", (src,), tuple(layers), last.act, _out_dim(last),
                  tuple(last.out_shape) if image else None)
-    return node, graph_node_form(dict(spec, layers=value), "layers", (src,))
+    return node, graph_node_form(dict(spec, layers=list(layers.declared)), "layers", (src,))
 
 
 def _degenerate(act, where: str) -> None:

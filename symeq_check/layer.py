@@ -18,6 +18,8 @@ class Reading:
     name: str = ""
     at: str = ""
     last: bool | None = False
+    pending: object = None   # an average pooling waiting for the next layer (symeq_check.avgpool)
+    spec: dict | None = None  # the layer as read, for the digest: the file's, folded, or None
 
 
 class Kind:
@@ -25,6 +27,8 @@ class Kind:
 
     first_only = False   # only as a model's first layer (attention); elsewhere an unsupported type
     makes_layer = True   # False: read, but no layer (flatten)
+    folds_pool = False   # True: a pending average pooling folds into it (conv2d, dense)
+    reads_image = False  # True: reads a (C, H, W) image (input_shape inherited from an image node of a graph)
 
 
 class Layer:

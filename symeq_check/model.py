@@ -12,6 +12,7 @@ from ._numbers import CheckError, Matrix, _count, _dict, _matrix, _short
 from .activations import _apply, _bias_and_activation
 from .algebra import _identity, _kron, _matmul, _matvec, _transpose
 from .attention import ATTENTION, _Heads
+from .avgpool import AVGPOOL2D, GLOBAL_AVGPOOL
 from .conv import CONV2D, FLATTEN, _out_dim
 from .layer import Kind, Layer, Reading
 from .pooling import GROUP_POOL, MAXPOOL2D
@@ -36,6 +37,8 @@ class _Layer(Layer):
 
 class _DenseKind(Kind):
     """``"dense"``: a hidden layer needs an activation, the last is affine (but a graph segment's)."""
+
+    folds_pool = True
 
     def read(self, spec: dict, r):
         if r.shape is not None:  # after a conv2d: the conv with a whole-image kernel
@@ -64,7 +67,7 @@ DENSE = _DenseKind()
 #: the checker's one table of layer kinds: a model file's "type" -> its kind (symeq_check.layer), each declared
 #: in its subject module (dense above, attention, conv2d and flatten, maxpool2d and group_pool in theirs)
 KINDS = {"dense": DENSE, "conv2d": CONV2D, "flatten": FLATTEN, "attention": ATTENTION, "maxpool2d": MAXPOOL2D,
-         "group_pool": GROUP_POOL}
+         "group_pool": GROUP_POOL, "avgpool2d": AVGPOOL2D, "global_avgpool": GLOBAL_AVGPOOL}
 
 
 def kind_of(spec: dict):
@@ -116,18 +119,27 @@ def _layers(value, input_dim: int, where: str, free_last: bool = False) -> Layer
     """The layers of a chain (``free_last``: a graph segment's, whose last layer may have an activation)."""
     if not isinstance(value, list) or not value:
         raise CheckError(f"{where}: 'layers' must be a non-empty list")
-    layers, r = [], Reading(input_dim)
+    layers, declared, r = [], [], Reading(input_dim)
+    makers = [i for i, s in enumerate(value, 1) if isinstance(s, dict) and getattr(kind_of(s), "makes_layer", 1)]
+    end = makers[-1] if makers else len(value)  # the last layer: a trailing flatten is none
     for i, spec in enumerate(value, 1):
         name = f"{where} layer {i}"
         kind = kind_of(_dict(spec, name))
         if kind is None or (kind.first_only and i > 1):
             raise CheckError(f"{name}: unsupported layer type {_short(spec.get('type'))}")
-        r.name, r.at = name, f"{_path(where)}.layers[{i - 1}]"
-        r.last = None if free_last and i == len(value) else i == len(value)
+        if r.pending is not None and kind.makes_layer and not kind.folds_pool:
+            raise CheckError(f"{name}: a {spec.get('type')} layer cannot follow an average pooling (it folds into a "
+                             "conv2d or dense layer only)")
+        r.name, r.at, r.spec = name, f"{_path(where)}.layers[{i - 1}]", spec
+        r.last = None if free_last and i == end else i == end
         layer = kind.read(spec, r)
         if layer is not None:
             layers.append(layer)
-    return Layers(layers, value, input_dim)
+        if r.spec is not None:  # as read: the file's spec, an average pooling's next layer folded, or none
+            declared.append(r.spec)
+    if r.pending is not None:
+        raise CheckError(f"{where}: a pooling layer must be followed by a conv2d or dense layer (it is folded into it)")
+    return Layers(layers, declared if len(declared) < len(value) else value, input_dim)
 
 
 def _chain(layers: list) -> list:

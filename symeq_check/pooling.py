@@ -44,6 +44,8 @@ class _Pool(Layer):
 class _PoolKind(Kind):
     """``"maxpool2d"`` and ``"group_pool"``: read on the shape before them, which they carry on."""
 
+    reads_image = True
+
     def __init__(self, name: str):
         self.name = name
 

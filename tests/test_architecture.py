@@ -170,11 +170,11 @@ def test_checker_has_no_import_cycles():
 
 def test_the_layerwise_kernel_stays_small_enough_to_audit():
     """The modules a layerwise-equivariant verdict rests on (symeq_check.KERNEL, docs/certificates.md): under
-    3 300 lines in all (graph models and pooling included), and none of them imports an identifiability module."""
+    3 450 lines in all (graph models, pooling and average pooling included), and none of them imports an identifiability module."""
     import symeq_check
 
     files = [CHECKER / f"{m}.py" for m in symeq_check.KERNEL]
-    assert sum(len(f.read_text().splitlines()) for f in files) <= 3300
+    assert sum(len(f.read_text().splitlines()) for f in files) <= 3450
     for f in files:
         if f.name == "dispatch.py":  # the table names every checker
             continue
