@@ -552,5 +552,6 @@ def check_graph_certificate(cert: dict, model: dict, *, max_group_size: int = 10
             _check_graph_layerwise(report, cert, gm, group, max_group_size)
         else:
             _check_witness(report, eq, gm.n_in, gm, group, interval_forward=_iv_forward)
+    report.note_identifiability(cert)
     report.accepted = None if (getattr(report, "unverifiable", False) and not report.reasons) else not report.reasons
     return report

@@ -304,5 +304,6 @@ def check_theorem_certificate(cert: dict, model: dict, *, max_group_size: int = 
             report.mismatch = digest is None
         else:
             _check_witness(report, eq, n_in, layers, group)
+    report.note_identifiability(cert)
     report.accepted = None if (getattr(report, "unverifiable", False) and not report.reasons) else not report.reasons
     return report

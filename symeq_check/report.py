@@ -46,3 +46,11 @@ class CheckReport:
             result = "not checked: the certificate is not about this model (exit 2; give the model it was written for)"
         return ([f"verdict: {self.verdict}"] + [f"checked: {c}" for c in self.checks]
                 + [f"REJECTED: {r}" for r in self.reasons] + [f"result: {result}"])
+
+    def note_identifiability(self, cert: dict) -> None:
+        """Say that an equivariance certificate's ``identifiability`` claim is not read (docs/certificates.md:
+        a ``symeq-identifiability/1`` certificate, checked on its own, is what re-verifies one)."""
+        ident = cert.get("identifiability")
+        if isinstance(ident, dict) and ident.get("status") not in (None, "not-checked", "unknown"):
+            self.checks.append(f"identifiability {str(ident.get('status'))[:40]!r}: the certificate's claim is not "
+                               "re-verified here (an identifiability certificate is checked on its own)")
