@@ -76,7 +76,7 @@ class _Fold:
             return _as_conv(dict(spec, weight=[[_text(x / (H * W)) for x in row for _ in range(H * W)]
                                                for row in weight]), r), False
         k, s = self.k, self.s
-        (_, ph, pw), spec = r.shape, (_as_conv(spec, r) if dense else spec)
+        spec = _as_conv(spec, r) if dense else spec
         conv = _conv_layer(spec, r.shape, r.width, r.name, r.at, r.last)
         pad = 0
         if conv.padding:

@@ -373,7 +373,7 @@ def _check_ident_deep_widening3(report: CheckReport, cert: dict, widths: list, l
         report.reasons.append(f"a three-layer widening certificate covers widths (n0, n, n, n3, n4) with "
                               f"n0 >= n < n3 <= n4, not {widths}")
         return
-    n, n3 = widths[1], widths[3]
+    n = widths[1]
     bias = _deep_declared_bias(report, cert, layers)
     if bias is None:
         return
@@ -435,7 +435,7 @@ def _check_ident_deep_widening3(report: CheckReport, cert: dict, widths: list, l
     if orbit is None:
         return
     size, dim = orbit
-    report.checks.append(f"fibre = orbit: " + (f"{size} points" if size else f"dimension {dim}"))
+    report.checks.append("fibre = orbit: " + (f"{size} points" if size else f"dimension {dim}"))
 
 
 def _shifted_coeffs(act, lam: Fraction, c: Fraction) -> list:

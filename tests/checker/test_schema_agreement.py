@@ -163,6 +163,7 @@ def test_a_missing_format_or_type_is_refused_by_both_naming_the_key(where, tmp_p
     (p_ok, p_why), (c_ok, c_why) = _prover(data), _checker(data)
     assert not p_ok and not c_ok
     assert f'"{where}"' in p_why, p_why
+    assert f'"{where}"' in c_why or where in c_why, c_why
     path = tmp_path / "model.json"
     path.write_text(json.dumps(data))
     assert main(["verify", str(path)]) == 2  # no certificate is written that `symeq check` would refuse
