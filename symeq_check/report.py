@@ -52,5 +52,5 @@ class CheckReport:
         a ``symeq-identifiability/1`` certificate, checked on its own, is what re-verifies one)."""
         ident = cert.get("identifiability")
         if isinstance(ident, dict) and ident.get("status") not in (None, "not-checked", "unknown"):
-            self.checks.append(f"identifiability {str(ident.get('status'))[:40]!r}: the certificate's claim is not "
-                               "re-verified here (an identifiability certificate is checked on its own)")
+            self.checks.append(f"identifiability {str(ident.get('status'))[:40]!r}: not re-verified here (its own "
+                               "certificate is)")
