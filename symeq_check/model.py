@@ -139,7 +139,7 @@ def _layers(value, input_dim: int, where: str, free_last: bool = False) -> Layer
             declared.append(r.spec)
     if r.pending is not None:
         raise CheckError(f"{where}: a pooling layer must be followed by a conv2d or dense layer (it is folded into it)")
-    return Layers(layers, declared if len(declared) < len(value) else value, input_dim)
+    return Layers(layers, declared, input_dim)
 
 
 def _chain(layers: list) -> list:
