@@ -34,7 +34,7 @@ import numpy as np
 from flint import fmpq, fmpq_mat, fmpz, fmpz_mat, nmod_mat
 
 __all__ = ["Backend", "Exact", "Float64", "Torch", "Modular", "Denominator", "NotPolynomial", "MERSENNE61",
-           "reverse_jacobian", "run_forward", "poly_mat", "mulmod61", "addmod61", "to_nmod", "from_nmod"]
+           "reverse_jacobian", "run_forward", "EXACT", "FLOAT64", "poly_mat", "mulmod61", "addmod61", "to_nmod", "from_nmod"]
 
 #: the Mersenne prime 2^61 - 1
 MERSENNE61 = (1 << 61) - 1
@@ -285,6 +285,20 @@ class Backend:
     def to_numpy(self, a) -> np.ndarray:
         return np.asarray(a)
 
+    # -- a layer's numbers in this backend (the layer classes hold their parameters in one backend) --------
+
+    def batch_in(self, X):
+        """A batch as a layer of this backend takes it, as the program's columns (in x N)."""
+        raise NotImplementedError(f"layers do not hold their numbers in the {self.name} backend")
+
+    def batch_out(self, H):
+        """The program's columns (out x N) as a batch of a layer of this backend (:meth:`batch_in`'s layout)."""
+        raise NotImplementedError(f"layers do not hold their numbers in the {self.name} backend")
+
+    def vector(self, values):
+        """A layer's vector (a bias, say) of this backend from numbers (rationals, or floats for a float backend)."""
+        raise NotImplementedError(f"layers do not hold their numbers in the {self.name} backend")
+
     def __repr__(self) -> str:
         return self.name
 
@@ -414,6 +428,17 @@ class Exact(Backend):
             out = out + a[..., k]
         return out
 
+    def batch_in(self, X):
+        """An exact layer's batch is an ``fmpq_mat`` with one column per point."""
+        return self.from_mat(X)
+
+    def batch_out(self, H):
+        return self.to_mat(H)
+
+    def vector(self, values) -> list:
+        """A list of ``fmpq`` (an exact layer's bias)."""
+        return [_q(v) for v in values]
+
 
 class Float64(Backend):
     """numpy float64."""
@@ -431,6 +456,16 @@ class Float64(Backend):
             return x
         q = _q(x)
         return int(q.p) / int(q.q)
+
+    def batch_in(self, X):
+        """A float layer's batch is an array with one row per point (numpy's and torch's layout)."""
+        return np.asarray(X, dtype=np.float64).T
+
+    def batch_out(self, H):
+        return H.T
+
+    def vector(self, values) -> np.ndarray:
+        return np.asarray(values, dtype=np.float64).reshape(-1)
 
     def affine_cols(self, a, b, bias):
         # numpy's einsum loop, not BLAS: for these thin products (a kernel's few rows) OpenBLAS's threads
@@ -562,6 +597,13 @@ class Torch(Backend):
 
 
 # ----------------------------------------------------------------------------- running a program
+
+EXACT = Exact()
+"""The exact backend every exact layer holds its numbers in (``backend`` of a layer class)."""
+
+FLOAT64 = Float64()
+"""The float64 backend of the float layers (the float twins of :mod:`symeq.numeric`)."""
+
 
 def run_forward(program, H, activation=None):
     """A kind program's forward values at the batch H (columns, backend numbers): ``activation`` (the

@@ -353,6 +353,7 @@ def test_match_action_is_part_of_the_protocol_for_every_layer_class():
         in_dim = out_dim = 1
         label = hidden_label = "x"
         latent_group_name = None
+        backend = None
 
         def forward(self, X):
             return X

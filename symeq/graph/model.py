@@ -87,7 +87,7 @@ class Space:
 
 
 def _exact_layer(layer) -> bool:
-    return callable(getattr(layer, "check_action", None))
+    return layer.backend.exact
 
 
 class GraphModel:

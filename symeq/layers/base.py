@@ -11,6 +11,9 @@ a new kind of layer is one new file in ``symeq/layers/`` (see ``docs/architectur
     pixel permutations, :class:`symeq.layers.conv.ConvAction`), ``"attention"`` (a whole lightning
     attention layer) or ``"heads"`` (the value spaces of an attention layer, the first layer of a
     model's chain, see ``symeq.models.Model.chain``);
+``backend``
+    the number backend the layer holds its numbers in (:mod:`symeq.backends`): ``EXACT`` (rationals) or
+    ``FLOAT64`` (a float layer); ``layer.backend.exact`` is how code asks whether a layer is exact;
 ``in_dim``, ``out_dim``
     the dimensions of V_{i-1} and V_i;
 ``forward(X)``
@@ -140,6 +143,7 @@ class LayerBase(Protocol):
     """The members every layer has, exact or float (see the module docstring)."""
 
     kind: ClassVar[str]
+    backend: Any
 
     @property
     def in_dim(self) -> int: ...

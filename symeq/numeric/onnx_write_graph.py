@@ -29,19 +29,13 @@ __all__ = ["export_graph_onnx"]
 
 
 def _floats(layer):
-    """A float twin of an exact layer (the model's own float layers pass through)."""
-    if not callable(getattr(layer, "check_action", None)):
+    """A float twin of an exact layer (:func:`symeq.numeric.models.float_twin`; the model's own float layers
+    pass through)."""
+    if not layer.backend.exact:
         return layer
-    from ..layers.conv.floating import NumericConvLayer
-    from .models import NumericDenseLayer, activation_from_exact
+    from .models import float_twin
 
-    act = None if layer.activation is None else activation_from_exact(layer.activation)
-    if supports(layer, "sparse-actions"):
-        return NumericConvLayer.from_exact(layer, act)
-    from ..activations.floating import _fq
-
-    W = np.array([[_fq(layer.weight[i, j]) for j in range(layer.in_dim)] for i in range(layer.out_dim)])
-    return NumericDenseLayer(W, np.array([_fq(v) for v in layer.bias]), act)
+    return float_twin(layer)
 
 
 def _act_spec(act):

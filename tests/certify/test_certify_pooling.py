@@ -248,9 +248,10 @@ def test_the_float_group_pooling_reads_a_fields_nearly_equal_factors_as_one():
     spread is the residual); a field with factors 1 and 2 induces no action (the exact rule)."""
     from symeq.layers.base import NoPartner
     from symeq.numeric.monomial import MonomialAction
-    from symeq.layers.pooling.floating import FIELD_FACTOR_TOL, NumericGroupPool
+    from symeq.backends import FLOAT64
+    from symeq.layers.pooling.floating import FIELD_FACTOR_TOL
 
-    layer = NumericGroupPool((4, 1, 1), 2)
+    layer = GroupPoolLayer((4, 1, 1), 2).on(FLOAT64)
     near = MonomialAction(np.array([1, 0, 3, 2]), np.array([1.0, 1.0 + 2e-7, 3.0, 3.0]))
     _, [(rho, rec)] = layer.match_action(near)
     assert rho.cols.tolist() == [0, 1] and np.allclose(rho.vals, [1.0 + 1e-7, 3.0])

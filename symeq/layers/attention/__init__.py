@@ -43,13 +43,13 @@ import numpy as np
 from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx
 
 from ...canonical import Form, plain_form
-from ...backends import Exact, run_forward
+from ...backends import EXACT, run_forward
 from ...errors import InputError, ShapeError
 from ...numbers import identity, kron, mat_rows, matrix
 from ...sizes import check_monomials, monomials_upto
 from ..base import NoPartner
 
-_EXACT = Exact()
+_EXACT = EXACT
 
 __all__ = [
     "Head",
@@ -315,6 +315,8 @@ class AttentionLayer(AttentionShape, _Scoring):
 
     #: the kind's float unit (symeq.numeric.models.float_class): its float twin
     float_module: ClassVar[str] = "symeq.layers.attention.floating"
+    #: where the layer's numbers live (symeq.backends; LayerBase)
+    backend = EXACT
     #: the kind's readers of a whole file or module (``read_onnx_model``, ``read_torch_model``;
     #: symeq.numeric.models.kind_model_readers): torch's exported subgraph and torch's attention modules
     reader_modules: ClassVar[tuple] = ("symeq.layers.attention.onnx", "symeq.layers.attention.torch_modules")
@@ -676,6 +678,8 @@ class HeadsLayer(HeadsShape, _Scoring):
 
     #: the kind's float unit (symeq.numeric.models.float_class): its float twin
     float_module: ClassVar[str] = "symeq.layers.attention.floating"
+    #: where the layer's numbers live (symeq.backends; LayerBase)
+    backend = EXACT
     #: the kind's readers of a whole file or module (``read_onnx_model``, ``read_torch_model``;
     #: symeq.numeric.models.kind_model_readers): torch's exported subgraph and torch's attention modules
     reader_modules: ClassVar[tuple] = ("symeq.layers.attention.onnx", "symeq.layers.attention.torch_modules")

@@ -36,7 +36,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ...backends import Float64, run_forward
+from ...backends import FLOAT64, run_forward
 from ...errors import InputError
 from . import AttentionProgram, AttentionShape, HeadsShape
 from ...numeric.monomial import MonomialAction, as_action
@@ -93,7 +93,7 @@ def _float(v, where: str) -> float:
     return float(int(q.p)) / float(int(q.q))
 
 
-_FLOAT64 = Float64()
+_FLOAT64 = FLOAT64
 
 
 def softmax_scores(scale: float, score_bias=None):
@@ -114,6 +114,9 @@ class NumericAttention(AttentionShape):
 
     A float layer of kind ``"attention"`` (:class:`symeq.layers.base.LayerBase`).
     """
+
+    #: where the layer's numbers live (symeq.backends; LayerBase)
+    backend = FLOAT64
 
     tokens: int
     query: list
@@ -329,6 +332,9 @@ class NumericHeads(HeadsShape):
     """X -> [Y_1 ... Y_H] with Y_h = S_h(X) X V_h (flattened t * H d_v + h d_v + j, as the exact
     :class:`symeq.attention.HeadsLayer`); S_h the lightning scores X A_h X^T or their softmax
     (``scoring``).  Shapes and names come from :class:`symeq.layers.attention.HeadsShape`."""
+
+    #: where the layer's numbers live (symeq.backends; LayerBase)
+    backend = FLOAT64
 
     tokens: int
     scores: list

@@ -51,6 +51,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 from flint import fmpq, fmpq_mat
 
+from ...backends import EXACT
 from ...canonical import Form, drop_form, plain_form
 from ...activations import Activation
 from ...errors import InputError, LimitExceeded, ShapeError
@@ -673,6 +674,8 @@ class ConvLayer(ConvCore):
     """
 
     kind: ClassVar[str] = "conv2d"
+    #: where the layer's numbers live (symeq.backends; LayerBase)
+    backend = EXACT
     #: the kind's float unit (symeq.numeric.models.float_class): its float twin and torch modules
     float_module: ClassVar[str] = "symeq.layers.conv.floating"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES)

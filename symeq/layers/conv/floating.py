@@ -36,6 +36,7 @@ import numpy as np
 
 from typing import NamedTuple
 
+from ...backends import FLOAT64
 from ...errors import InputError
 from ..base import NoPartner
 from . import ConvCore, ConvShape, fold_average_pool
@@ -98,6 +99,8 @@ class NumericConvLayer(ConvCore):
     are the dense expansion (per neuron; ``weight`` size-guarded)."""
 
     kind: ClassVar[str] = "conv2d"
+    #: where the layer's numbers live (symeq.backends; LayerBase)
+    backend = FLOAT64
     numbers: ClassVar = NumpyNumbers
 
     shape: ConvShape

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from flint import fmpq, fmpq_mat
 
-from ...backends import Exact, Float64, poly_mat
+from ...backends import EXACT, FLOAT64, Exact, poly_mat
 from ...errors import InputError, ShapeError
 from ...numbers import as_fmpq
 
@@ -54,7 +54,7 @@ class FlintNumbers:
     """Exact rationals: rows are lists of ``fmpq``, a batch is an ``fmpq_mat`` (a column per point)."""
 
     name = "exact"
-    backend = Exact()
+    backend = EXACT
 
     @staticmethod
     def ratio(p: int, q: int):
@@ -134,7 +134,7 @@ class NumpyNumbers:
     """Floats: rows are a 2-d ``float64`` array, a batch has one row per point."""
 
     name = "float"
-    backend = Float64()
+    backend = FLOAT64
 
     @staticmethod
     def ratio(p: int, q: int):

@@ -36,12 +36,12 @@ from flint import fmpq, fmpq_mat
 
 from ...canonical import Form, plain_form
 from ...activations import Activation
-from ...backends import Exact, run_forward
+from ...backends import EXACT, run_forward
 from ...errors import InputError, ShapeError
 from ...numbers import as_fmpq, mat_rows, matrix, monomial_matrix, monomial_parts
 from ..base import DenseNames, NoPartner
 
-_EXACT = Exact()
+_EXACT = EXACT
 
 __all__ = ["DenseLayer", "activation_label", "canonical_rows", "expand_affine", "neuron_relation"]
 
@@ -206,6 +206,8 @@ class DenseLayer(DenseNames):
     """
 
     kind: ClassVar[str] = "dense"
+    #: where the layer's numbers live (symeq.backends; LayerBase)
+    backend = EXACT
     #: the kind's float unit (symeq.numeric.models.float_class): its float twin and torch modules
     float_module: ClassVar[str] = "symeq.layers.dense.floating"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES); a token-wise layer has fewer

@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from ...activations.floating import NumericActivation, _fq, numeric_activation
-from ...backends import Float64
+from ...backends import FLOAT64
 from ...errors import InputError, ShapeError
 from ...numeric.floats import float_matrix as _float_matrix
 from ...numeric.match import _input_bias, _latent_action, _match_layer
@@ -32,7 +32,7 @@ from . import DenseProgram
 
 __all__ = ["NumericDenseLayer", "FLOAT_LAYERS"]
 
-_FLOAT64 = Float64()
+_FLOAT64 = FLOAT64
 
 
 @dataclass(eq=False)
@@ -43,6 +43,8 @@ class NumericDenseLayer(DenseNames):
     """
 
     kind: ClassVar[str] = "dense"
+    #: where the layer's numbers live (symeq.backends; LayerBase)
+    backend = FLOAT64
 
     weight: np.ndarray
     bias: np.ndarray | None = None

@@ -1,8 +1,9 @@
 """Max pooling over pixels (``maxpool2d``) and escnn's group pooling over fields (``group_pool``).
 
 Both are parameter-free layers ``y[j] = max_{i in window(j)} x[i]`` on channel-major images
-(index ``(c*H + y)*W + x``, as :mod:`symeq.layers.conv`), exact over Q (a maximum of rationals) and
-in floats (:mod:`symeq.layers.pooling.floating`, which also reads and writes their torch modules):
+(index ``(c*H + y)*W + x``, as :mod:`symeq.layers.conv`), one class per kind over a number backend:
+exact over Q (a maximum of rationals) or float64 (``layer.on(FLOAT64)``; the float matching and the torch
+modules, read and written, are in :mod:`symeq.layers.pooling.floating`):
 
 ``maxpool2d`` ``{"type": "maxpool2d", "kernel_size": k, "stride": s, "padding": p}``
     torch's ``MaxPool2d`` on ``(C, H, W)``: window ``(c, s*y + i - p, s*x + j - p)``, i, j < k,
@@ -43,12 +44,13 @@ admissible scalings; the layer computes a maximum, not a ReLU).
 
 from __future__ import annotations
 
+import copy
 from typing import ClassVar
 
 import numpy as np
 from flint import fmpq, fmpq_mat
 
-from ...backends import Exact
+from ...backends import EXACT, FLOAT64
 from ...canonical import Form, plain_form
 from ...errors import InputError, ShapeError, Undetermined
 from ...numbers import as_fmpq, monomial_parts
@@ -63,8 +65,6 @@ POOL_WINDOW_LIMIT = 50_000_000
 
 _CAPS = frozenset({"image-output", "sparse-actions", "parameter-free"})
 
-
-_EXACT = Exact()
 
 
 def _posint(v, name: str, kind: str, zero: bool = False) -> int:
@@ -127,21 +127,6 @@ class PoolGeometry:
     def latent_group_name(self) -> str:
         return self.activation.latent_group
 
-    @property
-    def activation(self):
-        """ReLU's unit, for the group only: a maximum commutes with positive monomial matrices."""
-        from ...activations import relu
-
-        return relu()
-
-    @property
-    def channel_bias(self) -> list:
-        return [fmpq(0)] * self.out_shape[0]
-
-    @property
-    def bias(self) -> list:
-        return [fmpq(0)] * self.out_dim
-
     def _check_size(self) -> None:
         total = self.out_dim * max(1, len(self.windows[0]) if self.windows else 1)
         if total > POOL_WINDOW_LIMIT:
@@ -164,15 +149,6 @@ class PoolGeometry:
 
     def match_reference(self, affine: bool = False):
         return None
-
-    def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
-        """The one candidate (the induced action, no offset) on the output; NoPartner (inconclusive)
-        when the input action induces none (module docstring)."""
-        if c_in is not None and any(x != 0 for x in c_in):
-            raise NoPartner(f"{self.label} (hidden layer {li + 1}): an affine action (offsets) on the input of a "
-                            "pooling layer is not supported", inconclusive=True)
-        Q = self.induced_action(self.in_conv_action(P_in, li), li)
-        return False, iter([(Q, None)])
 
     @classmethod
     def from_dense_layer(cls, layer, in_shape: tuple):
@@ -204,8 +180,8 @@ class PoolGeometry:
 
 class PoolProgram:
     """The pooling kinds' one forward pass over a number backend (:mod:`symeq.backends`): the maximum over
-    each window of the columns H (in_dim x N), ``bk.window_max``; the exact layer runs it over ``Exact``, the
-    float twin over ``Float64``.  No parameters and no Jacobian program (a maximum is not polynomial)."""
+    each window of the columns H (in_dim x N), ``bk.window_max``; a layer runs it over its ``backend``.  No
+    parameters and no Jacobian program (a maximum is not polynomial)."""
 
     n_params = 0
 
@@ -218,23 +194,96 @@ class PoolProgram:
 
 
 class PoolLayer(PoolGeometry):
-    """The exact part shared by both pooling kinds: the forward pass over Q and the exact check."""
+    """The one class of both pooling kinds, over a number backend (``backend``: exact by default, float64
+    for the float twin, :meth:`on`): the forward pass is :class:`PoolProgram` over the layer's backend (exact:
+    one point per column of an ``fmpq_mat``; float64: one point per row of an array), the exact check, and
+    the matching of actions (exact here; float in :mod:`symeq.layers.pooling.floating`, with its record)."""
 
-    #: the kind's float unit: float twins, torch modules read and written (symeq.numeric.models.float_class)
+    #: the kind's float side: its torch modules read and written, the float matching (symeq.numeric.models)
     float_module: ClassVar[str] = "symeq.layers.pooling.floating"
+    #: where the layer's numbers live (symeq.backends): the batches it takes and gives, its zero bias
+    backend = EXACT
 
-    def forward(self, X: fmpq_mat) -> fmpq_mat:
-        """The maximum over each window, per column (one point per column), exactly: the kind's program
-        (:class:`PoolProgram`) over the exact backend."""
-        if X.nrows() != self.in_dim:
-            raise ShapeError(f"{self.label}: inputs of size {X.nrows()}, expected {self.in_dim}")
-        return Exact.to_mat(PoolProgram(_EXACT, self.window_index()).forward(Exact.from_mat(X))[0])
+    def on(self, backend):
+        """This layer over ``backend`` (the same windows: a pooling layer has no parameters)."""
+        if backend is self.backend:
+            return self
+        out = copy.copy(self)
+        out.backend = backend
+        return out
+
+    @classmethod
+    def float_twin(cls, layer, activation=None):
+        """The float twin of a pooling layer: the same windows over float64 (``activation`` is ReLU's unit,
+        which :attr:`activation` gives anyway)."""
+        return layer.on(FLOAT64)
+
+    def exact_layer(self):
+        """This layer over the exact backend (certify keeps a pooling layer as it is in theta-bar)."""
+        return self.on(EXACT)
+
+    @property
+    def activation(self):
+        """ReLU's unit in the layer's backend, for the group only: a maximum commutes with positive monomial
+        matrices."""
+        from ...activations import relu
+
+        if self.backend.exact:
+            return relu()
+        return self._float_unit().float_relu()
+
+    @property
+    def channel_bias(self):
+        return self.backend.vector([0] * self.out_shape[0])
+
+    @property
+    def bias(self):
+        return self.backend.vector([0] * self.out_dim)
+
+    def forward(self, X):
+        """The maximum over each window of a batch (exact: one point per column of an ``fmpq_mat``; float64:
+        one per row of an array): the kind's program (:class:`PoolProgram`) over the layer's backend."""
+        bk = self.backend
+        H = bk.batch_in(X)
+        if H.shape[0] != self.in_dim:
+            raise ShapeError(f"{self.label}: inputs of size {H.shape[0]}, expected {self.in_dim}")
+        return bk.batch_out(PoolProgram(bk, self.window_index()).forward(H)[0])
 
     def __call__(self, x) -> list:
         return self.forward(fmpq_mat(len(x), 1, [as_fmpq(v) for v in x])).entries()
 
     def copy(self):
         return self
+
+    def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
+        """The one candidate (the induced action, no offset) on the output; NoPartner (inconclusive)
+        when the input action induces none (module docstring).  A float layer's candidate comes with its
+        record (:func:`symeq.layers.pooling.floating.match_float`)."""
+        if not self.backend.exact:
+            return self._float_unit().match_float(self, P_in, c_in, li=li)
+        if c_in is not None and any(x != 0 for x in c_in):
+            raise NoPartner(f"{self.label} (hidden layer {li + 1}): an affine action (offsets) on the input of a "
+                            "pooling layer is not supported", inconclusive=True)
+        Q = self.induced_action(self.in_conv_action(P_in, li), li)
+        return False, iter([(Q, None)])
+
+    def torch_modules(self, torch, dtype=None) -> list:
+        """The torch modules computing this layer on flat inputs: Unflatten, the pooling, Flatten."""
+        return self._float_unit().torch_modules(self, torch)
+
+    @classmethod
+    def from_torch(cls, mod, name: str, shape, label: str):
+        """The float layer of a torch module of one of :attr:`torch_classes` on images of ``shape``;
+        InputError naming the module for what symeq does not read."""
+        return cls._float_unit().from_torch(cls, mod, name, shape, label)
+
+    @classmethod
+    def _float_unit(cls):
+        """The kinds' float side (``float_module``), imported by its name when asked: it sits above the exact
+        layers (symeq.layers.registry.float_unit)."""
+        from ..registry import float_unit
+
+        return float_unit(cls.kind)
 
     def check_action(self, P_in, Q_out, c_in=None, c_out=None) -> tuple[bool, str]:
         """Decide f(P_in x + c_in) = Q_out f(x) + c_out for all real x (module docstring)."""
@@ -352,22 +401,13 @@ class MaxPool2dGeometry(PoolGeometry):
                             "multiple of the stride)", inconclusive=True)
         return ConvAction(P.source, P.factor, tuple(pix), self.out_shape[1:])
 
-    def exact_layer(self):
-        """The exact layer of the same windows (certify keeps a pooling layer as it is in theta-bar)."""
-        return MaxPool2dLayer(self.in_shape, self.kernel_size, self.stride, self.padding)
-
-    def geometry_arguments(self) -> dict:
-        """The constructor's arguments (the exact layer and its float twin share them)."""
-        return {"in_shape": self.in_shape, "kernel_size": self.kernel_size, "stride": self.stride,
-                "padding": self.padding}
-
     def to_json(self, declared_bias: bool = False) -> dict:
         return {"type": "maxpool2d", "input_shape": list(self.in_shape), "kernel_size": self.kernel_size,
                 "stride": self.stride, "padding": self.padding}
 
 
 class MaxPool2dLayer(MaxPool2dGeometry, PoolLayer):
-    """torch's MaxPool2d on (C, H, W) images, exactly (kind ``"maxpool2d"``).
+    """torch's MaxPool2d on (C, H, W) images (kind ``"maxpool2d"``), exactly or over float64 (:meth:`on`).
 
     >>> layer = MaxPool2dLayer((1, 2, 2), 2)
     >>> layer([1, -3, "1/2", 2]), layer.out_dim
@@ -375,7 +415,12 @@ class MaxPool2dLayer(MaxPool2dGeometry, PoolLayer):
     >>> a = ConvAction((0,), (fmpq(1),), tuple(ConvAction.rot90_pixels(2)), (2, 2))
     >>> layer.check_action(a, ConvAction((0,), (fmpq(1),), (0,), (1, 1)))[0]
     True
+    >>> layer.on(FLOAT64).forward(np.array([[1.0, -3.0, 0.5, 2.0]])).tolist()
+    [[2.0]]
     """
+
+    #: the torch classes read as this kind (:meth:`from_torch`)
+    torch_classes: ClassVar[tuple] = ("MaxPool2d",)
 
     @staticmethod
     def examples(seed: int) -> list:
@@ -424,25 +469,22 @@ class GroupPoolGeometry(PoolGeometry):
             fac.append(factors.pop())
         return ConvAction(tuple(src), tuple(fac), P.pixel, P.hw)
 
-    def exact_layer(self):
-        """The exact layer of the same fields (certify keeps a pooling layer as it is in theta-bar)."""
-        return GroupPoolLayer(self.in_shape, self.field_size)
-
-    def geometry_arguments(self) -> dict:
-        """The constructor's arguments (the exact layer and its float twin share them)."""
-        return {"in_shape": self.in_shape, "field_size": self.field_size}
-
     def to_json(self, declared_bias: bool = False) -> dict:
         return {"type": "group_pool", "input_shape": list(self.in_shape), "field_size": self.field_size}
 
 
 class GroupPoolLayer(GroupPoolGeometry, PoolLayer):
-    """escnn's GroupPooling, exactly (kind ``"group_pool"``): the maximum over each field's channels.
+    """escnn's GroupPooling (kind ``"group_pool"``): the maximum over each field's channels, exactly or over
+    float64 (:meth:`on`).
 
     >>> layer = GroupPoolLayer((4, 1, 1), 2)
     >>> layer([1, 3, "-1/2", -2])
     [3, -1/2]
     """
+
+    #: the torch classes read as this kind: a max over each field's channels (a module of one of these names
+    #: with an integer ``field_size``, or escnn's exported ``MaxPoolChannels`` with its integer ``kernel_size``)
+    torch_classes: ClassVar[tuple] = ("MaxPoolChannels", "GroupPooling", "GroupMaxPool")
 
     @staticmethod
     def examples(seed: int) -> list:

@@ -1,180 +1,152 @@
-"""The float side of the pooling kinds ``maxpool2d`` and ``group_pool`` (:mod:`symeq.layers.pooling`):
-their float twins, and their torch modules read and written.
+"""The float side of the pooling kinds ``maxpool2d`` and ``group_pool`` (:mod:`symeq.layers.pooling`): the
+float matching of actions, and their torch modules read and written.
 
-The windows, shapes, names and the induced action are the exact layer's code
-(:class:`symeq.layers.pooling.PoolGeometry`); here only the forward pass is in float64 (a maximum over
-each window, one point per row) and the matching returns a float
-:class:`~symeq.numeric.monomial.MonomialAction` with its record.  The pooling has no parameters: the
-induced action is determined by the input action, so its residual is 0 and its margin infinite (a float
-result reports its error; it never decides).
+A float pooling layer is the kind's one class over float64 (``layer.on(FLOAT64)``, the float twin): its
+windows, shapes, names, forward pass (:class:`symeq.layers.pooling.PoolProgram`) and induced action are the
+kind's.  Here only the matching returns a float :class:`~symeq.numeric.monomial.MonomialAction` with its
+record.  The pooling has no parameters: the induced action is determined by the input action, so its
+residual is 0 and its margin infinite (a float result reports its error; it never decides).
 
-This module is the kind's float unit (``float_module`` of the exact classes): the float model asks it,
-through :func:`symeq.numeric.models.float_class`, for the twin of an exact layer (``float_twin``), a
-layer's torch modules (``torch_modules``) and the torch classes it reads (``torch_classes``,
-``from_torch``); nothing outside names the pooling kinds for that.
+This module is the kinds' float unit (``float_module``): the float model asks it, through
+:func:`symeq.numeric.models.float_class`, for the class of a float layer (``FLOAT_LAYERS``: the kinds' own
+classes); nothing outside names the pooling kinds for that.
 
 >>> import numpy as np
->>> layer = NumericMaxPool2d((1, 2, 2), 2)   # (float_twin and from_torch also set its ReLU unit)
->>> layer.forward(np.array([[1.0, -3.0, 0.5, 2.0]])).tolist()
-[[2.0]]
+>>> from symeq.backends import FLOAT64
+>>> from symeq.layers.pooling import MaxPool2dLayer
+>>> layer = MaxPool2dLayer((1, 2, 2), 2).on(FLOAT64)
+>>> layer.forward(np.array([[1.0, -3.0, 0.5, 2.0]])).tolist(), layer.activation.name
+([[2.0]], 'relu')
 """
 from __future__ import annotations
 
-from typing import Callable, ClassVar, NamedTuple
+import functools
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ...backends import Float64
 from ...numeric.monomial import MonomialAction, as_action
 from ..base import NoPartner
 from ..conv import ConvAction
-from . import GroupPoolGeometry, MaxPool2dGeometry, PoolProgram
+from . import GroupPoolLayer, MaxPool2dLayer
 
-__all__ = ["NumericMaxPool2d", "NumericGroupPool", "FLOAT_LAYERS", "FIELD_FACTOR_TOL"]
-
-_FLOAT64 = Float64()
+__all__ = ["FLOAT_LAYERS", "FIELD_FACTOR_TOL", "match_float", "float_relu", "from_torch", "torch_modules"]
 
 FIELD_FACTOR_TOL = 0.1
 """The float group pooling reads the channel factors of one field as one factor when they agree to this
 relative spread (a float candidate only: the exact pipeline decides)."""
 
 
-class _FloatPool:
-    """The float part shared by both kinds: forward over numpy rows and the float matching."""
+@functools.lru_cache(maxsize=1)
+def float_relu():
+    """ReLU's float unit: the group of a float pooling layer (a maximum commutes with positive monomial
+    matrices)."""
+    from ...activations.floating import numeric_activation
 
-    #: ReLU's float unit, for the group only (a maximum commutes with positive monomial matrices); set by
-    #: :meth:`float_twin` and :meth:`from_torch`
-    activation = None
-
-    @property
-    def bias(self) -> np.ndarray:
-        return np.zeros(self.out_dim)
-
-    @property
-    def channel_bias(self) -> np.ndarray:
-        return np.zeros(self.out_shape[0])
-
-    def forward(self, X) -> np.ndarray:
-        """The kind's program (:class:`symeq.layers.pooling.PoolProgram`) over float64, on a batch (a row per
-        point)."""
-        X = np.asarray(X, dtype=np.float64)
-        return PoolProgram(_FLOAT64, self.window_index()).forward(X.T)[0].T
-
-    def copy(self):
-        return self
-
-    @classmethod
-    def float_twin(cls, layer, activation):
-        """The float twin of the exact pooling layer ``layer`` (``activation``: the float ReLU unit)."""
-        return _with(cls(**layer.geometry_arguments()), activation)
-
-    def torch_modules(self, torch, dtype=None) -> list:
-        """The torch modules computing this layer on flat inputs: Unflatten, the pooling, Flatten."""
-        return [torch.nn.Sequential(torch.nn.Unflatten(1, tuple(self.in_shape)), self._torch_pool(torch),
-                                    torch.nn.Flatten())]
-
-    def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
-        """``(False, [(rho, (0, 0, inf, how))])``: the action the input action induces (exact layer's rule)."""
-        from ..conv.floating import _channel_cycles, channel_pixel_parts
-
-        P = as_action(P_in)
-        if not isinstance(P, MonomialAction):
-            raise NoPartner(f"{self.label}: the action on its input is not monomial", inconclusive=True)
-        if (c_in is not None and np.any(np.asarray(c_in) != 0)) or P.offset is not None:
-            raise NoPartner(f"{self.label}: an affine action (offsets) on a pooling layer's input is not supported",
-                            inconclusive=True)
-        parts = channel_pixel_parts(P, *self.in_shape)
-        if parts is None:
-            raise NoPartner(f"{self.label}: the action on its input is not a channel action times a pixel "
-                            "permutation", inconclusive=True)
-        source, factor, pixel = parts
-        if np.any(factor <= 0):
-            raise NoPartner(f"{self.label}: a non-positive channel factor; a maximum commutes only with permutations "
-                            "and positive scalings", inconclusive=True)
-        factor, spread = self._snap_factors(np.asarray(factor, dtype=np.float64))
-        cp = ConvAction(tuple(int(s) for s in source), tuple(float(f) for f in factor),
-                        tuple(int(p) for p in pixel), self.in_shape[1:])
-        Q = self.induced_action(cp, li)
-        cols, vals = Q.monomial()
-        rho = MonomialAction(np.array(cols), np.array(vals, dtype=np.float64))
-        rho.channel_pixel = {"source": list(Q.source), "factor": [float(v) for v in Q.factor],
-                             "pixels": list(Q.pixel), "height": Q.hw[0], "width": Q.hw[1],
-                             "transform": Q.describe(), "cycles": _channel_cycles(Q.source, Q.factor)}
-        how = "induced by the pooling windows (no parameters)" if not spread else \
-            f"induced by the pooling windows (no parameters; the factors of a field agree to {spread:.3g})"
-        return False, [(rho, (spread, spread, float("inf"), how))]
-
-    def _snap_factors(self, factor: np.ndarray) -> tuple[np.ndarray, float]:
-        """The input action's channel factors as the induced action reads them, and their residual (0 here)."""
-        return factor, 0.0
+    return numeric_activation("relu")
 
 
-class NumericMaxPool2d(_FloatPool, MaxPool2dGeometry):
-    """torch's MaxPool2d in float64 (kind ``"maxpool2d"``)."""
+def match_float(layer, P_in, c_in=None, *, li: int = 0):
+    """``(False, [(rho, (residual, residual, inf, how))])``: the action a float input action induces on a
+    float pooling layer's output (the kind's rule, :meth:`induced_action`)."""
+    from ..conv.floating import _channel_cycles, channel_pixel_parts
 
-    kind: ClassVar[str] = "maxpool2d"
-    #: the torch classes read as this kind (:meth:`from_torch`)
-    torch_classes: ClassVar[tuple] = ("MaxPool2d",)
+    P = as_action(P_in)
+    if not isinstance(P, MonomialAction):
+        raise NoPartner(f"{layer.label}: the action on its input is not monomial", inconclusive=True)
+    if (c_in is not None and np.any(np.asarray(c_in) != 0)) or P.offset is not None:
+        raise NoPartner(f"{layer.label}: an affine action (offsets) on a pooling layer's input is not supported",
+                        inconclusive=True)
+    parts = channel_pixel_parts(P, *layer.in_shape)
+    if parts is None:
+        raise NoPartner(f"{layer.label}: the action on its input is not a channel action times a pixel "
+                        "permutation", inconclusive=True)
+    source, factor, pixel = parts
+    if np.any(factor <= 0):
+        raise NoPartner(f"{layer.label}: a non-positive channel factor; a maximum commutes only with permutations "
+                        "and positive scalings", inconclusive=True)
+    factor, spread = _SNAP[layer.kind](layer, np.asarray(factor, dtype=np.float64))
+    cp = ConvAction(tuple(int(s) for s in source), tuple(float(f) for f in factor),
+                    tuple(int(p) for p in pixel), layer.in_shape[1:])
+    Q = layer.induced_action(cp, li)
+    cols, vals = Q.monomial()
+    rho = MonomialAction(np.array(cols), np.array(vals, dtype=np.float64))
+    rho.channel_pixel = {"source": list(Q.source), "factor": [float(v) for v in Q.factor],
+                         "pixels": list(Q.pixel), "height": Q.hw[0], "width": Q.hw[1],
+                         "transform": Q.describe(), "cycles": _channel_cycles(Q.source, Q.factor)}
+    how = "induced by the pooling windows (no parameters)" if not spread else \
+        f"induced by the pooling windows (no parameters; the factors of a field agree to {spread:.3g})"
+    return False, [(rho, (spread, spread, float("inf"), how))]
 
-    def _torch_pool(self, torch):
-        return torch.nn.MaxPool2d(self.kernel_size, self.stride, self.padding)
 
-    @classmethod
-    def from_torch(cls, mod, name: str, shape, label: str):
-        """The float layer of a torch ``MaxPool2d`` on images of ``shape``; InputError naming the module
-        for what symeq does not read."""
-        from ...errors import InputError
-        from ...numeric.models import numeric_activation
-
-        _image(shape, name, label)
-        pair = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v)  # noqa: E731
-        k, s, p, d = pair(mod.kernel_size), pair(mod.stride if mod.stride else mod.kernel_size), pair(mod.padding), \
-            pair(mod.dilation)
-        if len(set(k)) != 1 or len(set(s)) != 1 or len(set(p)) != 1 or d != (1, 1) or mod.ceil_mode \
-                or mod.return_indices:
-            raise InputError(f"module {label}: symeq reads MaxPool2d with square windows, equal strides and paddings, "
-                             "dilation 1, ceil_mode=False and no indices")
-        return _with(cls(shape, int(k[0]), int(s[0]), int(p[0])), numeric_activation("relu"))
+def _factors_as_they_are(layer, factor: np.ndarray) -> tuple[np.ndarray, float]:
+    """maxpool2d: the input action's channel factors as the induced action reads them, residual 0."""
+    return factor, 0.0
 
 
-class NumericGroupPool(_FloatPool, GroupPoolGeometry):
-    """escnn's GroupPooling in float64 (kind ``"group_pool"``)."""
+def _field_factors(layer, factor: np.ndarray) -> tuple[np.ndarray, float]:
+    """group_pool: each field's factors replaced by their mean when they agree to :data:`FIELD_FACTOR_TOL`
+    (fitted ReLU factors of a float network are 1 up to its noise; the exact rule wants one factor per
+    field), with the largest relative spread as the residual; otherwise unchanged (the exact rule refuses)."""
+    n = layer.field_size
+    blocks = factor.reshape(-1, n)
+    mean = blocks.mean(axis=1, keepdims=True)
+    spread = np.max(np.abs(blocks - mean) / np.maximum(np.abs(mean), 1e-300), axis=1)
+    ok = spread <= FIELD_FACTOR_TOL
+    out = np.where(ok[:, None], np.broadcast_to(mean, blocks.shape), blocks).reshape(-1)
+    return out, float(np.max(spread[ok], initial=0.0))
 
-    kind: ClassVar[str] = "group_pool"
-    #: the torch classes read as this kind: a max over each field's channels (a module of one of these names
-    #: with an integer ``field_size``, or escnn's exported ``MaxPoolChannels`` with its integer ``kernel_size``)
-    torch_classes: ClassVar[tuple] = ("MaxPoolChannels", "GroupPooling", "GroupMaxPool")
 
-    def _torch_pool(self, torch):
-        return _group_max_module(torch, self.field_size)
+_SNAP = {"maxpool2d": _factors_as_they_are, "group_pool": _field_factors}
 
-    @classmethod
-    def from_torch(cls, mod, name: str, shape, label: str):
-        """The float layer of a torch module computing a max over each field (:attr:`torch_classes`)."""
-        from ...errors import InputError
-        from ...numeric.models import numeric_activation
 
-        _image(shape, name, label)
-        n = getattr(mod, "field_size", None)
-        if n is None and name == "MaxPoolChannels":  # escnn's and e2cnn's export: MaxPoolChannels(kernel_size)
-            n = getattr(mod, "kernel_size", None)
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise InputError(f"module {label}: a {name} is read as the max over each field's channels only with an "
-                             "integer attribute field_size (the channels per regular field; escnn's MaxPoolChannels: "
-                             "kernel_size)")
-        return _with(cls(shape, n), numeric_activation("relu"))
+# -- torch, written and read -------------------------------------------------------------------------
 
-    def _snap_factors(self, factor: np.ndarray) -> tuple[np.ndarray, float]:
-        """Each field's factors replaced by their mean when they agree to :data:`FIELD_FACTOR_TOL` (fitted
-        ReLU factors of a float network are 1 up to its noise; the exact rule wants one factor per field),
-        with the largest relative spread as the residual; otherwise unchanged (the exact rule refuses)."""
-        n = self.field_size
-        blocks = factor.reshape(-1, n)
-        mean = blocks.mean(axis=1, keepdims=True)
-        spread = np.max(np.abs(blocks - mean) / np.maximum(np.abs(mean), 1e-300), axis=1)
-        ok = spread <= FIELD_FACTOR_TOL
-        out = np.where(ok[:, None], np.broadcast_to(mean, blocks.shape), blocks).reshape(-1)
-        return out, float(np.max(spread[ok], initial=0.0))
+def torch_modules(layer, torch) -> list:
+    """The torch modules computing a pooling layer on flat inputs: Unflatten, the pooling, Flatten."""
+    pool = (torch.nn.MaxPool2d(layer.kernel_size, layer.stride, layer.padding) if layer.kind == "maxpool2d"
+            else _group_max_module(torch, layer.field_size))
+    return [torch.nn.Sequential(torch.nn.Unflatten(1, tuple(layer.in_shape)), pool, torch.nn.Flatten())]
+
+
+def from_torch(cls, mod, name: str, shape, label: str):
+    """The float layer of class ``cls`` read from a torch module of one of its ``torch_classes``."""
+    from ...backends import FLOAT64
+
+    return _TORCH_READERS[cls.kind](cls, mod, name, shape, label).on(FLOAT64)
+
+
+def _maxpool_from_torch(cls, mod, name: str, shape, label: str):
+    """A torch ``MaxPool2d`` on images of ``shape``; InputError naming the module for what symeq does not read."""
+    from ...errors import InputError
+
+    _image(shape, name, label)
+    pair = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v)  # noqa: E731
+    k, s, p, d = pair(mod.kernel_size), pair(mod.stride if mod.stride else mod.kernel_size), pair(mod.padding), \
+        pair(mod.dilation)
+    if len(set(k)) != 1 or len(set(s)) != 1 or len(set(p)) != 1 or d != (1, 1) or mod.ceil_mode \
+            or mod.return_indices:
+        raise InputError(f"module {label}: symeq reads MaxPool2d with square windows, equal strides and paddings, "
+                         "dilation 1, ceil_mode=False and no indices")
+    return cls(shape, int(k[0]), int(s[0]), int(p[0]))
+
+
+def _group_pool_from_torch(cls, mod, name: str, shape, label: str):
+    """A torch module computing a max over each field (``torch_classes`` of the group pooling)."""
+    from ...errors import InputError
+
+    _image(shape, name, label)
+    n = getattr(mod, "field_size", None)
+    if n is None and name == "MaxPoolChannels":  # escnn's and e2cnn's export: MaxPoolChannels(kernel_size)
+        n = getattr(mod, "kernel_size", None)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise InputError(f"module {label}: a {name} is read as the max over each field's channels only with an "
+                         "integer attribute field_size (the channels per regular field; escnn's MaxPoolChannels: "
+                         "kernel_size)")
+    return cls(shape, n)
+
+
+_TORCH_READERS = {"maxpool2d": _maxpool_from_torch, "group_pool": _group_pool_from_torch}
 
 
 def _image(shape, name: str, label: str) -> None:
@@ -182,11 +154,6 @@ def _image(shape, name: str, label: str) -> None:
 
     if shape is None:
         raise InputError(f"module {label}: {name} needs image-shaped activations (pass input_shape)")
-
-
-def _with(layer, activation):
-    layer.activation = activation
-    return layer
 
 
 def _group_max_module(torch, n: int):
@@ -204,8 +171,8 @@ def _group_max_module(torch, n: int):
     return GroupMaxPool(n)
 
 
-FLOAT_LAYERS = (NumericMaxPool2d, NumericGroupPool)
-"""The float twins of this module's kinds (the kind's ``float_module`` declares this module)."""
+FLOAT_LAYERS = (MaxPool2dLayer, GroupPoolLayer)
+"""The classes of this module's kinds' float layers: the kinds' own classes, over float64."""
 
 
 # -- ONNX in (symeq.numeric.onnx_io asks ONNX_OPERATORS and ONNX_FIELD_OPERATORS) ---------------------------
@@ -213,7 +180,7 @@ FLOAT_LAYERS = (NumericMaxPool2d, NumericGroupPool)
 def _onnx_maxpool(node, shape, fields, where):
     """ONNX ``MaxPool`` 2-d (torch's MaxPool2d) on images of ``shape``: the exact maxpool2d layer."""
     from ...errors import InputError
-    from . import MaxPool2dLayer
+
 
     ks = list(node.attr("kernel_shape", []))
     st = list(node.attr("strides", ks))
@@ -231,7 +198,7 @@ def _onnx_group_max(node, shape, fields, where):
     """ONNX ``ReduceMax`` over axis 2 after a Reshape to (batch, F, G, H, W): escnn's GroupPooling, the exact
     group_pool layer with fields of G channels."""
     from ...errors import InputError
-    from . import GroupPoolLayer
+
 
     axes = node.axes()
     if axes is None or [int(a) % 5 for a in axes] != [2] or int(node.attr("keepdims", 1)):
