@@ -132,16 +132,20 @@ def test_dense_layer_is_still_importable_from_models():
 
 
 def test_every_float_layer_satisfies_the_float_protocol():
+    from symeq.errors import InputError
     from symeq.layers.attention.floating import NumericAttention, NumericHeads
-    from symeq.numeric.models import NumericDenseLayer, from_exact
+    from symeq.numeric.models import from_exact
 
     exact = random_equivariant_attention(rng=0, dense=[tanh_series(3)])
     n = from_exact(exact)
     layers = list(n.layers) + [n.chain().layers[0]]
-    assert {type(l) for l in layers} == {NumericAttention, NumericDenseLayer, NumericHeads}
+    assert {type(l) for l in layers} == {NumericAttention, DenseLayer, NumericHeads}  # dense: the kind's one class
     for layer, ex in zip(layers, list(exact.layers) + [exact.chain().layers[0]]):
         assert isinstance(layer, LayerBase)
-        assert not hasattr(layer, "check_action")   # float layers report errors, they never decide
+        assert not layer.backend.exact and ex.backend.exact
+        if hasattr(layer, "check_action"):   # float layers report errors, they never decide
+            with pytest.raises(InputError, match="decides no action"):
+                layer.check_action(None, None)
         _assert_kind_is_a_class_attribute(layer)
         assert layer.kind == ex.kind
         assert (layer.in_dim, layer.out_dim) == (ex.in_dim, ex.out_dim)
@@ -346,7 +350,7 @@ def test_match_action_is_part_of_the_protocol_for_every_layer_class():
     floats = _float_layers()
     for layer in list(_exact_layers().values()) + floats:
         assert callable(layer.match_action) and callable(layer.match_reference), type(layer)
-    assert {type(l).__name__ for l in floats} == {"NumericAttention", "NumericDenseLayer", "NumericHeads"}
+    assert {type(l).__name__ for l in floats} == {"NumericAttention", "DenseLayer", "NumericHeads"}
 
     class NoMatching:   # every other member of the protocol, but no matching of actions
         kind = "dense"

@@ -29,14 +29,15 @@ Examples
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Iterator, Sequence
 
+import numpy as np
 from flint import fmpq, fmpq_mat
 
 from ...canonical import Form, plain_form
 from ...activations import Activation
-from ...backends import EXACT, run_forward
+from ...backends import EXACT, Backend, run_forward
 from ...errors import InputError, ShapeError
 from ...numbers import as_fmpq, mat_rows, matrix, monomial_matrix, monomial_parts
 from ..base import DenseNames, NoPartner
@@ -200,15 +201,20 @@ def _bijections(act: Activation, n: int, base: dict, tied: list, uscales, vscale
 
 @dataclass(eq=False)
 class DenseLayer(DenseNames):
-    """x -> sigma(W x + b) with exact W (out x in) and b; sigma None means affine.
+    """x -> sigma(W x + b), W (out x in) and b held in a number backend; sigma None means affine.
 
-    Implements :class:`symeq.layers.base.Layer` (kind ``"dense"``).
+    Implements :class:`symeq.layers.base.Layer` (kind ``"dense"``).  The one class of the kind, exact or
+    float by ``backend``: over ``EXACT`` (the default) W is an ``fmpq_mat``, b a list of ``fmpq``, sigma an
+    :class:`~symeq.activations.Activation`, and a batch is an ``fmpq_mat`` with one point per column; over
+    ``FLOAT64`` (the float twin, :func:`symeq.layers.dense.floating.NumericDenseLayer`) W and b are float64
+    arrays, sigma a float unit (:class:`~symeq.activations.floating.NumericActivation`), and a batch has one
+    point per row.  The forward pass is the kind's one program (:class:`DenseProgram`) over the backend;
+    the matching of actions is exact (canonical rows) or float (linear assignment, with its record, in the
+    kind's float side), and only an exact layer decides an action (:meth:`check_action`).
     """
 
     kind: ClassVar[str] = "dense"
-    #: where the layer's numbers live (symeq.backends; LayerBase)
-    backend = EXACT
-    #: the kind's float unit (symeq.numeric.models.float_class): its float twin and torch modules
+    #: the kind's float side (symeq.numeric.models.float_class): the float matching, reading and torch modules
     float_module: ClassVar[str] = "symeq.layers.dense.floating"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES); a token-wise layer has fewer
     capabilities: ClassVar[frozenset] = frozenset({
@@ -216,6 +222,8 @@ class DenseLayer(DenseNames):
         "tensor-decision", "fibre-ideal", "jacobian-rank", "rank-certificate", "reynolds",
         "onnx-export", "npz-layout"})
     schema: ClassVar[dict] = {"dense": (("type", "weight", "bias", "activation"), ("type", "weight", "bias"))}
+    #: the model-file types the float side reads with floats allowed (symeq.numeric.models.model_from_json)
+    json_types: ClassVar[tuple] = ("dense",)
 
     weight: fmpq_mat
     bias: list
@@ -225,8 +233,13 @@ class DenseLayer(DenseNames):
     # bias (``"bias": null``, None here): no bias parameters; True: bias parameters, zeros included (a
     # model file's bias vector); None (a bias list given in Python without saying): as the model decides
     has_bias: bool | None = None
+    #: where the layer's numbers live (symeq.backends; LayerBase): EXACT or FLOAT64
+    backend: Backend = field(default=EXACT, repr=False)
 
     def __post_init__(self):
+        if not self.backend.exact:
+            self._float_parameters()
+            return
         if not isinstance(self.weight, fmpq_mat):
             self.weight = matrix(self.weight)
         if self.bias is None and self.has_bias is None:
@@ -237,55 +250,119 @@ class DenseLayer(DenseNames):
         if len(self.bias) != self.weight.nrows():
             raise ShapeError(f"bias has length {len(self.bias)}, weight has {self.weight.nrows()} rows")
 
+    def _float_parameters(self) -> None:
+        """W and b as float64 arrays, checked (a float layer: non-empty, matching, finite)."""
+        self.weight = np.asarray(self.weight, dtype=np.float64)
+        if self.weight.ndim != 2 or 0 in self.weight.shape:
+            raise ShapeError(f"a weight must be a non-empty matrix, got shape {self.weight.shape}")
+        rows = self.weight.shape[0]
+        self.bias = np.zeros(rows) if self.bias is None else np.asarray(self.bias, dtype=np.float64).reshape(-1)
+        if self.bias.shape[0] != rows:
+            raise ShapeError(f"bias has length {self.bias.shape[0]}, weight has {rows} rows")
+        if not (np.all(np.isfinite(self.weight)) and np.all(np.isfinite(self.bias))):
+            raise InputError("a layer has NaN or infinite weights; numeric models need finite parameters")
+
+    def on(self, backend) -> "DenseLayer":
+        """This layer with its numbers in ``backend`` (an exact layer's float twin: ``on(FLOAT64)``; a float
+        layer's numbers over ``EXACT`` are the exact binary values of its floats)."""
+        if backend is self.backend:
+            return self
+        if not backend.exact:
+            return self._float_unit().float_twin(self, self._float_unit().float_activation(self.activation))
+        raise InputError("a float dense layer is made exact by rounding its weights (symeq.numeric's rationalise); "
+                         "on(EXACT) does not choose a rounding")
+
+    @classmethod
+    def float_twin(cls, layer, activation) -> "DenseLayer":
+        """The float twin of an exact dense layer (``activation``: its float unit; token-wise kept)."""
+        return cls._float_unit().float_twin(layer, activation)
+
+    @classmethod
+    def from_float_json(cls, spec: dict, ctx, at: str) -> "DenseLayer":
+        """A dense layer of a model file with floats allowed, over float64 (the kind's float side)."""
+        return cls._float_unit().from_float_json(spec, ctx, at)
+
+    @classmethod
+    def _float_unit(cls):
+        """The kind's float side (``float_module``), imported by its name when asked: it sits above the exact
+        layers (symeq.layers.registry.float_unit)."""
+        from ..registry import float_unit
+
+        return float_unit(cls.kind)
+
     @property
     def in_dim(self) -> int:
-        return self.weight.ncols()
+        w = self.weight
+        return w.ncols() if isinstance(w, fmpq_mat) else w.shape[1]
 
     @property
     def out_dim(self) -> int:
-        return self.weight.nrows()
+        w = self.weight
+        return w.nrows() if isinstance(w, fmpq_mat) else w.shape[0]
 
     @property
     def hidden_label(self) -> str:
-        return activation_label(self.activation)
+        act = self.activation
+        if act is None or self.backend.exact:
+            return activation_label(act)
+        spec = act.spec  # a float unit: its spec's type and order
+        arg = spec.get("order", spec.get("degree"))
+        return spec.get("type", act.name) + (f"({arg})" if arg is not None else "")
 
     def bias_matrix(self, npoints: int) -> fmpq_mat:
         return fmpq_mat(self.out_dim, npoints, [b for b in self.bias for _ in range(npoints)])
 
-    def forward_program(self) -> "DenseProgram":
-        """The dense kind's program over the exact backend on the whole weight (forward only: an activation
-        that is no polynomial is applied entrywise by :func:`symeq.backends.run_forward`)."""
-        bk = _EXACT
-        act = self.activation if bk.carries(self.activation) else None
-        return DenseProgram(bk, self.weight, self.bias, True, act)
+    def program(self) -> "DenseProgram":
+        """The dense kind's program over the layer's backend on the whole weight (forward only: an activation
+        the backend does not carry, no polynomial or a float unit, is applied entrywise by
+        :func:`symeq.backends.run_forward`).  A float layer's is kept while W and b are the same arrays."""
+        bk = self.backend
+        if bk.exact:
+            act = self.activation if bk.carries(self.activation) else None
+            return DenseProgram(bk, self.weight, self.bias, True, act)
+        cached = getattr(self, "_program", None)  # W and b are the program's own arrays (views, no copies)
+        if cached is None or cached[0] is not self.weight or cached[1] is not self.bias:
+            cached = (self.weight, self.bias, DenseProgram(bk, self.weight, self.bias, True))
+            if self.weight.dtype == np.float64 and self.bias.dtype == np.float64:  # else copies: not kept
+                self._program = cached
+        return cached[2]
 
-    def pre_activation(self, X: fmpq_mat) -> fmpq_mat:
-        bk = _EXACT
-        return bk.to_mat(self.forward_program().pre_activation(bk.from_mat(X)))
+    def pre_activation(self, X):
+        """W x + b on a batch (the backend's layout: exact, a column per point; float, a row per point)."""
+        bk = self.backend
+        return bk.batch_out(self.program().pre_activation(bk.batch_in(X)))
 
-    def forward(self, X: fmpq_mat) -> fmpq_mat:
-        """Apply the layer to a batch (one column per point): the kind's program over the exact backend."""
-        bk = _EXACT
-        return bk.to_mat(run_forward(self.forward_program(), bk.from_mat(X), self.activation))
+    def forward(self, X):
+        """Apply the layer to a batch (the backend's layout): the kind's program over the layer's backend."""
+        bk = self.backend
+        return bk.batch_out(run_forward(self.program(), bk.batch_in(X), self.activation))
 
     def __call__(self, x: Sequence) -> list:
         X = fmpq_mat(len(x), 1, [as_fmpq(v) for v in x])
         return self.forward(X).entries()
 
     def copy(self) -> "DenseLayer":
+        if not self.backend.exact:
+            return DenseLayer(self.weight.copy(), self.bias.copy(), self.activation, self.tokens, backend=self.backend)
         return DenseLayer(fmpq_mat(self.weight), list(self.bias), self.activation, self.tokens, self.has_bias)
 
     @property
-    def token_weight(self) -> fmpq_mat:
+    def token_weight(self):
         """The per-token weight W of a token-wise layer (its first diagonal block)."""
         if self.tokens is None:
             return self.weight
         r, c = self.out_dim // self.tokens, self.in_dim // self.tokens
+        if not self.backend.exact:
+            return self.weight[:r, :c]
         return fmpq_mat(r, c, [self.weight[i, j] for i in range(r) for j in range(c)])
 
     @property
     def token_bias(self) -> list:
         return self.bias if self.tokens is None else self.bias[: self.out_dim // self.tokens]
+
+    def torch_modules(self, torch, dtype) -> list:
+        """torch modules computing this float layer (NumericModel.to_torch): a Linear, then the activation."""
+        return self._float_unit().torch_modules(self, torch, dtype)
 
     def check_action(self, P_in: fmpq_mat, Q_out: fmpq_mat, c_in=None, c_out=None) -> tuple[bool, str]:
         """Decide f(P_in x + c_in) = Q_out f(x) + c_out for all real x, exactly.
@@ -302,6 +379,9 @@ class DenseLayer(DenseNames):
         -------
         (holds, detail) : the decision and a sentence saying why.
         """
+        if not self.backend.exact:
+            raise InputError("a float dense layer decides no action (a float result reports its error); check the "
+                             "exact layer, or use symeq.numeric's derivation")
         P, Q = P_in, Q_out
         n, m = self.in_dim, self.out_dim
         if (P.nrows(), P.ncols()) != (n, n) or (Q.nrows(), Q.ncols()) != (m, m):
@@ -337,9 +417,12 @@ class DenseLayer(DenseNames):
 
     def match_reference(self, affine: bool = False):
         """theta's side of the matching: (canonical keys, scales, {key: [neurons]}) of its rows
-        [W | b - s] (:func:`canonical_rows`); None for an affine layer (nothing to match)."""
+        [W | b - s] (:func:`canonical_rows`); None for an affine layer (nothing to match).  A float layer's:
+        its shifted rows [W | b - s] as one array (the float side's ``match_reference``)."""
         if self.activation is None:
             return None
+        if not self.backend.exact:
+            return self._float_unit().match_reference(self)
         keys, scales = canonical_rows(mat_rows(self.weight), self.bias, self.activation, affine=affine)
         index: dict = {}
         for k, key in enumerate(keys):
@@ -371,7 +454,12 @@ class DenseLayer(DenseNames):
         >>> tied, cands = layer.match_action(matrix([[0, 1], [1, 0]]))
         >>> tied, [rho.entries() for rho, _ in cands]
         (False, [[0, 1, 1, 0]])
+
+        A float layer returns ``(False, [(rho, record)])``, one candidate by linear assignment with its record
+        (:func:`symeq.layers.dense.floating.match_action`): a float result reports its error, it never decides.
         """
+        if not self.backend.exact:
+            return self._float_unit().match_action(self, P_in, c_in, reference=reference)
         if self.activation is None:
             raise InputError("an affine layer's output is acted on by the group itself: check the action "
                              "(check_action), there is nothing to match")
