@@ -55,7 +55,7 @@ def network(n: int, fields: int, noise: float = 1e-3, seed: int = 0):
     rng = np.random.default_rng(seed + 2)
     out = []
     for l in net.layers:
-        if isinstance(l, NumericConvLayer) and l.activation is not None:
+        if l.kind == "conv2d" and l.activation is not None:
             l = NumericConvLayer(l.shape, l.kernel * (1 + noise * rng.standard_normal(l.kernel.shape)),
                                  l.channel_bias * (1 + noise * rng.standard_normal(l.channel_bias.shape)), l.activation)
         out.append(l)

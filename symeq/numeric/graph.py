@@ -232,7 +232,7 @@ def _joint_layer(layers: list, act, where: str, stacked: bool = False):
     """sum_i W_i x_i + b (or, ``stacked``, the rows of every W_i x_i + b_i one under the other: a
     concatenation) as one float layer on the concatenated inputs, with the activation ``act``: dense for
     plain dense layers, else the kind's own ``joint`` (a convolution over the concatenated channels with
-    the kernels placed in one common window: ``NumericConvLayer.joint``, symeq/layers/conv/floating.py)."""
+    the kernels placed in one common window: ``ConvLayer.joint``, symeq/layers/conv/floating.py)."""
     from ..layers.registry import all_support
 
     if all_support(layers, "plain-dense"):

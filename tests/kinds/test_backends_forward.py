@@ -14,7 +14,7 @@ from symeq.layers.attention import AttentionLayer, Head
 from symeq.layers.conv import ConvLayer, ConvProgram, ConvShape
 from symeq.layers.dense import DenseLayer
 from symeq.layers.attention.floating import NumericAttention, NumericHeads
-from symeq.layers.conv.floating import NumericConvLayer
+from symeq.layers.conv.floating import NumericConvLayer, float_twin
 from symeq.numeric.models import NumericDenseLayer, numeric_activation
 
 
@@ -63,7 +63,7 @@ def test_conv_forward_exact_and_float_equal_the_loops(shape):
     for c, x in enumerate(pts):
         ref = [act(z) for z in _conv_reference(shape, K, b, x)]
         assert [got[i, c] for i in range(layer.out_dim)] == ref
-    flt = NumericConvLayer.from_exact(layer, numeric_activation({"type": "tanh_series", "order": 3}))
+    flt = float_twin(layer, numeric_activation({"type": "tanh_series", "order": 3}))
     Xf = np.array([[float(v) for v in x] for x in pts])
     ref = np.array([[float(v) for v in _conv_reference(shape, K, b, x)] for x in pts])
     assert np.allclose(flt.pre_activation(Xf), ref, rtol=0, atol=1e-12)

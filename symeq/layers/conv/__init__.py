@@ -45,19 +45,19 @@ Examples
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Sequence
 
 import numpy as np
 from flint import fmpq, fmpq_mat
 
-from ...backends import EXACT
+from ...backends import EXACT, Backend
 from ...canonical import Form, drop_form, plain_form
 from ...activations import Activation
 from ...errors import InputError, LimitExceeded, ShapeError
 from ...numbers import as_fmpq, format_number, monomial_matrix, monomial_parts
 from ..base import NoPartner
-from .numbers import FlintNumbers, flat_kernel
+from .numbers import FlintNumbers, flat_kernel, numbers_of
 
 __all__ = ["ConvShape", "dense_rows", "conv_bias", "ConvAction", "ConvGeometry", "ConvCore", "ConvLayer", "as_conv_action", "grid_transform",
            "transform_pixels", "tap_permutation", "output_pixels", "geometry_failure", "fold_average_pool",
@@ -463,17 +463,19 @@ class ConvGeometry:
 class ConvCore(ConvGeometry):
     """The conv2d algorithms, written once over a number backend (:mod:`symeq.layers.conv.numbers`).
 
-    A subclass sets ``numbers`` (:class:`~symeq.layers.conv.numbers.FlintNumbers` for the exact
-    :class:`ConvLayer`, :class:`~symeq.layers.conv.numbers.NumpyNumbers` for the float
-    ``symeq.layers.conv.floating.NumericConvLayer``) and has ``shape``, ``kernel``, ``channel_bias`` and
-    ``activation``.  Here: the kernel and bias in the backend's numbers, the forward pass, the
+    The layer's ``backend`` chooses its ``numbers`` (:class:`~symeq.layers.conv.numbers.FlintNumbers` over
+    ``EXACT``, :class:`~symeq.layers.conv.numbers.NumpyNumbers` over ``FLOAT64``); a subclass has ``shape``,
+    ``kernel``, ``channel_bias`` and ``activation``.  Here: the kernel and bias in the backend's numbers, the forward pass, the
     dense expansion (size-guarded), the grid geometry of an input action, the transformed kernels
     of theta^g, the bias of an input offset, and (:func:`fold_average_pool`) pooling folded into
-    a convolution.  Matching and checking stay in the subclasses: the exact layer decides, the
-    float one measures.
+    a convolution.  Matching: exact (canonical kernel rows) or float (linear assignment, in the kind's
+    float side); only an exact layer decides.
     """
 
-    numbers: ClassVar = FlintNumbers
+    @property
+    def numbers(self):
+        """The conv2d algorithms' numbers for the layer's backend (exact: python-flint; float64: numpy)."""
+        return numbers_of(self.backend)
 
     def _init_numbers(self) -> None:
         self.kernel, self.rows = self.numbers.kernel(self.shape, self.kernel)
@@ -486,7 +488,7 @@ class ConvCore(ConvGeometry):
         C, H, W = in_shape
         rows = [list(r) for r in weight_rows]
         shape = ConvShape(C, len(rows), H, W, H, W)
-        return cls(shape, cls.numbers.nested(shape, rows), bias, activation)
+        return cls(shape, FlintNumbers.nested(shape, rows), bias, activation)
 
     def dense_weight(self):
         """The dense matrix of the convolution in the backend's numbers (size-guarded)."""
@@ -658,12 +660,15 @@ class ConvProgram:
 
 @dataclass(eq=False)
 class ConvLayer(ConvCore):
-    """x -> sigma(conv_K(x) + b) with exact kernels K (C_out x C_in x kh x kw) and per-channel bias b.
+    """x -> sigma(conv_K(x) + b) with kernels K (C_out x C_in x kh x kw) and per-channel bias b.
 
     Implements :class:`symeq.layers.base.Layer` (kind ``"conv2d"``).  ``kernel`` is given as a
-    nested list; ``channel_bias`` has one entry per output channel (None: zero).  ``bias`` and
-    ``weight`` are the dense expansion (per neuron), the latter size-guarded
-    (:data:`DENSE_EXPANSION_LIMIT`).
+    nested list (or an array); ``channel_bias`` has one entry per output channel (None: zero).  ``bias``
+    and ``weight`` are the dense expansion (per neuron), the latter size-guarded
+    (:data:`DENSE_EXPANSION_LIMIT`).  The kind's one class, exact or float by ``backend``: over ``EXACT``
+    (the default) the numbers are rationals and a batch an ``fmpq_mat`` with a column per point; over
+    ``FLOAT64`` (the float twin, :func:`symeq.layers.conv.floating.NumericConvLayer`) float64 arrays with a
+    row per point, matched by linear assignment with its record (a float result never decides).
 
     >>> from symeq.activations import tanh_series
     >>> layer = ConvLayer(ConvShape(1, 1, 3, 3, 3, 3, padding=1), [[[[0, 1, 0], [1, 2, 1], [0, 1, 0]]]], [1],
@@ -674,8 +679,6 @@ class ConvLayer(ConvCore):
     """
 
     kind: ClassVar[str] = "conv2d"
-    #: where the layer's numbers live (symeq.backends; LayerBase)
-    backend = EXACT
     #: the kind's float unit (symeq.numeric.models.float_class): its float twin and torch modules
     float_module: ClassVar[str] = "symeq.layers.conv.floating"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES)
@@ -698,22 +701,49 @@ class ConvLayer(ConvCore):
     # the declared parameter space (symeq.layers.base.declared_biases): False when the layer was given no
     # bias (None): no bias parameters; True: bias parameters (a model file's vector); None: as the model decides
     has_bias: bool | None = None
-
-    numbers: ClassVar = FlintNumbers
+    #: where the layer's numbers live (symeq.backends; LayerBase): EXACT or FLOAT64
+    backend: Backend = field(default=EXACT, repr=False)
 
     def __post_init__(self):
-        if self.channel_bias is None and self.has_bias is None:
+        if self.channel_bias is None and self.has_bias is None and self.backend.exact:
             self.has_bias = False
         self._init_numbers()
 
+    def on(self, backend) -> "ConvLayer":
+        """This layer with its numbers in ``backend`` (an exact layer's float twin: ``on(FLOAT64)``)."""
+        if backend is self.backend:
+            return self
+        if not backend.exact:
+            unit = self._float_unit()
+            return unit.float_twin(self, unit.float_activation(self.activation))
+        raise InputError("a float conv2d layer is made exact by rounding its kernels; on(EXACT) does not choose a "
+                         "rounding")
+
+    @classmethod
+    def float_twin(cls, layer, activation) -> "ConvLayer":
+        """The float twin of an exact conv2d layer: kernels stay kernels (``activation``: its float unit)."""
+        return cls._float_unit().float_twin(layer, activation)
+
+    @classmethod
+    def _float_unit(cls):
+        """The kind's float side (``float_module``), imported by its name when asked: it sits above the exact
+        layers (symeq.layers.registry.float_unit)."""
+        from ..registry import float_unit
+
+        return float_unit(cls.kind)
+
     @property
-    def bias(self) -> list:
+    def bias(self):
         """The dense bias (one entry per output neuron)."""
+        if not self.backend.exact:
+            return np.repeat(self.channel_bias, self.out_dim // self.shape.out_channels)
         return conv_bias(self.shape, self.channel_bias)
 
     @property
-    def weight(self) -> fmpq_mat:
+    def weight(self):
         """The dense expansion (size-guarded): for the dense-only algorithms and tests."""
+        if not self.backend.exact:
+            return self.dense_weight()
         return self.dense().weight
 
     def dense(self):
@@ -723,7 +753,36 @@ class ConvLayer(ConvCore):
         return DenseLayer(self.dense_weight(), self.bias, self.activation, has_bias=self.has_bias)
 
     def copy(self) -> "ConvLayer":
+        if not self.backend.exact:
+            return ConvLayer(self.shape, self.kernel.copy(), self.channel_bias.copy(), self.activation,
+                             backend=self.backend)
         return ConvLayer(self.shape, self.kernel, list(self.channel_bias), self.activation, self.has_bias)
+
+    def pre_activation(self, X):
+        """conv_K(X) + b on a batch (:meth:`ConvCore.pre_activation`); a float layer's large batch runs in
+        torch when it is importable (the kind's float side, ``pre_activation``)."""
+        if not self.backend.exact:
+            return self._float_unit().pre_activation(self, X, super().pre_activation)
+        return super().pre_activation(X)
+
+    def torch_modules(self, torch, dtype) -> list:
+        """torch modules computing this float layer on flat inputs (NumericModel.to_torch)."""
+        return self._float_unit().torch_modules(self, torch, dtype)
+
+    @classmethod
+    def joint(cls, layers: list, act, where: str, stacked: bool = False) -> "ConvLayer":
+        """Float conv layers joined into one convolution over the concatenated channels (a graph's join node;
+        :func:`symeq.layers.conv.floating.joint`)."""
+        return cls._float_unit().joint(layers, act, where, stacked)
+
+    _src_array = None
+
+    @property
+    def _srca(self) -> np.ndarray:
+        """The taps' sources as one array (taps x output pixels, -1 for padding)."""
+        if self._src_array is None:
+            self._src_array = self.shape.source_array()
+        return self._src_array
 
     def parameters_key(self) -> tuple:
         return (self.shape, tuple(tuple(r) for r in self.rows), tuple(self.channel_bias))
@@ -783,11 +842,14 @@ class ConvLayer(ConvCore):
 
     # -- matching -------------------------------------------------------------------------------
     def match_reference(self, affine: bool = False):
-        """theta's side: (canonical keys, scales, {key: [channels]}) of its kernel rows [K_o | b_o - s]."""
+        """theta's side: (canonical keys, scales, {key: [channels]}) of its kernel rows [K_o | b_o - s] (a
+        float layer: the rows as one array, the float side's)."""
         from ..dense import canonical_rows
 
         if self.activation is None:
             return None
+        if not self.backend.exact:
+            return self._float_unit().match_reference(self)
         keys, scales = canonical_rows(self.rows, self.channel_bias, self.activation, affine=affine)
         index: dict = {}
         for k, key in enumerate(keys):
@@ -800,9 +862,13 @@ class ConvLayer(ConvCore):
         The pixel part is fixed by the geometry (:meth:`output_pixels`); the channel part matches
         the transformed kernels of theta^g (:meth:`transformed_rows`) with theta's, up to the
         activation's scalings (canonical keys, as :meth:`symeq.layers.dense.DenseLayer.match_action`
-        does with rows).  Returns ``(tied, candidates)``; raises :class:`NoPartner`.
+        does with rows).  Returns ``(tied, candidates)``; raises :class:`NoPartner`.  A float layer returns
+        one candidate with its record (:func:`symeq.layers.conv.floating.match_action`).
         """
         from ..dense import _bijections, _partner_classes, canonical_rows
+
+        if not self.backend.exact:
+            return self._float_unit().match_action(self, P_in, c_in, reference=reference)
 
         if self.activation is None:
             raise InputError("an affine layer's output is acted on by the group itself: check the action "
@@ -841,6 +907,9 @@ class ConvLayer(ConvCore):
         kernels (sufficient).  Otherwise, or when a kernel relation fails, the decision is made
         neuron by neuron on the sparse rows (:meth:`_neuron_check`, necessary and sufficient, as the
         dense check)."""
+        if not self.backend.exact:
+            raise InputError("a float conv2d layer decides no action (a float result reports its error); check "
+                             "the exact layer")
         P = as_conv_action(P_in, *self.in_shape)
         Q = as_conv_action(Q_out, *self.out_shape)
         if P is not None and Q is not None and (c_in is None or self._offsets_fit(c_in)):

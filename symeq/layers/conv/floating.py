@@ -1,9 +1,9 @@
-"""The float twin of the conv2d layer: the same kernels, geometry and algorithms, in numpy.
+"""The float side of the conv2d kind: its float twin, torch modules, and the float matching of actions.
 
-:class:`NumericConvLayer` (kind ``"conv2d"``) is :class:`symeq.layers.conv.ConvCore` over the numpy
-backend (:mod:`symeq.layers.conv.numbers`), as :class:`symeq.layers.conv.ConvLayer` is over the
-python-flint one: the forward pass, the dense expansion, the grid geometry of an action, the
-transformed kernels of theta^g, the offset bias and pooling are written once there.  Its
+A float conv layer is the kind's one class, :class:`symeq.layers.conv.ConvLayer`, over float64
+(``backend=FLOAT64``, built by :func:`NumericConvLayer`; numpy numbers, :mod:`symeq.layers.conv.numbers`):
+the forward pass, the dense expansion, the grid geometry of an action, the transformed kernels of
+theta^g, the offset bias and pooling are written once there.  Its
 actions are :class:`symeq.numeric.monomial.MonomialAction` on the whole space (C x H x W entries,
 linear memory); matching compares the C_out transformed kernels with theta's by linear assignment,
 with residuals and a margin, as a float dense layer compares its rows.  A float result reports its
@@ -29,22 +29,19 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from typing import NamedTuple
 
 import numpy as np
-
-from typing import NamedTuple
 
 from ...backends import FLOAT64
 from ...errors import InputError
 from ..base import NoPartner
-from . import ConvCore, ConvShape, fold_average_pool
-from .numbers import NumpyNumbers
+from . import ConvLayer, ConvShape, fold_average_pool
 from ...numeric.match import _latent_action, _match_layer
 from ...numeric.monomial import MonomialAction, as_action
 
-__all__ = ["NumericConvLayer", "channel_pixel_parts", "fold_average_pool_float", "FloatFold", "ExactFold",
+__all__ = ["NumericConvLayer", "FLOAT_LAYERS", "float_twin", "joint", "match_action", "match_reference",
+           "pre_activation", "torch_modules", "channel_pixel_parts", "fold_average_pool_float", "FloatFold", "ExactFold",
            "pool_before_conv", "pool_after_conv", "fold_pool_into_kernel", "fold_pool_after_kernel",
            "fold_pool_into_dense", "sparse_entries", "sparse_weight", "sparse_commutator_residual"]
 
@@ -88,147 +85,120 @@ def channel_pixel_parts(P: MonomialAction, channels: int, h: int, w: int):
     return source, vals[:, 0], pixel
 
 
-@dataclass(eq=False)
-class NumericConvLayer(ConvCore):
-    """x -> sigma(conv_K(x) + b) with float kernels K (C_out x C_in x kh x kw) and per-channel bias b.
+def NumericConvLayer(shape: ConvShape, kernel, channel_bias=None, activation=None) -> ConvLayer:  # noqa: N802
+    """x -> sigma(conv_K(x) + b) over float64: the kind's one class, :class:`symeq.layers.conv.ConvLayer`, with
+    ``backend=FLOAT64`` (float kernels K, C_out x C_in x kh x kw, per-channel bias b; ``activation`` a float
+    unit, None for affine).  The name is the float model's (symeq.numeric) constructor."""
+    return ConvLayer(shape, kernel, channel_bias, activation, backend=FLOAT64)
 
-    :class:`symeq.layers.conv.ConvCore` over :class:`symeq.layers.conv.numbers.NumpyNumbers`: the
-    forward pass, dense expansion, grid geometry, transformed kernels and offset bias are the exact
-    layer's code; only the matching (linear assignment with residuals, below) is the float one's.
-    A float layer of kind ``"conv2d"`` (:class:`symeq.layers.base.LayerBase`).  ``bias`` and ``weight``
-    are the dense expansion (per neuron; ``weight`` size-guarded)."""
 
-    kind: ClassVar[str] = "conv2d"
-    #: where the layer's numbers live (symeq.backends; LayerBase)
-    backend = FLOAT64
-    numbers: ClassVar = NumpyNumbers
+def float_activation(act):
+    """The float unit of an exact activation (None stays None)."""
+    from ...activations.floating import activation_from_exact
 
-    shape: ConvShape
-    kernel: np.ndarray
-    channel_bias: np.ndarray | None = None
-    activation: object = None
+    return None if act is None else activation_from_exact(act)
 
-    def __post_init__(self):
-        self._init_numbers()
 
-    @classmethod
-    def from_exact(cls, layer, activation) -> "NumericConvLayer":
-        k = np.array([[[[float(x) for x in r] for r in kc] for kc in ko] for ko in layer.kernel])
-        return cls(layer.shape, k, np.array([float(x) for x in layer.channel_bias]), activation)
+def float_twin(layer, activation) -> ConvLayer:
+    """The float twin of an exact conv2d layer: kernels stay kernels (``activation``: its float unit)."""
+    k = np.array([[[[float(x) for x in r] for r in kc] for kc in ko] for ko in layer.kernel])
+    return NumericConvLayer(layer.shape, k, np.array([float(x) for x in layer.channel_bias]), activation)
 
-    @classmethod
-    def float_twin(cls, layer, activation) -> "NumericConvLayer":
-        """The float twin of an exact conv2d layer: kernels stay kernels (``activation``: its float unit)."""
-        return cls.from_exact(layer, activation)
 
-    def torch_modules(self, torch, dtype) -> list:
-        """torch modules computing this layer on flat inputs: its dense matrix as a Linear, then the
-        activation (NumericModel.to_torch)."""
-        from ...numeric.torch_backend import linear_torch_modules
+def torch_modules(layer, torch, dtype) -> list:
+    """torch modules computing a float conv layer on flat inputs: its dense matrix as a Linear, then the
+    activation (NumericModel.to_torch)."""
+    from ...numeric.torch_backend import linear_torch_modules
 
-        return linear_torch_modules(self, torch, dtype)
+    return linear_torch_modules(layer, torch, dtype)
 
-    @classmethod
-    def joint(cls, layers: list, act, where: str, stacked: bool = False) -> "NumericConvLayer":
-        """sum_i K_i * x_i + b (or, ``stacked``, every K_i * x_i + b_i one under the other: a concatenation)
-        as one convolution over the concatenated channels, the kernels placed in one common window; with
-        the activation ``act`` (a graph's join node, symeq/numeric/graph.py; docs/graphs.md)."""
-        from ...sizes import check_memory
 
-        sh = [l.shape for l in layers]
-        if len({(s.stride, s.height, s.width, s.padding_mode, s.out_hw) + (() if stacked else (s.out_channels,))
-                for s in sh}) != 1 or sh[0].padding_mode != "zeros":
-            raise NoPartner(f"node {where}: the convolutions joined differ in stride, grid, channels or padding mode")
-        P = max(s.padding for s in sh)
-        kh, kw = P + max(s.kh - 1 - s.padding for s in sh) + 1, P + max(s.kw - 1 - s.padding for s in sh) + 1
-        out = sum(s.out_channels for s in sh) if stacked else sh[0].out_channels
-        shape = ConvShape(sum(s.in_channels for s in sh), out, sh[0].height, sh[0].width, kh, kw,
-                          stride=sh[0].stride, padding=P)
-        if shape.out_hw != sh[0].out_hw:
-            raise NoPartner(f"node {where}: the convolutions joined read windows that do not line up")
-        check_memory(8 * shape.out_channels * shape.in_channels * kh * kw,
-                     f"node {where}: the joint kernels of its inputs")
-        K, at, ot = np.zeros((shape.out_channels, shape.in_channels, kh, kw)), 0, 0
-        for l, s in zip(layers, sh):
-            o = P - s.padding
-            rows = slice(ot, ot + s.out_channels) if stacked else slice(None)
-            K[rows, at:at + s.in_channels, o:o + s.kh, o:o + s.kw] = l.kernel
-            at, ot = at + s.in_channels, ot + (s.out_channels if stacked else 0)
-        bias = np.concatenate([l.channel_bias for l in layers]) if stacked else sum(l.channel_bias for l in layers)
-        return cls(shape, K, bias, act)
+def joint(layers: list, act, where: str, stacked: bool = False) -> ConvLayer:
+    """sum_i K_i * x_i + b (or, ``stacked``, every K_i * x_i + b_i one under the other: a concatenation) of
+    float conv layers as one convolution over the concatenated channels, the kernels placed in one common
+    window; with the activation ``act`` (a graph's join node, symeq/numeric/graph.py; docs/graphs.md)."""
+    from ...sizes import check_memory
 
-    _src_array = None
+    sh = [l.shape for l in layers]
+    if len({(s.stride, s.height, s.width, s.padding_mode, s.out_hw) + (() if stacked else (s.out_channels,))
+            for s in sh}) != 1 or sh[0].padding_mode != "zeros":
+        raise NoPartner(f"node {where}: the convolutions joined differ in stride, grid, channels or padding mode")
+    P = max(s.padding for s in sh)
+    kh, kw = P + max(s.kh - 1 - s.padding for s in sh) + 1, P + max(s.kw - 1 - s.padding for s in sh) + 1
+    out = sum(s.out_channels for s in sh) if stacked else sh[0].out_channels
+    shape = ConvShape(sum(s.in_channels for s in sh), out, sh[0].height, sh[0].width, kh, kw,
+                      stride=sh[0].stride, padding=P)
+    if shape.out_hw != sh[0].out_hw:
+        raise NoPartner(f"node {where}: the convolutions joined read windows that do not line up")
+    check_memory(8 * shape.out_channels * shape.in_channels * kh * kw,
+                 f"node {where}: the joint kernels of its inputs")
+    K, at, ot = np.zeros((shape.out_channels, shape.in_channels, kh, kw)), 0, 0
+    for l, s in zip(layers, sh):
+        o = P - s.padding
+        rows = slice(ot, ot + s.out_channels) if stacked else slice(None)
+        K[rows, at:at + s.in_channels, o:o + s.kh, o:o + s.kw] = l.kernel
+        at, ot = at + s.in_channels, ot + (s.out_channels if stacked else 0)
+    bias = np.concatenate([l.channel_bias for l in layers]) if stacked else sum(l.channel_bias for l in layers)
+    return NumericConvLayer(shape, K, bias, act)
 
-    @property
-    def _srca(self) -> np.ndarray:
-        if self._src_array is None:
-            self._src_array = self.shape.source_array()
-        return self._src_array
 
-    @property
-    def bias(self) -> np.ndarray:
-        return np.repeat(self.channel_bias, self.out_dim // self.shape.out_channels)
+def pre_activation(layer, X, numpy_pre_activation):
+    """conv_K(X) + b of a float layer on a batch (a row per point): torch's conv2d in float64 when torch is
+    importable and the batch is large (:data:`TORCH_MIN_WORK` multiply-adds), else the numpy im2col product
+    ``numpy_pre_activation`` (:class:`symeq.layers.conv.numbers.NumpyNumbers`).  Both are float64; they agree
+    to rounding (their summation orders differ; tests/numeric/test_vectorised_taps.py)."""
+    X = np.asarray(X, dtype=np.float64)
+    work = X.shape[0] * layer.out_dim * layer.shape.taps if X.ndim == 2 else 0
+    if work < TORCH_MIN_WORK or X.shape[1] != layer.in_dim:
+        return numpy_pre_activation(X)
+    try:
+        import torch
+    except ImportError:
+        return numpy_pre_activation(X)
+    return conv_forward_torch(torch, layer, X)
 
-    @property
-    def weight(self) -> np.ndarray:
-        return self.dense_weight()
 
-    def copy(self) -> "NumericConvLayer":
-        return NumericConvLayer(self.shape, self.kernel.copy(), self.channel_bias.copy(), self.activation)
+# -- matching ------------------------------------------------------------------------------------
 
-    def pre_activation(self, X):
-        """conv_K(X) + b on a batch (a row per point): torch's conv2d in float64 when torch is
-        importable and the batch is large (:data:`TORCH_MIN_WORK` multiply-adds), else the numpy
-        im2col product of :class:`symeq.layers.conv.numbers.NumpyNumbers`.  Both are float64; they
-        agree to rounding (their summation orders differ; tests/numeric/test_vectorised_taps.py)."""
-        X = np.asarray(X, dtype=np.float64)
-        work = X.shape[0] * self.out_dim * self.shape.taps if X.ndim == 2 else 0
-        if work < TORCH_MIN_WORK or X.shape[1] != self.in_dim:
-            return super().pre_activation(X)
-        try:
-            import torch
-        except ImportError:
-            return super().pre_activation(X)
-        return conv_forward_torch(torch, self, X)
+def match_reference(layer):
+    """theta's kernel rows [K_o | b_o - s] as one array (None for an affine layer)."""
+    if layer.activation is None:
+        return None
+    return np.hstack([layer.rows, (layer.channel_bias - layer.activation.shift)[:, None]])
 
-    # -- matching ------------------------------------------------------------------------------
-    def match_reference(self, affine: bool = False):
-        if self.activation is None:
-            return None
-        return np.hstack([self.rows, (self.channel_bias - self.activation.shift)[:, None]])
 
-    def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
-        """The action on the layer's output given y -> P_in y + c_in, with its record: theta^g's
-        transformed kernels matched to theta's by linear assignment, the pixels from the geometry.
+def match_action(layer, P_in, c_in=None, *, reference=None):
+    """The action on a float conv layer's output given y -> P_in y + c_in, with its record: theta^g's
+    transformed kernels matched to theta's by linear assignment, the pixels from the geometry.
 
-        Returns ``(False, [(rho, (max residual, median residual, margin, how))])``."""
-        act = self.activation
-        if act is None:
-            raise InputError("an affine layer's output is acted on by the group itself: there is nothing to match")
-        P = as_action(P_in)
-        if not isinstance(P, MonomialAction):
-            raise NoPartner(f"{self.label}: the action on its input is not monomial", inconclusive=True)
-        parts = channel_pixel_parts(P, *self.in_shape)
-        if parts is None:
-            raise NoPartner(f"{self.label}: the action on its input is not a channel action times a pixel "
-                            "permutation", inconclusive=True)
-        source, factor, pixel = parts
-        R, pix = self.input_geometry(pixel.tolist())
-        U = self.transformed_rows(_Channels(source.tolist(), factor.tolist()), R)
-        bias = self._offset_bias(P.offset if c_in is None else c_in)
-        V = self.match_reference() if reference is None else reference
-        pi, alpha, rel, margin = _match_layer(np.hstack([U, (bias - act.shift)[:, None]]), V, act)
-        ch = _latent_action(act, pi, alpha)
-        npix = len(pix)
-        pixa = np.array(pix, dtype=np.int64)
-        cols = (pi[:, None] * npix + pixa[None, :]).ravel()
-        rho = MonomialAction(cols, np.repeat(ch.vals, npix), None if ch.offset is None else np.repeat(ch.offset, npix))
-        # the sparse form for reports: channel action (x) pixel permutation (docs/conv.md)
-        rho.channel_pixel = {"source": [int(c) for c in pi], "factor": [float(v) for v in ch.vals],
-                             "pixels": list(pix), "height": self.shape.out_hw[0], "width": self.shape.out_hw[1],
-                             "transform": _transform_name(R), "cycles": _channel_cycles(pi, ch.vals)}
-        how = f"{act.latent_group} of channels (x) pixel permutation, linear assignment on kernels"
-        return False, [(rho, (float(rel.max()), float(np.median(rel)), margin, how))]
+    Returns ``(False, [(rho, (max residual, median residual, margin, how))])``."""
+    act = layer.activation
+    if act is None:
+        raise InputError("an affine layer's output is acted on by the group itself: there is nothing to match")
+    P = as_action(P_in)
+    if not isinstance(P, MonomialAction):
+        raise NoPartner(f"{layer.label}: the action on its input is not monomial", inconclusive=True)
+    parts = channel_pixel_parts(P, *layer.in_shape)
+    if parts is None:
+        raise NoPartner(f"{layer.label}: the action on its input is not a channel action times a pixel "
+                        "permutation", inconclusive=True)
+    source, factor, pixel = parts
+    R, pix = layer.input_geometry(pixel.tolist())
+    U = layer.transformed_rows(_Channels(source.tolist(), factor.tolist()), R)
+    bias = layer._offset_bias(P.offset if c_in is None else c_in)
+    V = match_reference(layer) if reference is None else reference
+    pi, alpha, rel, margin = _match_layer(np.hstack([U, (bias - act.shift)[:, None]]), V, act)
+    ch = _latent_action(act, pi, alpha)
+    npix = len(pix)
+    pixa = np.array(pix, dtype=np.int64)
+    cols = (pi[:, None] * npix + pixa[None, :]).ravel()
+    rho = MonomialAction(cols, np.repeat(ch.vals, npix), None if ch.offset is None else np.repeat(ch.offset, npix))
+    # the sparse form for reports: channel action (x) pixel permutation (docs/conv.md)
+    rho.channel_pixel = {"source": [int(c) for c in pi], "factor": [float(v) for v in ch.vals],
+                         "pixels": list(pix), "height": layer.shape.out_hw[0], "width": layer.shape.out_hw[1],
+                         "transform": _transform_name(R), "cycles": _channel_cycles(pi, ch.vals)}
+    how = f"{act.latent_group} of channels (x) pixel permutation, linear assignment on kernels"
+    return False, [(rho, (float(rel.max()), float(np.median(rel)), margin, how))]
 
 
 TORCH_MIN_WORK = 20_000_000
@@ -259,7 +229,7 @@ def conv_forward_torch(torch, layer, X: np.ndarray) -> np.ndarray:
     return out
 
 
-def fold_average_pool_float(k: int, stride: int, in_shape: tuple, layer) -> NumericConvLayer:
+def fold_average_pool_float(k: int, stride: int, in_shape: tuple, layer) -> ConvLayer:
     """Average pooling (k x k, the given stride, no padding) on ``in_shape`` followed by ``layer`` as one
     convolution in floats: :func:`symeq.layers.conv.fold_average_pool` on the float layer."""
     return fold_average_pool(k, stride, in_shape, layer)
@@ -474,5 +444,5 @@ def sparse_commutator_residual(layer, P, B) -> float:
     return max(res_w, res_b)
 
 
-FLOAT_LAYERS = (NumericConvLayer,)
-"""The float twin of the conv2d kind (its ``float_module`` declares this module)."""
+FLOAT_LAYERS = (ConvLayer,)
+"""The class of the conv2d kind's float layers: the kind's own, over float64."""

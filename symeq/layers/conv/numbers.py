@@ -209,3 +209,9 @@ class NumpyNumbers:
     @staticmethod
     def dense(rows, in_dim: int):
         return np.array(rows, dtype=np.float64).reshape(len(rows), in_dim)
+
+
+def numbers_of(backend):
+    """The conv2d algorithms' numbers for a layer's backend: :class:`FlintNumbers` over an exact one,
+    :class:`NumpyNumbers` over float64."""
+    return FlintNumbers if backend.exact else NumpyNumbers
