@@ -310,7 +310,7 @@ def _finish(model, heads, cb, egroup, ngroup, P, D, method, notes, actions, *, r
     verification, and the result."""
     from .layers.attention import AttentionLayer, Head
     from .models import Model
-    from .layers.attention.floating import NumericAttention
+    from .layers.attention.floating import from_exact as float_attention
     from .numeric.models import NumericModel
     from .theorem import verify
 
@@ -327,7 +327,7 @@ def _finish(model, heads, cb, egroup, ngroup, P, D, method, notes, actions, *, r
         exact_scale = fmpq(f.numerator, f.denominator)
     att = AttentionLayer(T, exact_heads, None, "softmax", exact_scale, cb)
     exact = Model(T * d, [att], egroup, (model.name or "attention") + " (theta-bar)")
-    fbar = NumericModel(T * d, [NumericAttention.from_exact(att)], ngroup, exact.name)
+    fbar = NumericModel(T * d, [float_attention(att)], ngroup, exact.name)
     ft = fbar.layers[0]
     theta = _invariants(P.Q, P.K, P.V, P.O, P.sb, P.c)
     bar = _invariants(ft.query, ft.key, ft.value, ft.out,

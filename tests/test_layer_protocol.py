@@ -133,13 +133,12 @@ def test_dense_layer_is_still_importable_from_models():
 
 def test_every_float_layer_satisfies_the_float_protocol():
     from symeq.errors import InputError
-    from symeq.layers.attention.floating import NumericAttention, NumericHeads
     from symeq.numeric.models import from_exact
 
     exact = random_equivariant_attention(rng=0, dense=[tanh_series(3)])
     n = from_exact(exact)
     layers = list(n.layers) + [n.chain().layers[0]]
-    assert {type(l) for l in layers} == {NumericAttention, DenseLayer, NumericHeads}  # dense: the kind's one class
+    assert {type(l).__name__ for l in layers} == {"AttentionLayer", "DenseLayer", "HeadsLayer"}  # each kind: one class
     for layer, ex in zip(layers, list(exact.layers) + [exact.chain().layers[0]]):
         assert isinstance(layer, LayerBase)
         assert not layer.backend.exact and ex.backend.exact
@@ -153,6 +152,8 @@ def test_every_float_layer_satisfies_the_float_protocol():
         X = np.random.default_rng(0).standard_normal((2, layer.in_dim))
         assert np.asarray(layer.forward(X)).reshape(2, -1).shape == (2, layer.out_dim)
     assert n.chain().layers[0].label.startswith("lightning heads")
+    from symeq.layers.attention.floating import NumericAttention
+
     soft = NumericAttention(n.layers[0].tokens, n.layers[0].query, n.layers[0].key, n.layers[0].value,
                             n.layers[0].out, "softmax")
     assert soft.kind == "attention" and soft.scoring == "softmax" and soft.label.startswith("softmax attention")
@@ -350,7 +351,7 @@ def test_match_action_is_part_of_the_protocol_for_every_layer_class():
     floats = _float_layers()
     for layer in list(_exact_layers().values()) + floats:
         assert callable(layer.match_action) and callable(layer.match_reference), type(layer)
-    assert {type(l).__name__ for l in floats} == {"NumericAttention", "DenseLayer", "NumericHeads"}
+    assert {type(l).__name__ for l in floats} == {"AttentionLayer", "DenseLayer", "HeadsLayer"}
 
     class NoMatching:   # every other member of the protocol, but no matching of actions
         kind = "dense"

@@ -282,8 +282,8 @@ class _FloatRows:
 
     def step(self, i: int, prev) -> list:
         """The candidate (rho, record) on hidden layer i + 1: the layer's own matching of actions
-        (``match_action`` of :class:`~symeq.layers.dense.floating.NumericDenseLayer`,
-        :class:`~symeq.layers.conv.floating.NumericConvLayer` or :class:`~symeq.layers.attention.floating.NumericHeads`).
+        (``match_action`` of :func:`~symeq.layers.dense.floating.NumericDenseLayer`,
+        :func:`~symeq.layers.conv.floating.NumericConvLayer` or :func:`~symeq.layers.attention.floating.NumericHeads`).
 
         A convolution whose geometry does not carry the input action (a stride 2 on an even grid under
         a rotation, an action that is not channel (x) pixel) is matched on its dense rows instead when

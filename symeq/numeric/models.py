@@ -1,7 +1,7 @@
 """Numeric models: the float twin of :mod:`symeq.models` (numpy float64 by default).
 
-A :class:`NumericModel` is a list of float layers, :class:`NumericDenseLayer` ``x -> sigma(W x + b)``,
-:class:`~symeq.layers.conv.floating.NumericConvLayer` and attention as the first layer (the last one affine),
+A :class:`NumericModel` is a list of float layers, :func:`NumericDenseLayer` ``x -> sigma(W x + b)``,
+:func:`~symeq.layers.conv.floating.NumericConvLayer` and attention as the first layer (the last one affine),
 with an optional :class:`NumericGroup` acting on input and output, exactly as an exact
 :class:`~symeq.models.Model`, but with ``numpy`` arrays.  Batches are arrays with *one row per
 point* (shape ``(N, n_in)``, the numpy/torch habit), where the exact side uses one column per point.
@@ -26,7 +26,7 @@ activation it is *read off the exact definition* (:meth:`Scalings.of_exact` asks
 :meth:`symeq.activations.Activation.affine_admissible`), so the two paths cannot disagree.
 
 Models come from an exact model (:func:`from_exact`; lightning attention becomes
-:class:`~symeq.layers.attention.floating.NumericAttention`), the model file format with floats allowed
+:func:`~symeq.layers.attention.floating.NumericAttention`), the model file format with floats allowed
 (:func:`model_from_json`: dense, conv2d and attention layers), an ``.npz`` archive (:func:`load_npz`,
 layout in its docstring) or a torch ``nn.Sequential`` (:func:`from_torch`).  The numeric side
 never claims "verified": results are residuals compared with a tolerance.
@@ -324,8 +324,8 @@ def torch_layer_classes() -> dict:
 def from_exact(model, group=...) -> NumericModel:
     """The float twin of an exact :class:`~symeq.models.Model` (same widths, same group).
 
-    Lightning attention layers become :class:`~symeq.layers.attention.floating.NumericAttention` (and the
-    heads layer of a chain :class:`~symeq.layers.attention.floating.NumericHeads`); token-wise dense layers
+    Lightning attention layers become :func:`~symeq.layers.attention.floating.NumericAttention` (and the
+    heads layer of a chain :func:`~symeq.layers.attention.floating.NumericHeads`); token-wise dense layers
     keep their token count.
 
     >>> from symeq.attention import random_equivariant_attention
@@ -626,7 +626,7 @@ def from_torch(seq, group=None, name: str = "torch model", input_shape=None) -> 
     Known activations: Tanh, GELU (erf or tanh form), Sigmoid, ReLU, SiLU, Softplus (beta 1), ELU,
     LeakyReLU (parameters read as rationals) and symeq's Polynomial.  ``Conv2d`` (zero or circular
     padding, any stride, no dilation; ``groups > 1`` read as its block-diagonal kernel) becomes a
-    :class:`symeq.layers.conv.floating.NumericConvLayer` (kernels kept); it needs ``input_shape = (C, H, W)``
+    :func:`symeq.layers.conv.floating.NumericConvLayer` (kernels kept); it needs ``input_shape = (C, H, W)``
     of the network's input (later layers follow the shapes).  ``Flatten`` is the identity on symeq's
     channel-major pixel order; a ``Linear`` after a convolution is the convolution with a
     whole-image kernel.  Folded exactly (in float64) into the neighbouring linear layer, and listed

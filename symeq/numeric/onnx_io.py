@@ -7,7 +7,7 @@ imported at run time).  :func:`load_onnx` walks the graph in order and reads a c
 * linear layers: ``Gemm`` (``alpha``, ``beta``, ``transA = 0``, ``transB``), ``MatMul`` followed by an
   ``Add`` of a constant (the bias), and ``Conv`` (2-d, dilation 1, equal strides and symmetric equal
   paddings; ``group > 1``, depthwise included, as its block-diagonal kernel), read as the conv2d
-  layer kind with its kernels (:class:`symeq.layers.conv.floating.NumericConvLayer`, exact
+  layer kind with its kernels (:func:`symeq.layers.conv.floating.NumericConvLayer`, exact
   :class:`symeq.layers.conv.ConvLayer`; channel-major pixel order, torch's ``Flatten``);
 * what folds into them exactly, each fold listed in ``model.meta["reader_notes"]``:
   ``BatchNormalization`` (eval) into the layer before it (its outputs) or after it (its inputs);
@@ -1238,7 +1238,7 @@ def load_onnx(path):
 
 def float_layer(W, b, act, where):
     """One realised layer (:func:`_realised_list`'s entry) as a float layer: a
-    :class:`~symeq.layers.conv.floating.NumericConvLayer` or :class:`~symeq.layers.dense.floating.NumericDenseLayer`."""
+    :func:`~symeq.layers.conv.floating.NumericConvLayer` or :func:`~symeq.layers.dense.floating.NumericDenseLayer`."""
     from ..layers.conv.floating import NumericConvLayer
     from .models import NumericDenseLayer, numeric_activation
 

@@ -13,7 +13,7 @@ from symeq.activations import relu, tanh_series
 from symeq.layers.attention import AttentionLayer, Head
 from symeq.layers.conv import ConvLayer, ConvProgram, ConvShape
 from symeq.layers.dense import DenseLayer
-from symeq.layers.attention.floating import NumericAttention, NumericHeads
+from symeq.layers.attention.floating import NumericAttention, from_exact, score_scale
 from symeq.layers.conv.floating import NumericConvLayer, float_twin
 from symeq.numeric.models import NumericDenseLayer, numeric_activation
 
@@ -127,7 +127,7 @@ def test_attention_forward_exact_heads_and_float_equal_the_formula():
         Ys = [(Xm * h.scores * Xm.transpose()) * Xm * h.value for h in layer.heads]
         ref = [Ys[k][t, j] for t in range(T) for k in range(len(Ys)) for j in range(Ys[k].ncols())]
         assert [heads[i, c] for i in range(heads.nrows())] == ref
-    flt = NumericAttention.from_exact(layer)
+    flt = from_exact(layer)
     Xf = np.array([[float(v) for v in x] for x in pts])
     exact = np.array([[float(got[i, c]) for i in range(layer.out_dim)] for c in range(2)])
     assert np.allclose(flt(Xf), exact, rtol=1e-12, atol=1e-9)
@@ -145,7 +145,7 @@ def _softmax_reference(layer, x):
         S = X @ layer.query[h] @ layer.key[h].T @ X.T
         if layer.score_bias is not None and layer.score_bias[h] is not None:
             S = S + (X @ layer.score_bias[h])[None, :]
-        S = S * layer.score_scale()
+        S = S * score_scale(layer)
         for t in range(T):
             w = np.exp(S[t] - S[t].max())
             out[t] += (w / w.sum()) @ X @ layer.value[h] @ layer.out[h]
@@ -163,7 +163,7 @@ def test_float_softmax_attention_is_the_program_with_the_softmax_hook():
     X = rng.standard_normal((5, T * d))
     assert np.allclose(layer(X), np.array([_softmax_reference(layer, x) for x in X]), rtol=1e-12, atol=1e-12)
     heads = layer.heads_layer()
-    assert isinstance(heads, NumericHeads)
+    assert heads.kind == "heads" and not heads.backend.exact
     Y = heads.forward(X)
     assert Y.shape == (5, T * H * 2)
     O = np.vstack(layer.out)  # the value-space outputs times the stacked O_h (+ bias) are the layer

@@ -7,7 +7,7 @@ import pytest
 from symeq.attention import factor_kron, head_permutation, patch_mirror, random_equivariant_attention, scramble_attention
 from symeq.errors import InputError
 from symeq.numbers import fmpq
-from symeq.layers.attention.floating import NumericAttention, value_space_action
+from symeq.layers.attention.floating import NumericAttention, from_exact, value_space_action
 
 
 def _float(M):
@@ -21,7 +21,7 @@ def exact():
 
 
 def test_lightning_matches_exact(exact):
-    layer = NumericAttention.from_exact(exact.layers[0])
+    layer = from_exact(exact.layers[0])
     X = np.random.default_rng(1).integers(-3, 4, size=(3, 8)).astype(float)
     for row, out in zip(X, layer(X)):
         ref = [float(v) for v in exact([fmpq(int(v)) for v in row])]
@@ -29,7 +29,7 @@ def test_lightning_matches_exact(exact):
 
 
 def test_softmax_is_token_permutation_equivariant(exact):
-    layer = NumericAttention.from_exact(exact.layers[0], scoring="softmax")
+    layer = from_exact(exact.layers[0], scoring="softmax")
     X = np.random.default_rng(2).normal(size=(4, 4, 2))
     perm = [2, 0, 3, 1]
     P = np.eye(4)[perm]
@@ -45,7 +45,7 @@ def test_value_space_action_recovers_the_exact_one(exact):
     (M,) = v.actions[0]
     A, _ = exact.group.generators[0]
     P, C = factor_kron(A, 4, 2)
-    res = value_space_action(NumericAttention.from_exact(exact.layers[0]), _float(P), _float(C))
+    res = value_space_action(from_exact(exact.layers[0]), _float(P), _float(C))
     assert res["head_permutation"] == head_permutation(M, 4, 4, 2)
     assert res["fit_error"] < 1e-9 and res["projected_error"] < 1e-9
     _, R = factor_kron(M, 4, 8)

@@ -36,14 +36,14 @@ ever evaluated in arb balls (:meth:`AttentionLayer.ball_forward`) for refutation
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 from flint import fmpq, fmpq_mat, fmpq_mpoly_ctx
 
 from ...canonical import Form, plain_form
-from ...backends import EXACT, run_forward
+from ...backends import EXACT, Backend, run_forward
 from ...errors import InputError, ShapeError
 from ...numbers import identity, kron, mat_rows, matrix
 from ...sizes import check_monomials, monomials_upto
@@ -110,15 +110,24 @@ def tokenwise(W: fmpq_mat, T: int) -> fmpq_mat:
 
 @dataclass(eq=False)
 class Head:
-    """One head: query, key (d x d_k), value (d x d_v), out (d_v x d_out)."""
+    """One head: query, key (d x d_k), value (d x d_v), out (d_v x d_out), held in a number backend (exact:
+    ``fmpq_mat`` and rationals; float64: arrays)."""
 
     query: fmpq_mat
     key: fmpq_mat
     value: fmpq_mat
     out: fmpq_mat
     score_bias: object = None  # softmax only: b in S_ts = x_t^T Q K^T x_s + b^T x_s (a list of d rationals)
+    backend: Backend = field(default=EXACT, repr=False)
 
     def __post_init__(self):
+        if not self.backend.exact:  # float64: arrays, finite (the layer checks the shapes, naming the head)
+            for name in ("query", "key", "value", "out"):
+                m = np.asarray(getattr(self, name), dtype=float)
+                if not np.all(np.isfinite(m)):
+                    raise InputError(f"attention {name} matrices contain NaN or infinite entries")
+                setattr(self, name, m)
+            return
         for name in ("query", "key", "value", "out"):
             m = getattr(self, name)
             if not isinstance(m, fmpq_mat):
@@ -138,11 +147,16 @@ class Head:
             raise ShapeError(f"out must have d_v = {self.value.ncols()} rows, got {self.out.nrows()}")
 
     @property
-    def scores(self) -> fmpq_mat:
+    def scores(self):
         """A = Q K^T (d x d)."""
+        if not self.backend.exact:
+            return self.query @ self.key.T
         return self.query * self.key.transpose()
 
     def copy(self) -> "Head":
+        if not self.backend.exact:
+            return Head(self.query.copy(), self.key.copy(), self.value.copy(), self.out.copy(),
+                        None if self.score_bias is None else self.score_bias.copy(), self.backend)
         return Head(fmpq_mat(self.query), fmpq_mat(self.key), fmpq_mat(self.value), fmpq_mat(self.out),
                     None if self.score_bias is None else list(self.score_bias))
 
@@ -273,8 +287,7 @@ class _Scoring:
 
 class AttentionShape:
     """The dimensions and latent group of a whole attention layer, from its ``tokens``, ``d`` (the
-    token width) and ``d_out``: shared by the exact :class:`AttentionLayer` and the float
-    ``symeq.layers.attention.floating.NumericAttention``."""
+    token width) and ``d_out``, exact or float alike (:class:`AttentionLayer`)."""
 
     kind: ClassVar[str] = "attention"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES)
@@ -307,16 +320,18 @@ class AttentionShape:
 
 @dataclass(eq=False)
 class AttentionLayer(AttentionShape, _Scoring):
-    """Lightning multi-head attention on ``tokens`` tokens (flattened input T*d, output T*d_out).
+    """Multi-head attention on ``tokens`` tokens (flattened input T*d, output T*d_out), lightning or softmax.
 
     Implements :class:`symeq.layers.base.Layer` (kind ``"attention"``); in a model's chain it splits
-    into a :class:`HeadsLayer` and a token-wise dense layer (``symeq.models.Model.chain``).
+    into a :class:`HeadsLayer` and a token-wise dense layer (``symeq.models.Model.chain``).  The kind's one
+    class, exact or float by ``backend``: over ``EXACT`` (the default) the heads hold ``fmpq_mat`` and a batch
+    is an ``fmpq_mat`` with a column per point; over ``FLOAT64`` (the float twin,
+    :func:`symeq.layers.attention.floating.NumericAttention`) float64 arrays, a row per point, softmax
+    evaluated in floats.  Only an exact layer decides an action.
     """
 
-    #: the kind's float unit (symeq.numeric.models.float_class): its float twin
+    #: the kind's float side (symeq.numeric.models.float_class): its float twin, reading and forward
     float_module: ClassVar[str] = "symeq.layers.attention.floating"
-    #: where the layer's numbers live (symeq.backends; LayerBase)
-    backend = EXACT
     #: the kind's readers of a whole file or module (``read_onnx_model``, ``read_torch_model``;
     #: symeq.numeric.models.kind_model_readers): torch's exported subgraph and torch's attention modules
     reader_modules: ClassVar[tuple] = ("symeq.layers.attention.onnx", "symeq.layers.attention.torch_modules")
@@ -327,12 +342,19 @@ class AttentionLayer(AttentionShape, _Scoring):
     scoring: str = "lightning"
     scale: object = None  # softmax only: a rational scale s, or None for torch's 1/sqrt(d_k)
     bias: object = None   # softmax only: the output bias c (d_out rationals), added to every token
+    #: where the layer's numbers live (symeq.backends; LayerBase): EXACT or FLOAT64
+    backend: Backend = field(default=EXACT, repr=False)
+    #: the model-file types the float side reads with floats allowed (symeq.numeric.models.model_from_json)
+    json_types: ClassVar[tuple] = ("attention",)
 
     def __post_init__(self):
         if not isinstance(self.tokens, int) or self.tokens < 1:
             raise InputError(f"tokens must be a positive integer, got {self.tokens!r}")
         if not self.heads:
             raise InputError("an attention layer needs at least one head")
+        if not self.backend.exact:
+            self._float_unit().float_parameters(self)
+            return
         self.heads = [h if isinstance(h, Head) else Head(**h) for h in self.heads]
         h0 = self.heads[0]
         for i, h in enumerate(self.heads):
@@ -349,49 +371,110 @@ class AttentionLayer(AttentionShape, _Scoring):
             raise InputError("score biases and an output bias belong to softmax attention only (lightning "
                              "attention is the polynomial f(X) = sum_h (X Q_h K_h^T X^T) X V_h O_h)")
 
+    @classmethod
+    def _float_unit(cls):
+        """The kind's float side (``float_module``), imported by its name when asked: it sits above the exact
+        layers (symeq.layers.registry.float_unit)."""
+        from ..registry import float_unit
+
+        return float_unit(cls.kind)
+
+    @classmethod
+    def float_twin(cls, layer, activation=None) -> "AttentionLayer":
+        """The float twin of an exact attention layer (its scoring and scale)."""
+        return cls._float_unit().from_exact(layer)
+
+    @classmethod
+    def from_float_json(cls, spec: dict, ctx, at: str) -> "AttentionLayer":
+        """An attention layer of a model file with floats allowed, over float64 (the kind's float side)."""
+        return cls._float_unit().from_float_json(spec, ctx, at)
+
+    def on(self, backend) -> "AttentionLayer":
+        """This layer with its numbers in ``backend`` (an exact layer's float twin: ``on(FLOAT64)``)."""
+        if backend is self.backend:
+            return self
+        if not backend.exact:
+            return self._float_unit().from_exact(self)
+        raise InputError("a float attention layer is made exact by rounding its matrices; on(EXACT) does not "
+                         "choose a rounding")
+
+    # the per-head matrices as lists (the float side's and the readers' view of the heads)
+    @property
+    def query(self) -> list:
+        return [h.query for h in self.heads]
+
+    @property
+    def key(self) -> list:
+        return [h.key for h in self.heads]
+
+    @property
+    def value(self) -> list:
+        return [h.value for h in self.heads]
+
+    @property
+    def out(self) -> list:
+        return [h.out for h in self.heads]
+
+    @property
+    def score_bias(self) -> list | None:
+        """Every head's score bias b_h (None where it has none), or None when no head has one."""
+        sb = [h.score_bias for h in self.heads]
+        return None if all(b is None for b in sb) else sb
+
     @property
     def dk(self) -> int:
-        return self.heads[0].query.ncols()
+        return _cols(self.heads[0].query)
 
     def with_heads(self, heads: list) -> "AttentionLayer":
-        """The same kind of layer (tokens, scoring, scale, output bias) with other heads."""
+        """The same kind of layer (tokens, scoring, scale, output bias, backend) with other heads."""
         return AttentionLayer(self.tokens, heads, None, self.scoring, self.scale,
-                              None if self.bias is None else list(self.bias))
+                              None if self.bias is None else list(self.bias), self.backend)
 
     def heads_layer(self) -> "HeadsLayer":
         """The first layer of the chain (``symeq.models.Model.chain``): the heads' value spaces (the
         output bias goes with the output projection into the next layer)."""
+        if not self.backend.exact:
+            return self._float_unit().heads_layer(self)
         sb = [h.score_bias for h in self.heads]
         return HeadsLayer(self.tokens, [h.scores for h in self.heads], [h.value for h in self.heads], None,
                           self.scoring, self.scale, self.dk, None if all(b is None for b in sb) else sb)
 
     @property
     def d(self) -> int:
-        return self.heads[0].query.nrows()
+        return _rows(self.heads[0].query)
 
     @property
     def dv(self) -> int:
-        return self.heads[0].value.ncols()
+        return _cols(self.heads[0].value)
 
     @property
     def d_out(self) -> int:
-        return self.heads[0].out.ncols()
+        return _cols(self.heads[0].out)
 
     @property
     def n_params(self) -> int:
-        return sum(h.query.nrows() * h.query.ncols() * 2 + h.value.nrows() * h.value.ncols()
-                   + h.out.nrows() * h.out.ncols() for h in self.heads)
+        return sum(_rows(h.query) * _cols(h.query) * 2 + _rows(h.value) * _cols(h.value)
+                   + _rows(h.out) * _cols(h.out) for h in self.heads)
 
-    def out_stack(self) -> fmpq_mat:
+    def out_stack(self):
         """O stacked over heads (H d_v x d_out)."""
+        if not self.backend.exact:
+            return np.vstack(self.out)
         rows = [r for h in self.heads for r in mat_rows(h.out)]
         return fmpq_mat(len(rows), self.d_out, [x for r in rows for x in r])
 
-    def forward(self, Xb: fmpq_mat) -> fmpq_mat:
-        """The layer on a batch (a column per point): the kind's program over the exact backend
-        (lightning only: softmax has no rational value, see :meth:`ball_forward`)."""
+    def forward(self, Xb):
+        """The layer on a batch: the kind's program over the layer's backend (exact: a column per point,
+        lightning only: softmax has no rational value, see :meth:`ball_forward`; float64: a row per point,
+        softmax in floats, the float side's ``forward``)."""
+        if not self.backend.exact:
+            return self._float_unit().forward(self, Xb)
         _rational_only(self.scoring)
         return _EXACT.to_mat(run_forward(AttentionProgram(_EXACT, self), _EXACT.from_mat(Xb)))
+
+    def __call__(self, X):
+        """The layer on a batch, as :meth:`forward` (a float layer: ``layer(X)`` as a torch module is called)."""
+        return self.forward(X)
 
     def copy(self) -> "AttentionLayer":
         return self.with_heads([h.copy() for h in self.heads])
@@ -410,7 +493,7 @@ class AttentionLayer(AttentionShape, _Scoring):
 
     @property
     def label(self) -> str:
-        kind = "attention" if self.scoring == "lightning" else "softmax attention"
+        kind = "attention" if self.scoring == "lightning" and self.backend.exact else f"{self.scoring} attention"
         return f"{kind} {self.in_dim}->{self.out_dim} ({len(self.heads)} heads, d_v = {self.dv}, {self.tokens} tokens)"
 
     def ball_forward(self, x: list) -> list:
@@ -472,6 +555,7 @@ class AttentionLayer(AttentionShape, _Scoring):
         >>> layer.check_action(swap, swap)[0], layer.check_action(swap, identity(2))[0]
         (True, False)
         """
+        _exact_only(self)
         n, m = self.in_dim, self.out_dim
         if (P_in.nrows(), P_in.ncols()) != (n, n) or (Q_out.nrows(), Q_out.ncols()) != (m, m):
             raise ShapeError(f"an action on a {n}->{m} attention layer needs {n}x{n} and {m}x{m} matrices, got "
@@ -501,6 +585,13 @@ class AttentionLayer(AttentionShape, _Scoring):
         then the token-wise dense layer); this raises :class:`~symeq.errors.InputError` saying so."""
         raise InputError("an attention layer is matched through its chain (Model.chain): the heads layer, "
                          "then the token-wise dense layer; match those layers instead")
+
+
+def _exact_only(layer) -> None:
+    """A float layer decides no action: InputError saying so."""
+    if not layer.backend.exact:
+        raise InputError(f"a float {layer.kind} layer decides no action (a float result reports its error); check "
+                         "the exact layer")
 
 
 def _rows(M) -> int:
@@ -624,8 +715,7 @@ class AttentionProgram:
 
 class HeadsShape:
     """The shapes and names of a heads layer, read from its stored ``tokens``, ``scores`` (the
-    d x d matrices A_h) and ``values`` (d x d_v): shared by the exact :class:`HeadsLayer` and the
-    float ``symeq.layers.attention.floating.NumericHeads``."""
+    d x d matrices A_h) and ``values`` (d x d_v), exact or float alike (:class:`HeadsLayer`)."""
 
     kind: ClassVar[str] = "heads"
     #: what the kind can do (symeq.layers.registry.CAPABILITIES): only in a model's chain, never in a file
@@ -673,13 +763,13 @@ class HeadsShape:
 class HeadsLayer(HeadsShape, _Scoring):
     """The first layer of the chain: X -> [Y_1 ... Y_H], Y_h = (X A_h X^T) X V_h (flattened).
 
-    Implements :class:`symeq.layers.base.Layer` (kind ``"heads"``).
+    Implements :class:`symeq.layers.base.Layer` (kind ``"heads"``).  The kind's one class, exact or float by
+    ``backend`` (float64: the float twin, scores and values as arrays, matched by linear assignment with its
+    record, :func:`symeq.layers.attention.floating.match_heads_numeric`).
     """
 
-    #: the kind's float unit (symeq.numeric.models.float_class): its float twin
+    #: the kind's float side (symeq.numeric.models.float_class): its float twin, forward and matching
     float_module: ClassVar[str] = "symeq.layers.attention.floating"
-    #: where the layer's numbers live (symeq.backends; LayerBase)
-    backend = EXACT
     #: the kind's readers of a whole file or module (``read_onnx_model``, ``read_torch_model``;
     #: symeq.numeric.models.kind_model_readers): torch's exported subgraph and torch's attention modules
     reader_modules: ClassVar[tuple] = ("symeq.layers.attention.onnx", "symeq.layers.attention.torch_modules")
@@ -692,11 +782,27 @@ class HeadsLayer(HeadsShape, _Scoring):
     scale: object = None  # softmax only: a rational scale, or None for 1/sqrt(dk)
     dk: int | None = None  # softmax only: d_k of the heads (the default scale 1/sqrt(d_k))
     score_biases: list | None = None  # softmax only: per head b_h (or None), S_ts = x_t^T A_h x_s + b_h^T x_s
+    #: where the layer's numbers live (symeq.backends; LayerBase): EXACT or FLOAT64
+    backend: Backend = field(default=EXACT, repr=False)
 
     def bias_of(self, h: int):
         return None if self.score_biases is None else self.score_biases[h]
 
+    @classmethod
+    def _float_unit(cls):
+        """The kind's float side (``float_module``), imported by its name when asked (see AttentionLayer)."""
+        from ..registry import float_unit
+
+        return float_unit(cls.kind)
+
+    @classmethod
+    def float_twin(cls, layer, activation=None) -> "HeadsLayer":
+        """The float twin of an exact heads layer (its score and value matrices in float64)."""
+        return cls._float_unit().heads_float_twin(layer)
+
     def __post_init__(self):
+        if not self.backend.exact:  # float64: the float side's forward reads scale and d_k as they are
+            return
         if self.scoring == "softmax" and self.scale is None and self.dk is None:
             raise InputError("a softmax heads layer needs d_k (for its scale 1/sqrt(d_k)) or a rational scale")
         self.scale = _check_scoring(self.scoring, self.scale, [self.dk] if self.dk is not None else [])
@@ -706,6 +812,7 @@ class HeadsLayer(HeadsShape, _Scoring):
     def check_action(self, P_in: fmpq_mat, Q_out: fmpq_mat, c_in=None, c_out=None) -> tuple[bool, str]:
         """f(P_in x) = Q_out f(x) for Q_out = P (x) R block monomial (:func:`check_heads_layer`,
         a sufficient condition); affine actions (offsets) are not supported on heads."""
+        _exact_only(self)
         if c_in is not None or c_out is not None:
             return False, "affine actions are not supported on attention heads"
         return check_heads_layer(self, P_in, Q_out)
@@ -722,7 +829,11 @@ class HeadsLayer(HeadsShape, _Scoring):
         >>> tied, cands = layer.match_action(matrix([[0, 1], [1, 0]]))
         >>> tied, [(rho.entries(), off) for rho, off in cands]
         (False, [([0, 1, 1, 0], None)])
+
+        A float layer returns one candidate with its record (the float side's ``match_heads_action``).
         """
+        if not self.backend.exact:
+            return self._float_unit().match_heads_action(self, P_in)
         if c_in is not None and any(x != 0 for x in c_in):
             raise NoPartner("attention heads: affine actions (offsets) are not supported on attention heads",
                             inconclusive=True)
@@ -731,9 +842,11 @@ class HeadsLayer(HeadsShape, _Scoring):
             raise NoPartner(f"attention heads: {why}", inconclusive="INCONCLUSIVE" in why)
         return len(actions) > 1, iter([(rho, None) for rho in actions])
 
-    def forward(self, Xb: fmpq_mat) -> fmpq_mat:
-        """[Y_1 ... Y_H] on a batch (a column per point): the attention kind's program over the exact
-        backend with the scores A_h and no output matrices (lightning only)."""
+    def forward(self, Xb):
+        """[Y_1 ... Y_H] on a batch: the attention kind's program over the layer's backend with the scores A_h
+        and no output matrices (exact: a column per point, lightning only; float64: a row per point)."""
+        if not self.backend.exact:
+            return self._float_unit().heads_forward(self, Xb)
         _rational_only(self.scoring)
         prog = AttentionProgram.from_matrices(_EXACT, self.tokens, self.scores, None, self.values)
         return _EXACT.to_mat(run_forward(prog, _EXACT.from_mat(Xb)))

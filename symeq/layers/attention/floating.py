@@ -7,7 +7,7 @@ The softmax layer is the usual one, f(X) = sum_h softmax(X Q_h K_h^T X^T / sqrt(
 the same as for the exact layer: value spaces, prod_h GL(d_v) x| S_H on every token.
 
 For the derivation of the actions a model is walked as its chain, like the exact one: the
-:class:`NumericHeads` layer (value spaces) and the output projection merged into the next
+:func:`NumericHeads` layer (value spaces) and the output projection merged into the next
 token-wise layer.  :func:`match_heads_numeric` is the float twin of
 :func:`symeq.attention.match_heads`: heads matched by their score matrices up to a scalar
 (exactly equal for softmax), value maps solved by least squares, giving P (x) R.
@@ -21,27 +21,25 @@ Examples
 --------
 >>> from symeq.attention import random_equivariant_attention, scramble_attention
 >>> exact = scramble_attention(random_equivariant_attention(rng=0), rng=1)
->>> layer = NumericAttention.from_exact(exact.layers[0])
+>>> layer = from_exact(exact.layers[0])
 >>> import numpy as np
 >>> X = np.random.default_rng(0).integers(-3, 4, size=(5, 8)).astype(float)
 >>> ref = exact([int(v) for v in X[0]])      # exact evaluation of the same point
->>> bool(np.allclose(layer(X)[0], [float(v) for v in ref]))
+>>> bool(np.allclose(layer.forward(X)[0], [float(v) for v in ref]))
 True
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
 from ...backends import FLOAT64, run_forward
 from ...errors import InputError
-from . import AttentionProgram, AttentionShape, HeadsShape
+from . import AttentionLayer, AttentionProgram, Head, HeadsLayer
 from ...numeric.monomial import MonomialAction, as_action
 
-__all__ = ["scoring_from_json", "NumericAttention", "NumericHeads", "value_space_action", "factor_kron_numeric", "match_heads_numeric"]
+__all__ = ["scoring_from_json", "NumericAttention", "NumericHeads", "from_exact", "head_outputs", "value_space_action", "factor_kron_numeric", "match_heads_numeric"]
 
 
 def _f(M) -> np.ndarray:
@@ -108,205 +106,141 @@ def softmax_scores(scale: float, score_bias=None):
     return score
 
 
-@dataclass
-class NumericAttention(AttentionShape):
-    """Multi-head attention on ``tokens`` tokens; ``scoring`` is "lightning" or "softmax".
+def NumericAttention(tokens: int, query: list, key: list, value: list, out: list,  # noqa: N802
+                     scoring: str = "lightning", scale: float | None = None, score_bias: list | None = None,
+                     bias=None) -> AttentionLayer:
+    """Multi-head attention on ``tokens`` tokens over float64: the kind's one class,
+    :class:`symeq.layers.attention.AttentionLayer`, with ``backend=FLOAT64``; per head the query, key (d x d_k),
+    value (d x d_v) and out (d_v x d_out) matrices; ``scoring`` "lightning" or "softmax" (``scale``: the score
+    scale s, None for torch's 1/sqrt(d_k); ``score_bias``: per head b_h or None, S_ts = x_t^T A_h x_s +
+    b_h^T x_s; ``bias``: the output bias c, added to every token).  The float model's (symeq.numeric)
+    constructor."""
+    if scoring not in ("lightning", "softmax"):
+        raise InputError(f"attention scoring must be 'lightning' or 'softmax', got {scoring!r}")
+    sb = list(score_bias) if score_bias is not None else [None] * len(query)
+    heads = [Head(q, k, v, o, b, FLOAT64) for q, k, v, o, b in zip(query, key, value, out, sb)]
+    return AttentionLayer(tokens, heads, None, scoring, scale, bias, FLOAT64)
 
-    A float layer of kind ``"attention"`` (:class:`symeq.layers.base.LayerBase`).
-    """
 
-    #: where the layer's numbers live (symeq.backends; LayerBase)
-    backend = FLOAT64
+def float_parameters(layer) -> None:
+    """A float attention layer's checks and numbers (its heads float64 arrays; shapes, scoring, scale, score
+    biases and output bias as the float model has them)."""
+    if layer.scoring not in ("lightning", "softmax"):
+        raise InputError(f"attention scoring must be 'lightning' or 'softmax', got {layer.scoring!r}")
+    if layer.scale is not None and (layer.scoring != "softmax" or not float(layer.scale) > 0):
+        raise InputError(f"a scale belongs to softmax attention and must be positive, got {layer.scale!r}")
+    layer.heads = [h if isinstance(h, Head) else Head(**h, backend=FLOAT64) for h in layer.heads]
+    if any(h.backend.exact for h in layer.heads):
+        raise InputError("a float attention layer needs float heads (symeq.layers.attention.floating.from_exact "
+                         "makes the float twin of an exact layer)")
+    d = layer.heads[0].query.shape[0]
+    for h, hd in enumerate(layer.heads):
+        q, k, v, o = hd.query, hd.key, hd.value, hd.out
+        if q.shape[0] != d or k.shape != q.shape or v.shape[0] != d or o.shape[0] != v.shape[1]:
+            raise InputError(f"head {h + 1}: query/key (d x d_k), value (d x d_v), out (d_v x d_out) shapes do not fit")
+        if hd.score_bias is not None:
+            hd.score_bias = np.asarray(hd.score_bias, dtype=float).reshape(d)
+    if all(hd.score_bias is None or not np.any(hd.score_bias) for hd in layer.heads):
+        for hd in layer.heads:
+            hd.score_bias = None
+    if layer.bias is not None:
+        layer.bias = np.asarray(layer.bias, dtype=float).reshape(layer.heads[0].out.shape[1])
+    if layer.scoring == "lightning" and (layer.score_bias is not None or layer.bias is not None):
+        raise InputError("score biases and an output bias belong to softmax attention only")
 
-    tokens: int
-    query: list
-    key: list
-    value: list
-    out: list
-    scoring: str = "lightning"
-    scale: float | None = None  # softmax: the score scale s (None: torch's 1/sqrt(d_k))
-    score_bias: list | None = None  # softmax: per head b_h (d) or None, S_ts = x_t^T A_h x_s + b_h^T x_s
-    bias: object = None  # softmax: the output bias c (d_out), added to every token
 
-    def __post_init__(self):
-        if self.scoring not in ("lightning", "softmax"):
-            raise InputError(f"attention scoring must be 'lightning' or 'softmax', got {self.scoring!r}")
-        if self.scale is not None and (self.scoring != "softmax" or not float(self.scale) > 0):
-            raise InputError(f"a scale belongs to softmax attention and must be positive, got {self.scale!r}")
-        for name in ("query", "key", "value", "out"):
-            mats = [np.asarray(m, dtype=float) for m in getattr(self, name)]
-            if any(not np.all(np.isfinite(m)) for m in mats):
-                raise InputError(f"attention {name} matrices contain NaN or infinite entries")
-            setattr(self, name, mats)
-        d = self.query[0].shape[0]
-        for h, (q, k, v, o) in enumerate(zip(self.query, self.key, self.value, self.out)):
-            if q.shape[0] != d or k.shape != q.shape or v.shape[0] != d or o.shape[0] != v.shape[1]:
-                raise InputError(f"head {h + 1}: query/key (d x d_k), value (d x d_v), out (d_v x d_out) shapes do not fit")
-        if self.score_bias is not None:
-            self.score_bias = [None if b is None else np.asarray(b, dtype=float).reshape(d) for b in self.score_bias]
-            if all(b is None or not np.any(b) for b in self.score_bias):
-                self.score_bias = None
-        if self.bias is not None:
-            self.bias = np.asarray(self.bias, dtype=float).reshape(self.out[0].shape[1])
-        if self.scoring == "lightning" and (self.score_bias is not None or self.bias is not None):
-            raise InputError("score biases and an output bias belong to softmax attention only")
+def from_float_json(spec: dict, ctx, at: str) -> AttentionLayer:
+    """An attention layer of the model file format on ``ctx.n`` inputs, floats allowed (the kind's keys,
+    :mod:`symeq.io`); sets the reader's token count and width for the layers after it."""
+    from ...errors import ShapeError
+    from ...schema import check_keys
+    from ...numeric.floats import float_matrix
 
-    #: the model-file types this float class reads with floats allowed (numeric.models.model_from_json)
-    json_types: ClassVar[tuple] = ("attention",)
+    check_keys(spec, at, *AttentionLayer.schema[spec["type"]], error=InputError)
+    T = spec.get("tokens")
+    if not isinstance(T, int) or isinstance(T, bool) or T < 1:
+        raise InputError(f"{at}: \"tokens\" must be a positive integer (the number of tokens T)")
+    if ctx.n % T:
+        raise ShapeError(f"{at}: input_dim {ctx.n} is not a multiple of {T} tokens "
+                         "(inputs are T x d, flattened by rows)")
+    d = ctx.n // T
+    heads = spec.get("heads")
+    if not isinstance(heads, list) or not heads:
+        raise InputError(f"{at}: \"heads\" must be a non-empty list of {{query, key, value, out}}")
+    mats = {"query": [], "key": [], "value": [], "out": []}
+    for h, hs in enumerate(heads):
+        if not isinstance(hs, dict):
+            raise InputError(f"{at}.heads[{h}] must be an object with \"query\", \"key\", \"value\" and \"out\" "
+                             "matrices")
+        check_keys(hs, f"{at}.heads[{h}]", *AttentionLayer.head_keys(), error=InputError)
+        for k in mats:
+            m = float_matrix(hs[k], f"{at}.heads[{h}].{k}")
+            rows = mats["value"][-1].shape[1] if k == "out" else d
+            if m.shape[0] != rows:
+                raise ShapeError(f"{at}.heads[{h}].{k} has {m.shape[0]} rows, expected {rows}")
+            mats[k].append(m)
+    try:
+        att = NumericAttention(T, mats["query"], mats["key"], mats["value"], mats["out"], *scoring_from_json(spec, at))
+    except InputError as e:
+        raise InputError(f"{at}: {e}") from None
+    ctx.tokens, ctx.n = att.tokens, att.d_out
+    return att
 
-    @classmethod
-    def from_float_json(cls, spec: dict, ctx, at: str) -> "NumericAttention":
-        """An attention layer of the model file format on ``ctx.n`` inputs, floats allowed (the exact
-        kind's keys, :mod:`symeq.io`); sets the reader's token count and width for the layers after it."""
-        from ...errors import ShapeError
-        from ..registry import kind_class
-        from ...schema import check_keys
-        from ...numeric.floats import float_matrix
 
-        exact = kind_class(cls.kind)
-        check_keys(spec, at, *exact.schema[spec["type"]], error=InputError)
-        T = spec.get("tokens")
-        if not isinstance(T, int) or isinstance(T, bool) or T < 1:
-            raise InputError(f"{at}: \"tokens\" must be a positive integer (the number of tokens T)")
-        if ctx.n % T:
-            raise ShapeError(f"{at}: input_dim {ctx.n} is not a multiple of {T} tokens "
-                             "(inputs are T x d, flattened by rows)")
-        d = ctx.n // T
-        heads = spec.get("heads")
-        if not isinstance(heads, list) or not heads:
-            raise InputError(f"{at}: \"heads\" must be a non-empty list of {{query, key, value, out}}")
-        mats = {"query": [], "key": [], "value": [], "out": []}
-        for h, hs in enumerate(heads):
-            if not isinstance(hs, dict):
-                raise InputError(f"{at}.heads[{h}] must be an object with \"query\", \"key\", \"value\" and \"out\" "
-                                 "matrices")
-            check_keys(hs, f"{at}.heads[{h}]", *exact.head_keys(), error=InputError)
-            for k in mats:
-                m = float_matrix(hs[k], f"{at}.heads[{h}].{k}")
-                rows = mats["value"][-1].shape[1] if k == "out" else d
-                if m.shape[0] != rows:
-                    raise ShapeError(f"{at}.heads[{h}].{k} has {m.shape[0]} rows, expected {rows}")
-                mats[k].append(m)
-        try:
-            att = cls(T, mats["query"], mats["key"], mats["value"], mats["out"], *scoring_from_json(spec, at))
-        except InputError as e:
-            raise InputError(f"{at}: {e}") from None
-        ctx.tokens, ctx.n = att.tokens, att.d_out
-        return att
+def from_exact(layer, scoring: str | None = None) -> AttentionLayer:
+    """The float twin of an exact :class:`symeq.layers.attention.AttentionLayer` (its scoring and scale
+    unless ``scoring`` is given)."""
+    scoring = scoring if scoring is not None else getattr(layer, "scoring", "lightning")
+    scale = getattr(layer, "scale", None)
+    scale = float(int(scale.p)) / float(int(scale.q)) if scale is not None and scoring == "softmax" else None
+    fl = lambda v: None if v is None else np.array([float(int(x.p)) / float(int(x.q)) for x in v])  # noqa: E731
+    sb = [fl(getattr(h, "score_bias", None)) for h in layer.heads]
+    return NumericAttention(layer.tokens, [_f(h.query) for h in layer.heads], [_f(h.key) for h in layer.heads],
+                            [_f(h.value) for h in layer.heads], [_f(h.out) for h in layer.heads], scoring, scale,
+                            None if all(b is None for b in sb) else sb, fl(getattr(layer, "bias", None)))
 
-    @classmethod
-    def float_twin(cls, layer, activation=None) -> "NumericAttention":
-        """The float twin of an exact attention layer (its scoring and scale)."""
-        return cls.from_exact(layer)
 
-    @classmethod
-    def from_exact(cls, layer, scoring: str | None = None) -> "NumericAttention":
-        """The float twin of an exact :class:`symeq.layers.attention.AttentionLayer` (its scoring
-        and scale unless ``scoring`` is given)."""
-        scoring = scoring if scoring is not None else getattr(layer, "scoring", "lightning")
-        scale = getattr(layer, "scale", None)
-        scale = float(int(scale.p)) / float(int(scale.q)) if scale is not None and scoring == "softmax" else None
-        fl = lambda v: None if v is None else np.array([float(int(x.p)) / float(int(x.q)) for x in v])  # noqa: E731
-        sb = [fl(getattr(h, "score_bias", None)) for h in layer.heads]
-        return cls(layer.tokens, [_f(h.query) for h in layer.heads], [_f(h.key) for h in layer.heads],
-                   [_f(h.value) for h in layer.heads], [_f(h.out) for h in layer.heads], scoring, scale,
-                   None if all(b is None for b in sb) else sb, fl(getattr(layer, "bias", None)))
+def score_scale(layer) -> float:
+    """The factor s in softmax(s X A X^T): the given scale, else 1/sqrt(d_k) (as torch)."""
+    return float(layer.scale) if layer.scale is not None else 1.0 / np.sqrt(layer.query[0].shape[1])
 
-    def score_scale(self) -> float:
-        """The factor s in softmax(s X A X^T): the given scale, else 1/sqrt(d_k) (as torch)."""
-        return float(self.scale) if self.scale is not None else 1.0 / np.sqrt(self.query[0].shape[1])
 
-    activation = None  # a layer of a NumericModel: no pointwise activation after it
+def heads_layer(layer) -> HeadsLayer:
+    """The first layer of a float layer's chain: the value spaces (see :func:`symeq.models.Model.chain`)."""
+    return NumericHeads(layer.tokens, [q @ k.T for q, k in zip(layer.query, layer.key)], list(layer.value),
+                        layer.scoring, layer.query[0].shape[1], layer.scale, layer.score_bias)
 
-    @property
-    def d(self) -> int:
-        return self.query[0].shape[0]
 
-    @property
-    def d_out(self) -> int:
-        return self.out[0].shape[1]
+def _tokens(layer, X: np.ndarray) -> np.ndarray:
+    X = np.asarray(X, dtype=float)
+    if X.ndim == 2:
+        if X.shape[1] != layer.tokens * layer.d:
+            raise InputError(f"inputs have {X.shape[1]} entries, expected T*d = {layer.tokens * layer.d}")
+        X = X.reshape(X.shape[0], layer.tokens, layer.d)
+    return X
 
-    @property
-    def hidden_label(self) -> str:
-        return f"{self.scoring} attention ({len(self.query)} heads, d_v = {self.value[0].shape[1]}, {self.tokens} tokens)"
 
-    @property
-    def label(self) -> str:
-        return (f"{self.scoring} attention {self.in_dim}->{self.out_dim} ({len(self.query)} heads, "
-                f"d_v = {self.value[0].shape[1]}, {self.tokens} tokens)")
+def program(layer, heads_only: bool = False) -> AttentionProgram:
+    """The attention kind's one program (symeq/layers/attention/__init__.py) over float64 on a float layer's
+    matrices, softmax scoring as its score hook; ``heads_only``: the value-space outputs (no O_h, no bias)."""
+    score = softmax_scores(score_scale(layer), layer.score_bias) if layer.scoring == "softmax" else None
+    return AttentionProgram.from_matrices(_FLOAT64, layer.tokens, layer.query, layer.key, layer.value,
+                                          None if heads_only else layer.out, score,
+                                          None if heads_only else layer.bias)
 
-    @property
-    def n_params(self) -> int:
-        return sum(m.size for name in ("query", "key", "value", "out") for m in getattr(self, name))
 
-    def forward(self, X: np.ndarray) -> np.ndarray:
-        """Apply the layer to a batch of flattened inputs (one row per point)."""
-        return self(X)
+def head_outputs(layer, X: np.ndarray) -> np.ndarray:
+    """The value-space outputs [Y_1 ... Y_H] of a float attention layer, shape (N, T, H d_v), Y_h = S_h X V_h."""
+    X = _tokens(layer, X)
+    N = X.shape[0]
+    return run_forward(program(layer, True), X.reshape(N, -1).T).T.reshape(N, layer.tokens, -1)
 
-    def match_reference(self, affine: bool = False) -> None:
-        """Nothing: a whole attention layer is matched through its chain (see :meth:`match_action`)."""
-        return None
 
-    def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
-        """Not matched as a whole: the derivation matches the model's chain (``NumericModel.chain``:
-        :meth:`NumericHeads.match_action`, then the token-wise dense layer); raises
-        :class:`~symeq.errors.InputError` saying so."""
-        raise InputError("an attention layer is matched through its chain (NumericModel.chain): the heads "
-                         "layer, then the token-wise dense layer; match those layers instead")
-
-    def copy(self) -> "NumericAttention":
-        return NumericAttention(self.tokens, [m.copy() for m in self.query], [m.copy() for m in self.key],
-                                [m.copy() for m in self.value], [m.copy() for m in self.out], self.scoring,
-                                self.scale, None if self.score_bias is None else
-                                [None if b is None else b.copy() for b in self.score_bias],
-                                None if self.bias is None else self.bias.copy())
-
-    def heads_layer(self) -> "NumericHeads":
-        """The first layer of the chain: the value spaces (see :func:`symeq.models.Model.chain`)."""
-        return NumericHeads(self.tokens, [q @ k.T for q, k in zip(self.query, self.key)], list(self.value),
-                            self.scoring, self.query[0].shape[1], self.scale, self.score_bias)
-
-    def out_stack(self) -> np.ndarray:
-        """O stacked over heads (H d_v x d_out)."""
-        return np.vstack(self.out)
-
-    def _tokens(self, X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X, dtype=float)
-        if X.ndim == 2:
-            if X.shape[1] != self.tokens * self.d:
-                raise InputError(f"inputs have {X.shape[1]} entries, expected T*d = {self.tokens * self.d}")
-            X = X.reshape(X.shape[0], self.tokens, self.d)
-        return X
-
-    def scores(self, X: np.ndarray, h: int) -> np.ndarray:
-        A = self.query[h] @ self.key[h].T
-        S = np.einsum("ntc,cd,nsd->nts", X, A, X)
-        if self.score_bias is not None and self.score_bias[h] is not None:
-            S = S + (X @ self.score_bias[h])[:, None, :]
-        if self.scoring == "softmax":
-            S = S * self.score_scale()
-            S = np.exp(S - S.max(axis=-1, keepdims=True))
-            S = S / S.sum(axis=-1, keepdims=True)
-        return S
-
-    def program(self, heads_only: bool = False) -> AttentionProgram:
-        """The attention kind's one program (symeq/layers/attention/__init__.py) over float64 on these matrices,
-        softmax scoring as its score hook; ``heads_only``: the value-space outputs (no O_h, no bias)."""
-        score = softmax_scores(self.score_scale(), self.score_bias) if self.scoring == "softmax" else None
-        return AttentionProgram.from_matrices(_FLOAT64, self.tokens, self.query, self.key, self.value,
-                                              None if heads_only else self.out, score,
-                                              None if heads_only else self.bias)
-
-    def heads(self, X: np.ndarray) -> np.ndarray:
-        """The value-space outputs [Y_1 ... Y_H], shape (N, T, H d_v), Y_h = S_h X V_h."""
-        X = self._tokens(X)
-        N = X.shape[0]
-        return run_forward(self.program(True), X.reshape(N, -1).T).T.reshape(N, self.tokens, -1)
-
-    def __call__(self, X: np.ndarray) -> np.ndarray:
-        X = self._tokens(X)
-        N = X.shape[0]
-        return np.ascontiguousarray(run_forward(self.program(), X.reshape(N, -1).T).T)
+def forward(layer, X: np.ndarray) -> np.ndarray:
+    """A float attention layer on a batch of flattened inputs (one row per point, or N x T x d)."""
+    X = _tokens(layer, X)
+    N = X.shape[0]
+    return np.ascontiguousarray(run_forward(program(layer), X.reshape(N, -1).T).T)
 
 
 def _assign(cost: np.ndarray) -> list:
@@ -327,61 +261,52 @@ def _assign(cost: np.ndarray) -> list:
     return [int(c) for _, c in sorted(zip(rows, cols))]
 
 
-@dataclass
-class NumericHeads(HeadsShape):
-    """X -> [Y_1 ... Y_H] with Y_h = S_h(X) X V_h (flattened t * H d_v + h d_v + j, as the exact
-    :class:`symeq.attention.HeadsLayer`); S_h the lightning scores X A_h X^T or their softmax
-    (``scoring``).  Shapes and names come from :class:`symeq.layers.attention.HeadsShape`."""
+def NumericHeads(tokens: int, scores: list, values: list, scoring: str = "lightning", dk: int = 1,  # noqa: N802
+                 scale: float | None = None, score_biases: list | None = None) -> HeadsLayer:
+    """X -> [Y_1 ... Y_H] with Y_h = S_h(X) X V_h over float64 (flattened t * H d_v + h d_v + j, as the exact
+    layer); S_h the lightning scores X A_h X^T or their softmax (``scoring``; ``scale`` None: 1/sqrt(dk)): the
+    kind's one class, :class:`symeq.layers.attention.HeadsLayer`, with ``backend=FLOAT64``."""
+    return HeadsLayer(tokens, list(scores), list(values), None, scoring, scale, dk, score_biases, FLOAT64)
 
-    #: where the layer's numbers live (symeq.backends; LayerBase)
-    backend = FLOAT64
 
-    tokens: int
-    scores: list
-    values: list
-    scoring: str = "lightning"
-    dk: int = 1
-    scale: float | None = None  # softmax: the score scale (None: 1/sqrt(dk))
-    score_biases: list | None = None  # softmax: per head b_h or None
-    activation = None
+def heads_float_twin(layer) -> HeadsLayer:
+    """The float twin of an exact heads layer (its score and value matrices in float64)."""
+    from ...numeric.monomial import to_float_matrix
 
-    @classmethod
-    def float_twin(cls, layer, activation=None) -> "NumericHeads":
-        """The float twin of an exact heads layer (its score and value matrices in float64)."""
-        from ...numeric.monomial import to_float_matrix
+    return NumericHeads(layer.tokens, [to_float_matrix(a) for a in layer.scores], [to_float_matrix(v) for v in layer.values])
 
-        return cls(layer.tokens, [to_float_matrix(a) for a in layer.scores], [to_float_matrix(v) for v in layer.values])
 
-    def forward(self, X: np.ndarray) -> np.ndarray:
-        """[Y_1 ... Y_H] on a batch (a row per point): the attention kind's program over float64 with the
-        scores A_h (S_h = X A_h X^T, or its softmax) and no output matrices."""
-        X = np.asarray(X, dtype=float).reshape(-1, self.tokens * self.d)
-        score = None
-        if self.scoring == "softmax":
-            score = softmax_scores(float(self.scale) if self.scale is not None else 1.0 / np.sqrt(self.dk),
-                                   self.score_biases)
-        prog = AttentionProgram.from_matrices(_FLOAT64, self.tokens, self.scores, None, self.values, None, score)
-        return np.ascontiguousarray(run_forward(prog, X.T).T)
+def heads_forward(layer, X: np.ndarray) -> np.ndarray:
+    """[Y_1 ... Y_H] of a float heads layer on a batch (a row per point): the attention kind's program over
+    float64 with the scores A_h (S_h = X A_h X^T, or its softmax) and no output matrices."""
+    X = np.asarray(X, dtype=float).reshape(-1, layer.tokens * layer.d)
+    score = None
+    if layer.scoring == "softmax":
+        score = softmax_scores(float(layer.scale) if layer.scale is not None else 1.0 / np.sqrt(layer.dk),
+                               layer.score_biases)
+    prog = AttentionProgram.from_matrices(_FLOAT64, layer.tokens, layer.scores, None, layer.values, None, score)
+    return np.ascontiguousarray(run_forward(prog, X.T).T)
 
-    def match_action(self, P_in, c_in=None, *, reference=None, affine: bool = False, li: int = 0):
-        """The value-space action P (x) R given P_in = P (x) C on the tokens
-        (:func:`match_heads_numeric`), with its record: ``(False, [(rho, (max residual, median
-        residual, margin, how))])``.  One candidate: a float match does not enumerate tied heads.
 
-        Raises :class:`~symeq.errors.InputError` when P_in is not of the form P (x) C (the
-        question is not posed for this layer), as the float derivation always has.
+def match_heads_action(layer, P_in):
+    """The value-space action P (x) R of a float heads layer given P_in = P (x) C on the tokens
+    (:func:`match_heads_numeric`), with its record: ``(False, [(rho, (max residual, median residual, margin,
+    how))])``.  One candidate: a float match does not enumerate tied heads.
 
-        >>> layer = NumericHeads(2, [np.eye(1)], [np.eye(1)])
-        >>> _, [(rho, rec)] = layer.match_action(np.array([[0.0, 1.0], [1.0, 0.0]]))
-        >>> rho.cols.tolist(), rec[0] < 1e-12
-        ([1, 0], True)
-        """
-        P = P_in.to_dense() if isinstance(P_in, MonomialAction) else P_in
-        rho, rel, margin, why = match_heads_numeric(self, P)
-        if why:  # the input action is not of the form the heads layer allows: a question not posed
-            raise InputError(f"attention heads: {why}")
-        how = f"{self.heads} heads matched by linear assignment on their score matrices, values by least squares"
-        return False, [(as_action(rho), (float(rel.max()), float(np.median(rel)), margin, how))]
+    Raises :class:`~symeq.errors.InputError` when P_in is not of the form P (x) C (the question is not posed
+    for this layer), as the float derivation always has.
+
+    >>> layer = NumericHeads(2, [np.eye(1)], [np.eye(1)])
+    >>> _, [(rho, rec)] = layer.match_action(np.array([[0.0, 1.0], [1.0, 0.0]]))
+    >>> rho.cols.tolist(), rec[0] < 1e-12
+    ([1, 0], True)
+    """
+    P = P_in.to_dense() if isinstance(P_in, MonomialAction) else P_in
+    rho, rel, margin, why = match_heads_numeric(layer, P)
+    if why:  # the input action is not of the form the heads layer allows: a question not posed
+        raise InputError(f"attention heads: {why}")
+    how = f"{layer.heads} heads matched by linear assignment on their score matrices, values by least squares"
+    return False, [(as_action(rho), (float(rel.max()), float(np.median(rel)), margin, how))]
 
 
 def factor_kron_numeric(M: np.ndarray, T: int, d: int, tol: float = 1e-9):
@@ -409,7 +334,7 @@ def factor_kron_numeric(M: np.ndarray, T: int, d: int, tol: float = 1e-9):
     return np.eye(T)[cols], C
 
 
-def match_heads_numeric(layer: NumericHeads, P_in: np.ndarray):
+def match_heads_numeric(layer: HeadsLayer, P_in: np.ndarray):
     """The value-space action P (x) R making the heads layer equivariant under P_in = P (x) C.
 
     The float twin of :func:`symeq.attention.match_heads`: head h is matched to the head k with
@@ -455,7 +380,7 @@ def match_heads_numeric(layer: NumericHeads, P_in: np.ndarray):
     return np.kron(P, R), res, margin, None
 
 
-def value_space_action(layer: NumericAttention, P: np.ndarray, C: np.ndarray, samples: int = 256, seed: int = 0) -> dict:
+def value_space_action(layer: AttentionLayer, P: np.ndarray, C: np.ndarray, samples: int = 256, seed: int = 0) -> dict:
     """The action of a group element on the value spaces, fitted on Gaussian inputs.
 
     Two fits, both by least squares with heads(P X C^T) ~ P heads(X) R^T:
@@ -476,8 +401,8 @@ def value_space_action(layer: NumericAttention, P: np.ndarray, C: np.ndarray, sa
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(samples, layer.tokens, layer.d))
     H, dv = len(layer.query), layer.value[0].shape[1]
-    Y = layer.heads(X)
-    Yg = layer.heads(np.einsum("ts,nsc,dc->ntd", P, X, C))
+    Y = head_outputs(layer, X)
+    Yg = head_outputs(layer, np.einsum("ts,nsc,dc->ntd", P, X, C))
     PY = np.einsum("ts,nsk->ntk", P, Y)
     A = PY.reshape(-1, PY.shape[-1])
     B = Yg.reshape(-1, Yg.shape[-1])
@@ -503,5 +428,5 @@ def value_space_action(layer: NumericAttention, P: np.ndarray, C: np.ndarray, sa
             "fit_error": rel(B, A @ Rt), "projected_error": rel(B, A @ Rp.T)}
 
 
-FLOAT_LAYERS = (NumericAttention, NumericHeads)
+FLOAT_LAYERS = (AttentionLayer, HeadsLayer)
 

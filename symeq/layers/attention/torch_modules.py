@@ -1,7 +1,7 @@
 """Reading torch attention into symeq: ``nn.MultiheadAttention`` and the common hand-written block.
 
 Two kinds of torch module are read as one softmax attention layer
-(:class:`symeq.layers.attention.floating.NumericAttention`, docs/attention.md):
+(:func:`symeq.layers.attention.floating.NumericAttention`, docs/attention.md):
 
 * ``nn.MultiheadAttention`` (self-attention, ``batch_first`` or not, with or without the
   in-projection bias; ``kdim = vdim = embed_dim``, no ``add_bias_kv``, no ``add_zero_attn``), given
@@ -75,7 +75,7 @@ def _np(t) -> np.ndarray:
 
 def attention_layer_from_weights(tokens: int, heads: int, Wq, Wk, Wv, Wo, bq=None, bk=None, bv=None, bo=None,
                                  scale: float | None = None):
-    """A softmax :class:`NumericAttention` from torch-style projection weights (out x in).
+    """A softmax :func:`NumericAttention` from torch-style projection weights (out x in).
 
     ``Wq, Wk, Wv``: (H d_k) x d, (H d_k) x d, (H d_v) x d; ``Wo``: d_out x (H d_v); biases
     optional; ``scale`` None means 1/sqrt(d_k) (torch's).  b_k is accepted and has no effect.
@@ -212,7 +212,7 @@ def _run_torch(module, how: str, batch_first: bool, X: np.ndarray, T: int, d: in
 
 
 def read_torch_attention(module, tokens: int | None = None, input_shape=None, samples: int = 64, seed: int = 0):
-    """(layer, meta): the softmax :class:`~symeq.layers.attention.floating.NumericAttention` read from torch,
+    """(layer, meta): the softmax :func:`~symeq.layers.attention.floating.NumericAttention` read from torch,
     and what the reader checked.
 
     ``tokens`` (or ``input_shape = (T, d)``, or a ``tokens`` attribute of the module) is the number
