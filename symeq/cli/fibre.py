@@ -350,8 +350,8 @@ def _tensor_text(d: dict) -> str:
 
 def register(subparsers) -> None:
     """Add the ``fibre`` command to an argparse subparsers object."""
-    from ..fibre.decide import METHODS
     from ..fibre.groebner import ENGINES
+    from ..fibre.methods import METHODS
 
     f = subparsers.add_parser("fibre", help="decide identifiability of a model's parameter (fibre vs orbit)")
     f.add_argument("model", help="model file (symeq-model/1 JSON): polynomial, tanh/sigmoid, ReLU or leaky ReLU "

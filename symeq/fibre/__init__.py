@@ -10,13 +10,32 @@
   with a ``symeq-identifiability/1`` certificate (docs/identifiability.md).
 """
 
-from .ideal import FibreIdeal, GaugeFix, fibre_ideal, parameter_names, parameter_values
+# eager: the Gröbner registry is light, and ``symeq.fibre.groebner`` must stay the function (a lazily
+# imported subpackage would bind its own name on the package)
 from .groebner import (GroebnerResult, available_engines, best_exact_engine, groebner, monomial_dimension,
                        standard_monomials)
-from .orbit import (FibreComparison, StructuralDecision, compare_with_orbit, gauge_completeness, latent_orbit,
-                    structural_decision)
-from .witness import FibrePoint, line_in_fibre, slice_points, tangent_directions, zero_dimensional_points
-from .tensor import TensorDecision, tensor_identifiability
+
+#: the public names of the heavier submodules, imported on first use (``symeq fibre`` and ``symeq check``
+#: need none of them to build their options, and the ideal pulls in sympy)
+_LAZY = ("FibreIdeal", "GaugeFix", "fibre_ideal", "parameter_names", "parameter_values",
+         "FibreComparison", "StructuralDecision", "compare_with_orbit", "gauge_completeness", "latent_orbit",
+         "structural_decision", "FibrePoint", "line_in_fibre", "slice_points", "tangent_directions",
+         "zero_dimensional_points", "TensorDecision", "tensor_identifiability")
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import ideal, orbit, tensor, witness
+
+    for module in (ideal, orbit, tensor, witness):
+        globals().update({n: getattr(module, n) for n in _LAZY if hasattr(module, n)})
+    return globals()[name]
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "FibreIdeal",

@@ -57,8 +57,7 @@ from ..steps import Skip, run_steps
 __all__ = ["METHODS", "EXIT_CODES", "IDENTIFIABILITY_STEPS", "IdentifiabilityReport", "decide_identifiability",
            "relu_local_identifiability", "limit_json"]
 
-#: the methods in the order ``auto`` tries them
-METHODS = ("classical", "tensor", "jacobian-factors", "jacobian-rank", "groebner")
+from .methods import METHODS  # noqa: E402  (the methods in the order ``auto`` tries them)
 #: exit codes of a report: a local answer leaves the global question open (3)
 EXIT_CODES = {"identifiable": 0, "not-identifiable": 1, "locally-identifiable": 3, "unknown": 3,
               "undetermined": 3, "not-applicable": 3}

@@ -135,7 +135,7 @@ def graph_nodes_json(gm: GraphModel) -> list:
     """The model file's ``"graph"``: consecutive layer nodes of one segment written as that segment."""
     declared = dict(zip((n.name for n in gm.nodes if not n.is_join), declared_biases(gm)))
     out: list = []
-    current = None
+    current, last = None, None  # the open segment and its last layer node
     for node in gm.nodes:
         if node.is_join:
             current = None

@@ -35,7 +35,6 @@ from ..numbers import format_matrix, format_number, monomial_parts
 from ..version import __version__
 from .derive import GraphDerivation, derive_graph_actions
 from .model import GraphModel
-from .ops.registry import join_op
 
 __all__ = ["GraphVerification", "verify_graph", "MAX_GRID", "graph_degree"]
 
