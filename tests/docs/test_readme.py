@@ -85,7 +85,8 @@ def test_docs_index_lists_every_page():
 def test_license_is_mit_as_pyproject_says():
     text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert text.startswith("MIT License") and "Copyright (c) 2026 the symeq authors" in text
-    assert 'license = {text = "MIT"}' in (ROOT / "pyproject.toml").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'license = "MIT"' in pyproject and 'license-files = ["LICENSE"]' in pyproject  # PEP 639
     assert "MIT" in _section(README, "License")
 
 
