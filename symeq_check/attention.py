@@ -117,7 +117,7 @@ def _attention(spec: dict, input_dim: int, name: str, at: str = "layers[0]") -> 
 class _AttentionKind(Kind):
     """``"attention"``: only as the first layer; the dense layers after it act token-wise."""
 
-    first_only = True
+    first_only, in_graph = True, False  # token mixing: not in a graph model (docs/graphs.md)
 
     def read(self, spec: dict, r) -> _Attention:
         check_keys(spec, r.at, *ATTENTION_KEYS)

@@ -121,7 +121,7 @@ class _ConvKind(Kind):
 class _FlattenKind(Kind):
     """``"flatten"``: the identity, no layer ((C, H, W) is stored flattened already; the shape stays)."""
 
-    makes_layer = False
+    makes_layer, reshape_only = False, True
 
     def read(self, spec: dict, r) -> None:
         check_keys(spec, r.at, ("type",), ("type",))

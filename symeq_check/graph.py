@@ -74,10 +74,10 @@ def _segment(spec: dict, at: str, known: dict):
                          "(or the model's output) may read it")
     value = spec.get("layers")
     if isinstance(value, list):
-        for j, layer in enumerate(value):
-            if isinstance(layer, dict) and layer.get("type") == "attention":
-                raise CheckError(f"{at}.layers[{j}]: attention (token mixing) is not allowed in a graph model")
-        first = next((l for l in value if not (isinstance(l, dict) and l.get("type") == "flatten")), None)
+        kinds = [kind_of(l) if isinstance(l, dict) else None for l in value]
+        for j in (j for j, k in enumerate(kinds) if not getattr(k, "in_graph", True)):
+            raise CheckError(f"{at}.layers[{j}]: {value[j]['type']} (token mixing) is not allowed in a graph model")
+        first = next((l for l, k in zip(value, kinds) if not getattr(k, "reshape_only", False)), None)
         if isinstance(first, dict) and getattr(kind_of(first), "reads_image", False) and shape is not None:
             given = first.get("input_shape")
             if given is None:  # a conv2d (or a pooling) reading an image node inherits its shape

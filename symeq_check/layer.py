@@ -29,6 +29,7 @@ class Kind:
     makes_layer = True   # False: read, but no layer (flatten)
     folds_pool = False   # True: a pending average pooling folds into it (conv2d, dense)
     reads_image = False  # True: reads a (C, H, W) image (input_shape inherited from an image node of a graph)
+    in_graph, reshape_only = True, False  # attention: not in a graph's segment; flatten: moves no number
 
 
 class Layer:

@@ -98,129 +98,20 @@ def _action(value, n: int, where: str, layer, sparse_format: bool):
 
 def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_Layer],
                      group: list, cap: int, sparse_format: bool = True) -> None:
-    params = _dict(cert.get("parameters"), "certificate parameters")
-    check_keys(params, "certificate.parameters", *PARAMETER_KEYS)
-    digest = params.get("layers_sha256")
-    if digest is not None and _digest_differs(report, digest, layers):
+    layers = _checked_parameters(report, cert, n_in, layers)
+    if layers is None:
         return
-    if params.get("layers") is None and digest is not None and params.get("reparametrized") is not True:
-        theta2 = layers  # theta itself, bound to the model by the digest just checked
-    else:
-        theta2 = _layers(params.get("layers"), n_in, "certificate parameters")
-    if theta2 != layers and params.get("reparametrized") is not True:
-        report.reasons.append(f"{PARAMS_DIFFER} (and the certificate does not declare a re-parametrization)")
-        # without a digest the copy of theta is what names the model; with a matching digest the
-        # copy contradicts the certificate's own digest: a tampered certificate (exit 1)
-        report.mismatch = digest is None
-        return
-    if theta2 != layers:
-        why = _same_function_failure(layers, theta2, n_in)
-        if why and why.startswith(("equality of ReLU", "equality of conv", "equality of functions with max pooling")):
-            report.checks.append(f"nothing this checker can re-verify: {why}")
-            report.unverifiable = True
-            return
-        if why:
-            report.reasons.append(f"{PARAMS_DIFFER}: {why}")
-            return
-        if all(l.kernels for l in layers) and _conv_canonical_form(layers) == _conv_canonical_form(theta2):
-            report.checks.append("parameters: re-parametrized theta' with the model's widths and activations; theta "
-                                 "and theta' have the same canonical form (dead channels dropped, equal channels "
-                                 "merged): the same function")
-        elif any(isinstance(l.act, _Real) for l in layers):
-            report.checks.append("parameters: re-parametrized theta' with the model's widths and activations; theta "
-                                 "and theta' have the same canonical form (dead neurons dropped, clones merged by the "
-                                 "identity table): the same function")
-        else:
-            report.checks.append(f"parameters: re-parametrized theta' with the model's widths and activations; "
-                                 f"f(x; theta') = f(x; theta) on all {_lattice_size(layers, n_in)} points of the "
-                                 f"principal lattice of degree {_degree(layers)} (unisolvent): the same function")
-        layers = theta2
-    else:
-        report.checks.append(f"parameters: equal to the model's ({len(layers)} layers)")
     layers = _chain(layers)
     if any(layer.kernels for layer in layers):  # sparse channel-pixel actions
         _check_conv_layerwise(report, cert, layers, group, cap)
         return
-    actions = cert.get("latent_actions")
-    if not isinstance(actions, list) or len(actions) != len(layers) - 1:
-        report.reasons.append(f"latent_actions must list one entry per hidden layer "
-                              f"({len(layers) - 1})")
+    rho = _read_actions(report, cert, layers, group, sparse_format)
+    offs = None if rho is None else _read_offsets(report, cert, layers, group)
+    if offs is None:
         return
-    rho = [[_sparse(p) for p, _ in group]]
-    for i, (entry, layer) in enumerate(zip(actions, layers), 1):
-        n = len(layer.weight)
-        if not isinstance(entry, list) or len(entry) != len(group):
-            report.reasons.append(f"layer {i}: latent_actions must give one matrix per generator "
-                                  f"({len(group)})")
-            return
-        mats = [_action(m, n, f"certificate.latent_actions[{i - 1}][{g}]", layer, sparse_format)
-                for g, m in enumerate(entry)]
-        for g, m in enumerate(mats):
-            if isinstance(m, str):
-                report.reasons.append(f"layer {i}, generator {g + 1}: {m}")
-                return
-            if layer.head_blocks:
-                why = _block_monomial_failure(m, layer)
-            else:
-                why = _monomial_failure(m, layer.act == "relu" or _positive_only(layer.act))
-            if why:
-                report.reasons.append(f"layer {i}, generator {g + 1}: latent action {why}")
-        rho.append(mats)
-    rho.append([_sparse(q) for _, q in group])
-    if report.reasons:
-        return
-    offsets = cert.get("latent_offsets")
-    offs = [[None] * len(group)]
-    if offsets is not None:
-        if not isinstance(offsets, list) or len(offsets) != len(layers) - 1:
-            report.reasons.append(f"latent_offsets must list one entry per hidden layer ({len(layers) - 1})")
-            return
-        # a bias-free model's latent groups have no offsets (docs/theory.md): no next bias absorbs them
-        bias_free = all(not any(getattr(layer, "bias", ())) for layer in layers)
-        if bias_free and any(any(_vector(c, "offset")) for entry in offsets if isinstance(entry, list)
-                             for c in entry):
-            report.reasons.append("latent_offsets are nonzero but the model is bias-free: its latent groups "
-                                  "have no affine part")
-            return
-        for i, (entry, layer) in enumerate(zip(offsets, layers), 1):
-            if not isinstance(entry, list) or len(entry) != len(group):
-                report.reasons.append(f"layer {i}: latent_offsets must give one vector per generator")
-                return
-            if layer.head_blocks and any(any(_vector(c, "offset")) for c in entry):
-                report.reasons.append(f"layer {i}: attention heads admit no offsets")
-                return
-            offs.append([_vector(c, f"latent_offsets layer {i} generator {g + 1}", len(layer.weight))
-                         for g, c in enumerate(entry)])
-    else:
-        offs += [[None] * len(group) for _ in range(len(layers) - 1)]
-    offs.append([None] * len(group))
     for g in range(len(group)):
         for i, layer in enumerate(layers, 1):
-            last = i == len(layers)
-            if layer.head_blocks:
-                soft = layer.scoring == "softmax"
-                why = (_softmax_heads_failure if soft else _heads_failure)(layer, rho[i - 1][g], rho[i][g])
-                if why:
-                    report.reasons.append(f"layer {i}, generator {g + 1}: {why}")
-                elif soft:
-                    report.checks.append(f"layer {i}, generator {g + 1}: C^T A_h C = A_pi(h), C^T b_h = b_pi(h), "
-                                         f"C^T V_h = V_pi(h) B_h^T exactly for the {len(layer.scores)} softmax heads "
-                                         "(softmax(P S P^T) = P softmax(S) P^T): verified")
-                else:
-                    report.checks.append(f"layer {i}, generator {g + 1}: heads(P x) = Q heads(x) on all "
-                                         f"{comb(len(rho[0][g]) + 3, 3)} points of the degree-3 principal "
-                                         f"lattice (unisolvent): verified ({len(layer.scores)} heads)")
-                continue
-            why = _layer_failure(layer, rho[i - 1][g], rho[i][g], last, offs[i - 1][g], offs[i][g])
-            if why:
-                report.reasons.append(f"layer {i}, generator {g + 1}: {why}")
-            elif last:
-                report.checks.append(f"layer {i}, generator {g + 1}: W P = Q W and b = Q b verified "
-                                     f"(affine output layer, {len(layer.weight)} outputs)")
-            else:
-                s = "relu" if layer.act == "relu" else "sigma"
-                report.checks.append(f"layer {i}, generator {g + 1}: {s}(W P x + b) = Q {s}(W x + b) "
-                                     f"verified ({layer.label}, {len(layer.weight)} neurons)")
+            _check_one_layer(report, layer, i, g, i == len(layers), rho, offs)
     for g, (p, _) in enumerate(group):
         if not _invertible(p):
             report.reasons.append(f"generator {g + 1}: input matrix is singular (not a group element)")
@@ -232,6 +123,141 @@ def _check_layerwise(report: CheckReport, cert: dict, n_in: int, layers: list[_L
             n = len(m)
             return tuple(row + (((n, c[r]),) if c[r] else ()) for r, row in enumerate(m)) + (((n, Fraction(1)),),)
         _homomorphism(report, [tuple(action(i, g) for i in range(len(rho))) for g in range(len(group))], cap)
+
+
+def _checked_parameters(report: CheckReport, cert: dict, n_in: int, layers: list) -> list | None:
+    """The layers the actions are checked on: the model's, or a re-parametrized theta' proven the same
+    function; None (a reason or an unverifiable note in ``report``) when the parameters do not stand."""
+    params = _dict(cert.get("parameters"), "certificate parameters")
+    check_keys(params, "certificate.parameters", *PARAMETER_KEYS)
+    digest = params.get("layers_sha256")
+    if digest is not None and _digest_differs(report, digest, layers):
+        return None
+    if params.get("layers") is None and digest is not None and params.get("reparametrized") is not True:
+        theta2 = layers  # theta itself, bound to the model by the digest just checked
+    else:
+        theta2 = _layers(params.get("layers"), n_in, "certificate parameters")
+    if theta2 != layers and params.get("reparametrized") is not True:
+        report.reasons.append(f"{PARAMS_DIFFER} (and the certificate does not declare a re-parametrization)")
+        # without a digest the copy of theta is what names the model; with a matching digest the
+        # copy contradicts the certificate's own digest: a tampered certificate (exit 1)
+        report.mismatch = digest is None
+        return None
+    if theta2 == layers:
+        report.checks.append(f"parameters: equal to the model's ({len(layers)} layers)")
+        return layers
+    why = _same_function_failure(layers, theta2, n_in)
+    if why and why.startswith(("equality of ReLU", "equality of conv", "equality of functions with max pooling")):
+        report.checks.append(f"nothing this checker can re-verify: {why}")
+        report.unverifiable = True
+        return None
+    if why:
+        report.reasons.append(f"{PARAMS_DIFFER}: {why}")
+        return None
+    if all(l.kernels for l in layers) and _conv_canonical_form(layers) == _conv_canonical_form(theta2):
+        report.checks.append("parameters: re-parametrized theta' with the model's widths and activations; theta "
+                             "and theta' have the same canonical form (dead channels dropped, equal channels "
+                             "merged): the same function")
+    elif any(isinstance(l.act, _Real) for l in layers):
+        report.checks.append("parameters: re-parametrized theta' with the model's widths and activations; theta "
+                             "and theta' have the same canonical form (dead neurons dropped, clones merged by the "
+                             "identity table): the same function")
+    else:
+        report.checks.append(f"parameters: re-parametrized theta' with the model's widths and activations; "
+                             f"f(x; theta') = f(x; theta) on all {_lattice_size(layers, n_in)} points of the "
+                             f"principal lattice of degree {_degree(layers)} (unisolvent): the same function")
+    return theta2
+
+
+def _read_actions(report: CheckReport, cert: dict, layers: list, group: list, sparse_format: bool) -> list | None:
+    """rho[i][g]: the input's, each hidden layer's (monomial or block-monomial, checked) and the output's
+    action of generator g; None when a reason was given."""
+    actions = cert.get("latent_actions")
+    if not isinstance(actions, list) or len(actions) != len(layers) - 1:
+        report.reasons.append(f"latent_actions must list one entry per hidden layer "
+                              f"({len(layers) - 1})")
+        return None
+    rho = [[_sparse(p) for p, _ in group]]
+    for i, (entry, layer) in enumerate(zip(actions, layers), 1):
+        n = len(layer.weight)
+        if not isinstance(entry, list) or len(entry) != len(group):
+            report.reasons.append(f"layer {i}: latent_actions must give one matrix per generator "
+                                  f"({len(group)})")
+            return None
+        mats = [_action(m, n, f"certificate.latent_actions[{i - 1}][{g}]", layer, sparse_format)
+                for g, m in enumerate(entry)]
+        for g, m in enumerate(mats):
+            if isinstance(m, str):
+                report.reasons.append(f"layer {i}, generator {g + 1}: {m}")
+                return None
+            if layer.head_blocks:
+                why = _block_monomial_failure(m, layer)
+            else:
+                why = _monomial_failure(m, layer.act == "relu" or _positive_only(layer.act))
+            if why:
+                report.reasons.append(f"layer {i}, generator {g + 1}: latent action {why}")
+        rho.append(mats)
+    rho.append([_sparse(q) for _, q in group])
+    return None if report.reasons else rho
+
+
+def _read_offsets(report: CheckReport, cert: dict, layers: list, group: list) -> list | None:
+    """offs[i][g]: the affine part of each space's action of generator g (None: linear); None when a reason
+    was given."""
+    offsets = cert.get("latent_offsets")
+    offs = [[None] * len(group)]
+    if offsets is not None:
+        if not isinstance(offsets, list) or len(offsets) != len(layers) - 1:
+            report.reasons.append(f"latent_offsets must list one entry per hidden layer ({len(layers) - 1})")
+            return None
+        # a bias-free model's latent groups have no offsets (docs/theory.md): no next bias absorbs them
+        bias_free = all(not any(getattr(layer, "bias", ())) for layer in layers)
+        if bias_free and any(any(_vector(c, "offset")) for entry in offsets if isinstance(entry, list)
+                             for c in entry):
+            report.reasons.append("latent_offsets are nonzero but the model is bias-free: its latent groups "
+                                  "have no affine part")
+            return None
+        for i, (entry, layer) in enumerate(zip(offsets, layers), 1):
+            if not isinstance(entry, list) or len(entry) != len(group):
+                report.reasons.append(f"layer {i}: latent_offsets must give one vector per generator")
+                return None
+            if layer.head_blocks and any(any(_vector(c, "offset")) for c in entry):
+                report.reasons.append(f"layer {i}: attention heads admit no offsets")
+                return None
+            offs.append([_vector(c, f"latent_offsets layer {i} generator {g + 1}", len(layer.weight))
+                         for g, c in enumerate(entry)])
+    else:
+        offs += [[None] * len(group) for _ in range(len(layers) - 1)]
+    offs.append([None] * len(group))
+    return offs
+
+
+def _check_one_layer(report: CheckReport, layer, i: int, g: int, last: bool, rho: list, offs: list) -> None:
+    """Layer i's equation for generator g (heads, or sigma(W P x + b) = Q sigma(W x + b)): a check or a reason."""
+    if layer.head_blocks:
+        soft = layer.scoring == "softmax"
+        why = (_softmax_heads_failure if soft else _heads_failure)(layer, rho[i - 1][g], rho[i][g])
+        if why:
+            report.reasons.append(f"layer {i}, generator {g + 1}: {why}")
+        elif soft:
+            report.checks.append(f"layer {i}, generator {g + 1}: C^T A_h C = A_pi(h), C^T b_h = b_pi(h), "
+                                 f"C^T V_h = V_pi(h) B_h^T exactly for the {len(layer.scores)} softmax heads "
+                                 "(softmax(P S P^T) = P softmax(S) P^T): verified")
+        else:
+            report.checks.append(f"layer {i}, generator {g + 1}: heads(P x) = Q heads(x) on all "
+                                 f"{comb(len(rho[0][g]) + 3, 3)} points of the degree-3 principal "
+                                 f"lattice (unisolvent): verified ({len(layer.scores)} heads)")
+        return
+    why = _layer_failure(layer, rho[i - 1][g], rho[i][g], last, offs[i - 1][g], offs[i][g])
+    if why:
+        report.reasons.append(f"layer {i}, generator {g + 1}: {why}")
+    elif last:
+        report.checks.append(f"layer {i}, generator {g + 1}: W P = Q W and b = Q b verified "
+                             f"(affine output layer, {len(layer.weight)} outputs)")
+    else:
+        s = "relu" if layer.act == "relu" else "sigma"
+        report.checks.append(f"layer {i}, generator {g + 1}: {s}(W P x + b) = Q {s}(W x + b) "
+                             f"verified ({layer.label}, {len(layer.weight)} neurons)")
 
 
 def _heads_failure(layer: _Heads, p: Sparse, q: Sparse) -> str | None:

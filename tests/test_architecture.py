@@ -170,11 +170,11 @@ def test_checker_has_no_import_cycles():
 
 def test_the_layerwise_kernel_stays_small_enough_to_audit():
     """The modules a layerwise-equivariant verdict rests on (symeq_check.KERNEL, docs/certificates.md): under
-    3 450 lines in all (graph models, pooling and average pooling included), and none of them imports an identifiability module."""
+    3 500 lines in all (graph models, pooling and average pooling included), and none of them imports an identifiability module."""
     import symeq_check
 
     files = [CHECKER / f"{m}.py" for m in symeq_check.KERNEL]
-    assert sum(len(f.read_text().splitlines()) for f in files) <= 3450
+    assert sum(len(f.read_text().splitlines()) for f in files) <= 3500
     for f in files:
         if f.name == "dispatch.py":  # the table names every checker
             continue
@@ -247,14 +247,7 @@ def test_no_text_from_a_file_or_argument_reaches_eval_exec_or_sympify():
 
 #: functions allowed over MAX_FUNCTION_LINES for now, each with who splits it (issue 26); keep it honest:
 #: a function that is split comes off the list (the test fails on a stale entry)
-LONG_FUNCTIONS_BEING_SPLIT = {
-    # the checker's own long functions, not split in issue 26 (its modules were being edited by engineers B
-    # and E in the same session): a later issue splits them
-    "symeq_check/identifiability/rank.py:_jac_rows",
-    "symeq_check/identifiability/rank.py:check_jacobian_rank",
-    "symeq_check/identifiability/tensor.py:_check_ident_positive",
-    "symeq_check/layerwise.py:_check_layerwise",
-}
+LONG_FUNCTIONS_BEING_SPLIT: set = set()  # none left (the checker's four were split on 2026-12-06)
 MAX_FUNCTION_LINES = 100
 
 

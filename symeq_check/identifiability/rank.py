@@ -220,34 +220,25 @@ def _jac_rows(layers, bias, point, outputs, p: int = JACOBIAN_PRIME, geometry=No
 
     A conv2d layer (:class:`_Conv`) is read on its kernels: ``geometry[i]`` is its ``sources()`` map
     (src[t][q]: the input index tap t reads at output pixel q, -1 for zero padding); its parameters are
-    the kernel rows, then the channel biases (as ``symeq.fibre.jacobian._ConvMod`` orders them).  After
+    the kernel rows, then the channel biases (the order of the conv kind's ``parameter_counts`` in symeq).  After
     a first attention layer (parameters Q_h, K_h, V_h, O_h, head by head) every layer is token-wise: one
     W and b for the T tokens."""
+    T = _jac_tokens(layers)
+    h, hs, ss, Ws = _jac_forward(layers, point, p, geometry, T)
+    return _jac_backward(layers, bias, outputs, h, hs, ss, Ws, p, geometry, T)
+
+
+def _jac_forward(layers, point, p: int, geometry, T):
+    """The forward pass of :func:`_jac_rows` mod p: the output, and per layer its input, slopes and weights."""
     from operator import mul
 
-    T = _jac_tokens(layers)
     h = [_jac_mod(x, p) for x in point]
     # with ReLU the slopes need the exact signs of the pre-activations: an exact forward pass alongside
     hx = list(point) if any(_jac_pl(l.act) is not None for l in layers) else None
     hs, ss, Ws = [], [], []
     for li, layer in enumerate(layers):
         if hx is not None:
-            zx = [sum(w * v for w, v in zip(row, hx)) + bj for row, bj in zip(layer.weight, layer.bias)]
-            slope = _jac_pl(layer.act)
-            if slope is not None and any(z == 0 for z in zx):
-                raise _JacKink(f"hidden pre-activation {zx.index(0) + 1} of layer {li + 1} is 0 at the point "
-                               "(theta -> f_theta(x) is not differentiable there)")
-            hs.append((h, "dense", None))
-            Ws.append([[_jac_mod(x, p) for x in row] for row in layer.weight])
-            hx = [_apply(layer.act, z) for z in zx]
-            h = [_jac_mod(x, p) for x in hx]
-            if layer.act is None:
-                ss.append(None)
-            elif slope is not None:
-                ss.append([1 if z > 0 else _jac_mod(slope, p) for z in zx])
-            else:
-                dc = [_jac_mod(k * x, p) for k, x in enumerate(layer.act)][1:] or [0]
-                ss.append([_jac_poly(dc, _jac_mod(z, p), p) for z in zx])
+            hx, h = _jac_forward_exact(layer, li, hx, h, p, hs, ss, Ws)
             continue
         if isinstance(layer, _Attention):
             if li:
@@ -281,6 +272,34 @@ def _jac_rows(layers, bias, point, outputs, p: int = JACOBIAN_PRIME, geometry=No
             dc = [k * x % p for k, x in enumerate(c)][1:] or [0]
             ss.append([_jac_poly(dc, zj, p) for zj in z])
             h = [_jac_poly(c, zj, p) for zj in z]
+    return h, hs, ss, Ws
+
+
+def _jac_forward_exact(layer, li: int, hx, h, p: int, hs, ss, Ws):
+    """One dense layer of the forward pass alongside the exact one (ReLU): appends to hs, ss, Ws; the new hx, h."""
+    zx = [sum(w * v for w, v in zip(row, hx)) + bj for row, bj in zip(layer.weight, layer.bias)]
+    slope = _jac_pl(layer.act)
+    if slope is not None and any(z == 0 for z in zx):
+        raise _JacKink(f"hidden pre-activation {zx.index(0) + 1} of layer {li + 1} is 0 at the point "
+                       "(theta -> f_theta(x) is not differentiable there)")
+    hs.append((h, "dense", None))
+    Ws.append([[_jac_mod(x, p) for x in row] for row in layer.weight])
+    hx = [_apply(layer.act, z) for z in zx]
+    h = [_jac_mod(x, p) for x in hx]
+    if layer.act is None:
+        ss.append(None)
+    elif slope is not None:
+        ss.append([1 if z > 0 else _jac_mod(slope, p) for z in zx])
+    else:
+        dc = [_jac_mod(k * x, p) for k, x in enumerate(layer.act)][1:] or [0]
+        ss.append([_jac_poly(dc, _jac_mod(z, p), p) for z in zx])
+    return hx, h
+
+
+def _jac_backward(layers, bias, outputs, h, hs, ss, Ws, p: int, geometry, T) -> list[list[int]]:
+    """The reverse-mode pass of :func:`_jac_rows` mod p: one row d f_k(x) / d theta per output k."""
+    from operator import mul
+
     out, WT = [], {}
     for k in outputs:
         delta = [int(i == k) for i in range(len(h))]
@@ -584,11 +603,7 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
         raise CheckError(f"certificate: a jacobian-rank certificate says \"locally-identifiable\", got "
                          f"{_short(cert.get('verdict'))}")
     T = _jac_tokens(layers)
-    if not all(isinstance(l, (_Layer, _Conv)) and (l.act is None or isinstance(l.act, tuple)
-                                                   or _jac_pl(l.act) is not None)
-               or (isinstance(l, _Attention) and i == 0) for i, l in enumerate(layers)) \
-            or (T is None and any("token-wise" in l.label for l in layers)) \
-            or (any(_jac_pl(l.act) is not None for l in layers) and not all(_jac_dense_like(l) for l in layers)):
+    if _jac_unsupported(layers, T):
         report.reasons.append("jacobian-rank certificates cover dense, conv2d, attention and token-wise layers with "
                               "polynomial activations, and dense ReLU / leaky ReLU networks")
         report.accepted = False
@@ -599,6 +614,39 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
     # the declared parameter space (issue 25): a layer's biases are parameters when the file gives it a bias
     # vector (zeros included), none with "bias": null -- per layer
     bias = declared_biases(layers)
+    widths, P, r = _jac_header(report, cert, n_in, layers, bias, T)
+    if report.reasons:
+        report.accepted = False
+        return report
+    K = widths[-1]
+    chosen = _jac_selection(report, cert, n_in, K, r, P)
+    if chosen is None:
+        return report
+    points, rows, pivots = chosen
+    ncols = P if pivots is None else r  # with pivots: the r x r block (rows x r) is eliminated, not rows x P
+    if _jac_beyond_limits(report, layers, rows, r, P, pivots, ncols):
+        return report
+    offs = _jac_offsets(layers, bias, T)
+    try:
+        gens = (_jac_attention_tangents(layers, offs) if T is not None else []) + _jac_tangents(layers, bias, offs)
+    except CheckError as e:
+        report.reasons.append(str(e))
+        report.accepted = False
+        return report
+    return _jac_verify(report, cert, layers, bias, points, rows, pivots, gens, offs, K, r, P, ncols, T)
+
+
+def _jac_unsupported(layers, T) -> bool:
+    """Whether the model has a layer or activation that jacobian-rank certificates do not cover."""
+    return not all(isinstance(l, (_Layer, _Conv)) and (l.act is None or isinstance(l.act, tuple)
+                                                       or _jac_pl(l.act) is not None)
+                   or (isinstance(l, _Attention) and i == 0) for i, l in enumerate(layers)) \
+        or (T is None and any("token-wise" in l.label for l in layers)) \
+        or (any(_jac_pl(l.act) is not None for l in layers) and not all(_jac_dense_like(l) for l in layers))
+
+
+def _jac_header(report, cert, n_in, layers, bias, T):
+    """The model's widths, its parameter count P and the certified rank; each header mismatch is a reason."""
     widths = [n_in] + [_out_dim(l) for l in layers]
     P = sum(_jac_count(l, b, T) for l, b in zip(layers, bias))
     for key, want in (("widths", widths), ("bias", bias_field(layers, bias)), ("parameters", P)):
@@ -612,13 +660,14 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
     r = cert.get("rank")
     if not _is_int(r) or isinstance(r, bool) or not 0 <= r <= P:
         report.reasons.append(f"certificate rank {_short(r)} is not an integer in [0, {P}]")
-    if report.reasons:
-        report.accepted = False
-        return report
+    return widths, P, r
+
+
+def _jac_selection(report, cert, n_in: int, K: int, r: int, P: int):
+    """(points, rows, pivot columns) read off the certificate, or None with the report rejected on bad rows."""
     pts = cert.get("points")
     if not isinstance(pts, list) or not pts:
         raise CheckError("certificate points: expected a non-empty list of points")
-    K = widths[-1]
     if len(pts) * n_in > 10 ** 7:
         raise CheckError(f"certificate points: {len(pts)} points exceed the checker's limit")
     points = [_vector(pt, f"certificate points[{i}]", n_in) for i, pt in enumerate(pts)]
@@ -628,14 +677,18 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
         report.reasons.append(f"certificate rows must list at least {r} distinct rows (point * {K} + output) of "
                               f"the {len(points) * K} rows of the Jacobian")
         report.accepted = False
-        return report
+        return None
     pivots = cert.get("pivot_columns")
     if pivots is not None and (not isinstance(pivots, list) or len(pivots) != r or len(set(map(str, pivots))) != r
                                or any(not _is_int(c) or isinstance(c, bool) or not 0 <= c < P for c in pivots)):
         report.reasons.append(f"certificate pivot_columns must list {r} distinct columns of the {P} parameters")
         report.accepted = False
-        return report
-    ncols = P if pivots is None else r  # with pivots: the r x r block (rows x r) is eliminated, not rows x P
+        return None
+    return points, rows, pivots
+
+
+def _jac_beyond_limits(report, layers, rows, r: int, P: int, pivots, ncols: int) -> bool:
+    """Whether the check is beyond the checker's size limits (then the report says so, with nothing verified)."""
     work = len(rows) * r * ncols
     # the rows themselves: a conv2d layer costs taps x output pixels x channels per row (twice: forward, backward)
     row_work = len(rows) * sum(len(l.rows) * len(l.rows[0]) * len(l.sources()[0]) if isinstance(l, _Conv)
@@ -646,24 +699,43 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
                               f"{row_work:.3g} multiplications > {MAX_JACOBIAN_ROW_WORK:.3g} "
                               "(symeq_check.identifiability.rank.MAX_JACOBIAN_ROW_WORK); nothing was verified")
         report.accepted = None
-        return report
+        return True
     if work > MAX_JACOBIAN_WORK:
         report.reasons.append(f"beyond the checker's size limit: {len(rows)} rows, rank {r} and {P} parameters need "
                               f"rows r {'P' if pivots is None else 'r'} = {work:.3g} "
-                              f"slot operations > {MAX_JACOBIAN_WORK:.3g} (symeq_check.identifiability.rank.MAX_JACOBIAN_WORK); nothing "
-                              "was verified")
+                              f"slot operations > {MAX_JACOBIAN_WORK:.3g} "
+                              "(symeq_check.identifiability.rank.MAX_JACOBIAN_WORK); nothing was verified")
         report.accepted = None
-        return report
+        return True
+    return False
+
+
+def _jac_offsets(layers, bias, T) -> list[int]:
+    """Per layer: where its weights start and where its biases start in the certificate's parameter order."""
     offs, c = [], 0
-    for l, b in zip(layers, bias):  # per layer: where its weights start, where its biases start
+    for l, b in zip(layers, bias):
         offs += [c, c + _jac_count(l, False, T)]
         c += _jac_count(l, b, T)
-    try:
-        gens = (_jac_attention_tangents(layers, offs) if T is not None else []) + _jac_tangents(layers, bias, offs)
-    except CheckError as e:
-        report.reasons.append(str(e))
-        report.accepted = False
-        return report
+    return offs
+
+
+def _jac_point_rows(layers, bias, points, by_point: dict, geometry, prime: int):
+    """The certified Jacobian rows mod ``prime``, one point at a time (so that they are packed as they come)."""
+    for n in sorted(by_point):
+        yield from _jac_rows(layers, bias, points[n], sorted(by_point[n]), prime, geometry)
+
+
+def _jac_block_rows(layers, bias, points, by_point: dict, geometry, pivots, prime: int):
+    """The certified rows mod ``prime``, restricted to the pivot columns when the certificate names them."""
+    if pivots is None:
+        yield from _jac_point_rows(layers, bias, points, by_point, geometry, prime)
+        return
+    for row in _jac_point_rows(layers, bias, points, by_point, geometry, prime):
+        yield [row[c] for c in pivots]
+
+
+def _jac_verify(report, cert, layers, bias, points, rows, pivots, gens, offs, K, r, P, ncols, T) -> CheckReport:
+    """The recomputation part of :func:`check_jacobian_rank`: kinks, the tangent in the kernel, the ranks."""
     geometry = [l.sources() if isinstance(l, _Conv) else None for l in layers]
     tangent = [[0] * P for _ in gens]
     for t, v in zip(tangent, gens):
@@ -672,11 +744,6 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
     by_point: dict = {}
     for x in rows:
         by_point.setdefault(x // K, []).append(x % K)
-
-    def jacobian_rows(prime):  # one point at a time: the rows are packed as they come
-        for n in sorted(by_point):
-            yield from _jac_rows(layers, bias, points[n], sorted(by_point[n]), prime, geometry)
-
     p = JACOBIAN_PRIME
     if any(_jac_pl(l.act) is not None for l in layers):  # every certified point off every bent hyperplane
         for n in sorted(by_point):
@@ -688,7 +755,7 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
                 return report
     if tangent:
         sparse = [{k: _jac_mod(x) for k, x in v.items()} for v in gens]
-        for row in jacobian_rows(p):
+        for row in _jac_point_rows(layers, bias, points, by_point, geometry, p):
             for g, t in enumerate(sparse):
                 if sum(row[k] * x for k, x in t.items()) % p:
                     report.reasons.append(f"orbit generator {g + 1} is not in the kernel of the Jacobian rows")
@@ -698,14 +765,19 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
     if cert.get("orbit_dimension") != dim:
         report.reasons.append(f"certificate orbit_dimension {_short(cert.get('orbit_dimension'))} differs from "
                               f"the recomputed {dim}")
+
     def block(prime):  # the certified rows, restricted to the pivot columns when the certificate names them
-        if pivots is None:
-            yield from jacobian_rows(prime)
-            return
-        for row in jacobian_rows(prime):
-            yield [row[c] for c in pivots]
+        return _jac_block_rows(layers, bias, points, by_point, geometry, pivots, prime)
 
     nmod_mat = nmod_rank()
+    rank, modulus, structured = _jac_certified_rank(block, layers, bias, rows, points, pivots, offs, K, r, ncols, T,
+                                                    nmod_mat)
+    _jac_conclude(report, rows, points, pivots, gens, r, P, dim, rank, modulus, structured, nmod_mat)
+    return report
+
+
+def _jac_certified_rank(block, layers, bias, rows, points, pivots, offs, K, r, ncols, T, nmod_mat):
+    """(rank, modulus, structured): the rank of ``block``'s rows mod the checker's primes, else mod 2^61 - 1."""
     # with the accelerator and every row of every point: the last affine layer's block is eliminated first
     last = layers[-1]
     reduced = nmod_reduced_rank() if (pivots is None and T is None and isinstance(last, _Layer) and last.act is None
@@ -734,7 +806,12 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
             rank, modulus = rq, q
             break
     if rank is None:
-        rank = rank_at(p)
+        rank = rank_at(JACOBIAN_PRIME)
+    return rank, modulus, structured
+
+
+def _jac_conclude(report, rows, points, pivots, gens, r, P, dim, rank, modulus, structured, nmod_mat) -> None:
+    """The verdict of :func:`check_jacobian_rank` from the recomputed ranks: its reasons or checks, accepted."""
     what = "rows" if pivots is None else f"rows restricted to the {r} pivot columns"
     if rank != r:
         report.reasons.append(f"the {len(rows)} certified {what} of the Jacobian have rank {rank} modulo 2^61 - 1, "
@@ -755,4 +832,3 @@ def check_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 10000)
                              f"dimension {dim}; rank = #params {P} - {dim}: locally identifiable (constant-rank "
                              "theorem; the fibre far from theta is not examined)")
     report.accepted = not report.reasons
-    return report

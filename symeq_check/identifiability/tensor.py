@@ -330,6 +330,30 @@ def check_tensor(cert: dict, model: dict, *, max_group_size: int = 10000) -> Che
 
 def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1, over: str = "C") -> None:
     R = K.R
+    if not _check_ident_kruskal(report, cert, K, d):
+        return
+    avail = _check_ident_independence(report, cert, K, d, bias)
+    if avail is None:
+        return
+    neurons = cert.get("neurons")
+    if not isinstance(neurons, list) or len(neurons) != R:
+        raise CheckError(f"neurons must list {R} entries")
+    allowed = set(range(1, d - 1)) if bias else set(range(d))
+    sizes, complex_sizes = [], []
+    for j, nd in enumerate(neurons):
+        if not _check_ident_neuron(report, j, nd, coeffs, d, bias, latent, b1, avail & allowed, over,
+                                   sizes, complex_sizes):
+            return
+    report.checks.append(f"every neuron's system has exactly the latent scalings "
+                         f"({'every alpha != 0' if latent == 'all' else [str(a) for a in latent]}) as "
+                         + ("real solutions (Sturm sequences; a real theta' has real scalings), "
+                            f"with {complex_sizes} complex ones" if over == "R" else "solutions"))
+    _check_ident_orbit(report, cert, R, latent, sizes, over)
+
+
+def _check_ident_kruskal(report, cert, K: _KProof, d) -> bool:
+    """Check the Kruskal block (reshaping, k-rank proofs and bounds, the condition); True when it holds."""
+    R = K.R
     kr = _strict(cert.get("kruskal"), "certificate.kruskal", KRUSKAL_KEYS)
     modes, proofs, claimed = kr.get("reshaping"), kr.get("modes"), kr.get("k_lower")
     if not (isinstance(modes, list) and len(modes) == 3 and all(isinstance(m, str) and m for m in modes)
@@ -337,24 +361,30 @@ def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1,
         raise CheckError("kruskal: 'reshaping' and 'modes' must list three modes")
     if not _is_int(kr.get("R")) or kr.get("R") != R:
         report.reasons.append(f"kruskal R {_short(kr.get('R'))} is not the model's {R} neurons")
-        return
+        return False
     joined = "".join(modes)
     if joined.count("V") != 1 or not modes[0].startswith("V") or set(joined) != {"V", "W"} or \
             joined.count("W") != d or "V" in "".join(modes[1:]):
         report.reasons.append(f"reshaping {modes} is not V W^a | W^b | W^c with a + b + c = {d}")
-        return
+        return False
     ks = [K.bound(p, m, f"certificate.kruskal.modes[{i}]") for i, (p, m) in enumerate(zip(proofs, modes))]
     if any(k < 0 for k in ks):
         report.reasons.append(f"a k-rank proof fails (a minor or entry claimed nonzero is zero): bounds {ks}")
-        return
+        return False
     if claimed != ks:
         report.reasons.append(f"claimed k-rank bounds {_short(claimed)} differ from the recomputed {ks}")
-        return
+        return False
     if not (sum(ks) >= 2 * R + 2 or (R == 1 and min(ks) >= 1)):
         report.reasons.append(f"Kruskal's condition fails: {' + '.join(map(str, ks))} < 2R+2 = {2 * R + 2}")
-        return
+        return False
     report.checks.append(f"Kruskal: k-ranks >= {ks} on {' (x) '.join(modes)}, sum {sum(ks)} >= 2R+2 = {2 * R + 2}: "
                          "the rank-one terms are unique up to permutation and scaling")
+    return True
+
+
+def _check_ident_independence(report, cert, K: _KProof, d, bias):
+    """Check the lower-degree independence proofs; return the independent degrees, or None on a failure."""
+    R = K.R
     avail = set()
     indep = cert.get("independence")
     if not isinstance(indep, list):
@@ -366,77 +396,87 @@ def _check_ident_positive(report, cert, K: _KProof, coeffs, d, bias, latent, b1,
             raise CheckError(f"independence: bad degree {_short(k)}")
         if K.bound(e.get("proof"), "V" + "W" * k, f"certificate.independence[{idx}].proof") != R:
             report.reasons.append(f"degree {k}: the terms v_j (x) w_j^{k} are not proved independent")
-            return
+            return None
         avail.add(k)
     report.checks.append(f"lower-degree terms proved linearly independent for degrees {sorted(avail)}")
     if bias and d - 1 not in avail:
         report.reasons.append(f"with biases the degree-{d - 1} terms must be independent (they fix b')")
-        return
-    neurons = cert.get("neurons")
-    if not isinstance(neurons, list) or len(neurons) != R:
-        raise CheckError(f"neurons must list {R} entries")
-    allowed = set(range(1, d - 1)) if bias else set(range(d))
-    sizes, complex_sizes = [], []
-    for j, nd in enumerate(neurons):
-        nd = _strict(nd, f"certificate.neurons[{j}]", REAL_NEURON_KEYS if over == "R" else NEURON_KEYS)
-        degs = nd.get("degrees")
-        if not _is_int(nd.get("neuron")) or nd.get("neuron") != j or \
-                parse_number(nd.get("b"), f"neuron {j + 1} b") != b1[j]:
-            report.reasons.append(f"neuron {j + 1}: index or bias differs from the model")
-            return
-        if not isinstance(degs, list) or not all(_is_int(k) for k in degs) or \
-                not set(degs) <= (avail & allowed) or len(set(degs)) != len(degs):
-            report.reasons.append(f"neuron {j + 1}: degrees {_short(degs)} are not among the independent ones")
-            return
-        eqs = _neuron_equations(coeffs, b1[j], bias, d, degs)
-        listed = nd.get("polynomials")
-        if not isinstance(listed, list) or not all(
-                isinstance(p, list) and len(p) == 2 and _is_int(p[0]) and isinstance(p[1], list) for p in listed) \
-                or sorted((p[0], _ipoly_trim(_vector(p[1], f"neuron {j + 1} polynomial") if p[1] else []))
-                          for p in listed) != sorted(eqs.items()):
-            report.reasons.append(f"neuron {j + 1}: the listed per-neuron polynomials are not the model's")
-            return
-        g = []
-        for p in eqs.values():
-            g = _ipoly_gcd(g, p) if g else _ipoly_gcd(p, p)
-        g = _ipoly_strip_x(g)
-        sols = "all" if not any(eqs.values()) else _ipoly_roots_count(g)
-        cg = nd.get("gcd")
-        if (sols == "all" and cg is not None) or (sols != "all" and (
-                not isinstance(cg, list) or not cg or _ipoly_trim(_vector(cg, f"neuron {j + 1} gcd")) != g)):
-            report.reasons.append(f"neuron {j + 1}: the listed gcd is not the gcd of the equations")
-            return
-        if nd.get("solutions") != sols:
-            report.reasons.append(f"neuron {j + 1}: {sols} solutions, the certificate says {_short(nd.get('solutions'))}")
-            return
-        if over == "R":  # the claim is about real lambda: count the real roots of the gcd (Sturm)
-            real = "all" if sols == "all" else _real_roots_count(g)
-            if nd.get("real_solutions") != real:
-                report.reasons.append(f"neuron {j + 1}: {real} real solutions, the certificate says "
-                                      f"{_short(nd.get('real_solutions'))}")
-                return
-            complex_sizes.append(sols)
-            sols = real
-        cl = nd.get("latent")
-        if cl != "all" and not (isinstance(cl, list) and cl):
-            raise CheckError(f"neuron {j + 1}: latent must be \"all\" or a non-empty list")
-        if latent == "all":
-            if sols != "all" or cl != "all":
-                report.reasons.append(f"neuron {j + 1}: solutions {sols} are not the monomial scalings")
-                return
-            continue
-        if cl == "all" or [parse_number(a, "latent") for a in (cl or [])] != latent:
-            report.reasons.append(f"neuron {j + 1}: latent scalings {_short(cl)} are not the activation's {latent}")
-            return
-        if sols == "all" or sols != len(latent) or any(_poly(g, a) != 0 for a in latent):
-            report.reasons.append(f"neuron {j + 1}: {sols} {'real ' if over == 'R' else ''}solutions but "
-                                  f"{len(latent)} latent scalings")
-            return
-        sizes.append(len(latent))
-    report.checks.append(f"every neuron's system has exactly the latent scalings "
-                         f"({'every alpha != 0' if latent == 'all' else [str(a) for a in latent]}) as "
-                         + ("real solutions (Sturm sequences; a real theta' has real scalings), "
-                            f"with {complex_sizes} complex ones" if over == "R" else "solutions"))
+        return None
+    return avail
+
+
+def _check_ident_neuron_system(report, j, nd, coeffs, d, bias, b1, usable):
+    """Check neuron j's index, bias, degrees, equations, gcd and solution count; return (gcd, solutions) or None."""
+    degs = nd.get("degrees")
+    if not _is_int(nd.get("neuron")) or nd.get("neuron") != j or \
+            parse_number(nd.get("b"), f"neuron {j + 1} b") != b1[j]:
+        report.reasons.append(f"neuron {j + 1}: index or bias differs from the model")
+        return None
+    if not isinstance(degs, list) or not all(_is_int(k) for k in degs) or \
+            not set(degs) <= usable or len(set(degs)) != len(degs):
+        report.reasons.append(f"neuron {j + 1}: degrees {_short(degs)} are not among the independent ones")
+        return None
+    eqs = _neuron_equations(coeffs, b1[j], bias, d, degs)
+    listed = nd.get("polynomials")
+    if not isinstance(listed, list) or not all(
+            isinstance(p, list) and len(p) == 2 and _is_int(p[0]) and isinstance(p[1], list) for p in listed) \
+            or sorted((p[0], _ipoly_trim(_vector(p[1], f"neuron {j + 1} polynomial") if p[1] else []))
+                      for p in listed) != sorted(eqs.items()):
+        report.reasons.append(f"neuron {j + 1}: the listed per-neuron polynomials are not the model's")
+        return None
+    g = []
+    for p in eqs.values():
+        g = _ipoly_gcd(g, p) if g else _ipoly_gcd(p, p)
+    g = _ipoly_strip_x(g)
+    sols = "all" if not any(eqs.values()) else _ipoly_roots_count(g)
+    cg = nd.get("gcd")
+    if (sols == "all" and cg is not None) or (sols != "all" and (
+            not isinstance(cg, list) or not cg or _ipoly_trim(_vector(cg, f"neuron {j + 1} gcd")) != g)):
+        report.reasons.append(f"neuron {j + 1}: the listed gcd is not the gcd of the equations")
+        return None
+    if nd.get("solutions") != sols:
+        report.reasons.append(f"neuron {j + 1}: {sols} solutions, the certificate says "
+                              f"{_short(nd.get('solutions'))}")
+        return None
+    return g, sols
+
+
+def _check_ident_neuron(report, j, nd, coeffs, d, bias, latent, b1, usable, over, sizes, complex_sizes) -> bool:
+    """Check neuron j's entry against the model and the latent scalings (appending to sizes); True when it holds."""
+    nd = _strict(nd, f"certificate.neurons[{j}]", REAL_NEURON_KEYS if over == "R" else NEURON_KEYS)
+    system = _check_ident_neuron_system(report, j, nd, coeffs, d, bias, b1, usable)
+    if system is None:
+        return False
+    g, sols = system
+    if over == "R":  # the claim is about real lambda: count the real roots of the gcd (Sturm)
+        real = "all" if sols == "all" else _real_roots_count(g)
+        if nd.get("real_solutions") != real:
+            report.reasons.append(f"neuron {j + 1}: {real} real solutions, the certificate says "
+                                  f"{_short(nd.get('real_solutions'))}")
+            return False
+        complex_sizes.append(sols)
+        sols = real
+    cl = nd.get("latent")
+    if cl != "all" and not (isinstance(cl, list) and cl):
+        raise CheckError(f"neuron {j + 1}: latent must be \"all\" or a non-empty list")
+    if latent == "all":
+        if sols != "all" or cl != "all":
+            report.reasons.append(f"neuron {j + 1}: solutions {sols} are not the monomial scalings")
+            return False
+        return True
+    if cl == "all" or [parse_number(a, "latent") for a in (cl or [])] != latent:
+        report.reasons.append(f"neuron {j + 1}: latent scalings {_short(cl)} are not the activation's {latent}")
+        return False
+    if sols == "all" or sols != len(latent) or any(_poly(g, a) != 0 for a in latent):
+        report.reasons.append(f"neuron {j + 1}: {sols} {'real ' if over == 'R' else ''}solutions but "
+                              f"{len(latent)} latent scalings")
+        return False
+    sizes.append(len(latent))
+    return True
+
+
+def _check_ident_orbit(report, cert, R, latent, sizes, over) -> None:
+    """Check the orbit's dimension and size (R! times the latent scalings per neuron) and report the fibre."""
     if latent == "all":
         if cert.get("orbit_size") is not None or cert.get("orbit_dimension") != R:
             report.reasons.append("orbit: a torus of dimension R (monomial scalings) expected")

@@ -26,9 +26,6 @@ KIND_CLASSES = {"_Attention", "_Heads", "_Conv", "_Pool", "_Layer"}
 LITERAL_COMPARISONS = {
     # pooling's two kinds share a reader and a digest form: maxpool2d's windows or group_pool's fields
     ("pooling.py", "_PoolKind.canonical"), ("pooling.py", "_pool_layer"),
-    # a graph segment on its JSON, before its layers are read: attention refused, flatten skipped, a first
-    # conv2d or pooling inheriting an image node's shape, whether the segment's value is an image
-    ("graph.py", "_segment"),
     # a latent action's "kind": {"kind": "dense", "matrix": ...} is an action form, not a layer kind
     ("layerwise.py", "_action"),
 }

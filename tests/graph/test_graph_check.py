@@ -210,7 +210,8 @@ def test_a_ball_witness_of_a_graph_with_tanh_uses_the_checkers_intervals():
     (lambda m: m["graph"][1]["layers"][1].update(weight=[["1", "0"]]), "add"),
     (lambda m: m["graph"][1]["layers"][0].update(activation=None), "hidden layer needs"),
     (lambda m: m["graph"][2].update(activation={"type": "polynomial", "coeffs": ["1", "2"]}), "degree 1"),
-    (lambda m: m["graph"][0]["layers"].insert(0, {"type": "attention", "tokens": 1, "heads": []}), "attention"),
+    (lambda m: m["graph"][0]["layers"].insert(0, {"type": "attention", "tokens": 1, "heads": []}),
+     "layers[0]: attention (token mixing) is not allowed"),
     (lambda m: m["graph"][0].update(layers=[{"type": "flatten"}]), "a segment needs a layer"),
 ])
 def test_the_graph_form_is_read_strictly(change, message):
