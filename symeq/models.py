@@ -113,6 +113,17 @@ class LayeredShape:
     def depth(self) -> int:
         return len(self.layers)
 
+    def chain(self):
+        """The layers the theorem is about: an attention layer splits into its heads (value spaces, a
+        latent space) and its output projection, which merges into the next token-wise layer (or is
+        the last, affine layer): the kind's own split, over the model's numbers (exact or float).  A
+        model without such a layer is its own chain."""
+        first = self.layers[0]
+        if not supports(first, "splits-in-chain"):
+            return self
+        layers = type(first).split_chain(first, self.layers[1:])
+        return type(self)(self.input_dim, layers, self.group, self.name, dict(self.meta))
+
 
 #: True while :func:`linear_hidden_allowed` is active: a hidden affine (degree-1) layer is then allowed
 _LINEAR_HIDDEN = contextvars.ContextVar("symeq_linear_hidden", default=False)
@@ -174,16 +185,6 @@ class Model(LayeredShape):
     @property
     def tokens(self) -> int | None:
         return self.layers[0].tokens if self.token_mixing else None
-
-    def chain(self) -> "Model":
-        """The layers the theorem is about: an attention layer splits into its heads (value
-        spaces, a latent space) and its output projection, which merges into the next token-wise
-        layer (or is the last, affine layer).  For dense models the chain is the model itself."""
-        first = self.layers[0]
-        if not supports(first, "splits-in-chain"):
-            return self
-        layers = type(first).split_chain(first, self.layers[1:])  # the kind's own split
-        return Model(self.input_dim, layers, self.group, self.name, dict(self.meta))
 
     @property
     def is_polynomial(self) -> bool:

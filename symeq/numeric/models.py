@@ -184,29 +184,6 @@ class NumericModel(LayeredShape):
     def n_params(self) -> int:
         return sum(l.n_params if hasattr(l, "n_params") else l.in_dim * l.out_dim + l.out_dim for l in self.layers)
 
-    def chain(self) -> "NumericModel":
-        """The layers the derivation walks: as :meth:`symeq.models.Model.chain`, an attention layer
-        splits into its heads (value spaces) and its output projection, which merges into the
-        next token-wise layer (or is the last, affine layer).  Dense models are their own chain."""
-        first = self.layers[0]
-        if not supports(first, "splits-in-chain"):
-            return self
-        T = first.tokens
-        Ot = first.out_stack().T  # d_out x H d_v
-        c = getattr(first, "bias", None)  # softmax attention's output bias: into the next layer's bias
-        if len(self.layers) == 1:
-            nxt = NumericDenseLayer(np.kron(np.eye(T), Ot), None if c is None else np.tile(c, T), None, T)
-            rest = []
-        else:
-            l1 = self.layers[1]
-            W1 = l1.token_weight if l1.tokens == T else l1.weight[: l1.out_dim // T, : l1.in_dim // T]
-            if l1.out_dim % T or not np.array_equal(l1.weight, np.kron(np.eye(T), W1)):
-                raise InputError("the layer after attention must be token-wise (weight I_T (x) W)")
-            b1 = l1.bias.copy() if c is None else l1.bias + np.tile(W1 @ c, T)
-            nxt = NumericDenseLayer(np.kron(np.eye(T), W1 @ Ot), b1, l1.activation, T)
-            rest = [l.copy() for l in self.layers[2:]]
-        return NumericModel(self.input_dim, [first.heads_layer(), nxt] + rest, self.group, self.name, dict(self.meta))
-
     def forward(self, X: np.ndarray, upto: int | None = None) -> np.ndarray:
         """Evaluate on a batch (rows); ``upto=i`` returns the features after layer i."""
         X = np.asarray(X, dtype=np.float64)

@@ -999,22 +999,55 @@ def match_heads(layer: HeadsLayer, P_in: fmpq_mat):
 
 # -- the kind's declarations for symeq.layers.registry: the chain split and the model file ------------
 
+#: the refusal of a layer after attention that is not token-wise (the chain needs I_T (x) W and b repeated)
+NOT_TOKENWISE = "the layer after attention must be token-wise (weight I_T (x) W, bias repeated per token)"
+
+
+def _token_block(layer, T: int) -> tuple:
+    """(W, b) of one token of the layer after attention, over the layer's backend; an InputError when its
+    weight is not I_T (x) W or its bias not b repeated T times (a layer built as token-wise is by its
+    construction)."""
+    if layer.tokens == T:
+        return layer.token_weight, layer.token_bias
+    r, q = divmod(layer.out_dim, T)
+    s, q2 = divmod(layer.in_dim, T)
+    if q or q2 or layer.tokens is not None:
+        raise InputError(NOT_TOKENWISE)
+    if layer.backend.exact:
+        W = fmpq_mat(r, s, [layer.weight[i, j] for i in range(r) for j in range(s)])
+        b = list(layer.bias[:r])
+        same = layer.weight == tokenwise(W, T) and list(layer.bias) == b * T
+    else:
+        W, b = layer.weight[:r, :s], layer.bias[:r]
+        same = np.array_equal(layer.weight, np.kron(np.eye(T), W)) and np.array_equal(layer.bias, np.tile(b, T))
+    if not same:
+        raise InputError(NOT_TOKENWISE)
+    return W, b
+
+
 def split_chain(first: AttentionLayer, rest: list) -> list:
-    """The chain layers of ``[first] + rest`` (``symeq.models.Model.chain``): the heads (value spaces,
-    a latent space) and the output projection, merged into the next token-wise layer (or the last,
-    affine layer)."""
+    """The chain layers of ``[first] + rest`` (``LayeredShape.chain``, exact or float alike): the heads
+    (value spaces, a latent space) and the output projection, merged into the next layer, which must be
+    token-wise (or the last, affine layer)."""
     from ..dense import DenseLayer
 
-    T = first.tokens
+    bk, T = first.backend, first.tokens
     heads = first.heads_layer()  # lightning or softmax (scoring and scale carried)
-    Ot = first.out_stack().transpose()  # d_out x H d_v
     c = getattr(first, "bias", None)  # softmax attention's output bias (None: none)
+    if bk.exact:
+        Ot = first.out_stack().transpose()  # d_out x H d_v
+        stack, repeat = (lambda W: tokenwise(W, T)), (lambda v: list(v) * T)
+    else:
+        Ot = first.out_stack().T
+        stack, repeat = (lambda W: np.kron(np.eye(T), W)), (lambda v: np.tile(v, T))
     if not rest:
-        return [heads, DenseLayer(tokenwise(Ot, T), None if c is None else list(c) * T, None, T)]
+        return [heads, DenseLayer(stack(Ot), None if c is None else repeat(c), None, T, backend=bk)]
     l1 = rest[0]
-    b1 = list(l1.bias) if c is None else [b + sum((w * v for w, v in zip(row, c)), 0) for row, b in
-                                          zip(mat_rows(l1.token_weight), l1.token_bias)] * T
-    nxt = DenseLayer(tokenwise(l1.token_weight * Ot, T), b1, l1.activation, T)
+    W1, b1 = _token_block(l1, T)
+    if c is not None:  # W1 (O x + c) + b1: the output bias moves into the next layer's bias
+        b1 = [b + sum((w * v for w, v in zip(row, c)), 0) for row, b in zip(mat_rows(W1), b1)] if bk.exact \
+            else b1 + W1 @ c
+    nxt = DenseLayer(stack(W1 * Ot if bk.exact else W1 @ Ot), repeat(b1), l1.activation, T, backend=bk)
     return [heads, nxt] + [l.copy() for l in rest[1:]]
 
 
