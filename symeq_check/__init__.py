@@ -38,6 +38,7 @@ The map (one subject per module; the lower ones first, each imports only those a
 ``identifiability.classical``   ``sussmann``, ``fefferman``: real tanh and sigmoid networks
 ``identifiability.rank``        ``jacobian-rank``, ``locally-identifiable``: Jacobian rows mod p
 ``identifiability.family``      ``jacobian-rank``, ``not-identifiable``: an exact family in the fibre
+``identifiability.graph_rank``  ``jacobian-rank`` of a graph model (``graph_sha256``): rows along the graph
 ``accel``                       the hook for an optional rank mod p in ``rank``, outside the trusted core
 ``selftest``                    the self-test of the axioms (``python -m symeq_check --self-test``)
 ``dispatch``                    the table of checkers: (format, method, verdict) -> checker

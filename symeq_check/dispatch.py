@@ -12,6 +12,7 @@ from .graph import check_graph_certificate
 from .identifiability.classical import check_classical
 from .identifiability.deep import DEEP_METHOD, check_deep
 from .identifiability.family import check_jacobian_family
+from .identifiability.graph_rank import check_graph_jacobian_rank, is_graph_rank
 from .identifiability.rank import JACOBIAN_METHOD, check_jacobian_rank
 from .identifiability.tensor import check_tensor
 from .layerwise import check_theorem_certificate
@@ -21,6 +22,8 @@ from .schema import CERT_FORMAT, CERT_FORMAT_DENSE, IDENTIFIABILITY_FORMAT
 #: the ``method`` slot of a certificate of a graph model (docs/graphs.md): it is keyed on the model file's
 #: (or the certificate's parameters') ``"graph"``, since such a certificate has no method of its own
 GRAPH = "graph"
+#: the ``method`` slot of a graph model's ``jacobian-rank`` certificate (keyed on its ``graph_sha256``)
+GRAPH_JACOBIAN = "graph jacobian-rank"
 
 #: (format, method, verdict) -> checker.  ``method`` is None for a certificate without one (the
 #: equivariance certificates, Kruskal's tensor method); ``verdict`` None matches every verdict, a named
@@ -35,6 +38,7 @@ CERTIFICATE_CHECKERS = {
     (IDENTIFIABILITY_FORMAT, "fefferman", None): check_classical,
     (IDENTIFIABILITY_FORMAT, JACOBIAN_METHOD, None): check_jacobian_rank,  # local identifiability
     (IDENTIFIABILITY_FORMAT, JACOBIAN_METHOD, "not-identifiable"): check_jacobian_family,
+    (IDENTIFIABILITY_FORMAT, GRAPH_JACOBIAN, None): check_graph_jacobian_rank,  # local, along a graph
 }
 FORMATS = tuple(dict.fromkeys(fmt for fmt, _, _ in CERTIFICATE_CHECKERS))
 
@@ -59,6 +63,8 @@ def checker_for(cert: dict, model=None):
             raise CheckError("the certificate is about a graph model (its parameters have \"graph_sha256\"), the "
                              "model file is a chain: give the graph model it was written for")
         method = GRAPH
+    if fmt == IDENTIFIABILITY_FORMAT and method == JACOBIAN_METHOD and is_graph_rank(cert):
+        method = GRAPH_JACOBIAN
     verdict = verdict if isinstance(verdict, str) else None
     for key in ((fmt, method, verdict), (fmt, method, None)):
         if key in CERTIFICATE_CHECKERS:

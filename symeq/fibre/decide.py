@@ -444,7 +444,7 @@ def _graph_decision(st: _Decision) -> IdentifiabilityReport:
     if not st.wanted("jacobian-rank"):
         return st.report("not-applicable", None, f"{st.method}: covers chains only, not graph models (the "
                          "jacobian-rank method covers graphs)")
-    d = graph_jacobian_identifiability(st.model, deadline=st.deadline)
+    d = graph_jacobian_identifiability(st.model, deadline=st.deadline, certificate=bool(st.certificate))
     st.tried.insert(4, {"method": "jacobian-rank", "status": d.status,
                         "reason": d.reason.removeprefix("jacobian-rank (graph): ")})
     if d.status == "undetermined":
@@ -452,7 +452,9 @@ def _graph_decision(st: _Decision) -> IdentifiabilityReport:
     # auto: only the local answer stands, everything else leaves the question open
     status = d.status if st.method == "jacobian-rank" or d.status == "locally-identifiable" else "unknown"
     st.local = d
-    return st.report(status, "jacobian-rank" if status == "locally-identifiable" else None, d.reason, d.to_json(), d)
+    local = status == "locally-identifiable"
+    return st.report(status, "jacobian-rank" if local else None, d.reason, d.to_json(), d,
+                     d.certificate if local else None)
 
 
 def _fallback(report, local, tried):

@@ -22,8 +22,13 @@ What the rank proves:
   (dead units, clones) is looked for on graphs, so ``not-identifiable`` is never claimed here.
 
 Not covered, by name: ReLU and other non-polynomial activations (the chain's symeq.relu.fdim reads chains
-only), kinds without the ``jacobian-rank`` capability (pooling), and a certificate (the checker
-recomputes rows for chains; on graphs the answer has none).
+only) and kinds without the ``jacobian-rank`` capability (pooling).
+
+A full rank comes with a ``symeq-identifiability/1`` certificate (method ``jacobian-rank``, keyed by the
+graph's ``graph_sha256``): the sample points and r independent rows of J.  ``symeq check`` recomputes
+those rows along its own reading of the graph, by its own reverse mode modulo a prime, and eliminates
+them (symeq_check/identifiability/graph_rank.py; dense layers, additions and concatenations with
+polynomial activations; a certificate of a graph with conv2d layers is reported as not re-verified).
 
 >>> from symeq.io import model_from_json
 >>> doc = {"format": "symeq-model/1", "input_dim": 2, "graph": [
@@ -68,12 +73,12 @@ class GraphRankDecision:
     points: int | None = None
     continuous: list = field(default_factory=list)
     seconds: float = 0.0
-    certificate: None = None  # no rank certificate on graphs (module docstring)
+    certificate: dict | None = field(default=None, repr=False)  # at full rank (module docstring)
 
     def to_json(self) -> dict:
         return {"method": "jacobian-rank", "status": self.status, "reason": self.reason, "over": "R",
                 "rank": self.rank, "n_params": self.n_params, "points": self.points,
-                "continuous_symmetries": list(self.continuous), "graph": True, "certificate": None,
+                "continuous_symmetries": list(self.continuous), "graph": True,
                 "seconds": round(self.seconds, 3)}
 
 
@@ -176,8 +181,25 @@ def _continuous_spaces(gm) -> list:
     return out
 
 
+#: the parameter vector of a graph certificate, in words (the checker uses its own order, the same one)
+PARAMETER_ORDER = ("per layer node in the file's order (segments in order, their layers in order): W row-major, "
+                   "then b when the layer declares biases; joins have none")
+
+
+def graph_certificate(gm, pts, rows: list, r: int, P: int, seed: int) -> dict:
+    """The ``symeq-identifiability/1`` certificate of a full rank along the graph (module docstring)."""
+    from ..digest import graph_digest
+    from ..graph.io import graph_nodes_json, graph_output_name
+
+    return {"format": "symeq-identifiability/1", "method": "jacobian-rank", "verdict": "locally-identifiable",
+            "graph_sha256": graph_digest(graph_nodes_json(gm), gm.input_dim, graph_output_name(gm)),
+            "input_dim": gm.input_dim, "prime": str(MOD.p), "seed": seed, "parameters": P,
+            "parameter_order": PARAMETER_ORDER, "points": [[str(x) for x in pt] for pt in pts], "rows": rows,
+            "rank": r, "orbit_dimension": 0}
+
+
 def graph_jacobian_identifiability(gm, *, timeout: float | None = None, deadline: Deadline | None = None,
-                                   seed: int = 0, threads: int = 2) -> GraphRankDecision:
+                                   seed: int = 0, threads: int = 2, certificate: bool = True) -> GraphRankDecision:
     """Decide local identifiability of the graph model ``gm`` at its theta (module docstring)."""
     t0 = time.perf_counter()
     deadline = deadline if deadline is not None else Deadline(timeout)
@@ -209,7 +231,7 @@ def graph_jacobian_identifiability(gm, *, timeout: float | None = None, deadline
         pts = _points(gm.input_dim, N, seed)
         J = graph_reverse_jacobian(gm, progs, _points_mod(pts), deadline.check)
         deadline.check("the rank of the Jacobian modulo p")
-        r, _ = _rank_rows(J, False, threads)
+        r, rows = _rank_rows(J, certificate, threads)
     except Denominator as e:
         return done("undetermined", f"the prime 2^61-1 divides the denominator of {e}", n_params=P)
     except BudgetExceeded as e:
@@ -218,6 +240,7 @@ def graph_jacobian_identifiability(gm, *, timeout: float | None = None, deadline
         return done("not-applicable", str(e), n_params=P)
     kw = dict(rank=r, n_params=P, points=N, continuous=cont)
     if r == P:
+        kw["certificate"] = graph_certificate(gm, pts, rows, r, P, seed) if certificate else None
         return done("locally-identifiable", f"rank {r} = {P} parameters at {N} points modulo 2^61-1: the map theta "
                                             "-> f_theta is an immersion at theta, so no other parameter near theta "
                                             "has the same function (over R); the global question stays open", **kw)

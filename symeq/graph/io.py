@@ -17,7 +17,7 @@ from ..schema import check_keys
 from .model import INPUT, NAME_PATTERN, GraphModel, Node
 from .ops.registry import join_op, op_keys
 
-__all__ = ["GRAPH_MODEL_KEYS", "SEGMENT_KEYS", "JOIN_KEYS", "graph_from_json", "graph_to_json",
+__all__ = ["GRAPH_MODEL_KEYS", "SEGMENT_KEYS", "JOIN_KEYS", "graph_from_json", "graph_to_json", "graph_output_name",
            "graph_nodes_json"]
 
 GRAPH_MODEL_KEYS = (("format", "name", "input_dim", "graph", "output", "group"), ("format", "input_dim", "graph"))
@@ -155,6 +155,12 @@ def graph_nodes_json(gm: GraphModel) -> list:
             out.append(current)
         last = node.name
     return out
+
+
+def graph_output_name(gm: GraphModel) -> str:
+    """The model file's name of the output node (a segment's, or a join's)."""
+    node = gm.node(gm.output)
+    return gm.output if node.is_join else (node.segment or gm.output)
 
 
 def graph_to_json(gm: GraphModel, include_group: bool = True, format_name: str = "symeq-model/1") -> dict:

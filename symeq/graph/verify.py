@@ -28,7 +28,7 @@ from ..budget import Deadline
 from ..digest import graph_digest
 from ..equivariance import EquivarianceResult, Witness, principal_lattice, refute_with_balls
 from ..errors import InputError, NotExactError
-from .io import graph_from_json, graph_nodes_json, graph_to_json
+from .io import graph_from_json, graph_nodes_json, graph_output_name, graph_to_json
 from ..io import CERTIFICATE_FORMAT
 from ..notation import format_cycles
 from ..numbers import format_matrix, format_number, monomial_parts
@@ -176,12 +176,6 @@ def _action_text(M) -> str:
     return format_cycles(*parts) if parts is not None else "(not monomial)"
 
 
-def graph_output_name(gm: GraphModel) -> str:
-    """The model file's name of the output node (a segment's, or a join's)."""
-    node = gm.node(gm.output)
-    return gm.output if node.is_join else (node.segment or gm.output)
-
-
 def graph_degree(gm: GraphModel) -> int | None:
     """A bound on the total degree of f (None: some activation is not a polynomial)."""
     deg = {"input": 1}
@@ -273,7 +267,7 @@ def _graph_identifiability(gm: GraphModel, deadline) -> dict:
     proves local identifiability where its rank is full; the chain methods do not cover graphs."""
     from ..fibre.graph_rank import graph_jacobian_identifiability
 
-    d = graph_jacobian_identifiability(gm, deadline=deadline)
+    d = graph_jacobian_identifiability(gm, deadline=deadline, certificate=False)
     status = "locally-identifiable" if d.status == "locally-identifiable" else "undetermined"
     return {"status": status, "detail": d.reason + ("" if status != "undetermined" else
                                                     "; the other methods (affine, classical, tensor, groebner) "
