@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from operator import mul
 
-from .._numbers import CheckError, _dict, _is_int, _short, _vector
+from .._numbers import CheckError, _dict, _short
 from ..accel import accelerator_name, nmod_rank
 from ..graph import graph_digest, read_graph_model
 from ..model import Layers, declared_biases
 from ..report import CheckReport
 from ..schema import check_keys
 from .rank import _CHECK_PRIMES, JACOBIAN_PRIME, MAX_JACOBIAN_ROW_WORK, MAX_JACOBIAN_WORK, _jac_mod, _jac_poly, \
-    _rank_mod
+    _jac_selection, _rank_mod
 
 #: the keys of a graph's jacobian-rank certificate (the required ones first)
 GRAPH_RANK_KEYS = ("format", "method", "verdict", "graph_sha256", "prime", "parameters", "points", "rows", "rank",
@@ -65,10 +65,10 @@ def check_graph_jacobian_rank(cert: dict, model: dict, *, max_group_size: int = 
                               "(rank = parameters) is a graph certificate of local identifiability")
         report.accepted = False
         return report
-    chosen = _selection(report, cert, gm.n_in, K, P)
+    chosen = _jac_selection(report, cert, gm.n_in, K, P, P)  # the chain's reading (no pivot_columns key here)
     if chosen is None:
         return report
-    points, rows = chosen
+    points, rows, _ = chosen
     if _beyond_limits(report, segments, rows, P):
         return report
     return _verify(report, gm, segments, points, rows, K, P)
@@ -105,24 +105,6 @@ def _not_covered(report: CheckReport, why: str):
                          "re-verified for dense layers, additions and concatenations with polynomial activations")
     report.accepted = None
     return None
-
-
-def _selection(report: CheckReport, cert: dict, n_in: int, K: int, P: int):
-    """(points, rows) read off the certificate, or None with the report rejected on bad rows."""
-    pts = cert.get("points")
-    if not isinstance(pts, list) or not pts:
-        raise CheckError("certificate points: expected a non-empty list of points")
-    if len(pts) * n_in > 10 ** 7:
-        raise CheckError(f"certificate points: {len(pts)} points exceed the checker's limit")
-    points = [_vector(pt, f"certificate points[{i}]", n_in) for i, pt in enumerate(pts)]
-    rows = cert.get("rows")
-    if not isinstance(rows, list) or len(rows) < P or any(not _is_int(x) or isinstance(x, bool) for x in rows) \
-            or len(set(rows)) != len(rows) or any(not 0 <= x < len(points) * K for x in rows):
-        report.reasons.append(f"certificate rows must list at least {P} distinct rows (point * {K} + output) of "
-                              f"the {len(points) * K} rows of the Jacobian")
-        report.accepted = False
-        return None
-    return points, rows
 
 
 def _beyond_limits(report: CheckReport, segments: dict, rows: list, P: int) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+from fractions import Fraction
 import subprocess
 import sys
 
@@ -61,7 +62,7 @@ def test_the_checkers_rows_are_the_provers_jacobian(build):
     P = J.shape[1]
     K = gm.output_dim
     for n, pt in enumerate(pts):
-        _, cache = checker._forward(cgm, segments, [checker._vector([str(x) for x in pt], "pt", len(pt))][0], PRIME)
+        _, cache = checker._forward(cgm, segments, [Fraction(x) for x in pt], PRIME)
         for k in range(K):
             row = checker._row(cgm, segments, cache, offsets, P, k, PRIME)
             assert row == [int(v) for v in J[n * K + k]], (n, k)
