@@ -252,7 +252,9 @@ def report_text(d: dict, rep, explain_steps: bool = False) -> str:
                          + ([f"condition: {d['condition']}"] if d.get("condition") else [])
                          + [f"verdict: {d['status']} (over {d.get('over') or rep.over}) -- "
                             f"{d.get('reason', rep.reason)}"]
-                         + ([f"witness: {d['witness']['text']}"] if (d.get("witness") or {}).get("text") else []))
+                         + ([f"witness: {d['witness']['text']}"] if (d.get("witness") or {}).get("text") else [])
+                         + ([f"certificate: {d['certificate']} (check with: symeq check {d['certificate']} "
+                             f"{d['model']})"] if d.get("certificate") else []))
     lines = [text]
     if len(rep.tried) > 1 or rep.status not in ("identifiable", "not-identifiable") or explain_steps:
         lines.append("methods tried:")

@@ -73,6 +73,7 @@ def test_symeq_fibre_writes_a_graph_certificate_that_both_checkers_accept(build,
     path, cert = tmp_path / "g.json", tmp_path / "c.json"
     path.write_text(json.dumps(build()))
     assert main(["fibre", str(path), "--certificate", str(cert)]) == 3  # locally identifiable: the global question open
+    assert f"certificate: {cert} (check with: symeq check {cert} {path})" in capsys.readouterr().out
     data = json.loads(cert.read_text())
     assert data["method"] == "jacobian-rank" and data["rank"] == data["parameters"] and "graph_sha256" in data
     capsys.readouterr()
